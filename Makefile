@@ -1,0 +1,134 @@
+# llamapi — one Makefile for the server, the CLI, tools, tests and benchmarks.
+# Sources are discovered by wildcard: a new module is a new .c/.h pair under src/<layer>/,
+# a new unit test is tests/unit/test_<module>.c, a new tool is tools/<name>.c.
+#
+#   make            release build (build/release)
+#   make test       deps, unit tests under ASan+UBSan, e2e tests on the release build
+#   make asan|tsan  sanitizer builds (build/asan, build/tsan)
+#   make run        build and start the server on 127.0.0.1:9265
+
+BUILD   ?= release
+O       := build/$(BUILD)
+CC      ?= cc
+PKGS    := libmicrohttpd jansson libpcre2-8 libutf8proc libcurl
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
+
+WARN := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+        -Wpointer-arith -Wcast-qual -Wformat=2 -Wundef -Wvla \
+        -Werror=implicit-function-declaration -Werror=incompatible-pointer-types
+ifeq ($(CI),true)
+WARN += -Werror
+endif
+
+CPPFLAGS := -Isrc -D_POSIX_C_SOURCE=200809L $(PKG_CFLAGS) -MMD -MP
+CFLAGS_release := -O2 -g
+CFLAGS_asan    := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+                  -fno-sanitize-recover=undefined
+CFLAGS_tsan    := -O1 -g -fsanitize=thread
+CFLAGS   := -std=c11 $(WARN) $(CFLAGS_$(BUILD)) $(EXTRA_CFLAGS)
+LDFLAGS  := $(filter -fsanitize=%,$(CFLAGS_$(BUILD))) $(EXTRA_LDFLAGS)
+LDLIBS   := $(PKG_LIBS) -lm -lpthread
+
+MAIN_SRC := src/server/main.c src/cli/main.c
+LIB_SRC  := $(filter-out $(MAIN_SRC),$(shell find src -name '*.c' | sort))
+LIB_OBJ  := $(LIB_SRC:%.c=$(O)/%.o)
+LIB      := $(O)/libllamapi.a
+TEST_SRC := $(wildcard tests/unit/test_*.c)
+TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(O)/tests/%)
+TEST_HELPER_SRC := $(filter-out $(TEST_SRC),$(wildcard tests/unit/*.c))
+TEST_HELPER_OBJ := $(TEST_HELPER_SRC:%.c=$(O)/%.o)
+TOOL_SRC := $(wildcard tools/*.c)
+TOOL_BIN := $(TOOL_SRC:tools/%.c=$(O)/bin/%)
+BENCH_SRC := $(wildcard bench/*.c)
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(O)/bench/%)
+SERVER   := $(O)/bin/llamapi-server
+CLI      := $(O)/bin/llamapi
+
+.SECONDARY:
+.PHONY: all lib tests tools benches test unit asan tsan run clean format format-check deps \
+        e2e bench check-headers
+all: $(SERVER) $(CLI) $(TOOL_BIN)
+lib: $(LIB)
+tests: $(TEST_BIN)
+tools: $(TOOL_BIN)
+benches: $(BENCH_BIN)
+
+# Kernels: -O3, and per-file ISA flags only for *_avx2.c (dispatch happens at run time).
+$(O)/src/engine/%_avx2.o: CFLAGS += -O3 -mavx2 -mfma -mf16c
+$(O)/src/engine/quants/%.o: CFLAGS += -O3
+
+$(O)/%.o: %.c
+	@mkdir -p $(@D)
+	@echo "  CC  $<"
+	@$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+$(SERVER): $(O)/src/server/main.o $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(CLI): $(O)/src/cli/main.o $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(O)/bin/%: $(O)/tools/%.o $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(O)/bench/%: $(O)/bench/%.o $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(O)/tests/%: $(O)/tests/unit/%.o $(TEST_HELPER_OBJ) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) $(CMOCKA_LIBS) -o $@
+
+deps:
+	@scripts/install-deps.sh
+
+# Unit tests under ASan+UBSan, then e2e against the release build; one summary line.
+test: deps
+	@$(MAKE) --no-print-directory BUILD=asan tests tools
+	@$(MAKE) --no-print-directory BUILD=release all
+	@scripts/run-tests.sh build/asan build/release
+
+unit: tests tools
+	@scripts/run-tests.sh --unit-only $(O) $(O)
+
+e2e: all
+	@scripts/run-tests.sh --e2e-only $(O) $(O)
+
+asan:
+	@$(MAKE) --no-print-directory BUILD=asan all tests
+
+tsan:
+	@$(MAKE) --no-print-directory BUILD=tsan all tests
+
+run: deps all
+	$(SERVER) $(ARGS)
+
+bench: benches
+	@scripts/run-bench.sh $(O)
+
+# Each header must compile on its own.
+check-headers:
+	@for h in $$(find src -name '*.h' ! -name '*_internal.h'); do \
+	  echo "#include \"$${h#src/}\"" | $(CC) $(CPPFLAGS) -std=c11 $(WARN) -fsyntax-only -x c - \
+	  || exit 1; done; echo "headers: ok"
+
+FORMAT_FILES = $(shell find src tests/unit tests/fuzz tools bench -name '*.[ch]' 2>/dev/null)
+format:
+	clang-format -i $(FORMAT_FILES)
+
+format-check:
+	@clang-format --dry-run --Werror $(FORMAT_FILES) && echo "format: ok"
+
+clean:
+	rm -rf build
+
+-include $(shell find build -name '*.d' 2>/dev/null)

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the build and tests need, and the e2e tests' npm packages
+# (from tests/e2e/package-lock.json). Skips whatever is already present; safe to run often.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEB_PKGS=(build-essential pkg-config libmicrohttpd-dev libjansson-dev libpcre2-dev
+          libutf8proc-dev libcmocka-dev libcurl4-openssl-dev clang llvm libclang-rt-14-dev
+          clang-format nodejs npm curl ca-certificates python3)
+
+missing=()
+for p in "${DEB_PKGS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# nodejs/npm may come from elsewhere than Debian (e.g. nodesource): accept working binaries.
+if command -v node >/dev/null && command -v npm >/dev/null; then
+    filtered=()
+    for p in "${missing[@]}"; do [[ $p == nodejs || $p == npm ]] || filtered+=("$p"); done
+    missing=("${filtered[@]+"${filtered[@]}"}")
+fi
+
+if ((${#missing[@]})); then
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "missing Debian packages: ${missing[*]}" >&2
+        echo "run: sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
+        exit 1
+    fi
+    echo "installing: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [[ -f tests/e2e/package.json ]]; then
+    if [[ ! -d tests/e2e/node_modules ]] || [[ tests/e2e/package-lock.json -nt tests/e2e/node_modules ]]; then
+        (cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error)
+        touch tests/e2e/node_modules
+    fi
+fi

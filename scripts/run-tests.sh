@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Runs every unit test binary (from the first build dir) and the e2e suite (against the
+# server in the second build dir), then prints one summary line "N passed, N failed".
+#   scripts/run-tests.sh [--unit-only|--e2e-only] UNIT_BUILD_DIR E2E_BUILD_DIR
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+mode=all
+case "${1:-}" in --unit-only|--e2e-only) mode=${1#--}; shift ;; esac
+unit_dir=${1:?unit build dir}
+e2e_dir=${2:?e2e build dir}
+
+passed=0 failed=0 skipped=0
+failures=()
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export LLAMAPI_BUILD_DIR=$unit_dir
+
+count() { # $1 = log file; adds cmocka's counts
+    local p f s
+    p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$1" | tail -1)
+    f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$1" | tail -1)
+    s=$(grep -c '^\[  SKIPPED \]' "$1")
+    passed=$((passed + ${p:-0} - s)); failed=$((failed + ${f:-0})); skipped=$((skipped + s))
+}
+
+if [[ $mode != e2e-only ]]; then
+    mkdir -p "$unit_dir/logs"
+    for t in "$unit_dir"/tests/test_*; do
+        [[ -x $t ]] || continue
+        name=$(basename "$t")
+        log="$unit_dir/logs/$name.log"
+        if "$t" >"$log" 2>&1; then rc=0; else rc=$?; fi
+        count "$log"
+        if ((rc != 0)); then
+            failures+=("$name")
+            grep -q '^\[  FAILED  \]' "$log" || failed=$((failed + 1))
+            echo "--- $name failed (exit $rc):"; tail -40 "$log"
+        else
+            echo "ok   $name"
+        fi
+        grep -h '^skip:' "$log" || true
+    done
+fi
+
+if [[ $mode != unit-only && -f tests/e2e/package.json ]]; then
+    export LLAMAPI_SERVER_BIN=$PWD/$e2e_dir/bin/llamapi-server
+    export LLAMAPI_CLI_BIN=$PWD/$e2e_dir/bin/llamapi
+    export LLAMAPI_TOOLS_DIR=$PWD/$e2e_dir/bin
+    log="$e2e_dir/logs/e2e.log"
+    mkdir -p "$(dirname "$log")"
+    (cd tests/e2e && node --test --test-concurrency=1 --test-reporter=tap) >"$log" 2>&1
+    rc=$?
+    p=$(sed -n 's/^# pass \([0-9]*\)/\1/p' "$log" | tail -1)
+    f=$(sed -n 's/^# fail \([0-9]*\)/\1/p' "$log" | tail -1)
+    s=$(sed -n 's/^# skip \([0-9]*\)/\1/p' "$log" | tail -1)
+    passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0})); skipped=$((skipped + ${s:-0}))
+    grep -E '^# (Subtest|pass|fail|skip|tests)' "$log" | tail -4
+    if ((rc != 0)); then
+        failures+=("e2e")
+        [[ -n ${f:-} && $f != 0 ]] || failed=$((failed + 1))
+        echo "--- e2e failed (exit $rc):"; grep -B2 -A25 '^not ok' "$log" | head -150
+    fi
+fi
+
+((${#failures[@]})) && echo "failed: ${failures[*]}"
+echo "tests: $passed passed, $failed failed, $skipped skipped"
+((failed == 0 && ${#failures[@]} == 0))
