@@ -1,0 +1,65 @@
+/* Tensor element types and their kernels: the block layouts of the GGUF ecosystem (type ids
+ * are the on-disk ggml ids), dequantize/quantize, and dot products of a weight row against an
+ * activation row already converted to the type's dot format. Each kernel has a scalar _ref
+ * version; AVX2 variants are selected once by quant_init(). */
+#ifndef ENGINE_QUANTS_QUANTS_H
+#define ENGINE_QUANTS_QUANTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum quant_type {
+    QUANT_F32 = 0,
+    QUANT_F16 = 1,
+    QUANT_Q4_0 = 2,
+    QUANT_Q4_1 = 3,
+    QUANT_Q5_0 = 6,
+    QUANT_Q5_1 = 7,
+    QUANT_Q8_0 = 8,
+    QUANT_Q8_1 = 9,
+    QUANT_Q2_K = 10,
+    QUANT_Q3_K = 11,
+    QUANT_Q4_K = 12,
+    QUANT_Q5_K = 13,
+    QUANT_Q6_K = 14,
+    QUANT_Q8_K = 15,
+    QUANT_BF16 = 30,
+    QUANT_TYPE_MAX = 40, // exclusive upper bound of ids this table knows
+};
+
+/* x: n elements of the type; y: n floats. n is a multiple of block_len. */
+typedef void (*quant_to_float_fn)(const void *x, float *y, int64_t n);
+/* x: n floats; y: n elements of the type. n is a multiple of block_len. */
+typedef void (*quant_from_float_fn)(const float *x, void *y, int64_t n);
+/* *s = dot(x, y) over n elements; x in the weight type, y in its dot_type. */
+typedef void (*quant_vec_dot_fn)(int64_t n, float *s, const void *x, const void *y);
+
+struct quant_traits {
+    const char *name;             // "q4_K" etc., as ggml spells it
+    int64_t block_len;            // elements per block
+    size_t block_bytes;           // bytes per block
+    enum quant_type dot_type;     // format activations are converted to for vec_dot
+    quant_to_float_fn to_float;   // never NULL for a supported type
+    quant_from_float_fn from_float; // NULL when quantizing to this type is not supported
+    quant_vec_dot_fn vec_dot;     // NULL for activation-only types (Q8_K, Q8_1)
+};
+
+/* Selects SIMD variants for this CPU. Call once before any thread uses the table; later calls
+ * are no-ops. LLAMAPI_NO_SIMD=1 in the environment forces the scalar references. */
+void quant_init(void);
+
+/* Traits of a type, or NULL for an unknown or unsupported id. Thread-safe after quant_init. */
+const struct quant_traits *quant_traits_of(uint32_t type);
+
+/* The scalar-reference traits of a type (for tests comparing kernels), or NULL. */
+const struct quant_traits *quant_traits_ref(uint32_t type);
+
+/* Bytes of a row of n elements: ERR_OK and *out, ERR_INVALID when the type is unknown or n is
+ * not a multiple of its block length, ERR_LIMIT on overflow. */
+int quant_row_bytes(uint32_t type, int64_t n, size_t *out);
+
+/* True when the running CPU has AVX2+FMA+F16C and the SIMD variants are in use. */
+bool quant_using_avx2(void);
+
+#endif
