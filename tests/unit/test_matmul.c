@@ -14,8 +14,9 @@
 
 #include <string.h>
 
-static const uint32_t types[] = {QUANT_F32,  QUANT_F16,  QUANT_BF16, QUANT_Q8_0,
-                                 QUANT_Q4_0, QUANT_Q4_1, QUANT_Q5_0, QUANT_Q5_1};
+static const uint32_t types[] = {QUANT_F32,  QUANT_F16,  QUANT_BF16, QUANT_Q8_0, QUANT_Q4_0,
+                                 QUANT_Q4_1, QUANT_Q5_0, QUANT_Q5_1, QUANT_Q2_K, QUANT_Q3_K,
+                                 QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
 #define N_TYPES (sizeof types / sizeof types[0])
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dULL;

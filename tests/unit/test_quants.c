@@ -13,6 +13,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Per-type bounds, measured on uniform [-1, 1] data with margin:
@@ -25,9 +26,11 @@ struct type_case {
 };
 
 static const struct type_case cases[] = {
-    {QUANT_F32, 0.0, 1e-6},    {QUANT_F16, 6e-4, 1e-3},  {QUANT_BF16, 4e-3, 5e-3},
-    {QUANT_Q8_0, 0.008, 0.01}, {QUANT_Q4_0, 0.13, 0.1},  {QUANT_Q4_1, 0.08, 0.07},
-    {QUANT_Q5_0, 0.065, 0.06}, {QUANT_Q5_1, 0.04, 0.04},
+    {QUANT_F32, 0.0, 1e-6},     {QUANT_F16, 3e-4, 1e-3},    {QUANT_BF16, 2e-3, 0.01},
+    {QUANT_Q8_0, 0.005, 0.004}, {QUANT_Q4_0, 0.085, 0.04},  {QUANT_Q4_1, 0.07, 0.04},
+    {QUANT_Q5_0, 0.04, 0.02},   {QUANT_Q5_1, 0.035, 0.015}, {QUANT_Q2_K, 0.31, 0.08},
+    {QUANT_Q3_K, 0.15, 0.04},   {QUANT_Q4_K, 0.07, 0.02},   {QUANT_Q5_K, 0.036, 0.01},
+    {QUANT_Q6_K, 0.017, 0.006},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 
@@ -152,6 +155,84 @@ static void test_known_blocks_32(void **state)
     check_values(QUANT_Q8_1, q81, (const int[]){0, 1}, (const float[]){-1.0f, 0.0f}, 2);
 }
 
+/* A K-quant block against an all-ones Q8_K row: the dot must equal the sum of its values
+ * (this exercises the min terms through bsums). */
+static void check_k_dot_ones(uint32_t type, const void *blk)
+{
+    uint8_t ones[292] = {0x00, 0x00, 0x80, 0x3f}; // d = 1.0f
+    memset(ones + 4, 1, 256);
+    for (int j = 0; j < 16; j++)
+        ones[260 + 2 * j] = 16; // bsums, little-endian int16
+    float v[256], want = 0, got_ref = 0, got = 0;
+    quant_traits_ref(type)->to_float(blk, v, 256);
+    for (int i = 0; i < 256; i++)
+        want += v[i];
+    quant_traits_ref(type)->vec_dot(256, &got_ref, blk, ones);
+    quant_traits_of(type)->vec_dot(256, &got, blk, ones);
+    assert_float_equal(got_ref, want, 1e-3);
+    assert_float_equal(got, want, 1e-3);
+}
+
+static void test_known_blocks_k(void **state)
+{
+    (void)state;
+    // Q2_K: scales[16] (lo nibble scale, hi nibble min), qs[64], d = 1, dmin = 0.5
+    uint8_t q2[84] = {0x32, 0x15, 0x07};
+    q2[8] = 0xf1;
+    q2[16 + 0] = 0x07;  // elem 0: bits 0-1 = 3; elem 32: bits 2-3 = 1
+    q2[16 + 16] = 0x02; // elem 16
+    q2[16 + 32] = 0x03; // elem 128 (second half)
+    q2[81] = 0x3c;
+    q2[83] = 0x38;
+    check_values(QUANT_Q2_K, q2, (const int[]){0, 16, 32, 128, 1},
+                 (const float[]){4.5f, 9.5f, 7.0f, -4.5f, -1.5f}, 5);
+    check_k_dot_ones(QUANT_Q2_K, q2);
+    // Q3_K: hmask[32], qs[64], scales[12] (6-bit, biased 32), d = 1
+    uint8_t q3[110] = {0x15}; // hmask[0]: bits 0, 2, 4
+    q3[32 + 0] = 0x27;        // elem 0: 3, elem 32: 1, elem 64: 2
+    q3[32 + 32] = 0x01;       // elem 128: 1
+    q3[96 + 0] = 0x51;        // scale 0 low nibble 1, scale 8 low nibble 5
+    q3[96 + 4] = 0x0f;        // scale 4 low nibble 15
+    q3[96 + 8] = 0x26;        // high bits: scale 0 -> 2, scale 4 -> 1, scale 8 -> 2
+    q3[109] = 0x3c;
+    check_values(QUANT_Q3_K, q3, (const int[]){0, 16, 32, 64, 128},
+                 (const float[]){3.0f, 128.0f, 96.0f, -2.0f, 5.0f}, 5);
+    check_k_dot_ones(QUANT_Q3_K, q3);
+    // Q4_K: d = 1, dmin = 0.5, scales[12]: (sc, m) = (2, 3), (5, 1), sub 4 = (33, 17)
+    uint8_t q4[144] = {0x00, 0x3c, 0x00, 0x38, 0x82, 0x05, 0, 0, 0x43, 0x01, 0, 0, 0x11};
+    q4[16 + 0] = 0x97;  // elem 0 = 7, elem 32 = 9
+    q4[16 + 64] = 0x03; // elem 128 = 3
+    check_values(QUANT_Q4_K, q4, (const int[]){0, 32, 128, 1, 160},
+                 (const float[]){12.5f, 44.5f, 90.5f, -1.5f, 0.0f}, 5);
+    check_k_dot_ones(QUANT_Q4_K, q4);
+    // Q5_K: as Q4_K plus qh[32]: qh[0] bits 0 and 4 (elems 0, 128), qh[1] bit 0 (elem 1)
+    uint8_t q5[176] = {0x00, 0x3c, 0x00, 0x38, 0x82, 0x05, 0, 0, 0x43, 0x01, 0, 0, 0x11};
+    q5[16 + 0] = 0x11;
+    q5[16 + 1] = 0x01;
+    q5[48 + 0] = 0x97;
+    q5[48 + 64] = 0x03;
+    check_values(QUANT_Q5_K, q5, (const int[]){0, 32, 128, 1},
+                 (const float[]){44.5f, 44.5f, 618.5f, 30.5f}, 4);
+    check_k_dot_ones(QUANT_Q5_K, q5);
+    // Q6_K: ql[128], qh[64], scales[16] (int8), d = 0.5
+    uint8_t q6[210] = {0x5a};
+    q6[32] = 0x03;
+    q6[64] = 0x01;
+    q6[128] = 0x1e;
+    q6[192 + 0] = 2;
+    q6[192 + 1] = 7;
+    q6[192 + 2] = 0xfd; // -3
+    q6[192 + 4] = 4;
+    q6[192 + 8] = 1;
+    q6[209] = 0x38;
+    check_values(QUANT_Q6_K, q6, (const int[]){0, 32, 64, 96, 16, 128},
+                 (const float[]){10.0f, -28.5f, -22.0f, 0.0f, -112.0f, -15.5f}, 6);
+    check_k_dot_ones(QUANT_Q6_K, q6);
+    // Q8_K: float d, qs[256], bsums[16]
+    uint8_t q8k[292] = {0x00, 0x00, 0x00, 0x3f, 0xfd};
+    check_values(QUANT_Q8_K, q8k, (const int[]){0, 1}, (const float[]){-1.5f, 0.0f}, 2);
+}
+
 static void test_known_floats(void **state)
 {
     (void)state;
@@ -196,6 +277,7 @@ static void roundtrip_one(const struct type_case *tc, int64_t n)
     for (int64_t i = 0; i < n; i++)
         back[i] -= x[i];
     double err = rms(back, n) / rms(x, n);
+    if (getenv("SHOW_ERR")) printf("%s n=%lld rt %.5f\n", tr->name, (long long)n, err);
     if (err > tc->rt)
         fail_msg("%s n=%lld: round-trip error %.5f > %.5f", tr->name, (long long)n, err, tc->rt);
     mem_free(q.buf);
@@ -299,6 +381,7 @@ static void dot_one(const struct type_case *tc, int64_t n, size_t mis_w, size_t 
     if (!(fabs((double)s_fast - s_ref) <= 2e-5 * mag + 1e-6))
         fail_msg("%s n=%lld: simd %.7g vs ref %.7g", ref->name, (long long)n, s_fast, s_ref);
     double rel = fabs(s_ref - exact) / sqrt(nw * na);
+    if (getenv("SHOW_ERR")) printf("%s n=%lld fdot %.5f\n", ref->name, (long long)n, rel);
     if (rel > tc->fdot)
         fail_msg("%s n=%lld: dot error %.5f vs float > %.5f", ref->name, (long long)n, rel,
                  tc->fdot);
@@ -382,9 +465,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_type_table),      cmocka_unit_test(test_known_blocks_32),
-        cmocka_unit_test(test_known_floats),    cmocka_unit_test(test_roundtrip_error),
-        cmocka_unit_test(test_degenerate_rows), cmocka_unit_test(test_vec_dot),
-        cmocka_unit_test(test_vec_dot_tile),
+        cmocka_unit_test(test_known_blocks_k),  cmocka_unit_test(test_known_floats),
+        cmocka_unit_test(test_roundtrip_error), cmocka_unit_test(test_degenerate_rows),
+        cmocka_unit_test(test_vec_dot),         cmocka_unit_test(test_vec_dot_tile),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

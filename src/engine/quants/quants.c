@@ -51,7 +51,13 @@
         ROW(QUANT_Q5_0, "q5_0", QK5_0, sizeof(struct block_q5_0), QUANT_Q8_0, q5_0),               \
         ROW(QUANT_Q5_1, "q5_1", QK5_1, sizeof(struct block_q5_1), QUANT_Q8_1, q5_1),               \
         ROW(QUANT_Q8_0, "q8_0", QK8_0, sizeof(struct block_q8_0), QUANT_Q8_0, q8_0),               \
-        ROW_ACT(QUANT_Q8_1, "q8_1", QK8_1, sizeof(struct block_q8_1), q8_1)
+        ROW(QUANT_Q2_K, "q2_K", QK_K, sizeof(struct block_q2_K), QUANT_Q8_K, q2_K),                \
+        ROW(QUANT_Q3_K, "q3_K", QK_K, sizeof(struct block_q3_K), QUANT_Q8_K, q3_K),                \
+        ROW(QUANT_Q4_K, "q4_K", QK_K, sizeof(struct block_q4_K), QUANT_Q8_K, q4_K),                \
+        ROW(QUANT_Q5_K, "q5_K", QK_K, sizeof(struct block_q5_K), QUANT_Q8_K, q5_K),                \
+        ROW(QUANT_Q6_K, "q6_K", QK_K, sizeof(struct block_q6_K), QUANT_Q8_K, q6_K),                \
+        ROW_ACT(QUANT_Q8_1, "q8_1", QK8_1, sizeof(struct block_q8_1), q8_1),                       \
+        ROW_ACT(QUANT_Q8_K, "q8_K", QK_K, sizeof(struct block_q8_K), q8_K)
 
 static const struct quant_traits table_ref[QUANT_TYPE_MAX] = {TYPE_ROWS(ROW_REF)};
 
