@@ -377,8 +377,8 @@ int tok_bpe_setup(struct tokenizer *t, struct str pre, struct errmsg *err)
             pcre2_get_error_message(code, msg, sizeof msg);
             rc = errmsg_set(
                 err,
-                code == PCRE2_ERROR_HEAPLIMIT || code == PCRE2_ERROR_NOMEMORY ? ERR_NOMEM
-                                                                              : ERR_UNSUPPORTED,
+                code == PCRE2_ERROR_HEAP_FAILED || code == PCRE2_ERROR_NOMEMORY ? ERR_NOMEM
+                                                                                : ERR_UNSUPPORTED,
                 "pre-tokenizer %s regex %d: %s at %zu", f->name, i, (char *)msg, (size_t)at);
             break;
         }
