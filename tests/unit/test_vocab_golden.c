@@ -11,6 +11,7 @@
 #include "platform/vocab_gguf.h"
 #include "text/tokenizer.h"
 #include "util/buf.h"
+#include "util/clock.h"
 #include "util/mem.h"
 
 #include <jansson.h>
@@ -227,11 +228,60 @@ static void test_tiny_bert_expected(void **state)
     json_decref(root);
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#define IS_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define IS_SANITIZED 1
+#endif
+#endif
+
+/* 1 MiB of the qwen2 golden inputs encodes well under a second and scales about linearly
+ * (release builds only: sanitizers distort timing; bench/bench_tokenizer measures it too). */
+static void test_encode_speed_release(void **state)
+{
+    (void)state;
+#ifdef IS_SANITIZED
+    printf("skip: timing is not asserted under sanitizers\n");
+    skip();
+#endif
+    struct buf seed, text;
+    buf_init(&seed);
+    buf_init(&text);
+    if (!read_file(VOCAB_DIR "ggml-vocab-qwen2.gguf.inp", &seed)) {
+        printf("skip: ../shared/models/vocab absent\n");
+        skip();
+    }
+    while (text.len < (1u << 20))
+        assert_int_equal(buf_append(&text, seed.data, seed.len), ERR_OK);
+    struct errmsg err = {{0}};
+    struct tokenizer *t = NULL;
+    assert_int_equal(vocab_tokenizer_from_file(VOCAB_DIR "ggml-vocab-qwen2.gguf", &t, &err), 0);
+    double ms[2];
+    size_t lens[2] = {text.len / 4, text.len};
+    for (int i = 0; i < 2; i++) {
+        struct tok_ids ids;
+        tok_ids_init(&ids);
+        double t0 = clock_now_ms();
+        assert_int_equal(tok_encode(t, (struct str){text.data, lens[i]}, false, false, &ids), 0);
+        ms[i] = clock_now_ms() - t0;
+        assert_true(ids.n_ids > lens[i] / 8);
+        tok_ids_deinit(&ids);
+    }
+    printf("encode qwen2: %.1f ms for 256 KiB, %.1f ms for 1 MiB\n", ms[0], ms[1]);
+    assert_true(ms[1] < 1000.0);
+    assert_true(ms[1] < 12.0 * ms[0] + 5.0); // 4x the text: far from the 16x of quadratic
+    tok_free(t);
+    buf_deinit(&seed);
+    buf_deinit(&text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden_all_vocabs),
         cmocka_unit_test(test_tiny_bert_expected),
+        cmocka_unit_test(test_encode_speed_release),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
