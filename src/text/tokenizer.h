@@ -56,12 +56,14 @@ int tok_encode(const struct tokenizer *t, struct str text, bool add_special, boo
 
 /* Appends the text of ids to out (llama.cpp's llama_detokenize with remove_special =
  * !render_special, unparse_special = render_special): byte tokens become bytes, "\u2581"
- * becomes a space, byte-level BPE is unmapped, "##" continuations are joined; the first
- * piece loses one leading space when the vocab adds a space prefix; gpt2/bert vocabs apply
- * the clean-up of spaces before punctuation that Hugging Face's clean_up_tokenization_spaces
- * does. Control/unknown tokens are rendered only with render_special. Ids outside the vocab
- * give ERR_INVALID (nothing appended). ERR_NOMEM. The bytes may be invalid UTF-8 when ids
- * split a character. */
+ * becomes a space, byte-level BPE is unmapped, "##" continuations are joined. The first piece
+ * loses one leading space for llama vocabs with add_space_prefix and for bert; without
+ * render_special a leading bos is dropped first (so "<s> Hello" gives "Hello", where
+ * llama.cpp keeps the space). gpt2 vocabs whose pre-tokenizer says so, and bert, apply
+ * Hugging Face's clean_up_tokenization_spaces (" ," -> ","). Control, unknown and unused
+ * tokens are rendered only with render_special. ERR_INVALID for an id outside the vocab
+ * (nothing appended), ERR_NOMEM. The bytes may be invalid UTF-8 when ids split a character
+ * (use struct tok_stream for output that must be valid). */
 int tok_decode(const struct tokenizer *t, const tok_id *ids, size_t n_ids, bool render_special,
                struct buf *out);
 

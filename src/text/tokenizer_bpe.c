@@ -7,6 +7,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "text/tokenizer_internal.h"
 
+#include "util/buf.h"
 #include "util/checked.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -356,6 +357,34 @@ static int find_family(struct str pre)
     return PRE_DEFAULT;
 }
 
+/* Rewrites \s so that it also matches U+0085 (NEL): it is White_Space for the regex engines
+ * the tokenizers were trained with (Oniguruma, Rust regex, Python re), but not for PCRE2's \s.
+ * Outside a class "\s" becomes "[\s\x{85}]" and "\S" becomes "[^\s\x{85}]"; inside a class
+ * "\s" gains "\x{85}" (every \S of the known patterns is outside classes). */
+static int widen_space_class(const char *re, struct buf *out)
+{
+    bool in_class = false;
+    int rc = ERR_OK;
+    for (size_t i = 0; re[i] && rc == ERR_OK; i++) {
+        if (re[i] == '\\' && re[i + 1]) {
+            char c = re[++i];
+            if (c == 's')
+                rc = buf_append_cstr(out, in_class ? "\\s\\x{85}" : "[\\s\\x{85}]");
+            else if (c == 'S' && !in_class)
+                rc = buf_append_cstr(out, "[^\\s\\x{85}]");
+            else if ((rc = buf_append_byte(out, '\\')) == ERR_OK)
+                rc = buf_append_byte(out, c);
+            continue;
+        }
+        if (re[i] == '[' && !in_class)
+            in_class = true;
+        else if (re[i] == ']' && in_class)
+            in_class = false;
+        rc = buf_append_byte(out, re[i]);
+    }
+    return rc;
+}
+
 int tok_bpe_setup(struct tokenizer *t, struct str pre, struct errmsg *err)
 {
     const struct pre_family *f = &k_families[find_family(pre)];
@@ -370,8 +399,18 @@ int tok_bpe_setup(struct tokenizer *t, struct str pre, struct errmsg *err)
     for (int i = 0; i < TOK_MAX_REGEX && f->regex[i] && rc == ERR_OK; i++) {
         int code;
         PCRE2_SIZE at;
-        pcre2_code *re = pcre2_compile((PCRE2_SPTR)f->regex[i], PCRE2_ZERO_TERMINATED,
-                                       PCRE2_UTF | PCRE2_UCP, &code, &at, cc);
+        struct buf pat;
+        buf_init(&pat);
+        if (widen_space_class(f->regex[i], &pat) != ERR_OK) {
+            rc = errmsg_set(err, ERR_NOMEM, "out of memory compiling the pre-tokenizer");
+            buf_deinit(&pat);
+            break;
+        }
+        // $ is the end of the subject only, as in the engines the patterns were written for.
+        pcre2_code *re =
+            pcre2_compile((PCRE2_SPTR)pat.data, pat.len,
+                          PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY, &code, &at, cc);
+        buf_deinit(&pat);
         if (!re) {
             PCRE2_UCHAR msg[120];
             pcre2_get_error_message(code, msg, sizeof msg);
