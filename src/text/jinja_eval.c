@@ -204,6 +204,7 @@ static bool bind_params(struct rstate *st, struct frame *f, const struct jnode *
     struct jlist *varargs = jl_new(st, 0);
     struct jdict *kwargs = jd_new(st, 0);
     if (!varargs || !kwargs) return false;
+    varargs->is_tuple = true;
     for (size_t i = m->n_kids2; i < args->n_pos; i++)
         jl_push(st, varargs, args->pos[i]);
     for (size_t k = 0; k < args->n_kw; k++) {

@@ -340,6 +340,82 @@ static size_t strip_before(const char *text, size_t n, char kind, char sign, boo
     return l_pos;
 }
 
+/* {% raw %}: if the tag at off (just after "{%" and its sign) opens a raw block, sets *end to
+ * just after its "%}" (and after whitespace for "-%}"). */
+static bool raw_begin(const char *s, size_t off, size_t len, size_t *end)
+{
+    while (off < len && is_space(s[off]))
+        off++;
+    if (len - off < 3 || memcmp(s + off, "raw", 3) != 0)
+        return false;
+    off += 3;
+    while (off < len && is_space(s[off]))
+        off++;
+    bool minus = off < len && s[off] == '-';
+    off += minus;
+    if (len - off < 2 || s[off] != '%' || s[off + 1] != '}')
+        return false;
+    off += 2;
+    while (minus && off < len && is_space(s[off]))
+        off++;
+    *end = off;
+    return true;
+}
+
+/* Finds the endraw tag from off: *tag_pos = its first brace, *sign_in and *sign_out its signs, *after
+ * = just past "%}". */
+static bool raw_end(const char *s, size_t off, size_t len, size_t *tag_pos, char *sign_in,
+                    char *sign_out, size_t *after)
+{
+    for (size_t i = off; i + 1 < len; i++) {
+        if (s[i] != '{' || s[i + 1] != '%')
+            continue;
+        size_t j = i + 2;
+        char in = j < len && (s[j] == '-' || s[j] == '+') ? s[j] : 0;
+        j += in != 0;
+        while (j < len && is_space(s[j]))
+            j++;
+        if (len - j < 6 || memcmp(s + j, "endraw", 6) != 0)
+            continue;
+        j += 6;
+        while (j < len && is_space(s[j]))
+            j++;
+        char out = j < len && (s[j] == '-' || s[j] == '+') ? s[j] : 0;
+        j += out != 0;
+        if (len - j < 2 || s[j] != '%' || s[j + 1] != '}')
+            continue;
+        *tag_pos = i;
+        *sign_in = in;
+        *sign_out = out;
+        *after = j + 2;
+        return true;
+    }
+    return false;
+}
+
+static int lex_raw(struct lexer *lx, size_t body, bool *line_starting)
+{
+    size_t tag, after;
+    char in, out;
+    if (!raw_end(lx->src, body, lx->len, &tag, &in, &out, &after))
+        return lex_error(lx, body, "missing endraw");
+    bool starting = body > 0 && lx->src[body - 1] == '\n';
+    size_t n = strip_before(lx->src + body, tag - body, '%', in, starting);
+    if (n > 0 && !push(lx, TOK_TEXT, body, n))
+        return ERR_NOMEM;
+    lx->pos = after;
+    *line_starting = false;
+    if (out == '-') {
+        while (lx->pos < lx->len && is_space(lx->src[lx->pos]))
+            lx->pos++;
+        *line_starting = lx->src[lx->pos - 1] == '\n';
+    } else if (out != '+' && lx->pos < lx->len && lx->src[lx->pos] == '\n') {
+        lx->pos++;
+        *line_starting = true;
+    }
+    return ERR_OK;
+}
+
 int jinja_lex(const char *src, size_t len, struct arena *a, struct tok_list *out,
               struct errmsg *err)
 {
@@ -360,7 +436,10 @@ int jinja_lex(const char *src, size_t len, struct arena *a, struct tok_list *out
         if (tag >= len) break;
         lx.pos = tag + 2 + (sign ? 1 : 0);
         int rc;
-        if (kind == '#') {
+        size_t raw_body;
+        if (kind == '%' && raw_begin(src, lx.pos, len, &raw_body)) {
+            rc = lex_raw(&lx, raw_body, &line_starting);
+        } else if (kind == '#') {
             rc = lex_comment(&lx, &line_starting);
         } else {
             bool is_block = kind == '%';

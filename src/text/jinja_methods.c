@@ -459,8 +459,8 @@ static int loop_attr(struct rstate *st, struct jv obj, const char *name, struct 
         *out = jv_int((int64_t)ls->depth0 + 1);
     else if (!strcmp(name, "depth0"))
         *out = jv_int((int64_t)ls->depth0);
-    else if (!strcmp(name, "cycle"))
-        return bound(st, obj, "cycle", out);
+    else if (!strcmp(name, "cycle") || !strcmp(name, "changed"))
+        return bound(st, obj, name[0] == 'c' && name[1] == 'y' ? "cycle" : "changed", out);
     return ERR_OK;
 }
 
@@ -534,6 +534,16 @@ int jinja_call_method(struct rstate *st, const struct jnode *at, const struct jf
         *out = str_method(st, at, self, fn->name, args);
     } else if (self.kind == JV_DICT) {
         *out = dict_method(st, self, fn->name, args);
+    } else if (self.kind == JV_LOOP && !strcmp(fn->name, "changed")) {
+        struct jlist *now = jl_new(st, args->n_pos);
+        for (size_t i = 0; now && i < args->n_pos; i++)
+            jl_push(st, now, args->pos[i]);
+        if (!now)
+            return st->rc;
+        struct jv nv = jv_list(now);
+        struct loop_state *ls = self.u.loop;
+        *out = jv_bool(ls->last_changed.kind == JV_UNDEF || !jv_equal(ls->last_changed, nv));
+        ls->last_changed = nv;
     } else if (self.kind == JV_LOOP) {
         if (args->n_pos == 0) return rs_fail(st, at, ERR_INVALID, "no items for cycling given");
         *out = args->pos[self.u.loop->index0 % args->n_pos];

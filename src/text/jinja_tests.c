@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 static struct jv mk_str(struct rstate *st, const char *p, size_t n)
 {
@@ -121,14 +122,24 @@ static int f_round(struct rstate *st, const struct jnode *at, struct jv in, cons
     if (in.kind != JV_INT && in.kind != JV_FLOAT && in.kind != JV_BOOL)
         return rs_fail(st, at, ERR_INVALID, "round: a number is required");
     int64_t prec = p && p->kind == JV_INT ? p->u.i : 0;
-    if (prec > 15) prec = 15;
-    if (prec < -15) prec = -15;
+    if (prec > 15)
+        prec = 15;
+    if (prec < -15)
+        prec = -15;
     double scale = pow(10.0, (double)prec), x = num(in) * scale;
     const char *method = m && m->kind == JV_STR ? m->u.s.p : "common";
-    double r = !strncmp(method, "ceil", 4)    ? ceil(x)
-               : !strncmp(method, "floor", 5) ? floor(x)
-                                              : (x < 0 ? -floor(-x + 0.5) : floor(x + 0.5));
-    *out = jv_float(r / scale);
+    if (!strncmp(method, "ceil", 4) || !strncmp(method, "floor", 5)) {
+        *out = jv_float((method[0] == 'c' ? ceil(x) : floor(x)) / scale);
+        return ERR_OK;
+    }
+    if (prec < 0 || !isfinite(num(in))) {
+        *out = jv_float(nearbyint(x) / scale);
+        return ERR_OK;
+    }
+    // Python's round() is correctly rounded with ties to even, like printf's %.*f
+    char tmp[400];
+    snprintf(tmp, sizeof tmp, "%.*f", (int)prec, num(in));
+    *out = jv_float(strtod(tmp, NULL));
     return ERR_OK;
 }
 
@@ -234,15 +245,26 @@ static int f_wordcount(struct rstate *st, const struct jnode *at, struct jv in,
     (void)at;
     (void)a;
     struct jv s;
-    if (!jv_to_str(st, in, &s)) return st->rc;
+    if (!jv_to_str(st, in, &s))
+        return st->rc;
     int64_t n = 0;
     bool in_word = false;
-    for (size_t i = 0; i < s.u.s.n; i++) {
-        unsigned char c = (unsigned char)s.u.s.p[i];
-        bool w =
-            c == '_' || c >= 0x80 || (c >= '0' && c <= '9') || ((c | 32) >= 'a' && (c | 32) <= 'z');
+    const utf8proc_uint8_t *p = (const utf8proc_uint8_t *)s.u.s.p;
+    utf8proc_ssize_t left = (utf8proc_ssize_t)s.u.s.n;
+    while (left > 0) { // words are runs of \w: letters, numbers and '_'
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t k = utf8proc_iterate(p, left, &cp);
+        if (k <= 0) {
+            k = 1;
+            cp = -1;
+        }
+        int cat = cp >= 0 ? (int)utf8proc_category(cp) : 0;
+        bool w = cp == '_' || (cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO) ||
+                 (cat >= UTF8PROC_CATEGORY_ND && cat <= UTF8PROC_CATEGORY_NO);
         n += w && !in_word;
         in_word = w;
+        p += k;
+        left -= k;
     }
     *out = jv_int(n);
     return ERR_OK;
@@ -484,7 +506,7 @@ int jinja_test_apply(struct rstate *st, const struct jnode *at, const char *name
         *out = k == JV_STR || (k == JV_LIST && !in.u.l->is_gen) ||
                (k == JV_DICT && !in.u.d->is_ns) || k == JV_UNDEF;
     else if (!strcmp(name, "callable"))
-        *out = k == JV_FUNC;
+        *out = k == JV_FUNC || k == JV_UNDEF; // Undefined defines __call__ (which raises)
     else if (!strcmp(name, "odd") || !strcmp(name, "even")) {
         if (!is_intlike(in)) return rs_fail(st, at, ERR_INVALID, "%s test needs an integer", name);
         int64_t v = k == JV_INT ? in.u.i : in.u.b;
