@@ -7,11 +7,13 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "text/reasoning.h"
 #include "text/toolcall.h"
 #include "util/buf.h"
 #include "util/err.h"
 #include "util/mem.h"
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -486,6 +488,111 @@ static void test_format_detect_on_real_templates(void **state)
     }
 }
 
+/* The expected call of a golden case, from its context: compact arguments whether the
+ * message gave an object or a string. Returns false if the case has no tool call. */
+static bool golden_expected(json_t *c, char *name, size_t name_cap, char **args)
+{
+    json_t *msgs = json_object_get(json_object_get(c, "context"), "messages");
+    for (size_t i = 0; i < json_array_size(msgs); i++) {
+        json_t *tc = json_object_get(json_array_get(msgs, i), "tool_calls");
+        json_t *fn = json_object_get(json_array_get(tc, 0), "function");
+        if (!fn) continue;
+        snprintf(name, name_cap, "%s", json_string_value(json_object_get(fn, "name")));
+        json_t *a = json_object_get(fn, "arguments");
+        json_t *parsed = json_is_string(a) ? json_loads(json_string_value(a), 0, NULL) : NULL;
+        *args = json_dumps(parsed ? parsed : a, JSON_COMPACT);
+        json_decref(parsed);
+        return true;
+    }
+    return false;
+}
+
+/* Cuts the first assistant turn out of a golden render, as the model would have generated it. */
+static char *golden_turn(const char *out, const char *header, const char *end)
+{
+    const char *p = strstr(out, header);
+    if (!p) return NULL;
+    p += strlen(header);
+    const char *q = strstr(p, end);
+    return q ? strndup(p, (size_t)(q - p)) : NULL;
+}
+
+/* Parses a turn the way the api layer will: reasoning first, then tool calls on the content,
+ * one shot and byte by byte. */
+static void golden_check(const char *label, const char *turn, enum toolcall_format fmt,
+                         const char *name, const char *args)
+{
+    struct reasoning_result rr;
+    assert_int_equal(reasoning_split(REASONING_FORMAT_THINK, false, turn, strlen(turn), &rr),
+                     ERR_OK);
+    const char *content = rr.content ? rr.content : "";
+    struct toolcall_result r;
+    assert_int_equal(toolcall_parse(fmt, content, strlen(content), &r), ERR_OK);
+    if (r.n_calls != 1) fail_msg("%s: %d calls in \"%s\"", label, r.n_calls, turn);
+    assert_string_equal(r.calls[0].name, name);
+    assert_string_equal(r.calls[0].arguments, args);
+    assert_null(r.content);
+    struct tc_case c = {label, fmt, content, NULL, 1, {{name, args, NULL}}};
+    size_t cuts[1024], len = strlen(content);
+    assert_true(len < 1024);
+    for (size_t i = 0; i < len; i++)
+        cuts[i] = i + 1;
+    run_stream(&c, cuts, (int)len);
+    toolcall_result_deinit(&r);
+    reasoning_result_deinit(&rr);
+}
+
+/* The templates' own renders of an assistant tool call are what a model trained on them
+ * writes; parsing them back must give the call that was rendered. */
+static void test_golden_template_renders(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *file, *header, *end;
+        enum toolcall_format fmt;
+    } t[] = {
+        {"Qwen-Qwen2.5-7B-Instruct", "<|im_start|>assistant\n", "<|im_end|>", HERMES},
+        {"NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use", "<|im_start|>assistant\n", "<|im_end|>",
+         HERMES},
+        {"Qwen3.5-4B", "<|im_start|>assistant\n", "<|im_end|>", HERMES},
+        {"meta-llama-Llama-3.1-8B-Instruct", "<|start_header_id|>assistant<|end_header_id|>\n\n",
+         "<|eot_id|>", LLAMA3},
+        {"meta-llama-Llama-3.2-3B-Instruct", "<|start_header_id|>assistant<|end_header_id|>\n\n",
+         "<|eot_id|>", LLAMA3},
+        {"unsloth-mistral-Devstral-Small-2507", "[/INST]", "</s>", MISTRAL},
+    };
+    char path[256], name[128], label[256];
+    int n_checked = 0;
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        snprintf(path, sizeof path, "../shared/templates/%s.golden.json", t[i].file);
+        json_t *root = json_load_file(path, 0, NULL);
+        if (!root) {
+            printf("skip: %s not found\n", path);
+            skip();
+        }
+        json_t *cs = json_object_get(root, "cases");
+        for (size_t k = 0; k < json_array_size(cs); k++) {
+            json_t *c = json_array_get(cs, k);
+            const char *cname = json_string_value(json_object_get(c, "name"));
+            const char *out = json_string_value(json_object_get(c, "output"));
+            char *args = NULL;
+            if (!out || strncmp(cname, "tool_roundtrip", 14) != 0 ||
+                !golden_expected(c, name, sizeof name, &args))
+                continue;
+            char *turn = golden_turn(out, t[i].header, t[i].end);
+            if (!turn) fail_msg("%s/%s: no assistant turn", t[i].file, cname);
+            snprintf(label, sizeof label, "%s/%s", t[i].file, cname);
+            golden_check(label, turn, t[i].fmt, name, args);
+            n_checked++;
+            free(turn);
+            free(args);
+        }
+        json_decref(root);
+    }
+    assert_true(n_checked >= 6);
+    printf("golden tool-call renders: %d parsed back\n", n_checked);
+}
+
 static void test_allocation_failures(void **state)
 {
     (void)state;
@@ -536,6 +643,7 @@ int main(void)
         cmocka_unit_test(test_stream_byte_by_byte_and_three_pieces),
         cmocka_unit_test(test_stream_is_incremental),
         cmocka_unit_test(test_format_detect_on_real_templates),
+        cmocka_unit_test(test_golden_template_renders),
         cmocka_unit_test(test_allocation_failures),
         cmocka_unit_test(test_invalid_format),
     };
