@@ -13,9 +13,12 @@
 #include <stdint.h>
 #include <string.h>
 
-/* First selection size for top-p without top-k. Natural-language distributions put 0.95 of
- * their mass in far fewer tokens, so one round usually suffices; each retry grows it 8x. */
-#define TOP_P_FIRST_M 64
+/* Top-p without top-k: first the best TOP_P_FIRST_M by heap selection (enough for peaked
+ * distributions), else buckets TOP_P_BUCKET_RANGE / TOP_P_N_BUCKETS nats wide below the best
+ * logit; tokens further down share the last bucket (their mass is below e^-32 each). */
+#define TOP_P_FIRST_M      64
+#define TOP_P_N_BUCKETS    256
+#define TOP_P_BUCKET_RANGE 32.0f
 
 struct cand {
     int32_t id;
@@ -339,11 +342,11 @@ static void stage_top_k(struct sampler *s, const float *logits)
     s->is_sorted = false;
 }
 
-/* Returns how many of the sorted c[0..m) reach cumulative probability top_p, or 0 if they
- * do not. */
-static int32_t top_p_cut(const struct cand *c, int32_t m, float top_p)
+/* Returns how many of the sorted c[0..m) reach cumulative probability top_p counting from
+ * base, or 0 if they do not. */
+static int32_t top_p_cut(const struct cand *c, int32_t m, double base, float top_p)
 {
-    double cum = 0.0;
+    double cum = base;
     for (int32_t i = 0; i < m; i++) {
         cum += c[i].p;
         if (cum >= top_p) return i + 1;
@@ -351,25 +354,68 @@ static int32_t top_p_cut(const struct cand *c, int32_t m, float top_p)
     return 0;
 }
 
-/* Needs p set. Keeps the smallest prefix (by probability) whose mass reaches top_p, at least
- * one token. Without top-k the candidates are unsorted: select the best m, and grow m only if
- * their mass falls short. */
+static int32_t bucket_of(float logit, float max_logit)
+{
+    float d = (max_logit - logit) * (TOP_P_N_BUCKETS / TOP_P_BUCKET_RANGE);
+    return d >= TOP_P_N_BUCKETS - 1 ? TOP_P_N_BUCKETS - 1 : (int32_t)d; // -inf: last bucket
+}
+
+/* Moves the candidates of c[from..n) whose bucket is in [lo, hi) to c[from..), keeping the
+ * others behind them; returns the end of the moved run. */
+static int32_t gather_buckets(struct cand *c, int32_t n, int32_t from, float max_logit, int32_t lo,
+                              int32_t hi)
+{
+    int32_t w = from;
+    for (int32_t i = from; i < n; i++) {
+        int32_t b = bucket_of(c[i].logit, max_logit);
+        if (b >= lo && b < hi) {
+            struct cand t = c[w];
+            c[w++] = c[i];
+            c[i] = t;
+        }
+    }
+    return w;
+}
+
+/* Top-p over unsorted candidates without sorting them all: bucket the mass by distance from
+ * the best logit, keep every bucket above the one where the mass reaches top_p whole, and sort
+ * only that boundary bucket. The kept set equals the full sort's; its order is not sorted. */
+static void top_p_buckets(struct sampler *s, float top_p, float max_logit)
+{
+    double mass[TOP_P_N_BUCKETS] = {0};
+    for (int32_t i = 0; i < s->n_cand; i++)
+        mass[bucket_of(s->cand[i].logit, max_logit)] += s->cand[i].p;
+    int32_t b = 0;
+    double cum = 0.0;
+    for (; b < TOP_P_N_BUCKETS - 1 && cum + mass[b] < top_p; b++)
+        cum += mass[b];
+    // Two partitions: buckets <= b to the front (one pass over all), then < b within those.
+    int32_t w = gather_buckets(s->cand, s->n_cand, 0, max_logit, 0, b + 1);
+    int32_t k = gather_buckets(s->cand, w, 0, max_logit, 0, b);
+    select_top_inplace(s->cand + k, w - k, w - k);
+    int32_t keep = top_p_cut(s->cand + k, w - k, cum, top_p);
+    s->n_cand = keep > 0 ? k + keep : w; // rounding can leave the full set just short
+    s->is_sorted = false;
+}
+
+/* Keeps the smallest prefix (by probability) whose mass reaches top_p, at least one token.
+ * Unsorted candidates (no top-k) first try the best TOP_P_FIRST_M, which suffices for peaked
+ * distributions, then fall back to buckets. */
 static void stage_top_p(struct sampler *s)
 {
     float top_p = s->p.top_p;
     if (top_p >= 1.0f || s->n_cand <= 1) return;
     if (top_p <= 0.0f) top_p = 0.0f; // the first token alone reaches it
-    int32_t m = s->is_sorted ? s->n_cand : (s->n_cand < TOP_P_FIRST_M ? s->n_cand : TOP_P_FIRST_M);
-    for (;;) {
-        if (!s->is_sorted || m < s->n_cand) select_top_inplace(s->cand, s->n_cand, m);
-        int32_t keep = top_p_cut(s->cand, m, top_p);
-        if (keep > 0 || m == s->n_cand) {
-            s->n_cand = keep > 0 ? keep : m; // rounding can leave the full set just short
-            s->is_sorted = true;
-            return;
-        }
-        m = s->n_cand / 8 < m ? s->n_cand : m * 8;
+    cand_softmax(s);
+    int32_t m = s->n_cand < TOP_P_FIRST_M || s->is_sorted ? s->n_cand : TOP_P_FIRST_M;
+    if (!s->is_sorted) select_top_inplace(s->cand, s->n_cand, m);
+    int32_t keep = top_p_cut(s->cand, m, 0.0, top_p);
+    if (keep > 0 || m == s->n_cand) {
+        s->n_cand = keep > 0 ? keep : m;
+        s->is_sorted = true;
+        return;
     }
+    top_p_buckets(s, top_p, s->cand[0].logit);
 }
 
 /* p_i >= min_p * p_max, done in logit space: l_i >= l_max + log(min_p). */
@@ -488,7 +534,7 @@ int sampler_sample(struct sampler *s, float *logits, int32_t *out_token)
     if (s->p.temperature <= 0.0f) return sample_greedy(s, logits, out_token);
 
     stage_top_k(s, logits);
-    if (!cand_softmax(s)) return ERR_INVALID;
+    if (cand_max_logit(s) == -INFINITY) return ERR_INVALID;
     stage_top_p(s);
     stage_min_p(s);
     // Scale relative to the best logit so a tiny temperature cannot overflow to inf - inf.
