@@ -166,6 +166,65 @@ static void test_stream_every_chunking(void **state)
     }
 }
 
+static uint64_t rng_next(uint64_t *x)
+{
+    *x = *x * 6364136223846793005ULL + 1442695040888963407ULL;
+    return *x >> 33;
+}
+
+/* Random outputs from markers, their prefixes, UTF-8 and whitespace: streaming under a random
+ * chunking equals the one-shot split, for every format and both starting states. */
+static void test_random_stream_equals_oneshot(void **state)
+{
+    (void)state;
+    static const char *frag[] = {
+        "<think>",
+        "</think>",
+        "<thi",
+        "</th",
+        "<seed:think>",
+        "</seed:think>",
+        "<|START_THINKING|>",
+        "<|END_THINKING|>",
+        "[THINK]",
+        "[/THINK]",
+        "[BEGIN FINAL RESPONSE]",
+        "[BEGIN",
+        " ",
+        "\n",
+        "word",
+        "é",
+        "考虑",
+        "<",
+        "[",
+    };
+    const int n_frag = (int)(sizeof frag / sizeof frag[0]);
+    uint64_t x = 99;
+    char text[256];
+    for (int iter = 0; iter < 4000; iter++) {
+        size_t len = 0;
+        for (int k = (int)(rng_next(&x) % 10); k > 0; k--) {
+            const char *f = frag[rng_next(&x) % n_frag];
+            memcpy(text + len, f, strlen(f));
+            len += strlen(f);
+        }
+        text[len] = '\0';
+        enum reasoning_format fmt = (enum reasoning_format)(rng_next(&x) % 6);
+        bool inside = rng_next(&x) % 2;
+        struct reasoning_result r;
+        assert_int_equal(reasoning_split(fmt, inside, text, len, &r), ERR_OK);
+        struct rs_case c = {"random", fmt, inside, text, r.reasoning, r.content};
+        size_t cuts[6];
+        int n_cuts = (int)(rng_next(&x) % 6);
+        for (int i = 0; i < n_cuts; i++) {
+            cuts[i] = (i ? cuts[i - 1] : 0) + (len ? rng_next(&x) % (len + 1) : 0) / 3;
+            cuts[i] = cuts[i] > len ? len : cuts[i];
+        }
+        run_stream(&c, cuts, n_cuts);
+        reasoning_result_deinit(&r);
+    }
+}
+
 static void test_stream_holds_partial_markers(void **state)
 {
     (void)state;
@@ -308,6 +367,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split_whole_outputs),
         cmocka_unit_test(test_stream_every_chunking),
+        cmocka_unit_test(test_random_stream_equals_oneshot),
         cmocka_unit_test(test_stream_holds_partial_markers),
         cmocka_unit_test(test_detect_on_real_templates),
         cmocka_unit_test(test_prompt_opens_on_golden_renders),

@@ -115,6 +115,81 @@ static void test_byte_by_byte(void **state)
     }
 }
 
+static uint64_t rng_next(uint64_t *x)
+{
+    *x = *x * 6364136223846793005ULL + 1442695040888963407ULL;
+    return *x >> 33;
+}
+
+/* Reference: the first position where some stop string ends (then the earliest start). */
+static void reference(const char *text, const char *const *stops, int n_stops, size_t *emit_len,
+                      int *index)
+{
+    size_t len = strlen(text);
+    *emit_len = len;
+    *index = -1;
+    for (size_t end = 1; end <= len && *index < 0; end++) {
+        for (int i = 0; i < n_stops; i++) {
+            size_t n = strlen(stops[i]);
+            if (n && n <= end && memcmp(text + end - n, stops[i], n) == 0 &&
+                (*index < 0 || end - n < *emit_len)) {
+                *index = i;
+                *emit_len = end - n;
+            }
+        }
+    }
+}
+
+/* Random texts over a small alphabet (so stop strings overlap and recur) with random stop sets
+ * and chunkings agree with the reference. */
+static void test_random_against_reference(void **state)
+{
+    (void)state;
+    static const char *alpha[] = {"a", "b", "ab", "é", "日", " ", "\n"};
+    uint64_t x = 7;
+    char text[64], stop_buf[4][16];
+    for (int iter = 0; iter < 4000; iter++) {
+        size_t len = 0;
+        for (int k = (int)(rng_next(&x) % 20); k > 0; k--) {
+            const char *f = alpha[rng_next(&x) % 7];
+            memcpy(text + len, f, strlen(f));
+            len += strlen(f);
+        }
+        text[len] = '\0';
+        int n_stops = 1 + (int)(rng_next(&x) % 4);
+        const char *stops[4];
+        for (int i = 0; i < n_stops; i++) {
+            size_t sl = 0;
+            for (int k = 1 + (int)(rng_next(&x) % 3); k > 0; k--) {
+                const char *f = alpha[rng_next(&x) % 7];
+                memcpy(stop_buf[i] + sl, f, strlen(f));
+                sl += strlen(f);
+            }
+            stop_buf[i][sl] = '\0';
+            stops[i] = stop_buf[i];
+        }
+        size_t want_len;
+        int want_index;
+        reference(text, stops, n_stops, &want_len, &want_index);
+        char want[64];
+        memcpy(want, text, want_len);
+        want[want_len] = '\0';
+        struct stop_case c = {
+            text,
+            {stops[0], stops[n_stops > 1], stops[n_stops > 2 ? 2 : 0], stops[n_stops > 3 ? 3 : 0]},
+            n_stops,
+            want,
+            want_index};
+        size_t cuts[4];
+        int n_cuts = (int)(rng_next(&x) % 4);
+        for (int i = 0; i < n_cuts; i++)
+            cuts[i] = (i ? cuts[i - 1] : 0) + (len ? rng_next(&x) % (len + 1) : 0) / 2;
+        for (int i = 0; i < n_cuts; i++)
+            cuts[i] = cuts[i] > len ? len : cuts[i];
+        run_split(&c, cuts, n_cuts);
+    }
+}
+
 static void test_holds_back_only_possible_prefixes(void **state)
 {
     (void)state;
@@ -218,6 +293,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_two_and_three_piece_split),
         cmocka_unit_test(test_byte_by_byte),
+        cmocka_unit_test(test_random_against_reference),
         cmocka_unit_test(test_holds_back_only_possible_prefixes),
         cmocka_unit_test(test_no_stops_passes_through_but_keeps_utf8_whole),
         cmocka_unit_test(test_limits_and_invalid),

@@ -593,6 +593,91 @@ static void test_golden_template_renders(void **state)
     printf("golden tool-call renders: %d parsed back\n", n_checked);
 }
 
+static uint64_t rng_next(uint64_t *x)
+{
+    *x = *x * 6364136223846793005ULL + 1442695040888963407ULL;
+    return *x >> 33;
+}
+
+/* Random outputs built from markers, their prefixes, JSON fragments, UTF-8 and whitespace:
+ * streaming under a random chunking must equal the one-shot parse (and never crash). */
+static void test_random_outputs_stream_equals_oneshot(void **state)
+{
+    (void)state;
+    static const char *frag[] = {
+        "<tool_call>",
+        "</tool_call>",
+        "<tool_",
+        "</tool",
+        "[TOOL_CALLS]",
+        "[ARGS]",
+        "[CALL_ID]",
+        "[TOOL",
+        "<|python_tag|>",
+        "{\"name\": \"f\", \"arguments\": {\"a\": 1}}",
+        "{",
+        "}",
+        "[",
+        "]",
+        "\"",
+        "\\",
+        "{\"name\":\"g\",\"parameters\":{}}",
+        "get_weather",
+        "x.call(q=\"v\")",
+        ";",
+        " ",
+        "\n",
+        "é",
+        "東京",
+        "text ",
+        "<function=f>",
+        "<parameter=k>",
+        "</parameter>",
+        "</function>",
+        "abc123def",
+    };
+    const int n_frag = (int)(sizeof frag / sizeof frag[0]);
+    uint64_t x = 2026;
+    char text[512];
+    int n_with_calls = 0, n_with_content = 0;
+    for (int iter = 0; iter < 3000; iter++) {
+        size_t len = 0;
+        int n = 1 + (int)(rng_next(&x) % 12);
+        for (int k = 0; k < n; k++) {
+            const char *f = frag[rng_next(&x) % n_frag];
+            size_t fl = strlen(f);
+            if (len + fl >= sizeof text) break;
+            memcpy(text + len, f, fl);
+            len += fl;
+        }
+        text[len] = '\0';
+        enum toolcall_format fmt = (enum toolcall_format)(rng_next(&x) % 4);
+        struct toolcall_result r;
+        assert_int_equal(toolcall_parse(fmt, text, len, &r), ERR_OK);
+        n_with_calls += r.n_calls > 0;
+        n_with_content += r.content != NULL;
+        struct tc_case c = {"random", fmt, text, r.content, r.n_calls, {{0}}};
+        for (int i = 0; i < r.n_calls && i < 3; i++)
+            c.calls[i] = (struct want_call){r.calls[i].name, r.calls[i].arguments, r.calls[i].id};
+        if (r.n_calls <= 3) {
+            size_t cuts[8];
+            int n_cuts = (int)(rng_next(&x) % 8);
+            for (int i = 0; i < n_cuts; i++)
+                cuts[i] = len ? rng_next(&x) % (len + 1) : 0;
+            for (int i = 1; i < n_cuts; i++) // sort the cut points
+                for (int j = i; j > 0 && cuts[j - 1] > cuts[j]; j--) {
+                    size_t t = cuts[j];
+                    cuts[j] = cuts[j - 1];
+                    cuts[j - 1] = t;
+                }
+            run_stream(&c, cuts, n_cuts);
+        }
+        toolcall_result_deinit(&r);
+    }
+    printf("random outputs: %d with calls, %d with content\n", n_with_calls, n_with_content);
+    assert_true(n_with_calls > 100 && n_with_content > 100);
+}
+
 static void test_allocation_failures(void **state)
 {
     (void)state;
@@ -644,6 +729,7 @@ int main(void)
         cmocka_unit_test(test_stream_is_incremental),
         cmocka_unit_test(test_format_detect_on_real_templates),
         cmocka_unit_test(test_golden_template_renders),
+        cmocka_unit_test(test_random_outputs_stream_equals_oneshot),
         cmocka_unit_test(test_allocation_failures),
         cmocka_unit_test(test_invalid_format),
     };
