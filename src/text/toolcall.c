@@ -652,7 +652,7 @@ static int step_content(struct toolcall_stream *s, bool is_final, enum step *out
             end--;
         int rc = emit_content(s, s->pos, end);
         s->mark = end; // the whitespace comes back if the call turns out to be content
-        s->pos = (size_t)m + mk.len;
+        s->pos = s->scan = (size_t)m + mk.len;
         s->st = mk.next;
         *out = STEP_AGAIN;
         return rc;
@@ -697,11 +697,17 @@ static int step_hermes(struct toolcall_stream *s, bool is_final, enum step *out)
 {
     const char *t = s->text.data;
     size_t len = s->text.len;
-    long m = holdback_find(t, len, s->pos, HERMES_CLOSE, sizeof HERMES_CLOSE - 1);
+    const size_t close_len = sizeof HERMES_CLOSE - 1;
+    // Resume where the last search stopped, so a long body fed token by token stays linear.
+    size_t from = s->scan > s->pos ? s->scan : s->pos;
+    long m = holdback_find(t, len, from, HERMES_CLOSE, close_len);
     *out = STEP_WAIT;
-    if (m < 0 && !is_final) return ERR_OK;
+    if (m < 0 && !is_final) {
+        s->scan = len >= close_len ? len - close_len + 1 : 0;
+        return ERR_OK;
+    }
     size_t body_end = m >= 0 ? (size_t)m : len;
-    size_t end = m >= 0 ? (size_t)m + sizeof HERMES_CLOSE - 1 : len;
+    size_t end = m >= 0 ? (size_t)m + close_len : len;
     int n0 = s->n_calls;
     enum parsed r = calls_from_hermes(s, t + s->pos, body_end - s->pos);
     *out = STEP_AGAIN;
