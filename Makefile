@@ -66,27 +66,32 @@ $(O)/%.o: %.c
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(@D)
-	rm -f $@ && ar rcs $@ $^
+	@rm -f $@ && ar rcs $@ $^
 
 $(SERVER): $(O)/src/server/main.o $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	@echo "  LD  $@"
+	@$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(CLI): $(O)/src/cli/main.o $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	@echo "  LD  $@"
+	@$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(O)/bin/%: $(O)/tools/%.o $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	@echo "  LD  $@"
+	@$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(O)/bench/%: $(O)/bench/%.o $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	@echo "  LD  $@"
+	@$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(O)/tests/%: $(O)/tests/unit/%.o $(TEST_HELPER_OBJ) $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) $(CMOCKA_LIBS) -o $@
+	@echo "  LD  $@"
+	@$(CC) $(LDFLAGS) $^ $(LDLIBS) $(CMOCKA_LIBS) -o $@
 
 deps:
 	@scripts/install-deps.sh
