@@ -309,17 +309,26 @@ static int mp3_frame(struct mp3_job *j, const unsigned char *audio, size_t bytes
     return ERR_OK;
 }
 
-/* Unconsumed input that starts like a frame header is a frame cut short. Other leftovers
- * (tags the parser does not know) are tolerated. */
-static int mp3_check_tail(struct mp3_job *j, const struct audio_input *in)
+/* Two signs of a cut: fewer samples than the Xing/LAME header announces (libmpg123 reports
+ * the length as accurate only when it comes from such a header), or unconsumed input that
+ * starts like a frame header (a frame cut short; 1-3 bytes are a header cut short). Other
+ * leftovers, such as tags the parser does not know, are tolerated. */
+static int mp3_check_end(struct mp3_job *j, const struct audio_input *in)
 {
-    long fill = 0;
-    double fill_d;
-    if (mpg123_getstate(j->mh, MPG123_BUFFERFILL, &fill, &fill_d) != MPG123_OK || fill <= 0)
+    long accurate = 0, fill = 0;
+    double unused;
+    off_t length = mpg123_length(j->mh);
+    if (mpg123_getstate(j->mh, MPG123_ACCURATE, &accurate, &unused) == MPG123_OK && accurate &&
+        length > 0 && j->n_frames < (uint64_t)length)
+        return errmsg_set(j->e, ERR_FORMAT,
+                          "audio: MP3 data truncated (%llu of %lld samples present)",
+                          (unsigned long long)j->n_frames, (long long)length);
+    if (mpg123_getstate(j->mh, MPG123_BUFFERFILL, &fill, &unused) != MPG123_OK || fill <= 0 ||
+        (size_t)fill > in->len)
         return ERR_OK;
-    if ((size_t)fill > in->len) return ERR_OK;
     const unsigned char *tail = (const unsigned char *)in->data + in->len - (size_t)fill;
-    if (is_mpeg_frame(tail, (size_t)fill))
+    bool is_cut_header = fill < 4 && tail[0] == 0xff && (fill < 2 || (tail[1] & 0xe0) == 0xe0);
+    if (is_cut_header || is_mpeg_frame(tail, (size_t)fill))
         return errmsg_set(j->e, ERR_FORMAT, "audio: MP3 data truncated (last frame incomplete)");
     log_debug("audio: %ld unparsed bytes after the last MP3 frame", fill);
     return ERR_OK;
@@ -344,9 +353,9 @@ static int mp3_decode(const struct audio_input *in, struct audio_info *info, str
         else
             rc = errmsg_set(e, ERR_FORMAT, "audio: invalid MP3 data (%s)", mpg123_strerror(j.mh));
     }
+    if (rc == ERR_OK) rc = mp3_check_end(&j, in);
     if (rc == ERR_OK && j.n_frames == 0)
         rc = errmsg_set(e, ERR_FORMAT, "audio: MP3 data has no audio frames");
-    if (rc == ERR_OK) rc = mp3_check_tail(&j, in);
     if (rc == ERR_OK) {
         info->sample_rate_hz = (uint32_t)j.rate;
         info->n_channels = (uint32_t)j.n_channels;
