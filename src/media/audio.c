@@ -226,7 +226,8 @@ static int wav_decode(const struct audio_input *in, struct audio_info *info, str
     SF_VIRTUAL_IO vio = {vio_filelen, vio_seek, vio_read, vio_write, vio_tell};
     SF_INFO si = {0};
     SNDFILE *sf = sf_open_virtual(&vio, SFM_READ, &si, &f);
-    if (!sf) return errmsg_set(e, ERR_FORMAT, "audio: invalid WAV data (%s)", sf_strerror(NULL));
+    // sf_strerror(NULL) reads a libsndfile global another thread may be writing: no detail.
+    if (!sf) return errmsg_set(e, ERR_FORMAT, "audio: invalid WAV data");
     int major = si.format & SF_FORMAT_TYPEMASK;
     struct limits lim = limits_of(in->limits);
     if (major != SF_FORMAT_WAV && major != SF_FORMAT_WAVEX)
