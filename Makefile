@@ -10,7 +10,7 @@
 BUILD   ?= release
 O       := build/$(BUILD)
 CC      ?= cc
-PKGS    := libmicrohttpd jansson libpcre2-8 libutf8proc libcurl
+PKGS    := libmicrohttpd jansson libpcre2-8 libutf8proc libcurl libpng libjpeg libwebp sndfile libmpg123
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
