@@ -1,0 +1,1 @@
+-: src/engine/quants/quants.h
