@@ -1,1 +1,0 @@
--: src/engine/quants/quants.h
