@@ -27,4 +27,8 @@ void api_models_resize(const struct api_ctx *ctx, const struct api_request *req,
 void api_models_unload(const struct api_ctx *ctx, const struct api_request *req,
                        struct api_response *resp);
 
+/* openai_chat.c */
+void api_chat_completions(const struct api_ctx *ctx, const struct api_request *req,
+                          struct api_response *resp);
+
 #endif

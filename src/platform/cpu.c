@@ -2,6 +2,7 @@
  * onto the engine lives beside it. */
 #include "platform/cpu.h"
 
+#include "platform/cpu_model.h"
 #include "platform/cpuinfo.h"
 
 #include <dirent.h>
@@ -86,4 +87,10 @@ const struct platform cpu_platform = {
     .is_available = cpu_is_available,
     .detect_chips = cpu_detect_chips,
     .claims = cpu_claims,
+    .load = cpu_model_load,
+    .describe = cpu_model_describe,
+    .add_instance = cpu_model_add_instance,
+    .remove_instance = cpu_model_remove_instance,
+    .submit = cpu_model_submit,
+    .unload = cpu_model_unload,
 };

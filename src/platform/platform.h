@@ -38,8 +38,17 @@ struct platform_load_args {
     void *owner;                // passed to on_done
 };
 
-/* What a loaded model is, for /v1/models and the memory budget. */
+struct tokenizer;
+struct jinja_template;
+
+/* What a loaded model is, for /v1/models, the memory budget and the API layer's text work.
+ * Pointers are borrowed from the platform model: valid while a reference to the model is
+ * held; the objects they point to are immutable and thread-safe. */
 struct platform_model_desc {
+    const struct tokenizer *tokenizer;        // NULL for platforms that tokenize internally
+    const struct jinja_template *chat_template; // compiled; the model's or the ChatML fallback
+    const char *chat_template_src;            // its source text
+    const char *bos_text, *eos_text;          // special token texts for templates ("" if none)
     enum model_kind kind;
     int n_ctx;                  // context per instance
     int n_ctx_train;

@@ -54,6 +54,12 @@ static const struct opt options[] = {
     {"--request-queue-size", NULL, "LLAMAPI_REQUEST_QUEUE_SIZE", OPT_INT,
      FIELD(request_queue_size), 0, 1000000, "default queue capacity per model"},
     {"--model", "-m", "LLAMAPI_MODEL", OPT_MODEL, 0, 0, 0, 0, "load a GGUF at start-up"},
+    {"--alias", "-a", "LLAMAPI_ALIAS", OPT_STRING, FIELD(alias), 0, 0,
+     "model id of the first --model (default: its file name)"},
+    {"--parallel", "-np", "LLAMAPI_PARALLEL", OPT_INT, FIELD(n_parallel), 1, 64,
+     "instances of each --model"},
+    {"--ctx-size", "-c", "LLAMAPI_CTX_SIZE", OPT_INT, FIELD(n_ctx), 0, 1 << 20,
+     "context per instance (0 = the model's, capped at 4096)"},
     {"--log-format", NULL, "LLAMAPI_LOG_FORMAT", OPT_LOG_FORMAT, 0, 0, 0, 0,
      "access log format: text or json"},
     {"--log-disable", NULL, "LLAMAPI_LOG_DISABLE", OPT_FLAG, FIELD(log_disable), 0, 0,
@@ -88,6 +94,7 @@ void config_defaults(struct server_config *c)
     c->max_connections_per_ip = 32;
     c->timeout_s = 60;
     c->request_queue_size = 32;
+    c->n_parallel = 1;
     default_models_dir(c->models_dir, sizeof c->models_dir);
 }
 

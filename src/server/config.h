@@ -32,6 +32,9 @@ struct server_config {
     bool log_disable;
     char *model_paths[CONFIG_MAX_MODELS]; // -m, owned copies
     int n_model_paths;
+    char alias[256];          // -a: id of the first -m model (default: file name)
+    int n_parallel;           // -np: instances of each -m model
+    int n_ctx;                // -c: context per instance (0: model default, capped at 4096)
 };
 
 enum config_parse_result {

@@ -1,5 +1,6 @@
 /* llamapi-server: parse flags, start the HTTP front end, wait for SIGINT/SIGTERM, shut down
  * cleanly (stop accepting, end in-flight requests, free everything, exit 0). */
+#define _XOPEN_SOURCE 700 // realpath()
 #include "core/manager.h"
 #include "server/config.h"
 #include "server/http.h"
@@ -7,7 +8,10 @@
 #include "util/clock.h"
 #include "util/log.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -25,6 +29,38 @@ static void block_signals(sigset_t *set)
     sigaddset(set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, set, NULL);
     signal(SIGPIPE, SIG_IGN);
+}
+
+/* Loads the -m models; a failure is fatal, as for llama-server. */
+static int load_startup_models(const struct server_config *config, struct manager *manager)
+{
+    for (int i = 0; i < config->n_model_paths; i++) {
+        char path[MODEL_PATH_CAP], id[MODEL_ID_CAP];
+        if (!realpath(config->model_paths[i], path)) {
+            log_error("--model %s: %s", config->model_paths[i], strerror(errno));
+            return 1;
+        }
+        if (i == 0 && config->alias[0]) {
+            snprintf(id, sizeof id, "%s", config->alias);
+        } else {
+            const char *base = strrchr(path, '/');
+            snprintf(id, sizeof id, "%.255s", base ? base + 1 : path);
+            size_t n = strlen(id);
+            if (n > 5 && strcmp(id + n - 5, ".gguf") == 0)
+                id[n - 5] = '\0';
+        }
+        struct manager_load args = {.id = id, .path = path, .n_instances = config->n_parallel,
+                                    .queue_size = -1, .n_ctx = config->n_ctx};
+        int actual = 0;
+        enum load_failure why;
+        struct errmsg err;
+        errmsg_clear(&err);
+        if (manager_load(manager, &args, &actual, &why, &err) != ERR_OK) {
+            log_error("--model %s: %s", path, err.msg);
+            return 1;
+        }
+    }
+    return 0;
 }
 
 static int serve(const struct server_config *config)
@@ -48,6 +84,11 @@ static int serve(const struct server_config *config)
     errmsg_clear(&err);
     if (http_server_start(config, &ctx, &http, &err) != ERR_OK) {
         log_error("%s", err.msg);
+        manager_free(manager);
+        return 1;
+    }
+    if (load_startup_models(config, manager) != 0) {
+        http_server_stop(http);
         manager_free(manager);
         return 1;
     }
