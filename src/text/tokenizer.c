@@ -343,8 +343,11 @@ static int build_tables(struct tokenizer *t, const struct vocab *v, struct errms
     t->score = mem_calloc((size_t)n, sizeof *t->score);
     t->type = mem_calloc((size_t)n, sizeof *t->type);
     t->special_rank = mem_calloc((size_t)n, sizeof *t->special_rank);
-    if (!t->arena || !t->text || !t->key || !t->piece || !t->score || !t->type || !t->special_rank)
+    if (v->strip) t->strip = mem_calloc((size_t)n, 1);
+    if (!t->arena || !t->text || !t->key || !t->piece || !t->score || !t->type ||
+        !t->special_rank || (v->strip && !t->strip))
         return errmsg_set(err, ERR_NOMEM, "out of memory building the vocab tables");
+    if (v->strip) memcpy(t->strip, v->strip, (size_t)n);
     uint32_t off = 0;
     for (int32_t i = 0; i < n; i++) {
         size_t len = v->tokens[i].len;
@@ -618,6 +621,7 @@ void tok_free(struct tokenizer *t)
     mem_free(t->piece);
     mem_free(t->score);
     mem_free(t->type);
+    mem_free(t->strip);
     mem_free(t->special_rank);
     mem_free(t->text_map.slots);
     mem_free(t->key_map.slots);
@@ -846,7 +850,18 @@ static int encode_fragment(const struct tokenizer *t, const char *s, struct frag
     return rc;
 }
 
-/* Splits s into text and special-token fragments and encodes them in order. */
+static bool is_ascii_space(char c)
+{
+    return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
+static uint8_t strip_of(const struct tokenizer *t, const struct occ_list *l, size_t i)
+{
+    return t->strip && i < l->n ? t->strip[l->items[i].id] : 0;
+}
+
+/* Splits s into text and special-token fragments and encodes them in order. Whitespace next
+ * to a special token with a strip flag is dropped (llama.cpp's LSTRIP/RSTRIP). */
 static int encode_text(const struct tokenizer *t, const char *s, size_t len, bool parse_special,
                        struct tok_ids *out)
 {
@@ -859,6 +874,14 @@ static int encode_text(const struct tokenizer *t, const char *s, size_t len, boo
     size_t pos = 0;
     for (size_t i = 0; rc == ERR_OK && i <= l.n; i++) {
         size_t end = i < l.n ? l.items[i].pos : len;
+        if (i > 0 && (strip_of(t, &l, i - 1) & VOCAB_STRIP_RIGHT)) {
+            while (pos < end && is_ascii_space(s[pos]))
+                pos++;
+        }
+        if (strip_of(t, &l, i) & VOCAB_STRIP_LEFT) {
+            while (end > pos && is_ascii_space(s[end - 1]))
+                end--;
+        }
         if (end > pos) {
             struct fragment f = {pos, end - pos, TOK_ID_NONE};
             rc = encode_fragment(t, s, f, &is_prev_special, out);

@@ -52,6 +52,7 @@ struct tokenizer {
     struct tok_span *piece;   // (n_tokens) decoded bytes
     float *score;             // (n_tokens)
     uint8_t *type;            // (n_tokens) enum vocab_token_type
+    uint8_t *strip;           // (n_tokens) enum vocab_strip bits, or NULL
     struct tok_map text_map;  // stored text -> id
     struct tok_map key_map;   // gpt2: raw bytes -> id
     struct tok_merge *merges; // gpt2 merge table, (merges_mask + 1) slots
