@@ -720,6 +720,11 @@ bool tok_is_eog(const struct tokenizer *t, tok_id id)
     return false;
 }
 
+bool tok_cleans_spaces(const struct tokenizer *t)
+{
+    return t->clean_spaces;
+}
+
 bool tok_is_control(const struct tokenizer *t, tok_id id)
 {
     if (!in_vocab(t, id)) return false;

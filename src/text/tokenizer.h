@@ -95,6 +95,8 @@ tok_id tok_unk(const struct tokenizer *t);
 /* True for ids that end generation: eos, eot, eom and llama.cpp's end-of-generation texts
  * ("<|im_end|>", "<|eot_id|>", "<|endoftext|>", "<end_of_turn>", ...). */
 bool tok_is_eog(const struct tokenizer *t, tok_id id);
+/* True when tok_decode applies Hugging Face's clean_up_tokenization_spaces. */
+bool tok_cleans_spaces(const struct tokenizer *t);
 /* True for control, unknown and unused tokens (not rendered by default). */
 bool tok_is_control(const struct tokenizer *t, tok_id id);
 
