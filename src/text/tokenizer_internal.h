@@ -80,6 +80,11 @@ struct tokenizer {
  * scalar value at s (1..4) and writes *cp, or 0 when the bytes there are not valid UTF-8. */
 size_t tok_utf8_decode(const unsigned char *s, size_t len, uint32_t *cp);
 size_t tok_utf8_encode(uint32_t cp, char out[4]);
+/* True when s[0..len) is valid UTF-8. */
+bool tok_utf8_is_valid(const unsigned char *s, size_t len);
+/* Appends s to out with every byte that does not start a valid character replaced by U+FFFD
+ * (EF BF BD). ERR_NOMEM (out may hold part of the text). */
+int tok_utf8_append_lossy(struct buf *out, const unsigned char *s, size_t len);
 
 /* Id of the key s in m, or TOK_ID_NONE. */
 tok_id tok_map_find(const struct tok_map *m, const char *arena, const char *s, size_t len);
