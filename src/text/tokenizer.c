@@ -537,6 +537,21 @@ static void copy_flags(struct tokenizer *t, const struct vocab *v)
             text_is(t, id, "<|end|>") || text_is(t, id, "<end_of_turn>"))
             t->eot = id;
     }
+    t->specials = (struct tok_specials){.bos = t->bos,
+                                        .eos = t->eos,
+                                        .unk = t->unk,
+                                        .sep = t->sep,
+                                        .pad = t->pad,
+                                        .cls = t->cls != TOK_ID_NONE ? t->cls : t->bos,
+                                        .mask = t->mask,
+                                        .eot = t->eot,
+                                        .eom = t->eom,
+                                        .fim_pre = valid_id(t, v->fim_pre_id),
+                                        .fim_suf = valid_id(t, v->fim_suf_id),
+                                        .fim_mid = valid_id(t, v->fim_mid_id),
+                                        .fim_pad = valid_id(t, v->fim_pad_id),
+                                        .fim_rep = valid_id(t, v->fim_rep_id),
+                                        .fim_sep = valid_id(t, v->fim_sep_id)};
     t->add_bos = v->add_bos;
     t->add_eos = v->add_eos;
     t->add_sep = v->add_sep;
@@ -668,6 +683,11 @@ enum vocab_kind tok_kind(const struct tokenizer *t)
 int tok_token_type(const struct tokenizer *t, tok_id id)
 {
     return in_vocab(t, id) ? t->type[id] : 0;
+}
+
+const struct tok_specials *tok_specials(const struct tokenizer *t)
+{
+    return &t->specials;
 }
 
 tok_id tok_bos(const struct tokenizer *t)

@@ -63,7 +63,8 @@ struct tokenizer {
     int32_t trie_root[256]; // first node for a leading byte, or -1
     int32_t *special_rank;  // (n_tokens) order in llama.cpp's longest-first list, or -1
     tok_id bos, eos, unk, sep, pad, cls, mask, eot, eom;
-    tok_id *eog; // end-of-generation ids
+    struct tok_specials specials; // the same ids plus fim, for callers
+    tok_id *eog;                  // end-of-generation ids
     int32_t n_eog;
     bool add_bos, add_eos, add_sep, add_space_prefix;
     bool lowercase, strip_accents;

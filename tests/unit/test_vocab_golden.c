@@ -302,6 +302,8 @@ static void test_special_markup(void **state)
         assert_int_equal(ids.n_ids, cases[i].n_want);
         assert_memory_equal(ids.ids, cases[i].want, ids.n_ids * sizeof(tok_id));
         assert_true(tok_is_eog(t, ids.ids[ids.n_ids - 1]));
+        // Neither file has an eot key: it is found by text, and it is the markup's last id.
+        assert_int_equal(tok_specials(t)->eot, cases[i].want[cases[i].n_want - 1]);
         ids.n_ids = 0;
         assert_int_equal(tok_encode(t, text, false, false, &ids), ERR_OK);
         for (size_t k = 0; k < ids.n_ids; k++)
