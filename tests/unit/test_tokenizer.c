@@ -315,6 +315,29 @@ static void test_bpe_special_tokens(void **state)
     tok_free(t);
 }
 
+static void test_special_longest_first(void **state)
+{
+    (void)state;
+    struct test_vocab tv;
+    bpe_vocab(&tv, "gpt-2");
+    tok_id xy = add_token(&tv, "xy", 0, VOCAB_TOKEN_USER_DEFINED);
+    tok_id yzw = add_token(&tv, "yzw", 0, VOCAB_TOKEN_USER_DEFINED);
+    struct tokenizer *t = make(&tv);
+    // llama.cpp's partition takes the longest special token first wherever it occurs, so
+    // "yzw" wins over the earlier-starting "xy" (a leftmost-longest scan would give xy, z, w).
+    EXPECT(t, "xyzw", false, false, 'x', yzw);
+    EXPECT(t, "xyxyzw", false, false, xy, 'x', yzw);
+    assert_int_equal(tok_find(t, str_from_cstr("yzw")), yzw);
+    assert_int_equal(tok_find(t, str_from_cstr("yz")), TOK_ID_NONE);
+    assert_true(str_eq_cstr(tok_text(t, BPE_SPHE), "\xc4\xa0he"));
+    assert_true(str_eq_cstr(tok_piece(t, BPE_SPHE), " he"));
+    assert_int_equal(tok_piece(t, -1).len, 0);
+    assert_int_equal(tok_token_type(t, BPE_END), VOCAB_TOKEN_CONTROL);
+    assert_true(tok_is_eog(t, BPE_END));
+    assert_false(tok_is_eog(t, BPE_HE));
+    tok_free(t);
+}
+
 static void test_bpe_invalid_utf8_and_empty(void **state)
 {
     (void)state;
@@ -565,6 +588,7 @@ int main(void)
         cmocka_unit_test(test_spm_decode),
         cmocka_unit_test(test_bpe_merges_and_bytes),
         cmocka_unit_test(test_bpe_special_tokens),
+        cmocka_unit_test(test_special_longest_first),
         cmocka_unit_test(test_bpe_invalid_utf8_and_empty),
         cmocka_unit_test(test_bpe_very_long_word),
         cmocka_unit_test(test_bpe_decode),
