@@ -8,6 +8,7 @@
 #include "util/checked.h"
 #include "util/mem.h"
 
+#include <stdint.h>
 #include <string.h>
 
 struct spm_session {
@@ -124,6 +125,10 @@ int tok_spm_encode(const struct tokenizer *t, const char *s, size_t len, bool ad
     if (len == 0 && !add_prefix) return ERR_OK;
     char *e = escape_spaces(s, len, add_prefix, &elen);
     if (!e) return ERR_NOMEM;
+    if (elen > INT32_MAX) { // symbol indexes are int32_t
+        mem_free(e);
+        return ERR_LIMIT;
+    }
     struct spm_session ss = {
         t, e, mem_calloc(elen ? elen : 1, sizeof(struct tok_sym)), {NULL, 0, 0}};
     int32_t n_sym = 0;
