@@ -399,21 +399,27 @@ static tok_id valid_id(const struct tokenizer *t, tok_id id)
     return id >= 0 && id < t->n_tokens ? id : TOK_ID_NONE;
 }
 
-/* End-of-generation set: eos/eot/eom plus llama.cpp's eog texts, which are also promoted to
- * control type as llama.cpp does for "control-looking" tokens. */
+/* End-of-generation set: eos/eot/eom/fim_pad/fim_rep/fim_sep plus llama.cpp's eog texts,
+ * which are also promoted to control type as llama.cpp does for "control-looking" tokens. */
+static bool is_eog_id(const struct tokenizer *t, tok_id id)
+{
+    const struct tok_specials *sp = &t->specials;
+    return id == t->eos || id == t->eot || id == t->eom || id == sp->fim_pad || id == sp->fim_rep ||
+           id == sp->fim_sep;
+}
+
 static int build_eog(struct tokenizer *t)
 {
     int32_t n = 0;
     for (tok_id id = 0; id < t->n_tokens; id++) {
         bool named = is_eog_text(t, id);
         if (named && t->type[id] != VOCAB_TOKEN_CONTROL) t->type[id] = VOCAB_TOKEN_CONTROL;
-        if (named || id == t->eos || id == t->eot || id == t->eom) n++;
+        if (named || is_eog_id(t, id)) n++;
     }
     t->eog = mem_calloc((size_t)n + 1, sizeof *t->eog);
     if (!t->eog) return ERR_NOMEM;
     for (tok_id id = 0; id < t->n_tokens; id++) {
-        if (is_eog_text(t, id) || id == t->eos || id == t->eot || id == t->eom)
-            t->eog[t->n_eog++] = id;
+        if (is_eog_text(t, id) || is_eog_id(t, id)) t->eog[t->n_eog++] = id;
     }
     return ERR_OK;
 }
@@ -521,6 +527,67 @@ static int validate_vocab(const struct vocab *v, struct errmsg *err)
     return ERR_OK;
 }
 
+#define FW_BAR "\xef\xbd\x9c" // U+FF5C, DeepSeek's full-width bar
+
+/* Texts llama.cpp recognizes for ids a GGUF may lack (llama_vocab::impl::load), in the order
+ * they are tried here. NULL-terminated. */
+static const char *const k_eot_texts[] = {"<|eot_id|>",
+                                          "<|im_end|>",
+                                          "<|end|>",
+                                          "<end_of_turn>",
+                                          "<|endoftext|>",
+                                          "<|end_of_text|>",
+                                          "<EOT>",
+                                          "_<EOT>",
+                                          "<" FW_BAR "end" SPM_SPACE "of" SPM_SPACE
+                                          "sentence" FW_BAR ">",
+                                          "<end_of_utterance>",
+                                          NULL};
+static const char *const k_eom_texts[] = {"<|eom_id|>", NULL};
+static const char *const k_fim_pre_texts[] = {"<|fim_prefix|>",
+                                              "<fim-prefix>",
+                                              "<fim_prefix>",
+                                              "<" FW_BAR "fim" SPM_SPACE "begin" FW_BAR ">",
+                                              "<PRE>",
+                                              SPM_SPACE "<PRE>",
+                                              "<|code_prefix|>",
+                                              "<|prefix|>",
+                                              NULL};
+static const char *const k_fim_suf_texts[] = {"<|fim_suffix|>",
+                                              "<fim-suffix>",
+                                              "<fim_suffix>",
+                                              "<" FW_BAR "fim" SPM_SPACE "hole" FW_BAR ">",
+                                              "<SUF>",
+                                              SPM_SPACE "<SUF>",
+                                              "<|code_suffix|>",
+                                              "<|suffix|>",
+                                              NULL};
+static const char *const k_fim_mid_texts[] = {"<|fim_middle|>",
+                                              "<fim-middle>",
+                                              "<fim_middle>",
+                                              "<" FW_BAR "fim" SPM_SPACE "end" FW_BAR ">",
+                                              "<MID>",
+                                              SPM_SPACE "<MID>",
+                                              "<|code_middle|>",
+                                              "<|middle|>",
+                                              NULL};
+static const char *const k_fim_pad_texts[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>",
+                                              NULL};
+static const char *const k_fim_rep_texts[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
+                                              "<REPO>",       "<reponame>",    NULL};
+static const char *const k_fim_sep_texts[] = {"<|file_sep|>", NULL};
+
+/* id when valid, else the first token whose text is in the list, else TOK_ID_NONE. */
+static tok_id id_or_text(const struct tokenizer *t, tok_id id, const char *const *texts)
+{
+    if (id >= 0 && id < t->n_tokens) return id;
+    for (size_t i = 0; texts[i]; i++) {
+        tok_id found = tok_map_find(&t->text_map, t->arena, texts[i], strlen(texts[i]));
+        if (found != TOK_ID_NONE) return found;
+    }
+    return TOK_ID_NONE;
+}
+
 static void copy_flags(struct tokenizer *t, const struct vocab *v)
 {
     t->bos = valid_id(t, v->bos_id);
@@ -530,28 +597,25 @@ static void copy_flags(struct tokenizer *t, const struct vocab *v)
     t->pad = valid_id(t, v->pad_id);
     t->cls = valid_id(t, v->cls_id);
     t->mask = valid_id(t, v->mask_id);
-    t->eot = valid_id(t, v->eot_id);
-    t->eom = valid_id(t, v->eom_id);
-    for (tok_id id = 0; id < t->n_tokens && t->eot == TOK_ID_NONE; id++) {
-        if (text_is(t, id, "<|eot_id|>") || text_is(t, id, "<|im_end|>") ||
-            text_is(t, id, "<|end|>") || text_is(t, id, "<end_of_turn>"))
-            t->eot = id;
-    }
-    t->specials = (struct tok_specials){.bos = t->bos,
-                                        .eos = t->eos,
-                                        .unk = t->unk,
-                                        .sep = t->sep,
-                                        .pad = t->pad,
-                                        .cls = t->cls != TOK_ID_NONE ? t->cls : t->bos,
-                                        .mask = t->mask,
-                                        .eot = t->eot,
-                                        .eom = t->eom,
-                                        .fim_pre = valid_id(t, v->fim_pre_id),
-                                        .fim_suf = valid_id(t, v->fim_suf_id),
-                                        .fim_mid = valid_id(t, v->fim_mid_id),
-                                        .fim_pad = valid_id(t, v->fim_pad_id),
-                                        .fim_rep = valid_id(t, v->fim_rep_id),
-                                        .fim_sep = valid_id(t, v->fim_sep_id)};
+    t->eot = id_or_text(t, v->eot_id, k_eot_texts);
+    t->eom = id_or_text(t, v->eom_id, k_eom_texts);
+    t->specials = (struct tok_specials){
+        .bos = t->bos,
+        .eos = t->eos,
+        .unk = t->unk,
+        .sep = t->sep,
+        .pad = t->pad,
+        .cls = t->cls != TOK_ID_NONE ? t->cls : t->bos,
+        .mask = t->mask,
+        .eot = t->eot,
+        .eom = t->eom,
+        .fim_pre = id_or_text(t, v->fim_pre_id, k_fim_pre_texts),
+        .fim_suf = id_or_text(t, v->fim_suf_id, k_fim_suf_texts),
+        .fim_mid = id_or_text(t, v->fim_mid_id, k_fim_mid_texts),
+        .fim_pad = id_or_text(t, v->fim_pad_id, k_fim_pad_texts),
+        .fim_rep = id_or_text(t, v->fim_rep_id, k_fim_rep_texts),
+        .fim_sep = id_or_text(t, v->fim_sep_id, k_fim_sep_texts),
+    };
     t->add_bos = v->add_bos;
     t->add_eos = v->add_eos;
     t->add_sep = v->add_sep;

@@ -313,6 +313,32 @@ static void test_special_markup(void **state)
     }
 }
 
+/* FIM ids are found by text when the file has no keys for them (llama.cpp's lists). */
+static void test_fim_by_text(void **state)
+{
+    (void)state;
+    if (!shared_present()) {
+        printf("skip: ../shared/models/vocab absent\n");
+        skip();
+    }
+    static const struct {
+        const char *vocab;
+        tok_id pre, suf, mid;
+    } cases[] = {{"starcoder", 1, 3, 2}, {"deepseek-coder", 32016, 32015, 32017}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[256];
+        snprintf(path, sizeof path, VOCAB_DIR "ggml-vocab-%s.gguf", cases[i].vocab);
+        struct tokenizer *t = NULL;
+        struct errmsg err = {{0}};
+        assert_int_equal(vocab_tokenizer_from_file(path, &t, &err), ERR_OK);
+        const struct tok_specials *sp = tok_specials(t);
+        assert_int_equal(sp->fim_pre, cases[i].pre);
+        assert_int_equal(sp->fim_suf, cases[i].suf);
+        assert_int_equal(sp->fim_mid, cases[i].mid);
+        tok_free(t);
+    }
+}
+
 #if defined(__SANITIZE_ADDRESS__)
 #define IS_SANITIZED 1
 #elif defined(__has_feature)
@@ -364,9 +390,8 @@ static void test_encode_speed_release(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_golden_all_vocabs),
-        cmocka_unit_test(test_tiny_bert_expected),
-        cmocka_unit_test(test_special_markup),
+        cmocka_unit_test(test_golden_all_vocabs),    cmocka_unit_test(test_tiny_bert_expected),
+        cmocka_unit_test(test_special_markup),       cmocka_unit_test(test_fim_by_text),
         cmocka_unit_test(test_encode_speed_release),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
