@@ -675,6 +675,7 @@ int tok_new(const struct vocab *v, struct tokenizer **out, struct errmsg *err)
         copy_flags(t, v);
         if (!v->token_types) mark_specials_control(t);
         build_byte_ids(t);
+        t->spm_chunkable = t->kind == VOCAB_KIND_LLAMA && tok_spm_chunkable(t);
         if (build_eog(t) != ERR_OK || build_specials(t) != ERR_OK)
             rc = errmsg_set(err, ERR_NOMEM, "out of memory indexing special tokens");
     }

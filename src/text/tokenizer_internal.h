@@ -71,6 +71,8 @@ struct tokenizer {
     bool clean_spaces;     // tok_decode applies Hugging Face's clean_up_tokenization_spaces
     bool ignore_merges;    // gpt2: a pre-token that is a whole token skips the merges (llama3)
     bool wpm_hash_form;    // bert: "##" continuations (else "\u2581" word starts)
+    bool spm_chunkable;    // llama: no mergeable token has U+2581 after another character,
+                           // so merging can run word by word (see tokenizer_spm.c)
     int32_t max_token_len; // longest stored text, bytes
     int n_regex;
     void *regex[TOK_MAX_REGEX]; // pcre2_code_8 *
@@ -92,6 +94,8 @@ tok_id tok_map_find(const struct tok_map *m, const char *arena, const char *s, s
 
 /* Algorithms: append the ids of one fragment of valid UTF-8 text (no special tokens left in
  * it). ERR_NOMEM, ERR_LIMIT. */
+/* True when no mergeable token has U+2581 after another character (tokenizer_spm.c). */
+bool tok_spm_chunkable(const struct tokenizer *t);
 int tok_spm_encode(const struct tokenizer *t, const char *s, size_t len, bool add_prefix,
                    struct tok_ids *out);
 int tok_bpe_encode(const struct tokenizer *t, const char *s, size_t len, struct tok_ids *out);

@@ -208,6 +208,23 @@ static void test_spm_merge_order_by_score(void **state)
     tok_free(t);
 }
 
+static void test_spm_merges_across_words(void **state)
+{
+    (void)state;
+    struct test_vocab tv;
+    spm_vocab(&tv, true);
+    add_token(&tv, "a" SP, -0.1f, VOCAB_TOKEN_NORMAL);
+    tok_id a_sp_b = add_token(&tv, "a" SP "b", -0.05f, VOCAB_TOKEN_NORMAL);
+    struct tokenizer *t = make(&tv);
+    // A token spanning a word start turns off word-by-word merging: "▁a▁b" -> ▁, a▁, b -> a▁b.
+    EXPECT(t, "a b", false, false, SPM_SP, a_sp_b);
+    tok_free(t);
+    spm_vocab(&tv, true); // without such tokens the words merge separately: same answer
+    t = make(&tv);
+    EXPECT(t, "a b abc", false, false, SPM_SPA, SPM_SP, SPM_B, SPM_SPA, SPM_BC);
+    tok_free(t);
+}
+
 static void test_spm_byte_fallback_and_unknown(void **state)
 {
     (void)state;
@@ -582,6 +599,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spm_merge_order_by_score),
+        cmocka_unit_test(test_spm_merges_across_words),
         cmocka_unit_test(test_spm_byte_fallback_and_unknown),
         cmocka_unit_test(test_spm_empty_and_whitespace),
         cmocka_unit_test(test_spm_special_tokens),
