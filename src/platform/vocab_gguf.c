@@ -5,6 +5,7 @@
 #include "util/log.h"
 #include "util/mem.h"
 
+#include <ctype.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -144,6 +145,68 @@ static void read_ids_and_flags(const struct gguf *g, struct vocab *v)
     read_flag(g, "tokenizer.ggml.normalizer.strip_accents", &v->strip_accents);
 }
 
+/* Case-insensitive substring test on a borrowed slice. */
+static bool str_contains_ci(struct str hay, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (size_t i = 0; i + n <= hay.len; i++) {
+        size_t k = 0;
+        while (k < n && tolower((unsigned char)hay.ptr[i + k]) == needle[k])
+            k++;
+        if (k == n) return true;
+    }
+    return false;
+}
+
+static tok_id find_text(const struct vocab *v, const char *text)
+{
+    for (int32_t i = 0; i < v->n_tokens; i++) {
+        if (str_eq_cstr(v->tokens[i], text)) return i;
+    }
+    return TOK_ID_NONE;
+}
+
+static bool is_special_type(const struct vocab *v, int32_t i)
+{
+    int32_t type = v->token_types ? v->token_types[i] : VOCAB_TOKEN_NORMAL;
+    return type == VOCAB_TOKEN_CONTROL || type == VOCAB_TOKEN_USER_DEFINED ||
+           type == VOCAB_TOKEN_UNKNOWN;
+}
+
+/* llama.cpp sets strip attributes by model name, since GGUF does not carry them
+ * (llama_vocab::impl::load, "Handle per token attributes"): Phi-3 special tokens swallow the
+ * whitespace after them; the mask token of some embedding models swallows the one before.
+ * *out stays NULL when no rule applies. ERR_NOMEM. */
+static int derive_strip(const struct gguf *g, const struct vocab *v, uint8_t **out)
+{
+    struct str name = {"", 0}, arch = {"", 0};
+    (void)gguf_get_str(g, "general.name", &name);
+    (void)gguf_get_str(g, "general.architecture", &arch);
+    const char *mask = NULL;
+    bool is_phi3 = false;
+    if (str_contains_ci(v->pre, "jina-v2-de") || str_contains_ci(v->pre, "jina-v2-es") ||
+        str_contains_ci(v->pre, "jina-v2-code") || str_contains_ci(arch, "nomic-bert-moe") ||
+        str_contains_ci(arch, "jina-bert-v3"))
+        mask = "<mask>";
+    else if (str_contains_ci(name, "phi-3") || str_contains_ci(name, "phi3"))
+        is_phi3 = true;
+    else if (str_contains_ci(name, "modern-bert"))
+        mask = "[MASK]";
+    tok_id mask_id = mask ? find_text(v, mask) : TOK_ID_NONE;
+    if (!is_phi3 && mask_id == TOK_ID_NONE) return ERR_OK;
+    uint8_t *strip = mem_calloc((size_t)v->n_tokens, 1);
+    if (!strip) return ERR_NOMEM;
+    if (mask_id != TOK_ID_NONE) strip[mask_id] = VOCAB_STRIP_LEFT;
+    for (int32_t i = 0; is_phi3 && i < v->n_tokens; i++) {
+        bool keep = str_eq_cstr(v->tokens[i], "<unk>") || str_eq_cstr(v->tokens[i], "<s>") ||
+                    str_eq_cstr(v->tokens[i], "<|endoftext|>");
+        if (!keep && (is_special_type(v, i) || str_eq_cstr(v->tokens[i], "</s>")))
+            strip[i] = VOCAB_STRIP_RIGHT;
+    }
+    *out = strip;
+    return ERR_OK;
+}
+
 int vocab_load_gguf(const struct gguf *g, struct vocab *out, struct errmsg *err)
 {
     enum vocab_kind kind;
@@ -171,6 +234,12 @@ int vocab_load_gguf(const struct gguf *g, struct vocab *out, struct errmsg *err)
     v.scores = scores;
     v.token_types = types;
     v.merges = merges;
+    uint8_t *strip = NULL;
+    if (derive_strip(g, &v, &strip) != ERR_OK) {
+        vocab_deinit(&v);
+        return errmsg_set(err, ERR_NOMEM, "out of memory reading the vocab");
+    }
+    v.strip = strip;
     read_ids_and_flags(g, &v);
     *out = v;
     return ERR_OK;
@@ -183,6 +252,7 @@ void vocab_deinit(struct vocab *v)
     mem_free((void *)(uintptr_t)v->scores);
     mem_free((void *)(uintptr_t)v->token_types);
     mem_free((void *)(uintptr_t)v->merges);
+    mem_free((void *)(uintptr_t)v->strip);
     memset(v, 0, sizeof *v);
 }
 

@@ -1,7 +1,7 @@
-/* Tokenizer front: builds the tables from a struct vocab, splits special tokens out of the text
- * (llama.cpp's tokenizer_st_partition semantics), dispatches fragments to the SPM, BPE or
- * WordPiece algorithm, and turns ids back into bytes (llama.cpp's token_to_piece and
- * detokenize), including the streaming form that holds back incomplete UTF-8. */
+/* Tokenizer construction: the tables built from a struct vocab (token texts, byte-level keys,
+ * decoded pieces, hash maps, the special-token trie, end-of-generation ids) and the
+ * accessors, plus the UTF-8, hash-map and heap helpers the algorithms share. Encoding is in
+ * tokenizer_encode.c, decoding in tokenizer_decode.c. */
 #include "text/tokenizer.h"
 
 #include "text/tokenizer_internal.h"
@@ -89,9 +89,7 @@ size_t tok_utf8_encode(uint32_t cp, char out[4])
     return 4;
 }
 
-/* Appends s to out with every byte that does not start a valid character replaced by
- * U+FFFD. ERR_NOMEM. */
-static int utf8_append_lossy(struct buf *out, const unsigned char *s, size_t len)
+int tok_utf8_append_lossy(struct buf *out, const unsigned char *s, size_t len)
 {
     size_t i = 0;
     while (i < len) {
@@ -110,7 +108,7 @@ static int utf8_append_lossy(struct buf *out, const unsigned char *s, size_t len
     return ERR_OK;
 }
 
-static bool utf8_is_valid(const unsigned char *s, size_t len)
+bool tok_utf8_is_valid(const unsigned char *s, size_t len)
 {
     size_t i = 0;
     uint32_t cp;
@@ -343,8 +341,11 @@ static int build_tables(struct tokenizer *t, const struct vocab *v, struct errms
     t->score = mem_calloc((size_t)n, sizeof *t->score);
     t->type = mem_calloc((size_t)n, sizeof *t->type);
     t->special_rank = mem_calloc((size_t)n, sizeof *t->special_rank);
-    if (!t->arena || !t->text || !t->key || !t->piece || !t->score || !t->type || !t->special_rank)
+    if (v->strip) t->strip = mem_calloc((size_t)n, 1);
+    if (!t->arena || !t->text || !t->key || !t->piece || !t->score || !t->type ||
+        !t->special_rank || (v->strip && !t->strip))
         return errmsg_set(err, ERR_NOMEM, "out of memory building the vocab tables");
+    if (v->strip) memcpy(t->strip, v->strip, (size_t)n);
     uint32_t off = 0;
     for (int32_t i = 0; i < n; i++) {
         size_t len = v->tokens[i].len;
@@ -398,21 +399,27 @@ static tok_id valid_id(const struct tokenizer *t, tok_id id)
     return id >= 0 && id < t->n_tokens ? id : TOK_ID_NONE;
 }
 
-/* End-of-generation set: eos/eot/eom plus llama.cpp's eog texts, which are also promoted to
- * control type as llama.cpp does for "control-looking" tokens. */
+/* End-of-generation set: eos/eot/eom/fim_pad/fim_rep/fim_sep plus llama.cpp's eog texts,
+ * which are also promoted to control type as llama.cpp does for "control-looking" tokens. */
+static bool is_eog_id(const struct tokenizer *t, tok_id id)
+{
+    const struct tok_specials *sp = &t->specials;
+    return id == t->eos || id == t->eot || id == t->eom || id == sp->fim_pad || id == sp->fim_rep ||
+           id == sp->fim_sep;
+}
+
 static int build_eog(struct tokenizer *t)
 {
     int32_t n = 0;
     for (tok_id id = 0; id < t->n_tokens; id++) {
         bool named = is_eog_text(t, id);
         if (named && t->type[id] != VOCAB_TOKEN_CONTROL) t->type[id] = VOCAB_TOKEN_CONTROL;
-        if (named || id == t->eos || id == t->eot || id == t->eom) n++;
+        if (named || is_eog_id(t, id)) n++;
     }
     t->eog = mem_calloc((size_t)n + 1, sizeof *t->eog);
     if (!t->eog) return ERR_NOMEM;
     for (tok_id id = 0; id < t->n_tokens; id++) {
-        if (is_eog_text(t, id) || id == t->eos || id == t->eot || id == t->eom)
-            t->eog[t->n_eog++] = id;
+        if (is_eog_text(t, id) || is_eog_id(t, id)) t->eog[t->n_eog++] = id;
     }
     return ERR_OK;
 }
@@ -520,6 +527,67 @@ static int validate_vocab(const struct vocab *v, struct errmsg *err)
     return ERR_OK;
 }
 
+#define FW_BAR "\xef\xbd\x9c" // U+FF5C, DeepSeek's full-width bar
+
+/* Texts llama.cpp recognizes for ids a GGUF may lack (llama_vocab::impl::load), in the order
+ * they are tried here. NULL-terminated. */
+static const char *const k_eot_texts[] = {"<|eot_id|>",
+                                          "<|im_end|>",
+                                          "<|end|>",
+                                          "<end_of_turn>",
+                                          "<|endoftext|>",
+                                          "<|end_of_text|>",
+                                          "<EOT>",
+                                          "_<EOT>",
+                                          "<" FW_BAR "end" SPM_SPACE "of" SPM_SPACE
+                                          "sentence" FW_BAR ">",
+                                          "<end_of_utterance>",
+                                          NULL};
+static const char *const k_eom_texts[] = {"<|eom_id|>", NULL};
+static const char *const k_fim_pre_texts[] = {"<|fim_prefix|>",
+                                              "<fim-prefix>",
+                                              "<fim_prefix>",
+                                              "<" FW_BAR "fim" SPM_SPACE "begin" FW_BAR ">",
+                                              "<PRE>",
+                                              SPM_SPACE "<PRE>",
+                                              "<|code_prefix|>",
+                                              "<|prefix|>",
+                                              NULL};
+static const char *const k_fim_suf_texts[] = {"<|fim_suffix|>",
+                                              "<fim-suffix>",
+                                              "<fim_suffix>",
+                                              "<" FW_BAR "fim" SPM_SPACE "hole" FW_BAR ">",
+                                              "<SUF>",
+                                              SPM_SPACE "<SUF>",
+                                              "<|code_suffix|>",
+                                              "<|suffix|>",
+                                              NULL};
+static const char *const k_fim_mid_texts[] = {"<|fim_middle|>",
+                                              "<fim-middle>",
+                                              "<fim_middle>",
+                                              "<" FW_BAR "fim" SPM_SPACE "end" FW_BAR ">",
+                                              "<MID>",
+                                              SPM_SPACE "<MID>",
+                                              "<|code_middle|>",
+                                              "<|middle|>",
+                                              NULL};
+static const char *const k_fim_pad_texts[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>",
+                                              NULL};
+static const char *const k_fim_rep_texts[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
+                                              "<REPO>",       "<reponame>",    NULL};
+static const char *const k_fim_sep_texts[] = {"<|file_sep|>", NULL};
+
+/* id when valid, else the first token whose text is in the list, else TOK_ID_NONE. */
+static tok_id id_or_text(const struct tokenizer *t, tok_id id, const char *const *texts)
+{
+    if (id >= 0 && id < t->n_tokens) return id;
+    for (size_t i = 0; texts[i]; i++) {
+        tok_id found = tok_map_find(&t->text_map, t->arena, texts[i], strlen(texts[i]));
+        if (found != TOK_ID_NONE) return found;
+    }
+    return TOK_ID_NONE;
+}
+
 static void copy_flags(struct tokenizer *t, const struct vocab *v)
 {
     t->bos = valid_id(t, v->bos_id);
@@ -529,13 +597,25 @@ static void copy_flags(struct tokenizer *t, const struct vocab *v)
     t->pad = valid_id(t, v->pad_id);
     t->cls = valid_id(t, v->cls_id);
     t->mask = valid_id(t, v->mask_id);
-    t->eot = valid_id(t, v->eot_id);
-    t->eom = valid_id(t, v->eom_id);
-    for (tok_id id = 0; id < t->n_tokens && t->eot == TOK_ID_NONE; id++) {
-        if (text_is(t, id, "<|eot_id|>") || text_is(t, id, "<|im_end|>") ||
-            text_is(t, id, "<|end|>") || text_is(t, id, "<end_of_turn>"))
-            t->eot = id;
-    }
+    t->eot = id_or_text(t, v->eot_id, k_eot_texts);
+    t->eom = id_or_text(t, v->eom_id, k_eom_texts);
+    t->specials = (struct tok_specials){
+        .bos = t->bos,
+        .eos = t->eos,
+        .unk = t->unk,
+        .sep = t->sep,
+        .pad = t->pad,
+        .cls = t->cls != TOK_ID_NONE ? t->cls : t->bos,
+        .mask = t->mask,
+        .eot = t->eot,
+        .eom = t->eom,
+        .fim_pre = id_or_text(t, v->fim_pre_id, k_fim_pre_texts),
+        .fim_suf = id_or_text(t, v->fim_suf_id, k_fim_suf_texts),
+        .fim_mid = id_or_text(t, v->fim_mid_id, k_fim_mid_texts),
+        .fim_pad = id_or_text(t, v->fim_pad_id, k_fim_pad_texts),
+        .fim_rep = id_or_text(t, v->fim_rep_id, k_fim_rep_texts),
+        .fim_sep = id_or_text(t, v->fim_sep_id, k_fim_sep_texts),
+    };
     t->add_bos = v->add_bos;
     t->add_eos = v->add_eos;
     t->add_sep = v->add_sep;
@@ -595,6 +675,7 @@ int tok_new(const struct vocab *v, struct tokenizer **out, struct errmsg *err)
         copy_flags(t, v);
         if (!v->token_types) mark_specials_control(t);
         build_byte_ids(t);
+        t->spm_chunkable = t->kind == VOCAB_KIND_LLAMA && tok_spm_chunkable(t);
         if (build_eog(t) != ERR_OK || build_specials(t) != ERR_OK)
             rc = errmsg_set(err, ERR_NOMEM, "out of memory indexing special tokens");
     }
@@ -618,6 +699,7 @@ void tok_free(struct tokenizer *t)
     mem_free(t->piece);
     mem_free(t->score);
     mem_free(t->type);
+    mem_free(t->strip);
     mem_free(t->special_rank);
     mem_free(t->text_map.slots);
     mem_free(t->key_map.slots);
@@ -668,6 +750,11 @@ int tok_token_type(const struct tokenizer *t, tok_id id)
     return in_vocab(t, id) ? t->type[id] : 0;
 }
 
+const struct tok_specials *tok_specials(const struct tokenizer *t)
+{
+    return &t->specials;
+}
+
 tok_id tok_bos(const struct tokenizer *t)
 {
     return t->bos;
@@ -716,318 +803,14 @@ bool tok_is_eog(const struct tokenizer *t, tok_id id)
     return false;
 }
 
+bool tok_cleans_spaces(const struct tokenizer *t)
+{
+    return t->clean_spaces;
+}
+
 bool tok_is_control(const struct tokenizer *t, tok_id id)
 {
     if (!in_vocab(t, id)) return false;
     uint8_t type = t->type[id];
     return type == VOCAB_TOKEN_CONTROL || type == VOCAB_TOKEN_UNKNOWN || type == VOCAB_TOKEN_UNUSED;
-}
-
-/* ---- encoding ---- */
-
-/* A piece of the input: text to tokenize (id = TOK_ID_NONE) or one special token. */
-struct fragment {
-    size_t off, len;
-    tok_id id;
-};
-
-struct occurrence {
-    int32_t rank;
-    uint32_t len;
-    size_t pos;
-    tok_id id;
-};
-
-static int cmp_occ_rank(const void *a, const void *b)
-{
-    const struct occurrence *x = a, *y = b;
-    if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
-    return x->pos < y->pos ? -1 : x->pos > y->pos;
-}
-
-static int cmp_occ_pos(const void *a, const void *b)
-{
-    const struct occurrence *x = a, *y = b;
-    return x->pos < y->pos ? -1 : x->pos > y->pos;
-}
-
-struct occ_list {
-    struct occurrence *items;
-    size_t n, cap;
-};
-
-static int occ_push(struct occ_list *l, struct occurrence o)
-{
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16, bytes;
-        if (!size_mul(cap, sizeof *l->items, &bytes)) return ERR_LIMIT;
-        struct occurrence *p = mem_realloc(l->items, bytes);
-        if (!p) return ERR_NOMEM;
-        l->items = p;
-        l->cap = cap;
-    }
-    l->items[l->n++] = o;
-    return ERR_OK;
-}
-
-static bool special_allowed(const struct tokenizer *t, tok_id id, bool parse_special)
-{
-    // Without parse_special only user-defined tokens are split out, as llama.cpp does.
-    return parse_special || t->type[id] == VOCAB_TOKEN_USER_DEFINED;
-}
-
-/* Every occurrence of every allowed special token in s. */
-static int find_occurrences(const struct tokenizer *t, const unsigned char *s, size_t len,
-                            bool parse_special, struct occ_list *l)
-{
-    for (size_t pos = 0; pos < len; pos++) {
-        int32_t node = t->trie_root[s[pos]];
-        size_t depth = 1;
-        while (node >= 0) {
-            const struct tok_trie_node *nd = &t->trie[node];
-            if (nd->id != TOK_ID_NONE && special_allowed(t, nd->id, parse_special)) {
-                struct occurrence o = {t->special_rank[nd->id], (uint32_t)depth, pos, nd->id};
-                if (occ_push(l, o) != ERR_OK) return ERR_NOMEM;
-            }
-            if (pos + depth >= len) break;
-            int32_t c = nd->child;
-            while (c >= 0 && t->trie[c].byte != s[pos + depth])
-                c = t->trie[c].sibling;
-            node = c;
-            depth++;
-        }
-    }
-    return ERR_OK;
-}
-
-/* Keeps the occurrences llama.cpp's partition would take: token by token in rank order, left
- * to right, each one not overlapping anything taken before. Leaves them sorted by position. */
-static int select_occurrences(struct occ_list *l, size_t len)
-{
-    qsort(l->items, l->n, sizeof *l->items, cmp_occ_rank);
-    unsigned char *taken = mem_calloc(len, 1);
-    if (!taken) return ERR_NOMEM;
-    size_t kept = 0;
-    for (size_t i = 0; i < l->n; i++) {
-        const struct occurrence *o = &l->items[i];
-        bool is_free = true;
-        for (size_t k = 0; k < o->len && is_free; k++)
-            is_free = !taken[o->pos + k];
-        if (!is_free) continue;
-        memset(taken + o->pos, 1, o->len);
-        l->items[kept++] = *o;
-    }
-    l->n = kept;
-    mem_free(taken);
-    qsort(l->items, l->n, sizeof *l->items, cmp_occ_pos);
-    return ERR_OK;
-}
-
-static int encode_fragment(const struct tokenizer *t, const char *s, struct fragment f,
-                           bool *is_prev_special, struct tok_ids *out)
-{
-    if (f.id != TOK_ID_NONE) {
-        *is_prev_special = true;
-        return tok_ids_push(out, f.id);
-    }
-    int rc = ERR_OK;
-    switch (t->kind) {
-    case VOCAB_KIND_LLAMA:
-        rc = tok_spm_encode(t, s + f.off, f.len, t->add_space_prefix && *is_prev_special, out);
-        break;
-    case VOCAB_KIND_GPT2:
-        rc = tok_bpe_encode(t, s + f.off, f.len, out);
-        break;
-    case VOCAB_KIND_BERT:
-        rc = tok_wpm_encode(t, s + f.off, f.len, out);
-        break;
-    }
-    *is_prev_special = false;
-    return rc;
-}
-
-/* Splits s into text and special-token fragments and encodes them in order. */
-static int encode_text(const struct tokenizer *t, const char *s, size_t len, bool parse_special,
-                       struct tok_ids *out)
-{
-    struct occ_list l = {NULL, 0, 0};
-    bool is_prev_special = true;
-    int rc = ERR_OK;
-    if (len == 0) return ERR_OK;
-    if (t->n_trie > 0) rc = find_occurrences(t, (const unsigned char *)s, len, parse_special, &l);
-    if (rc == ERR_OK && l.n > 0) rc = select_occurrences(&l, len);
-    size_t pos = 0;
-    for (size_t i = 0; rc == ERR_OK && i <= l.n; i++) {
-        size_t end = i < l.n ? l.items[i].pos : len;
-        if (end > pos) {
-            struct fragment f = {pos, end - pos, TOK_ID_NONE};
-            rc = encode_fragment(t, s, f, &is_prev_special, out);
-        }
-        if (rc == ERR_OK && i < l.n) {
-            struct fragment f = {l.items[i].pos, l.items[i].len, l.items[i].id};
-            rc = encode_fragment(t, s, f, &is_prev_special, out);
-            pos = l.items[i].pos + l.items[i].len;
-        }
-    }
-    mem_free(l.items);
-    return rc;
-}
-
-static int push_if(struct tok_ids *out, bool cond, tok_id id)
-{
-    return cond && id != TOK_ID_NONE ? tok_ids_push(out, id) : ERR_OK;
-}
-
-int tok_encode(const struct tokenizer *t, struct str text, bool add_special, bool parse_special,
-               struct tok_ids *out)
-{
-    size_t n_before = out->n_ids;
-    struct buf clean;
-    buf_init(&clean);
-    const char *s = text.len ? text.ptr : "";
-    int rc = ERR_OK;
-    if (!utf8_is_valid((const unsigned char *)s, text.len)) {
-        rc = utf8_append_lossy(&clean, (const unsigned char *)s, text.len);
-        s = clean.data;
-        text.len = clean.len;
-    }
-    bool is_bert = t->kind == VOCAB_KIND_BERT;
-    if (rc == ERR_OK) rc = push_if(out, add_special && t->add_bos, is_bert ? tok_cls(t) : t->bos);
-    if (rc == ERR_OK) rc = encode_text(t, s, text.len, parse_special, out);
-    if (rc == ERR_OK)
-        rc = push_if(out, add_special && (is_bert ? t->add_sep : t->add_eos),
-                     is_bert ? t->sep : t->eos);
-    buf_deinit(&clean);
-    if (rc != ERR_OK) out->n_ids = n_before;
-    return rc;
-}
-
-/* ---- decoding ---- */
-
-/* Hugging Face's clean_up_tokenization_spaces over s[0..len) in place, as the three passes of
- * llama.cpp's detokenize: drop the space before ?!., ; collapse " ' " to "'"; drop the space
- * before 's 'm 're 've. Returns the new length. */
-static size_t clean_spaces(char *s, size_t len)
-{
-    size_t n = len ? 1 : 0;
-    for (size_t i = 1; i < len; i++) {
-        char x = s[i];
-        if (s[i - 1] == ' ' && (x == '?' || x == '!' || x == '.' || x == ',')) n--;
-        s[n++] = x;
-    }
-    len = n;
-    n = len ? 1 : 0;
-    for (size_t i = 1; i < len; i++) {
-        char x = s[i];
-        if (x == '\'' && i + 1 < len && s[i - 1] == ' ' && s[i + 1] == ' ') {
-            n--;
-            s[++i] = '\0';
-        }
-        s[n++] = x;
-    }
-    len = n;
-    n = len ? 1 : 0;
-    for (size_t i = 1; i < len; i++) {
-        char x = s[i];
-        if (s[i - 1] == ' ' && x == '\'' && i + 1 < len) {
-            char x1 = s[i + 1], x2 = i + 2 < len ? s[i + 2] : '\0';
-            if (x1 == 's' || x1 == 'm' || (x1 == 'r' && x2 == 'e') || (x1 == 'v' && x2 == 'e')) n--;
-        }
-        s[n++] = x;
-    }
-    return n;
-}
-
-int tok_decode(const struct tokenizer *t, const tok_id *ids, size_t n_ids, bool render_special,
-               struct buf *out)
-{
-    for (size_t i = 0; i < n_ids; i++) {
-        if (!in_vocab(t, ids[i])) return ERR_INVALID;
-    }
-    size_t start = out->len;
-    bool strip_space = t->add_space_prefix || t->kind == VOCAB_KIND_BERT;
-    size_t i = 0;
-    if (!render_special && t->add_bos && n_ids > 0 && ids[0] == t->bos)
-        i = 1; // a leading bos is dropped; the first text piece still loses its space
-    for (; i < n_ids; i++) {
-        if (!render_special && tok_is_control(t, ids[i])) continue;
-        struct str p = tok_piece(t, ids[i]);
-        if (strip_space && p.len > 0 && p.ptr[0] == ' ') {
-            p.ptr++;
-            p.len--;
-        }
-        strip_space = false;
-        if (buf_append(out, p.ptr, p.len) != ERR_OK) {
-            out->len = start;
-            if (out->data) out->data[start] = '\0';
-            return ERR_NOMEM;
-        }
-    }
-    if (t->clean_spaces && out->len > start) {
-        out->len = start + clean_spaces(out->data + start, out->len - start);
-        out->data[out->len] = '\0';
-    }
-    return ERR_OK;
-}
-
-/* ---- streaming ---- */
-
-void tok_stream_init(struct tok_stream *s, const struct tokenizer *t, bool render_special)
-{
-    s->tok = t;
-    s->render_special = render_special;
-    s->n_held = 0;
-}
-
-static size_t utf8_need(unsigned char c)
-{
-    if (c >= 0xc2 && c <= 0xdf) return 2;
-    if (c >= 0xe0 && c <= 0xef) return 3;
-    if (c >= 0xf0 && c <= 0xf4) return 4;
-    return 0;
-}
-
-/* Length of the prefix of s[0..n) that does not end inside a character still waiting for
- * continuation bytes. */
-static size_t complete_prefix(const unsigned char *s, size_t n)
-{
-    for (size_t back = 1; back <= 3 && back <= n; back++) {
-        unsigned char c = s[n - back];
-        if ((c & 0xc0) == 0x80) continue;
-        size_t need = utf8_need(c);
-        return need > back ? n - back : n;
-    }
-    return n;
-}
-
-int tok_stream_push(struct tok_stream *s, tok_id id, struct buf *out)
-{
-    if (!in_vocab(s->tok, id)) return ERR_INVALID;
-    if (!s->render_special && tok_is_control(s->tok, id)) return ERR_OK;
-    struct str p = tok_piece(s->tok, id);
-    unsigned char small[64];
-    unsigned char *joined = small;
-    size_t n = s->n_held + p.len;
-    if (n > sizeof small && !(joined = mem_alloc(n))) return ERR_NOMEM;
-    memcpy(joined, s->held, s->n_held);
-    memcpy(joined + s->n_held, p.ptr, p.len);
-    size_t keep = complete_prefix(joined, n);
-    size_t start = out->len;
-    int rc = utf8_append_lossy(out, joined, keep);
-    if (rc == ERR_OK) {
-        s->n_held = n - keep;
-        memcpy(s->held, joined + keep, s->n_held);
-    } else {
-        out->len = start;
-    }
-    if (joined != small) mem_free(joined);
-    return rc;
-}
-
-int tok_stream_flush(struct tok_stream *s, struct buf *out)
-{
-    if (s->n_held == 0) return ERR_OK;
-    if (buf_append(out, "\xef\xbf\xbd", 3) != ERR_OK) return ERR_NOMEM;
-    s->n_held = 0;
-    return ERR_OK;
 }

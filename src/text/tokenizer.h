@@ -92,9 +92,22 @@ tok_id tok_sep(const struct tokenizer *t);
 tok_id tok_cls(const struct tokenizer *t);
 tok_id tok_pad(const struct tokenizer *t);
 tok_id tok_unk(const struct tokenizer *t);
+/* Every special id after validation (TOK_ID_NONE when absent). cls falls back to bos, and
+ * eot is auto-detected from llama.cpp's texts ("<|eot_id|>", "<|im_end|>", "<|end|>",
+ * "<end_of_turn>") when the vocab has none. */
+struct tok_specials {
+    tok_id bos, eos, unk, sep, pad, cls, mask, eot, eom;
+    tok_id fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep;
+};
+
+/* Borrowed; valid until tok_free(). Cannot fail. */
+const struct tok_specials *tok_specials(const struct tokenizer *t);
+
 /* True for ids that end generation: eos, eot, eom and llama.cpp's end-of-generation texts
  * ("<|im_end|>", "<|eot_id|>", "<|endoftext|>", "<end_of_turn>", ...). */
 bool tok_is_eog(const struct tokenizer *t, tok_id id);
+/* True when tok_decode applies Hugging Face's clean_up_tokenization_spaces. */
+bool tok_cleans_spaces(const struct tokenizer *t);
 /* True for control, unknown and unused tokens (not rendered by default). */
 bool tok_is_control(const struct tokenizer *t, tok_id id);
 

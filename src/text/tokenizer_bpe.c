@@ -23,16 +23,14 @@ static bool byte_is_printable(unsigned b)
 }
 
 /* The byte that the code point cp stands for, or -1. Printable bytes stand for themselves;
- * the other 68 bytes map in order to U+0100.. (bytes_to_unicode). */
+ * the other 68 bytes (0..32, 127..160, 173, in that order) map to U+0100.. (bytes_to_unicode). */
 static int unicode_to_byte(uint32_t cp)
 {
     if (cp < 256) return byte_is_printable(cp) ? (int)cp : -1;
-    if (cp >= 256 + 68) return -1;
-    unsigned k = cp - 256;
-    for (unsigned b = 0; b < 256; b++) {
-        if (!byte_is_printable(b) && k-- == 0) return (int)b;
-    }
-    return -1;
+    uint32_t k = cp - 256;
+    if (k < 33) return (int)k;
+    if (k < 67) return (int)(127 + k - 33);
+    return k == 67 ? 173 : -1;
 }
 
 bool tok_bpe_unmap(const char *s, size_t len, char *out, size_t *out_len)

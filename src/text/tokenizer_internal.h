@@ -52,6 +52,7 @@ struct tokenizer {
     struct tok_span *piece;   // (n_tokens) decoded bytes
     float *score;             // (n_tokens)
     uint8_t *type;            // (n_tokens) enum vocab_token_type
+    uint8_t *strip;           // (n_tokens) enum vocab_strip bits, or NULL
     struct tok_map text_map;  // stored text -> id
     struct tok_map key_map;   // gpt2: raw bytes -> id
     struct tok_merge *merges; // gpt2 merge table, (merges_mask + 1) slots
@@ -62,13 +63,16 @@ struct tokenizer {
     int32_t trie_root[256]; // first node for a leading byte, or -1
     int32_t *special_rank;  // (n_tokens) order in llama.cpp's longest-first list, or -1
     tok_id bos, eos, unk, sep, pad, cls, mask, eot, eom;
-    tok_id *eog; // end-of-generation ids
+    struct tok_specials specials; // the same ids plus fim, for callers
+    tok_id *eog;                  // end-of-generation ids
     int32_t n_eog;
     bool add_bos, add_eos, add_sep, add_space_prefix;
     bool lowercase, strip_accents;
     bool clean_spaces;     // tok_decode applies Hugging Face's clean_up_tokenization_spaces
     bool ignore_merges;    // gpt2: a pre-token that is a whole token skips the merges (llama3)
     bool wpm_hash_form;    // bert: "##" continuations (else "\u2581" word starts)
+    bool spm_chunkable;    // llama: no mergeable token has U+2581 after another character,
+                           // so merging can run word by word (see tokenizer_spm.c)
     int32_t max_token_len; // longest stored text, bytes
     int n_regex;
     void *regex[TOK_MAX_REGEX]; // pcre2_code_8 *
@@ -79,12 +83,19 @@ struct tokenizer {
  * scalar value at s (1..4) and writes *cp, or 0 when the bytes there are not valid UTF-8. */
 size_t tok_utf8_decode(const unsigned char *s, size_t len, uint32_t *cp);
 size_t tok_utf8_encode(uint32_t cp, char out[4]);
+/* True when s[0..len) is valid UTF-8. */
+bool tok_utf8_is_valid(const unsigned char *s, size_t len);
+/* Appends s to out with every byte that does not start a valid character replaced by U+FFFD
+ * (EF BF BD). ERR_NOMEM (out may hold part of the text). */
+int tok_utf8_append_lossy(struct buf *out, const unsigned char *s, size_t len);
 
 /* Id of the key s in m, or TOK_ID_NONE. */
 tok_id tok_map_find(const struct tok_map *m, const char *arena, const char *s, size_t len);
 
 /* Algorithms: append the ids of one fragment of valid UTF-8 text (no special tokens left in
  * it). ERR_NOMEM, ERR_LIMIT. */
+/* True when no mergeable token has U+2581 after another character (tokenizer_spm.c). */
+bool tok_spm_chunkable(const struct tokenizer *t);
 int tok_spm_encode(const struct tokenizer *t, const char *s, size_t len, bool add_prefix,
                    struct tok_ids *out);
 int tok_bpe_encode(const struct tokenizer *t, const char *s, size_t len, struct tok_ids *out);

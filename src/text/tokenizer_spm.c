@@ -8,7 +8,11 @@
 #include "util/checked.h"
 #include "util/mem.h"
 
+#include <stdint.h>
 #include <string.h>
+
+#define SP     "\xe2\x96\x81" // U+2581
+#define SP_LEN 3
 
 struct spm_session {
     const struct tokenizer *tok;
@@ -46,13 +50,13 @@ static char *escape_spaces(const char *s, size_t len, bool add_prefix, size_t *o
     if (!e) return NULL;
     size_t n = 0;
     if (add_prefix) {
-        memcpy(e, "\xe2\x96\x81", 3);
-        n = 3;
+        memcpy(e, SP, SP_LEN);
+        n = SP_LEN;
     }
     for (size_t i = 0; i < len; i++) {
         if (s[i] == ' ') {
-            memcpy(e + n, "\xe2\x96\x81", 3);
-            n += 3;
+            memcpy(e + n, SP, SP_LEN);
+            n += SP_LEN;
         } else {
             e[n++] = s[i];
         }
@@ -61,20 +65,20 @@ static char *escape_spaces(const char *s, size_t len, bool add_prefix, size_t *o
     return e;
 }
 
-static int split_chars(struct spm_session *ss, size_t len, int32_t *n_sym)
+/* One symbol per UTF-8 character of text[start, end). */
+static int32_t split_chars(struct spm_session *ss, size_t start, size_t end)
 {
     int32_t n = 0;
-    for (size_t off = 0; off < len;) {
+    for (size_t off = start; off < end;) {
         uint32_t cp;
-        size_t clen = tok_utf8_decode((const unsigned char *)ss->text + off, len - off, &cp);
+        size_t clen = tok_utf8_decode((const unsigned char *)ss->text + off, end - off, &cp);
         if (clen == 0) clen = 1;
-        ss->sym[n] = (struct tok_sym){n - 1, off + clen < len ? n + 1 : -1, (uint32_t)off,
+        ss->sym[n] = (struct tok_sym){n - 1, off + clen < end ? n + 1 : -1, (uint32_t)off,
                                       (uint32_t)clen, TOK_ID_NONE};
         off += clen;
         n++;
     }
-    *n_sym = n;
-    return ERR_OK;
+    return n;
 }
 
 static int merge_all(struct spm_session *ss, int32_t n_sym)
@@ -117,6 +121,36 @@ static int emit(struct spm_session *ss, struct tok_ids *out)
     return rc;
 }
 
+static bool is_space_at(const char *e, size_t len, size_t p)
+{
+    return p + SP_LEN <= len && memcmp(e + p, SP, SP_LEN) == 0;
+}
+
+/* End of the chunk starting at start: the next U+2581 that follows another character, when
+ * the vocab lets merges never cross such a point (tok_spm_chunkable), else len. */
+static size_t chunk_end(const struct tokenizer *t, const char *e, size_t len, size_t start)
+{
+    if (!t->spm_chunkable) return len;
+    for (size_t p = start + 1; p < len; p++) {
+        if (is_space_at(e, len, p) && !(p >= SP_LEN && is_space_at(e, len, p - SP_LEN))) return p;
+    }
+    return len;
+}
+
+bool tok_spm_chunkable(const struct tokenizer *t)
+{
+    for (tok_id id = 0; id < t->n_tokens; id++) {
+        if (!mergeable(t, id)) continue;
+        const char *s = t->arena + t->text[id].off;
+        size_t len = t->text[id].len;
+        for (size_t p = 1; p < len; p++) {
+            if (is_space_at(s, len, p) && !(p >= SP_LEN && is_space_at(s, len, p - SP_LEN)))
+                return false;
+        }
+    }
+    return true;
+}
+
 int tok_spm_encode(const struct tokenizer *t, const char *s, size_t len, bool add_prefix,
                    struct tok_ids *out)
 {
@@ -124,13 +158,23 @@ int tok_spm_encode(const struct tokenizer *t, const char *s, size_t len, bool ad
     if (len == 0 && !add_prefix) return ERR_OK;
     char *e = escape_spaces(s, len, add_prefix, &elen);
     if (!e) return ERR_NOMEM;
+    if (elen > INT32_MAX) { // symbol indexes are int32_t
+        mem_free(e);
+        return ERR_LIMIT;
+    }
     struct spm_session ss = {
         t, e, mem_calloc(elen ? elen : 1, sizeof(struct tok_sym)), {NULL, 0, 0}};
-    int32_t n_sym = 0;
     int rc = ss.sym ? ERR_OK : ERR_NOMEM;
-    if (rc == ERR_OK) rc = split_chars(&ss, elen, &n_sym);
-    if (rc == ERR_OK) rc = merge_all(&ss, n_sym);
-    if (rc == ERR_OK && n_sym > 0) rc = emit(&ss, out);
+    // Merging word by word keeps the heap small; the result is the same as one pass over
+    // the whole text because no mergeable token spans a chunk boundary.
+    for (size_t start = 0; start < elen && rc == ERR_OK;) {
+        size_t end = chunk_end(t, e, elen, start);
+        int32_t n_sym = split_chars(&ss, start, end);
+        ss.heap.n = 0;
+        rc = merge_all(&ss, n_sym);
+        if (rc == ERR_OK && n_sym > 0) rc = emit(&ss, out);
+        start = end;
+    }
     mem_free(ss.heap.items);
     mem_free(ss.sym);
     mem_free(e);

@@ -30,6 +30,13 @@ enum vocab_token_type {
     VOCAB_TOKEN_BYTE = 6,
 };
 
+/* Per-token flags for special tokens (llama.cpp's LLAMA_TOKEN_ATTR_LSTRIP/RSTRIP): when the
+ * token is matched in the text, whitespace on that side of it is dropped. */
+enum vocab_strip {
+    VOCAB_STRIP_LEFT = 1,
+    VOCAB_STRIP_RIGHT = 2,
+};
+
 /* Filled by the caller; every pointer is borrowed for the duration of tok_new() only (the
  * tokenizer copies what it keeps). */
 struct vocab {
@@ -39,6 +46,7 @@ struct vocab {
     const struct str *tokens;   // (n_tokens) token texts as stored in the model
     const float *scores;        // (n_tokens) SPM merge scores, or NULL (all 0)
     const int32_t *token_types; // (n_tokens) enum vocab_token_type, or NULL (all normal)
+    const uint8_t *strip;       // (n_tokens) enum vocab_strip bits, or NULL (none)
     int32_t n_merges;           // gpt2 only
     const struct str *merges;   // (n_merges) "left right", rank = index
     tok_id bos_id, eos_id, unk_id, sep_id, pad_id, cls_id, mask_id, eot_id, eom_id;

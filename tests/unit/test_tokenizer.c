@@ -208,6 +208,23 @@ static void test_spm_merge_order_by_score(void **state)
     tok_free(t);
 }
 
+static void test_spm_merges_across_words(void **state)
+{
+    (void)state;
+    struct test_vocab tv;
+    spm_vocab(&tv, true);
+    add_token(&tv, "a" SP, -0.1f, VOCAB_TOKEN_NORMAL);
+    tok_id a_sp_b = add_token(&tv, "a" SP "b", -0.05f, VOCAB_TOKEN_NORMAL);
+    struct tokenizer *t = make(&tv);
+    // A token spanning a word start turns off word-by-word merging: "▁a▁b" -> ▁, a▁, b -> a▁b.
+    EXPECT(t, "a b", false, false, SPM_SP, a_sp_b);
+    tok_free(t);
+    spm_vocab(&tv, true); // without such tokens the words merge separately: same answer
+    t = make(&tv);
+    EXPECT(t, "a b abc", false, false, SPM_SPA, SPM_SP, SPM_B, SPM_SPA, SPM_BC);
+    tok_free(t);
+}
+
 static void test_spm_byte_fallback_and_unknown(void **state)
 {
     (void)state;
@@ -312,6 +329,29 @@ static void test_bpe_special_tokens(void **state)
     bpe_vocab(&tv, "llama-bpe"); // llama3 family: add_bos on, whole-token pre-tokens
     t = make(&tv);
     EXPECT(t, " he", true, false, BPE_END, BPE_SPHE);
+    tok_free(t);
+}
+
+static void test_special_longest_first(void **state)
+{
+    (void)state;
+    struct test_vocab tv;
+    bpe_vocab(&tv, "gpt-2");
+    tok_id xy = add_token(&tv, "xy", 0, VOCAB_TOKEN_USER_DEFINED);
+    tok_id yzw = add_token(&tv, "yzw", 0, VOCAB_TOKEN_USER_DEFINED);
+    struct tokenizer *t = make(&tv);
+    // llama.cpp's partition takes the longest special token first wherever it occurs, so
+    // "yzw" wins over the earlier-starting "xy" (a leftmost-longest scan would give xy, z, w).
+    EXPECT(t, "xyzw", false, false, 'x', yzw);
+    EXPECT(t, "xyxyzw", false, false, xy, 'x', yzw);
+    assert_int_equal(tok_find(t, str_from_cstr("yzw")), yzw);
+    assert_int_equal(tok_find(t, str_from_cstr("yz")), TOK_ID_NONE);
+    assert_true(str_eq_cstr(tok_text(t, BPE_SPHE), "\xc4\xa0he"));
+    assert_true(str_eq_cstr(tok_piece(t, BPE_SPHE), " he"));
+    assert_int_equal(tok_piece(t, -1).len, 0);
+    assert_int_equal(tok_token_type(t, BPE_END), VOCAB_TOKEN_CONTROL);
+    assert_true(tok_is_eog(t, BPE_END));
+    assert_false(tok_is_eog(t, BPE_HE));
     tok_free(t);
 }
 
@@ -559,12 +599,14 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spm_merge_order_by_score),
+        cmocka_unit_test(test_spm_merges_across_words),
         cmocka_unit_test(test_spm_byte_fallback_and_unknown),
         cmocka_unit_test(test_spm_empty_and_whitespace),
         cmocka_unit_test(test_spm_special_tokens),
         cmocka_unit_test(test_spm_decode),
         cmocka_unit_test(test_bpe_merges_and_bytes),
         cmocka_unit_test(test_bpe_special_tokens),
+        cmocka_unit_test(test_special_longest_first),
         cmocka_unit_test(test_bpe_invalid_utf8_and_empty),
         cmocka_unit_test(test_bpe_very_long_word),
         cmocka_unit_test(test_bpe_decode),

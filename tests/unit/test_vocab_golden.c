@@ -107,6 +107,40 @@ static int open_renaming_duplicate(const char *path, struct buf *mem, struct tok
     return rc;
 }
 
+/* Decoding must give the text back for the vocabs without lossy normalization (byte-level
+ * BPE without space clean-up, and SPM), and the streaming detokenizer must agree with the
+ * plain concatenation of the rendered pieces (all inputs are valid UTF-8). ERR_OK or
+ * ERR_INVALID. */
+static int roundtrip_ok(const struct tokenizer *t, struct str text, const struct tok_ids *ids)
+{
+    struct buf dec, pieces, stream;
+    buf_init(&dec);
+    buf_init(&pieces);
+    buf_init(&stream);
+    assert_int_equal(tok_decode(t, ids->ids, ids->n_ids, false, &dec), ERR_OK);
+    struct tok_stream s;
+    tok_stream_init(&s, t, false);
+    for (size_t i = 0; i < ids->n_ids; i++) {
+        struct str p = tok_piece(t, ids->ids[i]);
+        if (!tok_is_control(t, ids->ids[i]))
+            assert_int_equal(buf_append(&pieces, p.ptr, p.len), ERR_OK);
+        assert_int_equal(tok_stream_push(&s, ids->ids[i], &stream), ERR_OK);
+    }
+    assert_int_equal(tok_stream_flush(&s, &stream), ERR_OK);
+    int rc = ERR_OK;
+    if (stream.len != pieces.len || (stream.len && memcmp(stream.data, pieces.data, stream.len)))
+        rc = ERR_INVALID;
+    // Exact only where decoding is lossless: byte-level BPE without clean-up, and SPM.
+    bool lossless = tok_kind(t) == VOCAB_KIND_LLAMA ||
+                    (tok_kind(t) == VOCAB_KIND_GPT2 && !tok_cleans_spaces(t));
+    if (lossless && (dec.len != text.len || (text.len && memcmp(dec.data, text.ptr, text.len))))
+        rc = ERR_INVALID;
+    buf_deinit(&dec);
+    buf_deinit(&pieces);
+    buf_deinit(&stream);
+    return rc;
+}
+
 /* Returns the number of failures; *n_cases gets the case count. */
 static int run_vocab(const char *name, int *n_cases)
 {
@@ -151,6 +185,10 @@ static int run_vocab(const char *name, int *n_cases)
             fprintf(stderr, "%s case %d: '%.*s'\n", name, cases, (int)case_len, text.ptr);
             print_ids("want", &want);
             print_ids("got ", &got);
+        }
+        if (roundtrip_ok(t, text, &got) != ERR_OK) {
+            fails++;
+            fprintf(stderr, "%s case %d: decode does not give the input back\n", name, cases);
         }
         tok_ids_deinit(&want);
         tok_ids_deinit(&got);
@@ -228,6 +266,79 @@ static void test_tiny_bert_expected(void **state)
     json_decref(root);
 }
 
+/* Chat-template markup with parse_special on real vocabs (ids as the Hugging Face tokenizers
+ * give them), and the same text with parse_special off splitting the markup as plain text. */
+static void test_special_markup(void **state)
+{
+    (void)state;
+    if (!shared_present()) {
+        printf("skip: ../shared/models/vocab absent\n");
+        skip();
+    }
+    static const struct {
+        const char *vocab, *text;
+        bool add_special;
+        tok_id want[8];
+        size_t n_want;
+    } cases[] = {
+        {"qwen2", "<|im_start|>user\nHi<|im_end|>", false, {151644, 872, 198, 13048, 151645}, 5},
+        {"llama-bpe",
+         "<|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|>",
+         true,
+         {128000, 128006, 882, 128007, 271, 9906, 128009},
+         7},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[256];
+        snprintf(path, sizeof path, VOCAB_DIR "ggml-vocab-%s.gguf", cases[i].vocab);
+        struct tokenizer *t = NULL;
+        struct errmsg err = {{0}};
+        assert_int_equal(vocab_tokenizer_from_file(path, &t, &err), ERR_OK);
+        struct tok_ids ids;
+        tok_ids_init(&ids);
+        struct str text = str_from_cstr(cases[i].text);
+        assert_int_equal(tok_encode(t, text, cases[i].add_special, true, &ids), ERR_OK);
+        if (ids.n_ids != cases[i].n_want) print_ids(cases[i].text, &ids);
+        assert_int_equal(ids.n_ids, cases[i].n_want);
+        assert_memory_equal(ids.ids, cases[i].want, ids.n_ids * sizeof(tok_id));
+        assert_true(tok_is_eog(t, ids.ids[ids.n_ids - 1]));
+        // Neither file has an eot key: it is found by text, and it is the markup's last id.
+        assert_int_equal(tok_specials(t)->eot, cases[i].want[cases[i].n_want - 1]);
+        ids.n_ids = 0;
+        assert_int_equal(tok_encode(t, text, false, false, &ids), ERR_OK);
+        for (size_t k = 0; k < ids.n_ids; k++)
+            assert_false(tok_is_control(t, ids.ids[k]));
+        tok_ids_deinit(&ids);
+        tok_free(t);
+    }
+}
+
+/* FIM ids are found by text when the file has no keys for them (llama.cpp's lists). */
+static void test_fim_by_text(void **state)
+{
+    (void)state;
+    if (!shared_present()) {
+        printf("skip: ../shared/models/vocab absent\n");
+        skip();
+    }
+    static const struct {
+        const char *vocab;
+        tok_id pre, suf, mid;
+    } cases[] = {{"starcoder", 1, 3, 2}, {"deepseek-coder", 32016, 32015, 32017}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[256];
+        snprintf(path, sizeof path, VOCAB_DIR "ggml-vocab-%s.gguf", cases[i].vocab);
+        struct tokenizer *t = NULL;
+        struct errmsg err = {{0}};
+        assert_int_equal(vocab_tokenizer_from_file(path, &t, &err), ERR_OK);
+        const struct tok_specials *sp = tok_specials(t);
+        assert_int_equal(sp->fim_pre, cases[i].pre);
+        assert_int_equal(sp->fim_suf, cases[i].suf);
+        assert_int_equal(sp->fim_mid, cases[i].mid);
+        tok_free(t);
+    }
+}
+
 #if defined(__SANITIZE_ADDRESS__)
 #define IS_SANITIZED 1
 #elif defined(__has_feature)
@@ -279,8 +390,8 @@ static void test_encode_speed_release(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_golden_all_vocabs),
-        cmocka_unit_test(test_tiny_bert_expected),
+        cmocka_unit_test(test_golden_all_vocabs),    cmocka_unit_test(test_tiny_bert_expected),
+        cmocka_unit_test(test_special_markup),       cmocka_unit_test(test_fim_by_text),
         cmocka_unit_test(test_encode_speed_release),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
