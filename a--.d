@@ -1,1 +1,1 @@
--: src/engine/quants/quants.h
+-: src/server/version.h
