@@ -428,14 +428,19 @@ static enum parsed calls_from_glm(struct toolcall_stream *s, const char *p, size
     return r;
 }
 
-static enum parsed calls_from_hermes(struct toolcall_stream *s, const char *p, size_t n)
+/* A <tool_call> body. GLM's layout is accepted only when the name follows the tag directly
+ * and the block was closed, so prose like "use <tool_call> tags" cut off by the end of the
+ * output is not mistaken for a call without arguments. */
+static enum parsed calls_from_hermes(struct toolcall_stream *s, const char *p, size_t n,
+                                     bool is_closed)
 {
     size_t i = 0;
     skip_ws(p, n, &i);
     while (n > i && is_ws(p[n - 1]))
         n--;
     if (n - i >= 10 && memcmp(p + i, "<function=", 10) == 0) return calls_from_xml(s, p + i, n - i);
-    if (i < n && p[i] != '{' && p[i] != '[') return calls_from_glm(s, p + i, n - i);
+    if (i < n && p[i] != '{' && p[i] != '[')
+        return i == 0 && is_closed ? calls_from_glm(s, p, n) : PARSED_NO;
     return calls_from_values(s, p + i, n - i, true);
 }
 
@@ -752,7 +757,7 @@ static int step_hermes(struct toolcall_stream *s, bool is_final, enum step *out)
     size_t body_end = m >= 0 ? (size_t)m : len;
     size_t end = m >= 0 ? (size_t)m + close_len : len;
     int n0 = s->n_calls;
-    enum parsed r = calls_from_hermes(s, t + s->pos, body_end - s->pos);
+    enum parsed r = calls_from_hermes(s, t + s->pos, body_end - s->pos, m >= 0);
     *out = STEP_AGAIN;
     return settle(s, r, n0, end);
 }
