@@ -10,7 +10,7 @@
 BUILD   ?= release
 O       := build/$(BUILD)
 CC      ?= cc
-PKGS    := libmicrohttpd jansson libpcre2-8 libutf8proc libcurl
+PKGS    := libmicrohttpd jansson libpcre2-8 libutf8proc libcurl libpng libjpeg libwebp sndfile libmpg123
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
@@ -114,7 +114,9 @@ asan:
 tsan:
 	@$(MAKE) --no-print-directory BUILD=tsan all tests
 
-run: deps all
+# deps first, then a fresh make: pkg-config flags are read when make parses this file.
+run: deps
+	@$(MAKE) --no-print-directory all
 	$(SERVER) $(ARGS)
 
 bench: benches
@@ -123,7 +125,7 @@ bench: benches
 # Each header must compile on its own.
 check-headers:
 	@for h in $$(find src -name '*.h' ! -name '*_internal.h'); do \
-	  echo "#include \"$${h#src/}\"" | $(CC) $(CPPFLAGS) -std=c11 $(WARN) -fsyntax-only -x c - \
+	  echo "#include \"$${h#src/}\"" | $(CC) $(filter-out -MMD -MP,$(CPPFLAGS)) -std=c11 $(WARN) -fsyntax-only -x c - \
 	  || exit 1; done; echo "headers: ok"
 
 FORMAT_FILES = $(shell find src tests/unit tests/fuzz tools bench -name '*.[ch]' 2>/dev/null)
