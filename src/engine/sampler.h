@@ -90,8 +90,8 @@ int sampler_new(const struct sampler_params *p, int32_t n_vocab, struct sampler 
 void sampler_free(struct sampler *s);
 
 /* Appends token to the penalty window (the oldest entry falls out after repeat_last_n). Feed the
- * prompt tokens too if they should count, as llama.cpp's server does. Returns ERR_INVALID for a
- * token outside [0, n_vocab); cannot fail otherwise. */
+ * prompt tokens too if they should count, as llama.cpp's server does. A no-op when every
+ * penalty is off. Returns ERR_INVALID for a token outside [0, n_vocab); cannot fail otherwise. */
 int sampler_accept(struct sampler *s, int32_t token);
 
 /* Samples one token from logits (n_vocab floats). logits is modified in place (bias, penalties)

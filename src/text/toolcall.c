@@ -10,6 +10,7 @@
 #include "util/mem.h"
 
 #include <jansson.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -77,6 +78,12 @@ struct toolcall_stream {
 static bool is_ws(char c)
 {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+static bool is_ident(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-' || c == '.';
 }
 
 /* ---- format detection ---- */
@@ -274,32 +281,27 @@ static enum parsed calls_from_text(struct toolcall_stream *s, const char *p, siz
     return r;
 }
 
-/* One or more JSON values, Llama 3 style separated by ';' (only for LLAMA3), nothing else. */
-static enum parsed calls_from_values(struct toolcall_stream *s, const char *p, size_t n)
+/* One JSON value, or with allow_many several separated by whitespace or ';' (Llama 3 writes
+ * "{..}; {..}", some Hermes models put several objects in one block). Nothing else. */
+static enum parsed calls_from_values(struct toolcall_stream *s, const char *p, size_t n,
+                                     bool allow_many)
 {
     int n0 = s->n_calls;
     size_t i = 0;
-    bool is_first = true;
-    for (;;) {
-        while (i < n &&
-               (is_ws(p[i]) || (!is_first && p[i] == ';' && s->fmt == TOOLCALL_FORMAT_LLAMA3)))
+    for (bool is_first = true;; is_first = false) {
+        while (i < n && (is_ws(p[i]) || (!is_first && allow_many && p[i] == ';')))
             i++;
         if (i == n) return is_first ? PARSED_NO : PARSED_OK;
         struct jscan j;
         jscan_init(&j);
         size_t start = i;
         enum parsed r = PARSED_NO;
-        if ((p[i] == '{' || p[i] == '[') && jscan_run(&j, p, n, &i))
+        if ((is_first || allow_many) && (p[i] == '{' || p[i] == '[') && jscan_run(&j, p, n, &i))
             r = calls_from_text(s, p + start, i - start);
         if (r != PARSED_OK) {
             calls_truncate(s, n0);
             return r;
         }
-        if (!is_first && s->fmt != TOOLCALL_FORMAT_LLAMA3) {
-            calls_truncate(s, n0);
-            return PARSED_NO;
-        }
-        is_first = false;
     }
 }
 
@@ -381,23 +383,68 @@ out_obj:
     return r;
 }
 
-static enum parsed calls_from_hermes(struct toolcall_stream *s, const char *p, size_t n)
+/* ---- GLM 4.x body: NAME <arg_key>K</arg_key><arg_value>V</arg_value>... ---- */
+
+/* Reads "<tag>TEXT</tag>" at *i (after whitespace); the text is p[*off..*off + *len). */
+static bool tagged(const char *p, size_t n, size_t *i, const char *tag, size_t *off, size_t *len)
+{
+    char open[32], close[32];
+    snprintf(open, sizeof open, "<%s>", tag);
+    snprintf(close, sizeof close, "</%s>", tag);
+    skip_ws(p, n, i);
+    if (!eat(p, n, i, open)) return false;
+    long end = holdback_find(p, n, *i, close, strlen(close));
+    if (end < 0) return false;
+    *off = *i;
+    *len = (size_t)end - *i;
+    *i = (size_t)end + strlen(close);
+    return true;
+}
+
+static enum parsed calls_from_glm(struct toolcall_stream *s, const char *p, size_t n)
+{
+    size_t i = 0;
+    while (i < n && is_ident(p[i]))
+        i++;
+    size_t name_len = i;
+    if (name_len == 0 || name_len > NAME_LEN_MAX) return PARSED_NO;
+    json_t *obj = json_object();
+    if (!obj) return PARSED_NOMEM;
+    enum parsed r = PARSED_OK;
+    for (;;) {
+        skip_ws(p, n, &i);
+        if (i == n) break;
+        size_t k_off, k_len, v_off, v_len;
+        if (!tagged(p, n, &i, "arg_key", &k_off, &k_len) ||
+            !tagged(p, n, &i, "arg_value", &v_off, &v_len)) {
+            r = PARSED_NO;
+            break;
+        }
+        r = set_member(obj, p + k_off, k_len, xml_value(p + v_off, v_len));
+        if (r != PARSED_OK) break;
+    }
+    if (r == PARSED_OK) r = call_push(s, mem_strndup(p, name_len), json_compact(obj), NULL);
+    json_decref(obj);
+    return r;
+}
+
+/* A <tool_call> body. GLM's layout is accepted only when the name follows the tag directly
+ * and the block was closed, so prose like "use <tool_call> tags" cut off by the end of the
+ * output is not mistaken for a call without arguments. */
+static enum parsed calls_from_hermes(struct toolcall_stream *s, const char *p, size_t n,
+                                     bool is_closed)
 {
     size_t i = 0;
     skip_ws(p, n, &i);
     while (n > i && is_ws(p[n - 1]))
         n--;
     if (n - i >= 10 && memcmp(p + i, "<function=", 10) == 0) return calls_from_xml(s, p + i, n - i);
-    return calls_from_text(s, p + i, n - i);
+    if (i < n && p[i] != '{' && p[i] != '[')
+        return i == 0 && is_closed ? calls_from_glm(s, p, n) : PARSED_NO;
+    return calls_from_values(s, p + i, n - i, true);
 }
 
 /* ---- Llama 3.1 <|python_tag|> body ---- */
-
-static bool is_ident(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-           c == '-' || c == '.';
-}
 
 /* A Python string literal ('..' or ".."), with the common escapes, into *out. */
 static enum parsed py_string(const char *p, size_t n, size_t *i, json_t **out)
@@ -501,7 +548,7 @@ static enum parsed calls_from_python_tag(struct toolcall_stream *s, const char *
     p += i;
     n -= i;
     if (n == 0) return PARSED_NO;
-    enum parsed r = p[0] == '{' || p[0] == '[' ? calls_from_values(s, p, n) : PARSED_NO;
+    enum parsed r = p[0] == '{' || p[0] == '[' ? calls_from_values(s, p, n, true) : PARSED_NO;
     if (r == PARSED_NO) r = calls_from_python_call(s, p, n);
     if (r != PARSED_NO) return r;
     json_t *obj = json_pack("{s:s%}", "code", p, n);
@@ -688,7 +735,8 @@ static int step_whole(struct toolcall_stream *s, bool is_final, enum step *out)
     }
     if (!is_final) return ERR_OK;
     int n0 = s->n_calls;
-    enum parsed r = calls_from_values(s, t + s->value_start, len - s->value_start);
+    enum parsed r = calls_from_values(s, t + s->value_start, len - s->value_start,
+                                      s->fmt == TOOLCALL_FORMAT_LLAMA3);
     *out = STEP_AGAIN;
     return settle(s, r, n0, len);
 }
@@ -709,7 +757,7 @@ static int step_hermes(struct toolcall_stream *s, bool is_final, enum step *out)
     size_t body_end = m >= 0 ? (size_t)m : len;
     size_t end = m >= 0 ? (size_t)m + close_len : len;
     int n0 = s->n_calls;
-    enum parsed r = calls_from_hermes(s, t + s->pos, body_end - s->pos);
+    enum parsed r = calls_from_hermes(s, t + s->pos, body_end - s->pos, m >= 0);
     *out = STEP_AGAIN;
     return settle(s, r, n0, end);
 }

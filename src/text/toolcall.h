@@ -1,13 +1,16 @@
 /* Tool-call parser for generated text, per model family: Hermes/Qwen `<tool_call>` blocks (JSON
- * or Qwen3.5's `<function=..><parameter=..>` XML), Llama 3.x JSON and `<|python_tag|>`, Mistral
- * `[TOOL_CALLS]` (JSON array, or `name[CALL_ID]id[ARGS]{..}`), and a generic fallback where the
- * whole output is one call object or an array of them. Produces OpenAI chat completions
+ * objects, Qwen3.5's `<function=..><parameter=..>` XML, or GLM 4.x's `name<arg_key>..` pairs),
+ * Llama 3.x JSON and `<|python_tag|>`, Mistral `[TOOL_CALLS]` (JSON array, or
+ * `name[CALL_ID]id[ARGS]{..}`), and a generic fallback where the whole output is one call object
+ * or an array of them (tried for every format). Produces OpenAI chat completions
  * `message.tool_calls` data (name, compact JSON arguments) plus the remaining content, in one go
  * or incrementally from text deltas. Not a grammar: it never constrains generation.
  *
  * Malformed calls are content: a block whose JSON does not parse, lacks a string "name", or
  * whose arguments are not a JSON object (or a string holding one) is emitted verbatim, markers
- * included. Whitespace between content and a call is dropped. */
+ * included. Whitespace between content and a call is dropped. XML and GLM parameter values
+ * that parse as JSON (numbers, booleans, objects) are taken as JSON, others as strings; there is
+ * no schema to say otherwise. */
 #ifndef TEXT_TOOLCALL_H
 #define TEXT_TOOLCALL_H
 
@@ -18,7 +21,7 @@
 
 enum toolcall_format {
     TOOLCALL_FORMAT_GENERIC = 0, // only the whole-output JSON fallback
-    TOOLCALL_FORMAT_HERMES = 1,  // <tool_call>...</tool_call> (Hermes 2 Pro, Qwen 2.5/3/3.5)
+    TOOLCALL_FORMAT_HERMES = 1,  // <tool_call>...</tool_call> (Hermes 2 Pro, Qwen 2.5-3.5, GLM 4.x)
     TOOLCALL_FORMAT_LLAMA3 = 2,  // {"name":..,"parameters":..} / <|python_tag|> (Llama 3.1-3.3)
     TOOLCALL_FORMAT_MISTRAL = 3, // [TOOL_CALLS] (Mistral Nemo, Small 3.x, Devstral)
 };

@@ -115,6 +115,44 @@ static const struct tc_case cases[] = {
      "Température à Paris : 21 °C — 東京は晴れ。",
      1,
      {{"t", "{\"city\":\"東京\"}", NULL}}},
+    {"glm 4.x arg_key",
+     HERMES,
+     "Checking.\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
+     "<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n</tool_call>",
+     "Checking.",
+     1,
+     {{"get_weather", "{\"city\":\"Paris\",\"days\":3}", NULL}}},
+    {"glm without arguments",
+     HERMES,
+     "<tool_call>get_time</tool_call>",
+     NULL,
+     1,
+     {{"get_time", "{}", NULL}}},
+    {"hermes two objects in one block",
+     HERMES,
+     "<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n{\"name\": \"b\", \"arguments\": "
+     "{\"x\": null}}\n</tool_call>",
+     NULL,
+     2,
+     {{"a", "{}", NULL}, {"b", "{\"x\":null}", NULL}}},
+    {"hermes words in block is content",
+     HERMES,
+     "<tool_call>some words</tool_call>",
+     "<tool_call>some words</tool_call>",
+     0,
+     {{0}}},
+    {"hermes tag mentioned in prose",
+     HERMES,
+     "I'll use <tool_call> tags",
+     "I'll use <tool_call> tags",
+     0,
+     {{0}}},
+    {"glm needs the name right after the tag",
+     HERMES,
+     "<tool_call> get_time</tool_call>",
+     "<tool_call> get_time</tool_call>",
+     0,
+     {{0}}},
     {"hermes bare json fallback",
      HERMES,
      "{\"name\": \"get_time\", \"arguments\": {\"tz\": \"UTC\"}}",
@@ -467,6 +505,8 @@ static void test_format_detect_on_real_templates(void **state)
         {"Mistral-Small-3.2-24B-Instruct-2506.jinja", MISTRAL},
         {"mistralai-Mistral-Nemo-Instruct-2407.jinja", MISTRAL},
         {"unsloth-mistral-Devstral-Small-2507.jinja", MISTRAL},
+        {"ibm-granite-granite-4.0.jinja", HERMES},
+        {"GLM-4.6.jinja", HERMES},
         {"google-gemma-2-2b-it.jinja", GENERIC},
         {"microsoft-Phi-3.5-mini-instruct.jinja", GENERIC},
     };
@@ -520,11 +560,11 @@ static char *golden_turn(const char *out, const char *header, const char *end)
 /* Parses a turn the way the api layer will: reasoning first, then tool calls on the content,
  * one shot and byte by byte. */
 static void golden_check(const char *label, const char *turn, enum toolcall_format fmt,
-                         const char *name, const char *args)
+                         bool starts_inside, const char *name, const char *args)
 {
     struct reasoning_result rr;
-    assert_int_equal(reasoning_split(REASONING_FORMAT_THINK, false, turn, strlen(turn), &rr),
-                     ERR_OK);
+    assert_int_equal(
+        reasoning_split(REASONING_FORMAT_THINK, starts_inside, turn, strlen(turn), &rr), ERR_OK);
     const char *content = rr.content ? rr.content : "";
     struct toolcall_result r;
     assert_int_equal(toolcall_parse(fmt, content, strlen(content), &r), ERR_OK);
@@ -550,16 +590,21 @@ static void test_golden_template_renders(void **state)
     static const struct {
         const char *file, *header, *end;
         enum toolcall_format fmt;
+        bool starts_inside; // the template opened <think> before the turn
     } t[] = {
-        {"Qwen-Qwen2.5-7B-Instruct", "<|im_start|>assistant\n", "<|im_end|>", HERMES},
+        {"GLM-4.6", "<|assistant|>", "<|observation|>", HERMES, false},
+        {"GLM-4.7-Flash", "<|assistant|>", "<|observation|>", HERMES, true},
+        {"ibm-granite-granite-4.0", "<|start_of_role|>assistant<|end_of_role|>", "<|end_of_text|>",
+         HERMES, false},
+        {"Qwen-Qwen2.5-7B-Instruct", "<|im_start|>assistant\n", "<|im_end|>", HERMES, false},
         {"NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use", "<|im_start|>assistant\n", "<|im_end|>",
-         HERMES},
-        {"Qwen3.5-4B", "<|im_start|>assistant\n", "<|im_end|>", HERMES},
+         HERMES, false},
+        {"Qwen3.5-4B", "<|im_start|>assistant\n", "<|im_end|>", HERMES, false},
         {"meta-llama-Llama-3.1-8B-Instruct", "<|start_header_id|>assistant<|end_header_id|>\n\n",
-         "<|eot_id|>", LLAMA3},
+         "<|eot_id|>", LLAMA3, false},
         {"meta-llama-Llama-3.2-3B-Instruct", "<|start_header_id|>assistant<|end_header_id|>\n\n",
-         "<|eot_id|>", LLAMA3},
-        {"unsloth-mistral-Devstral-Small-2507", "[/INST]", "</s>", MISTRAL},
+         "<|eot_id|>", LLAMA3, false},
+        {"unsloth-mistral-Devstral-Small-2507", "[/INST]", "</s>", MISTRAL, false},
     };
     char path[256], name[128], label[256];
     int n_checked = 0;
@@ -582,14 +627,14 @@ static void test_golden_template_renders(void **state)
             char *turn = golden_turn(out, t[i].header, t[i].end);
             if (!turn) fail_msg("%s/%s: no assistant turn", t[i].file, cname);
             snprintf(label, sizeof label, "%s/%s", t[i].file, cname);
-            golden_check(label, turn, t[i].fmt, name, args);
+            golden_check(label, turn, t[i].fmt, t[i].starts_inside, name, args);
             n_checked++;
             free(turn);
             free(args);
         }
         json_decref(root);
     }
-    assert_true(n_checked >= 6);
+    assert_true(n_checked >= 10);
     printf("golden tool-call renders: %d parsed back\n", n_checked);
 }
 
