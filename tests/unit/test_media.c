@@ -526,7 +526,7 @@ static void test_png_lying_dimensions(void **state)
     assert_null(rgb);
     png_patch_dims(&b, 40, 12);
     assert_int_equal(decode_image(&b, "image/png", &info, NULL, &e), ERR_FORMAT);
-    // 100000 x 100000: refused from the header (under ASan a 30 GB allocation would abort).
+    // 100000 x 100000: refused from the header, with no pixel buffer allocated.
     png_patch_dims(&b, 100000, 100000);
     int64_t live = mem_live_count();
     assert_int_equal(decode_image(&b, "image/png", &info, &rgb, &e), ERR_LIMIT);
@@ -613,6 +613,87 @@ static void test_jpeg_huge_header_and_faults(void **state)
     b = make_jpeg(33, 17, false, true);
     unsigned char *rgb = NULL;
     FAULT_LOOP(decode_image(&b, "image/jpeg", &info, &rgb, &e), mem_free(rgb));
+    blob_free(&b);
+}
+
+/* A CMYK JPEG (libjpeg writes an Adobe marker) and a grayscale one with 316 progressive scans
+ * (five successive-approximation steps per coefficient). */
+static struct blob make_jpeg_special(bool is_cmyk)
+{
+    struct jpeg_compress_struct c;
+    struct jpeg_error_mgr err;
+    c.err = jpeg_std_error(&err);
+    jpeg_create_compress(&c);
+    unsigned char *mem = NULL;
+    unsigned long mem_len = 0;
+    jpeg_mem_dest(&c, &mem, &mem_len);
+    c.image_width = 16;
+    c.image_height = 8;
+    c.input_components = is_cmyk ? 4 : 1;
+    c.in_color_space = is_cmyk ? JCS_CMYK : JCS_GRAYSCALE;
+    jpeg_set_defaults(&c);
+    jpeg_set_quality(&c, 95, TRUE);
+    static jpeg_scan_info scans[1 + 63 * 5];
+    if (!is_cmyk) {
+        int n = 0;
+        scans[n++] = (jpeg_scan_info){1, {0}, 0, 0, 0, 0};
+        for (int k = 1; k < 64; k++) {
+            scans[n++] = (jpeg_scan_info){1, {0}, k, k, 0, 4};
+            for (int al = 3; al >= 0; al--)
+                scans[n++] = (jpeg_scan_info){1, {0}, k, k, al + 1, al};
+        }
+        c.scan_info = scans;
+        c.num_scans = n;
+    }
+    jpeg_start_compress(&c, TRUE);
+    unsigned char px[16 * 8 * 4];
+    for (size_t i = 0; i < sizeof px; i++)
+        px[i] = (unsigned char)(is_cmyk && i % 4 == 3 ? 255 : 60 + (i % 4) * 40);
+    while (c.next_scanline < c.image_height) {
+        JSAMPROW row = px + (size_t)c.next_scanline * 16 * (size_t)c.input_components;
+        jpeg_write_scanlines(&c, &row, 1);
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    struct blob b = {malloc(mem_len), mem_len};
+    memcpy(b.p, mem, mem_len);
+    free(mem);
+    return b;
+}
+
+static void test_jpeg_cmyk_and_scan_limit(void **state)
+{
+    (void)state;
+    struct blob b = make_jpeg_special(true);
+    struct image_info info;
+    struct errmsg e;
+    unsigned char *rgb = NULL;
+    assert_int_equal(decode_image(&b, "image/jpeg", &info, &rgb, &e), ERR_OK);
+    assert_int_equal(info.channels, 4);
+    // K = 255 everywhere, so each RGB value is its C, M or Y value.
+    for (size_t i = 0; i < 16 * 8; i++)
+        for (int c = 0; c < 3; c++)
+            assert_true(abs((int)rgb[3 * i + (size_t)c] - (60 + c * 40)) <= 3);
+    mem_free(rgb);
+    blob_free(&b);
+
+    b = make_jpeg_special(false);
+    assert_int_equal(decode_image(&b, "image/jpeg", &info, NULL, &e), ERR_LIMIT);
+    assert_string_equal(e.msg, "image: JPEG has more than 256 scans");
+    blob_free(&b);
+}
+
+static void test_webp_animated_refused(void **state)
+{
+    (void)state;
+    // "RIFF" size "WEBP", then a VP8X chunk with the animation flag and a 1x1 canvas.
+    unsigned char vp8x[30] = "RIFF\x16\0\0\0WEBPVP8X\x0a\0\0\0\x02";
+    struct blob b = {malloc(sizeof vp8x), sizeof vp8x};
+    memcpy(b.p, vp8x, sizeof vp8x);
+    struct image_info info;
+    struct errmsg e;
+    assert_int_equal(decode_image(&b, "image/webp", &info, NULL, &e), ERR_UNSUPPORTED);
+    assert_string_equal(e.msg, "image: animated WebP is not supported");
     blob_free(&b);
 }
 
@@ -1192,6 +1273,8 @@ int main(void)
         cmocka_unit_test(test_png_fault_injection),
         cmocka_unit_test(test_jpeg_decodes),
         cmocka_unit_test(test_jpeg_huge_header_and_faults),
+        cmocka_unit_test(test_jpeg_cmyk_and_scan_limit),
+        cmocka_unit_test(test_webp_animated_refused),
         cmocka_unit_test(test_webp_decodes),
         cmocka_unit_test(test_webp_huge_header),
         cmocka_unit_test(test_image_format_policy),
