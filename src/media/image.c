@@ -268,7 +268,6 @@ struct jpeg_job {
     const unsigned char *src;
     size_t src_len;
     bool want_rgb;
-    bool is_created;    // cinfo needs jpeg_destroy_decompress
     unsigned char *row; // one output row (mem_alloc)
     unsigned char *rgb; // width * height * 3 when kept (mem_alloc)
     uint32_t width, height, channels;
@@ -359,7 +358,6 @@ static int jpeg_run(struct jpeg_job *j)
     if (setjmp(j->jmp))
         return j->cinfo.input_scan_number > IMAGE_JPEG_SCANS_MAX ? ERR_LIMIT : ERR_FORMAT;
     jpeg_create_decompress(&j->cinfo);
-    j->is_created = true;
     int rc = jpeg_setup(j);
     if (rc != ERR_OK) return rc;
     jpeg_start_decompress(&j->cinfo);
@@ -409,7 +407,8 @@ static int jpeg_decode(const struct image_input *in, struct image_info *info, un
             j->rgb = NULL;
         }
     }
-    if (j->is_created) jpeg_destroy_decompress(&j->cinfo);
+    // Safe whatever happened: cinfo.mem stays NULL until creation got that far (j is zeroed).
+    jpeg_destroy_decompress(&j->cinfo);
     mem_free(j->row);
     mem_free(j->rgb);
     mem_free(j);
