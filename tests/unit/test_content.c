@@ -9,6 +9,7 @@
 #include "util/base64.h"
 #include "util/err.h"
 #include "util/mem.h"
+#include "util/thread.h"
 
 #include "media_fixtures.h"
 
@@ -149,11 +150,75 @@ static void test_content_audio(void **state)
     blob_free(&wav);
 }
 
+/* The validators share no state: several threads decoding at once get the same answers. */
+struct worker {
+    const char *const *urls; // image data URLs; the last one is corrupt
+    size_t n_urls;
+    struct str wav; // base64
+    struct str mp3; // base64
+    int n_wrong;    // answers that differ from the single-threaded ones
+};
+
+static void *worker_run(void *arg)
+{
+    struct worker *w = arg;
+    for (int round = 0; round < 8; round++) {
+        for (size_t i = 0; i < w->n_urls; i++) {
+            struct image_info info;
+            struct errmsg e;
+            int rc = content_image_load(str_from_cstr(w->urls[i]), NULL, &info, NULL, &e);
+            w->n_wrong += (i + 1 < w->n_urls) ? rc != ERR_OK || info.width != 24 : rc == ERR_OK;
+        }
+        struct audio_info ai;
+        struct errmsg e;
+        w->n_wrong +=
+            content_audio_load(str_from_cstr("wav"), w->wav, NULL, &ai, NULL, &e) != ERR_OK;
+        w->n_wrong +=
+            content_audio_load(str_from_cstr("mp3"), w->mp3, NULL, &ai, NULL, &e) != ERR_OK;
+    }
+    return NULL;
+}
+
+static void test_concurrent_validation(void **state)
+{
+    (void)state;
+    struct blob files[4] = {make_png(24, 16, PNG_COLOR_TYPE_RGB, 8, PNG_INTERLACE_ADAM7),
+                            make_jpeg(24, 16, false, true), make_webp(24, 16, false, true),
+                            make_png(24, 16, PNG_COLOR_TYPE_GRAY, 8, PNG_INTERLACE_NONE)};
+    files[3].len -= 12; // corrupt: IEND cut off
+    const char *mimes[4] = {"image/png", "image/jpeg", "image/webp", "image/png"};
+    char *urls[4];
+    for (int i = 0; i < 4; i++)
+        urls[i] = data_url_of(mimes[i], &files[i]);
+    struct blob wav = make_wav(16000, 1, 1600), mp3 = make_mp3(16000, 1, 3200);
+    char *wav_url = data_url_of("audio/wav", &wav), *mp3_url = data_url_of("audio/mpeg", &mp3);
+    struct worker w[4];
+    struct thread t[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = (struct worker){(const char *const *)urls, 4, str_from_cstr(wav_url),
+                               str_from_cstr(mp3_url), 0};
+        assert_int_equal(thread_start(&t[i], worker_run, &w[i]), ERR_OK);
+    }
+    for (int i = 0; i < 4; i++) {
+        thread_join(&t[i]);
+        assert_int_equal(w[i].n_wrong, 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        free(urls[i]);
+        blob_free(&files[i]);
+    }
+    free(wav_url);
+    free(mp3_url);
+    blob_free(&wav);
+    blob_free(&mp3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_content_image),
         cmocka_unit_test(test_content_audio),
+        cmocka_unit_test(test_concurrent_validation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
