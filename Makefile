@@ -66,27 +66,32 @@ $(O)/%.o: %.c
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(@D)
-	rm -f $@ && ar rcs $@ $^
+	@rm -f $@ && ar rcs $@ $^
 
 $(SERVER): $(O)/src/server/main.o $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	@echo "  LD  $@"
+	@$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(CLI): $(O)/src/cli/main.o $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	@echo "  LD  $@"
+	@$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(O)/bin/%: $(O)/tools/%.o $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	@echo "  LD  $@"
+	@$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(O)/bench/%: $(O)/bench/%.o $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	@echo "  LD  $@"
+	@$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(O)/tests/%: $(O)/tests/unit/%.o $(TEST_HELPER_OBJ) $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) $(CMOCKA_LIBS) -o $@
+	@echo "  LD  $@"
+	@$(CC) $(LDFLAGS) $^ $(LDLIBS) $(CMOCKA_LIBS) -o $@
 
 deps:
 	@scripts/install-deps.sh
@@ -109,7 +114,9 @@ asan:
 tsan:
 	@$(MAKE) --no-print-directory BUILD=tsan all tests
 
-run: deps all
+# deps first, then a fresh make: pkg-config flags are read when make parses this file.
+run: deps
+	@$(MAKE) --no-print-directory all
 	$(SERVER) $(ARGS)
 
 bench: benches
@@ -118,7 +125,7 @@ bench: benches
 # Each header must compile on its own.
 check-headers:
 	@for h in $$(find src -name '*.h' ! -name '*_internal.h'); do \
-	  echo "#include \"$${h#src/}\"" | $(CC) $(CPPFLAGS) -std=c11 $(WARN) -fsyntax-only -x c - \
+	  echo "#include \"$${h#src/}\"" | $(CC) $(filter-out -MMD -MP,$(CPPFLAGS)) -std=c11 $(WARN) -fsyntax-only -x c - \
 	  || exit 1; done; echo "headers: ok"
 
 FORMAT_FILES = $(shell find src tests/unit tests/fuzz tools bench -name '*.[ch]' 2>/dev/null)

@@ -1,3 +1,0 @@
--: src/media/audio.h src/util/err.h src/util/str.h
-src/util/err.h:
-src/util/str.h:

@@ -1,0 +1,20 @@
+/* Generation parameters as the API sees them: validation of a model's default_params and,
+ * for each request, the merge server defaults ← model default_params ← request fields. */
+#ifndef API_PARAMS_H
+#define API_PARAMS_H
+
+#include "api/validate.h"
+#include "platform/request.h"
+
+#define PARAMS_MAX_STOP     16  // stop strings per request
+#define PARAMS_STOP_MAX_LEN 256 // bytes per stop string
+
+/* Checks a default_params object: known keys only (a misspelt key would silently do nothing),
+ * each with its type and range. True when valid. */
+bool params_validate_defaults(json_t *dp, struct api_fail *f);
+
+/* The stop strings in a `stop` value (string or array of strings), validated. Borrowed from
+ * the JSON. Returns the count (0..PARAMS_MAX_STOP) or -1 with f filled. */
+int params_stop_list(const json_t *stop, const char *name, const char **out, struct api_fail *f);
+
+#endif

@@ -1,0 +1,741 @@
+/* Grammar matcher over a compiled GBNF grammar. A position is a set of pushdown stacks whose
+ * tops are character sets; stacks are hash-consed linked nodes (shared tails), a set of them
+ * is interned as one "DFA state", and byte transitions between DFA states are cached, so the
+ * vocabulary trie walk in grammar_mask mostly costs one hash lookup per trie node.
+ * Semantics (stacks, expansion through rule references) follow llama.cpp's llama-grammar. */
+#include "text/grammar.h"
+#include "text/gbnf_internal.h"
+
+#include "util/checked.h"
+#include "util/err.h"
+#include "util/mem.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NONE       UINT32_MAX
+#define EMPTY_KEY  UINT64_MAX
+#define STACKS_MAX 4096u      // stacks in one position (e.g. x? x? x? ... explodes)
+#define WORK_MAX   (1u << 16) // expansion steps for one code point
+#define CACHE_SOFT (1u << 20) // cached entries before the caches are rebuilt between calls
+#define CACHE_HARD (1u << 23) // cached entries no single call may exceed
+
+struct node {
+    uint32_t pos;    // element index: a CHARS to match (stack top) or a continuation
+    uint32_t parent; // node below, NONE at the bottom
+};
+
+/* A DFA state: a set of stacks, optionally in the middle of a UTF-8 sequence. */
+struct dstate {
+    uint32_t set_off, set_n; // sorted node ids in set_pool (of base, for a partial state)
+    uint32_t base;           // the full state a partial one extends; NONE for a full state
+    uint32_t value;          // bits of the code point decoded so far (partial states)
+    uint8_t need;            // continuation bytes still expected; 0 for a full state
+    uint8_t len;             // length of the UTF-8 sequence being decoded
+    bool has_accept;         // some stack is empty: root has matched completely
+};
+
+struct table {
+    uint64_t *key; // cap slots, EMPTY_KEY when unused
+    uint32_t *val;
+    uint32_t cap, n; // cap is a power of two
+};
+
+/* Owned by one thread at a time. */
+struct grammar_state {
+    const struct gbnf *g; // borrowed
+    struct node *nodes;
+    uint32_t n_nodes, nodes_cap;
+    uint32_t *set_pool;
+    uint32_t n_set_pool, set_pool_cap;
+    struct dstate *ds;
+    uint32_t n_ds, ds_cap;
+    struct table node_tab;  // (pos, parent) -> node id
+    struct table ds_tab;    // content hash -> dstate id (contents compared on a hit)
+    struct table trans_tab; // (dstate id, byte) -> next dstate id or NONE (dead)
+    uint32_t cur;           // current dstate
+    uint32_t *work;         // scratch: (pos, parent) pairs to expand
+    uint32_t work_cap;
+    uint32_t *out; // scratch: node ids of a new set
+    uint32_t out_cap;
+    uint32_t depth_sid[GRAMMAR_PIECE_LEN_MAX + 1]; // mask walk: dstate at each trie depth
+};
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static int grow_array(void **p, uint32_t *cap, uint32_t need, size_t elem)
+{
+    if (need <= *cap) return ERR_OK;
+    if (need > CACHE_HARD * 4u) return ERR_LIMIT;
+    uint32_t c = *cap ? *cap : 64;
+    while (c < need)
+        c *= 2;
+    void *q = mem_realloc(*p, (size_t)c * elem);
+    if (!q) return ERR_NOMEM;
+    *p = q;
+    *cap = c;
+    return ERR_OK;
+}
+
+static void table_deinit(struct table *t)
+{
+    mem_free(t->key);
+    mem_free(t->val);
+    *t = (struct table){0};
+}
+
+/* Index of key's slot, or of the empty slot where it would go. cap must be non-zero. */
+static uint32_t table_probe(const struct table *t, uint64_t key)
+{
+    uint32_t i = (uint32_t)mix64(key) & (t->cap - 1);
+    while (t->key[i] != key && t->key[i] != EMPTY_KEY)
+        i = (i + 1) & (t->cap - 1);
+    return i;
+}
+
+/* Keeps the load factor at or below 1/2. For ds_tab, keys repeat (hash collisions), which
+ * plain reinsertion handles. */
+static int table_reserve(struct table *t)
+{
+    if (t->cap && (t->n + 1) * 2 <= t->cap) return ERR_OK;
+    if (t->n >= CACHE_HARD) return ERR_LIMIT;
+    uint32_t cap = t->cap ? t->cap * 2 : 256;
+    struct table nt = {mem_alloc((size_t)cap * sizeof(uint64_t)),
+                       mem_alloc((size_t)cap * sizeof(uint32_t)), cap, t->n};
+    if (!nt.key || !nt.val) {
+        table_deinit(&nt);
+        return ERR_NOMEM;
+    }
+    memset(nt.key, 0xFF, (size_t)cap * sizeof(uint64_t));
+    for (uint32_t i = 0; i < t->cap; i++) {
+        if (t->key[i] == EMPTY_KEY) continue;
+        uint32_t j = (uint32_t)mix64(t->key[i]) & (cap - 1);
+        while (nt.key[j] != EMPTY_KEY)
+            j = (j + 1) & (cap - 1);
+        nt.key[j] = t->key[i];
+        nt.val[j] = t->val[i];
+    }
+    table_deinit(t);
+    *t = nt;
+    return ERR_OK;
+}
+
+static int intern_node(struct grammar_state *st, uint32_t pos, uint32_t parent, uint32_t *id)
+{
+    int rc = table_reserve(&st->node_tab);
+    if (rc != ERR_OK) return rc;
+    uint64_t key = (uint64_t)pos << 32 | parent;
+    uint32_t i = table_probe(&st->node_tab, key);
+    if (st->node_tab.key[i] == key) {
+        *id = st->node_tab.val[i];
+        return ERR_OK;
+    }
+    rc = grow_array((void **)&st->nodes, &st->nodes_cap, st->n_nodes + 1, sizeof *st->nodes);
+    if (rc != ERR_OK) return rc;
+    st->nodes[st->n_nodes] = (struct node){pos, parent};
+    st->node_tab.key[i] = key;
+    st->node_tab.val[i] = st->n_nodes;
+    st->node_tab.n++;
+    *id = st->n_nodes++;
+    return ERR_OK;
+}
+
+static uint64_t dstate_hash(const struct dstate *d, const uint32_t *set)
+{
+    uint64_t h = mix64(((uint64_t)d->base << 32) ^ ((uint64_t)d->value << 8) ^
+                       ((uint64_t)d->need << 4) ^ d->len ^ ((uint64_t)d->has_accept << 40));
+    if (d->base == NONE)
+        for (uint32_t i = 0; i < d->set_n; i++)
+            h = mix64(h ^ set[i]);
+    return h == EMPTY_KEY ? 0 : h;
+}
+
+static bool dstate_equal(const struct grammar_state *st, const struct dstate *a,
+                         const struct dstate *b, const uint32_t *b_set)
+{
+    if (a->base != b->base || a->value != b->value || a->need != b->need || a->len != b->len ||
+        a->has_accept != b->has_accept)
+        return false;
+    if (a->base != NONE) return true; // a partial state is identified by its base and its bytes
+    return a->set_n == b->set_n &&
+           (a->set_n == 0 || !memcmp(st->set_pool + a->set_off, b_set, a->set_n * sizeof *b_set));
+}
+
+/* Finds or adds the dstate d; for a full state, set[0..d->set_n) is its sorted node set. */
+static int intern_dstate(struct grammar_state *st, struct dstate d, const uint32_t *set,
+                         uint32_t *id)
+{
+    int rc = table_reserve(&st->ds_tab);
+    if (rc != ERR_OK) return rc;
+    uint64_t h = dstate_hash(&d, set);
+    struct table *t = &st->ds_tab;
+    uint32_t i = (uint32_t)mix64(h) & (t->cap - 1);
+    for (; t->key[i] != EMPTY_KEY; i = (i + 1) & (t->cap - 1)) {
+        if (t->key[i] == h && dstate_equal(st, &st->ds[t->val[i]], &d, set)) {
+            *id = t->val[i];
+            return ERR_OK;
+        }
+    }
+    rc = grow_array((void **)&st->ds, &st->ds_cap, st->n_ds + 1, sizeof *st->ds);
+    if (rc == ERR_OK && d.base == NONE) {
+        rc = grow_array((void **)&st->set_pool, &st->set_pool_cap, st->n_set_pool + d.set_n,
+                        sizeof *st->set_pool);
+        if (rc == ERR_OK && d.set_n > 0) {
+            memcpy(st->set_pool + st->n_set_pool, set, d.set_n * sizeof *set);
+            d.set_off = st->n_set_pool;
+            st->n_set_pool += d.set_n;
+        }
+    }
+    if (rc != ERR_OK) return rc;
+    st->ds[st->n_ds] = d;
+    t->key[i] = h;
+    t->val[i] = st->n_ds;
+    t->n++;
+    *id = st->n_ds++;
+    return ERR_OK;
+}
+
+static int push_work(struct grammar_state *st, uint32_t *n_work, uint32_t pos, uint32_t parent)
+{
+    int rc = grow_array((void **)&st->work, &st->work_cap, (*n_work + 1) * 2, sizeof *st->work);
+    if (rc != ERR_OK) return rc;
+    st->work[(*n_work) * 2] = pos;
+    st->work[(*n_work) * 2 + 1] = parent;
+    (*n_work)++;
+    return ERR_OK;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Expands the queued (pos, parent) items until every stack top is a character set (or the
+ * stack is empty), and interns the resulting set as a full dstate (*id = NONE when no stack
+ * survives). */
+static int expand(struct grammar_state *st, uint32_t n_work, uint32_t *id)
+{
+    const struct gbnf *g = st->g;
+    uint32_t n_out = 0, n_steps = 0;
+    bool has_accept = false;
+    int rc = ERR_OK;
+    while (rc == ERR_OK && n_work > 0) {
+        if (++n_steps > WORK_MAX) return ERR_LIMIT;
+        n_work--;
+        uint32_t pos = st->work[n_work * 2], parent = st->work[n_work * 2 + 1];
+        const struct gbnf_elem *e = &g->elems[pos];
+        if (e->op == GBNF_OP_END || e->op == GBNF_OP_ALT) {
+            if (parent == NONE)
+                has_accept = true;
+            else
+                rc = push_work(st, &n_work, st->nodes[parent].pos, st->nodes[parent].parent);
+        } else if (e->op == GBNF_OP_REF) {
+            uint32_t op_next = g->elems[pos + 1].op, up = parent;
+            if (op_next != GBNF_OP_END && op_next != GBNF_OP_ALT) // else a tail call
+                rc = intern_node(st, pos + 1, parent, &up);
+            for (uint32_t i = g->rule_start[e->a]; rc == ERR_OK; i++) {
+                if (i == g->rule_start[e->a] || g->elems[i - 1].op == GBNF_OP_ALT)
+                    rc = push_work(st, &n_work, i, up);
+                if (g->elems[i].op == GBNF_OP_END) break;
+            }
+        } else {
+            uint32_t nid = 0;
+            rc = intern_node(st, pos, parent, &nid);
+            if (rc == ERR_OK && n_out >= STACKS_MAX) rc = ERR_LIMIT;
+            if (rc == ERR_OK)
+                rc = grow_array((void **)&st->out, &st->out_cap, n_out + 1, sizeof *st->out);
+            if (rc == ERR_OK) st->out[n_out++] = nid;
+        }
+    }
+    if (rc != ERR_OK) return rc;
+    if (n_out == 0 && !has_accept) {
+        *id = NONE;
+        return ERR_OK;
+    }
+    if (n_out > 1) qsort(st->out, n_out, sizeof *st->out, cmp_u32);
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < n_out; i++)
+        if (m == 0 || st->out[m - 1] != st->out[i]) st->out[m++] = st->out[i];
+    struct dstate d = {.set_n = m, .base = NONE, .has_accept = has_accept};
+    return intern_dstate(st, d, st->out, id);
+}
+
+static bool chars_match(const struct gbnf *g, const struct gbnf_elem *e, uint32_t cp)
+{
+    const struct gbnf_range *r = g->ranges + e->a;
+    for (uint32_t i = 0; i < e->b && r[i].lo <= cp; i++)
+        if (cp <= r[i].hi) return true;
+    return false;
+}
+
+static bool chars_overlap(const struct gbnf *g, const struct gbnf_elem *e, uint32_t lo, uint32_t hi)
+{
+    const struct gbnf_range *r = g->ranges + e->a;
+    for (uint32_t i = 0; i < e->b && r[i].lo <= hi; i++)
+        if (r[i].hi >= lo) return true;
+    return false;
+}
+
+/* Full dstate after the code point cp from full dstate sid. */
+static int advance_cp(struct grammar_state *st, uint32_t sid, uint32_t cp, uint32_t *id)
+{
+    uint32_t n_work = 0;
+    for (uint32_t i = 0; i < st->ds[sid].set_n; i++) {
+        const struct node *nd = &st->nodes[st->set_pool[st->ds[sid].set_off + i]];
+        if (!chars_match(st->g, &st->g->elems[nd->pos], cp)) continue;
+        int rc = push_work(st, &n_work, nd->pos + 1, nd->parent);
+        if (rc != ERR_OK) return rc;
+    }
+    if (n_work == 0) {
+        *id = NONE;
+        return ERR_OK;
+    }
+    return expand(st, n_work, id);
+}
+
+static const uint32_t min_cp_of_len[5] = {0, 0, 0x80, 0x800, 0x10000};
+
+/* Partial dstate for a UTF-8 prefix, or NONE when no stack of base accepts any code point the
+ * prefix can still become, so a token ending mid-code-point is allowed only when completable. */
+static int partial_state(struct grammar_state *st, uint32_t base, uint32_t value, uint32_t need,
+                         uint32_t len, uint32_t *id)
+{
+    uint32_t lo = value << (6 * need), hi = lo | ((1u << (6 * need)) - 1);
+    if (lo < min_cp_of_len[len]) lo = min_cp_of_len[len];
+    if (hi > 0x10FFFF) hi = 0x10FFFF;
+    bool is_viable = false;
+    const struct dstate *b = &st->ds[base];
+    for (uint32_t i = 0; i < b->set_n && !is_viable && lo <= hi; i++) {
+        const struct node *nd = &st->nodes[st->set_pool[b->set_off + i]];
+        is_viable = chars_overlap(st->g, &st->g->elems[nd->pos], lo, hi);
+    }
+    if (!is_viable) {
+        *id = NONE;
+        return ERR_OK;
+    }
+    struct dstate d = {.set_off = b->set_off,
+                       .set_n = b->set_n,
+                       .base = base,
+                       .value = value,
+                       .need = (uint8_t)need,
+                       .len = (uint8_t)len};
+    return intern_dstate(st, d, NULL, id);
+}
+
+/* The UTF-8 decoder step; straight-line state machine. */
+static int compute_step(struct grammar_state *st, uint32_t sid, uint8_t byte, uint32_t *id)
+{
+    const struct dstate d = st->ds[sid];
+    *id = NONE;
+    if (d.need == 0) {
+        if (byte < 0x80) return advance_cp(st, sid, byte, id);
+        uint32_t len = byte >= 0xC2 && byte <= 0xDF   ? 2
+                       : byte >= 0xE0 && byte <= 0xEF ? 3
+                       : byte >= 0xF0 && byte <= 0xF4 ? 4
+                                                      : 0;
+        if (len == 0) return ERR_OK;
+        return partial_state(st, sid, byte & (0x7Fu >> len), len - 1, len, id);
+    }
+    if ((byte & 0xC0) != 0x80) return ERR_OK;
+    uint32_t value = d.value << 6 | (byte & 0x3Fu);
+    if (d.need > 1) return partial_state(st, d.base, value, d.need - 1u, d.len, id);
+    if (value < min_cp_of_len[d.len] || value > 0x10FFFF || (value >= 0xD800 && value <= 0xDFFF))
+        return ERR_OK;
+    return advance_cp(st, d.base, value, id);
+}
+
+/* Cached transition from sid over byte; *id = NONE when the byte is rejected. */
+static inline int step(struct grammar_state *st, uint32_t sid, uint8_t byte, uint32_t *id)
+{
+    uint64_t key = (uint64_t)sid << 8 | byte;
+    struct table *t = &st->trans_tab;
+    if (t->cap) {
+        uint32_t i = table_probe(t, key);
+        if (t->key[i] == key) {
+            *id = t->val[i];
+            return ERR_OK;
+        }
+    }
+    int rc = compute_step(st, sid, byte, id);
+    if (rc == ERR_OK) rc = table_reserve(t);
+    if (rc != ERR_OK) return rc;
+    uint32_t i = table_probe(t, key);
+    t->key[i] = key;
+    t->val[i] = *id;
+    t->n++;
+    return ERR_OK;
+}
+
+static void state_deinit(struct grammar_state *st)
+{
+    mem_free(st->nodes);
+    mem_free(st->set_pool);
+    mem_free(st->ds);
+    table_deinit(&st->node_tab);
+    table_deinit(&st->ds_tab);
+    table_deinit(&st->trans_tab);
+    mem_free(st->work);
+    mem_free(st->out);
+}
+
+void grammar_state_free(struct grammar_state *st)
+{
+    if (!st) return;
+    state_deinit(st);
+    mem_free(st);
+}
+
+static int state_alloc(const struct gbnf *g, struct grammar_state **out)
+{
+    struct grammar_state *st = mem_calloc(1, sizeof *st);
+    if (!st) return ERR_NOMEM;
+    st->g = g;
+    *out = st;
+    return ERR_OK;
+}
+
+int grammar_state_new(const struct gbnf *g, struct grammar_state **out)
+{
+    struct grammar_state *st;
+    int rc = state_alloc(g, &st);
+    if (rc != ERR_OK) return rc;
+    uint32_t n_work = 0;
+    for (uint32_t i = g->rule_start[g->root]; rc == ERR_OK; i++) {
+        if (i == g->rule_start[g->root] || g->elems[i - 1].op == GBNF_OP_ALT)
+            rc = push_work(st, &n_work, i, NONE);
+        if (g->elems[i].op == GBNF_OP_END) break;
+    }
+    if (rc == ERR_OK) rc = expand(st, n_work, &st->cur);
+    if (rc == ERR_OK && st->cur == NONE)
+        rc = ERR_INVALID; // cannot happen for a grammar gbnf_compile accepted
+    if (rc != ERR_OK) {
+        grammar_state_free(st);
+        return rc;
+    }
+    *out = st;
+    return ERR_OK;
+}
+
+/* Re-creates node id of src (its whole stack) in dst; *out gets the new id. */
+static int copy_stack(struct grammar_state *dst, const struct grammar_state *src, uint32_t id,
+                      uint32_t *out)
+{
+    uint32_t n = 0;
+    for (uint32_t k = id; k != NONE; k = src->nodes[k].parent) {
+        int rc = grow_array((void **)&dst->work, &dst->work_cap, n + 1, sizeof *dst->work);
+        if (rc != ERR_OK) return rc;
+        dst->work[n++] = src->nodes[k].pos;
+    }
+    uint32_t parent = NONE;
+    while (n > 0) {
+        int rc = intern_node(dst, dst->work[--n], parent, &parent);
+        if (rc != ERR_OK) return rc;
+    }
+    *out = parent;
+    return ERR_OK;
+}
+
+int grammar_state_clone(const struct grammar_state *src, struct grammar_state **out)
+{
+    struct grammar_state *st;
+    int rc = state_alloc(src->g, &st);
+    if (rc != ERR_OK) return rc;
+    const struct dstate *d = &src->ds[src->cur];
+    const struct dstate *full = d->base == NONE ? d : &src->ds[d->base];
+    uint32_t *set = mem_alloc((full->set_n + 1) * sizeof *set);
+    if (!set) rc = ERR_NOMEM;
+    for (uint32_t i = 0; rc == ERR_OK && i < full->set_n; i++)
+        rc = copy_stack(st, src, src->set_pool[full->set_off + i], &set[i]);
+    if (rc == ERR_OK) {
+        // New ids keep the order only by luck; the set must be sorted to be interned.
+        if (full->set_n > 1) qsort(set, full->set_n, sizeof *set, cmp_u32);
+        struct dstate nd = {.set_n = full->set_n, .base = NONE, .has_accept = full->has_accept};
+        rc = intern_dstate(st, nd, set, &st->cur);
+    }
+    if (rc == ERR_OK && d->base != NONE)
+        rc = partial_state(st, st->cur, d->value, d->need, d->len, &st->cur);
+    mem_free(set);
+    if (rc != ERR_OK) {
+        grammar_state_free(st);
+        return rc;
+    }
+    *out = st;
+    return ERR_OK;
+}
+
+/* Between calls, drops caches that grew past CACHE_SOFT by rebuilding from the position. A
+ * failure here is harmless: the old caches stay. */
+static void maybe_flush(struct grammar_state *st)
+{
+    if (st->n_nodes + st->n_ds + st->trans_tab.n < CACHE_SOFT) return;
+    struct grammar_state *fresh;
+    if (grammar_state_clone(st, &fresh) != ERR_OK) return;
+    struct grammar_state tmp = *st;
+    *st = *fresh;
+    *fresh = tmp;
+    grammar_state_free(fresh);
+}
+
+int grammar_state_accept_bytes(struct grammar_state *st, const void *bytes, size_t len)
+{
+    const uint8_t *b = bytes;
+    maybe_flush(st);
+    uint32_t sid = st->cur;
+    for (size_t i = 0; i < len; i++) {
+        int rc = step(st, sid, b[i], &sid);
+        if (rc != ERR_OK) return rc;
+        if (sid == NONE) return ERR_INVALID;
+    }
+    st->cur = sid;
+    return ERR_OK;
+}
+
+bool grammar_state_can_end(const struct grammar_state *st)
+{
+    return st->ds[st->cur].need == 0 && st->ds[st->cur].has_accept;
+}
+
+bool grammar_state_is_done(const struct grammar_state *st)
+{
+    return st->ds[st->cur].need == 0 && st->ds[st->cur].set_n == 0;
+}
+
+/* ---- vocabulary trie ---- */
+
+struct tnode {
+    uint32_t subtree_end; // index after the last node of this node's subtree (pre-order)
+    uint32_t tok_start;   // first entry in sorted_ids of the tokens whose piece ends here
+    uint32_t tok_n;
+    uint16_t depth; // bytes from the root, >= 1
+    uint8_t byte;
+};
+
+/* Immutable after grammar_vocab_new. */
+struct grammar_vocab {
+    size_t n_tokens;
+    struct tnode *nodes; // n_nodes, pre-order
+    uint32_t n_nodes;
+    uint32_t *sorted_ids; // token ids in piece order, grouped per trie node
+    uint32_t *eog;        // n_eog ids
+    size_t n_eog;
+    uint32_t *is_eog;  // bitmask, n_tokens bits
+    char *blob;        // every piece's bytes
+    size_t *piece_off; // n_tokens + 1 offsets into blob
+};
+
+struct piece_ref {
+    const uint8_t *bytes;
+    uint32_t len, id;
+};
+
+static int cmp_piece(const void *a, const void *b)
+{
+    const struct piece_ref *x = a, *y = b;
+    uint32_t n = x->len < y->len ? x->len : y->len;
+    int c = memcmp(x->bytes, y->bytes, n);
+    if (c != 0) return c;
+    if (x->len != y->len) return x->len < y->len ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+void grammar_vocab_free(struct grammar_vocab *gv)
+{
+    if (!gv) return;
+    mem_free(gv->nodes);
+    mem_free(gv->sorted_ids);
+    mem_free(gv->eog);
+    mem_free(gv->is_eog);
+    mem_free(gv->blob);
+    mem_free(gv->piece_off);
+    mem_free(gv);
+}
+
+static int copy_pieces(struct grammar_vocab *gv, const struct grammar_vocab_params *vp)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < vp->n_tokens; i++) {
+        size_t n = vp->piece[i] ? vp->piece_len[i] : 0;
+        if (!size_add(total, n, &total)) return ERR_LIMIT;
+    }
+    gv->blob = mem_alloc(total ? total : 1);
+    gv->piece_off = mem_alloc((vp->n_tokens + 1) * sizeof *gv->piece_off);
+    if (!gv->blob || !gv->piece_off) return ERR_NOMEM;
+    size_t off = 0;
+    for (size_t i = 0; i < vp->n_tokens; i++) {
+        size_t n = vp->piece[i] ? vp->piece_len[i] : 0;
+        gv->piece_off[i] = off;
+        if (n) memcpy(gv->blob + off, vp->piece[i], n);
+        off += n;
+    }
+    gv->piece_off[vp->n_tokens] = off;
+    return ERR_OK;
+}
+
+/* Builds the pre-order trie from the pieces sorted bytewise: consecutive pieces share their
+ * common prefix's path, so each piece adds nodes only for the bytes after that prefix. */
+static int build_trie(struct grammar_vocab *gv, struct piece_ref *refs, uint32_t n_refs)
+{
+    size_t n_bytes = 0;
+    for (uint32_t k = 0; k < n_refs; k++)
+        n_bytes += refs[k].len;
+    gv->nodes = mem_alloc((n_bytes ? n_bytes : 1) * sizeof *gv->nodes);
+    gv->sorted_ids = mem_alloc((n_refs ? n_refs : 1) * sizeof *gv->sorted_ids);
+    if (!gv->nodes || !gv->sorted_ids) return ERR_NOMEM;
+    uint32_t path[GRAMMAR_PIECE_LEN_MAX + 1], depth = 0, n = 0;
+    for (uint32_t k = 0; k < n_refs; k++) {
+        const struct piece_ref *r = &refs[k];
+        uint32_t lcp = 0;
+        if (k > 0) {
+            const struct piece_ref *q = &refs[k - 1];
+            while (lcp < q->len && lcp < r->len && q->bytes[lcp] == r->bytes[lcp])
+                lcp++;
+        }
+        for (; depth > lcp; depth--)
+            gv->nodes[path[depth - 1]].subtree_end = n;
+        for (; depth < r->len; depth++) {
+            gv->nodes[n] = (struct tnode){0, k, 0, (uint16_t)(depth + 1), r->bytes[depth]};
+            path[depth] = n++;
+        }
+        struct tnode *t = &gv->nodes[path[depth - 1]];
+        if (t->tok_n == 0) t->tok_start = k;
+        t->tok_n++;
+        gv->sorted_ids[k] = r->id;
+    }
+    for (; depth > 0; depth--)
+        gv->nodes[path[depth - 1]].subtree_end = n;
+    gv->n_nodes = n;
+    return ERR_OK;
+}
+
+static int vocab_fill(struct grammar_vocab *gv, const struct grammar_vocab_params *vp)
+{
+    size_t words = (vp->n_tokens + 31) / 32;
+    gv->is_eog = mem_calloc(words ? words : 1, sizeof *gv->is_eog);
+    gv->eog = mem_alloc((vp->n_eog ? vp->n_eog : 1) * sizeof *gv->eog);
+    if (!gv->is_eog || !gv->eog) return ERR_NOMEM;
+    for (size_t i = 0; i < vp->n_eog; i++) {
+        if (vp->eog[i] < 0 || (size_t)vp->eog[i] >= vp->n_tokens) return ERR_INVALID;
+        gv->eog[i] = (uint32_t)vp->eog[i];
+        gv->is_eog[gv->eog[i] / 32] |= 1u << (gv->eog[i] % 32);
+    }
+    gv->n_eog = vp->n_eog;
+    int rc = copy_pieces(gv, vp);
+    if (rc != ERR_OK) return rc;
+    struct piece_ref *refs = mem_alloc((vp->n_tokens ? vp->n_tokens : 1) * sizeof *refs);
+    if (!refs) return ERR_NOMEM;
+    uint32_t n_refs = 0;
+    for (uint32_t i = 0; i < vp->n_tokens; i++) {
+        size_t len = gv->piece_off[i + 1] - gv->piece_off[i];
+        if (len == 0 || len > GRAMMAR_PIECE_LEN_MAX || (gv->is_eog[i / 32] >> (i % 32) & 1))
+            continue;
+        refs[n_refs++] =
+            (struct piece_ref){(const uint8_t *)gv->blob + gv->piece_off[i], (uint32_t)len, i};
+    }
+    qsort(refs, n_refs, sizeof *refs, cmp_piece);
+    rc = build_trie(gv, refs, n_refs);
+    mem_free(refs);
+    return rc;
+}
+
+int grammar_vocab_new(const struct grammar_vocab_params *vp, struct grammar_vocab **out)
+{
+    if (vp->n_tokens > GRAMMAR_N_TOKENS_MAX) return ERR_LIMIT;
+    struct grammar_vocab *gv = mem_calloc(1, sizeof *gv);
+    if (!gv) return ERR_NOMEM;
+    gv->n_tokens = vp->n_tokens;
+    int rc = vocab_fill(gv, vp);
+    if (rc != ERR_OK) {
+        grammar_vocab_free(gv);
+        return rc;
+    }
+    *out = gv;
+    return ERR_OK;
+}
+
+size_t grammar_vocab_n_tokens(const struct grammar_vocab *gv)
+{
+    return gv->n_tokens;
+}
+
+size_t grammar_vocab_mask_words(const struct grammar_vocab *gv)
+{
+    return (gv->n_tokens + 31) / 32;
+}
+
+int grammar_mask(struct grammar_state *st, const struct grammar_vocab *gv, uint32_t *allowed)
+{
+    maybe_flush(st);
+    memset(allowed, 0, grammar_vocab_mask_words(gv) * sizeof *allowed);
+    const struct tnode *nodes = gv->nodes;
+    uint32_t *sid_at = st->depth_sid;
+    sid_at[0] = st->cur;
+    for (uint32_t i = 0; i < gv->n_nodes;) {
+        const struct tnode *t = &nodes[i];
+        uint32_t sid;
+        int rc = step(st, sid_at[t->depth - 1], t->byte, &sid);
+        if (rc != ERR_OK) return rc;
+        if (sid == NONE) {
+            i = t->subtree_end;
+            continue;
+        }
+        sid_at[t->depth] = sid;
+        for (uint32_t k = 0; k < t->tok_n; k++) {
+            uint32_t id = gv->sorted_ids[t->tok_start + k];
+            allowed[id / 32] |= 1u << (id % 32);
+        }
+        i++;
+    }
+    if (grammar_state_can_end(st))
+        for (size_t k = 0; k < gv->n_eog; k++)
+            allowed[gv->eog[k] / 32] |= 1u << (gv->eog[k] % 32);
+    return ERR_OK;
+}
+
+void grammar_mask_apply(const uint32_t *allowed, size_t n_tokens, float *logits)
+{
+    for (size_t i = 0; i < n_tokens; i++)
+        if (!(allowed[i / 32] >> (i % 32) & 1)) logits[i] = -INFINITY;
+}
+
+int grammar_state_allows_token(struct grammar_state *st, const struct grammar_vocab *gv, int32_t id,
+                               bool *out)
+{
+    if (id < 0 || (size_t)id >= gv->n_tokens) return ERR_INVALID;
+    if (gv->is_eog[id / 32] >> (id % 32) & 1) {
+        *out = grammar_state_can_end(st);
+        return ERR_OK;
+    }
+    size_t off = gv->piece_off[id], len = gv->piece_off[id + 1] - off;
+    if (len == 0 || len > GRAMMAR_PIECE_LEN_MAX) {
+        *out = false;
+        return ERR_OK;
+    }
+    maybe_flush(st);
+    uint32_t sid = st->cur;
+    for (size_t i = 0; i < len && sid != NONE; i++) {
+        int rc = step(st, sid, (uint8_t)gv->blob[off + i], &sid);
+        if (rc != ERR_OK) return rc;
+    }
+    *out = sid != NONE;
+    return ERR_OK;
+}
+
+int grammar_state_accept_token(struct grammar_state *st, const struct grammar_vocab *gv, int32_t id)
+{
+    if (id < 0 || (size_t)id >= gv->n_tokens) return ERR_INVALID;
+    if (gv->is_eog[id / 32] >> (id % 32) & 1)
+        return grammar_state_can_end(st) ? ERR_OK : ERR_INVALID;
+    size_t off = gv->piece_off[id], len = gv->piece_off[id + 1] - off;
+    if (len == 0 || len > GRAMMAR_PIECE_LEN_MAX) return ERR_INVALID;
+    return grammar_state_accept_bytes(st, gv->blob + off, len);
+}
