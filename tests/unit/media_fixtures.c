@@ -19,14 +19,14 @@
 #include <sndfile.h>
 #include <webp/encode.h>
 
-void blob_free(struct blob *b)
+void fx_blob_free(struct blob *b)
 {
     free(b->p);
     b->p = NULL;
     b->len = 0;
 }
 
-struct blob blob_copy(const struct blob *b)
+struct blob fx_blob_copy(const struct blob *b)
 {
     struct blob c = {malloc(b->len ? b->len : 1), b->len};
     assert_non_null(c.p);
@@ -35,7 +35,7 @@ struct blob blob_copy(const struct blob *b)
 }
 
 /* A deterministic test pattern: w * h * ch bytes. */
-unsigned char *pattern(uint32_t w, uint32_t h, int ch)
+unsigned char *fx_pattern(uint32_t w, uint32_t h, int ch)
 {
     unsigned char *px = malloc((size_t)w * h * (size_t)ch);
     assert_non_null(px);
@@ -48,7 +48,7 @@ unsigned char *pattern(uint32_t w, uint32_t h, int ch)
 }
 
 /* A smooth pattern for lossy codecs: w * h * ch bytes. */
-unsigned char *smooth(uint32_t w, uint32_t h, int ch)
+unsigned char *fx_smooth(uint32_t w, uint32_t h, int ch)
 {
     unsigned char *px = malloc((size_t)w * h * (size_t)ch);
     assert_non_null(px);
@@ -74,10 +74,10 @@ static void png_flush_cb(png_structp png)
 }
 
 /* color: PNG_COLOR_TYPE_RGB, _GRAY, _RGB_ALPHA; depth 8 or 16. */
-struct blob make_png(uint32_t w, uint32_t h, int color, int depth, int interlace)
+struct blob fx_make_png(uint32_t w, uint32_t h, int color, int depth, int interlace)
 {
     int ch = color == PNG_COLOR_TYPE_RGB ? 3 : color == PNG_COLOR_TYPE_RGB_ALPHA ? 4 : 1;
-    unsigned char *px = pattern(w, h, ch);
+    unsigned char *px = fx_pattern(w, h, ch);
     struct blob b = {0};
     png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
     png_infop info = png_create_info_struct(png);
@@ -111,7 +111,7 @@ struct blob make_png(uint32_t w, uint32_t h, int color, int depth, int interlace
     return b;
 }
 
-struct blob make_jpeg(uint32_t w, uint32_t h, bool is_gray, bool is_progressive)
+struct blob fx_make_jpeg(uint32_t w, uint32_t h, bool is_gray, bool is_progressive)
 {
     struct jpeg_compress_struct c;
     struct jpeg_error_mgr err;
@@ -128,7 +128,7 @@ struct blob make_jpeg(uint32_t w, uint32_t h, bool is_gray, bool is_progressive)
     jpeg_set_quality(&c, 95, TRUE);
     if (is_progressive) jpeg_simple_progression(&c);
     jpeg_start_compress(&c, TRUE);
-    unsigned char *px = smooth(w, h, c.input_components);
+    unsigned char *px = fx_smooth(w, h, c.input_components);
     while (c.next_scanline < h) {
         JSAMPROW row = px + (size_t)c.next_scanline * w * (size_t)c.input_components;
         jpeg_write_scanlines(&c, &row, 1);
@@ -142,9 +142,9 @@ struct blob make_jpeg(uint32_t w, uint32_t h, bool is_gray, bool is_progressive)
     return b;
 }
 
-struct blob make_webp(uint32_t w, uint32_t h, bool is_lossless, bool has_alpha)
+struct blob fx_make_webp(uint32_t w, uint32_t h, bool is_lossless, bool has_alpha)
 {
-    unsigned char *px = pattern(w, h, has_alpha ? 4 : 3), *out = NULL;
+    unsigned char *px = fx_pattern(w, h, has_alpha ? 4 : 3), *out = NULL;
     int stride = (int)w * (has_alpha ? 4 : 3);
     size_t n;
     if (is_lossless)
@@ -210,12 +210,12 @@ static sf_count_t w_tell(void *u)
 }
 
 /* Sample i of channel c of the test tone, in [-0.5, 0.5]. */
-float tone(size_t i, int c, int rate)
+float fx_tone(size_t i, int c, int rate)
 {
     return 0.5f * sinf(6.2831853f * (440.0f + 220.0f * (float)c) * (float)i / (float)rate);
 }
 
-struct blob make_sound(int format, int rate, int channels, size_t n_frames)
+struct blob fx_make_sound(int format, int rate, int channels, size_t n_frames)
 {
     struct wfile f = {{0}, 0};
     SF_VIRTUAL_IO vio = {w_len, w_seek, w_read, w_write, w_tell};
@@ -225,24 +225,24 @@ struct blob make_sound(int format, int rate, int channels, size_t n_frames)
     float *buf = malloc(n_frames * (size_t)channels * sizeof(float));
     for (size_t i = 0; i < n_frames; i++)
         for (int c = 0; c < channels; c++)
-            buf[i * (size_t)channels + (size_t)c] = tone(i, c, rate);
+            buf[i * (size_t)channels + (size_t)c] = fx_tone(i, c, rate);
     assert_int_equal(sf_writef_float(sf, buf, (sf_count_t)n_frames), n_frames);
     sf_close(sf);
     free(buf);
     return f.b;
 }
 
-struct blob make_wav(int rate, int channels, size_t n_frames)
+struct blob fx_make_wav(int rate, int channels, size_t n_frames)
 {
-    return make_sound(SF_FORMAT_WAV | SF_FORMAT_PCM_16, rate, channels, n_frames);
+    return fx_make_sound(SF_FORMAT_WAV | SF_FORMAT_PCM_16, rate, channels, n_frames);
 }
 
-struct blob make_mp3(int rate, int channels, size_t n_frames)
+struct blob fx_make_mp3(int rate, int channels, size_t n_frames)
 {
-    return make_sound(SF_FORMAT_MPEG | SF_FORMAT_MPEG_LAYER_III, rate, channels, n_frames);
+    return fx_make_sound(SF_FORMAT_MPEG | SF_FORMAT_MPEG_LAYER_III, rate, channels, n_frames);
 }
 
-uint32_t crc32_of(const unsigned char *p, size_t n)
+uint32_t fx_crc32_of(const unsigned char *p, size_t n)
 {
     uint32_t c = 0xffffffffu;
     for (size_t i = 0; i < n; i++) {
@@ -253,7 +253,7 @@ uint32_t crc32_of(const unsigned char *p, size_t n)
     return ~c;
 }
 
-void put_be32(unsigned char *p, uint32_t v)
+void fx_put_be32(unsigned char *p, uint32_t v)
 {
     p[0] = (unsigned char)(v >> 24);
     p[1] = (unsigned char)(v >> 16);
@@ -261,7 +261,7 @@ void put_be32(unsigned char *p, uint32_t v)
     p[3] = (unsigned char)v;
 }
 
-void write_file(const char *path, const char *text)
+void fx_write_file(const char *path, const char *text)
 {
     FILE *f = fopen(path, "wb");
     assert_non_null(f);
@@ -271,7 +271,7 @@ void write_file(const char *path, const char *text)
 
 /* base/root/{a.png, sub/b.bin, inlink -> a.png, escape -> ../outside/secret, fifo, big}
  * base/outside/secret, base/root2/c (shares root's name as a prefix). */
-void tree_make(struct tree *t)
+void fx_tree_make(struct tree *t)
 {
     snprintf(t->base, sizeof t->base, "/tmp/llamapi-media-XXXXXX");
     assert_non_null(mkdtemp(t->base));
@@ -286,7 +286,7 @@ void tree_make(struct tree *t)
                               {"root/big", "0123456789abcdef"}, {"root/a b%.txt", "SPACE"}};
     for (size_t i = 0; i < 6; i++) {
         snprintf(t->path, sizeof t->path, "%s/%s", t->base, files[i][0]);
-        write_file(t->path, files[i][1]);
+        fx_write_file(t->path, files[i][1]);
     }
     snprintf(t->path, sizeof t->path, "%s/root/inlink", t->base);
     assert_int_equal(symlink("a.png", t->path), 0);
@@ -296,7 +296,7 @@ void tree_make(struct tree *t)
     assert_int_equal(mkfifo(t->path, 0600), 0);
 }
 
-void tree_remove(struct tree *t)
+void fx_tree_remove(struct tree *t)
 {
     const char *names[] = {"root/a.png", "root/sub/b.bin", "outside/secret", "root2/c",
                            "root/big",   "root/a b%.txt",  "root/inlink",    "root/escape",

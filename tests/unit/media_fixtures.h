@@ -26,35 +26,35 @@ struct tree {
     char path[512]; // scratch for building paths
 };
 
-void blob_free(struct blob *b);
-struct blob blob_copy(const struct blob *b);
+void fx_blob_free(struct blob *b);
+struct blob fx_blob_copy(const struct blob *b);
 
-/* Test images: w * h * ch bytes (malloc'd). pattern() has sharp edges (for lossless codecs),
- * smooth() gentle ramps (for JPEG). A 4th channel is constant alpha 200. */
-unsigned char *pattern(uint32_t w, uint32_t h, int ch);
-unsigned char *smooth(uint32_t w, uint32_t h, int ch);
+/* Test images: w * h * ch bytes (malloc'd). fx_pattern() has sharp edges (for lossless codecs),
+ * fx_smooth() gentle ramps (for JPEG). A 4th channel is constant alpha 200. */
+unsigned char *fx_pattern(uint32_t w, uint32_t h, int ch);
+unsigned char *fx_smooth(uint32_t w, uint32_t h, int ch);
 
-/* Encoders into memory. make_png: color PNG_COLOR_TYPE_RGB, _GRAY or _RGB_ALPHA of pattern(),
- * depth 8 or 16. make_jpeg: quality 95 of smooth(). make_webp: quality 90 or lossless. */
-struct blob make_png(uint32_t w, uint32_t h, int color, int depth, int interlace);
-struct blob make_jpeg(uint32_t w, uint32_t h, bool is_gray, bool is_progressive);
-struct blob make_webp(uint32_t w, uint32_t h, bool is_lossless, bool has_alpha);
+/* Encoders into memory. make_png: color PNG_COLOR_TYPE_RGB, _GRAY or _RGB_ALPHA of fx_pattern(),
+ * depth 8 or 16. make_jpeg: quality 95 of fx_smooth(). make_webp: quality 90 or lossless. */
+struct blob fx_make_png(uint32_t w, uint32_t h, int color, int depth, int interlace);
+struct blob fx_make_jpeg(uint32_t w, uint32_t h, bool is_gray, bool is_progressive);
+struct blob fx_make_webp(uint32_t w, uint32_t h, bool is_lossless, bool has_alpha);
 
-/* Sound through libsndfile: tone() on every channel, in the given SF_FORMAT_ format.
+/* Sound through libsndfile: fx_tone() on every channel, in the given SF_FORMAT_ format.
  * make_wav is 16-bit PCM, make_mp3 MPEG layer III (LAME, with an Info header). */
-float tone(size_t i, int c, int rate);
-struct blob make_sound(int format, int rate, int channels, size_t n_frames);
-struct blob make_wav(int rate, int channels, size_t n_frames);
-struct blob make_mp3(int rate, int channels, size_t n_frames);
+float fx_tone(size_t i, int c, int rate);
+struct blob fx_make_sound(int format, int rate, int channels, size_t n_frames);
+struct blob fx_make_wav(int rate, int channels, size_t n_frames);
+struct blob fx_make_mp3(int rate, int channels, size_t n_frames);
 
 /* CRC-32 as PNG chunks use it; big-endian store. */
-uint32_t crc32_of(const unsigned char *p, size_t n);
-void put_be32(unsigned char *p, uint32_t v);
+uint32_t fx_crc32_of(const unsigned char *p, size_t n);
+void fx_put_be32(unsigned char *p, uint32_t v);
 
-/* The temporary tree described above; tree_remove() deletes it again. */
-void write_file(const char *path, const char *text);
-void tree_make(struct tree *t);
-void tree_remove(struct tree *t);
+/* The temporary tree described above; fx_tree_remove() deletes it again. */
+void fx_write_file(const char *path, const char *text);
+void fx_tree_make(struct tree *t);
+void fx_tree_remove(struct tree *t);
 
 #define assert_msg_has(e, part)                                                                    \
     do {                                                                                           \

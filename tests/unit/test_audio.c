@@ -45,7 +45,7 @@ static void test_audio_format_parse(void **state)
 static void test_wav_decodes(void **state)
 {
     (void)state;
-    struct blob b = make_wav(16000, 1, 1600);
+    struct blob b = fx_make_wav(16000, 1, 1600);
     struct audio_info info;
     struct errmsg e;
     float *pcm = NULL;
@@ -56,26 +56,26 @@ static void test_wav_decodes(void **state)
     assert_int_equal(info.n_frames, 1600);
     assert_int_equal(info.duration_ms, 100);
     for (size_t i = 0; i < 1600; i++)
-        assert_true(fabsf(pcm[i] - tone(i, 0, 16000)) < 1e-3f);
+        assert_true(fabsf(pcm[i] - fx_tone(i, 0, 16000)) < 1e-3f);
     mem_free(pcm);
-    blob_free(&b);
+    fx_blob_free(&b);
 
-    b = make_sound(SF_FORMAT_WAV | SF_FORMAT_FLOAT, 48000, 2, 4800);
+    b = fx_make_sound(SF_FORMAT_WAV | SF_FORMAT_FLOAT, 48000, 2, 4800);
     assert_int_equal(decode_audio(&b, AUDIO_FORMAT_WAV, NULL, &info, &pcm, &e), ERR_OK);
     assert_int_equal(info.n_channels, 2);
     assert_int_equal(info.n_frames, 4800);
     for (size_t i = 0; i < 4800; i += 97) // mono downmix
-        assert_true(fabsf(pcm[i] - (tone(i, 0, 48000) + tone(i, 1, 48000)) / 2) < 1e-5f);
+        assert_true(fabsf(pcm[i] - (fx_tone(i, 0, 48000) + fx_tone(i, 1, 48000)) / 2) < 1e-5f);
     mem_free(pcm);
     assert_int_equal(decode_audio(&b, AUDIO_FORMAT_WAV, NULL, &info, NULL, &e), ERR_OK);
     FAULT_LOOP(decode_audio(&b, AUDIO_FORMAT_WAV, NULL, &info, &pcm, &e), mem_free(pcm));
-    blob_free(&b);
+    fx_blob_free(&b);
 }
 
 static void test_wav_corrupt(void **state)
 {
     (void)state;
-    struct blob b = make_wav(16000, 1, 800);
+    struct blob b = fx_make_wav(16000, 1, 800);
     struct audio_info info;
     struct errmsg e;
     for (size_t n = 0; n < b.len; n++) {
@@ -87,7 +87,7 @@ static void test_wav_corrupt(void **state)
     assert_int_equal(decode_audio(&t, AUDIO_FORMAT_WAV, NULL, &info, NULL, &e), ERR_FORMAT);
     assert_msg_has(&e, "audio: WAV data truncated (data chunk declares 1600 bytes, 1599 present)");
     // Header bytes flipped one by one: refused or accepted, never a crash.
-    struct blob c = blob_copy(&b);
+    struct blob c = fx_blob_copy(&b);
     for (size_t i = 0; i < 64; i++) {
         for (int bit = 0; bit < 8; bit++) {
             c.p[i] ^= (unsigned char)(1u << bit);
@@ -100,11 +100,11 @@ static void test_wav_corrupt(void **state)
             c.p[i] ^= (unsigned char)(1u << bit);
         }
     }
-    blob_free(&c);
+    fx_blob_free(&c);
     struct blob empty = {NULL, 0};
     assert_int_equal(decode_audio(&empty, AUDIO_FORMAT_WAV, NULL, &info, NULL, &e), ERR_FORMAT);
     assert_string_equal(e.msg, "audio: data is empty");
-    blob_free(&b);
+    fx_blob_free(&b);
 }
 
 static void test_audio_limits_and_mismatch(void **state)
@@ -112,15 +112,15 @@ static void test_audio_limits_and_mismatch(void **state)
     (void)state;
     struct audio_info info;
     struct errmsg e;
-    struct blob b = make_wav(4000, 1, 400);
+    struct blob b = fx_make_wav(4000, 1, 400);
     assert_int_equal(decode_audio(&b, AUDIO_FORMAT_WAV, NULL, &info, NULL, &e), ERR_LIMIT);
     assert_string_equal(e.msg, "audio: WAV sample rate 4000 Hz outside 8000..192000 Hz");
-    blob_free(&b);
-    b = make_wav(8000, 9, 80);
+    fx_blob_free(&b);
+    b = fx_make_wav(8000, 9, 80);
     assert_int_equal(decode_audio(&b, AUDIO_FORMAT_WAV, NULL, &info, NULL, &e), ERR_LIMIT);
     assert_msg_has(&e, "9 channels");
-    blob_free(&b);
-    b = make_wav(16000, 1, 1600); // 100 ms
+    fx_blob_free(&b);
+    b = fx_make_wav(16000, 1, 1600); // 100 ms
     struct audio_limits lim = {.duration_ms_max = 99};
     assert_int_equal(decode_audio(&b, AUDIO_FORMAT_WAV, &lim, &info, NULL, &e), ERR_LIMIT);
     assert_msg_has(&e, "longer than");
@@ -128,22 +128,22 @@ static void test_audio_limits_and_mismatch(void **state)
     assert_int_equal(decode_audio(&b, AUDIO_FORMAT_WAV, &lim, &info, NULL, &e), ERR_OK);
     assert_int_equal(decode_audio(&b, AUDIO_FORMAT_MP3, NULL, &info, NULL, &e), ERR_FORMAT);
     assert_string_equal(e.msg, "audio: data is wav, not mp3");
-    blob_free(&b);
+    fx_blob_free(&b);
     struct blob junk = {(unsigned char *)strdup("OggS\0\2\0\0\0\0\0\0\0\0"), 14};
     assert_int_equal(decode_audio(&junk, AUDIO_FORMAT_WAV, NULL, &info, NULL, &e), ERR_FORMAT);
     assert_string_equal(e.msg, "audio: data is not wav audio");
-    blob_free(&junk);
+    fx_blob_free(&junk);
     // A RIFF WAVE with no data chunk at all.
     struct blob nodata = {malloc(12), 12};
     memcpy(nodata.p, "RIFF\4\0\0\0WAVE", 12);
     assert_int_equal(decode_audio(&nodata, AUDIO_FORMAT_WAV, NULL, &info, NULL, &e), ERR_FORMAT);
-    blob_free(&nodata);
+    fx_blob_free(&nodata);
 }
 
 static void test_mp3_decodes(void **state)
 {
     (void)state;
-    struct blob b = make_mp3(16000, 1, 8000);
+    struct blob b = fx_make_mp3(16000, 1, 8000);
     struct audio_info info;
     struct errmsg e;
     float *pcm = NULL;
@@ -164,19 +164,19 @@ static void test_mp3_decodes(void **state)
     FAULT_LOOP(decode_audio(&b, AUDIO_FORMAT_MP3, NULL, &info, &pcm, &e), mem_free(pcm));
     struct audio_limits lim = {.duration_ms_max = 200};
     assert_int_equal(decode_audio(&b, AUDIO_FORMAT_MP3, &lim, &info, NULL, &e), ERR_LIMIT);
-    blob_free(&b);
+    fx_blob_free(&b);
 
-    b = make_mp3(44100, 2, 4410);
+    b = fx_make_mp3(44100, 2, 4410);
     assert_int_equal(decode_audio(&b, AUDIO_FORMAT_MP3, NULL, &info, NULL, &e), ERR_OK);
     assert_int_equal(info.sample_rate_hz, 44100);
     assert_int_equal(info.n_channels, 2);
-    blob_free(&b);
+    fx_blob_free(&b);
 }
 
 static void test_mp3_corrupt(void **state)
 {
     (void)state;
-    struct blob b = make_mp3(16000, 1, 8000);
+    struct blob b = fx_make_mp3(16000, 1, 8000);
     struct audio_info info;
     struct errmsg e;
     // The LAME/Info header gives the exact length, so every cut is caught, even one at a
@@ -190,7 +190,7 @@ static void test_mp3_corrupt(void **state)
     struct blob t = {b.p, b.len - 10};
     assert_int_equal(decode_audio(&t, AUDIO_FORMAT_MP3, NULL, &info, NULL, &e), ERR_FORMAT);
     assert_msg_has(&e, "truncated");
-    struct blob c = blob_copy(&b);
+    struct blob c = fx_blob_copy(&b);
     for (size_t i = 0; i < c.len; i += 3) {
         c.p[i] ^= (unsigned char)(1u << (i % 8));
         float *pcm = NULL;
@@ -199,8 +199,8 @@ static void test_mp3_corrupt(void **state)
         mem_free(pcm);
         c.p[i] ^= (unsigned char)(1u << (i % 8));
     }
-    blob_free(&c);
-    blob_free(&b);
+    fx_blob_free(&c);
+    fx_blob_free(&b);
 }
 
 int main(void)

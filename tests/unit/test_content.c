@@ -36,7 +36,7 @@ static char *data_url_of(const char *mime, const struct blob *b)
 static void test_content_image(void **state)
 {
     (void)state;
-    struct blob png = make_png(5, 4, PNG_COLOR_TYPE_RGB, 8, PNG_INTERLACE_NONE);
+    struct blob png = fx_make_png(5, 4, PNG_COLOR_TYPE_RGB, 8, PNG_INTERLACE_NONE);
     char *url = data_url_of("image/png", &png);
     struct image_info info;
     struct errmsg e;
@@ -44,7 +44,7 @@ static void test_content_image(void **state)
     assert_int_equal(content_image_load(str_from_cstr(url), NULL, &info, &rgb, &e), ERR_OK);
     assert_int_equal(info.width, 5);
     assert_int_equal(info.height, 4);
-    unsigned char *want = pattern(5, 4, 3);
+    unsigned char *want = fx_pattern(5, 4, 3);
     assert_memory_equal(rgb, want, 5 * 4 * 3);
     free(want);
     mem_free(rgb);
@@ -88,7 +88,7 @@ static void test_content_image(void **state)
 
     // A file URL with a configured root.
     struct tree t;
-    tree_make(&t);
+    fx_tree_make(&t);
     snprintf(t.path, sizeof t.path, "%s/img.png", t.root);
     FILE *f = fopen(t.path, "wb");
     fwrite(png.p, 1, png.len, f);
@@ -106,14 +106,14 @@ static void test_content_image(void **state)
     assert_msg_has(&e, "image_url: 'file://escape': file is outside the media path");
     unlink(t.path);
     media_path_deinit(&mp);
-    tree_remove(&t);
-    blob_free(&png);
+    fx_tree_remove(&t);
+    fx_blob_free(&png);
 }
 
 static void test_content_audio(void **state)
 {
     (void)state;
-    struct blob wav = make_wav(16000, 1, 320);
+    struct blob wav = fx_make_wav(16000, 1, 320);
     char *url = data_url_of("audio/wav", &wav);
     const char *raw = url + strlen("data:audio/wav;base64,");
     struct audio_info info;
@@ -147,7 +147,7 @@ static void test_content_audio(void **state)
                      ERR_FORMAT);
     assert_msg_has(&e, "is not audio");
     free(url);
-    blob_free(&wav);
+    fx_blob_free(&wav);
 }
 
 /* The validators share no state: several threads decoding at once get the same answers. */
@@ -182,15 +182,15 @@ static void *worker_run(void *arg)
 static void test_concurrent_validation(void **state)
 {
     (void)state;
-    struct blob files[4] = {make_png(24, 16, PNG_COLOR_TYPE_RGB, 8, PNG_INTERLACE_ADAM7),
-                            make_jpeg(24, 16, false, true), make_webp(24, 16, false, true),
-                            make_png(24, 16, PNG_COLOR_TYPE_GRAY, 8, PNG_INTERLACE_NONE)};
+    struct blob files[4] = {fx_make_png(24, 16, PNG_COLOR_TYPE_RGB, 8, PNG_INTERLACE_ADAM7),
+                            fx_make_jpeg(24, 16, false, true), fx_make_webp(24, 16, false, true),
+                            fx_make_png(24, 16, PNG_COLOR_TYPE_GRAY, 8, PNG_INTERLACE_NONE)};
     files[3].len -= 12; // corrupt: IEND cut off
     const char *mimes[4] = {"image/png", "image/jpeg", "image/webp", "image/png"};
     char *urls[4];
     for (int i = 0; i < 4; i++)
         urls[i] = data_url_of(mimes[i], &files[i]);
-    struct blob wav = make_wav(16000, 1, 1600), mp3 = make_mp3(16000, 1, 3200);
+    struct blob wav = fx_make_wav(16000, 1, 1600), mp3 = fx_make_mp3(16000, 1, 3200);
     char *wav_url = data_url_of("audio/wav", &wav), *mp3_url = data_url_of("audio/mpeg", &mp3);
     struct worker w[4];
     struct thread t[4];
@@ -205,12 +205,12 @@ static void test_concurrent_validation(void **state)
     }
     for (int i = 0; i < 4; i++) {
         free(urls[i]);
-        blob_free(&files[i]);
+        fx_blob_free(&files[i]);
     }
     free(wav_url);
     free(mp3_url);
-    blob_free(&wav);
-    blob_free(&mp3);
+    fx_blob_free(&wav);
+    fx_blob_free(&mp3);
 }
 
 int main(void)

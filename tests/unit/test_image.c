@@ -45,7 +45,7 @@ static void expect_truncations_fail(const struct blob *b, const char *mime, size
  * flip must also be refused (formats whose every byte is covered by a checksum). */
 static size_t flip_each_byte(const struct blob *b, const char *mime, bool must_fail)
 {
-    struct blob t = blob_copy(b);
+    struct blob t = fx_blob_copy(b);
     size_t n_accepted = 0;
     for (size_t i = 0; i < t.len; i++) {
         t.p[i] ^= (unsigned char)(1u << (i % 8));
@@ -65,7 +65,7 @@ static size_t flip_each_byte(const struct blob *b, const char *mime, bool must_f
         }
         t.p[i] ^= (unsigned char)(1u << (i % 8));
     }
-    blob_free(&t);
+    fx_blob_free(&t);
     return n_accepted;
 }
 
@@ -83,7 +83,7 @@ static void test_png_decodes_exact_pixels(void **state)
         {PNG_COLOR_TYPE_RGB, 16, PNG_INTERLACE_ADAM7, 3},
     };
     for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
-        struct blob b = make_png(17, 9, kinds[k].color, kinds[k].depth, kinds[k].interlace);
+        struct blob b = fx_make_png(17, 9, kinds[k].color, kinds[k].depth, kinds[k].interlace);
         struct image_info info;
         struct errmsg e;
         unsigned char *rgb = NULL;
@@ -93,7 +93,8 @@ static void test_png_decodes_exact_pixels(void **state)
         assert_int_equal(info.height, 9);
         assert_int_equal(info.channels, kinds[k].channels);
         int ch = kinds[k].color == PNG_COLOR_TYPE_GRAY ? 1 : 3;
-        unsigned char *want = pattern(17, 9, kinds[k].color == PNG_COLOR_TYPE_RGB_ALPHA ? 4 : ch);
+        unsigned char *want =
+            fx_pattern(17, 9, kinds[k].color == PNG_COLOR_TYPE_RGB_ALPHA ? 4 : ch);
         int src_ch = kinds[k].color == PNG_COLOR_TYPE_RGB_ALPHA ? 4 : ch;
         for (size_t i = 0; i < 17 * 9; i++)
             for (int c = 0; c < 3; c++)
@@ -104,14 +105,14 @@ static void test_png_decodes_exact_pixels(void **state)
         // Validation without pixels gives the same answer.
         assert_int_equal(decode_image(&b, "image/png", &info, NULL, &e), ERR_OK);
         assert_int_equal(info.width, 17);
-        blob_free(&b);
+        fx_blob_free(&b);
     }
 }
 
 static void test_png_truncated_and_flipped(void **state)
 {
     (void)state;
-    struct blob b = make_png(20, 12, PNG_COLOR_TYPE_RGB, 8, PNG_INTERLACE_NONE);
+    struct blob b = fx_make_png(20, 12, PNG_COLOR_TYPE_RGB, 8, PNG_INTERLACE_NONE);
     expect_truncations_fail(&b, "image/png", 1);
     struct image_info info;
     struct errmsg e;
@@ -120,22 +121,22 @@ static void test_png_truncated_and_flipped(void **state)
     assert_string_equal(e.msg, "image: PNG data truncated");
     // Every byte of a PNG is covered by the signature, a length or a CRC: no flip may pass.
     assert_int_equal(flip_each_byte(&b, "image/png", true), 0);
-    blob_free(&b);
+    fx_blob_free(&b);
 }
 
 /* Rewrites IHDR's width and height and recomputes its CRC, so only the pixel data betrays it. */
 static void png_patch_dims(struct blob *b, uint32_t w, uint32_t h)
 {
     assert_memory_equal(b->p + 12, "IHDR", 4);
-    put_be32(b->p + 16, w);
-    put_be32(b->p + 20, h);
-    put_be32(b->p + 29, crc32_of(b->p + 12, 17));
+    fx_put_be32(b->p + 16, w);
+    fx_put_be32(b->p + 20, h);
+    fx_put_be32(b->p + 29, fx_crc32_of(b->p + 12, 17));
 }
 
 static void test_png_lying_dimensions(void **state)
 {
     (void)state;
-    struct blob b = make_png(20, 12, PNG_COLOR_TYPE_RGB, 8, PNG_INTERLACE_NONE);
+    struct blob b = fx_make_png(20, 12, PNG_COLOR_TYPE_RGB, 8, PNG_INTERLACE_NONE);
     struct image_info info;
     struct errmsg e;
     unsigned char *rgb = NULL;
@@ -154,27 +155,27 @@ static void test_png_lying_dimensions(void **state)
     assert_int_equal(decode_image(&b, "image/png", &info, NULL, &e), ERR_LIMIT);
     png_patch_dims(&b, 0, 12);
     assert_int_equal(decode_image(&b, "image/png", &info, NULL, &e), ERR_FORMAT);
-    blob_free(&b);
+    fx_blob_free(&b);
 
-    b = make_png(20, 12, PNG_COLOR_TYPE_RGB, 8, PNG_INTERLACE_NONE);
+    b = fx_make_png(20, 12, PNG_COLOR_TYPE_RGB, 8, PNG_INTERLACE_NONE);
     struct image_limits lim = {.width_max = 19};
     struct image_input in = {.data = b.p, .len = b.len, .limits = &lim};
     assert_int_equal(image_decode(&in, &info, NULL, &e), ERR_LIMIT);
     lim.width_max = 20;
     assert_int_equal(image_decode(&in, &info, NULL, &e), ERR_OK);
-    blob_free(&b);
+    fx_blob_free(&b);
 }
 
 static void test_png_fault_injection(void **state)
 {
     (void)state;
-    struct blob b = make_png(20, 12, PNG_COLOR_TYPE_RGB, 8, PNG_INTERLACE_ADAM7);
+    struct blob b = fx_make_png(20, 12, PNG_COLOR_TYPE_RGB, 8, PNG_INTERLACE_ADAM7);
     struct image_info info;
     struct errmsg e;
     unsigned char *rgb = NULL;
     FAULT_LOOP(decode_image(&b, "image/png", &info, &rgb, &e), mem_free(rgb));
     FAULT_LOOP(decode_image(&b, "image/png", &info, NULL, &e), (void)0);
-    blob_free(&b);
+    fx_blob_free(&b);
 }
 
 static void test_jpeg_decodes(void **state)
@@ -182,7 +183,7 @@ static void test_jpeg_decodes(void **state)
     (void)state;
     for (int k = 0; k < 3; k++) {
         bool is_gray = k == 2, is_progressive = k == 1;
-        struct blob b = make_jpeg(33, 17, is_gray, is_progressive);
+        struct blob b = fx_make_jpeg(33, 17, is_gray, is_progressive);
         struct image_info info;
         struct errmsg e;
         unsigned char *rgb = NULL;
@@ -193,7 +194,7 @@ static void test_jpeg_decodes(void **state)
         assert_int_equal(info.channels, is_gray ? 1 : 3);
         // Lossy: compare the mean error against the pattern.
         int ch = is_gray ? 1 : 3;
-        unsigned char *want = smooth(33, 17, ch);
+        unsigned char *want = fx_smooth(33, 17, ch);
         double err = 0;
         for (size_t i = 0; i < 33 * 17; i++)
             for (int c = 0; c < 3; c++)
@@ -205,14 +206,14 @@ static void test_jpeg_decodes(void **state)
         assert_int_equal(decode_image(&b, "image/jpg", &info, NULL, &e), ERR_OK);
         expect_truncations_fail(&b, "image/jpeg", 3);
         flip_each_byte(&b, "image/jpeg", false); // no checksums: must only not crash
-        blob_free(&b);
+        fx_blob_free(&b);
     }
 }
 
 static void test_jpeg_huge_header_and_faults(void **state)
 {
     (void)state;
-    struct blob b = make_jpeg(33, 17, false, false);
+    struct blob b = fx_make_jpeg(33, 17, false, false);
     struct image_info info;
     struct errmsg e;
     // Find SOF0 (FFC0 len(2) precision(1) height(2) width(2)) and claim 60000 x 60000.
@@ -226,12 +227,12 @@ static void test_jpeg_huge_header_and_faults(void **state)
     b.p[i + 8] = 60000 & 0xff;
     assert_int_equal(decode_image(&b, "image/jpeg", &info, NULL, &e), ERR_LIMIT);
     assert_msg_has(&e, "60000x60000 exceeds the limit");
-    blob_free(&b);
+    fx_blob_free(&b);
 
-    b = make_jpeg(33, 17, false, true);
+    b = fx_make_jpeg(33, 17, false, true);
     unsigned char *rgb = NULL;
     FAULT_LOOP(decode_image(&b, "image/jpeg", &info, &rgb, &e), mem_free(rgb));
-    blob_free(&b);
+    fx_blob_free(&b);
 }
 
 /* A CMYK JPEG (libjpeg writes an Adobe marker) and a grayscale one with 316 progressive scans
@@ -293,12 +294,12 @@ static void test_jpeg_cmyk_and_scan_limit(void **state)
         for (int c = 0; c < 3; c++)
             assert_true(abs((int)rgb[3 * i + (size_t)c] - (60 + c * 40)) <= 3);
     mem_free(rgb);
-    blob_free(&b);
+    fx_blob_free(&b);
 
     b = make_jpeg_special(false);
     assert_int_equal(decode_image(&b, "image/jpeg", &info, NULL, &e), ERR_LIMIT);
     assert_string_equal(e.msg, "image: JPEG has more than 256 scans");
-    blob_free(&b);
+    fx_blob_free(&b);
 }
 
 static void test_webp_animated_refused(void **state)
@@ -312,7 +313,7 @@ static void test_webp_animated_refused(void **state)
     struct errmsg e;
     assert_int_equal(decode_image(&b, "image/webp", &info, NULL, &e), ERR_UNSUPPORTED);
     assert_string_equal(e.msg, "image: animated WebP is not supported");
-    blob_free(&b);
+    fx_blob_free(&b);
 }
 
 static void test_webp_decodes(void **state)
@@ -320,7 +321,7 @@ static void test_webp_decodes(void **state)
     (void)state;
     for (int k = 0; k < 4; k++) {
         bool is_lossless = k & 1, has_alpha = k & 2;
-        struct blob b = make_webp(21, 11, is_lossless, has_alpha);
+        struct blob b = fx_make_webp(21, 11, is_lossless, has_alpha);
         struct image_info info;
         struct errmsg e;
         unsigned char *rgb = NULL;
@@ -331,7 +332,7 @@ static void test_webp_decodes(void **state)
         assert_int_equal(info.channels, has_alpha ? 4 : 3);
         if (is_lossless) {
             int ch = has_alpha ? 4 : 3;
-            unsigned char *want = pattern(21, 11, ch);
+            unsigned char *want = fx_pattern(21, 11, ch);
             for (size_t i = 0; i < 21 * 11; i++)
                 assert_memory_equal(rgb + 3 * i, want + (size_t)ch * i, 3);
             free(want);
@@ -341,14 +342,14 @@ static void test_webp_decodes(void **state)
         expect_truncations_fail(&b, "image/webp", 1);
         flip_each_byte(&b, "image/webp", false);
         FAULT_LOOP(decode_image(&b, "image/webp", &info, &rgb, &e), mem_free(rgb));
-        blob_free(&b);
+        fx_blob_free(&b);
     }
 }
 
 static void test_webp_huge_header(void **state)
 {
     (void)state;
-    struct blob b = make_webp(21, 11, true, false);
+    struct blob b = fx_make_webp(21, 11, true, false);
     struct image_info info;
     struct errmsg e;
     // Simple lossless file: "RIFF" size "WEBP" "VP8L" size 0x2f, then 14-bit width-1 and
@@ -362,13 +363,13 @@ static void test_webp_huge_header(void **state)
         b.p[21 + k] = (unsigned char)(bits >> (8 * k));
     assert_int_equal(decode_image(&b, "image/webp", &info, NULL, &e), ERR_LIMIT);
     assert_msg_has(&e, "16384x16384 exceeds the limit");
-    blob_free(&b);
+    fx_blob_free(&b);
 }
 
 static void test_image_format_policy(void **state)
 {
     (void)state;
-    struct blob jpg = make_jpeg(8, 8, false, false);
+    struct blob jpg = fx_make_jpeg(8, 8, false, false);
     struct image_info info;
     struct errmsg e;
     // Claimed PNG, really JPEG: the content decides.
@@ -378,19 +379,19 @@ static void test_image_format_policy(void **state)
     assert_int_equal(decode_image(&jpg, "", &info, NULL, &e), ERR_OK);
     assert_int_equal(decode_image(&jpg, "text/plain", &info, NULL, &e), ERR_UNSUPPORTED);
     assert_string_equal(e.msg, "image: media type 'text/plain' is not an image");
-    blob_free(&jpg);
+    fx_blob_free(&jpg);
 
     struct blob gif = {(unsigned char *)strdup("GIF89a\x01\x00\x01\x00\x80\x00\x00"), 13};
     assert_int_equal(decode_image(&gif, "image/gif", &info, NULL, &e), ERR_UNSUPPORTED);
     assert_string_equal(e.msg, "image: format GIF is not supported (png, jpeg, webp)");
-    blob_free(&gif);
+    fx_blob_free(&gif);
     struct blob junk = {(unsigned char *)strdup("hello world, not an image"), 25};
     assert_int_equal(decode_image(&junk, "image/png", &info, NULL, &e), ERR_FORMAT);
     assert_string_equal(e.msg, "image: data is not a valid PNG image");
     assert_int_equal(decode_image(&junk, "image/heic", &info, NULL, &e), ERR_UNSUPPORTED);
     assert_string_equal(e.msg, "image: format 'image/heic' is not supported (png, jpeg, webp)");
     assert_int_equal(decode_image(&junk, "", &info, NULL, &e), ERR_FORMAT);
-    blob_free(&junk);
+    fx_blob_free(&junk);
     struct blob empty = {NULL, 0};
     assert_int_equal(decode_image(&empty, "image/png", &info, NULL, &e), ERR_FORMAT);
     assert_string_equal(e.msg, "image: data is empty");
@@ -398,7 +399,7 @@ static void test_image_format_policy(void **state)
     struct blob magic = {(unsigned char *)strdup("\x89PNG\r\n\x1a\n"), 8};
     assert_int_equal(decode_image(&magic, "image/png", &info, NULL, &e), ERR_FORMAT);
     assert_string_equal(e.msg, "image: PNG data truncated");
-    blob_free(&magic);
+    fx_blob_free(&magic);
 
     assert_int_equal(image_format_from_mime(str_from_cstr("image/JPG")), IMAGE_FORMAT_JPEG);
     assert_int_equal(image_format_from_mime(str_from_cstr("image/png ")), IMAGE_FORMAT_UNKNOWN);

@@ -45,14 +45,14 @@ static void expect_read(const struct media_path *mp, const char *url, int code, 
         fail_msg("%s: read '%s', want '%s'", url, b.p, want);
     if (rc != ERR_OK && !strstr(e.msg, want))
         fail_msg("%s: message '%s' lacks '%s'", url, e.msg, want);
-    blob_free(&b);
+    fx_blob_free(&b);
 }
 
 static void test_media_path_confinement(void **state)
 {
     (void)state;
     struct tree t;
-    tree_make(&t);
+    fx_tree_make(&t);
     struct media_path mp, off;
     struct errmsg e;
     media_path_init_disabled(&off);
@@ -96,7 +96,7 @@ static void test_media_path_confinement(void **state)
     assert_msg_has(&e, "file too large (16 bytes, limit 15)");
     assert_int_equal(read_url(&mp, "file://big", 16, &b, &e), ERR_OK);
     assert_int_equal(b.len, 16);
-    blob_free(&b);
+    fx_blob_free(&b);
 
     unsigned char *p = NULL;
     size_t n;
@@ -116,7 +116,7 @@ static void test_media_path_confinement(void **state)
     assert_string_equal(mp.root + strlen(mp.root) - 5, "/root");
     expect_read(&mp, "file://escape", ERR_INVALID, "outside");
     media_path_deinit(&mp);
-    tree_remove(&t);
+    fx_tree_remove(&t);
 }
 
 int main(void)
