@@ -267,8 +267,8 @@ struct jpeg_job {
     struct limits lim;
     const unsigned char *src;
     size_t src_len;
-    bool want_rgb;
-    bool is_created;    // cinfo needs jpeg_destroy_decompress
+    bool want_rgb;      // keep the pixels in rgb
+    bool is_scan_limit; // the progress monitor stopped a file with too many scans
     unsigned char *row; // one output row (mem_alloc)
     unsigned char *rgb; // width * height * 3 when kept (mem_alloc)
     uint32_t width, height, channels;
@@ -317,8 +317,8 @@ static void jpeg_progress_cb(j_common_ptr c)
 {
     struct jpeg_job *j = (struct jpeg_job *)(void *)c->err;
     if (j->cinfo.input_scan_number > IMAGE_JPEG_SCANS_MAX) {
-        snprintf(j->lib_msg, sizeof j->lib_msg, "more than %d scans", IMAGE_JPEG_SCANS_MAX);
-        longjmp(j->jmp, 2);
+        j->is_scan_limit = true;
+        longjmp(j->jmp, 1);
     }
 }
 
@@ -356,10 +356,8 @@ static void cmyk_to_rgb(unsigned char *row, uint32_t width)
 
 static int jpeg_run(struct jpeg_job *j)
 {
-    if (setjmp(j->jmp))
-        return j->cinfo.input_scan_number > IMAGE_JPEG_SCANS_MAX ? ERR_LIMIT : ERR_FORMAT;
+    if (setjmp(j->jmp)) return j->is_scan_limit ? ERR_LIMIT : ERR_FORMAT;
     jpeg_create_decompress(&j->cinfo);
-    j->is_created = true;
     int rc = jpeg_setup(j);
     if (rc != ERR_OK) return rc;
     jpeg_start_decompress(&j->cinfo);
@@ -396,8 +394,8 @@ static int jpeg_decode(const struct image_input *in, struct image_info *info, un
     j->err.emit_message = jpeg_emit_cb;
     j->err.output_message = jpeg_output_cb;
     int rc = jpeg_run(j);
-    if (rc == ERR_LIMIT && j->lib_msg[0])
-        rc = errmsg_set(e, ERR_LIMIT, "image: JPEG has %s", j->lib_msg);
+    if (rc == ERR_LIMIT && j->is_scan_limit)
+        rc = errmsg_set(e, ERR_LIMIT, "image: JPEG has more than %d scans", IMAGE_JPEG_SCANS_MAX);
     else if (rc == ERR_FORMAT && j->lib_msg[0] && j->err.msg_code == JWRN_JPEG_EOF)
         rc = errmsg_set(e, ERR_FORMAT, "image: JPEG data truncated");
     else if (rc == ERR_FORMAT && j->lib_msg[0])
@@ -409,7 +407,8 @@ static int jpeg_decode(const struct image_input *in, struct image_info *info, un
             j->rgb = NULL;
         }
     }
-    if (j->is_created) jpeg_destroy_decompress(&j->cinfo);
+    // Safe whatever happened: cinfo.mem stays NULL until creation got that far (j is zeroed).
+    jpeg_destroy_decompress(&j->cinfo);
     mem_free(j->row);
     mem_free(j->rgb);
     mem_free(j);
