@@ -131,7 +131,8 @@ struct loop_state {
     struct jlist *items;
     size_t index0;
     size_t depth0;
-    struct jv last_changed; // loop.changed(): the previous arguments (JV_UNDEF before the first call)
+    struct jv
+        last_changed; // loop.changed(): the previous arguments (JV_UNDEF before the first call)
 };
 
 static inline struct jv jv_undef(void)

@@ -346,15 +346,13 @@ static bool raw_begin(const char *s, size_t off, size_t len, size_t *end)
 {
     while (off < len && is_space(s[off]))
         off++;
-    if (len - off < 3 || memcmp(s + off, "raw", 3) != 0)
-        return false;
+    if (len - off < 3 || memcmp(s + off, "raw", 3) != 0) return false;
     off += 3;
     while (off < len && is_space(s[off]))
         off++;
     bool minus = off < len && s[off] == '-';
     off += minus;
-    if (len - off < 2 || s[off] != '%' || s[off + 1] != '}')
-        return false;
+    if (len - off < 2 || s[off] != '%' || s[off + 1] != '}') return false;
     off += 2;
     while (minus && off < len && is_space(s[off]))
         off++;
@@ -368,22 +366,19 @@ static bool raw_end(const char *s, size_t off, size_t len, size_t *tag_pos, char
                     char *sign_out, size_t *after)
 {
     for (size_t i = off; i + 1 < len; i++) {
-        if (s[i] != '{' || s[i + 1] != '%')
-            continue;
+        if (s[i] != '{' || s[i + 1] != '%') continue;
         size_t j = i + 2;
         char in = j < len && (s[j] == '-' || s[j] == '+') ? s[j] : 0;
         j += in != 0;
         while (j < len && is_space(s[j]))
             j++;
-        if (len - j < 6 || memcmp(s + j, "endraw", 6) != 0)
-            continue;
+        if (len - j < 6 || memcmp(s + j, "endraw", 6) != 0) continue;
         j += 6;
         while (j < len && is_space(s[j]))
             j++;
         char out = j < len && (s[j] == '-' || s[j] == '+') ? s[j] : 0;
         j += out != 0;
-        if (len - j < 2 || s[j] != '%' || s[j + 1] != '}')
-            continue;
+        if (len - j < 2 || s[j] != '%' || s[j + 1] != '}') continue;
         *tag_pos = i;
         *sign_in = in;
         *sign_out = out;
@@ -401,8 +396,7 @@ static int lex_raw(struct lexer *lx, size_t body, bool *line_starting)
         return lex_error(lx, body, "missing endraw");
     bool starting = body > 0 && lx->src[body - 1] == '\n';
     size_t n = strip_before(lx->src + body, tag - body, '%', in, starting);
-    if (n > 0 && !push(lx, TOK_TEXT, body, n))
-        return ERR_NOMEM;
+    if (n > 0 && !push(lx, TOK_TEXT, body, n)) return ERR_NOMEM;
     lx->pos = after;
     *line_starting = false;
     if (out == '-') {

@@ -538,8 +538,7 @@ int jinja_call_method(struct rstate *st, const struct jnode *at, const struct jf
         struct jlist *now = jl_new(st, args->n_pos);
         for (size_t i = 0; now && i < args->n_pos; i++)
             jl_push(st, now, args->pos[i]);
-        if (!now)
-            return st->rc;
+        if (!now) return st->rc;
         struct jv nv = jv_list(now);
         struct loop_state *ls = self.u.loop;
         *out = jv_bool(ls->last_changed.kind == JV_UNDEF || !jv_equal(ls->last_changed, nv));

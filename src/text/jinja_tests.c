@@ -122,10 +122,8 @@ static int f_round(struct rstate *st, const struct jnode *at, struct jv in, cons
     if (in.kind != JV_INT && in.kind != JV_FLOAT && in.kind != JV_BOOL)
         return rs_fail(st, at, ERR_INVALID, "round: a number is required");
     int64_t prec = p && p->kind == JV_INT ? p->u.i : 0;
-    if (prec > 15)
-        prec = 15;
-    if (prec < -15)
-        prec = -15;
+    if (prec > 15) prec = 15;
+    if (prec < -15) prec = -15;
     double scale = pow(10.0, (double)prec), x = num(in) * scale;
     const char *method = m && m->kind == JV_STR ? m->u.s.p : "common";
     if (!strncmp(method, "ceil", 4) || !strncmp(method, "floor", 5)) {
@@ -245,8 +243,7 @@ static int f_wordcount(struct rstate *st, const struct jnode *at, struct jv in,
     (void)at;
     (void)a;
     struct jv s;
-    if (!jv_to_str(st, in, &s))
-        return st->rc;
+    if (!jv_to_str(st, in, &s)) return st->rc;
     int64_t n = 0;
     bool in_word = false;
     const utf8proc_uint8_t *p = (const utf8proc_uint8_t *)s.u.s.p;
