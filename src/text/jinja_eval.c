@@ -131,9 +131,18 @@ static struct jv capture(struct rstate *st, struct jnode *const *kids, size_t n)
     return r;
 }
 
+/* Output counts against the memory limit too, so a loop cannot grow it without bound. */
+static void out_check(struct rstate *st, int rc)
+{
+    if (rc != ERR_OK)
+        rs_nomem(st);
+    else if (st->out->len > st->arena->max_bytes)
+        rs_fail(st, NULL, ERR_LIMIT, "template output larger than %zu bytes", st->arena->max_bytes);
+}
+
 static void out_write(struct rstate *st, struct jv v)
 {
-    if (st->rc == ERR_OK && jv_write_str(st->out, v) != ERR_OK) rs_nomem(st);
+    if (st->rc == ERR_OK) out_check(st, jv_write_str(st->out, v));
 }
 
 /* ---- calls ---- */
@@ -450,7 +459,7 @@ static void exec_stmt(struct rstate *st, const struct jnode *n)
     struct jv v;
     switch (n->kind) {
     case N_TEXT:
-        if (buf_append(st->out, n->s, n->s_len) != ERR_OK) rs_nomem(st);
+        out_check(st, buf_append(st->out, n->s, n->s_len));
         break;
     case N_OUTPUT:
         out_write(st, eval(st, n->a));
