@@ -454,6 +454,56 @@ static void exec_for(struct rstate *st, const struct jnode *n)
     if (items->n == 0) exec_body(st, n->kids2, n->n_kids2);
 }
 
+/* {% set x %}...{% endset %} and {% filter f %}...{% endfilter %}: render the body, pipe it
+ * through the optional filter chain, then assign or print it. */
+static void exec_captured(struct rstate *st, const struct jnode *n)
+{
+    struct jv v = capture(st, n->kids, n->n_kids);
+    const struct jnode *chain = n->kind == N_SETBLOCK ? n->c : n->a;
+    if (chain && st->rc == ERR_OK) {
+        const struct jv *saved = st->pipe;
+        st->pipe = &v;
+        v = eval(st, chain);
+        st->pipe = saved;
+    }
+    if (st->rc != ERR_OK) return;
+    if (n->kind == N_SETBLOCK)
+        assign(st, n->a, v);
+    else
+        out_write(st, v);
+}
+
+/* {% macro %} binds a function; {% call %} calls its expression with caller= bound to the body. */
+static void exec_define(struct rstate *st, const struct jnode *n)
+{
+    struct jfunc *fn = arena_alloc(st->arena, sizeof *fn);
+    if (!fn) {
+        rs_nomem(st);
+        return;
+    }
+    fn->kind = n->kind == N_MACRO ? FN_MACRO : FN_CALLER;
+    fn->node = n;
+    fn->closure = st->frame;
+    fn->name = n->kind == N_MACRO ? n->s : "caller";
+    struct jv fv = {.kind = JV_FUNC, .u.fn = fn};
+    if (n->kind == N_MACRO) {
+        bind(st, st->frame, n->s, fv);
+        return;
+    }
+    const struct jnode *call = n->a;
+    struct argv av;
+    eval_args(st, call->kids, call->n_kids, &av);
+    if (av.a.n_kw >= 16) {
+        rs_fail(st, call, ERR_LIMIT, "too many keyword arguments");
+        return;
+    }
+    av.kw_names[av.a.n_kw] = "caller";
+    av.kw_vals[av.a.n_kw++] = fv;
+    struct jv callee = eval(st, call->a), out = jv_undef();
+    if (st->rc == ERR_OK) jinja_call_value(st, call, callee, &av.a, &out);
+    out_write(st, out);
+}
+
 static void exec_stmt(struct rstate *st, const struct jnode *n)
 {
     struct jv v;
@@ -478,50 +528,13 @@ static void exec_stmt(struct rstate *st, const struct jnode *n)
         if (st->rc == ERR_OK) assign(st, n->a, v);
         break;
     case N_SETBLOCK:
-    case N_FILTERBLOCK: {
-        v = capture(st, n->kids, n->n_kids);
-        const struct jnode *chain = n->kind == N_SETBLOCK ? n->c : n->a;
-        if (chain && st->rc == ERR_OK) {
-            const struct jv *saved = st->pipe;
-            st->pipe = &v;
-            v = eval(st, chain);
-            st->pipe = saved;
-        }
-        if (st->rc != ERR_OK) break;
-        if (n->kind == N_SETBLOCK)
-            assign(st, n->a, v);
-        else
-            out_write(st, v);
+    case N_FILTERBLOCK:
+        exec_captured(st, n);
         break;
-    }
     case N_MACRO:
-    case N_CALLBLOCK: {
-        struct jfunc *fn = arena_alloc(st->arena, sizeof *fn);
-        if (!fn) {
-            rs_nomem(st);
-            break;
-        }
-        fn->kind = n->kind == N_MACRO ? FN_MACRO : FN_CALLER;
-        fn->node = n;
-        fn->closure = st->frame;
-        fn->name = n->kind == N_MACRO ? n->s : "caller";
-        struct jv fv = {.kind = JV_FUNC, .u.fn = fn};
-        if (n->kind == N_MACRO) {
-            bind(st, st->frame, n->s, fv);
-            break;
-        }
-        const struct jnode *call = n->a;
-        struct argv av;
-        eval_args(st, call->kids, call->n_kids, &av);
-        if (av.a.n_kw < 16) {
-            av.kw_names[av.a.n_kw] = "caller";
-            av.kw_vals[av.a.n_kw++] = fv;
-        }
-        struct jv callee = eval(st, call->a), out = jv_undef();
-        if (st->rc == ERR_OK) jinja_call_value(st, call, callee, &av.a, &out);
-        out_write(st, out);
+    case N_CALLBLOCK:
+        exec_define(st, n);
         break;
-    }
     case N_BREAK:
         st->ctl = CTL_BREAK;
         break;

@@ -343,6 +343,22 @@ static const struct render_case render_cases[] = {
      "<Namespace {'a': 1}> {\"x\": 1} 1"},
     {"{{ loop.index }}", NULL},
     {"{% for x in l %}{{ loop.changed(x) }}{% endfor %}", "TrueTrueTrue"},
+    {"{{ \"a b c d\".split(\" \", 1) }} {{ \"a b c d\".rsplit(\" \", 1) }} {{ \"a b c "
+     "d\".rsplit(\" \", 2) }} {{ \"a b c d\".rsplit(\" \") }} {{ \"a,,b,\".rsplit(\",\") }} {{ "
+     "\",a,,b,\".split(\",\") }} {{ \"abc\".split(\"abc\") }} {{ \"\".split(\",\") }} {{ "
+     "\"\".split() }}",
+     "['a', 'b c d'] ['a b c', 'd'] ['a b', 'c', 'd'] ['a', 'b', 'c', 'd'] ['a', '', 'b', ''] ['', "
+     "'a', '', 'b', ''] ['', ''] [''] []"},
+    {"{{ \"  a  b  c  \".split() }} {{ \"  a  b  c  \".split(None, 1) }} {{ \"  a  b  c  "
+     "\".rsplit(None, 1) }} {{ \"  a  b  c  \".rsplit() }} {{ \"  a  b  c  \".split(None, 0) }} {{ "
+     "\"  a  b  c  \".rsplit(None, 0) }} {{ \"a\\tb\nc\".split() }}",
+     "['a', 'b', 'c'] ['a', 'b  c  '] ['  a  b', 'c'] ['a', 'b', 'c'] ['a  b  c  '] ['  a  b  c'] "
+     "['a', 'b', 'c']"},
+    {"{{ \"xxaxxbxx\".split(\"xx\") }} {{ \"xxaxxbxx\".rsplit(\"xx\", 1) }} {{ "
+     "\"aaa\".split(\"aa\") }} {{ \"aaa\".rsplit(\"aa\") }} {{ "
+     "\"a</think>b</think>c\".split(\"</think>\")[-1] }} {{ \"a</think>b\".rsplit(\"</think>\", "
+     "1)[0] }}",
+     "['', 'a', 'b', ''] ['xxaxxb', ''] ['', 'a'] ['a', ''] c a"},
 };
 
 static const struct tm fixed_now = {.tm_year = 126,
