@@ -164,8 +164,10 @@ static int f_tojson(struct rstate *st, const struct jnode *at, struct jv in, con
     }
     struct buf b;
     buf_init(&b);
-    int rc = jv_write_json(st, &b, in, indent, item_sep, key_sep,
-                           arg_bool(a, SIZE_MAX, "sort_keys", false), 0);
+    struct json_fmt fmt = {.indent = indent, .item_sep = item_sep, .key_sep = key_sep};
+    fmt.sort_keys = arg_bool(a, SIZE_MAX, "sort_keys", false);
+    fmt.ensure_ascii = arg_bool(a, SIZE_MAX, "ensure_ascii", false);
+    int rc = jv_write_json(st, &b, in, &fmt, 0);
     if (rc == ERR_OK)
         *out = new_str(st, b.data, b.len);
     else if (st->rc == ERR_OK)

@@ -131,9 +131,18 @@ static struct jv capture(struct rstate *st, struct jnode *const *kids, size_t n)
     return r;
 }
 
+/* Output counts against the memory limit too, so a loop cannot grow it without bound. */
+static void out_check(struct rstate *st, int rc)
+{
+    if (rc != ERR_OK)
+        rs_nomem(st);
+    else if (st->out->len > st->arena->max_bytes)
+        rs_fail(st, NULL, ERR_LIMIT, "template output larger than %zu bytes", st->arena->max_bytes);
+}
+
 static void out_write(struct rstate *st, struct jv v)
 {
-    if (st->rc == ERR_OK && jv_write_str(st->out, v) != ERR_OK) rs_nomem(st);
+    if (st->rc == ERR_OK) out_check(st, jv_write_str(st->out, v));
 }
 
 /* ---- calls ---- */
@@ -445,12 +454,62 @@ static void exec_for(struct rstate *st, const struct jnode *n)
     if (items->n == 0) exec_body(st, n->kids2, n->n_kids2);
 }
 
+/* {% set x %}...{% endset %} and {% filter f %}...{% endfilter %}: render the body, pipe it
+ * through the optional filter chain, then assign or print it. */
+static void exec_captured(struct rstate *st, const struct jnode *n)
+{
+    struct jv v = capture(st, n->kids, n->n_kids);
+    const struct jnode *chain = n->kind == N_SETBLOCK ? n->c : n->a;
+    if (chain && st->rc == ERR_OK) {
+        const struct jv *saved = st->pipe;
+        st->pipe = &v;
+        v = eval(st, chain);
+        st->pipe = saved;
+    }
+    if (st->rc != ERR_OK) return;
+    if (n->kind == N_SETBLOCK)
+        assign(st, n->a, v);
+    else
+        out_write(st, v);
+}
+
+/* {% macro %} binds a function; {% call %} calls its expression with caller= bound to the body. */
+static void exec_define(struct rstate *st, const struct jnode *n)
+{
+    struct jfunc *fn = arena_alloc(st->arena, sizeof *fn);
+    if (!fn) {
+        rs_nomem(st);
+        return;
+    }
+    fn->kind = n->kind == N_MACRO ? FN_MACRO : FN_CALLER;
+    fn->node = n;
+    fn->closure = st->frame;
+    fn->name = n->kind == N_MACRO ? n->s : "caller";
+    struct jv fv = {.kind = JV_FUNC, .u.fn = fn};
+    if (n->kind == N_MACRO) {
+        bind(st, st->frame, n->s, fv);
+        return;
+    }
+    const struct jnode *call = n->a;
+    struct argv av;
+    eval_args(st, call->kids, call->n_kids, &av);
+    if (av.a.n_kw >= 16) {
+        rs_fail(st, call, ERR_LIMIT, "too many keyword arguments");
+        return;
+    }
+    av.kw_names[av.a.n_kw] = "caller";
+    av.kw_vals[av.a.n_kw++] = fv;
+    struct jv callee = eval(st, call->a), out = jv_undef();
+    if (st->rc == ERR_OK) jinja_call_value(st, call, callee, &av.a, &out);
+    out_write(st, out);
+}
+
 static void exec_stmt(struct rstate *st, const struct jnode *n)
 {
     struct jv v;
     switch (n->kind) {
     case N_TEXT:
-        if (buf_append(st->out, n->s, n->s_len) != ERR_OK) rs_nomem(st);
+        out_check(st, buf_append(st->out, n->s, n->s_len));
         break;
     case N_OUTPUT:
         out_write(st, eval(st, n->a));
@@ -469,50 +528,13 @@ static void exec_stmt(struct rstate *st, const struct jnode *n)
         if (st->rc == ERR_OK) assign(st, n->a, v);
         break;
     case N_SETBLOCK:
-    case N_FILTERBLOCK: {
-        v = capture(st, n->kids, n->n_kids);
-        const struct jnode *chain = n->kind == N_SETBLOCK ? n->c : n->a;
-        if (chain && st->rc == ERR_OK) {
-            const struct jv *saved = st->pipe;
-            st->pipe = &v;
-            v = eval(st, chain);
-            st->pipe = saved;
-        }
-        if (st->rc != ERR_OK) break;
-        if (n->kind == N_SETBLOCK)
-            assign(st, n->a, v);
-        else
-            out_write(st, v);
+    case N_FILTERBLOCK:
+        exec_captured(st, n);
         break;
-    }
     case N_MACRO:
-    case N_CALLBLOCK: {
-        struct jfunc *fn = arena_alloc(st->arena, sizeof *fn);
-        if (!fn) {
-            rs_nomem(st);
-            break;
-        }
-        fn->kind = n->kind == N_MACRO ? FN_MACRO : FN_CALLER;
-        fn->node = n;
-        fn->closure = st->frame;
-        fn->name = n->kind == N_MACRO ? n->s : "caller";
-        struct jv fv = {.kind = JV_FUNC, .u.fn = fn};
-        if (n->kind == N_MACRO) {
-            bind(st, st->frame, n->s, fv);
-            break;
-        }
-        const struct jnode *call = n->a;
-        struct argv av;
-        eval_args(st, call->kids, call->n_kids, &av);
-        if (av.a.n_kw < 16) {
-            av.kw_names[av.a.n_kw] = "caller";
-            av.kw_vals[av.a.n_kw++] = fv;
-        }
-        struct jv callee = eval(st, call->a), out = jv_undef();
-        if (st->rc == ERR_OK) jinja_call_value(st, call, callee, &av.a, &out);
-        out_write(st, out);
+    case N_CALLBLOCK:
+        exec_define(st, n);
         break;
-    }
     case N_BREAK:
         st->ctl = CTL_BREAK;
         break;

@@ -277,9 +277,17 @@ int jv_write_repr(struct buf *b, struct jv v);
 void py_float_repr(double f, char *out, size_t cap);
 /* str(v) as an arena string. */
 bool jv_to_str(struct rstate *st, struct jv v, struct jv *out);
-/* JSON text like Python json.dumps(ensure_ascii=False): indent < 0 = compact one line. */
-int jv_write_json(struct rstate *st, struct buf *b, struct jv v, int indent, const char *item_sep,
-                  const char *key_sep, bool sort_keys, int depth);
+/* json.dumps options. */
+struct json_fmt {
+    int indent;           // < 0: one line
+    const char *item_sep; // ", " (or "," with indent)
+    const char *key_sep;  // ": "
+    bool sort_keys;
+    bool ensure_ascii; // escape non-ASCII as \uXXXX
+};
+/* JSON text like Python json.dumps. */
+int jv_write_json(struct rstate *st, struct buf *b, struct jv v, const struct json_fmt *fmt,
+                  int depth);
 bool jv_from_json(struct rstate *st, const json_t *j, struct jv *out, int depth);
 /* Iterable as a list (dict: keys, string: characters); false (error set) if not iterable. */
 bool jv_iter_list(struct rstate *st, const struct jnode *at, struct jv v, struct jlist **out);

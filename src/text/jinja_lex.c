@@ -140,7 +140,7 @@ static bool unescape(struct lexer *lx, const char *s, size_t n, struct tok *t)
         }
         const char *from = "nrtabfv\\'\"0";
         const char *to = "\n\r\t\a\b\f\v\\'\"";
-        const char *hit = strchr(from, c);
+        const char *hit = c ? strchr(from, c) : NULL;
         if (c == '\n') {
             continue; // backslash-newline is a line continuation
         } else if (hit && c != '0') {

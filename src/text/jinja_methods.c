@@ -147,100 +147,99 @@ struct jv jstr_join(struct rstate *st, const struct jlist *l, struct jv sep)
     return buf_to_str(st, &b, rc);
 }
 
+static void list_reverse(struct jlist *l)
+{
+    for (size_t i = 0; i < l->n / 2; i++) {
+        struct jv t = l->v[i];
+        l->v[i] = l->v[l->n - 1 - i];
+        l->v[l->n - 1 - i] = t;
+    }
+}
+
+/* str.split()/rsplit() without a separator: runs of whitespace, no empty pieces; after
+ * maxsplit splits the rest is one piece, whitespace on its far side kept. */
+static struct jv split_ws(struct rstate *st, struct jv s, int64_t maxsplit, bool from_right)
+{
+    struct jlist *l = jl_new(st, 0);
+    const char *p = s.u.s.p;
+    size_t a = 0, b = s.u.s.n;
+    int64_t done = 0;
+    while (l && a < b) {
+        if (!from_right) {
+            while (a < b && is_ws((unsigned char)p[a]))
+                a++;
+        } else {
+            while (b > a && is_ws((unsigned char)p[b - 1]))
+                b--;
+        }
+        if (a >= b) break;
+        bool last = maxsplit >= 0 && done >= maxsplit;
+        size_t e = from_right ? b : a;
+        if (!from_right) {
+            e = last ? b : e;
+            while (!last && e < b && !is_ws((unsigned char)p[e]))
+                e++;
+            jl_push(st, l, jv_str(p + a, e - a));
+            a = last ? b : e;
+        } else {
+            e = last ? a : e;
+            while (!last && e > a && !is_ws((unsigned char)p[e - 1]))
+                e--;
+            jl_push(st, l, jv_str(p + e, b - e));
+            b = last ? a : e;
+        }
+        done++;
+    }
+    if (l && from_right) list_reverse(l);
+    return l ? jv_list(l) : jv_undef();
+}
+
+static const char *find_last(const char *h, size_t hn, const char *n, size_t nn)
+{
+    for (size_t i = hn; i >= nn && i > 0; i--)
+        if (memcmp(h + i - nn, n, nn) == 0) return h + i - nn;
+    return NULL;
+}
+
+/* str.split(sep)/rsplit(sep): exact separator, empty pieces kept. */
+static struct jv split_sep(struct rstate *st, struct jv s, struct jv sep, int64_t maxsplit,
+                           bool from_right)
+{
+    struct jlist *l = jl_new(st, 0);
+    const char *p = s.u.s.p;
+    size_t a = 0, b = s.u.s.n, sn = sep.u.s.n;
+    for (int64_t done = 0; l; done++) {
+        bool more = maxsplit < 0 || done < maxsplit;
+        const char *hit = !more        ? NULL
+                          : from_right ? find_last(p + a, b - a, sep.u.s.p, sn)
+                                       : find_sub(p + a, b - a, sep.u.s.p, sn);
+        if (!hit) {
+            jl_push(st, l, jv_str(p + a, b - a));
+            break;
+        }
+        size_t h = (size_t)(hit - p);
+        if (from_right) {
+            jl_push(st, l, jv_str(p + h + sn, b - h - sn));
+            b = h;
+        } else {
+            jl_push(st, l, jv_str(p + a, h - a));
+            a = h + sn;
+        }
+    }
+    if (l && from_right) list_reverse(l);
+    return l ? jv_list(l) : jv_undef();
+}
+
 /* Python str.split / rsplit. sep NULL or None: runs of whitespace. */
 static struct jv split(struct rstate *st, const struct jnode *at, struct jv s, const struct jv *sep,
                        int64_t maxsplit, bool from_right)
 {
-    struct jlist *l = jl_new(st, 0);
-    if (!l) return jv_undef();
-    const char *p = s.u.s.p;
-    size_t n = s.u.s.n;
-    if (!sep || sep->kind == JV_NONE) {
-        size_t a = 0, b = n;
-        int64_t done = 0;
-        if (!from_right) {
-            while (a < n) {
-                while (a < n && is_ws((unsigned char)p[a]))
-                    a++;
-                if (a >= n) break;
-                size_t e = a;
-                if (maxsplit >= 0 && done >= maxsplit) {
-                    e = n;
-                    while (e > a && is_ws((unsigned char)p[e - 1]))
-                        e--;
-                } else {
-                    while (e < n && !is_ws((unsigned char)p[e]))
-                        e++;
-                }
-                jl_push(st, l, jv_str(p + a, e - a));
-                done++;
-                a = e;
-            }
-            return jv_list(l);
-        }
-        struct jlist *rev = jl_new(st, 0);
-        while (rev && b > 0) {
-            while (b > 0 && is_ws((unsigned char)p[b - 1]))
-                b--;
-            if (b == 0) break;
-            size_t e = b;
-            if (maxsplit >= 0 && done >= maxsplit) {
-                e = 0;
-                while (e < b && is_ws((unsigned char)p[e]))
-                    e++;
-            } else {
-                while (e > 0 && !is_ws((unsigned char)p[e - 1]))
-                    e--;
-            }
-            jl_push(st, rev, jv_str(p + e, b - e));
-            done++;
-            b = e;
-        }
-        for (size_t i = rev ? rev->n : 0; i > 0; i--)
-            jl_push(st, l, rev->v[i - 1]);
-        return jv_list(l);
-    }
+    if (!sep || sep->kind == JV_NONE) return split_ws(st, s, maxsplit, from_right);
     if (sep->kind != JV_STR || sep->u.s.n == 0) {
         rs_fail(st, at, ERR_INVALID, "empty or non-string separator");
         return jv_undef();
     }
-    const char *sp = sep->u.s.p;
-    size_t sn = sep->u.s.n;
-    if (!from_right) {
-        size_t a = 0;
-        int64_t done = 0;
-        for (;;) {
-            const char *hit =
-                (maxsplit < 0 || done < maxsplit) ? find_sub(p + a, n - a, sp, sn) : NULL;
-            if (!hit) {
-                jl_push(st, l, jv_str(p + a, n - a));
-                break;
-            }
-            jl_push(st, l, jv_str(p + a, (size_t)(hit - (p + a))));
-            a = (size_t)(hit - p) + sn;
-            done++;
-        }
-        return jv_list(l);
-    }
-    struct jlist *rev = jl_new(st, 0);
-    size_t b = n;
-    int64_t done = 0;
-    while (rev) {
-        const char *hit = NULL;
-        if (maxsplit < 0 || done < maxsplit)
-            for (size_t i = b; i >= sn && !hit; i--)
-                if (memcmp(p + i - sn, sp, sn) == 0) hit = p + i - sn;
-        if (!hit) {
-            jl_push(st, rev, jv_str(p, b));
-            break;
-        }
-        jl_push(st, rev, jv_str(hit + sn, b - (size_t)(hit - p) - sn));
-        b = (size_t)(hit - p);
-        done++;
-    }
-    for (size_t i = rev ? rev->n : 0; i > 0; i--)
-        jl_push(st, l, rev->v[i - 1]);
-    return jv_list(l);
+    return split_sep(st, s, *sep, maxsplit, from_right);
 }
 
 static bool affix_match(struct jv s, struct jv affix, bool at_end)

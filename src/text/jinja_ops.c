@@ -395,6 +395,14 @@ static int percent_one(struct rstate *st, struct buf *b, const char *spec, size_
 {
     char f[32];
     if (spec_len > 20) spec_len = 20;
+    for (size_t i = 0; i < spec_len; i++) { // width and precision: at most 3 digits each
+        size_t run = 0;
+        while (i < spec_len && spec[i] >= '0' && spec[i] <= '9') {
+            run++;
+            i++;
+        }
+        if (run > 3) return rs_fail(st, NULL, ERR_LIMIT, "%% format width or precision too large");
+    }
     if (conv == 's' || conv == 'r') {
         struct buf tmp;
         buf_init(&tmp);

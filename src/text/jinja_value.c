@@ -508,13 +508,49 @@ bool jv_to_str(struct rstate *st, struct jv v, struct jv *out)
 
 /* ---- JSON ---- */
 
-static int write_json_str(struct buf *b, const char *s, size_t n)
+/* One code point at *i (advanced past it); invalid bytes decode as themselves. */
+static uint32_t utf8_decode(const char *s, size_t n, size_t *i)
+{
+    unsigned char c = (unsigned char)s[*i];
+    int len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    uint32_t cp = len == 1 ? c : c & (0x3Fu >> (len - 1));
+    if (*i + (size_t)len > n) {
+        (*i)++;
+        return c;
+    }
+    for (int k = 1; k < len; k++) {
+        unsigned char cc = (unsigned char)s[*i + (size_t)k];
+        if ((cc & 0xC0) != 0x80) {
+            (*i)++;
+            return c;
+        }
+        cp = (cp << 6) | (cc & 0x3F);
+    }
+    *i += (size_t)len;
+    return cp;
+}
+
+/* A JSON string; ascii: escape everything outside ' '..'~' as \uXXXX (surrogate pairs). */
+static int write_json_str(struct buf *b, const char *s, size_t n, bool ascii)
 {
     int rc = buf_append_byte(b, '"');
     size_t run = 0; // start of the pending unescaped run
     for (size_t i = 0; i < n && rc == ERR_OK; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        if (c >= 0x20 && c != '"' && c != '\\' && (!ascii || c < 0x7f)) continue;
+        if (ascii && c >= 0x7f) {
+            rc = buf_append(b, s + run, i - run);
+            size_t k = i;
+            uint32_t cp = utf8_decode(s, n, &k);
+            if (rc == ERR_OK && cp >= 0x10000)
+                rc = buf_printf(b, "\\u%04x\\u%04x", 0xD800 + ((cp - 0x10000) >> 10),
+                                0xDC00 + ((cp - 0x10000) & 0x3FF));
+            else if (rc == ERR_OK)
+                rc = buf_printf(b, "\\u%04x", cp);
+            i = k - 1;
+            run = k;
+            continue;
+        }
         rc = buf_append(b, s + run, i - run);
         run = i + 1;
         const char *esc = c == '"'    ? "\\\""
@@ -559,9 +595,11 @@ static bool json_key(struct rstate *st, struct jv k, struct jv *out)
     return false;
 }
 
-static int json_dict(struct rstate *st, struct buf *b, const struct jdict *d, int indent,
-                     const char *item_sep, const char *key_sep, bool sort_keys, int depth)
+static int json_dict(struct rstate *st, struct buf *b, const struct jdict *d,
+                     const struct json_fmt *fmt, int depth)
 {
+    int indent = fmt->indent;
+    bool sort_keys = fmt->sort_keys;
     if (d->n == 0) return buf_append_cstr(b, "{}");
     size_t *order = arena_alloc(st->arena, d->n * sizeof *order);
     struct jv *keys = arena_alloc(st->arena, d->n * sizeof *keys);
@@ -583,21 +621,21 @@ static int json_dict(struct rstate *st, struct buf *b, const struct jdict *d, in
     }
     int rc = buf_append_byte(b, '{');
     for (size_t i = 0; i < d->n && rc == ERR_OK; i++) {
-        if (i > 0) rc = buf_append_cstr(b, item_sep);
+        if (i > 0) rc = buf_append_cstr(b, fmt->item_sep);
         if (rc == ERR_OK) rc = json_newline(b, indent, depth + 1);
-        if (rc == ERR_OK) rc = write_json_str(b, keys[order[i]].u.s.p, keys[order[i]].u.s.n);
-        if (rc == ERR_OK) rc = buf_append_cstr(b, key_sep);
         if (rc == ERR_OK)
-            rc = jv_write_json(st, b, d->vals[order[i]], indent, item_sep, key_sep, sort_keys,
-                               depth + 1);
+            rc = write_json_str(b, keys[order[i]].u.s.p, keys[order[i]].u.s.n, fmt->ensure_ascii);
+        if (rc == ERR_OK) rc = buf_append_cstr(b, fmt->key_sep);
+        if (rc == ERR_OK) rc = jv_write_json(st, b, d->vals[order[i]], fmt, depth + 1);
     }
     if (rc == ERR_OK) rc = json_newline(b, indent, depth);
     return rc == ERR_OK ? buf_append_byte(b, '}') : rc;
 }
 
-int jv_write_json(struct rstate *st, struct buf *b, struct jv v, int indent, const char *item_sep,
-                  const char *key_sep, bool sort_keys, int depth)
+int jv_write_json(struct rstate *st, struct buf *b, struct jv v, const struct json_fmt *fmt,
+                  int depth)
 {
+    int indent = fmt->indent;
     char tmp[64];
     if (depth > 200) return rs_fail(st, NULL, ERR_LIMIT, "tojson: value nested too deeply");
     switch (v.kind) {
@@ -613,24 +651,22 @@ int jv_write_json(struct rstate *st, struct buf *b, struct jv v, int indent, con
         py_float_repr(v.u.f, tmp, sizeof tmp);
         return buf_append_cstr(b, tmp);
     case JV_STR:
-        return write_json_str(b, v.u.s.p, v.u.s.n);
+        return write_json_str(b, v.u.s.p, v.u.s.n, fmt->ensure_ascii);
     case JV_LIST: {
         if (v.u.l->is_gen) break;
         if (v.u.l->n == 0) return buf_append_cstr(b, "[]");
         int rc = buf_append_byte(b, '[');
         for (size_t i = 0; i < v.u.l->n && rc == ERR_OK; i++) {
-            if (i > 0) rc = buf_append_cstr(b, item_sep);
+            if (i > 0) rc = buf_append_cstr(b, fmt->item_sep);
             if (rc == ERR_OK) rc = json_newline(b, indent, depth + 1);
-            if (rc == ERR_OK)
-                rc = jv_write_json(st, b, v.u.l->v[i], indent, item_sep, key_sep, sort_keys,
-                                   depth + 1);
+            if (rc == ERR_OK) rc = jv_write_json(st, b, v.u.l->v[i], fmt, depth + 1);
         }
         if (rc == ERR_OK) rc = json_newline(b, indent, depth);
         return rc == ERR_OK ? buf_append_byte(b, ']') : rc;
     }
     case JV_DICT:
         if (v.u.d->is_ns) break;
-        return json_dict(st, b, v.u.d, indent, item_sep, key_sep, sort_keys, depth);
+        return json_dict(st, b, v.u.d, fmt, depth);
     default:
         break;
     }
