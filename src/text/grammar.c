@@ -14,12 +14,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NONE       UINT32_MAX
-#define EMPTY_KEY  UINT64_MAX
-#define STACKS_MAX 4096u      // stacks in one position (e.g. x? x? x? ... explodes)
-#define WORK_MAX   (1u << 16) // expansion steps for one code point
-#define CACHE_SOFT (1u << 20) // cached entries before the caches are rebuilt between calls
-#define CACHE_HARD (1u << 23) // cached entries no single call may exceed
+#define NONE        UINT32_MAX
+#define EMPTY_KEY   UINT64_MAX
+#define STACKS_MAX  4096u      // stacks in one position (e.g. x? x? x? ... explodes)
+#define WORK_MAX    (1u << 16) // expansion steps for one code point
+#define CACHE_SOFT  (1u << 20) // cached entries before the caches are rebuilt between calls
+#define CACHE_HARD  (1u << 23) // cached entries no single call may exceed
+#define DENSE_AFTER 8          // hashed lookups from one state before it gets a dense table
+#define DENSE_MAX   (1u << 21) // dense table entries (4 bytes each) per grammar state
+#define UNKNOWN     (NONE - 1) // a dense table entry not computed yet
 
 struct node {
     uint32_t pos;    // element index: a CHARS to match (stack top) or a continuation
@@ -34,6 +37,8 @@ struct dstate {
     uint8_t need;            // continuation bytes still expected; 0 for a full state
     uint8_t len;             // length of the UTF-8 sequence being decoded
     bool has_accept;         // some stack is empty: root has matched completely
+    uint32_t dense;          // offset of its dense transition table in dense_tab, or NONE
+    uint32_t n_lookups;      // hashed transition lookups from it (promotion to dense)
 };
 
 struct table {
@@ -54,8 +59,11 @@ struct grammar_state {
     struct table node_tab;  // (pos, parent) -> node id
     struct table ds_tab;    // content hash -> dstate id (contents compared on a hit)
     struct table trans_tab; // (dstate id, byte) -> next dstate id or NONE (dead)
-    uint32_t cur;           // current dstate
-    uint32_t *work;         // scratch: (pos, parent) pairs to expand
+    uint32_t *dense_tab;    // tables of 256 entries (full states, by byte) or 64 (partial states,
+                            // by continuation bits): next dstate, NONE, or UNKNOWN
+    uint32_t n_dense, dense_cap; // entries
+    uint32_t cur;                // current dstate
+    uint32_t *work;              // scratch: (pos, parent) pairs to expand
     uint32_t work_cap;
     uint32_t *out; // scratch: node ids of a new set
     uint32_t out_cap;
@@ -196,6 +204,8 @@ static int intern_dstate(struct grammar_state *st, struct dstate d, const uint32
         }
     }
     if (rc != ERR_OK) return rc;
+    d.dense = NONE;
+    d.n_lookups = 0;
     st->ds[st->n_ds] = d;
     t->key[i] = h;
     t->val[i] = st->n_ds;
@@ -354,26 +364,64 @@ static int compute_step(struct grammar_state *st, uint32_t sid, uint8_t byte, ui
     return advance_cp(st, d.base, value, id);
 }
 
-/* Cached transition from sid over byte; *id = NONE when the byte is rejected. */
-static inline int step(struct grammar_state *st, uint32_t sid, uint8_t byte, uint32_t *id)
+/* Gives a state that is stepped from often a direct transition table, so the trie walk mostly
+ * costs one array read per trie node. Failing to allocate one only costs speed. */
+static void densify(struct grammar_state *st, uint32_t sid)
+{
+    uint32_t n = st->ds[sid].need ? 64 : 256;
+    if (st->n_dense + n > DENSE_MAX) return;
+    if (st->n_dense + n > st->dense_cap &&
+        grow_array((void **)&st->dense_tab, &st->dense_cap, st->n_dense + n,
+                   sizeof *st->dense_tab) != ERR_OK)
+        return;
+    for (uint32_t b = 0; b < n; b++)
+        st->dense_tab[st->n_dense + b] = UNKNOWN;
+    st->ds[sid].dense = st->n_dense;
+    st->n_dense += n;
+}
+
+static int step_slow(struct grammar_state *st, uint32_t sid, uint8_t byte, uint32_t *id)
 {
     uint64_t key = (uint64_t)sid << 8 | byte;
     struct table *t = &st->trans_tab;
-    if (t->cap) {
-        uint32_t i = table_probe(t, key);
-        if (t->key[i] == key) {
-            *id = t->val[i];
+    uint32_t i = t->cap ? table_probe(t, key) : 0;
+    if (t->cap && t->key[i] == key) {
+        *id = t->val[i];
+    } else {
+        int rc = compute_step(st, sid, byte, id);
+        if (rc == ERR_OK) rc = table_reserve(t);
+        if (rc != ERR_OK) return rc;
+        i = table_probe(t, key);
+        t->key[i] = key;
+        t->val[i] = *id;
+        t->n++;
+    }
+    struct dstate *d = &st->ds[sid];
+    if (d->dense == NONE && ++d->n_lookups >= DENSE_AFTER) densify(st, sid);
+    if (d->dense != NONE) st->dense_tab[d->dense + (d->need ? byte & 0x3Fu : byte)] = *id;
+    return ERR_OK;
+}
+
+/* Cached transition from sid over byte; *id = NONE when the byte is rejected. */
+static inline int step(struct grammar_state *st, uint32_t sid, uint8_t byte, uint32_t *id)
+{
+    const struct dstate *d = &st->ds[sid];
+    uint32_t k = byte;
+    if (d->need) {
+        if ((byte & 0xC0) != 0x80) {
+            *id = NONE; // only a continuation byte can follow a UTF-8 prefix
+            return ERR_OK;
+        }
+        k = byte & 0x3Fu;
+    }
+    if (d->dense != NONE) {
+        uint32_t v = st->dense_tab[d->dense + k];
+        if (v != UNKNOWN) {
+            *id = v;
             return ERR_OK;
         }
     }
-    int rc = compute_step(st, sid, byte, id);
-    if (rc == ERR_OK) rc = table_reserve(t);
-    if (rc != ERR_OK) return rc;
-    uint32_t i = table_probe(t, key);
-    t->key[i] = key;
-    t->val[i] = *id;
-    t->n++;
-    return ERR_OK;
+    return step_slow(st, sid, byte, id);
 }
 
 static void state_deinit(struct grammar_state *st)
@@ -386,6 +434,7 @@ static void state_deinit(struct grammar_state *st)
     table_deinit(&st->trans_tab);
     mem_free(st->work);
     mem_free(st->out);
+    mem_free(st->dense_tab);
 }
 
 void grammar_state_free(struct grammar_state *st)
