@@ -1,8 +1,8 @@
 /* A regular-expression subset (JSON Schema `pattern`) -> a GBNF expression over the JSON text
- * of a string: literals, `.`, classes `[...]`/`[^...]` with ranges, \\d \\w \\s \\D \\W \\S and
+ * of a string: literals, `.`, classes `[...]`/`[^...]` with ranges, \d \w \s \D \W \S and
  * escaped punctuation, groups `(...)`/`(?:...)`, `|`, quantifiers ? * + {m} {m,} {m,n} (a lazy
  * `?` suffix is accepted: same language), `^`/`$` only at the ends. Characters JSON escapes
- * (`"`, `\\`, controls) are matched in their escaped form. Not a regex engine. */
+ * (`"`, `\`, controls) are matched in their escaped form. Not a regex engine. */
 #ifndef TEXT_JSON_REGEX_H
 #define TEXT_JSON_REGEX_H
 
