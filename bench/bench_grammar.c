@@ -240,7 +240,7 @@ static void run(const char *label, const char *gbnf, const struct vocab *v,
         double check_us;
         if (replay(g, gv, toks, n_tok, c, w, &check_us, &allowed) != n) {
             printf("%s: the document was rejected\n", label);
-            break;
+            goto out_free;
         }
         for (size_t i = 0; i < n; i++) {
             cold[i] = rep == 0 || c[i] < cold[i] ? c[i] : cold[i];
@@ -258,6 +258,7 @@ static void run(const char *label, const char *gbnf, const struct vocab *v,
     summarize("full mask, repeated:", warm, n);
     printf("    sample-first check of the chosen token: %.2f us per token\n",
            check_best / (double)n_tok);
+out_free:
     free(cold);
     free(warm);
     free(c);

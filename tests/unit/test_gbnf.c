@@ -426,6 +426,61 @@ static void test_mask_matches_brute_force(void **state)
     vocab_release(&v);
 }
 
+/* Code points in different classes of the stack tops lead to different states. */
+static void test_mask_code_point_classes(void **state)
+{
+    (void)state;
+    struct test_vocab v;
+    vocab_make(&v, 9);
+    static const char *extra[] = {"\xc3\xa9"
+                                  "1",
+                                  "\xe4\xb8\xad"
+                                  "2",
+                                  "\xe4\xb8\xad"
+                                  "3",
+                                  "\xe6\x96\x87"
+                                  "3",
+                                  "\xc3\xa9"
+                                  "3",
+                                  "\xf0\x9f\x98\x80"
+                                  "3",
+                                  "\xe4\xb8",
+                                  "\xc3"};
+    for (size_t i = 0; i < sizeof extra / sizeof *extra; i++)
+        vocab_add(&v, extra[i], strlen(extra[i]));
+    struct grammar_vocab *gv = vocab_build(&v);
+    struct gbnf *g = compile_ok("root ::= ( [\\u00e0-\\u00ff] \"1\" | [\\u4e00-\\u4e2f] \"2\" | "
+                                "[^\\x00-\\x7f] \"3\" | [a-z] )*");
+    struct grammar_state *st;
+    assert_int_equal(grammar_state_new(g, &st), ERR_OK);
+    static const char *steps[] = {"\xc3\xa9"
+                                  "1",
+                                  "a",
+                                  "\xe4\xb8",
+                                  "\xad",
+                                  "2",
+                                  "\xe6\x96\x87",
+                                  "3",
+                                  "\xf0\x9f\x98\x80",
+                                  "3",
+                                  "\xc3\xa9",
+                                  "3"};
+    for (size_t i = 0; i < sizeof steps / sizeof *steps; i++) {
+        check_mask(st, gv, &v);
+        assert_int_equal(grammar_state_accept_bytes(st, steps[i], strlen(steps[i])), ERR_OK);
+    }
+    check_mask(st, gv, &v);
+    assert_int_equal(grammar_state_accept_bytes(st,
+                                                "\xe6\x96\x87"
+                                                "2",
+                                                4),
+                     ERR_INVALID);
+    grammar_state_free(st);
+    gbnf_free(g);
+    grammar_vocab_free(gv);
+    vocab_release(&v);
+}
+
 static void test_eog_and_tokens(void **state)
 {
     (void)state;
@@ -585,6 +640,7 @@ int main(void)
         cmocka_unit_test(test_utf8_split_and_state_unchanged_on_reject),
         cmocka_unit_test(test_json_grammar),
         cmocka_unit_test(test_mask_matches_brute_force),
+        cmocka_unit_test(test_mask_code_point_classes),
         cmocka_unit_test(test_eog_and_tokens),
         cmocka_unit_test(test_compile_alloc_failures),
         cmocka_unit_test(test_mutations_never_crash),
