@@ -87,12 +87,12 @@ static int append_cp_escape(struct buf *b, uint32_t cp)
  * that appear raw, plus the escaped forms of `"`, `\` and the common controls when s has them. */
 static int append_json_char_set(struct buf *b, const struct rset *s)
 {
-    static const uint32_t cuts[][2] = {{0, 0x1F}, {'"', '"'}, {'\\', '\\'}, {0x7F, 0x7F}};
+    static const uint32_t cuts[][2] = {{0, 0x1F}, {'"', '"'}, {'\\', '\\'}};
     struct rset raw = {0}; // s without the characters JSON requires escaped
     int rc = ERR_OK;
     for (size_t i = 0; rc == ERR_OK && i < s->n; i++) {
         uint32_t lo = s->r[i][0], hi = s->r[i][1];
-        for (size_t k = 0; rc == ERR_OK && k < 4 && lo <= hi; k++) {
+        for (size_t k = 0; rc == ERR_OK && k < 3 && lo <= hi; k++) {
             if (hi < cuts[k][0] || lo > cuts[k][1]) continue;
             if (lo < cuts[k][0]) rc = rset_add(&raw, lo, cuts[k][0] - 1);
             lo = cuts[k][1] + 1;
@@ -119,10 +119,27 @@ static int append_json_char_set(struct buf *b, const struct rset *s)
         rc = buf_printf(b, "%s%s", has_alt ? " | " : "", escapes[k].text);
         has_alt = true;
     }
+    for (uint32_t cp = 0; rc == ERR_OK && cp < 0x20; cp++) { // other controls: \u00XX
+        if (!rset_has(s, cp) || (cp != 0 && strchr("\n\t\r\f\b", (int)cp))) continue;
+        static const char hex[] = "0123456789abcdef";
+        char lo = hex[cp & 15];
+        if (lo >= 'a')
+            rc =
+                buf_printf(b, "%s\"\\\\u00%u\" [%c%c]", has_alt ? " | " : "", cp >> 4, lo, lo - 32);
+        else
+            rc = buf_printf(b, "%s\"\\\\u00%u%c\"", has_alt ? " | " : "", cp >> 4, lo);
+        has_alt = true;
+    }
     if (rc == ERR_OK && !has_alt)
         rc = buf_append_cstr(b, "[^\\x00-\\U0010FFFF]"); // an empty set: matches nothing
     if (rc == ERR_OK) rc = buf_append_cstr(b, ")");
     return rc;
+}
+
+/* strchr that does not match the terminating NUL: patterns may contain NUL characters. */
+static bool is_one_of(char c, const char *set)
+{
+    return c != '\0' && strchr(set, c) != NULL;
 }
 
 struct rx {
@@ -182,7 +199,7 @@ static long rx_literal_escape(char e)
     default:
         break;
     }
-    if (strchr("\\^$.|?*+()[]{}/-\"'", e) && e) return (unsigned char)e;
+    if (is_one_of(e, "\\^$.|?*+()[]{}/-\"'")) return (unsigned char)e;
     return -1;
 }
 
@@ -231,7 +248,7 @@ static int rx_class(struct rx *x, struct buf *b)
         uint32_t lo;
         if (x->s[x->i] == '\\' && x->i + 1 < x->n) {
             char e = x->s[x->i + 1];
-            if (strchr("dDwWsS", e)) {
+            if (is_one_of(e, "dDwWsS")) {
                 bool neg;
                 struct rset sub = {0};
                 rc = rx_class_escape(e, &sub, &neg);
@@ -306,7 +323,7 @@ static int rx_atom(struct rx *x, struct buf *b)
     } else if (ch == '\\') {
         if (x->i + 1 >= x->n) return rx_fail(x, "trailing backslash");
         char e = x->s[x->i + 1];
-        if (strchr("dDwWsS", e)) {
+        if (is_one_of(e, "dDwWsS")) {
             rc = rx_class_escape(e, &s, &is_negated);
         } else {
             long v = rx_literal_escape(e);
@@ -314,7 +331,7 @@ static int rx_atom(struct rx *x, struct buf *b)
             rc = rset_add(&s, (uint32_t)v, (uint32_t)v);
         }
         x->i += 2;
-    } else if (strchr("*+?{", ch)) {
+    } else if (is_one_of(ch, "*+?{")) {
         return rx_fail(x, "nothing to repeat");
     } else if (ch == '^' || ch == '$') {
         return rx_fail(x, "anchor inside the pattern");
@@ -372,7 +389,7 @@ static int rx_quantifier(struct rx *x, struct buf *b)
         rc = is_open ? buf_printf(b, "{%u,}", lo) : buf_printf(b, "{%u,%u}", lo, hi);
     }
     if (rc == ERR_OK && x->i < x->n && x->s[x->i] == '?') x->i++; // lazy: the same language
-    if (rc == ERR_OK && x->i < x->n && strchr("*+?{", x->s[x->i]))
+    if (rc == ERR_OK && x->i < x->n && is_one_of(x->s[x->i], "*+?{"))
         return rx_fail(x, "nested quantifier");
     return rc;
 }
@@ -392,7 +409,8 @@ static int rx_alternation(struct rx *x, struct buf *b)
             rc = buf_append_cstr(b, n_atoms++ ? " (" : "(");
             if (rc == ERR_OK) rc = rx_atom(x, b);
             if (rc == ERR_OK) rc = buf_append_cstr(b, ")");
-            if (rc == ERR_OK && x->i < x->n && strchr("*+?{", x->s[x->i])) rc = rx_quantifier(x, b);
+            if (rc == ERR_OK && x->i < x->n && is_one_of(x->s[x->i], "*+?{"))
+                rc = rx_quantifier(x, b);
         }
         if (rc != ERR_OK) return rc;
         if (n_atoms == 0) rc = buf_append_cstr(b, "\"\"");

@@ -289,11 +289,12 @@ static int check_keywords(struct conv *c, const json_t *schema)
 /* ---- strings ---- */
 
 /* `"` (pattern) `"` for a string schema with a pattern. */
-static int string_pattern_body(struct conv *c, const char *pattern, struct buf *b)
+static int string_pattern_body(struct conv *c, const json_t *pattern, struct buf *b)
 {
     int rc = add_prim(c, PRIM_CHAR);
     return rc == ERR_OK
-               ? json_regex_to_gbnf(pattern, strlen(pattern), "char", path_str(c), b, c->err)
+               ? json_regex_to_gbnf(json_string_value(pattern), json_string_length(pattern), "char",
+                                    path_str(c), b, c->err)
                : rc;
 }
 
@@ -340,7 +341,7 @@ static int string_body(struct conv *c, const json_t *schema, struct buf *b)
         if (!json_is_string(pattern)) return fail_invalid(c, "pattern", "must be a string");
         if (has_len || format)
             return fail_unsupported(c, "pattern", "together with minLength, maxLength or format");
-        return string_pattern_body(c, json_string_value(pattern), b);
+        return string_pattern_body(c, pattern, b);
     }
     if (format) {
         const char *f = json_string_value(format);
@@ -351,6 +352,7 @@ static int string_body(struct conv *c, const json_t *schema, struct buf *b)
                       : !strcmp(f, "uuid")      ? PRIM_UUID
                                                 : PRIM_NULL;
         if (!f) return fail_invalid(c, "format", "must be a string");
+        if (strlen(f) != json_string_length(format)) p = PRIM_NULL; // a NUL inside
         if (p == PRIM_NULL)
             return errmsg_set(c->err, ERR_UNSUPPORTED,
                               "JSON schema 'format' \"%.64s\" at %s is not supported", f,
@@ -1115,6 +1117,14 @@ int json_schema_compile(const json_t *schema, struct gbnf **out, struct errmsg *
     buf_init(&text);
     int rc = json_schema_to_gbnf(schema, &text, err);
     if (rc == ERR_OK) rc = gbnf_compile(text.data, text.len, out, err);
+    if (rc == ERR_FORMAT && err) {
+        // the converter's own text is well-formed; what gbnf rejects is the language: a schema
+        // that accepts no value, or a pattern nesting nullable repetitions ((a*)*)
+        char why[ERRMSG_CAP];
+        snprintf(why, sizeof why, "%s", err->msg);
+        errmsg_set(err, ERR_UNSUPPORTED, "JSON schema cannot be used as a grammar: %s", why);
+    }
+    if (rc == ERR_FORMAT) rc = ERR_UNSUPPORTED;
     buf_deinit(&text);
     return rc;
 }
