@@ -595,7 +595,9 @@ int grammar_state_clone(const struct grammar_state *src, struct grammar_state **
  * failure here is harmless: the old caches stay. */
 static void maybe_flush(struct grammar_state *st)
 {
-    if (st->n_nodes + st->n_ds + st->trans_tab.n + st->n_cls / 4 < CACHE_SOFT) return;
+    bool is_dense_full = st->n_dense + 256 > DENSE_MAX;
+    if (!is_dense_full && st->n_nodes + st->n_ds + st->trans_tab.n + st->n_cls / 4 < CACHE_SOFT)
+        return;
     struct grammar_state *fresh;
     if (grammar_state_clone(st, &fresh) != ERR_OK) return;
     struct grammar_state tmp = *st;

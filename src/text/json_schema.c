@@ -281,7 +281,8 @@ static int check_keywords(struct conv *c, const json_t *schema)
     const json_t *v;
     json_object_foreach(iterable(schema), key, v)
     {
-        if (is_in(key, unsupported)) return fail_unsupported(c, key, NULL);
+        bool is_noop = !strcmp(key, "uniqueItems") && json_is_false(v);
+        if (!is_noop && is_in(key, unsupported)) return fail_unsupported(c, key, NULL);
     }
     return ERR_OK;
 }
@@ -751,6 +752,14 @@ static int array_body(struct conv *c, const json_t *schema, struct buf *b)
             return fail_invalid(c, "prefixItems", "must be an array of schemas");
         if (items && !json_is_false(items))
             return fail_unsupported(c, "items", "together with prefixItems");
+        long min, max;
+        rc = get_count(c, schema, "minItems", &min);
+        if (rc == ERR_OK) rc = get_count(c, schema, "maxItems", &max);
+        if (rc != ERR_OK) return rc;
+        if ((size_t)(min < 0 ? 0 : min) > json_array_size(prefix) ||
+            (max >= 0 && (size_t)max < json_array_size(prefix)))
+            return fail_unsupported(c, "prefixItems",
+                                    "a tuple length other than minItems..maxItems allows");
         rc = buf_append_cstr(b, "\"[\" space");
         size_t i;
         const json_t *v;

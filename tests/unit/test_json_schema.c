@@ -157,6 +157,8 @@ static void test_arrays(void **state)
         "\"number\"}]}",
         (const char *[]){"+[\"a\", 1.5]", "-[\"a\"]", "-[1, \"a\"]", "-[\"a\", 1, 2]", NULL});
     check_docs("{\"type\": \"array\"}", (const char *[]){"+[]", "+[1, \"a\", [null]]", NULL});
+    check_docs("{\"type\": \"array\", \"uniqueItems\": false}", (const char *[]){"+[1, 1]", NULL});
+    expect_fail("{\"prefixItems\": [{}, {}], \"maxItems\": 1}", ERR_UNSUPPORTED, "prefixItems");
 }
 
 static void test_enum_const_unions(void **state)
