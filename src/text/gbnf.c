@@ -413,6 +413,7 @@ static int repeat_symbol(struct parser *p, uint32_t rule, uint32_t start, uint32
                          uint32_t max)
 {
     uint32_t n_sym = p->rules[rule].n - start;
+    if (n_sym == 0) return ERR_OK; // `""*` and the like: repeating nothing is nothing
     struct gbnf_elem *sym = mem_alloc(n_sym * sizeof *sym);
     if (!sym) return ERR_NOMEM;
     memcpy(sym, p->rules[rule].v + start, n_sym * sizeof *sym);

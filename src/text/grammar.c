@@ -1,7 +1,9 @@
 /* Grammar matcher over a compiled GBNF grammar. A position is a set of pushdown stacks whose
  * tops are character sets; stacks are hash-consed linked nodes (shared tails), a set of them
- * is interned as one "DFA state", and byte transitions between DFA states are cached, so the
- * vocabulary trie walk in grammar_mask mostly costs one hash lookup per trie node.
+ * is interned as one "DFA state", and transitions between DFA states are cached (per ASCII
+ * byte, and per class of code points for the rest), so the vocabulary trie walk in
+ * grammar_mask mostly costs one array read per trie node. Inside a UTF-8 sequence the position
+ * is the dstate plus the bytes so far, checked against the stack tops' ranges.
  * Semantics (stacks, expansion through rule references) follow llama.cpp's llama-grammar. */
 #include "text/grammar.h"
 #include "text/gbnf_internal.h"
@@ -14,26 +16,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NONE       UINT32_MAX
-#define EMPTY_KEY  UINT64_MAX
-#define STACKS_MAX 4096u      // stacks in one position (e.g. x? x? x? ... explodes)
-#define WORK_MAX   (1u << 16) // expansion steps for one code point
-#define CACHE_SOFT (1u << 20) // cached entries before the caches are rebuilt between calls
-#define CACHE_HARD (1u << 23) // cached entries no single call may exceed
+#define NONE        UINT32_MAX
+#define EMPTY_KEY   UINT64_MAX
+#define STACKS_MAX  4096u      // stacks in one position (e.g. x? x? x? ... explodes)
+#define WORK_MAX    (1u << 16) // expansion steps for one code point
+#define CACHE_SOFT  (1u << 20) // cached entries before the caches are rebuilt between calls
+#define CACHE_HARD  (1u << 23) // cached entries no single call may exceed
+#define DENSE_AFTER 8          // hashed lookups from one state before it gets a dense table
+#define DENSE_MAX   (1u << 21) // dense table entries (4 bytes each) per grammar state
+#define UNKNOWN     (NONE - 1) // a dense table entry not computed yet
 
 struct node {
     uint32_t pos;    // element index: a CHARS to match (stack top) or a continuation
     uint32_t parent; // node below, NONE at the bottom
 };
 
-/* A DFA state: a set of stacks, optionally in the middle of a UTF-8 sequence. */
+/* A DFA state: a set of stacks between code points. The position inside a multi-byte UTF-8
+ * sequence is not part of it: a position (struct above, `pos`) is a dstate id plus a partial
+ * code (see pcode), so UTF-8 prefixes cost no interning. */
 struct dstate {
-    uint32_t set_off, set_n; // sorted node ids in set_pool (of base, for a partial state)
-    uint32_t base;           // the full state a partial one extends; NONE for a full state
-    uint32_t value;          // bits of the code point decoded so far (partial states)
-    uint8_t need;            // continuation bytes still expected; 0 for a full state
-    uint8_t len;             // length of the UTF-8 sequence being decoded
+    uint32_t set_off, set_n; // sorted node ids in set_pool
     bool has_accept;         // some stack is empty: root has matched completely
+    uint32_t dense;          // offset of its 256-entry table in dense_tab, or NONE
+    uint32_t n_lookups;      // hashed transition lookups from it (promotion to dense)
+    uint32_t cls;            // offset of its code point class cache in cls_pool, or NONE
 };
 
 struct table {
@@ -51,15 +57,22 @@ struct grammar_state {
     uint32_t n_set_pool, set_pool_cap;
     struct dstate *ds;
     uint32_t n_ds, ds_cap;
-    struct table node_tab;  // (pos, parent) -> node id
-    struct table ds_tab;    // content hash -> dstate id (contents compared on a hit)
-    struct table trans_tab; // (dstate id, byte) -> next dstate id or NONE (dead)
-    uint32_t cur;           // current dstate
-    uint32_t *work;         // scratch: (pos, parent) pairs to expand
+    struct table node_tab;       // (pos, parent) -> node id
+    struct table ds_tab;         // content hash -> dstate id (contents compared on a hit)
+    struct table trans_tab;      // (dstate id, byte) -> next dstate id or NONE (dead)
+    uint32_t *dense_tab;         // tables of 256 entries by byte: for ASCII the next dstate, for a
+                                 // UTF-8 lead byte 0 (some stack can take such a code point); NONE
+                                 // for a rejected byte, UNKNOWN before the first lookup
+    uint32_t n_dense, dense_cap; // entries
+    uint32_t *cls_pool;          // per dstate: n_b, n_b sorted boundaries of the code point classes
+        // its stack tops tell apart, then n_b + 1 next dstates (or UNKNOWN)
+    uint32_t n_cls, cls_cap;
+    uint64_t cur;   // current position: dstate id | partial code << 32
+    uint32_t *work; // scratch: (pos, parent) pairs to expand
     uint32_t work_cap;
     uint32_t *out; // scratch: node ids of a new set
     uint32_t out_cap;
-    uint32_t depth_sid[GRAMMAR_PIECE_LEN_MAX + 1]; // mask walk: dstate at each trie depth
+    uint64_t depth_pos[GRAMMAR_PIECE_LEN_MAX + 1]; // mask walk: position at each trie depth
 };
 
 static uint64_t mix64(uint64_t x)
@@ -151,26 +164,20 @@ static int intern_node(struct grammar_state *st, uint32_t pos, uint32_t parent, 
 
 static uint64_t dstate_hash(const struct dstate *d, const uint32_t *set)
 {
-    uint64_t h = mix64(((uint64_t)d->base << 32) ^ ((uint64_t)d->value << 8) ^
-                       ((uint64_t)d->need << 4) ^ d->len ^ ((uint64_t)d->has_accept << 40));
-    if (d->base == NONE)
-        for (uint32_t i = 0; i < d->set_n; i++)
-            h = mix64(h ^ set[i]);
+    uint64_t h = mix64((uint64_t)d->has_accept << 40 | d->set_n);
+    for (uint32_t i = 0; i < d->set_n; i++)
+        h = mix64(h ^ set[i]);
     return h == EMPTY_KEY ? 0 : h;
 }
 
 static bool dstate_equal(const struct grammar_state *st, const struct dstate *a,
                          const struct dstate *b, const uint32_t *b_set)
 {
-    if (a->base != b->base || a->value != b->value || a->need != b->need || a->len != b->len ||
-        a->has_accept != b->has_accept)
-        return false;
-    if (a->base != NONE) return true; // a partial state is identified by its base and its bytes
-    return a->set_n == b->set_n &&
+    return a->has_accept == b->has_accept && a->set_n == b->set_n &&
            (a->set_n == 0 || !memcmp(st->set_pool + a->set_off, b_set, a->set_n * sizeof *b_set));
 }
 
-/* Finds or adds the dstate d; for a full state, set[0..d->set_n) is its sorted node set. */
+/* Finds or adds the dstate d whose sorted node set is set[0..d->set_n). */
 static int intern_dstate(struct grammar_state *st, struct dstate d, const uint32_t *set,
                          uint32_t *id)
 {
@@ -186,7 +193,7 @@ static int intern_dstate(struct grammar_state *st, struct dstate d, const uint32
         }
     }
     rc = grow_array((void **)&st->ds, &st->ds_cap, st->n_ds + 1, sizeof *st->ds);
-    if (rc == ERR_OK && d.base == NONE) {
+    if (rc == ERR_OK) {
         rc = grow_array((void **)&st->set_pool, &st->set_pool_cap, st->n_set_pool + d.set_n,
                         sizeof *st->set_pool);
         if (rc == ERR_OK && d.set_n > 0) {
@@ -196,6 +203,9 @@ static int intern_dstate(struct grammar_state *st, struct dstate d, const uint32
         }
     }
     if (rc != ERR_OK) return rc;
+    d.dense = NONE;
+    d.n_lookups = 0;
+    d.cls = NONE;
     st->ds[st->n_ds] = d;
     t->key[i] = h;
     t->val[i] = st->n_ds;
@@ -266,7 +276,7 @@ static int expand(struct grammar_state *st, uint32_t n_work, uint32_t *id)
     uint32_t m = 0;
     for (uint32_t i = 0; i < n_out; i++)
         if (m == 0 || st->out[m - 1] != st->out[i]) st->out[m++] = st->out[i];
-    struct dstate d = {.set_n = m, .base = NONE, .has_accept = has_accept};
+    struct dstate d = {.set_n = m, .has_accept = has_accept};
     return intern_dstate(st, d, st->out, id);
 }
 
@@ -305,75 +315,181 @@ static int advance_cp(struct grammar_state *st, uint32_t sid, uint32_t cp, uint3
 
 static const uint32_t min_cp_of_len[5] = {0, 0, 0x80, 0x800, 0x10000};
 
-/* Partial dstate for a UTF-8 prefix, or NONE when no stack of base accepts any code point the
- * prefix can still become, so a token ending mid-code-point is allowed only when completable. */
-static int partial_state(struct grammar_state *st, uint32_t base, uint32_t value, uint32_t need,
-                         uint32_t len, uint32_t *id)
+/* A partial code: a UTF-8 sequence of len bytes with need still to come, value the bits so
+ * far. Never 0 (len >= 2), so 0 means "between code points". */
+static inline uint32_t pcode(uint32_t value, uint32_t need, uint32_t len)
+{
+    return len << 28 | need << 24 | value;
+}
+
+#define POS_DEAD ((uint64_t)NONE)
+
+/* Whether some stack top of sid accepts a code point the prefix (value, need more bytes) can
+ * still become, so a token ending mid-code-point is allowed only when it is completable. */
+static bool prefix_viable(const struct grammar_state *st, uint32_t sid, uint32_t value,
+                          uint32_t need, uint32_t len)
 {
     uint32_t lo = value << (6 * need), hi = lo | ((1u << (6 * need)) - 1);
     if (lo < min_cp_of_len[len]) lo = min_cp_of_len[len];
     if (hi > 0x10FFFF) hi = 0x10FFFF;
-    bool is_viable = false;
-    const struct dstate *b = &st->ds[base];
-    for (uint32_t i = 0; i < b->set_n && !is_viable && lo <= hi; i++) {
-        const struct node *nd = &st->nodes[st->set_pool[b->set_off + i]];
-        is_viable = chars_overlap(st->g, &st->g->elems[nd->pos], lo, hi);
+    const struct dstate *d = &st->ds[sid];
+    for (uint32_t i = 0; i < d->set_n && lo <= hi; i++) {
+        const struct node *nd = &st->nodes[st->set_pool[d->set_off + i]];
+        if (chars_overlap(st->g, &st->g->elems[nd->pos], lo, hi)) return true;
     }
-    if (!is_viable) {
-        *id = NONE;
-        return ERR_OK;
-    }
-    struct dstate d = {.set_off = b->set_off,
-                       .set_n = b->set_n,
-                       .base = base,
-                       .value = value,
-                       .need = (uint8_t)need,
-                       .len = (uint8_t)len};
-    return intern_dstate(st, d, NULL, id);
+    return false;
 }
 
-/* The UTF-8 decoder step; straight-line state machine. */
-static int compute_step(struct grammar_state *st, uint32_t sid, uint8_t byte, uint32_t *id)
+/* Builds sid's class cache: code points between two consecutive boundaries of its stack tops'
+ * ranges match the same tops, hence lead to the same next dstate. */
+static int cls_build(struct grammar_state *st, uint32_t sid)
 {
-    const struct dstate d = st->ds[sid];
-    *id = NONE;
-    if (d.need == 0) {
-        if (byte < 0x80) return advance_cp(st, sid, byte, id);
-        uint32_t len = byte >= 0xC2 && byte <= 0xDF   ? 2
-                       : byte >= 0xE0 && byte <= 0xEF ? 3
-                       : byte >= 0xF0 && byte <= 0xF4 ? 4
-                                                      : 0;
-        if (len == 0) return ERR_OK;
-        return partial_state(st, sid, byte & (0x7Fu >> len), len - 1, len, id);
+    const struct dstate *d = &st->ds[sid];
+    uint32_t n_b = 0;
+    for (uint32_t i = 0; i < d->set_n; i++)
+        n_b += 2 * st->g->elems[st->nodes[st->set_pool[d->set_off + i]].pos].b;
+    uint32_t off = st->n_cls;
+    int rc =
+        grow_array((void **)&st->cls_pool, &st->cls_cap, off + 2 * n_b + 2, sizeof *st->cls_pool);
+    if (rc != ERR_OK) return rc;
+    uint32_t *b = st->cls_pool + off + 1, m = 0;
+    for (uint32_t i = 0; i < d->set_n; i++) {
+        const struct gbnf_elem *e = &st->g->elems[st->nodes[st->set_pool[d->set_off + i]].pos];
+        for (uint32_t k = 0; k < e->b; k++) {
+            b[m++] = st->g->ranges[e->a + k].lo;
+            if (st->g->ranges[e->a + k].hi < 0x10FFFF) b[m++] = st->g->ranges[e->a + k].hi + 1;
+        }
     }
-    if ((byte & 0xC0) != 0x80) return ERR_OK;
-    uint32_t value = d.value << 6 | (byte & 0x3Fu);
-    if (d.need > 1) return partial_state(st, d.base, value, d.need - 1u, d.len, id);
-    if (value < min_cp_of_len[d.len] || value > 0x10FFFF || (value >= 0xD800 && value <= 0xDFFF))
-        return ERR_OK;
-    return advance_cp(st, d.base, value, id);
+    if (m > 1) qsort(b, m, sizeof *b, cmp_u32);
+    uint32_t u = 0;
+    for (uint32_t i = 0; i < m; i++)
+        if (u == 0 || b[u - 1] != b[i]) b[u++] = b[i];
+    st->cls_pool[off] = u;
+    for (uint32_t k = 0; k <= u; k++)
+        b[u + k] = UNKNOWN;
+    st->n_cls = off + 2 * u + 2;
+    st->ds[sid].cls = off;
+    return ERR_OK;
 }
 
-/* Cached transition from sid over byte; *id = NONE when the byte is rejected. */
-static inline int step(struct grammar_state *st, uint32_t sid, uint8_t byte, uint32_t *id)
+/* Full dstate after the non-ASCII code point cp from sid, through the class cache. */
+static int complete_cp(struct grammar_state *st, uint32_t sid, uint32_t cp, uint32_t *id)
+{
+    if (st->ds[sid].cls == NONE) {
+        int rc = cls_build(st, sid);
+        if (rc != ERR_OK) return rc;
+    }
+    uint32_t off = st->ds[sid].cls, n_b = st->cls_pool[off], lo = 0, hi = n_b;
+    const uint32_t *b = st->cls_pool + off + 1;
+    while (lo < hi) { // k = number of boundaries <= cp
+        uint32_t mid = (lo + hi) / 2;
+        if (b[mid] <= cp)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    uint32_t slot = off + 1 + n_b + lo;
+    if (st->cls_pool[slot] != UNKNOWN) {
+        *id = st->cls_pool[slot];
+        return ERR_OK;
+    }
+    int rc = advance_cp(st, sid, cp, id);
+    if (rc == ERR_OK) st->cls_pool[slot] = *id;
+    return rc;
+}
+
+/* Gives a state that is stepped from often a direct transition table, so the trie walk mostly
+ * costs one array read per trie node. Failing to allocate one only costs speed. */
+static void densify(struct grammar_state *st, uint32_t sid)
+{
+    if (st->n_dense + 256 > DENSE_MAX) return;
+    if (st->n_dense + 256 > st->dense_cap &&
+        grow_array((void **)&st->dense_tab, &st->dense_cap, st->n_dense + 256,
+                   sizeof *st->dense_tab) != ERR_OK)
+        return;
+    for (uint32_t b = 0; b < 256; b++)
+        st->dense_tab[st->n_dense + b] = UNKNOWN;
+    st->ds[sid].dense = st->n_dense;
+    st->n_dense += 256;
+}
+
+/* Next dstate of sid over an ASCII byte, through the hash cache. */
+static int step_ascii_slow(struct grammar_state *st, uint32_t sid, uint8_t byte, uint32_t *id)
 {
     uint64_t key = (uint64_t)sid << 8 | byte;
     struct table *t = &st->trans_tab;
-    if (t->cap) {
-        uint32_t i = table_probe(t, key);
-        if (t->key[i] == key) {
-            *id = t->val[i];
-            return ERR_OK;
-        }
+    uint32_t i = t->cap ? table_probe(t, key) : 0;
+    if (t->cap && t->key[i] == key) {
+        *id = t->val[i];
+    } else {
+        int rc = advance_cp(st, sid, byte, id);
+        if (rc == ERR_OK) rc = table_reserve(t);
+        if (rc != ERR_OK) return rc;
+        i = table_probe(t, key);
+        t->key[i] = key;
+        t->val[i] = *id;
+        t->n++;
     }
-    int rc = compute_step(st, sid, byte, id);
-    if (rc == ERR_OK) rc = table_reserve(t);
-    if (rc != ERR_OK) return rc;
-    uint32_t i = table_probe(t, key);
-    t->key[i] = key;
-    t->val[i] = *id;
-    t->n++;
+    struct dstate *d = &st->ds[sid];
+    if (d->dense == NONE && ++d->n_lookups >= DENSE_AFTER) densify(st, sid);
+    if (d->dense != NONE) st->dense_tab[d->dense + byte] = *id;
     return ERR_OK;
+}
+
+/* A UTF-8 lead byte from sid: the partial position, or dead. */
+static uint64_t step_lead(struct grammar_state *st, uint32_t sid, uint8_t byte)
+{
+    uint32_t len = byte >= 0xC2 && byte <= 0xDF   ? 2
+                   : byte >= 0xE0 && byte <= 0xEF ? 3
+                   : byte >= 0xF0 && byte <= 0xF4 ? 4
+                                                  : 0;
+    uint32_t value = byte & (0x7Fu >> len), dn = st->ds[sid].dense;
+    uint32_t viable = dn != NONE ? st->dense_tab[dn + byte] : UNKNOWN;
+    if (viable == UNKNOWN) {
+        viable = len && prefix_viable(st, sid, value, len - 1, len) ? 0 : NONE;
+        if (dn != NONE) st->dense_tab[dn + byte] = viable;
+    }
+    return viable == NONE ? POS_DEAD : (uint64_t)pcode(value, len - 1, len) << 32 | sid;
+}
+
+/* A continuation byte inside a UTF-8 sequence. */
+static int step_cont(struct grammar_state *st, uint64_t pos, uint8_t byte, uint64_t *out)
+{
+    uint32_t sid = (uint32_t)pos, pc = (uint32_t)(pos >> 32);
+    uint32_t len = pc >> 28, need = (pc >> 24) & 3, value = pc & 0xFFFFFFu;
+    *out = POS_DEAD;
+    if ((byte & 0xC0) != 0x80) return ERR_OK;
+    value = value << 6 | (byte & 0x3Fu);
+    if (need > 1) {
+        if (prefix_viable(st, sid, value, need - 1, len))
+            *out = (uint64_t)pcode(value, need - 1, len) << 32 | sid;
+        return ERR_OK;
+    }
+    if (value < min_cp_of_len[len] || value > 0x10FFFF || (value >= 0xD800 && value <= 0xDFFF))
+        return ERR_OK;
+    uint32_t id;
+    int rc = complete_cp(st, sid, value, &id);
+    if (rc == ERR_OK && id != NONE) *out = id;
+    return rc;
+}
+
+/* The position after one byte; *out = POS_DEAD when the byte is rejected. */
+static inline int step(struct grammar_state *st, uint64_t pos, uint8_t byte, uint64_t *out)
+{
+    uint32_t sid = (uint32_t)pos;
+    if (pos >> 32) return step_cont(st, pos, byte, out);
+    if (byte >= 0x80) {
+        *out = step_lead(st, sid, byte);
+        return ERR_OK;
+    }
+    uint32_t dn = st->ds[sid].dense, id = NONE;
+    if (dn != NONE && (id = st->dense_tab[dn + byte]) != UNKNOWN) {
+        *out = id == NONE ? POS_DEAD : id;
+        return ERR_OK;
+    }
+    int rc = step_ascii_slow(st, sid, byte, &id);
+    *out = id == NONE ? POS_DEAD : id;
+    return rc;
 }
 
 static void state_deinit(struct grammar_state *st)
@@ -386,6 +502,8 @@ static void state_deinit(struct grammar_state *st)
     table_deinit(&st->trans_tab);
     mem_free(st->work);
     mem_free(st->out);
+    mem_free(st->dense_tab);
+    mem_free(st->cls_pool);
 }
 
 void grammar_state_free(struct grammar_state *st)
@@ -415,9 +533,11 @@ int grammar_state_new(const struct gbnf *g, struct grammar_state **out)
             rc = push_work(st, &n_work, i, NONE);
         if (g->elems[i].op == GBNF_OP_END) break;
     }
-    if (rc == ERR_OK) rc = expand(st, n_work, &st->cur);
-    if (rc == ERR_OK && st->cur == NONE)
+    uint32_t sid = NONE;
+    if (rc == ERR_OK) rc = expand(st, n_work, &sid);
+    if (rc == ERR_OK && sid == NONE)
         rc = ERR_INVALID; // cannot happen for a grammar gbnf_compile accepted
+    st->cur = sid;
     if (rc != ERR_OK) {
         grammar_state_free(st);
         return rc;
@@ -450,20 +570,18 @@ int grammar_state_clone(const struct grammar_state *src, struct grammar_state **
     struct grammar_state *st;
     int rc = state_alloc(src->g, &st);
     if (rc != ERR_OK) return rc;
-    const struct dstate *d = &src->ds[src->cur];
-    const struct dstate *full = d->base == NONE ? d : &src->ds[d->base];
-    uint32_t *set = mem_alloc((full->set_n + 1) * sizeof *set);
+    const struct dstate *d = &src->ds[(uint32_t)src->cur];
+    uint32_t *set = mem_alloc((d->set_n + 1) * sizeof *set), sid = NONE;
     if (!set) rc = ERR_NOMEM;
-    for (uint32_t i = 0; rc == ERR_OK && i < full->set_n; i++)
-        rc = copy_stack(st, src, src->set_pool[full->set_off + i], &set[i]);
+    for (uint32_t i = 0; rc == ERR_OK && i < d->set_n; i++)
+        rc = copy_stack(st, src, src->set_pool[d->set_off + i], &set[i]);
     if (rc == ERR_OK) {
         // New ids keep the order only by luck; the set must be sorted to be interned.
-        if (full->set_n > 1) qsort(set, full->set_n, sizeof *set, cmp_u32);
-        struct dstate nd = {.set_n = full->set_n, .base = NONE, .has_accept = full->has_accept};
-        rc = intern_dstate(st, nd, set, &st->cur);
+        if (d->set_n > 1) qsort(set, d->set_n, sizeof *set, cmp_u32);
+        struct dstate nd = {.set_n = d->set_n, .has_accept = d->has_accept};
+        rc = intern_dstate(st, nd, set, &sid);
     }
-    if (rc == ERR_OK && d->base != NONE)
-        rc = partial_state(st, st->cur, d->value, d->need, d->len, &st->cur);
+    st->cur = (src->cur >> 32) << 32 | sid; // the partial code carries over as is
     mem_free(set);
     if (rc != ERR_OK) {
         grammar_state_free(st);
@@ -477,7 +595,9 @@ int grammar_state_clone(const struct grammar_state *src, struct grammar_state **
  * failure here is harmless: the old caches stay. */
 static void maybe_flush(struct grammar_state *st)
 {
-    if (st->n_nodes + st->n_ds + st->trans_tab.n < CACHE_SOFT) return;
+    bool is_dense_full = st->n_dense + 256 > DENSE_MAX;
+    if (!is_dense_full && st->n_nodes + st->n_ds + st->trans_tab.n + st->n_cls / 4 < CACHE_SOFT)
+        return;
     struct grammar_state *fresh;
     if (grammar_state_clone(st, &fresh) != ERR_OK) return;
     struct grammar_state tmp = *st;
@@ -490,24 +610,24 @@ int grammar_state_accept_bytes(struct grammar_state *st, const void *bytes, size
 {
     const uint8_t *b = bytes;
     maybe_flush(st);
-    uint32_t sid = st->cur;
+    uint64_t pos = st->cur;
     for (size_t i = 0; i < len; i++) {
-        int rc = step(st, sid, b[i], &sid);
+        int rc = step(st, pos, b[i], &pos);
         if (rc != ERR_OK) return rc;
-        if (sid == NONE) return ERR_INVALID;
+        if (pos == POS_DEAD) return ERR_INVALID;
     }
-    st->cur = sid;
+    st->cur = pos;
     return ERR_OK;
 }
 
 bool grammar_state_can_end(const struct grammar_state *st)
 {
-    return st->ds[st->cur].need == 0 && st->ds[st->cur].has_accept;
+    return (st->cur >> 32) == 0 && st->ds[(uint32_t)st->cur].has_accept;
 }
 
 bool grammar_state_is_done(const struct grammar_state *st)
 {
-    return st->ds[st->cur].need == 0 && st->ds[st->cur].set_n == 0;
+    return (st->cur >> 32) == 0 && st->ds[(uint32_t)st->cur].set_n == 0;
 }
 
 /* ---- vocabulary trie ---- */
@@ -677,18 +797,18 @@ int grammar_mask(struct grammar_state *st, const struct grammar_vocab *gv, uint3
     maybe_flush(st);
     memset(allowed, 0, grammar_vocab_mask_words(gv) * sizeof *allowed);
     const struct tnode *nodes = gv->nodes;
-    uint32_t *sid_at = st->depth_sid;
-    sid_at[0] = st->cur;
+    uint64_t *pos_at = st->depth_pos;
+    pos_at[0] = st->cur;
     for (uint32_t i = 0; i < gv->n_nodes;) {
         const struct tnode *t = &nodes[i];
-        uint32_t sid;
-        int rc = step(st, sid_at[t->depth - 1], t->byte, &sid);
+        uint64_t pos;
+        int rc = step(st, pos_at[t->depth - 1], t->byte, &pos);
         if (rc != ERR_OK) return rc;
-        if (sid == NONE) {
+        if (pos == POS_DEAD) {
             i = t->subtree_end;
             continue;
         }
-        sid_at[t->depth] = sid;
+        pos_at[t->depth] = pos;
         for (uint32_t k = 0; k < t->tok_n; k++) {
             uint32_t id = gv->sorted_ids[t->tok_start + k];
             allowed[id / 32] |= 1u << (id % 32);
@@ -721,12 +841,12 @@ int grammar_state_allows_token(struct grammar_state *st, const struct grammar_vo
         return ERR_OK;
     }
     maybe_flush(st);
-    uint32_t sid = st->cur;
-    for (size_t i = 0; i < len && sid != NONE; i++) {
-        int rc = step(st, sid, (uint8_t)gv->blob[off + i], &sid);
+    uint64_t pos = st->cur;
+    for (size_t i = 0; i < len && pos != POS_DEAD; i++) {
+        int rc = step(st, pos, (uint8_t)gv->blob[off + i], &pos);
         if (rc != ERR_OK) return rc;
     }
-    *out = sid != NONE;
+    *out = pos != POS_DEAD;
     return ERR_OK;
 }
 

@@ -135,6 +135,7 @@ static void test_repetitions(void **state)
     assert_false(matches(g, "12-abc-x-"));
     assert_false(matches(g, "12-abc-xx-ccc"));
     assert_true(matches("root ::= \"a\"{0}", ""));
+    assert_true(matches("root ::= \"\"* \"\"{3} \"b\"", "b"));
     assert_false(matches("root ::= \"a\"{0}", "a"));
 }
 
@@ -425,6 +426,61 @@ static void test_mask_matches_brute_force(void **state)
     vocab_release(&v);
 }
 
+/* Code points in different classes of the stack tops lead to different states. */
+static void test_mask_code_point_classes(void **state)
+{
+    (void)state;
+    struct test_vocab v;
+    vocab_make(&v, 9);
+    static const char *extra[] = {"\xc3\xa9"
+                                  "1",
+                                  "\xe4\xb8\xad"
+                                  "2",
+                                  "\xe4\xb8\xad"
+                                  "3",
+                                  "\xe6\x96\x87"
+                                  "3",
+                                  "\xc3\xa9"
+                                  "3",
+                                  "\xf0\x9f\x98\x80"
+                                  "3",
+                                  "\xe4\xb8",
+                                  "\xc3"};
+    for (size_t i = 0; i < sizeof extra / sizeof *extra; i++)
+        vocab_add(&v, extra[i], strlen(extra[i]));
+    struct grammar_vocab *gv = vocab_build(&v);
+    struct gbnf *g = compile_ok("root ::= ( [\\u00e0-\\u00ff] \"1\" | [\\u4e00-\\u4e2f] \"2\" | "
+                                "[^\\x00-\\x7f] \"3\" | [a-z] )*");
+    struct grammar_state *st;
+    assert_int_equal(grammar_state_new(g, &st), ERR_OK);
+    static const char *steps[] = {"\xc3\xa9"
+                                  "1",
+                                  "a",
+                                  "\xe4\xb8",
+                                  "\xad",
+                                  "2",
+                                  "\xe6\x96\x87",
+                                  "3",
+                                  "\xf0\x9f\x98\x80",
+                                  "3",
+                                  "\xc3\xa9",
+                                  "3"};
+    for (size_t i = 0; i < sizeof steps / sizeof *steps; i++) {
+        check_mask(st, gv, &v);
+        assert_int_equal(grammar_state_accept_bytes(st, steps[i], strlen(steps[i])), ERR_OK);
+    }
+    check_mask(st, gv, &v);
+    assert_int_equal(grammar_state_accept_bytes(st,
+                                                "\xe6\x96\x87"
+                                                "2",
+                                                4),
+                     ERR_INVALID);
+    grammar_state_free(st);
+    gbnf_free(g);
+    grammar_vocab_free(gv);
+    vocab_release(&v);
+}
+
 static void test_eog_and_tokens(void **state)
 {
     (void)state;
@@ -510,6 +566,66 @@ static void test_compile_alloc_failures(void **state)
     vocab_release(&v);
 }
 
+/* Mutated grammars and random input: every outcome is an error code or a working state. */
+static void test_mutations_never_crash(void **state)
+{
+    (void)state;
+    static const char alphabet[] = "\"[]()|*+?{},.^-\\#\n ::=axroot0123456789";
+    struct test_vocab v;
+    vocab_make(&v, 11);
+    struct grammar_vocab *gv = vocab_build(&v);
+    uint32_t *mask = calloc(grammar_vocab_mask_words(gv), sizeof *mask);
+    assert_non_null(mask);
+    size_t n_src = strlen(json_gbnf);
+    char *src = malloc(n_src + 1);
+    assert_non_null(src);
+    srand(42);
+    int n_ok = 0;
+    for (int iter = 0; iter < 1500; iter++) {
+        memcpy(src, json_gbnf, n_src + 1);
+        size_t len = n_src;
+        for (int m = 0; m < 1 + iter % 4; m++) {
+            size_t at = (size_t)rand() % len;
+            if (rand() % 3 == 0 && len > 1) // delete a byte
+                memmove(src + at, src + at + 1, len-- - at);
+            else
+                src[at] = rand() % 8 ? alphabet[rand() % (int)(sizeof alphabet - 1)]
+                                     : (char)(rand() % 256);
+        }
+        struct gbnf *g = NULL;
+        struct errmsg e = {{0}};
+        int rc = gbnf_compile(src, len, &g, &e);
+        if (rc != ERR_OK) {
+            assert_true(rc == ERR_FORMAT || rc == ERR_LIMIT || rc == ERR_UNSUPPORTED);
+            assert_true(e.msg[0] != '\0');
+            continue;
+        }
+        n_ok++;
+        struct grammar_state *st;
+        rc = grammar_state_new(g, &st);
+        if (rc == ERR_OK) {
+            for (int k = 0; k < 20; k++) {
+                char in[4];
+                for (int b = 0; b < 4; b++)
+                    in[b] = alphabet[rand() % (int)(sizeof alphabet - 1)];
+                rc = grammar_state_accept_bytes(st, in, 1 + (size_t)(rand() % 4));
+                assert_true(rc == ERR_OK || rc == ERR_INVALID || rc == ERR_LIMIT);
+            }
+            rc = grammar_mask(st, gv, mask);
+            assert_true(rc == ERR_OK || rc == ERR_LIMIT);
+            grammar_state_free(st);
+        } else {
+            assert_int_equal(rc, ERR_LIMIT);
+        }
+        gbnf_free(g);
+    }
+    assert_true(n_ok > 100); // the loop did exercise the matcher
+    free(src);
+    free(mask);
+    grammar_vocab_free(gv);
+    vocab_release(&v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -524,8 +640,10 @@ int main(void)
         cmocka_unit_test(test_utf8_split_and_state_unchanged_on_reject),
         cmocka_unit_test(test_json_grammar),
         cmocka_unit_test(test_mask_matches_brute_force),
+        cmocka_unit_test(test_mask_code_point_classes),
         cmocka_unit_test(test_eog_and_tokens),
         cmocka_unit_test(test_compile_alloc_failures),
+        cmocka_unit_test(test_mutations_never_crash),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

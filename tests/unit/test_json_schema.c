@@ -20,7 +20,7 @@
 static json_t *load(const char *text)
 {
     json_error_t je;
-    json_t *j = json_loads(text, JSON_DECODE_ANY, &je);
+    json_t *j = json_loads(text, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
     if (!j) print_error("bad test JSON: %s (%s)\n", je.text, text);
     assert_non_null(j);
     return j;
@@ -157,6 +157,8 @@ static void test_arrays(void **state)
         "\"number\"}]}",
         (const char *[]){"+[\"a\", 1.5]", "-[\"a\"]", "-[1, \"a\"]", "-[\"a\", 1, 2]", NULL});
     check_docs("{\"type\": \"array\"}", (const char *[]){"+[]", "+[1, \"a\", [null]]", NULL});
+    check_docs("{\"type\": \"array\", \"uniqueItems\": false}", (const char *[]){"+[1, 1]", NULL});
+    expect_fail("{\"prefixItems\": [{}, {}], \"maxItems\": 1}", ERR_UNSUPPORTED, "prefixItems");
 }
 
 static void test_enum_const_unions(void **state)
@@ -232,6 +234,11 @@ static void test_patterns(void **state)
     check_docs(
         "{\"pattern\": \"^\\\\w\\\\s.$\"}",
         (const char *[]){"+\"_ x\"", "+\"a\\tb\"", "+\"a\\nb\"", "-\"a \\n\"", "-\"- x\"", NULL});
+    check_docs("{\"pattern\": \"^\\u007f\\u0001\\u0000\\u001f$\"}", // JSON escapes what it must
+               (const char *[]){"+\"\x7f\\u0001\\u0000\\u001F\"", "+\"\x7f\\u0001\\u0000\\u001f\"",
+                                "-\"\x7f\x01\\u0000\\u001f\"", NULL});
+    expect_fail("{\"pattern\": \"^(a*)*$\"}", ERR_UNSUPPORTED, "cannot be used as a grammar");
+    expect_fail("{\"pattern\": \"^[^\\\\s\\\\S]$\"}", ERR_UNSUPPORTED, "can match nothing");
     expect_fail("{\"pattern\": \"^a(?=b)$\"}", ERR_UNSUPPORTED, "pattern");
     expect_fail("{\"pattern\": \"^a\\\\bc$\"}", ERR_UNSUPPORTED, "unsupported escape");
     expect_fail("{\"pattern\": \"^a$b$\"}", ERR_UNSUPPORTED, "anchor");
