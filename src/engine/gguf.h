@@ -30,12 +30,14 @@ enum gguf_value_type {
 #define GGUF_MAX_DIMS 4
 
 struct gguf_tensor {
-    struct str name;          // borrowed from the mapping; not NUL-terminated
-    uint32_t type;            // ggml type id (enum quant_type), validated as known
-    int n_dims;               // 1..GGUF_MAX_DIMS
-    int64_t ne[GGUF_MAX_DIMS]; // elements per dimension, ne[0] innermost; unused dims are 1
-    const void *data;         // into the mapping, aligned to the file's alignment
-    size_t size;              // bytes
+    struct str name;           // borrowed from the mapping; not NUL-terminated
+    uint32_t type;             // ggml type id (enum quant_type), validated as known
+    int n_dims;                // 1..GGUF_MAX_DIMS
+    int64_t ne[GGUF_MAX_DIMS]; // elements per dimension, ne[0] innermost; unused dims are 1.
+                               // The total is a multiple of the type's block length; ne[0]
+                               // may not be in files from early quantizers (check rows).
+    const void *data;          // into the mapping, aligned to the file's alignment
+    size_t size;               // bytes
 };
 
 struct gguf;
@@ -54,11 +56,26 @@ void gguf_close(struct gguf *g);
 
 uint32_t gguf_version(const struct gguf *g);
 size_t gguf_file_size(const struct gguf *g);
+/* general.alignment (default 32) and the byte offset where the tensor data section starts. */
+uint32_t gguf_alignment(const struct gguf *g);
+size_t gguf_data_offset(const struct gguf *g);
+
+/* ggml's name of a tensor type id ("q4_K"), or NULL when the id is unknown. Cannot fail. */
+const char *gguf_type_name(uint32_t type);
+/* Elements per block and bytes per block of a tensor type id: ERR_OK, or ERR_UNSUPPORTED for
+ * an unknown id. Knows every ggml type, including ones the engine has no kernels for. */
+int gguf_type_size(uint32_t type, int64_t *block_len, size_t *block_bytes);
+/* Bytes of one scalar of a value type; 0 for STRING, ARRAY and unknown types. */
+size_t gguf_value_size(enum gguf_value_type type);
 
 /* Metadata keys by index, 0..gguf_key_count()-1. */
 int64_t gguf_key_count(const struct gguf *g);
 struct str gguf_key_name(const struct gguf *g, int64_t idx);
 enum gguf_value_type gguf_key_type(const struct gguf *g, int64_t idx);
+
+/* The raw little-endian bytes of key idx's scalar value, or the packed elements of its numeric
+ * array; NULL for strings, string arrays and idx out of range. Borrowed, possibly unaligned. */
+const void *gguf_key_raw(const struct gguf *g, int64_t idx);
 
 /* Index of a key, or -1. */
 int64_t gguf_find_key(const struct gguf *g, const char *key);
@@ -75,6 +92,11 @@ int gguf_get_str(const struct gguf *g, const char *key, struct str *out);
 /* Arrays: element type and count. ERR_OK, ERR_NOT_FOUND, ERR_FORMAT (not an array). */
 int gguf_get_arr(const struct gguf *g, const char *key, enum gguf_value_type *elem_type,
                  int64_t *n);
+/* A numeric or bool array in place: *data points at n packed little-endian elements of
+ * gguf_value_size(elem_type) bytes each, borrowed from the mapping and possibly unaligned
+ * (read with memcpy). ERR_OK, ERR_NOT_FOUND, ERR_FORMAT (not an array, or of strings). */
+int gguf_get_arr_data(const struct gguf *g, const char *key, enum gguf_value_type *elem_type,
+                      int64_t *n, const void **data);
 /* Element i of a string array (ERR_OK, ERR_NOT_FOUND, ERR_FORMAT, ERR_INVALID for i out of
  * range). The slice is borrowed from the mapping. */
 int gguf_get_arr_str(const struct gguf *g, const char *key, int64_t i, struct str *out);
