@@ -7,6 +7,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "engine/gguf.h"
 #include "engine/quants/quants.h"
 #include "util/err.h"
 #include "util/mem.h"
@@ -454,6 +455,78 @@ static void test_vec_dot_tile(void **state)
     }
 }
 
+/* The stories260K files were quantized by llama.cpp from the F32 file: dequantized tensors
+ * must be close to it, and re-quantizing the F32 data must reproduce the file's bytes (the
+ * 32-element formats use ggml's reference rounding, which we follow). */
+static void cross_check_file(const struct gguf *f32, const char *path, int64_t *n_checked)
+{
+    struct gguf *q = NULL;
+    struct errmsg err;
+    assert_int_equal(gguf_open(path, &q, &err), ERR_OK);
+    for (int64_t i = 0; i < gguf_tensor_count(q); i++) {
+        const struct gguf_tensor *tq = gguf_tensor_at(q, i);
+        if (tq->type == QUANT_F32) continue;
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)tq->name.len, tq->name.ptr);
+        const struct gguf_tensor *tf = gguf_find_tensor(f32, name);
+        assert_non_null(tf);
+        assert_int_equal(tf->type, QUANT_F32);
+        const struct quant_traits *tr = quant_traits_ref(tq->type);
+        assert_non_null(tr);
+        int64_t n = 1;
+        for (int d = 0; d < tq->n_dims; d++)
+            n *= tq->ne[d];
+        float *deq = mem_alloc((size_t)n * sizeof(float));
+        float *src = mem_alloc((size_t)n * sizeof(float));
+        uint8_t *requant = mem_alloc(tq->size);
+        assert_true(deq && src && requant);
+        memcpy(src, tf->data, (size_t)n * sizeof(float));
+        tr->to_float(tq->data, deq, n);
+        tr->from_float(src, requant, n);
+        for (int64_t e = 0; e < n; e++)
+            deq[e] -= src[e];
+        double rel = rms(deq, n) / rms(src, n);
+        double bound = 0.0; // trained weights have heavier tails than uniform data: 1.5x
+        for (size_t c = 0; c < N_CASES; c++)
+            if (cases[c].type == tq->type) bound = 1.5 * cases[c].rt;
+        if (getenv("SHOW_ERR"))
+            printf("%s %s %s rel %.5f bytes %s\n", path, name, tr->name, rel,
+                   memcmp(requant, tq->data, tq->size) == 0 ? "same" : "DIFF");
+        else if (rel > bound)
+            fail_msg("%s %s: dequantized error %.5f > %.5f", path, name, rel, bound);
+        if (!getenv("SHOW_ERR") && memcmp(requant, tq->data, tq->size) != 0)
+            fail_msg("%s %s: re-quantized bytes differ from the file", path, name);
+        (*n_checked)++;
+        mem_free(deq);
+        mem_free(src);
+        mem_free(requant);
+    }
+    gguf_close(q);
+}
+
+static void test_cross_check_stories260k(void **state)
+{
+    (void)state;
+    const char *dir = "../shared/models/llama/";
+    char path[256];
+    struct gguf *f32 = NULL;
+    struct errmsg err;
+    snprintf(path, sizeof path, "%sstories260K.gguf", dir);
+    if (gguf_open(path, &f32, &err) != ERR_OK) {
+        printf("skip: %s not available\n", path);
+        skip();
+    }
+    static const char *const variants[] = {"F16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"};
+    int64_t n_checked = 0;
+    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+        snprintf(path, sizeof path, "%sstories260K-%s.gguf", dir, variants[v]);
+        cross_check_file(f32, path, &n_checked);
+    }
+    printf("cross-checked %lld tensors\n", (long long)n_checked);
+    assert_true(n_checked > 100);
+    gguf_close(f32);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -464,10 +537,15 @@ static int setup(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_type_table),      cmocka_unit_test(test_known_blocks_32),
-        cmocka_unit_test(test_known_blocks_k),  cmocka_unit_test(test_known_floats),
-        cmocka_unit_test(test_roundtrip_error), cmocka_unit_test(test_degenerate_rows),
-        cmocka_unit_test(test_vec_dot),         cmocka_unit_test(test_vec_dot_tile),
+        cmocka_unit_test(test_type_table),
+        cmocka_unit_test(test_known_blocks_32),
+        cmocka_unit_test(test_known_blocks_k),
+        cmocka_unit_test(test_known_floats),
+        cmocka_unit_test(test_roundtrip_error),
+        cmocka_unit_test(test_degenerate_rows),
+        cmocka_unit_test(test_vec_dot),
+        cmocka_unit_test(test_vec_dot_tile),
+        cmocka_unit_test(test_cross_check_stories260k),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
