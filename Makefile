@@ -125,7 +125,7 @@ bench: benches
 # Each header must compile on its own.
 check-headers:
 	@for h in $$(find src -name '*.h' ! -name '*_internal.h'); do \
-	  echo "#include \"$${h#src/}\"" | $(CC) $(filter-out -MMD -MP,$(CPPFLAGS)) -std=c11 $(WARN) -fsyntax-only -x c - \
+	  printf "#include \"%s\"\nint check_headers_tu;\n" "$${h#src/}" | $(CC) $(filter-out -MMD -MP,$(CPPFLAGS)) -std=c11 $(WARN) -fsyntax-only -x c - \
 	  || exit 1; done; echo "headers: ok"
 
 FORMAT_FILES = $(shell find src tests/unit tests/fuzz tools bench -name '*.[ch]' 2>/dev/null)

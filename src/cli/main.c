@@ -1,5 +1,7 @@
 /* llamapi: the command-line client. Server-facing subcommands talk HTTP to llamapi-server;
  * `serve` runs the server in the foreground; local tools (tokenize, template, …) read files. */
+#include "cli/cmd_template.h"
+#include "cli/cmd_tokenize.h"
 #include "cli/commands.h"
 #include "server/version.h"
 
@@ -19,6 +21,9 @@ static void usage(FILE *f)
                "  load PATH|NAME [--id ID] [--instances N] [--queue-size N]\n"
                "  unload ID\n"
                "  resize ID INSTANCES\n"
+               "  tokenize -m FILE.gguf [--ids|--pieces] [--no-special] [--add-bos] [-p TEXT]\n"
+               "  detokenize -m FILE.gguf IDS...\n"
+               "  template render (--template FILE.jinja | -m FILE.gguf) --context CTX.json\n"
                "  version\n\n"
                "The server address comes from --host/--port or LLAMAPI_HOST/LLAMAPI_PORT\n"
                "(default 127.0.0.1:9265); the key from --api-key or LLAMAPI_API_KEY.\n");
@@ -48,6 +53,16 @@ static int run_serve(char *argv0, int argc, char **argv)
     fprintf(stderr, "llamapi: cannot run %s\n", server);
     return 1;
 }
+
+/* Local subcommands: they read files themselves and take argv with their own name first. */
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} local_commands[] = {
+    {"tokenize", cli_cmd_tokenize},
+    {"detokenize", cli_cmd_detokenize},
+    {"template", cli_cmd_template},
+};
 
 struct command {
     const char *name;
@@ -93,6 +108,9 @@ int main(int argc, char **argv)
         printf("llamapi %s\n", LLAMAPI_VERSION);
         return 0;
     }
+    for (size_t k = 0; k < sizeof local_commands / sizeof local_commands[0]; k++)
+        if (strcmp(cmd, local_commands[k].name) == 0)
+            return local_commands[k].run(argc - i, argv + i);
     for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++) {
         if (strcmp(cmd, commands[k].name) != 0)
             continue;

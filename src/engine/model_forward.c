@@ -367,7 +367,7 @@ static int check_batch(const struct engine_model *m, const struct engine_batch_i
 int engine_decode(struct engine_model *m, struct threadpool *tp, struct engine_batch_item *items,
                   int n_items, struct errmsg *err)
 {
-    int n_tok;
+    int n_tok = 0;
     int rc = check_batch(m, items, n_items, &n_tok, err);
     if (rc != ERR_OK)
         return rc;
