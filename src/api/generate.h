@@ -15,13 +15,16 @@
 
 #include <stdbool.h>
 
+struct metrics;
+
 struct gen_options {
-    const char *const *stops;         // stop strings (borrowed for gen_session_start)
+    const char *const *stops; // stop strings (borrowed for gen_session_start)
     int n_stops;
-    bool parse_tools;                 // run the tool-call parser on the content
+    bool parse_tools; // run the tool-call parser on the content
     enum toolcall_format tool_format;
-    enum reasoning_format reasoning;  // REASONING_FORMAT_NONE: everything is content
-    bool reasoning_starts_inside;     // the prompt opened a reasoning block
+    enum reasoning_format reasoning; // REASONING_FORMAT_NONE: everything is content
+    bool reasoning_starts_inside;    // the prompt opened a reasoning block
+    struct metrics *metrics;         // counters to update (borrowed, outlives the session) or NULL
 };
 
 #define GEN_DELTA_MAX_CALLS 16
@@ -30,14 +33,14 @@ struct gen_options {
 struct gen_delta {
     struct str content;
     struct str reasoning;
-    int n_calls;                      // complete tool calls found in this step
+    int n_calls;                                // complete tool calls found in this step
     struct toolcall calls[GEN_DELTA_MAX_CALLS]; // strings borrowed until gen_session_end
-    int call_index[GEN_DELTA_MAX_CALLS]; // position among the output's calls
+    int call_index[GEN_DELTA_MAX_CALLS];        // position among the output's calls
     bool is_done;
-    const char *finish_reason;        // when done: "stop", "length", "tool_calls", or NULL on error
-    bool is_stop_string;              // finished on a stop string (index in stop_index)
+    const char *finish_reason; // when done: "stop", "length", "tool_calls", or NULL on error
+    bool is_stop_string;       // finished on a stop string (index in stop_index)
     int stop_index;
-    int error_status;                 // when done with an error: HTTP status
+    int error_status; // when done with an error: HTTP status
     char error_message[512];
 };
 
@@ -59,6 +62,10 @@ bool gen_session_next(struct gen_session *s, int timeout_ms, struct gen_delta *d
 int gen_session_n_prompt(const struct gen_session *s);
 int gen_session_n_completion(const struct gen_session *s);
 void gen_session_timings(struct gen_session *s, struct request_timings *out);
+/* The token events the last gen_session_next() consumed (ids, and log-probabilities when
+ * params.n_probs > 0), in order. Borrowed until the next gen_session_next(). Cannot fail. */
+const struct gen_event *gen_session_events(const struct gen_session *s, int *n);
+
 /* Tool calls found so far (borrowed). */
 const struct toolcall *gen_session_calls(const struct gen_session *s, int *n);
 

@@ -1,6 +1,7 @@
 /* llamapi-server: parse flags, start the HTTP front end, wait for SIGINT/SIGTERM, shut down
  * cleanly (stop accepting, end in-flight requests, free everything, exit 0). */
 #define _XOPEN_SOURCE 700 // realpath()
+#include "api/metrics.h"
 #include "core/manager.h"
 #include "server/config.h"
 #include "server/http.h"
@@ -46,11 +47,14 @@ static int load_startup_models(const struct server_config *config, struct manage
             const char *base = strrchr(path, '/');
             snprintf(id, sizeof id, "%.255s", base ? base + 1 : path);
             size_t n = strlen(id);
-            if (n > 5 && strcmp(id + n - 5, ".gguf") == 0)
-                id[n - 5] = '\0';
+            if (n > 5 && strcmp(id + n - 5, ".gguf") == 0) id[n - 5] = '\0';
         }
-        struct manager_load args = {.id = id, .path = path, .n_instances = config->n_parallel,
-                                    .queue_size = -1, .n_ctx = config->n_ctx};
+        struct manager_load args = {.id = id,
+                                    .path = path,
+                                    .n_instances = config->n_parallel,
+                                    .queue_size = -1,
+                                    .n_ctx = config->n_ctx,
+                                    .force_embedding = config->force_embedding};
         int actual = 0;
         enum load_failure why;
         struct errmsg err;
@@ -77,8 +81,21 @@ static int serve(const struct server_config *config)
         log_error("out of memory");
         return 1;
     }
-    struct api_ctx ctx = {.manager = manager, .config = config,
-                          .started_unix_s = clock_unix_s()};
+    struct metrics metrics; // outlives the HTTP server, which is stopped first
+    metrics_init(&metrics);
+    struct api_ctx ctx = {
+        .manager = manager,
+        .config = config,
+        .started_unix_s = clock_unix_s(),
+        .gen_defaults = &config->gen_defaults,
+        .metrics = &metrics,
+        .version = LLAMAPI_VERSION,
+        .is_metrics_enabled = config->metrics_enabled,
+        .is_slots_disabled = config->slots_disabled,
+        .load_instances = config->n_parallel,
+        .load_n_ctx = config->n_ctx,
+        .models_dir = config->models_dir,
+    };
     struct http_server *http = NULL;
     struct errmsg err;
     errmsg_clear(&err);
@@ -128,7 +145,8 @@ int main(int argc, char **argv)
         return 0;
     }
     log_set_level(config.log_disable ? LOG_LEVEL_OFF
-                                     : config.verbosity ? LOG_LEVEL_DEBUG : LOG_LEVEL_INFO);
+                  : config.verbosity ? LOG_LEVEL_DEBUG
+                                     : LOG_LEVEL_INFO);
     int status = serve(&config);
     config_deinit(&config);
     return status;

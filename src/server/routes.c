@@ -10,11 +10,9 @@
 static int pattern_match(const char *pattern, const char *path, struct str *param)
 {
     const char *brace = strstr(pattern, "{id}");
-    if (!brace)
-        return strcmp(pattern, path) == 0 ? 2 : 0;
+    if (!brace) return strcmp(pattern, path) == 0 ? 2 : 0;
     size_t prefix_len = (size_t)(brace - pattern);
-    if (strncmp(pattern, path, prefix_len) != 0 || path[prefix_len] == '\0')
-        return 0;
+    if (strncmp(pattern, path, prefix_len) != 0 || path[prefix_len] == '\0') return 0;
     param->ptr = path + prefix_len;
     param->len = strlen(path + prefix_len);
     return 1;
@@ -23,11 +21,9 @@ static int pattern_match(const char *pattern, const char *path, struct str *para
 static void allow_append(char *allow, size_t cap, const char *method)
 {
     size_t len = strlen(allow);
-    if (strstr(allow, method))
-        return;
+    if (strstr(allow, method)) return;
     const char *sep = len ? ", " : "";
-    if (len + strlen(sep) + strlen(method) + 1 > cap)
-        return;
+    if (len + strlen(sep) + strlen(method) + 1 > cap) return;
     strcat(allow, sep);
     strcat(allow, method);
 }
@@ -40,17 +36,14 @@ enum route_match route_find(const struct route *table, size_t n_routes, const ch
     int best_score = 0;
     struct str best_param = {"", 0};
     bool path_known = false;
-    if (allow_cap)
-        allow[0] = '\0';
+    if (allow_cap) allow[0] = '\0';
     for (size_t i = 0; i < n_routes; i++) {
         struct str p = {"", 0};
         int score = pattern_match(table[i].pattern, path, &p);
-        if (!score)
-            continue;
+        if (!score) continue;
         path_known = true;
         if (strcmp(table[i].method, method) != 0) {
-            if (allow_cap)
-                allow_append(allow, allow_cap, table[i].method);
+            if (allow_cap) allow_append(allow, allow_cap, table[i].method);
             continue;
         }
         if (score > best_score) {
@@ -76,6 +69,19 @@ static const struct route table[] = {
     {"POST", "/v1/models/resize", api_models_resize, ROUTE_BODY_JSON, false},
     {"POST", "/v1/models/unload", api_models_unload, ROUTE_BODY_JSON, false},
     {"POST", "/v1/chat/completions", api_chat_completions, ROUTE_BODY_JSON, false},
+    {"POST", "/v1/completions", api_completions, ROUTE_BODY_JSON, false},
+    {"POST", "/completion", api_native_completion, ROUTE_BODY_JSON, false},
+    {"POST", "/completions", api_native_completion, ROUTE_BODY_JSON, false},
+    {"POST", "/infill", api_native_infill, ROUTE_BODY_JSON, false},
+    {"POST", "/tokenize", api_native_tokenize, ROUTE_BODY_JSON, false},
+    {"POST", "/detokenize", api_native_detokenize, ROUTE_BODY_JSON, false},
+    {"POST", "/apply-template", api_native_apply_template, ROUTE_BODY_JSON, false},
+    {"GET", "/props", api_native_props, ROUTE_BODY_NONE, false},
+    {"GET", "/slots", api_native_slots, ROUTE_BODY_NONE, false},
+    {"GET", "/metrics", api_native_metrics, ROUTE_BODY_NONE, false},
+    {"GET", "/models", api_router_models, ROUTE_BODY_NONE, false},
+    {"POST", "/models/load", api_router_load, ROUTE_BODY_JSON, false},
+    {"POST", "/models/unload", api_router_unload, ROUTE_BODY_JSON, false},
 };
 
 const struct route *routes_table(size_t *n_routes)
