@@ -47,13 +47,11 @@ static int load_startup_models(const struct server_config *config, struct manage
             const char *base = strrchr(path, '/');
             snprintf(id, sizeof id, "%.255s", base ? base + 1 : path);
             size_t n = strlen(id);
-            if (n > 5 && strcmp(id + n - 5, ".gguf") == 0) id[n - 5] = '\0';
+            if (n > 5 && strcmp(id + n - 5, ".gguf") == 0)
+                id[n - 5] = '\0';
         }
-        struct manager_load args = {.id = id,
-                                    .path = path,
-                                    .n_instances = config->n_parallel,
-                                    .queue_size = -1,
-                                    .n_ctx = config->n_ctx,
+        struct manager_load args = {.id = id, .path = path, .n_instances = config->n_parallel,
+                                    .queue_size = -1, .n_ctx = config->n_ctx,
                                     .force_embedding = config->force_embedding};
         int actual = 0;
         enum load_failure why;
@@ -145,8 +143,7 @@ int main(int argc, char **argv)
         return 0;
     }
     log_set_level(config.log_disable ? LOG_LEVEL_OFF
-                  : config.verbosity ? LOG_LEVEL_DEBUG
-                                     : LOG_LEVEL_INFO);
+                                     : config.verbosity ? LOG_LEVEL_DEBUG : LOG_LEVEL_INFO);
     int status = serve(&config);
     config_deinit(&config);
     return status;
