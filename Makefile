@@ -47,7 +47,7 @@ SERVER   := $(O)/bin/llamapi-server
 CLI      := $(O)/bin/llamapi
 
 .SECONDARY:
-.PHONY: all lib tests tools benches test unit asan tsan run clean format format-check deps \
+.PHONY: demo-model all lib tests tools benches test unit asan tsan run clean format format-check deps \
         e2e bench check-headers
 all: $(SERVER) $(CLI) $(TOOL_BIN)
 lib: $(LIB)
@@ -114,10 +114,21 @@ asan:
 tsan:
 	@$(MAKE) --no-print-directory BUILD=tsan all tests
 
+# The demo model `make run` serves when no other is given: a small qwen2-shaped model with
+# random weights and a ChatML template, written by our own gguf-synth (it answers gibberish;
+# it is there so the API works on a fresh machine).
+DEMO_MODEL := $(O)/models/demo.gguf
+$(DEMO_MODEL): $(O)/bin/gguf-synth
+	@mkdir -p $(@D)
+	@$(O)/bin/gguf-synth --arch qwen2 --layers 4 --embd 256 --heads 4 --heads-kv 2 --ffn 512 \
+	  --ctx 2048 --type q8_0 --tied --seed 42 -o $@
+demo-model: $(DEMO_MODEL)
+
 # deps first, then a fresh make: pkg-config flags are read when make parses this file.
+RUN_ARGS ?= -m $(DEMO_MODEL) --alias demo
 run: deps
-	@$(MAKE) --no-print-directory all
-	$(SERVER) $(ARGS)
+	@$(MAKE) --no-print-directory all demo-model
+	$(SERVER) $(RUN_ARGS) $(ARGS)
 
 bench: benches
 	@scripts/run-bench.sh $(O)
