@@ -48,7 +48,7 @@ struct server_config {
     int n_ubatch;             // -ub (accepted)
     char pooling[16];         // --pooling: none, mean, cls, last, rank (accepted)
     char reasoning_format[32]; // --reasoning-format (accepted: none, deepseek, auto, …)
-    char chat_template[64];   // --chat-template NAME: a built-in template for every model
+    char chat_template[8192]; // --chat-template: a built-in name or Jinja source, every model
     char chat_template_file[1024]; // --chat-template-file FILE
 };
 

@@ -8,6 +8,7 @@
 #include "server/version.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/mem.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -65,6 +66,31 @@ static int load_startup_models(const struct server_config *config, struct manage
     return 0;
 }
 
+#define TEMPLATE_FILE_MAX (1u << 20) // bytes of a --chat-template-file
+
+/* The contents of a --chat-template-file (NUL-terminated), or NULL after logging why.
+ * Caller frees with mem_free(). */
+static char *read_template_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        log_error("--chat-template-file %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *text = mem_alloc(TEMPLATE_FILE_MAX + 1);
+    size_t n = text ? fread(text, 1, TEMPLATE_FILE_MAX + 1, f) : 0;
+    bool is_ok = text && !ferror(f) && n <= TEMPLATE_FILE_MAX && n > 0;
+    fclose(f);
+    if (!is_ok) {
+        log_error("--chat-template-file %s: %s", path,
+                  !text ? "out of memory" : n == 0 ? "empty or unreadable" : "larger than 1 MiB");
+        mem_free(text);
+        return NULL;
+    }
+    text[n] = '\0';
+    return text;
+}
+
 static int serve(const struct server_config *config)
 {
     sigset_t set;
@@ -74,9 +100,17 @@ static int serve(const struct server_config *config)
         .n_threads = config->n_threads,
     };
     snprintf(mc.models_dir, sizeof mc.models_dir, "%s", config->models_dir);
+    char *file_template = NULL; // freed after the manager, which borrows it
+    if (config->chat_template_file[0] &&
+        !(file_template = read_template_file(config->chat_template_file)))
+        return 1;
+    mc.chat_template = file_template ? file_template
+                       : config->chat_template[0] ? config->chat_template
+                                                  : NULL;
     struct manager *manager = NULL;
     if (manager_new(&mc, &manager) != ERR_OK) {
         log_error("out of memory");
+        mem_free(file_template);
         return 1;
     }
     struct metrics metrics; // outlives the HTTP server, which is stopped first
@@ -100,11 +134,13 @@ static int serve(const struct server_config *config)
     if (http_server_start(config, &ctx, &http, &err) != ERR_OK) {
         log_error("%s", err.msg);
         manager_free(manager);
+        mem_free(file_template);
         return 1;
     }
     if (load_startup_models(config, manager) != 0) {
         http_server_stop(http);
         manager_free(manager);
+        mem_free(file_template);
         return 1;
     }
     if (!is_loopback(config->host) && config->n_api_keys == 0)
@@ -117,6 +153,7 @@ static int serve(const struct server_config *config)
     log_info("received %s, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
     http_server_stop(http);
     manager_free(manager);
+    mem_free(file_template);
     return 0;
 }
 

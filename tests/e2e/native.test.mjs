@@ -4,7 +4,7 @@
 // and the flags and disabled endpoints on a synthetic model otherwise.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, mkdtempSync, symlinkSync } from 'node:fs';
+import { readFileSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { startServer, errorOf, hasShared, sharedDir } from './lib/server.mjs';
@@ -390,6 +390,32 @@ describe('llama-server flags and disabled endpoints', () => {
     assert.equal(e.type, 'not_implemented_error');
     e = assertError(await get(srv, '/metrics'), 501);
     assert.equal(e.type, 'not_implemented_error');
+  });
+
+  test('--chat-template NAME and --chat-template-file FILE replace the model template', async () => {
+    const small = synthModel('small', SMALL);
+    const named = await startServer(['--threads', '1', '-m', small, '--chat-template', 'llama3']);
+    try {
+      const r = await post(named, '/apply-template', { messages: [{ role: 'user', content: 'hi' }] });
+      assert.equal(r.status, 200, r.text);
+      assert.match(r.json.prompt, /<\|start_header_id\|>user<\|end_header_id\|>/);
+      assert.match((await get(named, '/props')).json.chat_template, /start_header_id/);
+    } finally {
+      await named.stop();
+    }
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'llamapi-tmpl-'));
+    const file = path.join(dir, 't.jinja');
+    writeFileSync(file, '{% for m in messages %}[{{ m.role }}:{{ m.content }}]{% endfor %}');
+    const fromFile = await startServer(['--threads', '1', '-m', small, '--chat-template-file', file]);
+    try {
+      const r = await post(fromFile, '/apply-template', { messages: [{ role: 'user', content: 'hi' }] });
+      assert.equal(r.json.prompt, '[user:hi]');
+    } finally {
+      await fromFile.stop();
+    }
+    await assert.rejects(startServer(['-m', small, '--chat-template', '{% if %}']), /chat-template/);
+    await assert.rejects(startServer(['-m', small, '--chat-template-file', path.join(dir, 'none')]),
+      /chat-template-file/);
   });
 
   test('unknown flag values are refused at start-up', async () => {
