@@ -356,6 +356,35 @@ describe('llama.cpp compatibility on stories260K', { skip: !hasShared && 'skip: 
   });
 });
 
+describe('/infill on a model with FIM tokens', { skip: !hasShared && 'skip: ../shared is absent' }, () => {
+  let srv;
+  before(async () => {
+    // StarCoder's vocabulary has FIM prefix/suffix/middle but no repo or file-separator token.
+    const coder = synthModel('fim', ['--arch', 'llama', '--layers', '1', '--embd', '64', '--heads', '4',
+      '--heads-kv', '2', '--ffn', '128', '--ctx', '512', '--vocab-from',
+      path.join(sharedDir, 'models', 'vocab', 'ggml-vocab-starcoder.gguf')]);
+    srv = await startServer(['--threads', '1', '-m', coder, '--alias', 'coder']);
+  });
+  after(async () => {
+    await srv?.stop();
+  });
+
+  test('llama-server FIM layout (extra chunks as snippets without FIM_SEP), then generation', async () => {
+    const r = await post(srv, '/infill', { input_prefix: 'def f(', input_suffix: '):\n', prompt: 'x',
+      input_extra: [{ filename: 'a.py', text: 'y = 1\n' }], n_predict: 3, temperature: 0, return_tokens: true });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.prompt, '\n\n--- snippet ---\n\ny = 1\n<fim_prefix>def f(x<fim_suffix>):\n<fim_middle>');
+    // Each part is tokenized alone (as llama-server does), so the count is not that of the joined text.
+    const parts = ['\n\n--- snippet ---\n\n', 'y = 1\n', 'def f(', 'x', '):\n'];
+    let n = 3; // FIM_PRE, FIM_SUF, FIM_MID
+    for (const content of parts) n += (await post(srv, '/tokenize', { content, parse_special: false })).json.tokens.length;
+    assert.equal(r.json.tokens_evaluated, n);
+    assert.ok(r.json.tokens.length >= 1 && r.json.tokens.length <= 3);
+    assertError(await post(srv, '/infill', { input_extra: 'x' }), 400, 'invalid_type');
+    assertError(await post(srv, '/infill', { input_prefix: 3 }), 400, 'invalid_type');
+  });
+});
+
 describe('llama-server flags and disabled endpoints', () => {
   let srv;
   before(async () => {
