@@ -321,6 +321,44 @@ static void test_metrics_format_nomem(void **state)
     }
 }
 
+/* Every allocation of the parsers fails in turn: an error, nothing leaked, never a crash. */
+static void test_native_prompt_nomem(void **state)
+{
+    (void)state;
+    json_error_t jerr;
+    json_t *prompt = json_loads("[\"abc\", 5, \"de\"]", 0, &jerr);
+    json_t *lb = json_loads("[[\"xy\", 1], [7, false], {\"a\": 1}]", 0, &jerr);
+    json_t *lb_obj = json_loads("{\"12\": 1, \"pq\": -1}", 0, &jerr);
+    assert_non_null(prompt);
+    assert_non_null(lb);
+    assert_non_null(lb_obj);
+    struct gen_params *g = mem_alloc(sizeof *g);
+    assert_non_null(g);
+    int64_t live = mem_live_count();
+    for (int n = 0;; n++) {
+        struct tok_ids ids;
+        tok_ids_init(&ids);
+        struct api_fail f = {0};
+        mem_fail_after(n);
+        int rc = native_prompt_parse(prompt, "prompt", &fake, true, true, &ids, &f);
+        memset(g, 0, sizeof *g);
+        bool ok = native_logit_bias_parse(lb_obj, &fake, g, &f);
+        mem_fail_after(-1);
+        tok_ids_deinit(&ids);
+        assert_int_equal(mem_live_count(), live);
+        if (rc == ERR_OK && ok) break;
+        assert_true(rc == ERR_OK || f.status == 500);
+        assert_true(n < 1000);
+    }
+    struct api_fail f = {0};
+    memset(g, 0, sizeof *g);
+    assert_false(native_logit_bias_parse(lb, &fake, g, &f)); // a nested object is not a pair
+    mem_free(g);
+    json_decref(prompt);
+    json_decref(lb);
+    json_decref(lb_obj);
+}
+
 static int parse_args(struct server_config *c, int argc, char **argv, struct errmsg *e)
 {
     config_defaults(c);
@@ -470,6 +508,7 @@ int main(void)
         cmocka_unit_test(test_logit_bias_errors),
         cmocka_unit_test(test_metrics_counters_and_text),
         cmocka_unit_test(test_metrics_format_nomem),
+        cmocka_unit_test(test_native_prompt_nomem),
         cmocka_unit_test(test_llama_server_flags),
         cmocka_unit_test(test_llama_server_flag_errors),
         cmocka_unit_test(test_llama_arg_environment),
