@@ -206,11 +206,22 @@ int native_call_start(const struct api_ctx *ctx, struct native_call *c, struct a
                              &c->session, f);
 }
 
-/* A piece as JSON text; invalid UTF-8 (a token holding part of a character) becomes "". */
+/* Text as a JSON string, invalid UTF-8 (a token holding part of a character) as U+FFFD. */
+static json_t *text_json(const char *s, size_t len)
+{
+    json_t *j = json_stringn(s, len);
+    if (j) return j;
+    struct buf b;
+    buf_init(&b);
+    j = native_utf8_sanitize(s, len, &b) == ERR_OK ? json_stringn(b.data ? b.data : "", b.len)
+                                                   : NULL;
+    buf_deinit(&b);
+    return j;
+}
+
 static json_t *piece_string(struct str piece)
 {
-    json_t *s = json_stringn(piece.ptr, piece.len);
-    return s ? s : json_string("");
+    return text_json(piece.ptr, piece.len);
 }
 
 static json_t *bytes_json(struct str piece)
@@ -334,7 +345,7 @@ static json_t *result_json(struct native_call *c, bool is_final_stream)
     tok_decode(d->tokenizer, c->prompt.ids, c->prompt.n_ids, true, &prompt_text);
     bool with_tokens = c->np.return_tokens && !is_final_stream;
     json_t *j = json_pack(
-        "{s:i, s:s%, s:o, s:i, s:b, s:s, s:s, s:s, s:i, s:i, s:i, s:o, s:s%, s:b, s:o}", "index", 0,
+        "{s:i, s:s%, s:o, s:i, s:b, s:s, s:s, s:s, s:i, s:i, s:i, s:o, s:o, s:b, s:o}", "index", 0,
         "content", is_final_stream ? "" : (c->content.data ? c->content.data : ""),
         is_final_stream ? (size_t)0 : c->content.len, "tokens",
         with_tokens ? json_incref(c->tokens) : json_array(), "id_slot", c->np.id_slot, "stop", true,
@@ -342,7 +353,7 @@ static json_t *result_json(struct native_call *c, bool is_final_stream)
         c->stopping_word ? c->stopping_word : "", "tokens_predicted", n_predicted,
         "tokens_evaluated", (int)c->prompt.n_ids, "tokens_cached", t.n_cached,
         "generation_settings", native_settings_json(c->model, &c->np), "prompt",
-        prompt_text.data ? prompt_text.data : "", prompt_text.len, "truncated",
+        text_json(prompt_text.data ? prompt_text.data : "", prompt_text.len), "truncated",
         (int64_t)c->prompt.n_ids + n_predicted >= d->n_ctx, "timings",
         c->session ? api_timings_json(c->session)
                    : json_pack("{s:i, s:i, s:f, s:i, s:f}", "cache_n", 0, "prompt_n", 0,

@@ -116,16 +116,20 @@ void api_native_detokenize(const struct api_ctx *ctx, const struct api_request *
         struct buf text;
         buf_init(&text);
         tok_stream_init(&ts, d->tokenizer, true);
+        struct buf valid;
+        buf_init(&valid);
         int rc = ERR_OK;
         for (size_t i = 0; rc == ERR_OK && i < ids.n_ids; i++)
             rc = tok_stream_push(&ts, ids.ids[i], &text);
         if (rc == ERR_OK) rc = tok_stream_flush(&ts, &text);
+        if (rc == ERR_OK) rc = native_utf8_sanitize(text.data ? text.data : "", text.len, &valid);
         if (rc != ERR_OK)
             api_error(resp, 500, API_TYPE_SERVER, NULL, NULL, "out of memory");
         else
-            api_respond_json(resp, 200,
-                             json_pack("{s:s%}", "content", text.data ? text.data : "", text.len));
+            api_respond_json(
+                resp, 200, json_pack("{s:s%}", "content", valid.data ? valid.data : "", valid.len));
         buf_deinit(&text);
+        buf_deinit(&valid);
     }
     tok_ids_deinit(&ids);
     model_release(m);

@@ -96,6 +96,44 @@ int native_prompt_parse(const json_t *prompt, const char *name, const struct nat
     return parse_one(prompt, name, t, add_special, parse_special, out, f) ? ERR_OK : ERR_INVALID;
 }
 
+/* Length of the valid character at s (1..4), or 0. */
+static size_t utf8_char_len(const unsigned char *s, size_t len)
+{
+    unsigned c = s[0];
+    size_t n = c < 0x80             ? 1
+               : (c & 0xe0) == 0xc0 ? 2
+               : (c & 0xf0) == 0xe0 ? 3
+               : (c & 0xf8) == 0xf0 ? 4
+                                    : 0;
+    if (n == 0 || n > len) return 0;
+    uint32_t cp = n == 1 ? c : n == 2 ? c & 0x1f : n == 3 ? c & 0x0f : c & 0x07;
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80) return 0;
+        cp = cp << 6 | (s[i] & 0x3f);
+    }
+    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min_cp[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+    return n;
+}
+
+int native_utf8_sanitize(const char *s, size_t len, struct buf *out)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < len) {
+        size_t start = i;
+        size_t n;
+        while (i < len && (n = utf8_char_len(p + i, len - i)) > 0)
+            i += n;
+        if (buf_append(out, s + start, i - start) != ERR_OK) return ERR_NOMEM;
+        if (i < len) {
+            if (buf_append(out, "\xef\xbf\xbd", 3) != ERR_OK) return ERR_NOMEM;
+            i++;
+        }
+    }
+    return ERR_OK;
+}
+
 /* Adds one bias for every token that key stands for. */
 static bool add_bias(const json_t *key, const json_t *value, const char *where,
                      const struct native_tokenizer *t, struct gen_params *g, struct api_fail *f)

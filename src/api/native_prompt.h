@@ -43,4 +43,9 @@ int native_prompt_parse(const json_t *prompt, const char *name, const struct nat
 bool native_logit_bias_parse(json_t *lb, const struct native_tokenizer *t, struct gen_params *g,
                              struct api_fail *f);
 
+/* Appends s to out with every byte that does not start a valid UTF-8 character (shortest
+ * form, no surrogates, at most U+10FFFF) replaced by U+FFFD, so detokenized text of arbitrary
+ * ids can be a JSON string. ERR_NOMEM. */
+int native_utf8_sanitize(const char *s, size_t len, struct buf *out);
+
 #endif

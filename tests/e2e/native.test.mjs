@@ -414,6 +414,17 @@ describe('llama-server flags and disabled endpoints', () => {
     assert.equal(r.json.stop_type, 'limit');
   });
 
+  test('ids that split UTF-8 characters still give JSON strings (U+FFFD)', async () => {
+    const prompt = Array.from({ length: 200 }, (_, i) => 10 + ((i * 7) % 280));
+    const r = await post(srv, '/completion', { prompt, n_predict: 2, n_probs: 2, temperature: 0 });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(typeof r.json.prompt, 'string');
+    assert.equal(r.json.tokens_evaluated, 200);
+    const d = await post(srv, '/detokenize', { tokens: prompt });
+    assert.equal(d.status, 200, d.text);
+    assert.equal(typeof d.json.content, 'string');
+  });
+
   test('--no-slots makes /slots 501; /metrics without --metrics is 501', async () => {
     let e = assertError(await get(srv, '/slots'), 501);
     assert.equal(e.type, 'not_implemented_error');

@@ -359,6 +359,34 @@ static void test_native_prompt_nomem(void **state)
     json_decref(lb_obj);
 }
 
+static void test_utf8_sanitize(void **state)
+{
+    (void)state;
+    const struct {
+        const char *in;
+        size_t len;
+        const char *want;
+    } cases[] = {
+        {"abc", 3, "abc"},
+        {"\xc3\xa1", 2, "\xc3\xa1"},                                 // á
+        {"\xf0\x9f\x98\x80", 4, "\xf0\x9f\x98\x80"},                 // U+1F600
+        {"a\xc3", 2, "a\xef\xbf\xbd"},                               // truncated
+        {"\x80x", 2, "\xef\xbf\xbdx"},                               // lone continuation
+        {"\xc0\xaf", 2, "\xef\xbf\xbd\xef\xbf\xbd"},                 // overlong
+        {"\xed\xa0\x80", 3, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"}, // surrogate
+        {"\xf4\x90\x80\x80", 4, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"}, // > U+10FFFF
+        {"", 0, ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct buf out;
+        buf_init(&out);
+        assert_int_equal(native_utf8_sanitize(cases[i].in, cases[i].len, &out), ERR_OK);
+        assert_int_equal(out.len, strlen(cases[i].want));
+        assert_memory_equal(out.len ? out.data : "", cases[i].want, out.len);
+        buf_deinit(&out);
+    }
+}
+
 static int parse_args(struct server_config *c, int argc, char **argv, struct errmsg *e)
 {
     config_defaults(c);
@@ -509,6 +537,7 @@ int main(void)
         cmocka_unit_test(test_metrics_counters_and_text),
         cmocka_unit_test(test_metrics_format_nomem),
         cmocka_unit_test(test_native_prompt_nomem),
+        cmocka_unit_test(test_utf8_sanitize),
         cmocka_unit_test(test_llama_server_flags),
         cmocka_unit_test(test_llama_server_flag_errors),
         cmocka_unit_test(test_llama_arg_environment),
