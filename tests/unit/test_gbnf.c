@@ -426,6 +426,36 @@ static void test_mask_matches_brute_force(void **state)
     vocab_release(&v);
 }
 
+/* A grammar whose positions hold thousands of stacks: masks end, with a result or ERR_LIMIT,
+ * within the per-call work budget. */
+static void test_pathological_grammar_is_bounded(void **state)
+{
+    (void)state;
+    struct test_vocab v;
+    vocab_make(&v, 13);
+    struct grammar_vocab *gv = vocab_build(&v);
+    uint32_t *mask = calloc(grammar_vocab_mask_words(gv), sizeof *mask);
+    assert_non_null(mask);
+    struct gbnf *g = compile_ok("root ::= x{0,1500} \"b\"\nx ::= \"a\" | \"aa\" | [a-z] | \"\"");
+    struct grammar_state *st = NULL;
+    int rc = grammar_state_new(g, &st);
+    int n_limit = rc == ERR_LIMIT;
+    for (int i = 0; rc == ERR_OK && i < 3; i++) {
+        rc = grammar_mask(st, gv, mask);
+        n_limit += rc == ERR_LIMIT;
+        if (rc == ERR_OK)
+            rc = grammar_state_accept_bytes(st, "a", 1);
+        n_limit += rc == ERR_LIMIT;
+    }
+    assert_true(rc == ERR_OK || rc == ERR_LIMIT);
+    grammar_state_free(st);
+    gbnf_free(g);
+    free(mask);
+    grammar_vocab_free(gv);
+    vocab_release(&v);
+    (void)n_limit;
+}
+
 /* Code points in different classes of the stack tops lead to different states. */
 static void test_mask_code_point_classes(void **state)
 {
@@ -637,6 +667,7 @@ int main(void)
         cmocka_unit_test(test_syntax_errors_have_positions),
         cmocka_unit_test(test_semantic_errors),
         cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_pathological_grammar_is_bounded),
         cmocka_unit_test(test_utf8_split_and_state_unchanged_on_reject),
         cmocka_unit_test(test_json_grammar),
         cmocka_unit_test(test_mask_matches_brute_force),
