@@ -443,8 +443,7 @@ static void test_pathological_grammar_is_bounded(void **state)
     for (int i = 0; rc == ERR_OK && i < 3; i++) {
         rc = grammar_mask(st, gv, mask);
         n_limit += rc == ERR_LIMIT;
-        if (rc == ERR_OK)
-            rc = grammar_state_accept_bytes(st, "a", 1);
+        if (rc == ERR_OK) rc = grammar_state_accept_bytes(st, "a", 1);
         n_limit += rc == ERR_LIMIT;
     }
     assert_true(rc == ERR_OK || rc == ERR_LIMIT);
