@@ -1,0 +1,1 @@
+-: src/cli/cmd_template.h
