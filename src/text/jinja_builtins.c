@@ -263,22 +263,7 @@ static int f_title(struct rstate *st, const struct jnode *at, struct jv in, cons
                    struct jv *out)
 {
     (void)a;
-    struct jv s, low;
-    if (!to_str(st, in, &s) || f_case(st, at, s, 'l', &low) != ERR_OK) return st->rc;
-    char *p = arena_strndup(st->arena, low.u.s.p, low.u.s.n);
-    if (!p) return rs_nomem(st);
-    bool start = true;
-    for (size_t i = 0; i < low.u.s.n; i++) {
-        char c = p[i];
-        if (strchr(" \t\n\r\f\v-({[<", c)) {
-            start = true;
-        } else {
-            if (start && c >= 'a' && c <= 'z') p[i] = (char)(c - 32);
-            start = false;
-        }
-    }
-    *out = jv_str(p, low.u.s.n);
-    return ERR_OK;
+    return f_case(st, at, in, 'j', out);
 }
 
 static int f_default(struct rstate *st, const struct jnode *at, struct jv in, const struct jargs *a,

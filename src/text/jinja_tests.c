@@ -83,8 +83,11 @@ static int f_int(struct rstate *st, const struct jnode *at, struct jv in, const 
     } else if (in.kind == JV_FLOAT && isfinite(in.u.f) && fabs(in.u.f) < 9.2e18) {
         *out = jv_int((int64_t)in.u.f);
     } else if (in.kind == JV_STR) {
-        char *s = arena_strndup(st->arena, in.u.s.p, in.u.s.n), *end;
+        char *s = arena_alloc(st->arena, in.u.s.n + 1), *end;
         if (!s) return rs_nomem(st);
+        size_t k = 0;
+        for (size_t i = 0; i < in.u.s.n; i++) // Python allows 1_000
+            if (in.u.s.p[i] != '_' || i == 0 || i + 1 == in.u.s.n) s[k++] = in.u.s.p[i];
         long long v = strtoll(s, &end, (int)(base >= 2 && base <= 36 ? base : 10));
         while (*end == ' ' || *end == '\t' || *end == '\n')
             end++;

@@ -359,6 +359,69 @@ static const struct render_case render_cases[] = {
      "\"a</think>b</think>c\".split(\"</think>\")[-1] }} {{ \"a</think>b\".rsplit(\"</think>\", "
      "1)[0] }}",
      "['', 'a', 'b', ''] ['xxaxxb', ''] ['', 'a'] ['a', ''] c a"},
+    {"{{ zz == none }} {{ zz != none }} {{ zz | string }}|{{ zz | trim }}|{{ zz | lower }}|{{ zz | "
+     "join }}|{{ zz | first }}|{{ zz | list }}|{{ zz | default(none) }}|{{ none | trim }}|{{ none "
+     "| int }}",
+     "False True |||||[]|None|None|0"},
+    {"{{ zz < 1 }}", NULL},
+    {"{{ zz[0] }}", NULL},
+    {"{{ zz | tojson }}", NULL},
+    {"{{ zz.strip() }}", NULL},
+    {"{% set x = x | default([]) + [1] %}{{ x }} {{ \"user\" in (\"user\", \"assistant\") }} {{ "
+     "loop is defined }}",
+     "[1] True False"},
+    {"{% macro foo(x, y=x ~ \"!\") %}{{ x }}{{ y }}{% endmacro %}{{ foo(x=1) }}{{ foo(2, y=3) }}",
+     "11!23"},
+    {"{% macro foo() %}{{ varargs }}{% endmacro %}{{ foo(1, 2) }}", "(1, 2)"},
+    {"{{ d.get(\"c\", {}).get(\"x\") }} {{ d.get(\"zz\", {}).get(\"x\", \"no\") }} {{ (d.c).x }}",
+     "y no y"},
+    {"{% for m in msgs %}{% for tc in m.tool_calls | default([]) %}{{ tc.function.name }}({{ "
+     "tc.function.arguments | tojson }}){% endfor %}{% endfor %}",
+     "f({\"a\": 1})"},
+    {"{% for m in msgs | selectattr(\"tool_calls\", \"defined\") %}{{ m.role }}{% endfor %}",
+     "assistant"},
+    {"{% for i in range(3) %}{% for j in range(3) %}{% if j > i %}{% break %}{% endif %}{{ i }}{{ "
+     "j }} {% endfor %}{% endfor %}",
+     "00 10 11 20 21 22 "},
+    {"{% for x in [1, 2, 3] %}{% if loop.index is divisibleby(2) %}even{% else %}odd{% endif %}{% "
+     "endfor %}",
+     "oddevenodd"},
+    {"{{ \"abc\" | list | reverse | join }} {{ [1, 2] | first is number }} {{ ([1] + [2]) | length "
+     "}}",
+     "cba True 2"},
+    {"{%- set ns = namespace(items=[]) -%}{%- for x in l -%}{%- set ns.items = ns.items + [x * 2] "
+     "-%}{%- endfor -%}{{ ns.items }}",
+     "[6, 2, 4]"},
+    {"{{ msgs | map(attribute=\"role\") | map(\"upper\") | join(\",\") }}", "USER,ASSISTANT"},
+    {"{{ \"Hi %s, you are %d\" % (\"Bob\", 30) }} {{ \"%-5s|\" % \"ab\" }} {{ \"%5.2f\" % 3.14159 "
+     "}} {{ \"%e\" % 12345.678 }} {{ \"%g\" % 0.0001 }}",
+     "Hi Bob, you are 30 ab   |  3.14 1.234568e+04 0.0001"},
+    {"{{ \"tab\\there\" }} {{ 'single \\'quoted\\'' }} {{ \"uni \\u00e9 \\U0001F600\" }}",
+     "tab\there single 'quoted' uni \303\251 \360\237\230\200"},
+    {"{% if true %}{% set inner = 1 %}{% endif %}{{ inner }}", "1"},
+    {"{{ -1 if t else 1 }} {{ [1, 2, 3] | sum(start=10) }} {{ [{\"a\": 1}, {\"a\": 2}] | "
+     "sum(attribute=\"a\") }}",
+     "-1 16 3"},
+    {"{{ \"a\" * 0 }}|{{ [1] * -1 }}|{{ 7 // -2 }} {{ 7 % -2 }} {{ -7.5 // 2 }}", "|[]|-4 -1 -4.0"},
+    {"{{ true + 1 }} {{ 1 + 1.5 }} {{ 2 * 2.5 }} {{ 10 / 5 }} {{ 3 ** 0.5 }}",
+     "2 2.5 5.0 2.0 1.7320508075688772"},
+    {"{{ 1 if \"\" else 2 }} {{ 1 if [] else 2 }} {{ 1 if {} else 2 }} {{ 1 if 0.0 else 2 }} {{ 1 "
+     "if \"0\" else 2 }}",
+     "2 2 2 2 1"},
+    {"{{ [1, 2, 3] | select(\"greaterthan\", 1) | list }} {{ [1, 2, 3] | reject(\"equalto\", 2) | "
+     "list }} {{ [\"a\", \"B\"] | select(\"lower\") | list }}",
+     "[2, 3] [1, 3] ['a']"},
+    {"{{ {\"a\": 1, \"b\": 2} | dictsort(false, \"value\", true) }}", "[('b', 2), ('a', 1)]"},
+    {"{{ \"x\" | indent }}|{{ \"a\nb\" | indent(first=true) }}|{{ \"\" | indent(2, true) }}|",
+     "x|    a\n    b|  |"},
+    {"{{ \"abc\" is sameas \"abc\" }} {{ none is sameas none }} {{ true is sameas true }}",
+     "False True True"},
+    {"{% set a = {\"k\": 1} %}{{ a.k }}{{ a[\"k\"] }}{{ a.items() | list }}", "11[('k', 1)]"},
+    {"{{ msgs[0] | tojson(indent=2, sort_keys=true) }}",
+     "{\n  \"content\": \"hi\",\n  \"role\": \"user\"\n}"},
+    {"{{ [none, true, 1.0, \"s\"] | tojson }} {{ {\"a\": none} | tojson }} {{ {1: \"x\", none: "
+     "\"y\", true: \"z\"} | tojson }}",
+     "[null, true, 1.0, \"s\"] {\"a\": null} {\"1\": \"z\", \"null\": \"y\"}"},
 };
 
 static const struct tm fixed_now = {.tm_year = 126,
