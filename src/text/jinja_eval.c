@@ -439,9 +439,11 @@ static void exec_for(struct rstate *st, const struct jnode *n)
     }
     ls->items = items;
     struct jv lv = {.kind = JV_LOOP, .u.loop = ls};
-    bind(st, f, "loop", lv);
     for (size_t i = 0; i < items->n && st->rc == ERR_OK; i++) {
+        // Jinja2 gives every iteration a fresh scope: a set in one is not seen by the next
+        if (i > 0 && !(st->frame = f = frame_new(st, saved))) break;
         ls->index0 = i;
+        bind(st, f, "loop", lv);
         assign(st, n->a, items->v[i]);
         exec_body(st, n->kids, n->n_kids);
         if (st->ctl == CTL_BREAK) {

@@ -422,6 +422,22 @@ static const struct render_case render_cases[] = {
     {"{{ [none, true, 1.0, \"s\"] | tojson }} {{ {\"a\": none} | tojson }} {{ {1: \"x\", none: "
      "\"y\", true: \"z\"} | tojson }}",
      "[null, true, 1.0, \"s\"] {\"a\": null} {\"1\": \"z\", \"null\": \"y\"}"},
+    {"{% set count = 0 %}{% for x in l %}{% set count = count + 1 %}{{ count }}{% endfor %}{{ "
+     "count }}",
+     "1110"},
+    {"{% for x in l %}{% if loop.first %}{% set y = x %}{% endif %}{{ y }}{% endfor %}", "3"},
+    {"{% set y = \"out\" %}{% for x in l %}{{ y }}{% set y = x %}{% endfor %}{{ y }}",
+     "outoutoutout"},
+    {"{% macro m() %}{% set z = 1 %}{{ z }}{% endmacro %}{{ m() }}{{ z }}", "1"},
+    {"{% for x in l %}{% set x = 5 %}{{ x }}{% endfor %}", "555"},
+    {"{% for m in msgs %}{% set content = m.content %}{% if loop.last %}{{ content }}{% endif %}{% "
+     "endfor %}{{ content }}",
+     "yo"},
+    {"{% set outer = 1 %}{% macro m2() %}{{ outer }}{% endmacro %}{% set outer = 2 %}{{ m2() }}",
+     "2"},
+    {"{% for x in [1] %}{% macro inner() %}{{ x }}{% endmacro %}{{ inner() }}{% endfor %}", "1"},
+    {"{% set ns = namespace(a=[]) %}{% set ns.a = ns.a + [1] %}{{ ns.a }} {{ ns }}",
+     "[1] <Namespace {'a': [1]}>"},
 };
 
 static const struct tm fixed_now = {.tm_year = 126,
