@@ -460,13 +460,18 @@ static void exec_for(struct rstate *st, const struct jnode *n)
  * through the optional filter chain, then assign or print it. */
 static void exec_captured(struct rstate *st, const struct jnode *n)
 {
+    struct frame *saved = st->frame,
+                 *inner = frame_new(st, st->frame); // the body has its own scope
+    if (!inner) return;
+    st->frame = inner;
     struct jv v = capture(st, n->kids, n->n_kids);
+    st->frame = saved;
     const struct jnode *chain = n->kind == N_SETBLOCK ? n->c : n->a;
     if (chain && st->rc == ERR_OK) {
-        const struct jv *saved = st->pipe;
+        const struct jv *saved_pipe = st->pipe;
         st->pipe = &v;
         v = eval(st, chain);
-        st->pipe = saved;
+        st->pipe = saved_pipe;
     }
     if (st->rc != ERR_OK) return;
     if (n->kind == N_SETBLOCK)

@@ -438,6 +438,22 @@ static const struct render_case render_cases[] = {
     {"{% for x in [1] %}{% macro inner() %}{{ x }}{% endmacro %}{{ inner() }}{% endfor %}", "1"},
     {"{% set ns = namespace(a=[]) %}{% set ns.a = ns.a + [1] %}{{ ns.a }} {{ ns }}",
      "[1] <Namespace {'a': [1]}>"},
+    {"{% filter upper %}{% set fz = \"a\" %}{{ fz }}{% endfilter %}[{{ fz }}]", "A[]"},
+    {"{% set sb %}{% set sz = 1 %}{{ sz }}{% endset %}[{{ sb }}][{{ sz }}]", "[1][]"},
+    {"{% macro w() %}{{ caller() }}{% endmacro %}{% call w() %}{% set cz = 2 %}{{ cz }}{% endcall "
+     "%}[{{ cz }}]",
+     "2[]"},
+    {"{% for x in l %}{% for y in [x] %}{% set x = 9 %}{% endfor %}{{ x }}{% endfor %}", "312"},
+    {"{% set a = 1 %}{% if t %}{% set a = 2 %}{% endif %}{{ a }}", "2"},
+    {"{% for x in l %}{{ loop.index }}{% if loop.last %}!{% endif %}{% else %}none{% endfor %}",
+     "123!"},
+    {"{% for x in l if x != 1 %}{{ loop.index }}{{ loop.last }}{% endfor %}", "1False2True"},
+    {"{% for k in d | sort %}{{ k }}{% endfor %}", "abc"},
+    {"{% for a, b in d | dictsort %}{{ a }}{% endfor %}", "abc"},
+    {"{% for x in l %}{{ x }}{% if x == 1 %}{% break %}{% endif %}{% else %}else{% endfor %}",
+     "31"},
+    {"{{ l | selectattr(\"x\", \"defined\") | list }}", "[]"},
+    {"{% set x = [1, 2] %}{% for a in x %}{% set x = [] %}{{ a }}{% endfor %}{{ x }}", "12[1, 2]"},
 };
 
 static const struct tm fixed_now = {.tm_year = 126,
