@@ -426,6 +426,9 @@ static int f_dictsort(struct rstate *st, const struct jnode *at, struct jv in,
                       const struct jargs *a, struct jv *out)
 {
     struct jv items;
+    if (in.kind != JV_DICT) // dictsort calls value.items()
+        return rs_fail(st, at, ERR_INVALID, "dictsort: expected a mapping, not %s",
+                       jv_type_name(in));
     if (f_items(st, at, in, a, &items) != ERR_OK) return st->rc;
     const struct jv *by = jargs_get(a, 1, "by");
     struct sort_ctx c = {.st = st, .at = at, .casefold = !arg_bool(a, 0, "case_sensitive", false)};
@@ -459,6 +462,8 @@ static int f_unique(struct rstate *st, const struct jnode *at, struct jv in, con
         return st->rc;
     for (size_t i = 0; i < l->n && st->rc == ERR_OK; i++) {
         struct jv k = attr && attr->kind == JV_STR ? attr_path(st, at, l->v[i], *attr) : l->v[i];
+        if ((k.kind == JV_LIST && !k.u.l->is_tuple) || k.kind == JV_DICT)
+            return rs_fail(st, at, ERR_INVALID, "unhashable type: '%s'", jv_type_name(k));
         if (casefold && k.kind == JV_STR) k = jstr_case(st, k, 'l');
         bool seen = false;
         for (size_t j = 0; j < keys->n && !seen; j++)
@@ -480,7 +485,9 @@ static int f_indent(struct rstate *st, const struct jnode *at, struct jv in, con
     struct jv s, pad = jv_str("    ", 4);
     const struct jv *w = jargs_get(a, 0, "width");
     bool first = arg_bool(a, 1, "first", false), blank = arg_bool(a, 2, "blank", false);
-    if (!to_str(st, in, &s)) return st->rc;
+    if (in.kind != JV_STR) // Jinja2 appends "\n" to the value, which only strings allow
+        return rs_fail(st, at, ERR_INVALID, "indent: expected a string, not %s", jv_type_name(in));
+    s = in;
     if (w && w->kind == JV_STR) {
         pad = *w;
     } else if (w && w->kind == JV_INT) {
@@ -494,7 +501,8 @@ static int f_indent(struct rstate *st, const struct jnode *at, struct jv in, con
     buf_init(&b);
     int rc = buf_reserve(&b, s.u.s.n + 16);
     if (first && rc == ERR_OK) rc = buf_append(&b, pad.u.s.p, pad.u.s.n);
-    // s + "\n" split into lines (splitlines drops the final empty piece)
+    // (s + "\n").splitlines(), as Jinja2 splits it, so a trailing newline survives
+    s = jinja_binop(st, at, '~', s, jv_str("\n", 1));
     size_t i = 0;
     bool first_line = true;
     while (i < s.u.s.n && rc == ERR_OK) {

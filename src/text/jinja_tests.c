@@ -60,7 +60,8 @@ static int f_reverse(struct rstate *st, const struct jnode *at, struct jv in, co
     if (!jv_iter_list(st, at, in, &l) || !(r = jl_new(st, l->n))) return st->rc;
     for (size_t i = l->n; i > 0; i--)
         jl_push(st, r, l->v[i - 1]);
-    if (in.kind != JV_STR) {
+    if (in.kind != JV_STR) { // reversed() is an iterator in Jinja2
+        r->is_gen = true;
         *out = jv_list(r);
         return st->rc;
     }
@@ -72,7 +73,8 @@ static int f_reverse(struct rstate *st, const struct jnode *at, struct jv in, co
 static int f_int(struct rstate *st, const struct jnode *at, struct jv in, const struct jargs *a,
                  struct jv *out)
 {
-    (void)at;
+    if (in.kind == JV_UNDEF) // Undefined refuses numeric conversion
+        return rs_fail(st, at, ERR_INVALID, "'%.*s' is undefined", (int)in.u.s.n, in.u.s.p);
     const struct jv *dflt = jargs_get(a, 0, "default");
     int64_t base = 10;
     const struct jv *b = jargs_get(a, 1, "base");
@@ -104,7 +106,8 @@ static int f_int(struct rstate *st, const struct jnode *at, struct jv in, const 
 static int f_float(struct rstate *st, const struct jnode *at, struct jv in, const struct jargs *a,
                    struct jv *out)
 {
-    (void)at;
+    if (in.kind == JV_UNDEF) // Undefined refuses numeric conversion
+        return rs_fail(st, at, ERR_INVALID, "'%.*s' is undefined", (int)in.u.s.n, in.u.s.p);
     const struct jv *dflt = jargs_get(a, 0, "default");
     *out = dflt ? *dflt : jv_float(0.0);
     if (in.kind == JV_INT || in.kind == JV_BOOL || in.kind == JV_FLOAT) {
@@ -125,12 +128,18 @@ static int f_round(struct rstate *st, const struct jnode *at, struct jv in, cons
     if (in.kind != JV_INT && in.kind != JV_FLOAT && in.kind != JV_BOOL)
         return rs_fail(st, at, ERR_INVALID, "round: a number is required");
     int64_t prec = p && p->kind == JV_INT ? p->u.i : 0;
+
     if (prec > 15) prec = 15;
     if (prec < -15) prec = -15;
     double scale = pow(10.0, (double)prec), x = num(in) * scale;
     const char *method = m && m->kind == JV_STR ? m->u.s.p : "common";
     if (!strncmp(method, "ceil", 4) || !strncmp(method, "floor", 5)) {
         *out = jv_float((method[0] == 'c' ? ceil(x) : floor(x)) / scale);
+        return ERR_OK;
+    }
+    if (in.kind != JV_FLOAT) { // Python's round() keeps ints ints (ties to even)
+        *out = prec >= 0 ? jv_int(in.kind == JV_INT ? in.u.i : in.u.b)
+                         : jv_int((int64_t)(nearbyint(x) / scale));
         return ERR_OK;
     }
     if (prec < 0 || !isfinite(num(in))) {
@@ -287,6 +296,7 @@ static int f_batch(struct rstate *st, const struct jnode *at, struct jv in, cons
     }
     while (fill && cur && (int64_t)cur->n < size)
         jl_push(st, cur, *fill);
+    r->is_gen = true;
     *out = jv_list(r);
     return st->rc;
 }
@@ -318,7 +328,6 @@ static int f_center(struct rstate *st, const struct jnode *at, struct jv in, con
 static int f_truncate(struct rstate *st, const struct jnode *at, struct jv in,
                       const struct jargs *a, struct jv *out)
 {
-    (void)at;
     struct jv s, end = jv_str("...", 3);
     int64_t length = 255, leeway = 5;
     const struct jv *lv = jargs_get(a, 0, "length"), *ev = jargs_get(a, 2, "end");
@@ -327,7 +336,16 @@ static int f_truncate(struct rstate *st, const struct jnode *at, struct jv in,
     if (lv && lv->kind == JV_INT) length = lv->u.i;
     if (ev && ev->kind == JV_STR) end = *ev;
     if (lw && lw->kind == JV_INT) leeway = lw->u.i;
-    if (!jv_to_str(st, in, &s)) return st->rc;
+    if (in.kind != JV_STR) { // Jinja2 takes len() of the value and slices it as a string
+        bool sized = in.kind == JV_LIST || in.kind == JV_DICT;
+        int64_t n = sized ? (int64_t)(in.kind == JV_LIST ? in.u.l->n : in.u.d->n) : 0;
+        if (!sized || n > length + leeway)
+            return rs_fail(st, at, ERR_INVALID, "truncate: expected a string, not %s",
+                           jv_type_name(in));
+        *out = in;
+        return ERR_OK;
+    }
+    s = in;
     int64_t n = (int64_t)utf8_count(s.u.s.p, s.u.s.n), keep = length - (int64_t)end.u.s.n;
     if (n <= length + leeway) {
         *out = s;
@@ -433,14 +451,24 @@ bool jinja_test_exists(const char *name)
     return false;
 }
 
+/* Python str.isupper()/islower(): every cased character has that case, and there is one. */
 static bool str_all(struct jv v, bool upper)
 {
-    if (v.kind != JV_STR) return false;
+    const utf8proc_uint8_t *p = (const utf8proc_uint8_t *)v.u.s.p;
+    utf8proc_ssize_t left = (utf8proc_ssize_t)v.u.s.n;
     bool cased = false;
-    for (size_t i = 0; i < v.u.s.n; i++) {
-        char c = v.u.s.p[i];
-        if ((upper && c >= 'a' && c <= 'z') || (!upper && c >= 'A' && c <= 'Z')) return false;
-        cased = cased || ((c | 32) >= 'a' && (c | 32) <= 'z');
+    while (left > 0) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t k = utf8proc_iterate(p, left, &cp);
+        if (k <= 0) {
+            k = 1;
+            cp = 0;
+        }
+        bool is_upper = utf8proc_tolower(cp) != cp, is_lower = utf8proc_toupper(cp) != cp;
+        if ((upper && is_lower) || (!upper && is_upper)) return false;
+        cased = cased || is_upper || is_lower;
+        p += k;
+        left -= k;
     }
     return cased;
 }
@@ -508,16 +536,19 @@ int jinja_test_apply(struct rstate *st, const struct jnode *at, const char *name
     else if (!strcmp(name, "callable"))
         *out = k == JV_FUNC || k == JV_UNDEF; // Undefined defines __call__ (which raises)
     else if (!strcmp(name, "odd") || !strcmp(name, "even")) {
-        if (!is_intlike(in)) return rs_fail(st, at, ERR_INVALID, "%s test needs an integer", name);
-        int64_t v = k == JV_INT ? in.u.i : in.u.b;
-        *out = (v % 2 != 0) == (name[0] == 'o');
+        if (!is_intlike(in) && k != JV_FLOAT)
+            return rs_fail(st, at, ERR_INVALID, "%s test needs a number", name);
+        struct jv m = jinja_binop(st, at, '%', in, jv_int(2)); // Python: value % 2 == 1 (or 0)
+        *out = jv_equal(m, jv_int(name[0] == 'o' ? 1 : 0));
     } else if (!strcmp(name, "divisibleby")) {
-        if (!arg || !is_intlike(*arg) || !is_intlike(in) || num(*arg) == 0)
-            return rs_fail(st, at, ERR_INVALID, "divisibleby needs non-zero integers");
-        *out = (int64_t)num(in) % (int64_t)num(*arg) == 0;
-    } else if (!strcmp(name, "lower") || !strcmp(name, "upper"))
-        *out = str_all(in, name[0] == 'u');
-    else if (!strcmp(name, "escaped"))
+        if (!arg) return rs_fail(st, at, ERR_INVALID, "divisibleby needs an argument");
+        struct jv m = jinja_binop(st, at, '%', in, *arg); // Python: value % num == 0
+        *out = jv_equal(m, jv_int(0));
+    } else if (!strcmp(name, "lower") || !strcmp(name, "upper")) {
+        struct jv text; // Jinja2 tests str(value)
+        if (!jv_to_str(st, in, &text)) return st->rc;
+        *out = str_all(text, name[0] == 'u');
+    } else if (!strcmp(name, "escaped"))
         *out = false;
     else if (!strcmp(name, "filter") || !strcmp(name, "test"))
         *out = k == JV_STR && in.u.s.p[in.u.s.n] == 0 &&

@@ -454,6 +454,31 @@ static const struct render_case render_cases[] = {
      "31"},
     {"{{ l | selectattr(\"x\", \"defined\") | list }}", "[]"},
     {"{% set x = [1, 2] %}{% for a in x %}{% set x = [] %}{{ a }}{% endfor %}{{ x }}", "12[1, 2]"},
+    {"{{ n | round }} {{ t | round }} {{ 2.5 | round }} {{ 3.14159 | round(3) }} {{ 2.675 | "
+     "round(2) }} {{ 15 | round(-1) }}",
+     "3 1 2.0 3.142 2.67 20"},
+    {"{{ msgs[0] is lower }} {{ u is lower }} {{ \"\303\211COLE\" is upper }} {{ \"123\" is lower "
+     "}}",
+     "True False True False"},
+    {"{{ msgs | unique | list }}", NULL},
+    {"{{ zz | dictsort }}", NULL},
+    {"{{ zz | int }}", NULL},
+    {"{{ zz | float }}", NULL},
+    {"{{ 2.5 is divisibleby 2 }} {{ 4.0 is divisibleby 2 }} {{ 2.5 is odd }} {{ 3.0 is odd }} {{ "
+     "-3 is odd }}",
+     "False True False True True"},
+    {"{{ l | truncate(5) }} {{ \"a\n\" | indent(2) }}|{{ \"a\nb\n\" | indent(2, true) }}|{{ \"\n\" "
+     "| indent }}|{{ \"\" | indent(first=true) }}|{{ \"x\\r\ny\" | indent(1) }}",
+     "[3, 1, 2] a\n|  a\n  b\n|\n|    |x\n y"},
+    {"{{ n | truncate(5) }}", NULL},
+    {"{{ 5 | indent }}", NULL},
+    {"{{ u | list | sort | join }} {{ [\"b\", \"\303\204\", \"a\", \"\303\244\"] | sort }} {{ "
+     "[\"b\", \"\303\204\", \"a\"] | sort(case_sensitive=true) }} {{ u | list | max }}",
+     "  cdn\303\251\303\257\303\266\303\234\342\234\223\344\275\240\345\245\275 ['a', 'b', "
+     "'\303\204', '\303\244'] ['a', 'b', '\303\204'] \345\245\275"},
+    {"{{ l in d }}", NULL},
+    {"{{ \"abc\" % [1] }} {{ \"abc\" % {\"k\": 1} }}", "abc abc"},
+    {"{{ \"abc\" % 1 }}", NULL},
 };
 
 static const struct tm fixed_now = {.tm_year = 126,
