@@ -390,10 +390,77 @@ struct jv jinja_markup_add(struct rstate *st, const struct jnode *at, struct jv 
     return r;
 }
 
+/* Markup.striptags(): drop comments and tags, unescape the basic entities, collapse whitespace. */
+static int f_striptags(struct rstate *st, const struct jnode *at, struct jv in,
+                       const struct jargs *a, struct jv *out)
+{
+    (void)at;
+    (void)a;
+    static const char *const ents[][2] = {{"&amp;", "&"},   {"&lt;", "<"},   {"&gt;", ">"},
+                                          {"&quot;", "\""}, {"&#34;", "\""}, {"&#39;", "'"}};
+    struct jv s;
+    if (!jv_to_str(st, in, &s)) return st->rc;
+    struct buf b;
+    buf_init(&b);
+    int rc = buf_reserve(&b, s.u.s.n + 1);
+    const char *p = s.u.s.p, *end = p + s.u.s.n;
+    bool space = false;
+    while (p < end && rc == ERR_OK) {
+        const char *close = NULL;
+        if (*p == '<' && end - p >= 4 && !memcmp(p, "<!--", 4)) {
+            for (const char *q = p + 4; q + 3 <= end && !close; q++)
+                if (!memcmp(q, "-->", 3)) close = q + 2;
+        } else if (*p == '<') {
+            close = memchr(p, '>', (size_t)(end - p));
+        }
+        if (close) {
+            p = close + 1;
+            continue;
+        }
+        char c = *p;
+        size_t len = 1;
+        for (size_t i = 0; c == '&' && i < sizeof ents / sizeof ents[0]; i++) {
+            size_t n = strlen(ents[i][0]);
+            if ((size_t)(end - p) >= n && !memcmp(p, ents[i][0], n)) {
+                c = ents[i][1][0];
+                len = n;
+            }
+        }
+        p += len;
+        if (c == ' ' || (c >= '\t' && c <= '\r')) {
+            space = b.len > 0;
+            continue;
+        }
+        if (space) rc = buf_append_byte(&b, ' ');
+        space = false;
+        if (rc == ERR_OK) rc = buf_append_byte(&b, c);
+    }
+    *out = rc == ERR_OK ? mk_str(st, b.data, b.len) : jv_undef();
+    if (rc != ERR_OK) rs_nomem(st);
+    buf_deinit(&b);
+    return st->rc;
+}
+
+static int f_attr(struct rstate *st, const struct jnode *at, struct jv in, const struct jargs *a,
+                  struct jv *out)
+{
+    const struct jv *name = jargs_get(a, 0, "name");
+    if (!name || name->kind != JV_STR) return rs_fail(st, at, ERR_INVALID, "attr: expected a name");
+    char *n = arena_strndup(st->arena, name->u.s.p, name->u.s.n);
+    if (!n) return rs_nomem(st);
+    if (in.kind == JV_DICT && !in.u.d->is_ns) { // attribute lookup only: keys are not attributes
+        *out = jv_undef();
+        return ERR_OK;
+    }
+    return jinja_getattr(st, at, in, n, out);
+}
+
 static const struct {
     const char *name;
     jinja_filter_fn fn;
 } misc_filters[] = {
+    {"striptags", f_striptags},
+    {"attr", f_attr},
     {"first", f_first},
     {"last", f_last},
     {"reverse", f_reverse},

@@ -479,6 +479,11 @@ static const struct render_case render_cases[] = {
     {"{{ l in d }}", NULL},
     {"{{ \"abc\" % [1] }} {{ \"abc\" % {\"k\": 1} }}", "abc abc"},
     {"{{ \"abc\" % 1 }}", NULL},
+    {"{{ \"<b>Hi</b>  <!-- c -->there &amp; &lt;you&gt;\n <br/>x\" | striptags }}|{{ \"  <p> a "
+     "</p> \" | striptags }}|{{ \"a<b\" | striptags }}",
+     "Hi there & <you> x|a|a<b"},
+    {"{{ s | attr(\"upper\") is callable }} {{ d | attr(\"b\") }}| {{ msgs | attr(\"x\") }}|",
+     "True | |"},
 };
 
 static const struct tm fixed_now = {.tm_year = 126,
