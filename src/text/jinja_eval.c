@@ -623,6 +623,7 @@ int jinja_template_render_opts(const struct jinja_template *t, const json_t *con
                                const struct jinja_render_opts *opts, struct buf *out,
                                struct errmsg *err)
 {
+    if (!t || !out) return errmsg_set(err, ERR_INVALID, "no template or output buffer");
     struct arena arena;
     arena_init(&arena, opts && opts->max_bytes ? opts->max_bytes : BYTES_DEFAULT);
     struct rstate st = {.arena = &arena, .out = out, .err = err};
