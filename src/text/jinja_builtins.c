@@ -19,6 +19,14 @@ static struct jv new_str(struct rstate *st, const char *p, size_t n)
     return jv_str(s, n);
 }
 
+/* A NUL-terminated arena copy of a string value, or NULL (error set). */
+static const char *cstr_of(struct rstate *st, struct jv s)
+{
+    char *p = arena_strndup(st->arena, s.u.s.p, s.u.s.n);
+    if (!p) rs_nomem(st);
+    return p;
+}
+
 static bool to_str(struct rstate *st, struct jv v, struct jv *out)
 {
     return jv_to_str(st, v, out);
@@ -318,10 +326,11 @@ static int select_common(struct rstate *st, const struct jnode *at, struct jv in
     const struct jv *attr = with_attr ? jargs_get(a, 0, NULL) : NULL;
     if (with_attr && (!attr || attr->kind != JV_STR))
         return rs_fail(st, at, ERR_INVALID, "selectattr/rejectattr need an attribute name");
-    const struct jv *test = jargs_get(a, first, NULL);
-    if (test && (test->kind != JV_STR || test->u.s.p[test->u.s.n] != 0)) test = NULL;
-    if (test && !jinja_test_exists(test->u.s.p))
-        return rs_fail(st, at, ERR_INVALID, "No test named '%.*s'", (int)test->u.s.n, test->u.s.p);
+    const struct jv *test_arg = jargs_get(a, first, NULL);
+    const char *test = test_arg && test_arg->kind == JV_STR ? cstr_of(st, *test_arg) : NULL;
+    if (test_arg && test_arg->kind == JV_STR && !test) return st->rc;
+    if (test && !jinja_test_exists(test))
+        return rs_fail(st, at, ERR_INVALID, "No test named '%s'", test);
     struct jargs targs = {0};
     if (test && a->n_pos > first + 1) {
         targs.pos = a->pos + first + 1;
@@ -333,7 +342,7 @@ static int select_common(struct rstate *st, const struct jnode *at, struct jv in
     for (size_t i = 0; i < l->n && st->rc == ERR_OK; i++) {
         struct jv v = attr ? attr_path(st, at, l->v[i], *attr) : l->v[i];
         bool ok = jv_truthy(v);
-        if (test) jinja_test_apply(st, at, test->u.s.p, v, &targs, &ok);
+        if (test) jinja_test_apply(st, at, test, v, &targs, &ok);
         if (ok == want) jl_push(st, r, l->v[i]);
     }
     r->is_gen = true;
@@ -371,9 +380,13 @@ static int f_map(struct rstate *st, const struct jnode *at, struct jv in, const 
     struct jlist *l, *r;
     const struct jv *attr = jargs_get(a, SIZE_MAX, "attribute");
     const struct jv *dflt = jargs_get(a, SIZE_MAX, "default");
-    const struct jv *name = jargs_get(a, 0, NULL);
-    if (!attr && (!name || name->kind != JV_STR || name->u.s.p[name->u.s.n] != 0))
-        return rs_fail(st, at, ERR_INVALID, "map: expected a filter name or attribute=");
+    const struct jv *name_arg = jargs_get(a, 0, NULL);
+    const char *name =
+        !attr && name_arg && name_arg->kind == JV_STR ? cstr_of(st, *name_arg) : NULL;
+    if (!attr && !name)
+        return st->rc != ERR_OK
+                   ? st->rc
+                   : rs_fail(st, at, ERR_INVALID, "map: expected a filter name or attribute=");
     if (!jv_truthy(in)) // Jinja2 yields nothing for a falsy input (None included)
         in = jv_undef();
     if (need_list(st, at, in, &l) != ERR_OK || !(r = jl_new(st, l->n))) return st->rc;
@@ -388,7 +401,7 @@ static int f_map(struct rstate *st, const struct jnode *at, struct jv in, const 
             v = attr_path(st, at, l->v[i], *attr);
             if (v.kind == JV_UNDEF && dflt) v = *dflt;
         } else if (!attr) {
-            jinja_filter_apply(st, at, name->u.s.p, l->v[i], &fargs, &v);
+            jinja_filter_apply(st, at, name, l->v[i], &fargs, &v);
         }
         jl_push(st, r, v);
     }

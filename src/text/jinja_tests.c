@@ -617,10 +617,11 @@ int jinja_test_apply(struct rstate *st, const struct jnode *at, const char *name
         *out = str_all(text, name[0] == 'u');
     } else if (!strcmp(name, "escaped"))
         *out = false;
-    else if (!strcmp(name, "filter") || !strcmp(name, "test"))
-        *out = k == JV_STR && in.u.s.p[in.u.s.n] == 0 &&
-               (name[0] == 'f' ? jinja_filter_exists(in.u.s.p) : jinja_test_exists(in.u.s.p));
-    else if (!arg)
+    else if (!strcmp(name, "filter") || !strcmp(name, "test")) {
+        const char *s = k == JV_STR ? arena_strndup(st->arena, in.u.s.p, in.u.s.n) : NULL;
+        if (k == JV_STR && !s) return rs_nomem(st);
+        *out = s && (name[0] == 'f' ? jinja_filter_exists(s) : jinja_test_exists(s));
+    } else if (!arg)
         return rs_fail(st, at, ERR_INVALID, "test '%s' needs an argument", name);
     else
         return test_compare(st, at, name, in, *arg, out);
