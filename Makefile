@@ -10,7 +10,7 @@
 BUILD   ?= release
 O       := build/$(BUILD)
 CC      ?= cc
-PKGS    := libmicrohttpd jansson libpcre2-8 libutf8proc libcurl
+PKGS    := libmicrohttpd jansson libpcre2-8 libutf8proc libcurl libpng libjpeg libwebp sndfile libmpg123
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
@@ -27,6 +27,7 @@ CFLAGS_release := -O2 -g
 CFLAGS_asan    := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
                   -fno-sanitize-recover=undefined
 CFLAGS_tsan    := -O1 -g -fsanitize=thread
+CFLAGS_fuzz    := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined
 CFLAGS   := -std=c11 $(WARN) $(CFLAGS_$(BUILD)) $(EXTRA_CFLAGS)
 LDFLAGS  := $(filter -fsanitize=%,$(CFLAGS_$(BUILD))) $(EXTRA_LDFLAGS)
 LDLIBS   := $(PKG_LIBS) -lm -lpthread
@@ -41,13 +42,15 @@ TEST_HELPER_SRC := $(filter-out $(TEST_SRC),$(wildcard tests/unit/*.c))
 TEST_HELPER_OBJ := $(TEST_HELPER_SRC:%.c=$(O)/%.o)
 TOOL_SRC := $(wildcard tools/*.c)
 TOOL_BIN := $(TOOL_SRC:tools/%.c=$(O)/bin/%)
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(O)/fuzz/%)
 BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(O)/bench/%)
 SERVER   := $(O)/bin/llamapi-server
 CLI      := $(O)/bin/llamapi
 
 .SECONDARY:
-.PHONY: all lib tests tools benches test unit asan tsan run clean format format-check deps \
+.PHONY: fuzz fuzzers demo-model all lib tests tools benches test unit asan tsan run clean format format-check deps \
         e2e bench check-headers
 all: $(SERVER) $(CLI) $(TOOL_BIN)
 lib: $(LIB)
@@ -66,27 +69,37 @@ $(O)/%.o: %.c
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(@D)
-	rm -f $@ && ar rcs $@ $^
+	@rm -f $@ && ar rcs $@ $^
 
 $(SERVER): $(O)/src/server/main.o $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	@echo "  LD  $@"
+	@$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(CLI): $(O)/src/cli/main.o $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	@echo "  LD  $@"
+	@$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(O)/bin/%: $(O)/tools/%.o $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	@echo "  LD  $@"
+	@$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(O)/bench/%: $(O)/bench/%.o $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	@echo "  LD  $@"
+	@$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(O)/fuzz/%: $(O)/tests/fuzz/%.o $(LIB)
+	@mkdir -p $(@D)
+	@echo "  LD  $@"
+	@$(CC) -fsanitize=fuzzer,address,undefined $^ $(LDLIBS) -o $@
 
 $(O)/tests/%: $(O)/tests/unit/%.o $(TEST_HELPER_OBJ) $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) $(CMOCKA_LIBS) -o $@
+	@echo "  LD  $@"
+	@$(CC) $(LDFLAGS) $^ $(LDLIBS) $(CMOCKA_LIBS) -o $@
 
 deps:
 	@scripts/install-deps.sh
@@ -109,8 +122,28 @@ asan:
 tsan:
 	@$(MAKE) --no-print-directory BUILD=tsan all tests
 
-run: deps all
-	$(SERVER) $(ARGS)
+# libFuzzer targets (clang), each run for FUZZ_SECONDS from its seed corpus.
+FUZZ_SECONDS ?= 30
+fuzzers: $(FUZZ_BIN)
+fuzz:
+	@$(MAKE) --no-print-directory BUILD=fuzz CC=clang fuzzers
+	@scripts/run-fuzz.sh build/fuzz $(FUZZ_SECONDS)
+
+# The demo model `make run` serves when no other is given: a small qwen2-shaped model with
+# random weights and a ChatML template, written by our own gguf-synth (it answers gibberish;
+# it is there so the API works on a fresh machine).
+DEMO_MODEL := $(O)/models/demo.gguf
+$(DEMO_MODEL): $(O)/bin/gguf-synth
+	@mkdir -p $(@D)
+	@$(O)/bin/gguf-synth --arch qwen2 --layers 4 --embd 256 --heads 4 --heads-kv 2 --ffn 512 \
+	  --ctx 2048 --type q8_0 --tied --seed 42 -o $@
+demo-model: $(DEMO_MODEL)
+
+# deps first, then a fresh make: pkg-config flags are read when make parses this file.
+RUN_ARGS ?= -m $(DEMO_MODEL) --alias demo
+run: deps
+	@$(MAKE) --no-print-directory all demo-model
+	$(SERVER) $(RUN_ARGS) $(ARGS)
 
 bench: benches
 	@scripts/run-bench.sh $(O)
@@ -118,7 +151,7 @@ bench: benches
 # Each header must compile on its own.
 check-headers:
 	@for h in $$(find src -name '*.h' ! -name '*_internal.h'); do \
-	  echo "#include \"$${h#src/}\"" | $(CC) $(CPPFLAGS) -std=c11 $(WARN) -fsyntax-only -x c - \
+	  printf "#include \"%s\"\nint check_headers_tu;\n" "$${h#src/}" | $(CC) $(filter-out -MMD -MP,$(CPPFLAGS)) -std=c11 $(WARN) -fsyntax-only -x c - \
 	  || exit 1; done; echo "headers: ok"
 
 FORMAT_FILES = $(shell find src tests/unit tests/fuzz tools bench -name '*.[ch]' 2>/dev/null)

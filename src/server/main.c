@@ -1,1 +1,135 @@
-int main(void){return 0;}
+/* llamapi-server: parse flags, start the HTTP front end, wait for SIGINT/SIGTERM, shut down
+ * cleanly (stop accepting, end in-flight requests, free everything, exit 0). */
+#define _XOPEN_SOURCE 700 // realpath()
+#include "core/manager.h"
+#include "server/config.h"
+#include "server/http.h"
+#include "server/version.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+static bool is_loopback(const char *host)
+{
+    return strncmp(host, "127.", 4) == 0 || strcmp(host, "localhost") == 0;
+}
+
+/* Blocks the shutdown signals in this thread (and every thread started later), so sigwait
+ * below is the one place they arrive. */
+static void block_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+/* Loads the -m models; a failure is fatal, as for llama-server. */
+static int load_startup_models(const struct server_config *config, struct manager *manager)
+{
+    for (int i = 0; i < config->n_model_paths; i++) {
+        char path[MODEL_PATH_CAP], id[MODEL_ID_CAP];
+        if (!realpath(config->model_paths[i], path)) {
+            log_error("--model %s: %s", config->model_paths[i], strerror(errno));
+            return 1;
+        }
+        if (i == 0 && config->alias[0]) {
+            snprintf(id, sizeof id, "%s", config->alias);
+        } else {
+            const char *base = strrchr(path, '/');
+            snprintf(id, sizeof id, "%.255s", base ? base + 1 : path);
+            size_t n = strlen(id);
+            if (n > 5 && strcmp(id + n - 5, ".gguf") == 0)
+                id[n - 5] = '\0';
+        }
+        struct manager_load args = {.id = id, .path = path, .n_instances = config->n_parallel,
+                                    .queue_size = -1, .n_ctx = config->n_ctx};
+        int actual = 0;
+        enum load_failure why;
+        struct errmsg err;
+        errmsg_clear(&err);
+        if (manager_load(manager, &args, &actual, &why, &err) != ERR_OK) {
+            log_error("--model %s: %s", path, err.msg);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int serve(const struct server_config *config)
+{
+    sigset_t set;
+    block_signals(&set);
+    struct manager_config mc = {
+        .default_queue_size = config->request_queue_size,
+        .n_threads = config->n_threads,
+    };
+    snprintf(mc.models_dir, sizeof mc.models_dir, "%s", config->models_dir);
+    struct manager *manager = NULL;
+    if (manager_new(&mc, &manager) != ERR_OK) {
+        log_error("out of memory");
+        return 1;
+    }
+    struct api_ctx ctx = {.manager = manager, .config = config,
+                          .started_unix_s = clock_unix_s()};
+    struct http_server *http = NULL;
+    struct errmsg err;
+    errmsg_clear(&err);
+    if (http_server_start(config, &ctx, &http, &err) != ERR_OK) {
+        log_error("%s", err.msg);
+        manager_free(manager);
+        return 1;
+    }
+    if (load_startup_models(config, manager) != 0) {
+        http_server_stop(http);
+        manager_free(manager);
+        return 1;
+    }
+    if (!is_loopback(config->host) && config->n_api_keys == 0)
+        log_warn("listening on %s without --api-key: anyone who can reach it can use it",
+                 config->host);
+    log_info("llamapi-server %s listening on http://%s:%d", LLAMAPI_VERSION, config->host,
+             http_server_port(http));
+    int sig = 0;
+    sigwait(&set, &sig);
+    log_info("received %s, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    http_server_stop(http);
+    manager_free(manager);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct server_config config;
+    config_defaults(&config);
+    struct errmsg err;
+    errmsg_clear(&err);
+    int rc = config_parse(&config, argc, argv, &err);
+    if (rc < 0) {
+        fprintf(stderr, "llamapi-server: %s\n", err.msg[0] ? err.msg : "invalid arguments");
+        config_deinit(&config);
+        return 2;
+    }
+    if (rc == CONFIG_PARSE_HELP || rc == CONFIG_PARSE_VERSION) {
+        static char usage[8192];
+        if (rc == CONFIG_PARSE_HELP)
+            config_usage("llamapi-server", usage, sizeof usage);
+        else
+            snprintf(usage, sizeof usage, "llamapi-server %s\n", LLAMAPI_VERSION);
+        fputs(usage, stdout);
+        config_deinit(&config);
+        return 0;
+    }
+    log_set_level(config.log_disable ? LOG_LEVEL_OFF
+                                     : config.verbosity ? LOG_LEVEL_DEBUG : LOG_LEVEL_INFO);
+    int status = serve(&config);
+    config_deinit(&config);
+    return status;
+}

@@ -35,14 +35,33 @@ typedef void (*quant_from_float_fn)(const float *x, void *y, int64_t n);
 /* *s = dot(x, y) over n elements; x in the weight type, y in its dot_type. */
 typedef void (*quant_vec_dot_fn)(int64_t n, float *s, const void *x, const void *y);
 
+#define QUANT_TILE_MAX 4 // largest n_rows and n_cols a tile kernel accepts
+
+/* One tile of a matrix product: s[c * s_stride + r] = dot(row r of x, row c of y) for
+ * r < n_rows, c < n_cols. Rows of x (weight type) are x_stride bytes apart, rows of y (dot type)
+ * y_stride bytes apart. Each weight block is loaded once for all n_cols activation rows. */
+struct quant_tile {
+    int64_t n;       // elements per row, a multiple of block_len
+    const void *x;   // first weight row
+    size_t x_stride; // bytes between weight rows
+    const void *y;   // first activation row
+    size_t y_stride; // bytes between activation rows
+    float *s;        // output; element (r, c) at s[c * s_stride + r]
+    size_t s_stride; // floats between output rows (one output row per activation row)
+    int n_rows;      // 1..QUANT_TILE_MAX weight rows
+    int n_cols;      // 1..QUANT_TILE_MAX activation rows
+};
+typedef void (*quant_vec_dot_tile_fn)(const struct quant_tile *t);
+
 struct quant_traits {
-    const char *name;             // "q4_K" etc., as ggml spells it
-    int64_t block_len;            // elements per block
-    size_t block_bytes;           // bytes per block
-    enum quant_type dot_type;     // format activations are converted to for vec_dot
-    quant_to_float_fn to_float;   // never NULL for a supported type
-    quant_from_float_fn from_float; // NULL when quantizing to this type is not supported
-    quant_vec_dot_fn vec_dot;     // NULL for activation-only types (Q8_K, Q8_1)
+    const char *name;                   // "q4_K" etc., as ggml spells it
+    int64_t block_len;                  // elements per block
+    size_t block_bytes;                 // bytes per block
+    enum quant_type dot_type;           // format activations are converted to for vec_dot
+    quant_to_float_fn to_float;         // never NULL for a supported type
+    quant_from_float_fn from_float;     // NULL when quantizing to this type is not supported
+    quant_vec_dot_fn vec_dot;           // NULL for activation-only types (Q8_K, Q8_1)
+    quant_vec_dot_tile_fn vec_dot_tile; // NULL: loop vec_dot; else equal to it bit for bit
 };
 
 /* Selects SIMD variants for this CPU. Call once before any thread uses the table; later calls

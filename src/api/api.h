@@ -1,0 +1,81 @@
+/* The contract between the HTTP layer (server/) and the endpoint handlers (api/): a parsed
+ * request in, a response out. Handlers never see libmicrohttpd; the server never sees JSON
+ * semantics beyond parsing the body. */
+#ifndef API_API_H
+#define API_API_H
+
+#include "util/buf.h"
+#include "util/str.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct manager;
+struct server_config;
+
+/* What every handler may read. Immutable after start-up except through the objects' own
+ * locks (the registry is guarded by its mutex). */
+struct api_ctx {
+    struct manager *manager;            // models; borrowed, own locks
+    const struct server_config *config; // flags; immutable after start-up
+    int64_t started_unix_s;             // server start time
+};
+
+/* Returns the value of a request header (case-insensitive name) or NULL. */
+typedef const char *(*api_header_fn)(void *conn, const char *name);
+/* Returns the value of a query-string argument or NULL. */
+typedef const char *(*api_query_fn)(void *conn, const char *name);
+
+struct api_request {
+    const char *method;    // "GET", "POST", …
+    const char *path;      // URL path without the query string
+    struct str path_param; // the {id} part of a pattern route; empty otherwise
+    const char *body;      // raw body bytes (NUL-terminated); empty string when none
+    size_t body_len;       // bytes
+    json_t *json;          // parsed body for JSON routes (borrowed; NULL otherwise)
+    api_header_fn header;  // header lookup
+    api_query_fn query;    // query-string lookup
+    void *conn;            // opaque argument for header/query
+};
+
+#define API_MAX_HEADERS 4
+
+/* A streaming body: read() fills up to max bytes and returns the count, 0 when it has nothing
+ * yet (it may block until it has), or -1 at the end of the stream. free() runs once when the
+ * connection is done with it, also after a client disconnect. */
+struct api_stream {
+    long (*read)(void *cls, char *out, size_t max);
+    void (*free)(void *cls);
+    void *cls;
+};
+
+struct api_response {
+    int status;              // HTTP status
+    const char *content_type; // static string
+    struct buf body;         // the whole body unless stream.read is set
+    struct api_stream stream; // set by streaming handlers
+    int n_headers;
+    struct {
+        const char *name;    // static string
+        char value[128];
+    } headers[API_MAX_HEADERS];
+};
+
+typedef void (*api_handler_fn)(const struct api_ctx *ctx, const struct api_request *req,
+                               struct api_response *resp);
+
+/* Sets a JSON body (takes ownership of j and frees it) with the given status. On allocation
+ * failure the response becomes a plain 500. */
+void api_respond_json(struct api_response *resp, int status, json_t *j);
+
+/* Sets a text body with the given content type (static string). */
+void api_respond_text(struct api_response *resp, int status, const char *content_type,
+                      const char *text);
+
+/* Adds a response header (name static; value copied, truncated to 127 bytes). Ignored when
+ * API_MAX_HEADERS are already set. */
+void api_response_add_header(struct api_response *resp, const char *name, const char *value);
+
+#endif

@@ -1,0 +1,196 @@
+/* Chat message validation, template rendering and prompt tokenization. */
+#include "api/chat_prompt.h"
+
+#include "media/content.h"
+#include "text/chat_template.h"
+#include "util/mem.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static bool role_known(const char *r)
+{
+    return strcmp(r, "system") == 0 || strcmp(r, "developer") == 0 || strcmp(r, "user") == 0 ||
+           strcmp(r, "assistant") == 0 || strcmp(r, "tool") == 0;
+}
+
+static bool unsupported_modality(const struct model *m, const char *modality, const char *param,
+                                 struct api_fail *f)
+{
+    return api_failf(f, 400, "unsupported_content_part_type", param,
+                     "The model '%s' does not accept %s input.", model_id(m), modality);
+}
+
+static bool validate_part(const struct model *m, const json_t *part, const char *param,
+                          const struct media_path *media_path, struct api_fail *f)
+{
+    if (!json_is_object(part))
+        return api_failf(f, 400, "invalid_content_part", param,
+                         "'%s' must be an object with a 'type'", param);
+    const char *type = json_string_value(json_object_get(part, "type"));
+    if (!type)
+        return api_failf(f, 400, "invalid_content_part", param, "'%s.type' must be a string",
+                         param);
+    struct content_limits lim = {.media_path = media_path};
+    struct errmsg err;
+    errmsg_clear(&err);
+    if (strcmp(type, "text") == 0) {
+        if (!json_is_string(json_object_get(part, "text")))
+            return api_failf(f, 400, "invalid_content_part", param,
+                             "'%s.text' must be a string", param);
+        return true;
+    }
+    if (strcmp(type, "image_url") == 0) {
+        const json_t *iu = json_object_get(part, "image_url");
+        const json_t *url = json_is_object(iu) ? json_object_get(iu, "url") : iu;
+        if (!json_is_string(url))
+            return api_failf(f, 400, "invalid_content_part", param,
+                             "'%s.image_url.url' must be a string", param);
+        struct str u = {json_string_value(url), json_string_length(url)};
+        struct image_info info;
+        if (content_image_load(u, &lim, &info, NULL, &err) != ERR_OK)
+            return api_failf(f, 400, "invalid_content_part", param, "%s", err.msg);
+        return unsupported_modality(m, "image", param, f);
+    }
+    if (strcmp(type, "input_audio") == 0) {
+        const json_t *ia = json_object_get(part, "input_audio");
+        const json_t *data = json_object_get(ia, "data"), *fmt = json_object_get(ia, "format");
+        if (!json_is_string(data) || !json_is_string(fmt))
+            return api_failf(f, 400, "invalid_content_part", param,
+                             "'%s.input_audio' needs string 'data' and 'format'", param);
+        struct str d = {json_string_value(data), json_string_length(data)};
+        struct str fm = {json_string_value(fmt), json_string_length(fmt)};
+        struct audio_info info;
+        if (content_audio_load(fm, d, &lim, &info, NULL, &err) != ERR_OK)
+            return api_failf(f, 400, "invalid_content_part", param, "%s", err.msg);
+        return unsupported_modality(m, "audio", param, f);
+    }
+    return api_failf(f, 400, "unsupported_content_part_type", param,
+                     "Content part type '%.64s' is not supported (text, image_url, input_audio).",
+                     type);
+}
+
+static bool validate_message(const struct model *m, const json_t *msg, size_t i,
+                             const struct media_path *media_path, struct api_fail *f)
+{
+    char param[64];
+    snprintf(param, sizeof param, "messages[%zu]", i);
+    if (!json_is_object(msg))
+        return api_failf(f, 400, "invalid_type", param,
+                         "Invalid type for '%s': expected an object, but got %s.", param,
+                         v_type_name(msg));
+    const json_t *role = json_object_get(msg, "role");
+    char rparam[80];
+    snprintf(rparam, sizeof rparam, "%s.role", param);
+    if (!json_is_string(role) || !role_known(json_string_value(role)))
+        return api_failf(f, 400, "invalid_value", rparam,
+                         "'%s' must be one of system, developer, user, assistant, tool", rparam);
+    const char *r = json_string_value(role);
+    const json_t *content = json_object_get(msg, "content");
+    char cparam[80];
+    snprintf(cparam, sizeof cparam, "%s.content", param);
+    bool may_be_null = strcmp(r, "assistant") == 0 || strcmp(r, "tool") == 0;
+    if (!content || json_is_null(content)) {
+        if (may_be_null)
+            return true;
+        return api_failf(f, 400, "invalid_value", cparam, "'%s' is required for role '%s'",
+                         cparam, r);
+    }
+    if (json_is_string(content))
+        return true;
+    if (!json_is_array(content))
+        return api_failf(f, 400, "invalid_type", cparam,
+                         "Invalid type for '%s': expected a string or an array of parts, but "
+                         "got %s.",
+                         cparam, v_type_name(content));
+    size_t k;
+    const json_t *part;
+    json_array_foreach(content, k, part) {
+        char pparam[128];
+        snprintf(pparam, sizeof pparam, "%s[%zu]", cparam, k);
+        if (!validate_part(m, part, pparam, media_path, f))
+            return false;
+    }
+    return true;
+}
+
+bool chat_messages_validate(const struct model *m, const json_t *messages,
+                            const struct media_path *media_path, struct api_fail *f)
+{
+    if (!messages)
+        return api_failf(f, 400, "missing_required_parameter", "messages",
+                         "Missing required parameter: 'messages'.");
+    if (!json_is_array(messages))
+        return api_failf(f, 400, "invalid_type", "messages",
+                         "Invalid type for 'messages': expected an array, but got %s.",
+                         v_type_name(messages));
+    if (json_array_size(messages) == 0)
+        return api_failf(f, 400, "invalid_value", "messages",
+                         "'messages' must contain at least one message");
+    size_t i;
+    const json_t *msg;
+    json_array_foreach(messages, i, msg) {
+        if (!validate_message(m, msg, i, media_path, f))
+            return false;
+    }
+    return true;
+}
+
+int chat_prompt_tokenize(const struct model *m, const char *text, size_t len,
+                         struct tok_ids *out, struct api_fail *f)
+{
+    const struct platform_model_desc *d = model_desc(m);
+    // Templates that write the BOS text themselves would get a second BOS from the vocab's
+    // add_bos; tokenize that text as given instead.
+    size_t bos_len = d->bos_text ? strlen(d->bos_text) : 0;
+    bool has_bos = bos_len && len >= bos_len && memcmp(text, d->bos_text, bos_len) == 0;
+    struct str s = {text, len};
+    int rc = tok_encode(d->tokenizer, s, !has_bos, true, out);
+    if (rc != ERR_OK) {
+        api_failf(f, 500, NULL, NULL, "tokenization failed: %s", err_str(rc));
+        return rc;
+    }
+    if ((int64_t)out->n_ids + 1 > d->n_ctx) {
+        api_failf(f, 400, "context_length_exceeded", "messages",
+                  "This model's context is %d tokens, but the prompt has %zu tokens (and at "
+                  "least one must be generated).",
+                  d->n_ctx, out->n_ids);
+        return ERR_LIMIT;
+    }
+    if (out->n_ids == 0) {
+        api_failf(f, 400, "invalid_value", "messages", "the prompt is empty");
+        return ERR_INVALID;
+    }
+    return ERR_OK;
+}
+
+int chat_prompt_build(const struct model *m, const struct chat_prompt_opts *o,
+                      struct chat_prompt *out, struct api_fail *f)
+{
+    const struct platform_model_desc *d = model_desc(m);
+    buf_init(&out->text);
+    tok_ids_init(&out->ids);
+    struct chat_template_opts to = {
+        .add_generation_prompt = o->add_generation_prompt,
+        .enable_thinking = o->enable_thinking,
+        .bos_token = d->bos_text,
+        .eos_token = d->eos_text,
+        .extra = o->template_kwargs,
+    };
+    struct errmsg err;
+    errmsg_clear(&err);
+    int rc = chat_template_apply(d->chat_template, o->messages, o->tools, &to, &out->text, &err);
+    if (rc != ERR_OK) {
+        api_failf(f, rc == ERR_NOMEM ? 500 : 400, "template_error", "messages",
+                  "The chat template failed: %s", err.msg[0] ? err.msg : err_str(rc));
+        return rc;
+    }
+    return chat_prompt_tokenize(m, out->text.data ? out->text.data : "", out->text.len,
+                                &out->ids, f);
+}
+
+void chat_prompt_deinit(struct chat_prompt *p)
+{
+    buf_deinit(&p->text);
+    tok_ids_deinit(&p->ids);
+}

@@ -1,0 +1,56 @@
+/* OpenAI error objects. */
+#include "api/errors.h"
+
+#include <stdarg.h>
+#include <utf8proc.h>
+#include <stdio.h>
+
+/* Messages may quote user input; replace bytes that are not valid UTF-8 so the error itself
+ * is always valid JSON. */
+static json_t *string_lossy(const char *s)
+{
+    char clean[1024];
+    size_t n = 0;
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p && n + 4 < sizeof clean) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t len = utf8proc_iterate(p, -1, &cp);
+        if (len <= 0) {
+            clean[n++] = '?';
+            p++;
+            continue;
+        }
+        for (utf8proc_ssize_t i = 0; i < len; i++)
+            clean[n++] = (char)p[i];
+        p += len;
+    }
+    clean[n] = '\0';
+    return json_string(clean);
+}
+
+static json_t *str_or_null(const char *s)
+{
+    return s ? string_lossy(s) : json_null();
+}
+
+json_t *api_error_json(const char *type, const char *code, const char *param,
+                       const char *message)
+{
+    json_t *inner = json_pack("{s:o?, s:s, s:o?, s:o?}", "message", string_lossy(message),
+                              "type", type, "param", str_or_null(param), "code",
+                              str_or_null(code));
+    if (!inner)
+        return NULL;
+    return json_pack("{s:o}", "error", inner);
+}
+
+void api_error(struct api_response *resp, int status, const char *type, const char *code,
+               const char *param, const char *fmt, ...)
+{
+    char message[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    api_respond_json(resp, status, api_error_json(type, code, param, message));
+}

@@ -1,0 +1,26 @@
+/* OpenAI-style error bodies: {"error":{"message","type","param","code"}}. Every error the API
+ * returns goes through here so the shape and the status/type pairs stay consistent. */
+#ifndef API_ERRORS_H
+#define API_ERRORS_H
+
+#include "api/api.h"
+
+/* The error types the API uses, with their usual statuses. */
+#define API_TYPE_INVALID_REQUEST "invalid_request_error" // 400, 404, 405, 413
+#define API_TYPE_AUTHENTICATION  "authentication_error"  // 401
+#define API_TYPE_NOT_FOUND       "not_found_error"       // 404 for models/resources
+#define API_TYPE_RATE_LIMIT      "rate_limit_exceeded"   // 429
+#define API_TYPE_SERVER          "server_error"          // 500
+#define API_TYPE_NOT_IMPLEMENTED "not_implemented_error" // 501
+#define API_TYPE_UNAVAILABLE     "unavailable_error"     // 503
+
+/* Builds the error object. param and code may be NULL (they become JSON null). Returns a new
+ * reference or NULL on allocation failure. */
+json_t *api_error_json(const char *type, const char *code, const char *param,
+                       const char *message);
+
+/* Sets resp to an error with the given status; message is printf-formatted. */
+void api_error(struct api_response *resp, int status, const char *type, const char *code,
+               const char *param, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+#endif

@@ -1,0 +1,249 @@
+/* Generation sessions: token events → text deltas. */
+#include "api/generate.h"
+
+#include "api/errors.h"
+#include "text/stopstr.h"
+#include "text/tokenizer.h"
+#include "util/mem.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define EVENTS_PER_STEP 64
+
+struct gen_session {
+    struct model *model;              // borrowed
+    struct request *req;              // one reference
+    const struct tokenizer *tok;      // borrowed from the model
+    struct tok_stream detok;
+    struct stopstr *stops;            // NULL when there are none
+    struct reasoning_stream *reasoning;
+    struct toolcall_stream *tools;    // NULL unless parse_tools
+    int cursor;                       // events consumed
+    int n_completion;                 // tokens generated
+    bool is_done;
+    struct buf text;                  // scratch: this step's detokenized text
+    struct buf content;               // scratch: this step's content after reasoning split
+    struct buf reasoning_out;         // scratch: this step's reasoning
+    struct gen_event events[EVENTS_PER_STEP];
+};
+
+int gen_session_start(struct model *m, const int32_t *prompt, int n_prompt,
+                      const struct gen_params *params, const struct gen_options *opt,
+                      struct gen_session **out, struct api_fail *f)
+{
+    const struct platform_model_desc *desc = model_desc(m);
+    struct gen_session *s = mem_calloc(1, sizeof *s);
+    if (!s)
+        return api_failf(f, 500, NULL, NULL, "out of memory"), ERR_NOMEM;
+    s->model = m;
+    s->tok = desc->tokenizer;
+    tok_stream_init(&s->detok, s->tok, false);
+    int max_events = desc->n_ctx - n_prompt;
+    if (params->max_tokens >= 0 && params->max_tokens < max_events)
+        max_events = params->max_tokens;
+    struct errmsg err;
+    errmsg_clear(&err);
+    int rc = request_new(REQUEST_GENERATE, prompt, n_prompt, params, max_events, &s->req);
+    if (rc == ERR_OK && opt->n_stops > 0)
+        rc = stopstr_new(opt->stops, opt->n_stops, &s->stops, &err);
+    if (rc == ERR_OK)
+        rc = reasoning_stream_new(opt->reasoning, opt->reasoning_starts_inside, &s->reasoning);
+    if (rc == ERR_OK && opt->parse_tools)
+        rc = toolcall_stream_new(opt->tool_format, &s->tools);
+    if (rc != ERR_OK) {
+        gen_session_end(s);
+        api_failf(f, 500, NULL, NULL, "cannot start generation: %s",
+                  err.msg[0] ? err.msg : err_str(rc));
+        return rc;
+    }
+    switch (model_submit(m, s->req)) {
+    case POOL_ADMIT_RUN:
+    case POOL_ADMIT_QUEUED:
+        *out = s;
+        return ERR_OK;
+    case POOL_ADMIT_FULL:
+        api_failf(f, 429, "queue_full", NULL,
+                  "All instances of model '%s' are busy and its queue is full; retry later.",
+                  model_id(m));
+        f->type = API_TYPE_RATE_LIMIT;
+        break;
+    case POOL_ADMIT_CLOSED:
+        api_failf(f, 404, "model_not_found", "model", "The model '%s' is being unloaded",
+                  model_id(m));
+        break;
+    }
+    s->is_done = true; // never ran: nothing to cancel
+    gen_session_end(s);
+    return ERR_BUSY;
+}
+
+/* Appends content events to plain and records call events in d. The calls themselves stay
+ * owned by the stream (valid until it is freed), so pointers kept in d remain valid. */
+static void collect_events(const struct toolcall_events *ev, struct buf *plain,
+                           struct gen_delta *d)
+{
+    for (int i = 0; i < ev->n; i++) {
+        const struct toolcall_event *e = &ev->ev[i];
+        if (e->kind == TOOLCALL_EVENT_CONTENT) {
+            buf_append(plain, e->content.ptr, e->content.len);
+        } else if (d->n_calls < GEN_DELTA_MAX_CALLS) {
+            d->calls[d->n_calls] = *e->call; // the array may move; the strings do not
+            d->call_index[d->n_calls++] = e->index;
+        }
+    }
+}
+
+/* Runs this step's raw text through stop strings, reasoning and tool-call parsing. */
+static void process_text(struct gen_session *s, const char *text, size_t len, bool is_final,
+                         struct gen_delta *d)
+{
+    struct str kept = {text, len};
+    if (s->stops) {
+        struct stopstr_result sr;
+        if (stopstr_feed(s->stops, text, len, &sr) == ERR_OK) {
+            kept = sr.emit;
+            if (sr.stop_index >= 0) {
+                d->is_stop_string = true;
+                d->stop_index = sr.stop_index;
+            }
+        }
+        // A stop string ends the answer; the held-back tail is emitted only at a natural end.
+        if (is_final && !d->is_stop_string && !stopstr_is_stopped(s->stops)) {
+            buf_clear(&s->text);
+            buf_append(&s->text, kept.ptr, kept.len);
+            struct str tail = {"", 0};
+            stopstr_flush(s->stops, &tail);
+            buf_append(&s->text, tail.ptr, tail.len);
+            kept = (struct str){s->text.data ? s->text.data : "", s->text.len};
+        }
+    }
+    struct reasoning_delta rd = {{"", 0}, {"", 0}};
+    buf_clear(&s->content);
+    buf_clear(&s->reasoning_out);
+    if (kept.len)
+        reasoning_stream_feed(s->reasoning, kept.ptr, kept.len, &rd);
+    buf_append(&s->reasoning_out, rd.reasoning.ptr, rd.reasoning.len);
+    buf_append(&s->content, rd.content.ptr, rd.content.len);
+    if (is_final && reasoning_stream_finish(s->reasoning, &rd) == ERR_OK) {
+        buf_append(&s->reasoning_out, rd.reasoning.ptr, rd.reasoning.len);
+        buf_append(&s->content, rd.content.ptr, rd.content.len);
+    }
+    d->reasoning = (struct str){s->reasoning_out.data ? s->reasoning_out.data : "",
+                                s->reasoning_out.len};
+    d->content = (struct str){s->content.data ? s->content.data : "", s->content.len};
+    if (!s->tools)
+        return;
+    // Content goes through the tool-call parser, which holds back what may start a call.
+    struct buf plain;
+    buf_init(&plain);
+    struct toolcall_events ev = {0};
+    if (d->content.len)
+        toolcall_stream_feed(s->tools, d->content.ptr, d->content.len, &ev);
+    collect_events(&ev, &plain, d);
+    if (is_final) {
+        toolcall_stream_finish(s->tools, &ev);
+        collect_events(&ev, &plain, d);
+    }
+    buf_clear(&s->content);
+    buf_append(&s->content, plain.data ? plain.data : "", plain.len);
+    buf_deinit(&plain);
+    d->content = (struct str){s->content.data ? s->content.data : "", s->content.len};
+}
+
+static const char *finish_name(struct gen_session *s, enum finish_reason f, bool stop_string)
+{
+    int n_calls = 0;
+    if (s->tools)
+        toolcall_stream_calls(s->tools, &n_calls);
+    if (n_calls > 0)
+        return "tool_calls";
+    if (stop_string)
+        return "stop";
+    return f == FINISH_LENGTH ? "length" : "stop";
+}
+
+bool gen_session_next(struct gen_session *s, int timeout_ms, struct gen_delta *d)
+{
+    memset(d, 0, sizeof *d);
+    d->content = d->reasoning = (struct str){"", 0};
+    d->stop_index = -1;
+    if (s->is_done) {
+        d->is_done = true;
+        return true;
+    }
+    enum finish_reason fin;
+    int n = request_wait_events(s->req, &s->cursor, s->events, EVENTS_PER_STEP, timeout_ms,
+                                &fin);
+    if (n == 0 && fin == FINISH_NONE)
+        return false;
+    buf_clear(&s->text);
+    for (int i = 0; i < n; i++)
+        tok_stream_push(&s->detok, s->events[i].token, &s->text);
+    s->n_completion += n;
+    bool is_final = fin != FINISH_NONE;
+    if (is_final)
+        tok_stream_flush(&s->detok, &s->text);
+    struct buf raw = s->text; // process_text reuses s->text as scratch
+    buf_init(&s->text);
+    process_text(s, raw.data ? raw.data : "", raw.len, is_final, d);
+    buf_deinit(&raw);
+    if (d->is_stop_string) {
+        // The stop string ended the answer: stop the model now and finish here.
+        request_cancel(s->req);
+        is_final = true;
+        fin = FINISH_STOP;
+    }
+    if (!is_final)
+        return true;
+    s->is_done = true;
+    d->is_done = true;
+    if (fin == FINISH_ERROR || fin == FINISH_CANCELLED) {
+        struct errmsg err;
+        int status = 500;
+        request_outcome(s->req, &status, &err, NULL);
+        d->error_status = status ? status : 500;
+        snprintf(d->error_message, sizeof d->error_message, "%s",
+                 fin == FINISH_CANCELLED ? "generation was cancelled" : err.msg);
+        return true;
+    }
+    d->finish_reason = finish_name(s, fin, d->is_stop_string);
+    return true;
+}
+
+int gen_session_n_prompt(const struct gen_session *s)
+{
+    return s->req->n_prompt;
+}
+
+int gen_session_n_completion(const struct gen_session *s)
+{
+    return s->n_completion;
+}
+
+void gen_session_timings(struct gen_session *s, struct request_timings *out)
+{
+    request_outcome(s->req, NULL, NULL, out);
+}
+
+const struct toolcall *gen_session_calls(const struct gen_session *s, int *n)
+{
+    *n = 0;
+    return s->tools ? toolcall_stream_calls(s->tools, n) : NULL;
+}
+
+void gen_session_end(struct gen_session *s)
+{
+    if (!s)
+        return;
+    if (s->req && request_outcome(s->req, NULL, NULL, NULL) == FINISH_NONE)
+        model_abandon(s->model, s->req);
+    request_release(s->req);
+    stopstr_free(s->stops);
+    reasoning_stream_free(s->reasoning);
+    toolcall_stream_free(s->tools);
+    buf_deinit(&s->text);
+    buf_deinit(&s->content);
+    buf_deinit(&s->reasoning_out);
+    mem_free(s);
+}

@@ -1,0 +1,338 @@
+/* POST /v1/chat/completions: validation, prompt, generation, and the JSON or SSE answer in
+ * OpenAI's chat completion shapes (plus llama.cpp's `timings`). */
+#include "api/openai_chat.h"
+
+#include "api/chat_prompt.h"
+#include "api/errors.h"
+#include "api/handlers.h"
+#include "api/ids.h"
+#include "api/params.h"
+#include "api/sse.h"
+#include "util/clock.h"
+#include "util/mem.h"
+
+#include <stdio.h>
+#include <string.h>
+
+struct model *api_resolve_model(const struct api_ctx *ctx, const json_t *body,
+                                enum model_kind kind, struct api_fail *f)
+{
+    const char *name = NULL;
+    const char *key = json_object_get(body, "model") ? "model" : "model_id";
+    if (!v_require(body, key, "model", f) || !v_string(body, key, "model", 1024, &name, f))
+        return NULL;
+    struct model *m = registry_acquire(manager_registry(ctx->manager), name);
+    if (!m) {
+        api_failf(f, 404, "model_not_found", "model", "The model '%s' does not exist", name);
+        return NULL;
+    }
+    if (!model_is_ready(m)) {
+        api_failf(f, 503, "model_loading", "model", "The model '%s' is still loading", name);
+        f->type = "unavailable_error";
+    } else if (model_desc(m)->kind != kind) {
+        api_failf(f, 400, "wrong_model_type", "model",
+                  "The model '%s' is a%s model and cannot serve this endpoint", name,
+                  model_desc(m)->kind == MODEL_KIND_EMBEDDING ? "n embedding" : " chat");
+    } else {
+        return m;
+    }
+    model_release(m);
+    return NULL;
+}
+
+void api_fail_respond_retry(const struct api_fail *f, struct api_response *resp)
+{
+    api_fail_respond(f, resp);
+    if (f->status == 429)
+        api_response_add_header(resp, "Retry-After", "1");
+}
+
+json_t *api_timings_json(struct gen_session *s)
+{
+    struct request_timings t;
+    gen_session_timings(s, &t);
+    double pps = t.prompt_ms > 0 ? 1000.0 * t.n_prompt / t.prompt_ms : 0;
+    double gps = t.predicted_ms > 0 ? 1000.0 * t.n_predicted / t.predicted_ms : 0;
+    return json_pack("{s:i, s:i, s:f, s:f, s:i, s:f, s:f}", "cache_n", t.n_cached, "prompt_n",
+                     t.n_prompt, "prompt_ms", t.prompt_ms, "prompt_per_second", pps,
+                     "predicted_n", t.n_predicted, "predicted_ms", t.predicted_ms,
+                     "predicted_per_second", gps);
+}
+
+json_t *api_usage_json(struct gen_session *s)
+{
+    struct request_timings t;
+    gen_session_timings(s, &t);
+    int p = gen_session_n_prompt(s), c = gen_session_n_completion(s);
+    return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", p, "completion_tokens", c,
+                     "total_tokens", p + c, "prompt_tokens_details", "cached_tokens",
+                     t.n_cached);
+}
+
+/* Everything the answer needs once the request is accepted. */
+struct chat_call {
+    struct model *model;       // one reference
+    struct gen_session *session;
+    char id[48];
+    int64_t created;
+    bool include_usage;
+    bool is_role_sent;
+    int n_calls_sent;
+    struct buf content;        // accumulated (non-streaming)
+    struct buf reasoning;
+};
+
+static void chat_call_free(void *p)
+{
+    struct chat_call *c = p;
+    gen_session_end(c->session);
+    model_release(c->model);
+    buf_deinit(&c->content);
+    buf_deinit(&c->reasoning);
+    mem_free(c);
+}
+
+static json_t *tool_call_json(const struct toolcall *tc, int index, bool with_index)
+{
+    char id[48];
+    if (tc->id)
+        snprintf(id, sizeof id, "%s", tc->id);
+    else
+        api_make_id("call_", id, sizeof id);
+    json_t *j = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type", "function", "function",
+                          "name", tc->name, "arguments", tc->arguments);
+    if (j && with_index)
+        json_object_set_new(j, "index", json_integer(index));
+    return j;
+}
+
+static json_t *chunk_json(const struct chat_call *c, json_t *delta, const char *finish)
+{
+    return json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:n, s:o}]}", "id", c->id, "object",
+                     "chat.completion.chunk", "created", (json_int_t)c->created, "model",
+                     model_id(c->model), "choices", "index", 0, "delta", delta, "logprobs",
+                     "finish_reason", finish ? json_string(finish) : json_null());
+}
+
+static int stream_delta(struct chat_call *c, const struct gen_delta *d, struct buf *out)
+{
+    int rc = ERR_OK;
+    if (d->reasoning.len)
+        rc = sse_append_json(out, NULL,
+                             chunk_json(c, json_pack("{s:s%}", "reasoning_content",
+                                                     d->reasoning.ptr, d->reasoning.len),
+                                        NULL));
+    if (rc == ERR_OK && d->content.len)
+        rc = sse_append_json(out, NULL,
+                             chunk_json(c, json_pack("{s:s%}", "content", d->content.ptr,
+                                                     d->content.len),
+                                        NULL));
+    for (int i = 0; rc == ERR_OK && i < d->n_calls; i++) {
+        json_t *tc = tool_call_json(&d->calls[i], d->call_index[i], true);
+        rc = sse_append_json(out, NULL, chunk_json(c, json_pack("{s:[o]}", "tool_calls", tc),
+                                                   NULL));
+        c->n_calls_sent++;
+    }
+    return rc;
+}
+
+static void stream_end(struct chat_call *c, const struct gen_delta *d, struct buf *out)
+{
+    if (!d->finish_reason) {
+        sse_append_json(out, "error",
+                        api_error_json(d->error_status >= 500 ? API_TYPE_SERVER
+                                                              : API_TYPE_INVALID_REQUEST,
+                                       NULL, NULL, d->error_message));
+        return;
+    }
+    sse_append_json(out, NULL, chunk_json(c, json_object(), d->finish_reason));
+    json_t *usage = json_pack("{s:s, s:s, s:I, s:s, s:[], s:o, s:o}", "id", c->id, "object",
+                              "chat.completion.chunk", "created", (json_int_t)c->created,
+                              "model", model_id(c->model), "choices", "usage",
+                              api_usage_json(c->session), "timings",
+                              api_timings_json(c->session));
+    sse_append_json(out, NULL, usage);
+    buf_append_cstr(out, "data: [DONE]\n\n");
+}
+
+static enum sse_status chat_produce(void *ctx, struct buf *out, int timeout_ms)
+{
+    struct chat_call *c = ctx;
+    struct gen_delta d;
+    if (!gen_session_next(c->session, timeout_ms, &d))
+        return SSE_MORE;
+    if (stream_delta(c, &d, out) != ERR_OK)
+        return SSE_END;
+    if (!d.is_done)
+        return SSE_MORE;
+    stream_end(c, &d, out);
+    return SSE_END;
+}
+
+static void respond_whole(struct chat_call *c, struct api_response *resp)
+{
+    struct gen_delta d;
+    do {
+        gen_session_next(c->session, -1, &d);
+        buf_append(&c->content, d.content.ptr, d.content.len);
+        buf_append(&c->reasoning, d.reasoning.ptr, d.reasoning.len);
+    } while (!d.is_done);
+    if (!d.finish_reason) {
+        api_error(resp, d.error_status ? d.error_status : 500,
+                  d.error_status >= 500 ? API_TYPE_SERVER : API_TYPE_INVALID_REQUEST, NULL,
+                  NULL, "%s", d.error_message);
+        return;
+    }
+    int n_calls;
+    const struct toolcall *calls = gen_session_calls(c->session, &n_calls);
+    json_t *tool_calls = json_array();
+    for (int i = 0; i < n_calls; i++)
+        json_array_append_new(tool_calls, tool_call_json(&calls[i], i, false));
+    json_t *msg = json_pack("{s:s, s:s%, s:o}", "role", "assistant", "content",
+                            c->content.data ? c->content.data : "", c->content.len,
+                            "tool_calls", tool_calls);
+    if (msg && n_calls > 0 && c->content.len == 0)
+        json_object_set_new(msg, "content", json_null());
+    if (msg && c->reasoning.len)
+        json_object_set_new(msg, "reasoning_content",
+                            json_stringn(c->reasoning.data, c->reasoning.len));
+    json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:n, s:s}], s:o, s:o}", "id",
+                          c->id, "object", "chat.completion", "created", (json_int_t)c->created,
+                          "model", model_id(c->model), "choices", "index", 0, "message", msg,
+                          "logprobs", "finish_reason", d.finish_reason, "usage",
+                          api_usage_json(c->session), "timings", api_timings_json(c->session));
+    api_respond_json(resp, 200, j);
+}
+
+/* tools / tool_choice. Returns the tools to show the template (NULL when none or hidden by
+ * tool_choice "none"). "required" and a named function are honoured as far as the model
+ * follows the prompt (advisory until constrained decoding enforces them). */
+static bool parse_tools(json_t *body, json_t **tools_out, struct api_fail *f)
+{
+    json_t *tools = json_object_get(body, "tools");
+    json_t *choice = json_object_get(body, "tool_choice");
+    *tools_out = NULL;
+    if (tools && !json_is_null(tools) && !json_is_array(tools))
+        return api_failf(f, 400, "invalid_type", "tools",
+                         "Invalid type for 'tools': expected an array, but got %s.",
+                         v_type_name(tools));
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t) {
+        const json_t *fn = json_object_get(t, "function");
+        if (!json_is_object(t) || !json_is_object(fn) ||
+            !json_is_string(json_object_get(fn, "name"))) {
+            char param[32];
+            snprintf(param, sizeof param, "tools[%zu]", i);
+            return api_failf(f, 400, "invalid_value", param,
+                             "'%s' must be {\"type\":\"function\",\"function\":{\"name\":…}}",
+                             param);
+        }
+    }
+    bool hidden = false;
+    if (choice && !json_is_null(choice)) {
+        const char *s = json_string_value(choice);
+        if (s && strcmp(s, "none") == 0)
+            hidden = true;
+        else if (s && strcmp(s, "auto") != 0 && strcmp(s, "required") != 0)
+            return api_failf(f, 400, "invalid_value", "tool_choice",
+                             "'tool_choice' must be none, auto, required or a function object");
+        else if (!s && !json_is_object(choice))
+            return api_failf(f, 400, "invalid_type", "tool_choice",
+                             "Invalid type for 'tool_choice': expected a string or an object, "
+                             "but got %s.",
+                             v_type_name(choice));
+    }
+    if (json_array_size(tools) > 0 && !hidden)
+        *tools_out = tools;
+    return true;
+}
+
+static bool parse_flags(json_t *body, bool *stream, bool *include_usage, struct api_fail *f)
+{
+    int64_t n = 1;
+    const json_t *so = json_object_get(body, "stream_options");
+    if (!v_bool(body, "stream", "stream", stream, f) || !v_int(body, "n", "n", 1, 1, &n, f))
+        return false;
+    if (so && !json_is_null(so) && !json_is_object(so))
+        return api_failf(f, 400, "invalid_type", "stream_options",
+                         "Invalid type for 'stream_options': expected an object, but got %s.",
+                         v_type_name(so));
+    return v_bool(so, "include_usage", "stream_options.include_usage", include_usage, f);
+}
+
+/* Validates the request, renders and tokenizes the prompt, and starts generation. */
+static bool start_chat(const struct api_ctx *ctx, json_t *body, struct chat_call *c,
+                       struct api_fail *f, bool *stream)
+{
+    (void)ctx;
+    struct gen_request_params p;
+    static const struct params_names names = {"max_tokens", "max_completion_tokens", "stop"};
+    json_t *tools = NULL;
+    const struct platform_model_desc *d = model_desc(c->model);
+    if (!parse_flags(body, stream, &c->include_usage, f) ||
+        !params_merge(model_default_params(c->model), body, &names, d->n_vocab, &p, f) ||
+        !parse_tools(body, &tools, f) ||
+        !chat_messages_validate(c->model, json_object_get(body, "messages"), NULL, f))
+        return false;
+    const json_t *kwargs = json_object_get(body, "chat_template_kwargs");
+    struct chat_prompt_opts po = {
+        .messages = json_object_get(body, "messages"),
+        .tools = tools,
+        .enable_thinking = p.enable_thinking,
+        .template_kwargs = json_is_object(kwargs) ? kwargs : NULL,
+        .add_generation_prompt = true,
+    };
+    struct chat_prompt prompt;
+    if (chat_prompt_build(c->model, &po, &prompt, f) != ERR_OK) {
+        chat_prompt_deinit(&prompt);
+        return false;
+    }
+    enum reasoning_format rf = reasoning_format_detect(d->chat_template_src);
+    struct gen_options opt = {
+        .stops = p.stops,
+        .n_stops = p.n_stops,
+        .parse_tools = tools != NULL,
+        .tool_format = toolcall_format_detect(d->chat_template_src),
+        .reasoning = rf,
+        .reasoning_starts_inside = reasoning_prompt_opens(rf, prompt.text.data ? prompt.text.data
+                                                                                : "",
+                                                          prompt.text.len),
+    };
+    int rc = gen_session_start(c->model, prompt.ids.ids, (int)prompt.ids.n_ids, &p.gen, &opt,
+                               &c->session, f);
+    chat_prompt_deinit(&prompt);
+    return rc == ERR_OK;
+}
+
+void api_chat_completions(const struct api_ctx *ctx, const struct api_request *req,
+                          struct api_response *resp)
+{
+    struct api_fail f = {0};
+    struct chat_call *c = mem_calloc(1, sizeof *c);
+    if (!c) {
+        api_error(resp, 500, API_TYPE_SERVER, NULL, NULL, "out of memory");
+        return;
+    }
+    c->model = api_resolve_model(ctx, req->json, MODEL_KIND_CHAT, &f);
+    bool stream = false;
+    if (!c->model || !start_chat(ctx, req->json, c, &f, &stream)) {
+        api_fail_respond_retry(&f, resp);
+        chat_call_free(c);
+        return;
+    }
+    api_make_id("chatcmpl-", c->id, sizeof c->id);
+    c->created = clock_unix_s();
+    if (!stream) {
+        respond_whole(c, resp);
+        chat_call_free(c);
+        return;
+    }
+    struct buf first;
+    buf_init(&first);
+    sse_append_json(&first, NULL,
+                    chunk_json(c, json_pack("{s:s, s:s}", "role", "assistant", "content", ""),
+                               NULL));
+    sse_respond(resp, chat_produce, chat_call_free, c, first.data);
+    buf_deinit(&first);
+}

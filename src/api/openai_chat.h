@@ -1,0 +1,25 @@
+/* POST /v1/chat/completions pieces shared with the endpoints built on the same machinery. */
+#ifndef API_OPENAI_CHAT_H
+#define API_OPENAI_CHAT_H
+
+#include "api/api.h"
+#include "api/generate.h"
+#include "api/validate.h"
+#include "core/manager.h"
+
+/* Resolves the request's model ("model", or "model_id") to a ready model of the wanted kind.
+ * NULL with f filled: 400 missing/invalid, 404 model_not_found, 400 wrong_model_type,
+ * 503 model_loading. The caller releases the reference. */
+struct model *api_resolve_model(const struct api_ctx *ctx, const json_t *body,
+                                enum model_kind kind, struct api_fail *f);
+
+/* Responds with f, adding Retry-After to 429s. */
+void api_fail_respond_retry(const struct api_fail *f, struct api_response *resp);
+
+/* llama.cpp's `timings` object for a finished session. */
+json_t *api_timings_json(struct gen_session *s);
+
+/* OpenAI `usage` for a finished session (prompt_tokens_details.cached_tokens included). */
+json_t *api_usage_json(struct gen_session *s);
+
+#endif

@@ -1,0 +1,41 @@
+/* Generation parameters as the API sees them: validation of a model's default_params and,
+ * for each request, the merge server defaults ← model default_params ← request fields. */
+#ifndef API_PARAMS_H
+#define API_PARAMS_H
+
+#include "api/validate.h"
+#include "platform/request.h"
+
+#define PARAMS_MAX_STOP     16  // stop strings per request
+#define PARAMS_STOP_MAX_LEN 256 // bytes per stop string
+
+/* Checks a default_params object: known keys only (a misspelt key would silently do nothing),
+ * each with its type and range. True when valid. */
+bool params_validate_defaults(json_t *dp, struct api_fail *f);
+
+/* The stop strings in a `stop` value (string or array of strings), validated. Borrowed from
+ * the JSON. Returns the count (0..PARAMS_MAX_STOP) or -1 with f filled. */
+int params_stop_list(const json_t *stop, const char *name, const char **out, struct api_fail *f);
+
+/* The sampling fields every generating endpoint shares, after merging. */
+struct gen_request_params {
+    struct gen_params gen;                 // sampler settings and limits
+    const char *stops[PARAMS_MAX_STOP];    // borrowed from the request or model JSON
+    int n_stops;
+    int enable_thinking;                   // -1 unset, 0, 1
+};
+
+/* Names of the request fields for one API dialect (OpenAI, llama.cpp native, Anthropic). */
+struct params_names {
+    const char *max_tokens;         // "max_tokens"
+    const char *max_tokens_alt;     // "max_completion_tokens" (wins when both) or NULL
+    const char *stop;               // "stop"
+};
+
+/* Merges server defaults <- model default_params <- request (body). Every field's type and
+ * range is checked; failures name the field. n_vocab bounds logit_bias ids. True when valid. */
+bool params_merge(const json_t *default_params, const json_t *body,
+                  const struct params_names *names, int n_vocab,
+                  struct gen_request_params *out, struct api_fail *f);
+
+#endif

@@ -1,0 +1,127 @@
+/* Field validation helpers. */
+#include "api/validate.h"
+
+#include "api/errors.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+bool api_failf(struct api_fail *f, int status, const char *code, const char *param,
+               const char *fmt, ...)
+{
+    f->status = status;
+    f->type = status == 404 ? API_TYPE_INVALID_REQUEST
+              : status >= 500 ? API_TYPE_SERVER
+                              : API_TYPE_INVALID_REQUEST;
+    f->code = code;
+    snprintf(f->param, sizeof f->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->message, sizeof f->message, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+void api_fail_respond(const struct api_fail *f, struct api_response *resp)
+{
+    api_respond_json(resp, f->status ? f->status : 400,
+                     api_error_json(f->type ? f->type : API_TYPE_INVALID_REQUEST, f->code,
+                                    f->param[0] ? f->param : NULL, f->message));
+}
+
+const char *v_type_name(const json_t *v)
+{
+    if (!v)
+        return "nothing";
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "object";
+    case JSON_ARRAY: return "array";
+    case JSON_STRING: return "string";
+    case JSON_INTEGER: return "integer";
+    case JSON_REAL: return "number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "boolean";
+    case JSON_NULL: return "null";
+    }
+    return "unknown";
+}
+
+bool v_require(const json_t *obj, const char *key, const char *name, struct api_fail *f)
+{
+    if (json_object_get(obj, key))
+        return true;
+    return api_failf(f, 400, "missing_required_parameter", name,
+                     "Missing required parameter: '%s'.", name);
+}
+
+bool v_int(const json_t *obj, const char *key, const char *name, int64_t min, int64_t max,
+           int64_t *out, struct api_fail *f)
+{
+    const json_t *v = json_object_get(obj, key);
+    if (!v)
+        return true;
+    if (!json_is_integer(v))
+        return api_failf(f, 400, "invalid_type", name,
+                         "Invalid type for '%s': expected an integer, but got %s.", name,
+                         v_type_name(v));
+    json_int_t n = json_integer_value(v);
+    if (n < min || n > max)
+        return api_failf(f, 400, "invalid_value", name,
+                         "Invalid value for '%s': %lld is out of range [%lld, %lld].", name,
+                         (long long)n, (long long)min, (long long)max);
+    *out = n;
+    return true;
+}
+
+bool v_number(const json_t *obj, const char *key, const char *name, double min, double max,
+              double *out, struct api_fail *f)
+{
+    const json_t *v = json_object_get(obj, key);
+    if (!v)
+        return true;
+    if (!json_is_number(v))
+        return api_failf(f, 400, "invalid_type", name,
+                         "Invalid type for '%s': expected a number, but got %s.", name,
+                         v_type_name(v));
+    double x = json_number_value(v);
+    if (!isfinite(x) || x < min || x > max)
+        return api_failf(f, 400, "invalid_value", name,
+                         "Invalid value for '%s': %g is out of range [%g, %g].", name, x, min,
+                         max);
+    *out = x;
+    return true;
+}
+
+bool v_bool(const json_t *obj, const char *key, const char *name, bool *out,
+            struct api_fail *f)
+{
+    const json_t *v = json_object_get(obj, key);
+    if (!v)
+        return true;
+    if (!json_is_boolean(v))
+        return api_failf(f, 400, "invalid_type", name,
+                         "Invalid type for '%s': expected a boolean, but got %s.", name,
+                         v_type_name(v));
+    *out = json_is_true(v);
+    return true;
+}
+
+bool v_string(const json_t *obj, const char *key, const char *name, size_t max_len,
+              const char **out, struct api_fail *f)
+{
+    const json_t *v = json_object_get(obj, key);
+    if (!v)
+        return true;
+    if (!json_is_string(v))
+        return api_failf(f, 400, "invalid_type", name,
+                         "Invalid type for '%s': expected a string, but got %s.", name,
+                         v_type_name(v));
+    if (json_string_length(v) > max_len)
+        return api_failf(f, 400, "string_above_max_length", name,
+                         "Invalid '%s': string too long (%zu bytes; at most %zu).", name,
+                         json_string_length(v), max_len);
+    *out = json_string_value(v);
+    return true;
+}

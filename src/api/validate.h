@@ -1,0 +1,45 @@
+/* Typed, range-checked reads of request fields. Each getter leaves *out untouched when the
+ * field is absent (so callers pre-fill defaults), and on a wrong type or range fills the
+ * failure with the field's name as `param` and a message saying what was expected. */
+#ifndef API_VALIDATE_H
+#define API_VALIDATE_H
+
+#include "api/api.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct api_fail {
+    int status;         // HTTP status (400 unless said otherwise)
+    const char *type;   // API_TYPE_* (static)
+    const char *code;   // static or NULL
+    char param[128];    // field path, e.g. "default_params.temperature"
+    char message[768];
+};
+
+/* Records a failure; returns false so validators can `return api_failf(...)`. */
+bool api_failf(struct api_fail *f, int status, const char *code, const char *param,
+               const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* Turns a failure into an error response. */
+void api_fail_respond(const struct api_fail *f, struct api_response *resp);
+
+/* Getters: true when absent or valid (writing *out only when present and valid). `name` is
+ * the param reported on failure. Integers must be JSON integers; numbers accept both. */
+bool v_int(const json_t *obj, const char *key, const char *name, int64_t min, int64_t max,
+           int64_t *out, struct api_fail *f);
+bool v_number(const json_t *obj, const char *key, const char *name, double min, double max,
+              double *out, struct api_fail *f);
+bool v_bool(const json_t *obj, const char *key, const char *name, bool *out,
+            struct api_fail *f);
+/* *out is borrowed from obj. max_len bounds the byte length. */
+bool v_string(const json_t *obj, const char *key, const char *name, size_t max_len,
+              const char **out, struct api_fail *f);
+
+/* Requires the key to be present; false with a "missing required parameter" failure. */
+bool v_require(const json_t *obj, const char *key, const char *name, struct api_fail *f);
+
+/* JSON type name as OpenAI reports it ("string", "integer", "object", …). */
+const char *v_type_name(const json_t *v);
+
+#endif

@@ -1,0 +1,167 @@
+/* Load / resize / unload orchestration over the registry and the platforms. */
+#include "core/manager.h"
+
+#include "util/log.h"
+#include "util/mem.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct manager {
+    struct manager_config config; // immutable
+    struct registry *registry;
+    struct budget budget;
+};
+
+int manager_new(const struct manager_config *c, struct manager **out)
+{
+    struct manager *m = mem_calloc(1, sizeof *m);
+    if (!m)
+        return ERR_NOMEM;
+    m->config = *c;
+    if (registry_new(&m->registry) != ERR_OK) {
+        mem_free(m);
+        return ERR_NOMEM;
+    }
+    budget_init(&m->budget, c->memory_limit);
+    *out = m;
+    return ERR_OK;
+}
+
+void manager_free(struct manager *m)
+{
+    if (!m)
+        return;
+    struct model_info infos[REGISTRY_CAP];
+    int n = registry_list(m->registry, infos, REGISTRY_CAP);
+    for (int i = 0; i < n && i < REGISTRY_CAP; i++)
+        manager_unload(m, infos[i].id);
+    registry_free(m->registry);
+    mem_free(m);
+}
+
+struct registry *manager_registry(struct manager *m)
+{
+    return m->registry;
+}
+
+static bool has_dotdot(const char *p)
+{
+    for (const char *s = p; (s = strstr(s, "..")) != NULL; s += 2) {
+        bool starts = s == p || s[-1] == '/';
+        bool ends = s[2] == '\0' || s[2] == '/';
+        if (starts && ends)
+            return true;
+    }
+    return false;
+}
+
+int manager_resolve_path(const struct manager *m, const char *given, char *out, size_t cap,
+                         struct errmsg *err)
+{
+    if (!given[0])
+        return errmsg_set(err, ERR_INVALID, "model_path is empty");
+    if (has_dotdot(given))
+        return errmsg_set(err, ERR_INVALID, "model_path must not contain '..' components");
+    int n = given[0] == '/' ? snprintf(out, cap, "%s", given)
+                            : snprintf(out, cap, "%s/%s", m->config.models_dir, given);
+    if (n < 0 || (size_t)n >= cap)
+        return errmsg_set(err, ERR_INVALID, "model_path is too long");
+    struct stat st;
+    if (stat(out, &st) != 0)
+        return errmsg_set(err, ERR_NOT_FOUND, "model_path '%s' does not exist%s", out,
+                          given[0] == '/' ? "" : " (bare names resolve under --models-dir)");
+    if (access(out, R_OK) != 0)
+        return errmsg_set(err, ERR_INVALID, "model_path '%s' is not readable: %s", out,
+                          strerror(errno));
+    return ERR_OK;
+}
+
+static int fail(enum load_failure *why, enum load_failure w, int rc)
+{
+    *why = w;
+    return rc;
+}
+
+int manager_load(struct manager *m, const struct manager_load *a, int *n_actual,
+                 enum load_failure *why, struct errmsg *err)
+{
+    *why = LOAD_FAIL_NONE;
+    char path[MODEL_PATH_CAP];
+    int rc = manager_resolve_path(m, a->path, path, sizeof path, err);
+    if (rc != ERR_OK)
+        return fail(why, LOAD_FAIL_PATH, rc);
+    const struct platform *p = platform_detect(path);
+    if (!p)
+        return fail(why, LOAD_FAIL_NO_PLATFORM,
+                    errmsg_set(err, ERR_UNSUPPORTED,
+                               "no platform recognises '%s' (the cpu platform needs a .gguf "
+                               "file or a directory holding exactly one)",
+                               path));
+    if (!p->is_available())
+        return fail(why, LOAD_FAIL_UNAVAILABLE,
+                    errmsg_set(err, ERR_UNSUPPORTED,
+                               "'%s' is a %s model, and this host cannot run %s", path, p->id,
+                               p->display_name));
+    int n_ctx = a->n_ctx;
+    if (m->config.n_ctx_max > 0 && n_ctx > m->config.n_ctx_max)
+        n_ctx = m->config.n_ctx_max;
+    struct model_params mp = {
+        .id = a->id,
+        .path = path,
+        .platform = p,
+        .queue_cap = a->queue_size >= 0 ? a->queue_size : m->config.default_queue_size,
+        .n_ctx = n_ctx,
+        .n_threads = m->config.n_threads,
+        .force_embedding = a->force_embedding,
+        .default_params = a->default_params,
+        .budget = &m->budget,
+    };
+    struct model *model;
+    if (model_new(&mp, &model) != ERR_OK)
+        return fail(why, LOAD_FAIL_ENGINE, errmsg_set(err, ERR_NOMEM, "out of memory"));
+    rc = registry_add(m->registry, model); // visible as "loading" while it loads
+    if (rc != ERR_OK) {
+        model_release(model);
+        if (rc == ERR_EXISTS)
+            return fail(why, LOAD_FAIL_EXISTS,
+                        errmsg_set(err, rc, "model '%s' already exists", a->id));
+        return fail(why, LOAD_FAIL_LIMIT,
+                    errmsg_set(err, rc, "at most %d models may be loaded", REGISTRY_CAP));
+    }
+    rc = model_load(model, a->n_instances, n_actual, err);
+    if (rc != ERR_OK) {
+        model_release(registry_take(m->registry, a->id)); // the id was ours while loading
+        model_release(model);
+        return fail(why, LOAD_FAIL_ENGINE, rc);
+    }
+    log_info("model '%s' loaded from %s on %s (%d instance%s)", a->id, path, p->id, *n_actual,
+             *n_actual == 1 ? "" : "s");
+    model_release(model);
+    return ERR_OK;
+}
+
+int manager_resize(struct manager *m, const char *id, int n_instances, int *n_actual,
+                   struct errmsg *err)
+{
+    struct model *model = registry_acquire(m->registry, id);
+    if (!model)
+        return errmsg_set(err, ERR_NOT_FOUND, "model '%s' does not exist", id);
+    int rc = model_resize(model, n_instances, n_actual, err);
+    model_release(model);
+    return rc;
+}
+
+int manager_unload(struct manager *m, const char *id)
+{
+    struct model *model = registry_take(m->registry, id);
+    if (!model)
+        return ERR_NOT_FOUND;
+    model_shutdown(model);
+    model_release(model);
+    log_info("model '%s' unloaded", id);
+    return ERR_OK;
+}

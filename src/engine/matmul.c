@@ -1,0 +1,95 @@
+/* Tiled, row-split matrix products over the engine/quants kernels. A thread owns a contiguous
+ * range of weight rows; within it a tile of a few rows x a few tokens keeps every loaded weight
+ * block in registers for all the tile's tokens. */
+#include "engine/matmul.h"
+#include "engine/quants/quants.h"
+#include "util/err.h"
+
+#define ROW_GROUP 4 // thread ranges start on multiples of this many rows
+
+/* Tile shape for batches: weight rows x tokens (bounded by QUANT_TILE_MAX). A single token uses
+ * ROW_GROUP x 1, streaming the weights once with 4 independent accumulator chains. */
+#define BATCH_TILE_ROWS 2
+#define BATCH_TILE_COLS 4
+
+static int64_t min_i64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+/* Rows [*r0, *r1) of n_rows owned by thread ith of nth. */
+static void thread_range(int64_t n_rows, int64_t unit, int ith, int nth, int64_t *r0, int64_t *r1)
+{
+    int64_t n_units = (n_rows + unit - 1) / unit;
+    *r0 = min_i64(n_units * ith / nth * unit, n_rows);
+    *r1 = min_i64(n_units * (ith + 1) / nth * unit, n_rows);
+}
+
+static void run_untiled(const struct matmul_args *a, const struct quant_traits *tr, size_t w_row,
+                        int64_t r0, int64_t r1)
+{
+    const uint8_t *w = a->w;
+    const uint8_t *x = a->x;
+    for (int64_t r = r0; r < r1; r++)
+        for (int64_t t = 0; t < a->n_tok; t++)
+            tr->vec_dot(a->n_in, &a->y[t * a->n_out + r], w + (size_t)r * w_row,
+                        x + (size_t)t * a->x_row_bytes);
+}
+
+void matmul_run(const struct matmul_args *a, int ith, int nth)
+{
+    const struct quant_traits *tr = quant_traits_of(a->w_type);
+    size_t w_row;
+    if (!tr || !tr->vec_dot || nth < 1 || ith < 0 || ith >= nth || a->n_tok < 1 ||
+        quant_row_bytes(a->w_type, a->n_in, &w_row) != ERR_OK)
+        return;
+    int64_t r0, r1;
+    thread_range(a->n_out, ROW_GROUP, ith, nth, &r0, &r1);
+    if (!tr->vec_dot_tile) {
+        run_untiled(a, tr, w_row, r0, r1);
+        return;
+    }
+    const int64_t tile_rows = a->n_tok == 1 ? ROW_GROUP : BATCH_TILE_ROWS;
+    const int64_t tile_cols = a->n_tok == 1 ? 1 : BATCH_TILE_COLS;
+    const uint8_t *w = a->w;
+    const uint8_t *x = a->x;
+    for (int64_t r = r0; r < r1; r += tile_rows) {
+        for (int64_t c = 0; c < a->n_tok; c += tile_cols) {
+            struct quant_tile tile = {
+                .n = a->n_in,
+                .x = w + (size_t)r * w_row,
+                .x_stride = w_row,
+                .y = x + (size_t)c * a->x_row_bytes,
+                .y_stride = a->x_row_bytes,
+                .s = a->y + c * a->n_out + r,
+                .s_stride = (size_t)a->n_out,
+                .n_rows = (int)min_i64(tile_rows, r1 - r),
+                .n_cols = (int)min_i64(tile_cols, a->n_tok - c),
+            };
+            tr->vec_dot_tile(&tile);
+        }
+    }
+}
+
+int matmul_quantize_input(const float *x, int64_t n_tok, int64_t n_in, uint32_t dot_type, void *out,
+                          size_t out_row_bytes, int ith, int nth)
+{
+    const struct quant_traits *tr = quant_traits_of(dot_type);
+    size_t row;
+    if (!tr || !tr->from_float || nth < 1 || ith < 0 || ith >= nth || n_tok < 0 ||
+        quant_row_bytes(dot_type, n_in, &row) != ERR_OK || out_row_bytes < row)
+        return ERR_INVALID;
+    int64_t t0, t1;
+    thread_range(n_tok, 1, ith, nth, &t0, &t1);
+    for (int64_t t = t0; t < t1; t++)
+        tr->from_float(x + t * n_in, (uint8_t *)out + (size_t)t * out_row_bytes, n_in);
+    return ERR_OK;
+}
+
+size_t matmul_input_row_bytes(uint32_t w_type, int64_t n_in)
+{
+    const struct quant_traits *tr = quant_traits_of(w_type);
+    size_t row;
+    if (!tr || !tr->vec_dot || quant_row_bytes(tr->dot_type, n_in, &row) != ERR_OK) return 0;
+    return row;
+}

@@ -1,0 +1,104 @@
+/* Decoder-only transformer models (llama, qwen2, qwen3) loaded from GGUF: hyperparameters
+ * from metadata, weights used in place from the read-only mapping, and sequences that each own
+ * a KV cache. One engine_decode() call runs one forward pass over a batch of tokens drawn from
+ * any number of sequences. Not a sampler (see sampler.h) and not a tokenizer (text/). */
+#ifndef ENGINE_MODEL_H
+#define ENGINE_MODEL_H
+
+#include "engine/gguf.h"
+#include "engine/threadpool.h"
+#include "util/err.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Tokens one engine_decode() call accepts in total over its items; callers chunk longer
+ * prompts. Also exposed as engine_model_info.n_batch_max. */
+#define ENGINE_BATCH_MAX 512
+
+struct engine_model;
+struct engine_seq;
+
+/* Immutable after load. */
+struct engine_model_info {
+    const char *arch; // "llama", "qwen2", "qwen3"; borrowed from the model
+    int n_vocab;      // rows of token_embd = logits per token
+    int n_ctx_train;  // <arch>.context_length
+    int n_embd;       // hidden width
+    int n_layer;
+    int n_head;                // query heads
+    int n_head_kv;             // key/value heads (GQA when < n_head)
+    int head_dim;              // <arch>.attention.key_length, default n_embd / n_head
+    int n_ff;                  // feed-forward width
+    int n_batch_max;           // ENGINE_BATCH_MAX
+    int64_t n_params;          // weight elements over all tensors
+    size_t file_size;          // bytes of the GGUF file
+    size_t kv_bytes_per_token; // KV cache bytes one context position costs (all layers)
+};
+
+/* Loads and validates a model. ERR_IO / ERR_FORMAT / ERR_UNSUPPORTED / ERR_LIMIT from the
+ * reader, ERR_FORMAT for missing or inconsistent hyperparameters or tensor shapes,
+ * ERR_UNSUPPORTED for another architecture or a tensor type without kernels, ERR_NOMEM; err
+ * names the key or tensor. Allocates the batch scratch for ENGINE_BATCH_MAX tokens. On
+ * success *out is the caller's; free with engine_model_free() after every sequence. */
+int engine_model_load(const char *path, struct engine_model **out, struct errmsg *err);
+
+/* Unmaps and frees. All sequences of the model must have been freed. NULL is a no-op. */
+void engine_model_free(struct engine_model *m);
+
+/* Borrowed; valid until engine_model_free(). Thread-safe. Cannot fail. */
+const struct engine_model_info *engine_model_info(const struct engine_model *m);
+
+/* The model's GGUF reader, for vocabulary and chat template metadata. Borrowed; valid until
+ * engine_model_free(); read-only, so any thread may use it. */
+const struct gguf *engine_model_gguf(const struct engine_model *m);
+
+/* Bytes a sequence of n_ctx positions allocates (KV cache plus logits and bookkeeping). 0 when
+ * n_ctx < 1 or the size overflows. Cannot fail otherwise. */
+size_t engine_seq_bytes(const struct engine_model *m, int n_ctx);
+
+/* A new empty sequence with room for n_ctx tokens. Its KV cache is F16: half the memory and
+ * bandwidth of F32, and the rounding the reference implementation applies by default, so
+ * greedy outputs follow it. ERR_INVALID (n_ctx < 1 or above 1 << 24), ERR_NOMEM. The sequence
+ * borrows m (which must outlive it); caller frees with engine_seq_free(). A sequence belongs to
+ * the thread driving its model's decode loop. */
+int engine_seq_new(struct engine_model *m, int n_ctx, struct engine_seq **out);
+
+/* Frees the KV cache and scratch. NULL is a no-op. */
+void engine_seq_free(struct engine_seq *s);
+
+/* Tokens in the KV cache (the position the next token gets). Cannot fail. */
+int engine_seq_pos(const struct engine_seq *s);
+
+/* Capacity given to engine_seq_new(). Cannot fail. */
+int engine_seq_n_ctx(const struct engine_seq *s);
+
+/* Keeps the first n_keep cached tokens and drops the rest (prompt-cache reuse; clamps n_keep to
+ * 0..pos). The logits of the last decode become stale. Cannot fail. */
+void engine_seq_truncate(struct engine_seq *s, int n_keep);
+
+/* One sequence's share of a batch: its next tokens. */
+struct engine_batch_item {
+    struct engine_seq *seq; // appended to at its current position; each seq at most once
+    const int32_t *tokens;  // n_tokens ids, borrowed for the call
+    int n_tokens;           // >= 1
+};
+
+/* Appends each item's tokens to its sequence and runs one forward pass over all of them:
+ * weight matrices are applied to the stacked tokens of every item at once, attention runs per
+ * sequence over its own cache. Afterwards each item's sequence holds the logits of its last
+ * token (engine_seq_logits). tp runs the kernels (any size; results are bit-identical for
+ * every thread count). Errors, checked before anything changes (nothing is appended):
+ * ERR_INVALID (no items, n_tokens < 1, a token id outside the vocabulary, a sequence of
+ * another model or listed twice; err says which), ERR_LIMIT (more than ENGINE_BATCH_MAX tokens
+ * in total, or an item would overflow its sequence's n_ctx). Allocates nothing. Not reentrant:
+ * one thread at a time per model (the model's scheduler thread), because the batch scratch
+ * belongs to the model. */
+int engine_decode(struct engine_model *m, struct threadpool *tp, struct engine_batch_item *items,
+                  int n_items, struct errmsg *err);
+
+/* n_vocab logits of the last token of the sequence's last decode (NULL before any decode or
+ * after a truncate). Borrowed; valid until the next decode, truncate or free of the sequence. */
+const float *engine_seq_logits(const struct engine_seq *s);
+
+#endif

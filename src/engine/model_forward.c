@@ -1,0 +1,406 @@
+/* The forward pass of the llama / qwen2 / qwen3 graph over a batch of tokens from several
+ * sequences: per layer RMSNorm, Q/K/V projections (+bias, + per-head norm), RoPE, GQA
+ * attention over each sequence's F16 cache, output projection, RMSNorm, SwiGLU FFN. Weight
+ * products run once over all stacked tokens; each step is one threadpool run split by rows. */
+#include "engine/matmul.h"
+#include "engine/model_internal.h"
+#include "engine/ops.h"
+#include "engine/quants/quants.h"
+
+#include <math.h>
+#include <string.h>
+
+/* State of one decode call, shared read-only by the kernel threads of each step. */
+struct fwd {
+    struct engine_model *m;
+    const struct engine_batch_item *items;
+    int n_items;
+    int n_tok;  // stacked tokens (rows of the activation matrices)
+    int n_rows; // rows still computed (n_tok, or n_items after the last attention)
+    const struct layer *L;
+    int il; // layer index
+    // step parameters
+    const float *src;    // rows to normalize / quantize
+    const float *norm_w; // RMSNorm weight, or NULL for plain quantization
+    const float *add;    // rows added to the residual first, or NULL
+    const struct qplan *plan;
+    float *mm_y[QPLAN_MAX];
+};
+
+static void split(int n, int ith, int nth, int *lo, int *hi)
+{
+    *lo = (int)((int64_t)n * ith / nth);
+    *hi = (int)((int64_t)n * (ith + 1) / nth);
+}
+
+/* y = x * (1 / sqrt(mean(x^2) + eps)) * w, summing squares in double as the reference does. */
+static void rmsnorm(float *y, const float *x, const float *w, int n, float eps)
+{
+    double sum = 0.0;
+    for (int i = 0; i < n; i++)
+        sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    for (int i = 0; i < n; i++)
+        y[i] = (x[i] * scale) * w[i];
+}
+
+/* Rounds float rows through half or bfloat16 in place: the reference multiplies F16 / BF16
+ * weights with activations converted to that type, so its products see rounded inputs. */
+static void round_rows(uint8_t *rows, size_t row_bytes, int n_rows, int64_t n, uint32_t type)
+{
+    for (int r = 0; r < n_rows; r++) {
+        float *x = (float *)(rows + (size_t)r * row_bytes);
+        for (int64_t i = 0; i < n; i++) {
+            if (type == QUANT_F16) {
+                x[i] = ops_f16_to_f32(ops_f32_to_f16(x[i]));
+            } else { // bf16, round to nearest even
+                uint32_t u;
+                memcpy(&u, &x[i], 4);
+                if ((u & 0x7fffffffu) <= 0x7f800000u)
+                    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+                memcpy(&x[i], &u, 4);
+            }
+        }
+    }
+}
+
+/* Quantizes rows [lo, hi) of src (n_in wide) into every slot of the plan. */
+static void quantize_rows(const struct fwd *f, const float *src, int64_t n_in, int lo, int hi)
+{
+    const struct qplan *p = f->plan;
+    for (int s = 0; s < p->n_slots; s++) {
+        uint8_t *dst = (uint8_t *)f->m->sc.slot[s] + (size_t)lo * p->slot_row_bytes[s];
+        (void)matmul_quantize_input(src + (size_t)lo * n_in, hi - lo, n_in, p->slot_type[s], dst,
+                                    p->slot_row_bytes[s], 0, 1);
+        if (p->slot_round[s] != QUANT_F32)
+            round_rows(dst, p->slot_row_bytes[s], hi - lo, n_in, p->slot_round[s]);
+    }
+}
+
+/* Step: [x += add]; xn = rmsnorm(x) * norm_w; quantize xn for the plan. Split by rows. */
+static void job_norm_quant(void *arg, int ith, int nth)
+{
+    const struct fwd *f = arg;
+    const struct scratch *sc = &f->m->sc;
+    const int e = f->m->info.n_embd;
+    int lo, hi;
+    split(f->n_rows, ith, nth, &lo, &hi);
+    for (int t = lo; t < hi; t++) {
+        float *x = sc->x + (size_t)t * e;
+        if (f->add) {
+            const float *a = f->add + (size_t)t * e;
+            for (int i = 0; i < e; i++)
+                x[i] += a[i];
+        }
+        rmsnorm(sc->xn + (size_t)t * e, x, f->norm_w, e, f->m->norm_eps);
+    }
+    if (hi > lo) quantize_rows(f, sc->xn, e, lo, hi);
+}
+
+/* Step: quantize src (n_in = the plan's first weight's n_in) for the plan. Split by rows. */
+static void job_quant(void *arg, int ith, int nth)
+{
+    const struct fwd *f = arg;
+    int lo, hi;
+    split(f->n_rows, ith, nth, &lo, &hi);
+    if (hi > lo) quantize_rows(f, f->src, f->plan->w[0]->n_in, lo, hi);
+}
+
+/* Step: every weight of the plan times its slot, each split by weight rows. */
+static void job_matmul(void *arg, int ith, int nth)
+{
+    const struct fwd *f = arg;
+    const struct qplan *p = f->plan;
+    for (int i = 0; i < p->n_w; i++) {
+        const struct wmat *w = p->w[i];
+        const struct matmul_args a = {
+            .w = w->data,
+            .w_type = w->type,
+            .n_in = w->n_in,
+            .n_out = w->n_out,
+            .x = f->m->sc.slot[p->w_slot[i]],
+            .x_row_bytes = p->slot_row_bytes[p->w_slot[i]],
+            .n_tok = f->n_rows,
+            .y = f->mm_y[i],
+        };
+        matmul_run(&a, ith, nth);
+    }
+}
+
+static void run_matmul_group(struct threadpool *tp, struct fwd *f, const struct qplan *plan,
+                             float *y0, float *y1, float *y2)
+{
+    f->plan = plan;
+    f->mm_y[0] = y0;
+    f->mm_y[1] = y1;
+    f->mm_y[2] = y2;
+    threadpool_run(tp, job_matmul, f);
+}
+
+/* Rotates one head in place with the token's cos/sin table. */
+static void rope_head(float *x, const float *cs, const float *sn, int n_rot, bool neox)
+{
+    const int half = n_rot / 2;
+    for (int i = 0; i < half; i++) {
+        const int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+        const float x0 = x[a], x1 = x[b];
+        x[a] = x0 * cs[i] - x1 * sn[i];
+        x[b] = x0 * sn[i] + x1 * cs[i];
+    }
+}
+
+/* Step: biases, per-head norms, RoPE on q and k; k and v stored into the sequence caches.
+ * Split by rows. */
+static void job_qkv_post(void *arg, int ith, int nth)
+{
+    const struct fwd *f = arg;
+    const struct engine_model *m = f->m;
+    const struct scratch *sc = &m->sc;
+    const struct layer *L = f->L;
+    const int hd = m->info.head_dim, qd = m->q_dim, kvd = m->kv_dim, half = m->n_rot / 2 + 1;
+    int lo, hi;
+    split(f->n_tok, ith, nth, &lo, &hi);
+    for (int t = lo; t < hi; t++) {
+        float *q = sc->q + (size_t)t * qd, *k = sc->k + (size_t)t * kvd;
+        float *v = sc->v + (size_t)t * kvd;
+        for (int i = 0; L->bq && i < qd; i++)
+            q[i] += L->bq[i];
+        for (int i = 0; L->bk && i < kvd; i++)
+            k[i] += L->bk[i];
+        for (int i = 0; L->bv && i < kvd; i++)
+            v[i] += L->bv[i];
+        const float *cs = sc->rope_cos + (size_t)t * half, *sn = sc->rope_sin + (size_t)t * half;
+        for (int h = 0; h < m->info.n_head; h++) {
+            if (L->q_norm) rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, m->norm_eps);
+            rope_head(q + h * hd, cs, sn, m->n_rot, m->rope_neox);
+        }
+        for (int h = 0; h < m->info.n_head_kv; h++) {
+            if (L->k_norm) rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, m->norm_eps);
+            rope_head(k + h * hd, cs, sn, m->n_rot, m->rope_neox);
+        }
+        const struct engine_seq *s = f->items[sc->tok_item[t]].seq;
+        const size_t off = ((size_t)f->il * (size_t)s->n_ctx + (size_t)sc->tok_pos[t]) * kvd;
+        ops_get()->f32_to_f16(kvd, k, s->k_cache + off);
+        ops_get()->f32_to_f16(kvd, v, s->v_cache + off);
+    }
+}
+
+/* Attention of one query head over keys 0..pos of its sequence with a running softmax, as
+ * the reference CPU flash-attention kernel computes it: the query rounded to half, one pass
+ * over the keys, the weighted sum of values kept in a half accumulator that is rescaled
+ * whenever the running maximum grows. No score row of n_ctx floats is needed. */
+static void attend_head(const struct fwd *f, int t, int h, float *out)
+{
+    const struct engine_model *m = f->m;
+    const struct ops_kernels *ops = ops_get();
+    const int hd = m->info.head_dim, kvd = m->kv_dim;
+    const int g = h / (m->info.n_head / m->info.n_head_kv);
+    const struct engine_seq *s = f->items[m->sc.tok_item[t]].seq;
+    const int n_keys = m->sc.tok_pos[t] + 1;
+    const size_t base = (size_t)f->il * (size_t)s->n_ctx * kvd + (size_t)g * hd;
+    const uint16_t *kc = s->k_cache + base, *vc = s->v_cache + base;
+    const float scale = 1.0f / sqrtf((float)hd);
+    uint16_t qh[HEAD_DIM_MAX_FWD], acc[HEAD_DIM_MAX_FWD];
+    float mx = -INFINITY, sum = 0.0f;
+    ops->f32_to_f16(hd, m->sc.q + (size_t)t * m->q_dim + (size_t)h * hd, qh);
+    memset(acc, 0, sizeof(uint16_t) * (size_t)hd);
+    for (int j = 0; j < n_keys; j++) {
+        const float sc = ops->dot_f16(hd, kc + (size_t)j * kvd, qh) * scale;
+        float ms = 1.0f, vs = 1.0f;
+        if (sc > mx) {
+            const float mx_old = mx;
+            mx = sc;
+            ms = expf(mx_old - mx); // 0 for the first key
+            ops->scale_f16(hd, acc, ms);
+        } else {
+            vs = expf(sc - mx);
+        }
+        ops->mad_f16(hd, acc, vc + (size_t)j * kvd, vs);
+        sum = sum * ms + vs;
+    }
+    const float inv = 1.0f / sum;
+    for (int i = 0; i < hd; i++)
+        out[i] = ops_f16_to_f32(acc[i]) * inv;
+}
+
+/* Step: attention for every (token, head) pair, split in contiguous ranges of pairs. */
+static void job_attention(void *arg, int ith, int nth)
+{
+    const struct fwd *f = arg;
+    const int n_head = f->m->info.n_head, hd = f->m->info.head_dim;
+    int lo, hi;
+    split(f->n_tok * n_head, ith, nth, &lo, &hi);
+    for (int p = lo; p < hi; p++) {
+        const int t = p / n_head, h = p % n_head;
+        attend_head(f, t, h, f->m->sc.attn + (size_t)t * f->m->q_dim + (size_t)h * hd);
+    }
+}
+
+/* Step: gate = silu(gate) * up, then quantize gate for w_down. Split by rows. */
+static void job_swiglu_quant(void *arg, int ith, int nth)
+{
+    const struct fwd *f = arg;
+    const struct scratch *sc = &f->m->sc;
+    const int64_t n_ff = f->m->info.n_ff;
+    int lo, hi;
+    split(f->n_rows, ith, nth, &lo, &hi);
+    for (int t = lo; t < hi; t++) {
+        float *g = sc->gate + (size_t)t * n_ff;
+        const float *u = sc->up + (size_t)t * n_ff;
+        for (int64_t i = 0; i < n_ff; i++)
+            g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    }
+    if (hi > lo) quantize_rows(f, sc->gate, n_ff, lo, hi);
+}
+
+/* Step: token embeddings into x. Split by rows. */
+static void job_embed(void *arg, int ith, int nth)
+{
+    const struct fwd *f = arg;
+    const struct engine_model *m = f->m;
+    const struct quant_traits *tr = quant_traits_of(m->tok_embd.type);
+    size_t row_bytes = 0;
+    (void)quant_row_bytes(m->tok_embd.type, m->info.n_embd, &row_bytes);
+    int lo, hi;
+    split(f->n_tok, ith, nth, &lo, &hi);
+    int t = 0;
+    for (int i = 0; i < f->n_items; i++) {
+        for (int j = 0; j < f->items[i].n_tokens; j++, t++) {
+            if (t < lo || t >= hi) continue;
+            const uint8_t *row =
+                (const uint8_t *)m->tok_embd.data + (size_t)f->items[i].tokens[j] * row_bytes;
+            tr->to_float(row, m->sc.x + (size_t)t * m->info.n_embd, m->info.n_embd);
+        }
+    }
+}
+
+/* Per-token RoPE tables (cos, sin of each rotated pair), computed as the reference does: the
+ * angle is advanced by a float multiply per pair and divided by the optional frequency
+ * factors. */
+static void rope_tables(const struct fwd *f)
+{
+    const struct engine_model *m = f->m;
+    const int half = m->n_rot / 2, stride = half + 1;
+    const float theta_scale = powf(m->rope_base, -2.0f / (float)m->n_rot);
+    for (int t = 0; t < f->n_tok; t++) {
+        float theta = (float)m->sc.tok_pos[t];
+        float *cs = m->sc.rope_cos + (size_t)t * stride, *sn = m->sc.rope_sin + (size_t)t * stride;
+        for (int i = 0; i < half; i++) {
+            const float ff = m->rope_freqs ? m->rope_freqs[i] : 1.0f;
+            const float a = m->rope_freq_scale * (theta / ff);
+            cs[i] = cosf(a);
+            sn[i] = sinf(a);
+            theta *= theta_scale;
+        }
+    }
+}
+
+/* After the last layer's attention only each item's last token matters: move those rows of
+ * x and attn to the front so the remaining steps compute n_items rows. */
+static void keep_last_rows(struct fwd *f)
+{
+    struct scratch *sc = &f->m->sc;
+    const size_t e = (size_t)f->m->info.n_embd, qd = (size_t)f->m->q_dim;
+    int t = -1;
+    for (int i = 0; i < f->n_items; i++) {
+        t += f->items[i].n_tokens;
+        if (t != i) {
+            memmove(sc->x + (size_t)i * e, sc->x + (size_t)t * e, e * sizeof(float));
+            memmove(sc->attn + (size_t)i * qd, sc->attn + (size_t)t * qd, qd * sizeof(float));
+        }
+    }
+    f->n_rows = f->n_items;
+}
+
+static void run_layer(struct threadpool *tp, struct fwd *f, int il)
+{
+    struct engine_model *m = f->m;
+    struct scratch *sc = &m->sc;
+    const struct layer *L = &m->layers[il];
+    f->L = L;
+    f->il = il;
+    f->n_rows = f->n_tok;
+    // Residual of the previous layer's FFN is folded into this norm step.
+    f->add = il > 0 ? sc->proj : NULL;
+    f->norm_w = L->attn_norm;
+    f->plan = &L->plan_qkv;
+    threadpool_run(tp, job_norm_quant, f);
+    run_matmul_group(tp, f, &L->plan_qkv, sc->q, sc->k, sc->v);
+    threadpool_run(tp, job_qkv_post, f);
+    threadpool_run(tp, job_attention, f);
+    if (il == m->info.n_layer - 1) keep_last_rows(f);
+    f->src = sc->attn;
+    f->plan = &L->plan_o;
+    threadpool_run(tp, job_quant, f);
+    run_matmul_group(tp, f, &L->plan_o, sc->proj, NULL, NULL);
+    f->add = sc->proj;
+    f->norm_w = L->ffn_norm;
+    f->plan = &L->plan_gu;
+    threadpool_run(tp, job_norm_quant, f);
+    run_matmul_group(tp, f, &L->plan_gu, sc->gate, sc->up, NULL);
+    f->plan = &L->plan_down;
+    threadpool_run(tp, job_swiglu_quant, f);
+    run_matmul_group(tp, f, &L->plan_down, sc->proj, NULL, NULL);
+}
+
+static int check_batch(const struct engine_model *m, const struct engine_batch_item *items,
+                       int n_items, int *n_tok, struct errmsg *err)
+{
+    if (!items || n_items < 1) return errmsg_set(err, ERR_INVALID, "empty batch");
+    int64_t total = 0;
+    for (int i = 0; i < n_items; i++) {
+        const struct engine_batch_item *it = &items[i];
+        if (!it->seq || it->seq->m != m)
+            return errmsg_set(err, ERR_INVALID, "item %d: sequence of another model", i);
+        if (it->n_tokens < 1 || !it->tokens)
+            return errmsg_set(err, ERR_INVALID, "item %d: no tokens", i);
+        for (int j = 0; j < i; j++)
+            if (items[j].seq == it->seq)
+                return errmsg_set(err, ERR_INVALID, "item %d: sequence listed twice", i);
+        if (it->n_tokens > it->seq->n_ctx - it->seq->pos)
+            return errmsg_set(err, ERR_LIMIT, "item %d: %d tokens do not fit (%d of %d used)", i,
+                              it->n_tokens, it->seq->pos, it->seq->n_ctx);
+        for (int j = 0; j < it->n_tokens; j++)
+            if (it->tokens[j] < 0 || it->tokens[j] >= m->info.n_vocab)
+                return errmsg_set(err, ERR_INVALID, "item %d: token id %d outside 0..%d", i,
+                                  (int)it->tokens[j], m->info.n_vocab - 1);
+        total += it->n_tokens;
+        if (total > ENGINE_BATCH_MAX)
+            return errmsg_set(err, ERR_LIMIT, "batch has more than %d tokens", ENGINE_BATCH_MAX);
+    }
+    *n_tok = (int)total;
+    return ERR_OK;
+}
+
+int engine_decode(struct engine_model *m, struct threadpool *tp, struct engine_batch_item *items,
+                  int n_items, struct errmsg *err)
+{
+    int n_tok = 0;
+    int rc = check_batch(m, items, n_items, &n_tok, err);
+    if (rc != ERR_OK) return rc;
+    struct scratch *sc = &m->sc;
+    struct fwd f = {.m = m, .items = items, .n_items = n_items, .n_tok = n_tok};
+    for (int i = 0, t = 0; i < n_items; i++)
+        for (int j = 0; j < items[i].n_tokens; j++, t++) {
+            sc->tok_item[t] = i;
+            sc->tok_pos[t] = items[i].seq->pos + j;
+        }
+    rope_tables(&f);
+    threadpool_run(tp, job_embed, &f);
+    for (int il = 0; il < m->info.n_layer; il++)
+        run_layer(tp, &f, il);
+    f.add = sc->proj;
+    f.norm_w = m->output_norm;
+    f.plan = &m->plan_out;
+    threadpool_run(tp, job_norm_quant, &f);
+    run_matmul_group(tp, &f, &m->plan_out, sc->logits, NULL, NULL);
+    for (int i = 0; i < n_items; i++) {
+        struct engine_seq *s = items[i].seq;
+        memcpy(s->logits, sc->logits + (size_t)i * m->info.n_vocab,
+               (size_t)m->info.n_vocab * sizeof(float));
+        s->pos += items[i].n_tokens;
+        s->has_logits = true;
+    }
+    return ERR_OK;
+}

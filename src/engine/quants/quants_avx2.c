@@ -1,0 +1,241 @@
+/* AVX2+FMA+F16C dot kernels for the float types (against F32 activations) and the 32-element
+ * block formats (against Q8_0 / Q8_1). One generic tile routine per family, specialised by
+ * constant tile shape, so the single dot and every tile shape run the same operations in the
+ * same order per output and agree bit for bit. Compiled with -mavx2 -mfma -mf16c; only called
+ * when quant_init detected those features. */
+#include "engine/quants/quants_internal.h"
+#include "engine/quants/quants_avx2_internal.h"
+
+#include <immintrin.h>
+
+/* Weight rows are prefetched this many tiles ahead (measured: one tile is enough to keep
+ * a matvec streaming from DRAM; more evicts in batched mode). */
+#define PF_TILES 1
+
+/* ---- float weights x F32 activations ---- */
+
+INLINE_ALWAYS __m256 load_w8(int type, const uint8_t *p)
+{
+    switch (type) {
+    case QUANT_F16:
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+    case QUANT_BF16: {
+        __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+    }
+    default:
+        return _mm256_loadu_ps((const float *)p);
+    }
+}
+
+INLINE_ALWAYS float load_w1(int type, const uint8_t *p)
+{
+    uint16_t h;
+    float f;
+    switch (type) {
+    case QUANT_F16:
+        memcpy(&h, p, 2);
+        return _cvtsh_ss(h);
+    case QUANT_BF16:
+        memcpy(&h, p, 2);
+        return bf16_to_f32(h);
+    default:
+        memcpy(&f, p, 4);
+        return f;
+    }
+}
+
+/* Straight-line kernel: NR x NC accumulators live in registers once the loops are unrolled. */
+INLINE_ALWAYS void tile_float(int type, const struct quant_tile *t, int NR, int NC)
+{
+    const size_t esz = type == QUANT_F32 ? 4 : 2;
+    const uint8_t *x = t->x;
+    const uint8_t *y = t->y;
+    __m256 acc[QUANT_TILE_MAX][QUANT_TILE_MAX];
+    for (int r = 0; r < NR; r++)
+        for (int c = 0; c < NC; c++)
+            acc[r][c] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= t->n; i += 8) {
+        __m256 w[QUANT_TILE_MAX];
+        for (int r = 0; r < NR; r++) {
+            const uint8_t *p = x + r * t->x_stride + (size_t)i * esz;
+            _mm_prefetch((const char *)p + PF_TILES * NR * t->x_stride, _MM_HINT_T0);
+            w[r] = load_w8(type, p);
+        }
+        for (int c = 0; c < NC; c++) {
+            __m256 a = _mm256_loadu_ps((const float *)(y + c * t->y_stride) + i);
+            for (int r = 0; r < NR; r++)
+                acc[r][c] = _mm256_fmadd_ps(w[r], a, acc[r][c]);
+        }
+    }
+    for (int r = 0; r < NR; r++) {
+        for (int c = 0; c < NC; c++) {
+            float sum = hsum_f32x8(acc[r][c]);
+            const uint8_t *a = y + c * t->y_stride;
+            for (int64_t j = i; j < t->n; j++)
+                sum += load_w1(type, x + r * t->x_stride + (size_t)j * esz) *
+                       load_w1(QUANT_F32, a + (size_t)j * 4);
+            t->s[c * t->s_stride + r] = sum;
+        }
+    }
+}
+
+static void tile_f32(const struct quant_tile *t)
+{
+    TILE_SWITCH(tile_float, QUANT_F32, t);
+}
+
+static void tile_f16(const struct quant_tile *t)
+{
+    TILE_SWITCH(tile_float, QUANT_F16, t);
+}
+
+static void tile_bf16(const struct quant_tile *t)
+{
+    TILE_SWITCH(tile_float, QUANT_BF16, t);
+}
+
+/* ---- 32-element blocks x Q8_0 / Q8_1 ---- */
+
+/* The 32 quants of one weight block as bytes in element order: signed values for the
+ * symmetric formats (Q4_0, Q5_0, Q8_0), unsigned for the ones with a min (Q4_1, Q5_1). */
+INLINE_ALWAYS __m256i block_quants(int type, const uint8_t *blk)
+{
+    switch (type) {
+    case QUANT_Q8_0:
+        return _mm256_loadu_si256((const __m256i *)(blk + 2));
+    case QUANT_Q4_0:
+        return _mm256_sub_epi8(nibbles_32(blk + 2), _mm256_set1_epi8(8));
+    case QUANT_Q4_1:
+        return nibbles_32(blk + 4);
+    case QUANT_Q5_0: {
+        uint32_t qh;
+        memcpy(&qh, blk + 2, 4);
+        __m256i hi = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10));
+        __m256i q = _mm256_or_si256(nibbles_32(blk + 6), hi);
+        return _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+    }
+    default: { // QUANT_Q5_1
+        uint32_t qh;
+        memcpy(&qh, blk + 4, 4);
+        __m256i hi = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10));
+        return _mm256_or_si256(nibbles_32(blk + 8), hi);
+    }
+    }
+}
+
+INLINE_ALWAYS size_t block_size_of(int type)
+{
+    switch (type) {
+    case QUANT_Q8_0:
+        return sizeof(struct block_q8_0);
+    case QUANT_Q4_0:
+        return sizeof(struct block_q4_0);
+    case QUANT_Q4_1:
+        return sizeof(struct block_q4_1);
+    case QUANT_Q5_0:
+        return sizeof(struct block_q5_0);
+    default:
+        return sizeof(struct block_q5_1);
+    }
+}
+
+INLINE_ALWAYS bool has_min(int type)
+{
+    return type == QUANT_Q4_1 || type == QUANT_Q5_1;
+}
+
+/* Straight-line kernel. Per block and (row, token): sum of 32 int8 products as 8 int32 lanes,
+ * scaled by dx*dy into float lanes; formats with a min add m*s (s = dy*sum(qy)) per block. */
+INLINE_ALWAYS void tile_q32(int type, const struct quant_tile *t, int NR, int NC)
+{
+    const size_t wsz = block_size_of(type);
+    const size_t asz = has_min(type) ? sizeof(struct block_q8_1) : sizeof(struct block_q8_0);
+    const size_t aq = has_min(type) ? 4 : 2; // offset of the activation quants
+    const uint8_t *x = t->x;
+    const uint8_t *y = t->y;
+    __m256 acc[QUANT_TILE_MAX][QUANT_TILE_MAX];
+    float macc[QUANT_TILE_MAX][QUANT_TILE_MAX];
+    for (int r = 0; r < NR; r++)
+        for (int c = 0; c < NC; c++) {
+            acc[r][c] = _mm256_setzero_ps();
+            macc[r][c] = 0.0f;
+        }
+    const int64_t nb = t->n / 32;
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i q[QUANT_TILE_MAX], aq_abs[QUANT_TILE_MAX];
+        __m256 dx[QUANT_TILE_MAX];
+        for (int r = 0; r < NR; r++) {
+            const uint8_t *blk = x + r * t->x_stride + (size_t)b * wsz;
+            // the next tile's rows: keeps enough of the weight stream in flight from DRAM
+            _mm_prefetch((const char *)blk + PF_TILES * NR * t->x_stride, _MM_HINT_T0);
+            q[r] = block_quants(type, blk);
+            aq_abs[r] = has_min(type) ? q[r] : _mm256_sign_epi8(q[r], q[r]);
+            dx[r] = _mm256_set1_ps(load_half(blk));
+        }
+        for (int c = 0; c < NC; c++) {
+            const uint8_t *ablk = y + c * t->y_stride + (size_t)b * asz;
+            __m256i qy = _mm256_loadu_si256((const __m256i *)(ablk + aq));
+            __m256 dy = _mm256_set1_ps(load_half(ablk));
+            for (int r = 0; r < NR; r++) {
+                __m256i sy = has_min(type) ? qy : _mm256_sign_epi8(qy, q[r]);
+                __m256 p = _mm256_cvtepi32_ps(madd_u8_i8(aq_abs[r], sy));
+                acc[r][c] = _mm256_fmadd_ps(p, _mm256_mul_ps(dx[r], dy), acc[r][c]);
+                if (has_min(type)) {
+                    const uint8_t *blk = x + r * t->x_stride + (size_t)b * wsz;
+                    macc[r][c] += load_half(blk + 2) * load_half(ablk + 2);
+                }
+            }
+        }
+    }
+    for (int r = 0; r < NR; r++)
+        for (int c = 0; c < NC; c++)
+            t->s[c * t->s_stride + r] = hsum_f32x8(acc[r][c]) + macc[r][c];
+}
+
+static void tile_q8_0(const struct quant_tile *t)
+{
+    TILE_SWITCH(tile_q32, QUANT_Q8_0, t);
+}
+
+static void tile_q4_0(const struct quant_tile *t)
+{
+    TILE_SWITCH(tile_q32, QUANT_Q4_0, t);
+}
+
+static void tile_q4_1(const struct quant_tile *t)
+{
+    TILE_SWITCH(tile_q32, QUANT_Q4_1, t);
+}
+
+static void tile_q5_0(const struct quant_tile *t)
+{
+    TILE_SWITCH(tile_q32, QUANT_Q5_0, t);
+}
+
+static void tile_q5_1(const struct quant_tile *t)
+{
+    TILE_SWITCH(tile_q32, QUANT_Q5_1, t);
+}
+
+/* Public entry points: the single dot is the 1x1 tile. */
+#define ENTRY_POINTS(ty)                                                                           \
+    void ty##_vec_dot_tile_avx2(const struct quant_tile *tile)                                     \
+    {                                                                                              \
+        tile_##ty(tile);                                                                           \
+    }                                                                                              \
+    void ty##_vec_dot_avx2(int64_t n, float *s, const void *x, const void *y)                      \
+    {                                                                                              \
+        struct quant_tile one = {.n = n, .x = x, .y = y, .s = s, .n_rows = 1, .n_cols = 1};        \
+        tile_##ty(&one);                                                                           \
+    }
+
+ENTRY_POINTS(f32)
+ENTRY_POINTS(f16)
+ENTRY_POINTS(bf16)
+ENTRY_POINTS(q8_0)
+ENTRY_POINTS(q4_0)
+ENTRY_POINTS(q4_1)
+ENTRY_POINTS(q5_0)
+ENTRY_POINTS(q5_1)

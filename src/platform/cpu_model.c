@@ -1,0 +1,536 @@
+/* cpu platform models. Threads: the scheduler thread owns every running instance's state;
+ * admin calls (add/remove instance) touch only idle instances; submit hands a request over
+ * through `pending` under mu. The scheduler calls on_done holding no lock. */
+#include "platform/cpu_model.h"
+
+#include "engine/model.h"
+#include "engine/sampler.h"
+#include "engine/threadpool.h"
+#include "platform/cpu.h"
+#include "platform/vocab_gguf.h"
+#include "text/chat_template.h"
+#include "text/jinja.h"
+#include "text/tokenizer.h"
+#include "util/clock.h"
+#include "util/log.h"
+#include "util/mem.h"
+#include "util/thread.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define CPU_MAX_INSTANCES 64
+#define CPU_DEFAULT_CTX   4096
+
+enum phase {
+    PHASE_IDLE = 0,
+    PHASE_PROMPT,   // feeding prompt tokens
+    PHASE_GENERATE, // feeding the last sampled token
+};
+
+/* seq/cached/exists: changed only while idle (admin thread, under mu). The rest: owned by
+ * the scheduler thread while req is set. */
+struct instance {
+    bool exists;
+    struct engine_seq *seq;
+    int32_t *cached;         // (n_ctx) tokens whose keys/values are in seq, in order
+    struct request *req;     // running request (one reference) or NULL
+    struct sampler *sampler;
+    enum phase phase;
+    int n_fed;               // prompt tokens in the cache
+    int n_feeding;           // tokens in the current step
+    int n_cached_prompt;     // prompt tokens reused from the previous request
+    int n_generated;
+    int32_t next_token;
+    double t_start_ms, t_prompt_done_ms;
+    enum finish_reason done; // set during a step; the instance is finished after it
+};
+
+struct platform_model {
+    struct engine_model *engine;
+    struct tokenizer *tok;
+    struct jinja_template *tmpl;
+    char *tmpl_src, *bos_text, *eos_text;
+    struct threadpool *tp;
+    int n_ctx;
+    int n_vocab;
+    platform_done_fn on_done;
+    void *owner;
+    float *logits;           // (n_vocab) scheduler scratch: the sampler edits in place
+    struct engine_batch_item items[CPU_MAX_INSTANCES];
+    int item_instance[CPU_MAX_INSTANCES];
+
+    struct mutex mu;         // guards pending, is_stopping, instance existence
+    struct cond cv;
+    struct request *pending[CPU_MAX_INSTANCES];
+    bool is_stopping;
+    struct thread scheduler;
+    struct instance inst[CPU_MAX_INSTANCES];
+};
+
+static void finish_instance(struct platform_model *m, int i)
+{
+    struct instance *in = &m->inst[i];
+    struct request *r = in->req;
+    double now = clock_now_ms();
+    double t_prompt = in->t_prompt_done_ms > 0 ? in->t_prompt_done_ms : now;
+    struct request_timings t = {
+        .n_prompt = r->n_prompt - in->n_cached_prompt,
+        .n_cached = in->n_cached_prompt,
+        .n_predicted = in->n_generated,
+        .prompt_ms = t_prompt - in->t_start_ms,
+        .predicted_ms = now - t_prompt,
+    };
+    request_set_timings(r, &t);
+    if (in->done != FINISH_ERROR)
+        request_finish(r, in->done, 0, NULL);
+    sampler_free(in->sampler);
+    in->sampler = NULL;
+    in->req = NULL;
+    in->phase = PHASE_IDLE;
+    in->done = FINISH_NONE;
+    request_release(r);
+}
+
+static void fail_instance(struct instance *in, int status, const char *msg)
+{
+    request_finish(in->req, FINISH_ERROR, status, msg);
+    in->done = FINISH_ERROR;
+}
+
+static int common_prefix(const int32_t *a, int n_a, const int32_t *b, int n_b)
+{
+    int n = 0;
+    while (n < n_a && n < n_b && a[n] == b[n])
+        n++;
+    return n;
+}
+
+static struct sampler_params sampler_params_from(const struct gen_params *g)
+{
+    struct sampler_params p = sampler_params_default();
+    p.temperature = g->temperature;
+    p.top_k = g->top_k;
+    p.top_p = g->top_p;
+    p.min_p = g->min_p;
+    p.repeat_penalty = g->repeat_penalty;
+    p.repeat_last_n = g->repeat_last_n;
+    p.frequency_penalty = g->frequency_penalty;
+    p.presence_penalty = g->presence_penalty;
+    p.seed = g->seed;
+    p.n_probs = g->n_probs > GEN_MAX_PROBS ? GEN_MAX_PROBS : g->n_probs;
+    return p;
+}
+
+static void start_request(struct platform_model *m, int i, struct request *r)
+{
+    struct instance *in = &m->inst[i];
+    in->req = r;
+    in->done = FINISH_NONE;
+    in->n_generated = 0;
+    in->t_start_ms = clock_now_ms();
+    in->t_prompt_done_ms = 0;
+    request_mark_started(r);
+    if (r->kind != REQUEST_GENERATE) {
+        fail_instance(in, 400, "this model does not produce embeddings");
+        return;
+    }
+    if (r->n_prompt < 1 || r->n_prompt >= m->n_ctx) {
+        fail_instance(in, 400, "the prompt does not fit the context");
+        return;
+    }
+    struct sampler_bias bias[GEN_MAX_LOGIT_BIAS];
+    struct sampler_params sp = sampler_params_from(&r->params);
+    for (int k = 0; k < r->params.n_logit_bias; k++) {
+        bias[k].token = r->params.logit_bias[k].token;
+        bias[k].bias = r->params.logit_bias[k].bias;
+    }
+    sp.logit_bias = bias;
+    sp.n_logit_bias = r->params.n_logit_bias;
+    if (sampler_new(&sp, m->n_vocab, &in->sampler) != ERR_OK) {
+        fail_instance(in, 500, "cannot create the sampler (invalid parameters or no memory)");
+        return;
+    }
+    // Reuse the cached prefix; at least one prompt token is fed so there are fresh logits.
+    int keep = common_prefix(in->cached, engine_seq_pos(in->seq), r->prompt, r->n_prompt);
+    if (keep >= r->n_prompt)
+        keep = r->n_prompt - 1;
+    engine_seq_truncate(in->seq, keep);
+    in->n_fed = keep;
+    in->n_cached_prompt = keep;
+    int from = r->n_prompt > sp.repeat_last_n ? r->n_prompt - sp.repeat_last_n : 0;
+    for (int k = from; k < r->n_prompt; k++)
+        sampler_accept(in->sampler, r->prompt[k]);
+    in->phase = PHASE_PROMPT;
+}
+
+/* Samples the next token of instance i from its fresh logits and decides whether it ends. */
+static void advance(struct platform_model *m, int i)
+{
+    struct instance *in = &m->inst[i];
+    struct request *r = in->req;
+    memcpy(m->logits, engine_seq_logits(in->seq), (size_t)m->n_vocab * sizeof *m->logits);
+    int32_t token;
+    if (sampler_sample(in->sampler, m->logits, &token) != ERR_OK) {
+        fail_instance(in, 400, "every token is banned by logit_bias");
+        return;
+    }
+    if (!r->params.ignore_eos && tok_is_eog(m->tok, token)) {
+        in->done = FINISH_STOP;
+        return;
+    }
+    struct gen_event ev = {.token = token};
+    if (r->params.n_probs > 0) {
+        struct sampler_probs probs;
+        sampler_get_probs(in->sampler, SAMPLER_DIST_RAW, &probs);
+        ev.logprob = probs.chosen.logprob;
+        ev.n_probs = probs.n_top < GEN_MAX_PROBS ? probs.n_top : GEN_MAX_PROBS;
+        for (int k = 0; k < ev.n_probs; k++) {
+            ev.top[k].token = probs.top[k].token;
+            ev.top[k].logprob = probs.top[k].logprob;
+        }
+    }
+    sampler_accept(in->sampler, token);
+    in->n_generated++;
+    in->next_token = token;
+    in->phase = PHASE_GENERATE;
+    if (request_push_event(r, &ev) != ERR_OK)
+        in->done = FINISH_LENGTH;
+    else if (r->params.max_tokens >= 0 && in->n_generated >= r->params.max_tokens)
+        in->done = FINISH_LENGTH;
+    else if (engine_seq_pos(in->seq) + 1 >= m->n_ctx)
+        in->done = FINISH_LENGTH;
+}
+
+/* Collects this step's batch: one token for every generating instance first (so decoding
+ * never waits behind a long prompt), then prompt chunks in the room left. */
+static int build_batch(struct platform_model *m)
+{
+    int n_items = 0, room = ENGINE_BATCH_MAX;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < CPU_MAX_INSTANCES && room > 0; i++) {
+            struct instance *in = &m->inst[i];
+            if (!in->req || in->done != FINISH_NONE)
+                continue;
+            if (pass == 0 && atomic_load(&in->req->is_cancelled)) {
+                in->done = FINISH_CANCELLED;
+                continue;
+            }
+            bool is_gen = in->phase == PHASE_GENERATE;
+            if ((pass == 0) != is_gen)
+                continue;
+            int n = is_gen ? 1 : in->req->n_prompt - in->n_fed;
+            if (n > room)
+                n = room;
+            in->n_feeding = n;
+            m->items[n_items] = (struct engine_batch_item){
+                .seq = in->seq,
+                .tokens = is_gen ? &in->next_token : in->req->prompt + in->n_fed,
+                .n_tokens = n,
+            };
+            m->item_instance[n_items++] = i;
+            room -= n;
+        }
+    }
+    return n_items;
+}
+
+static void run_step(struct platform_model *m)
+{
+    int n_items = build_batch(m);
+    if (n_items == 0)
+        return;
+    struct errmsg err;
+    errmsg_clear(&err);
+    if (engine_decode(m->engine, m->tp, m->items, n_items, &err) != ERR_OK) {
+        log_error("decode failed: %s", err.msg);
+        for (int k = 0; k < n_items; k++)
+            fail_instance(&m->inst[m->item_instance[k]], 500, err.msg);
+        return;
+    }
+    for (int k = 0; k < n_items; k++) {
+        struct instance *in = &m->inst[m->item_instance[k]];
+        int pos = engine_seq_pos(in->seq) - in->n_feeding;
+        memcpy(in->cached + pos, m->items[k].tokens, (size_t)in->n_feeding * sizeof(int32_t));
+        if (in->phase == PHASE_PROMPT) {
+            in->n_fed += in->n_feeding;
+            if (in->n_fed < in->req->n_prompt)
+                continue;
+            in->t_prompt_done_ms = clock_now_ms();
+        }
+        advance(m, m->item_instance[k]);
+    }
+}
+
+/* Starts what was submitted; returns whether any instance is running. Takes mu. */
+static bool take_pending(struct platform_model *m, bool wait)
+{
+    struct request *start[CPU_MAX_INSTANCES] = {0};
+    mutex_lock(&m->mu);
+    for (;;) {
+        bool any = false;
+        for (int i = 0; i < CPU_MAX_INSTANCES; i++) {
+            start[i] = m->pending[i];
+            m->pending[i] = NULL;
+            any |= start[i] != NULL;
+        }
+        if (any || !wait || m->is_stopping)
+            break;
+        cond_wait(&m->cv, &m->mu);
+    }
+    mutex_unlock(&m->mu);
+    bool active = false;
+    for (int i = 0; i < CPU_MAX_INSTANCES; i++) {
+        if (start[i])
+            start_request(m, i, start[i]);
+        active |= m->inst[i].req != NULL;
+    }
+    return active;
+}
+
+static void *scheduler_main(void *arg)
+{
+    struct platform_model *m = arg;
+    bool active = false;
+    for (;;) {
+        active = take_pending(m, !active);
+        if (!active) {
+            mutex_lock(&m->mu);
+            bool stop = m->is_stopping;
+            mutex_unlock(&m->mu);
+            if (stop)
+                break;
+            continue;
+        }
+        run_step(m);
+        for (int i = 0; i < CPU_MAX_INSTANCES; i++) {
+            if (m->inst[i].req && m->inst[i].done != FINISH_NONE) {
+                finish_instance(m, i);
+                m->on_done(m->owner, i);
+            }
+        }
+    }
+    return NULL;
+}
+
+void cpu_model_submit(struct platform_model *m, int instance, struct request *r)
+{
+    request_retain(r);
+    mutex_lock(&m->mu);
+    m->pending[instance] = r;
+    cond_signal(&m->cv);
+    mutex_unlock(&m->mu);
+}
+
+static char *copy_token_text(const struct tokenizer *t, tok_id id)
+{
+    struct str s = id == TOK_ID_NONE ? (struct str){"", 0} : tok_text(t, id);
+    return mem_strndup(s.ptr ? s.ptr : "", s.len);
+}
+
+/* The model's chat template, or ChatML when it has none or ours cannot parse it. */
+static int load_template(struct platform_model *m, const struct gguf *g, struct errmsg *err)
+{
+    struct str src = {0};
+    bool has_own = gguf_get_str(g, "tokenizer.chat_template", &src) == ERR_OK && src.len > 0;
+    if (has_own) {
+        m->tmpl_src = mem_strndup(src.ptr, src.len);
+        if (!m->tmpl_src)
+            return ERR_NOMEM;
+        struct errmsg terr;
+        errmsg_clear(&terr);
+        if (jinja_template_new(m->tmpl_src, src.len, &m->tmpl, &terr) == ERR_OK)
+            return ERR_OK;
+        log_warn("the model's chat template does not parse (%s); using ChatML", terr.msg);
+        mem_free(m->tmpl_src);
+        m->tmpl_src = NULL;
+    }
+    const char *fallback = chat_template_default();
+    m->tmpl_src = mem_strdup(fallback);
+    if (!m->tmpl_src)
+        return ERR_NOMEM;
+    return jinja_template_new(m->tmpl_src, strlen(m->tmpl_src), &m->tmpl, err);
+}
+
+static int load_text(struct platform_model *m, struct errmsg *err)
+{
+    const struct gguf *g = engine_model_gguf(m->engine);
+    struct vocab vocab;
+    int rc = vocab_load_gguf(g, &vocab, err);
+    if (rc != ERR_OK)
+        return rc;
+    rc = tok_new(&vocab, &m->tok, err);
+    vocab_deinit(&vocab);
+    if (rc != ERR_OK)
+        return rc;
+    if (tok_n_tokens(m->tok) != m->n_vocab)
+        return errmsg_set(err, ERR_FORMAT, "the vocabulary has %d tokens but the model %d",
+                          (int)tok_n_tokens(m->tok), m->n_vocab);
+    m->bos_text = copy_token_text(m->tok, tok_bos(m->tok));
+    m->eos_text = copy_token_text(m->tok, tok_eos(m->tok));
+    if (!m->bos_text || !m->eos_text)
+        return ERR_NOMEM;
+    return load_template(m, g, err);
+}
+
+static int pick_n_ctx(const struct engine_model_info *info, int requested)
+{
+    if (requested > 0)
+        return requested;
+    int n = info->n_ctx_train > 0 ? info->n_ctx_train : CPU_DEFAULT_CTX;
+    return n < CPU_DEFAULT_CTX ? n : CPU_DEFAULT_CTX;
+}
+
+int cpu_model_load(const struct platform_load_args *a, struct platform_model **out,
+                   struct errmsg *err)
+{
+    char file[4096];
+    if (!cpu_resolve_gguf(a->path, file, sizeof file))
+        return errmsg_set(err, ERR_IO, "'%s' is not a GGUF file or a directory with one",
+                          a->path);
+    if (a->force_embedding)
+        return errmsg_set(err, ERR_UNSUPPORTED, "embedding models are not supported yet");
+    struct platform_model *m = mem_calloc(1, sizeof *m);
+    if (!m)
+        return ERR_NOMEM;
+    int rc = engine_model_load(file, &m->engine, err);
+    if (rc != ERR_OK)
+        goto out_free;
+    const struct engine_model_info *info = engine_model_info(m->engine);
+    m->n_vocab = info->n_vocab;
+    m->n_ctx = pick_n_ctx(info, a->n_ctx);
+    m->on_done = a->on_done;
+    m->owner = a->owner;
+    rc = load_text(m, err);
+    if (rc != ERR_OK)
+        goto out_free;
+    int n_threads = a->n_threads > 0 ? a->n_threads : thread_physical_core_count();
+    m->logits = mem_calloc((size_t)m->n_vocab, sizeof *m->logits);
+    rc = m->logits ? threadpool_new(n_threads, &m->tp) : ERR_NOMEM;
+    if (rc != ERR_OK)
+        goto out_free;
+    if (mutex_init(&m->mu) != ERR_OK) {
+        rc = ERR_NOMEM;
+        goto out_free;
+    }
+    if (cond_init(&m->cv) != ERR_OK) {
+        rc = ERR_NOMEM;
+        goto out_mutex;
+    }
+    rc = thread_start(&m->scheduler, scheduler_main, m);
+    if (rc != ERR_OK)
+        goto out_cond;
+    *out = m;
+    return ERR_OK;
+out_cond:
+    cond_deinit(&m->cv);
+out_mutex:
+    mutex_deinit(&m->mu);
+out_free:
+    threadpool_free(m->tp);
+    mem_free(m->logits);
+    jinja_template_free(m->tmpl);
+    mem_free(m->tmpl_src);
+    mem_free(m->bos_text);
+    mem_free(m->eos_text);
+    tok_free(m->tok);
+    engine_model_free(m->engine);
+    mem_free(m);
+    if (rc == ERR_NOMEM && !err->msg[0])
+        errmsg_set(err, rc, "out of memory while loading the model");
+    return rc;
+}
+
+/* general.description, or a plain warning for the project's own synthetic models. */
+static void describe_origin(const struct gguf *g, char *out, size_t cap)
+{
+    struct str s = {0};
+    if (gguf_get_str(g, "general.description", &s) == ERR_OK && s.len)
+        snprintf(out, cap, "%.*s", (int)(s.len < cap ? s.len : cap - 1), s.ptr);
+    else if (gguf_get_str(g, "general.name", &s) == ERR_OK && str_eq_cstr(s, "synthetic"))
+        snprintf(out, cap, "synthetic model with random weights (written by gguf-synth): "
+                           "its answers are gibberish");
+}
+
+void cpu_model_describe(const struct platform_model *m, struct platform_model_desc *out)
+{
+    const struct engine_model_info *info = engine_model_info(m->engine);
+    memset(out, 0, sizeof *out);
+    out->tokenizer = m->tok;
+    out->chat_template = m->tmpl;
+    out->chat_template_src = m->tmpl_src;
+    out->bos_text = m->bos_text;
+    out->eos_text = m->eos_text;
+    out->kind = MODEL_KIND_CHAT;
+    out->n_ctx = m->n_ctx;
+    out->n_ctx_train = info->n_ctx_train;
+    out->n_vocab = info->n_vocab;
+    out->n_embd = info->n_embd;
+    out->n_params = info->n_params;
+    out->file_size = info->file_size;
+    out->instance_bytes = engine_seq_bytes(m->engine, m->n_ctx) +
+                          (uint64_t)m->n_ctx * sizeof(int32_t);
+    snprintf(out->arch, sizeof out->arch, "%s", info->arch);
+    describe_origin(engine_model_gguf(m->engine), out->description, sizeof out->description);
+}
+
+int cpu_model_add_instance(struct platform_model *m, int instance, struct errmsg *err)
+{
+    if (instance < 0 || instance >= CPU_MAX_INSTANCES)
+        return errmsg_set(err, ERR_INVALID, "instance index %d out of range", instance);
+    struct engine_seq *seq = NULL;
+    int32_t *cached = mem_calloc((size_t)m->n_ctx, sizeof *cached);
+    int rc = cached ? engine_seq_new(m->engine, m->n_ctx, &seq) : ERR_NOMEM;
+    if (rc != ERR_OK) {
+        mem_free(cached);
+        return errmsg_set(err, rc, "cannot allocate a %d-token KV cache", m->n_ctx);
+    }
+    mutex_lock(&m->mu);
+    m->inst[instance].seq = seq;
+    m->inst[instance].cached = cached;
+    m->inst[instance].exists = true;
+    mutex_unlock(&m->mu);
+    return ERR_OK;
+}
+
+void cpu_model_remove_instance(struct platform_model *m, int instance)
+{
+    mutex_lock(&m->mu);
+    struct instance *in = &m->inst[instance];
+    struct engine_seq *seq = in->seq;
+    int32_t *cached = in->cached;
+    in->seq = NULL;
+    in->cached = NULL;
+    in->exists = false;
+    mutex_unlock(&m->mu);
+    engine_seq_free(seq);
+    mem_free(cached);
+}
+
+void cpu_model_unload(struct platform_model *m)
+{
+    if (!m)
+        return;
+    mutex_lock(&m->mu);
+    m->is_stopping = true;
+    cond_signal(&m->cv);
+    mutex_unlock(&m->mu);
+    thread_join(&m->scheduler);
+    for (int i = 0; i < CPU_MAX_INSTANCES; i++) {
+        if (m->inst[i].req) // cannot happen: the core unloads idle models only
+            finish_instance(m, i);
+        if (m->inst[i].exists)
+            cpu_model_remove_instance(m, i);
+    }
+    cond_deinit(&m->cv);
+    mutex_deinit(&m->mu);
+    threadpool_free(m->tp);
+    mem_free(m->logits);
+    jinja_template_free(m->tmpl);
+    mem_free(m->tmpl_src);
+    mem_free(m->bos_text);
+    mem_free(m->eos_text);
+    tok_free(m->tok);
+    engine_model_free(m->engine);
+    mem_free(m);
+}

@@ -1,0 +1,100 @@
+/* The platform interface: an inference runtime that can run some model formats on some
+ * hardware. Our engine is the `cpu` platform; vendor runtimes (NPUs) implement the same table.
+ * Discovery (what runs here, which chips, which platform claims a path) and the model
+ * lifecycle (load, instances, submit, unload). The core layer owns pools and queues; a
+ * platform only runs requests on the instance index it is given. */
+#ifndef PLATFORM_PLATFORM_H
+#define PLATFORM_PLATFORM_H
+
+#include "platform/request.h"
+#include "util/err.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PLATFORM_CHIP_NAME_CAP 128
+
+struct platform_chip {
+    char chip_type[PLATFORM_CHIP_NAME_CAP]; // e.g. "Intel(R) Xeon(R) Processor", "Cortex-A76"
+    int count;                              // cores of this type
+};
+
+enum model_kind {
+    MODEL_KIND_CHAT = 0,
+    MODEL_KIND_EMBEDDING = 1,
+};
+
+/* Called by the platform (on its own thread, holding none of its locks) after it finished the
+ * request running on instance; the core then gives the instance its next request. */
+typedef void (*platform_done_fn)(void *owner, int instance);
+
+struct platform_load_args {
+    const char *path;           // a model file or directory the platform claimed
+    int n_ctx;                  // context per instance; 0 = the model's, capped at 4096
+    int n_threads;              // compute threads; 0 = physical cores
+    int force_embedding;        // 1: serve a decoder as an embedding model (last-token pooling)
+    platform_done_fn on_done;   // never NULL
+    void *owner;                // passed to on_done
+};
+
+struct tokenizer;
+struct jinja_template;
+
+/* What a loaded model is, for /v1/models, the memory budget and the API layer's text work.
+ * Pointers are borrowed from the platform model: valid while a reference to the model is
+ * held; the objects they point to are immutable and thread-safe. */
+struct platform_model_desc {
+    const struct tokenizer *tokenizer;        // NULL for platforms that tokenize internally
+    const struct jinja_template *chat_template; // compiled; the model's or the ChatML fallback
+    const char *chat_template_src;            // its source text
+    const char *bos_text, *eos_text;          // special token texts for templates ("" if none)
+    enum model_kind kind;
+    int n_ctx;                  // context per instance
+    int n_ctx_train;
+    int n_vocab;
+    int n_embd;
+    int64_t n_params;
+    uint64_t file_size;         // bytes
+    uint64_t instance_bytes;    // memory one more instance costs
+    char arch[32];
+    char description[160];                    // what the model is, when its file says
+};
+
+struct platform_model;
+
+struct platform {
+    const char *id;           // stable id used in the API ("cpu")
+    const char *display_name; // human-readable
+    /* True when this host can run the platform. Cannot fail. */
+    bool (*is_available)(void);
+    /* Writes up to max chips; returns how many (0 when none can be detected). */
+    int (*detect_chips)(struct platform_chip *out, int max);
+    /* True when the platform recognises the model at path (a file or a directory). */
+    bool (*claims)(const char *path);
+
+    /* Loads the model with no instances yet. ERR_FORMAT/ERR_IO/ERR_UNSUPPORTED/ERR_NOMEM with
+     * err saying why. The caller frees with unload(). */
+    int (*load)(const struct platform_load_args *a, struct platform_model **out,
+                struct errmsg *err);
+    void (*describe)(const struct platform_model *m, struct platform_model_desc *out);
+    /* Creates instance number `instance` (its KV cache and scratch). ERR_NOMEM. */
+    int (*add_instance)(struct platform_model *m, int instance, struct errmsg *err);
+    /* Frees an idle instance. */
+    void (*remove_instance)(struct platform_model *m, int instance);
+    /* Starts r on an idle instance. The platform retains r until it calls on_done. */
+    void (*submit)(struct platform_model *m, int instance, struct request *r);
+    /* Frees the model; every instance is idle or removed. NULL is a no-op. */
+    void (*unload)(struct platform_model *m);
+};
+
+/* All compiled-in platforms, in detection order (static storage). Cannot fail. */
+const struct platform *const *platform_list(size_t *n_platforms);
+
+/* The platform with this id, or NULL. */
+const struct platform *platform_find(const char *id);
+
+/* The first platform that claims path, or NULL when none does. */
+const struct platform *platform_detect(const char *path);
+
+#endif

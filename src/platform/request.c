@@ -1,0 +1,169 @@
+/* Requests and their event buffers. */
+#include "platform/request.h"
+
+#include "util/mem.h"
+
+#include <string.h>
+
+void gen_params_defaults(struct gen_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->temperature = 0.8f;
+    p->top_k = 40;
+    p->top_p = 0.95f;
+    p->min_p = 0.05f;
+    p->repeat_penalty = 1.0f;
+    p->repeat_last_n = 64;
+    p->seed = -1;
+    p->max_tokens = -1;
+}
+
+int request_new(enum request_kind kind, const int32_t *prompt, int n_prompt,
+                const struct gen_params *params, int max_events, struct request **out)
+{
+    if (n_prompt < 0 || max_events < 0)
+        return ERR_INVALID;
+    struct request *r = mem_calloc(1, sizeof *r);
+    if (!r)
+        return ERR_NOMEM;
+    r->kind = kind;
+    r->params = *params;
+    r->params.grammar = NULL;
+    r->instance = -1;
+    r->prompt = mem_calloc((size_t)n_prompt + 1, sizeof *r->prompt);
+    r->events = mem_calloc((size_t)max_events + 1, sizeof *r->events);
+    if (params->grammar)
+        r->params.grammar = mem_strdup(params->grammar);
+    bool ok = r->prompt && r->events && (!params->grammar || r->params.grammar);
+    if (ok && mutex_init(&r->mu) == ERR_OK) {
+        if (cond_init(&r->cv) == ERR_OK) {
+            if (n_prompt)
+                memcpy(r->prompt, prompt, (size_t)n_prompt * sizeof *prompt);
+            r->n_prompt = n_prompt;
+            r->events_cap = max_events;
+            atomic_init(&r->refs, 1);
+            atomic_init(&r->is_cancelled, false);
+            *out = r;
+            return ERR_OK;
+        }
+        mutex_deinit(&r->mu);
+    }
+    mem_free(r->params.grammar);
+    mem_free(r->prompt);
+    mem_free(r->events);
+    mem_free(r);
+    return ERR_NOMEM;
+}
+
+void request_retain(struct request *r)
+{
+    atomic_fetch_add(&r->refs, 1);
+}
+
+void request_release(struct request *r)
+{
+    if (!r || atomic_fetch_sub(&r->refs, 1) != 1)
+        return;
+    cond_deinit(&r->cv);
+    mutex_deinit(&r->mu);
+    mem_free(r->params.grammar);
+    mem_free(r->prompt);
+    mem_free(r->events);
+    mem_free(r->embedding);
+    mem_free(r);
+}
+
+void request_mark_started(struct request *r)
+{
+    mutex_lock(&r->mu);
+    r->is_started = true;
+    mutex_unlock(&r->mu);
+}
+
+int request_push_event(struct request *r, const struct gen_event *ev)
+{
+    int rc = ERR_OK;
+    mutex_lock(&r->mu);
+    if (r->n_events >= r->events_cap)
+        rc = ERR_LIMIT;
+    else
+        r->events[r->n_events++] = *ev;
+    cond_broadcast(&r->cv);
+    mutex_unlock(&r->mu);
+    return rc;
+}
+
+int request_set_embedding(struct request *r, const float *v, int n)
+{
+    float *copy = mem_alloc((size_t)n * sizeof *copy);
+    if (!copy)
+        return ERR_NOMEM;
+    memcpy(copy, v, (size_t)n * sizeof *copy);
+    mutex_lock(&r->mu);
+    mem_free(r->embedding);
+    r->embedding = copy;
+    r->n_embedding = n;
+    mutex_unlock(&r->mu);
+    return ERR_OK;
+}
+
+void request_set_timings(struct request *r, const struct request_timings *t)
+{
+    mutex_lock(&r->mu);
+    r->timings = *t;
+    mutex_unlock(&r->mu);
+}
+
+void request_finish(struct request *r, enum finish_reason reason, int error_status,
+                    const char *message)
+{
+    mutex_lock(&r->mu);
+    if (r->finish == FINISH_NONE) {
+        r->finish = reason;
+        r->error_status = error_status;
+        if (message)
+            errmsg_set(&r->err, ERR_INVALID, "%s", message);
+    }
+    cond_broadcast(&r->cv);
+    mutex_unlock(&r->mu);
+}
+
+int request_wait_events(struct request *r, int *cursor, struct gen_event *out, int max,
+                        int timeout_ms, enum finish_reason *finish)
+{
+    mutex_lock(&r->mu);
+    while (r->n_events <= *cursor && r->finish == FINISH_NONE) {
+        if (timeout_ms < 0) {
+            cond_wait(&r->cv, &r->mu);
+        } else if (cond_wait_ms(&r->cv, &r->mu, timeout_ms) == ERR_TIMEOUT) {
+            break;
+        }
+    }
+    int n = 0;
+    while (n < max && *cursor < r->n_events)
+        out[n++] = r->events[(*cursor)++];
+    // Report the outcome only once every event before it has been handed out.
+    *finish = *cursor < r->n_events ? FINISH_NONE : r->finish;
+    mutex_unlock(&r->mu);
+    return n;
+}
+
+void request_cancel(struct request *r)
+{
+    atomic_store(&r->is_cancelled, true);
+}
+
+enum finish_reason request_outcome(struct request *r, int *error_status, struct errmsg *err,
+                                   struct request_timings *timings)
+{
+    mutex_lock(&r->mu);
+    enum finish_reason f = r->finish;
+    if (error_status)
+        *error_status = r->error_status;
+    if (err)
+        *err = r->err;
+    if (timings)
+        *timings = r->timings;
+    mutex_unlock(&r->mu);
+    return f;
+}

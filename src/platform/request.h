@@ -1,0 +1,136 @@
+/* A generation or embedding request and its token stream: the unit of work a platform runs.
+ * (It lives in platform/ rather than core/ because platforms write into it and may not
+ * include core/.) Shared by the HTTP thread that
+ * created it (reader) and the platform thread that runs it (writer); reference-counted, so
+ * either side may finish first. The event buffer is sized for the whole answer at creation,
+ * so the writer never blocks on a slow reader and never allocates per token. */
+#ifndef PLATFORM_REQUEST_H
+#define PLATFORM_REQUEST_H
+
+#include "util/err.h"
+#include "util/thread.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+enum request_kind {
+    REQUEST_GENERATE = 0,
+    REQUEST_EMBED = 1,
+};
+
+enum finish_reason {
+    FINISH_NONE = 0,     // still running
+    FINISH_STOP = 1,     // end-of-generation token or a stop string
+    FINISH_LENGTH = 2,   // max_tokens or the context is full
+    FINISH_CANCELLED = 3, // client went away or the model was unloaded
+    FINISH_ERROR = 4,    // see err
+};
+
+#define GEN_MAX_LOGIT_BIAS 1024
+
+/* Sampling and limits, after merging server defaults ← model default_params ← request. */
+struct gen_params {
+    float temperature;       // <= 0: greedy
+    int top_k;               // 0: off
+    float top_p;             // 1: off
+    float min_p;             // 0: off
+    float repeat_penalty;    // 1: off
+    int repeat_last_n;       // tokens considered by the penalties
+    float frequency_penalty;
+    float presence_penalty;
+    int64_t seed;            // -1: random
+    int max_tokens;          // -1: until a stop or the context is full
+    int n_probs;             // top log-probabilities to report per token (0: none)
+    bool ignore_eos;
+    int n_logit_bias;
+    struct {
+        int32_t token;
+        float bias;          // -INFINITY bans the token
+    } logit_bias[GEN_MAX_LOGIT_BIAS];
+    char *grammar;           // GBNF text (owned) or NULL
+};
+
+#define GEN_MAX_PROBS 20
+
+struct gen_event {
+    int32_t token;
+    float logprob;           // of the chosen token (when n_probs > 0)
+    int n_probs;
+    struct {
+        int32_t token;
+        float logprob;
+    } top[GEN_MAX_PROBS];
+};
+
+struct request_timings {
+    int n_prompt;            // prompt tokens evaluated (excluding cached)
+    int n_cached;            // prompt tokens reused from the instance's cache
+    int n_predicted;
+    double prompt_ms;
+    double predicted_ms;
+};
+
+struct request {
+    atomic_int refs;
+    enum request_kind kind;
+    int32_t *prompt;         // owned; n_prompt tokens
+    int n_prompt;
+    struct gen_params params;
+    atomic_bool is_cancelled; // set by the reader or by unload; checked every step
+    int instance;            // instance index while running, -1 otherwise (owned by the pool)
+
+    /* Guarded by mu. */
+    struct mutex mu;
+    struct cond cv;
+    struct gen_event *events; // (events_cap) written by the platform
+    int n_events;
+    int events_cap;
+    float *embedding;        // (n_embedding) for REQUEST_EMBED
+    int n_embedding;
+    enum finish_reason finish;
+    int error_status;        // HTTP status for FINISH_ERROR (429, 500, …)
+    struct errmsg err;
+    struct request_timings timings;
+    bool is_started;         // an instance picked it up
+};
+
+/* Creates a request owning a copy of the prompt, with room for max_events events. refs = 1
+ * (the creator's). ERR_NOMEM. The params are copied; params->grammar, when set, is copied. */
+int request_new(enum request_kind kind, const int32_t *prompt, int n_prompt,
+                const struct gen_params *params, int max_events, struct request **out);
+
+/* Reference counting; the last request_release frees everything. NULL is a no-op. */
+void request_retain(struct request *r);
+void request_release(struct request *r);
+
+/* Writer side (platform thread). request_push_event returns ERR_LIMIT when the buffer is full
+ * (the caller then finishes with FINISH_LENGTH). request_finish records the outcome, wakes the
+ * reader; later calls are ignored (the first outcome sticks). */
+void request_mark_started(struct request *r);
+int request_push_event(struct request *r, const struct gen_event *ev);
+int request_set_embedding(struct request *r, const float *v, int n);
+void request_finish(struct request *r, enum finish_reason reason, int error_status,
+                    const char *message);
+
+/* Records the timings (writer side). */
+void request_set_timings(struct request *r, const struct request_timings *t);
+
+/* Reader side (HTTP thread). Waits until there are events beyond *cursor or the request
+ * finished, up to timeout_ms (-1: no limit). Copies up to max new events into out, advances
+ * *cursor, and returns the number copied; *finish is the outcome so far (FINISH_NONE while
+ * running). Returns 0 with FINISH_NONE on timeout. */
+int request_wait_events(struct request *r, int *cursor, struct gen_event *out, int max,
+                        int timeout_ms, enum finish_reason *finish);
+
+/* Asks the platform to stop at its next step. Thread-safe; idempotent. */
+void request_cancel(struct request *r);
+
+/* The outcome (FINISH_NONE while running) and its details, copied under the lock. */
+enum finish_reason request_outcome(struct request *r, int *error_status, struct errmsg *err,
+                                   struct request_timings *timings);
+
+/* Default sampling parameters (llama.cpp's defaults). Cannot fail. */
+void gen_params_defaults(struct gen_params *p);
+
+#endif

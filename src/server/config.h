@@ -1,0 +1,61 @@
+/* Server configuration: defaults, then LLAMAPI_* environment variables, then flags. Filled
+ * once at start-up and immutable afterwards (shared read-only by every thread). */
+#ifndef SERVER_CONFIG_H
+#define SERVER_CONFIG_H
+
+#include "util/err.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define CONFIG_MAX_API_KEYS 16
+#define CONFIG_MAX_MODELS   16
+
+enum log_format {
+    LOG_FORMAT_TEXT = 0,
+    LOG_FORMAT_JSON = 1,
+};
+
+struct server_config {
+    char host[256];
+    int port;
+    char *api_keys[CONFIG_MAX_API_KEYS]; // owned copies
+    int n_api_keys;
+    int n_threads;            // engine threads per model; 0 = physical cores
+    int max_connections;      // total concurrent connections
+    int max_connections_per_ip;
+    int timeout_s;            // idle connection timeout
+    char models_dir[1024];
+    int request_queue_size;   // default queue capacity per model
+    enum log_format log_format;
+    int verbosity;            // 0 normal, 1 verbose (debug)
+    bool log_disable;
+    char *model_paths[CONFIG_MAX_MODELS]; // -m, owned copies
+    int n_model_paths;
+    char alias[256];          // -a: id of the first -m model (default: file name)
+    int n_parallel;           // -np: instances of each -m model
+    int n_ctx;                // -c: context per instance (0: model default, capped at 4096)
+};
+
+enum config_parse_result {
+    CONFIG_PARSE_OK = 0,      // run the server
+    CONFIG_PARSE_HELP = 1,    // --help was given
+    CONFIG_PARSE_VERSION = 2, // --version was given
+};
+
+/* Sets every field to its default. Cannot fail (an unreadable environment gives the
+ * documented fallbacks). */
+void config_defaults(struct server_config *c);
+
+/* Applies LLAMAPI_* environment variables, then argv[1..argc-1]. Returns a config_parse_result
+ * (>= 0) or ERR_INVALID with err naming the flag and what is wrong (unknown flag, missing or
+ * malformed value, unreadable --api-key-file). ERR_NOMEM on allocation failure. */
+int config_parse(struct server_config *c, int argc, char **argv, struct errmsg *err);
+
+/* Frees the owned strings. A no-op on a defaulted config. */
+void config_deinit(struct server_config *c);
+
+/* Writes the usage text (every flag, its environment variable and default). */
+void config_usage(const char *prog, char *out, size_t out_cap);
+
+#endif

@@ -1,0 +1,37 @@
+/* The HTTP front end on libmicrohttpd: routing, CORS, API-key checks, the body limit, JSON
+ * body parsing, streaming responses and the access log. One thread per connection (bounded by
+ * the connection limit): a streaming handler blocks on its own request's token stream, which
+ * is a plain wait on that thread instead of a suspend/resume state machine. */
+#ifndef SERVER_HTTP_H
+#define SERVER_HTTP_H
+
+#include "api/api.h"
+#include "server/config.h"
+#include "util/err.h"
+
+#define HTTP_BODY_MAX    (64u * 1024u * 1024u) // bytes; larger bodies get 413
+#define HTTP_JSON_DEPTH  64                    // nesting limit for request bodies
+
+struct http_server;
+
+/* Binds config->host:config->port and starts serving. ctx is borrowed and must outlive the
+ * server. ERR_IO (bind failed; err says why) or ERR_NOMEM. Caller stops with
+ * http_server_stop(). */
+int http_server_start(const struct server_config *config, const struct api_ctx *ctx,
+                      struct http_server **out, struct errmsg *err);
+
+/* The port actually bound (useful with --port 0 in tests). */
+int http_server_port(const struct http_server *s);
+
+/* Stops accepting, closes connections, waits for their threads, frees. NULL is a no-op. */
+void http_server_stop(struct http_server *s);
+
+/* Checks that body is at most max_depth deep in arrays/objects (strings are skipped, escapes
+ * honoured). Cheap pre-check so a hostile body cannot drive the parser deep. */
+bool http_json_depth_ok(const char *body, size_t len, int max_depth);
+
+/* Parses a request body as a JSON object. ERR_OK with *out (caller decrefs), or ERR_FORMAT
+ * with err saying where parsing failed (line, column, reason), or ERR_LIMIT (too deep). */
+int http_parse_json_body(const char *body, size_t len, json_t **out, struct errmsg *err);
+
+#endif

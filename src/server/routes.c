@@ -1,0 +1,85 @@
+/* Route matching. The table is small (tens of entries), so a linear scan is the clearest
+ * structure and costs nothing next to a request. */
+#include "server/routes.h"
+
+#include "api/handlers.h"
+
+#include <string.h>
+
+/* Returns 2 for an exact match, 1 for a pattern match (writing *param), 0 for none. */
+static int pattern_match(const char *pattern, const char *path, struct str *param)
+{
+    const char *brace = strstr(pattern, "{id}");
+    if (!brace)
+        return strcmp(pattern, path) == 0 ? 2 : 0;
+    size_t prefix_len = (size_t)(brace - pattern);
+    if (strncmp(pattern, path, prefix_len) != 0 || path[prefix_len] == '\0')
+        return 0;
+    param->ptr = path + prefix_len;
+    param->len = strlen(path + prefix_len);
+    return 1;
+}
+
+static void allow_append(char *allow, size_t cap, const char *method)
+{
+    size_t len = strlen(allow);
+    if (strstr(allow, method))
+        return;
+    const char *sep = len ? ", " : "";
+    if (len + strlen(sep) + strlen(method) + 1 > cap)
+        return;
+    strcat(allow, sep);
+    strcat(allow, method);
+}
+
+enum route_match route_find(const struct route *table, size_t n_routes, const char *method,
+                            const char *path, const struct route **out, struct str *param,
+                            char *allow, size_t allow_cap)
+{
+    const struct route *best = NULL;
+    int best_score = 0;
+    struct str best_param = {"", 0};
+    bool path_known = false;
+    if (allow_cap)
+        allow[0] = '\0';
+    for (size_t i = 0; i < n_routes; i++) {
+        struct str p = {"", 0};
+        int score = pattern_match(table[i].pattern, path, &p);
+        if (!score)
+            continue;
+        path_known = true;
+        if (strcmp(table[i].method, method) != 0) {
+            if (allow_cap)
+                allow_append(allow, allow_cap, table[i].method);
+            continue;
+        }
+        if (score > best_score) {
+            best = &table[i];
+            best_score = score;
+            best_param = p;
+        }
+    }
+    if (best) {
+        *out = best;
+        *param = best_param;
+        return ROUTE_MATCH_OK;
+    }
+    return path_known ? ROUTE_MATCH_BAD_METHOD : ROUTE_MATCH_NO_PATH;
+}
+
+static const struct route table[] = {
+    {"GET", "/health", api_health, ROUTE_BODY_NONE, true},
+    {"GET", "/v1/platforms", api_platforms_list, ROUTE_BODY_NONE, false},
+    {"GET", "/v1/models", api_models_list, ROUTE_BODY_NONE, false},
+    {"GET", "/v1/models/{id}", api_models_get, ROUTE_BODY_NONE, false},
+    {"POST", "/v1/models/load", api_models_load, ROUTE_BODY_JSON, false},
+    {"POST", "/v1/models/resize", api_models_resize, ROUTE_BODY_JSON, false},
+    {"POST", "/v1/models/unload", api_models_unload, ROUTE_BODY_JSON, false},
+    {"POST", "/v1/chat/completions", api_chat_completions, ROUTE_BODY_JSON, false},
+};
+
+const struct route *routes_table(size_t *n_routes)
+{
+    *n_routes = sizeof table / sizeof table[0];
+    return table;
+}

@@ -1,0 +1,25 @@
+/* A deterministic platform for core tests: requests run only when the test says so. */
+#ifndef TESTS_FAKE_PLATFORM_H
+#define TESTS_FAKE_PLATFORM_H
+
+#include "platform/platform.h"
+
+extern const struct platform fake_platform;
+
+/* Behaviour knobs and observations (single test thread unless a test says otherwise). */
+struct fake_state {
+    int fail_load;           // load returns ERR_FORMAT
+    int max_instances;       // add_instance fails beyond this many live instances
+    uint64_t instance_bytes; // reported by describe
+    int live_instances;
+    int n_loaded, n_unloaded;
+    struct request *running[64]; // submitted and not yet completed, by instance
+};
+
+extern struct fake_state fake;
+
+void fake_reset(void);
+/* Finishes the request on instance with reason and tells the core. */
+void fake_complete(int instance, enum finish_reason reason);
+
+#endif

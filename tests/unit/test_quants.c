@@ -1,0 +1,551 @@
+/* engine/quants: block layouts (hand-built blocks with known values), quantize/dequantize error
+ * per type, scalar references against float math, and the AVX2 kernels against the references
+ * on odd sizes and unaligned rows. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "engine/gguf.h"
+#include "engine/quants/quants.h"
+#include "util/err.h"
+#include "util/mem.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Per-type bounds, measured on uniform [-1, 1] data with margin:
+ * rt = RMS(dequant(quant(x)) - x) / RMS(x); fdot = |vec_dot - x.y| / (|x| |y|), which includes
+ * the activation's own quantization. */
+struct type_case {
+    uint32_t type;
+    double rt;
+    double fdot;
+};
+
+static const struct type_case cases[] = {
+    {QUANT_F32, 0.0, 1e-6},     {QUANT_F16, 3e-4, 1e-3},    {QUANT_BF16, 2e-3, 0.01},
+    {QUANT_Q8_0, 0.005, 0.004}, {QUANT_Q4_0, 0.085, 0.04},  {QUANT_Q4_1, 0.07, 0.04},
+    {QUANT_Q5_0, 0.04, 0.02},   {QUANT_Q5_1, 0.035, 0.015}, {QUANT_Q2_K, 0.31, 0.08},
+    {QUANT_Q3_K, 0.15, 0.04},   {QUANT_Q4_K, 0.07, 0.02},   {QUANT_Q5_K, 0.036, 0.01},
+    {QUANT_Q6_K, 0.017, 0.006},
+};
+#define N_CASES (sizeof cases / sizeof cases[0])
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
+
+static uint32_t rng_u32(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 11);
+}
+
+/* Uniform in [-1, 1). */
+static float rng_float(void)
+{
+    return (float)(rng_u32() & 0xffffff) / 8388608.0f - 1.0f;
+}
+
+static void fill_random(float *x, int64_t n, float scale)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] = rng_float() * scale;
+}
+
+static size_t row_bytes(uint32_t type, int64_t n)
+{
+    size_t b = 0;
+    assert_int_equal(quant_row_bytes(type, n, &b), ERR_OK);
+    return b;
+}
+
+/* A quantized row in the given type, allocated at offset `misalign` of its buffer. */
+struct qrow {
+    uint8_t *buf;
+    void *data;
+};
+
+static struct qrow qrow_make(const struct quant_traits *tr, uint32_t type, const float *x,
+                             int64_t n, size_t misalign)
+{
+    struct qrow r;
+    r.buf = mem_alloc(row_bytes(type, n) + misalign + 1);
+    assert_non_null(r.buf);
+    r.data = r.buf + misalign;
+    tr->from_float(x, r.data, n);
+    return r;
+}
+
+static void test_type_table(void **state)
+{
+    (void)state;
+    assert_null(quant_traits_of(4)); // removed Q4_2
+    assert_null(quant_traits_of(QUANT_TYPE_MAX));
+    assert_null(quant_traits_of(UINT32_MAX));
+    for (size_t i = 0; i < N_CASES; i++) {
+        const struct quant_traits *tr = quant_traits_of(cases[i].type);
+        assert_non_null(tr);
+        assert_non_null(tr->to_float);
+        assert_non_null(tr->from_float);
+        assert_non_null(tr->vec_dot);
+        const struct quant_traits *dt = quant_traits_of(tr->dot_type);
+        assert_non_null(dt);
+        assert_non_null(dt->from_float);
+        assert_int_equal(tr->block_len % dt->block_len, 0);
+    }
+    assert_string_equal(quant_traits_of(QUANT_Q4_0)->name, "q4_0");
+    assert_int_equal(quant_traits_of(QUANT_Q8_0)->block_bytes, 34);
+    assert_int_equal(quant_traits_of(QUANT_Q8_1)->block_bytes, 36);
+    assert_null(quant_traits_of(QUANT_Q8_1)->vec_dot);
+    size_t b = 7;
+    assert_int_equal(quant_row_bytes(QUANT_Q4_0, 64, &b), ERR_OK);
+    assert_int_equal(b, 36);
+    assert_int_equal(quant_row_bytes(QUANT_F16, 3, &b), ERR_OK);
+    assert_int_equal(b, 6);
+    b = 7;
+    assert_int_equal(quant_row_bytes(QUANT_Q4_0, 33, &b), ERR_INVALID);
+    assert_int_equal(quant_row_bytes(QUANT_Q4_0, -32, &b), ERR_INVALID);
+    assert_int_equal(quant_row_bytes(99, 32, &b), ERR_INVALID);
+    assert_int_equal(quant_row_bytes(QUANT_F32, INT64_MAX, &b), ERR_LIMIT);
+    assert_int_equal(b, 7);
+}
+
+static void check_values(uint32_t type, const void *blk, const int *idx, const float *want,
+                         int n_want)
+{
+    const struct quant_traits *tr = quant_traits_ref(type);
+    assert_non_null(tr);
+    float out[256];
+    tr->to_float(blk, out, tr->block_len);
+    for (int i = 0; i < n_want; i++) {
+        if (out[idx[i]] != want[i])
+            fail_msg("%s element %d: got %g want %g", tr->name, idx[i], out[idx[i]], want[i]);
+    }
+}
+
+static void test_known_blocks_32(void **state)
+{
+    (void)state;
+    static const int idx4[] = {0, 16, 1, 17, 15, 31};
+    // Q4_0: d = 0.5 (0x3800); x = (q - 8) * d; qs[j] low nibble = elem j, high = elem j + 16
+    uint8_t q40[18] = {0x00, 0x38, 0x1f, 0x80};
+    q40[17] = 0x4c;
+    assert_int_equal(quant_traits_of(QUANT_Q4_0)->block_bytes, sizeof q40);
+    check_values(QUANT_Q4_0, q40, idx4, (const float[]){3.5f, -3.5f, -4.0f, 0.0f, 2.0f, -2.0f}, 6);
+    // Q4_1: d = 0.5, m = 1.0 (0x3c00); x = q * d + m
+    uint8_t q41[20] = {0x00, 0x38, 0x00, 0x3c, 0x1f, 0x80};
+    check_values(QUANT_Q4_1, q41, idx4, (const float[]){8.5f, 1.5f, 1.0f, 5.0f, 1.0f, 1.0f}, 6);
+    // Q5_0: d = 1, qh bit 0 and bit 17 set; x = q - 16
+    uint8_t q50[22] = {0x00, 0x3c, 0x01, 0x00, 0x02, 0x00, 0x0f, 0x30};
+    check_values(QUANT_Q5_0, q50, idx4, (const float[]){15.0f, -16.0f, -16.0f, 3.0f, -16, -16}, 6);
+    // Q5_1: d = 2 (0x4000), m = -1 (0xbc00), same quants: x = q * 2 - 1
+    uint8_t q51[24] = {0x00, 0x40, 0x00, 0xbc, 0x01, 0x00, 0x02, 0x00, 0x0f, 0x30};
+    check_values(QUANT_Q5_1, q51, idx4, (const float[]){61.0f, -1.0f, -1.0f, 37.0f, -1, -1}, 6);
+    // Q8_0: d = 0.25 (0x3400)
+    uint8_t q80[34] = {0x00, 0x34, 0x81, 0x05};
+    q80[33] = 0x7f;
+    check_values(QUANT_Q8_0, q80, (const int[]){0, 1, 31, 2},
+                 (const float[]){-31.75f, 1.25f, 31.75f, 0.0f}, 4);
+    // Q8_1: d = 0.5, s ignored by to_float
+    uint8_t q81[36] = {0x00, 0x38, 0x00, 0x00, 0xfe};
+    check_values(QUANT_Q8_1, q81, (const int[]){0, 1}, (const float[]){-1.0f, 0.0f}, 2);
+}
+
+/* A K-quant block against an all-ones Q8_K row: the dot must equal the sum of its values
+ * (this exercises the min terms through bsums). */
+static void check_k_dot_ones(uint32_t type, const void *blk)
+{
+    uint8_t ones[292] = {0x00, 0x00, 0x80, 0x3f}; // d = 1.0f
+    memset(ones + 4, 1, 256);
+    for (int j = 0; j < 16; j++)
+        ones[260 + 2 * j] = 16; // bsums, little-endian int16
+    float v[256], want = 0, got_ref = 0, got = 0;
+    quant_traits_ref(type)->to_float(blk, v, 256);
+    for (int i = 0; i < 256; i++)
+        want += v[i];
+    quant_traits_ref(type)->vec_dot(256, &got_ref, blk, ones);
+    quant_traits_of(type)->vec_dot(256, &got, blk, ones);
+    assert_float_equal(got_ref, want, 1e-3);
+    assert_float_equal(got, want, 1e-3);
+}
+
+static void test_known_blocks_k(void **state)
+{
+    (void)state;
+    // Q2_K: scales[16] (lo nibble scale, hi nibble min), qs[64], d = 1, dmin = 0.5
+    uint8_t q2[84] = {0x32, 0x15, 0x07};
+    q2[8] = 0xf1;
+    q2[16 + 0] = 0x07;  // elem 0: bits 0-1 = 3; elem 32: bits 2-3 = 1
+    q2[16 + 16] = 0x02; // elem 16
+    q2[16 + 32] = 0x03; // elem 128 (second half)
+    q2[81] = 0x3c;
+    q2[83] = 0x38;
+    check_values(QUANT_Q2_K, q2, (const int[]){0, 16, 32, 128, 1},
+                 (const float[]){4.5f, 9.5f, 7.0f, -4.5f, -1.5f}, 5);
+    check_k_dot_ones(QUANT_Q2_K, q2);
+    // Q3_K: hmask[32], qs[64], scales[12] (6-bit, biased 32), d = 1
+    uint8_t q3[110] = {0x15}; // hmask[0]: bits 0, 2, 4
+    q3[32 + 0] = 0x27;        // elem 0: 3, elem 32: 1, elem 64: 2
+    q3[32 + 32] = 0x01;       // elem 128: 1
+    q3[96 + 0] = 0x51;        // scale 0 low nibble 1, scale 8 low nibble 5
+    q3[96 + 4] = 0x0f;        // scale 4 low nibble 15
+    q3[96 + 8] = 0x26;        // high bits: scale 0 -> 2, scale 4 -> 1, scale 8 -> 2
+    q3[109] = 0x3c;
+    check_values(QUANT_Q3_K, q3, (const int[]){0, 16, 32, 64, 128},
+                 (const float[]){3.0f, 128.0f, 96.0f, -2.0f, 5.0f}, 5);
+    check_k_dot_ones(QUANT_Q3_K, q3);
+    // Q4_K: d = 1, dmin = 0.5, scales[12]: (sc, m) = (2, 3), (5, 1), sub 4 = (33, 17)
+    uint8_t q4[144] = {0x00, 0x3c, 0x00, 0x38, 0x82, 0x05, 0, 0, 0x43, 0x01, 0, 0, 0x11};
+    q4[16 + 0] = 0x97;  // elem 0 = 7, elem 32 = 9
+    q4[16 + 64] = 0x03; // elem 128 = 3
+    check_values(QUANT_Q4_K, q4, (const int[]){0, 32, 128, 1, 160},
+                 (const float[]){12.5f, 44.5f, 90.5f, -1.5f, 0.0f}, 5);
+    check_k_dot_ones(QUANT_Q4_K, q4);
+    // Q5_K: as Q4_K plus qh[32]: qh[0] bits 0 and 4 (elems 0, 128), qh[1] bit 0 (elem 1)
+    uint8_t q5[176] = {0x00, 0x3c, 0x00, 0x38, 0x82, 0x05, 0, 0, 0x43, 0x01, 0, 0, 0x11};
+    q5[16 + 0] = 0x11;
+    q5[16 + 1] = 0x01;
+    q5[48 + 0] = 0x97;
+    q5[48 + 64] = 0x03;
+    check_values(QUANT_Q5_K, q5, (const int[]){0, 32, 128, 1},
+                 (const float[]){44.5f, 44.5f, 618.5f, 30.5f}, 4);
+    check_k_dot_ones(QUANT_Q5_K, q5);
+    // Q6_K: ql[128], qh[64], scales[16] (int8), d = 0.5
+    uint8_t q6[210] = {0x5a};
+    q6[32] = 0x03;
+    q6[64] = 0x01;
+    q6[128] = 0x1e;
+    q6[192 + 0] = 2;
+    q6[192 + 1] = 7;
+    q6[192 + 2] = 0xfd; // -3
+    q6[192 + 4] = 4;
+    q6[192 + 8] = 1;
+    q6[209] = 0x38;
+    check_values(QUANT_Q6_K, q6, (const int[]){0, 32, 64, 96, 16, 128},
+                 (const float[]){10.0f, -28.5f, -22.0f, 0.0f, -112.0f, -15.5f}, 6);
+    check_k_dot_ones(QUANT_Q6_K, q6);
+    // Q8_K: float d, qs[256], bsums[16]
+    uint8_t q8k[292] = {0x00, 0x00, 0x00, 0x3f, 0xfd};
+    check_values(QUANT_Q8_K, q8k, (const int[]){0, 1}, (const float[]){-1.5f, 0.0f}, 2);
+}
+
+static void test_known_floats(void **state)
+{
+    (void)state;
+    const uint16_t h[] = {0x3c00, 0xc000, 0x0001, 0x7bff, 0x8000, 0x3555};
+    const float hw[] = {1.0f, -2.0f, 5.9604644775390625e-8f, 65504.0f, -0.0f, 0.333251953125f};
+    float out[6];
+    quant_traits_ref(QUANT_F16)->to_float(h, out, 6);
+    for (int i = 0; i < 6; i++)
+        assert_true(out[i] == hw[i]);
+    uint16_t back[6];
+    quant_traits_ref(QUANT_F16)->from_float(hw, back, 6);
+    assert_memory_equal(back, h, sizeof h);
+    // round to nearest even, overflow to inf, subnormal rounding
+    const float edge[] = {1.0f + 1.0f / 2048.0f, 65520.0f, 2.98023223876953125e-8f,
+                          8.940696716308594e-08f};
+    const uint16_t edge_want[] = {0x3c00, 0x7c00, 0x0000, 0x0002};
+    quant_traits_ref(QUANT_F16)->from_float(edge, back, 4);
+    assert_memory_equal(back, edge_want, sizeof edge_want);
+    const uint16_t b[] = {0x3f80, 0xc040, 0x4049};
+    quant_traits_ref(QUANT_BF16)->to_float(b, out, 3);
+    assert_true(out[0] == 1.0f && out[1] == -3.0f && out[2] == 3.140625f);
+}
+
+static double rms(const float *x, int64_t n)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += (double)x[i] * x[i];
+    return sqrt(s / (double)n);
+}
+
+static void roundtrip_one(const struct type_case *tc, int64_t n)
+{
+    const struct quant_traits *tr = quant_traits_ref(tc->type);
+    float *x = mem_alloc((size_t)n * sizeof(float));
+    float *back = mem_alloc((size_t)n * sizeof(float));
+    assert_non_null(x);
+    assert_non_null(back);
+    fill_random(x, n, 1.0f);
+    struct qrow q = qrow_make(tr, tc->type, x, n, 0);
+    tr->to_float(q.data, back, n);
+    for (int64_t i = 0; i < n; i++)
+        back[i] -= x[i];
+    double err = rms(back, n) / rms(x, n);
+    if (getenv("SHOW_ERR")) printf("%s n=%lld rt %.5f\n", tr->name, (long long)n, err);
+    if (err > tc->rt)
+        fail_msg("%s n=%lld: round-trip error %.5f > %.5f", tr->name, (long long)n, err, tc->rt);
+    mem_free(q.buf);
+    mem_free(back);
+    mem_free(x);
+}
+
+static void test_roundtrip_error(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < N_CASES; i++) {
+        int64_t bl = quant_traits_ref(cases[i].type)->block_len;
+        bl = bl < 32 ? 32 : bl;
+        roundtrip_one(&cases[i], bl);
+        roundtrip_one(&cases[i], 3 * bl);
+        roundtrip_one(&cases[i], 17 * bl);
+    }
+}
+
+/* All-zero and constant rows must not produce NaN. */
+static void test_degenerate_rows(void **state)
+{
+    (void)state;
+    float x[512], back[512];
+    for (size_t i = 0; i < N_CASES; i++) {
+        const struct quant_traits *tr = quant_traits_ref(cases[i].type);
+        for (int pass = 0; pass < 2; pass++) {
+            for (int j = 0; j < 512; j++)
+                x[j] = pass == 0 ? 0.0f : 0.75f;
+            struct qrow q = qrow_make(tr, cases[i].type, x, 512, 0);
+            tr->to_float(q.data, back, 512);
+            for (int j = 0; j < 512; j++)
+                if (!(fabsf(back[j] - x[j]) <= 0.05f))
+                    fail_msg("%s pass %d elem %d: %g", tr->name, pass, j, back[j]);
+            mem_free(q.buf);
+        }
+    }
+}
+
+struct dot_data {
+    float *w, *a;       // original floats
+    float *wd, *ad;     // dequantized
+    struct qrow qw, qa; // quantized (weight type, dot type)
+};
+
+static void dot_data_make(struct dot_data *d, uint32_t type, int64_t n, size_t mis_w, size_t mis_a)
+{
+    const struct quant_traits *tr = quant_traits_ref(type);
+    const struct quant_traits *dt = quant_traits_ref(tr->dot_type);
+    d->w = mem_alloc((size_t)n * sizeof(float));
+    d->a = mem_alloc((size_t)n * sizeof(float));
+    d->wd = mem_alloc((size_t)n * sizeof(float));
+    d->ad = mem_alloc((size_t)n * sizeof(float));
+    assert_true(d->w && d->a && d->wd && d->ad);
+    fill_random(d->w, n, 1.0f);
+    fill_random(d->a, n, 3.0f);
+    d->qw = qrow_make(tr, type, d->w, n, mis_w);
+    d->qa = qrow_make(dt, tr->dot_type, d->a, n, mis_a);
+    tr->to_float(d->qw.data, d->wd, n);
+    dt->to_float(d->qa.data, d->ad, n);
+}
+
+static void dot_data_free(struct dot_data *d)
+{
+    mem_free(d->w);
+    mem_free(d->a);
+    mem_free(d->wd);
+    mem_free(d->ad);
+    mem_free(d->qw.buf);
+    mem_free(d->qa.buf);
+}
+
+static bool tr_dot_is_q8_1(const struct quant_traits *tr)
+{
+    return tr->dot_type == QUANT_Q8_1;
+}
+
+static void dot_one(const struct type_case *tc, int64_t n, size_t mis_w, size_t mis_a)
+{
+    const struct quant_traits *ref = quant_traits_ref(tc->type);
+    const struct quant_traits *fast = quant_traits_of(tc->type);
+    struct dot_data d;
+    dot_data_make(&d, tc->type, n, mis_w, mis_a);
+    double exact = 0, deq = 0, mag = 0, nw = 0, na = 0;
+    for (int64_t i = 0; i < n; i++) {
+        exact += (double)d.w[i] * d.a[i];
+        deq += (double)d.wd[i] * d.ad[i];
+        mag += fabs((double)d.wd[i] * d.ad[i]);
+        nw += (double)d.w[i] * d.w[i];
+        na += (double)d.a[i] * d.a[i];
+    }
+    float s_ref = NAN, s_fast = NAN;
+    ref->vec_dot(n, &s_ref, d.qw.data, d.qa.data);
+    fast->vec_dot(n, &s_fast, d.qw.data, d.qa.data);
+    // the reference equals float math on the dequantized rows up to float rounding
+    // (Q8_1 stores d * sum(q) as a half, so the min term carries that rounding)
+    double deq_tol = tr_dot_is_q8_1(ref) ? 1e-3 : 2e-5;
+    if (!(fabs(s_ref - deq) <= deq_tol * mag + 1e-6))
+        fail_msg("%s n=%lld: ref %.7g vs dequantized %.7g", ref->name, (long long)n, s_ref, deq);
+    // the SIMD kernel equals the reference up to summation order
+    if (!(fabs((double)s_fast - s_ref) <= 2e-5 * mag + 1e-6))
+        fail_msg("%s n=%lld: simd %.7g vs ref %.7g", ref->name, (long long)n, s_fast, s_ref);
+    double rel = fabs(s_ref - exact) / sqrt(nw * na);
+    if (getenv("SHOW_ERR")) printf("%s n=%lld fdot %.5f\n", ref->name, (long long)n, rel);
+    if (rel > tc->fdot)
+        fail_msg("%s n=%lld: dot error %.5f vs float > %.5f", ref->name, (long long)n, rel,
+                 tc->fdot);
+    dot_data_free(&d);
+}
+
+static void test_vec_dot(void **state)
+{
+    (void)state;
+    if (!quant_using_avx2())
+        printf("note: no AVX2 on this CPU (or LLAMAPI_NO_SIMD=1); comparing ref with itself\n");
+    for (size_t i = 0; i < N_CASES; i++) {
+        int64_t bl = quant_traits_ref(cases[i].type)->block_len;
+        if (bl == 1) { // float types: lengths that exercise the 8-wide tail
+            const int64_t ns[] = {1, 7, 8, 9, 33, 100, 1000};
+            for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++)
+                dot_one(&cases[i], ns[k], k % 2, (k + 1) % 4);
+            continue;
+        }
+        const int64_t mult[] = {1, 2, 3, 7, 28};
+        for (size_t k = 0; k < sizeof mult / sizeof mult[0]; k++)
+            dot_one(&cases[i], mult[k] * bl, k % 2 ? 1 : 0, k % 3);
+    }
+}
+
+/* Tiles of every shape equal the single dot bit for bit. */
+static void test_vec_dot_tile(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < N_CASES; i++) {
+        const struct quant_traits *tr = quant_traits_of(cases[i].type);
+        if (!tr->vec_dot_tile) continue;
+        const struct quant_traits *dt = quant_traits_of(tr->dot_type);
+        int64_t n = tr->block_len == 1 ? 45 : 3 * tr->block_len;
+        size_t wb = row_bytes(cases[i].type, n), ab = row_bytes(tr->dot_type, n);
+        uint8_t *w = mem_alloc(4 * wb + 1), *a = mem_alloc(4 * ab + 3);
+        float f[1024];
+        assert_true(w && a);
+        for (int r = 0; r < 4; r++) {
+            fill_random(f, n, 1.0f);
+            tr->from_float(f, w + 1 + r * wb, n);
+            fill_random(f, n, 2.0f);
+            dt->from_float(f, a + 3 + r * ab, n);
+        }
+        for (int nr = 1; nr <= QUANT_TILE_MAX; nr++) {
+            for (int nc = 1; nc <= QUANT_TILE_MAX; nc++) {
+                float s[4 * 5];
+                struct quant_tile t = {.n = n,
+                                       .x = w + 1,
+                                       .x_stride = wb,
+                                       .y = a + 3,
+                                       .y_stride = ab,
+                                       .s = s,
+                                       .s_stride = 5,
+                                       .n_rows = nr,
+                                       .n_cols = nc};
+                tr->vec_dot_tile(&t);
+                for (int r = 0; r < nr; r++)
+                    for (int c = 0; c < nc; c++) {
+                        float one;
+                        tr->vec_dot(n, &one, w + 1 + r * wb, a + 3 + c * ab);
+                        if (memcmp(&one, &s[c * 5 + r], sizeof one) != 0)
+                            fail_msg("%s tile %dx%d (%d,%d): %.9g vs %.9g", tr->name, nr, nc, r, c,
+                                     s[c * 5 + r], one);
+                    }
+            }
+        }
+        mem_free(w);
+        mem_free(a);
+    }
+}
+
+/* The stories260K files were quantized by llama.cpp from the F32 file: dequantized tensors
+ * must be close to it, and re-quantizing the F32 data must reproduce the file's bytes (the
+ * 32-element formats use ggml's reference rounding, which we follow). */
+static void cross_check_file(const struct gguf *f32, const char *path, int64_t *n_checked)
+{
+    struct gguf *q = NULL;
+    struct errmsg err;
+    assert_int_equal(gguf_open(path, &q, &err), ERR_OK);
+    for (int64_t i = 0; i < gguf_tensor_count(q); i++) {
+        const struct gguf_tensor *tq = gguf_tensor_at(q, i);
+        if (tq->type == QUANT_F32) continue;
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)tq->name.len, tq->name.ptr);
+        const struct gguf_tensor *tf = gguf_find_tensor(f32, name);
+        assert_non_null(tf);
+        assert_int_equal(tf->type, QUANT_F32);
+        const struct quant_traits *tr = quant_traits_ref(tq->type);
+        assert_non_null(tr);
+        int64_t n = 1;
+        for (int d = 0; d < tq->n_dims; d++)
+            n *= tq->ne[d];
+        float *deq = mem_alloc((size_t)n * sizeof(float));
+        float *src = mem_alloc((size_t)n * sizeof(float));
+        uint8_t *requant = mem_alloc(tq->size);
+        assert_true(deq && src && requant);
+        memcpy(src, tf->data, (size_t)n * sizeof(float));
+        tr->to_float(tq->data, deq, n);
+        tr->from_float(src, requant, n);
+        for (int64_t e = 0; e < n; e++)
+            deq[e] -= src[e];
+        double rel = rms(deq, n) / rms(src, n);
+        double bound = 0.0; // trained weights have heavier tails than uniform data: 1.5x
+        for (size_t c = 0; c < N_CASES; c++)
+            if (cases[c].type == tq->type) bound = 1.5 * cases[c].rt;
+        if (getenv("SHOW_ERR"))
+            printf("%s %s %s rel %.5f bytes %s\n", path, name, tr->name, rel,
+                   memcmp(requant, tq->data, tq->size) == 0 ? "same" : "DIFF");
+        else if (rel > bound)
+            fail_msg("%s %s: dequantized error %.5f > %.5f", path, name, rel, bound);
+        if (!getenv("SHOW_ERR") && memcmp(requant, tq->data, tq->size) != 0)
+            fail_msg("%s %s: re-quantized bytes differ from the file", path, name);
+        (*n_checked)++;
+        mem_free(deq);
+        mem_free(src);
+        mem_free(requant);
+    }
+    gguf_close(q);
+}
+
+static void test_cross_check_stories260k(void **state)
+{
+    (void)state;
+    const char *dir = "../shared/models/llama/";
+    char path[256];
+    struct gguf *f32 = NULL;
+    struct errmsg err;
+    snprintf(path, sizeof path, "%sstories260K.gguf", dir);
+    if (gguf_open(path, &f32, &err) != ERR_OK) {
+        printf("skip: %s not available\n", path);
+        skip();
+    }
+    static const char *const variants[] = {"F16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"};
+    int64_t n_checked = 0;
+    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+        snprintf(path, sizeof path, "%sstories260K-%s.gguf", dir, variants[v]);
+        cross_check_file(f32, path, &n_checked);
+    }
+    printf("cross-checked %lld tensors\n", (long long)n_checked);
+    assert_true(n_checked > 100);
+    gguf_close(f32);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    quant_init();
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_type_table),
+        cmocka_unit_test(test_known_blocks_32),
+        cmocka_unit_test(test_known_blocks_k),
+        cmocka_unit_test(test_known_floats),
+        cmocka_unit_test(test_roundtrip_error),
+        cmocka_unit_test(test_degenerate_rows),
+        cmocka_unit_test(test_vec_dot),
+        cmocka_unit_test(test_vec_dot_tile),
+        cmocka_unit_test(test_cross_check_stories260k),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}

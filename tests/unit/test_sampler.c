@@ -1,0 +1,546 @@
+/* engine/sampler: each stage on hand-made logits, draw frequencies against known softmaxes,
+ * greedy, bans, penalties, determinism, probability reports and allocation failures. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "engine/sampler.h"
+#include "util/err.h"
+#include "util/mem.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N_DRAWS 10000
+
+/* All filters off, temperature 1: draws follow the plain softmax. */
+static struct sampler_params plain_params(int64_t seed)
+{
+    struct sampler_params p = sampler_params_default();
+    p.temperature = 1.0f;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    p.seed = seed;
+    return p;
+}
+
+static struct sampler *make(const struct sampler_params *p, int32_t n_vocab)
+{
+    struct sampler *s = NULL;
+    assert_int_equal(sampler_new(p, n_vocab, &s), ERR_OK);
+    assert_non_null(s);
+    return s;
+}
+
+/* Draws N_DRAWS tokens from the same logits (copied fresh each time) and counts them. */
+static void count_draws(struct sampler *s, const float *logits, int32_t n, int *counts)
+{
+    float *tmp = malloc((size_t)n * sizeof *tmp);
+    assert_non_null(tmp);
+    memset(counts, 0, (size_t)n * sizeof *counts);
+    for (int i = 0; i < N_DRAWS; i++) {
+        memcpy(tmp, logits, (size_t)n * sizeof *tmp);
+        int32_t t = -1;
+        assert_int_equal(sampler_sample(s, tmp, &t), ERR_OK);
+        assert_true(t >= 0 && t < n);
+        counts[t]++;
+    }
+    free(tmp);
+}
+
+static void softmax(const float *l, int n, double *p)
+{
+    double m = -INFINITY, z = 0;
+    for (int i = 0; i < n; i++)
+        m = l[i] > m ? l[i] : m;
+    for (int i = 0; i < n; i++)
+        z += (p[i] = exp(l[i] - m));
+    for (int i = 0; i < n; i++)
+        p[i] /= z;
+}
+
+/* Frequency within 4 standard deviations of the expected probability. */
+static void assert_freq(int count, double p)
+{
+    double f = (double)count / N_DRAWS;
+    double sd = sqrt(p * (1 - p) / N_DRAWS);
+    if (fabs(f - p) > 4 * sd + 1e-9) fail_msg("frequency %.4f, expected %.4f (sd %.4f)", f, p, sd);
+}
+
+static void test_defaults_match_llama_cpp(void **state)
+{
+    (void)state;
+    struct sampler_params p = sampler_params_default();
+    assert_true(p.temperature == 0.8f && p.top_k == 40 && p.top_p == 0.95f && p.min_p == 0.05f);
+    assert_true(p.repeat_penalty == 1.0f && p.repeat_last_n == 64);
+    assert_true(p.frequency_penalty == 0.0f && p.presence_penalty == 0.0f);
+    assert_int_equal(p.seed, SAMPLER_SEED_RANDOM);
+}
+
+static void test_plain_softmax_distribution(void **state)
+{
+    (void)state;
+    float logits[5] = {1.0f, 2.0f, 0.5f, -1.0f, 1.5f};
+    double p[5];
+    int counts[5];
+    softmax(logits, 5, p);
+    struct sampler_params prm = plain_params(1234);
+    struct sampler *s = make(&prm, 5);
+    count_draws(s, logits, 5, counts);
+    for (int i = 0; i < 5; i++)
+        assert_freq(counts[i], p[i]);
+    sampler_free(s);
+}
+
+static void test_temperature_sharpens_and_flattens(void **state)
+{
+    (void)state;
+    float logits[2] = {0.0f, 1.0f};
+    int counts[2];
+    double p[2];
+    float scaled[2];
+    const float temps[] = {0.5f, 2.0f};
+    for (int k = 0; k < 2; k++) {
+        struct sampler_params prm = plain_params(99 + k);
+        prm.temperature = temps[k];
+        struct sampler *s = make(&prm, 2);
+        count_draws(s, logits, 2, counts);
+        for (int i = 0; i < 2; i++)
+            scaled[i] = logits[i] / temps[k];
+        softmax(scaled, 2, p);
+        assert_freq(counts[1], p[1]);
+        sampler_free(s);
+    }
+}
+
+static void test_greedy_is_argmax_lowest_id_on_ties(void **state)
+{
+    (void)state;
+    struct sampler_params prm = sampler_params_default();
+    prm.temperature = 0.0f;
+    struct sampler *s = make(&prm, 6);
+    float a[6] = {0.1f, 3.0f, -2.0f, 3.0f, NAN, 2.9f};
+    int32_t t = -1;
+    assert_int_equal(sampler_sample(s, a, &t), ERR_OK);
+    assert_int_equal(t, 1);
+    float b[6] = {NAN, -1.0f, -0.5f, -3.0f, -0.5f, -9.0f};
+    assert_int_equal(sampler_sample(s, b, &t), ERR_OK);
+    assert_int_equal(t, 2);
+    sampler_free(s);
+}
+
+static void test_bias_bans_and_boosts(void **state)
+{
+    (void)state;
+    struct sampler_bias bias[] = {{1, -INFINITY}, {3, 5.0f}, {3, -1.0f}};
+    struct sampler_params prm = sampler_params_default();
+    prm.temperature = 0.0f;
+    prm.logit_bias = bias;
+    prm.n_logit_bias = 2;
+    struct sampler *s = make(&prm, 4);
+    bias[0].bias = 0.0f; // the sampler holds its own copy
+    float a[4] = {1.0f, 9.0f, 2.0f, 0.0f};
+    int32_t t = -1;
+    assert_int_equal(sampler_sample(s, a, &t), ERR_OK);
+    assert_int_equal(t, 3); // 0 + 5 beats 2; 9 is banned
+    assert_true(a[1] == -INFINITY);
+    sampler_free(s);
+
+    // Banned tokens are never drawn, whatever the seed.
+    struct sampler_bias ban = {0, -INFINITY};
+    prm = plain_params(7);
+    prm.logit_bias = &ban;
+    prm.n_logit_bias = 1;
+    s = make(&prm, 3);
+    float l[3] = {5.0f, 0.0f, 0.0f};
+    int counts[3];
+    count_draws(s, l, 3, counts);
+    assert_int_equal(counts[0], 0);
+    assert_freq(counts[1], 0.5);
+    sampler_free(s);
+
+    // Entries for the same token add up.
+    prm = sampler_params_default();
+    prm.temperature = 0.0f;
+    prm.logit_bias = &bias[1];
+    prm.n_logit_bias = 2;
+    s = make(&prm, 4);
+    float c[4] = {4.5f, 0.0f, 0.0f, 0.0f};
+    assert_int_equal(sampler_sample(s, c, &t), ERR_OK);
+    assert_int_equal(t, 0); // 0 + 5 - 1 = 4 < 4.5
+    sampler_free(s);
+}
+
+static void test_all_banned_is_an_error(void **state)
+{
+    (void)state;
+    struct sampler_bias bias[] = {{0, -INFINITY}, {1, -INFINITY}};
+    for (int greedy = 0; greedy < 2; greedy++) {
+        struct sampler_params prm = greedy ? sampler_params_default() : plain_params(1);
+        if (greedy) prm.temperature = 0.0f;
+        prm.logit_bias = bias;
+        prm.n_logit_bias = 2;
+        struct sampler *s = make(&prm, 2);
+        float l[2] = {1.0f, 2.0f};
+        int32_t t = 77;
+        assert_int_equal(sampler_sample(s, l, &t), ERR_INVALID);
+        assert_int_equal(t, 77);
+        sampler_free(s);
+    }
+}
+
+static void test_repeat_penalty_llama_cpp_semantics(void **state)
+{
+    (void)state;
+    struct sampler_params prm = sampler_params_default();
+    prm.temperature = 0.0f;
+    prm.repeat_penalty = 2.0f;
+    prm.repeat_last_n = 3;
+    struct sampler *s = make(&prm, 5);
+    // Window after five accepts: {2, 0, 0} (1 and 3 fell out).
+    int32_t hist[] = {1, 3, 2, 0, 0};
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(sampler_accept(s, hist[i]), ERR_OK);
+    float l[5] = {4.0f, 3.0f, -1.0f, 3.5f, 0.0f};
+    int32_t t = -1;
+    assert_int_equal(sampler_sample(s, l, &t), ERR_OK);
+    assert_true(l[0] == 2.0f);  // positive: divided once, though it occurs twice
+    assert_true(l[1] == 3.0f);  // outside the window
+    assert_true(l[2] == -2.0f); // negative: multiplied
+    assert_true(l[3] == 3.5f);
+    assert_true(l[4] == 0.0f);
+    assert_int_equal(t, 3);
+    assert_int_equal(sampler_accept(s, 5), ERR_INVALID);
+    assert_int_equal(sampler_accept(s, -1), ERR_INVALID);
+    sampler_free(s);
+}
+
+static void test_frequency_presence_openai_semantics(void **state)
+{
+    (void)state;
+    struct sampler_params prm = sampler_params_default();
+    prm.temperature = 0.0f;
+    prm.frequency_penalty = 0.5f;
+    prm.presence_penalty = 0.25f;
+    struct sampler *s = make(&prm, 4);
+    int32_t hist[] = {2, 2, 2, 1};
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(sampler_accept(s, hist[i]), ERR_OK);
+    float l[4] = {1.0f, 1.0f, 3.0f, -1.0f};
+    int32_t t = -1;
+    assert_int_equal(sampler_sample(s, l, &t), ERR_OK);
+    assert_true(l[0] == 1.0f);
+    assert_true(l[1] == 1.0f - 0.5f - 0.25f);
+    assert_true(l[2] == 3.0f - 1.5f - 0.25f);
+    assert_true(l[3] == -1.0f);
+    assert_int_equal(t, 2);
+    // A second sample applies the penalties again from the same counts (not cumulatively).
+    float l2[4] = {1.0f, 1.0f, 3.0f, -1.0f};
+    assert_int_equal(sampler_sample(s, l2, &t), ERR_OK);
+    assert_true(l2[2] == 3.0f - 1.5f - 0.25f);
+    // After a reset the window is empty.
+    sampler_reset(s);
+    float l3[4] = {1.0f, 1.0f, 3.0f, -1.0f};
+    assert_int_equal(sampler_sample(s, l3, &t), ERR_OK);
+    assert_true(l3[2] == 3.0f);
+    sampler_free(s);
+}
+
+static void test_top_k_keeps_k_best(void **state)
+{
+    (void)state;
+    float logits[6] = {0.0f, 2.0f, 1.0f, 2.0f, -1.0f, 1.9f};
+    struct sampler_params prm = plain_params(5);
+    prm.top_k = 2;
+    struct sampler *s = make(&prm, 6);
+    int counts[6];
+    count_draws(s, logits, 6, counts);
+    assert_int_equal(counts[1] + counts[3], N_DRAWS); // the two 2.0s (5 loses at 1.9)
+    assert_freq(counts[1], 0.5);
+    sampler_free(s);
+}
+
+static void test_top_p_keeps_smallest_prefix(void **state)
+{
+    (void)state;
+    float logits[4] = {logf(0.15f), logf(0.5f), logf(0.05f), logf(0.3f)};
+    for (int use_k = 0; use_k < 2; use_k++) {
+        struct sampler_params prm = plain_params(11);
+        prm.top_k = use_k ? 3 : 0; // sorted and unsorted paths
+        prm.top_p = 0.75f;
+        struct sampler *s = make(&prm, 4);
+        int counts[4];
+        count_draws(s, logits, 4, counts);
+        assert_int_equal(counts[1] + counts[3], N_DRAWS);
+        assert_freq(counts[1], 0.5 / 0.8);
+        sampler_free(s);
+    }
+    // top_p <= 0 leaves only the best token.
+    struct sampler_params prm = plain_params(3);
+    prm.top_p = 0.0f;
+    struct sampler *s = make(&prm, 4);
+    int counts[4];
+    count_draws(s, logits, 4, counts);
+    assert_int_equal(counts[1], N_DRAWS);
+    sampler_free(s);
+}
+
+static void test_min_p_drops_below_fraction_of_max(void **state)
+{
+    (void)state;
+    float logits[4] = {logf(0.6f), logf(0.3f), logf(0.06f), logf(0.04f)};
+    struct sampler_params prm = plain_params(21);
+    prm.min_p = 0.08f; // threshold 0.048
+    struct sampler *s = make(&prm, 4);
+    int counts[4];
+    count_draws(s, logits, 4, counts);
+    assert_int_equal(counts[3], 0);
+    assert_freq(counts[0], 0.6 / 0.96);
+    assert_freq(counts[2], 0.06 / 0.96);
+    sampler_free(s);
+}
+
+/* Filters act at temperature 1 and the temperature applies to what is left, as in llama.cpp:
+ * with top_k 2 and temperature 2, only tokens 0 and 1 appear, in ratio e^(1/2). */
+static void test_filters_then_temperature(void **state)
+{
+    (void)state;
+    float logits[3] = {1.0f, 0.0f, -5.0f};
+    struct sampler_params prm = plain_params(8);
+    prm.top_k = 2;
+    prm.temperature = 2.0f;
+    struct sampler *s = make(&prm, 3);
+    int counts[3];
+    count_draws(s, logits, 3, counts);
+    assert_int_equal(counts[2], 0);
+    double e = exp(0.5);
+    assert_freq(counts[0], e / (1 + e));
+    sampler_free(s);
+}
+
+static uint64_t lcg(uint64_t *x)
+{
+    *x = *x * 6364136223846793005ULL + 1442695040888963407ULL;
+    return *x >> 33;
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x < y) - (x > y);
+}
+
+/* A 150k vocabulary without top-k: top-p must find the same nucleus a full sort finds. The
+ * mass is spread so the nucleus needs more than the first selection round. */
+static void test_top_p_large_vocab_matches_full_sort(void **state)
+{
+    (void)state;
+    const int32_t n = 150000;
+    float *logits = malloc(n * sizeof *logits), *sorted = malloc(n * sizeof *sorted);
+    float *tmp = malloc(n * sizeof *tmp);
+    assert_true(logits && sorted && tmp);
+    uint64_t x = 42;
+    for (int32_t i = 0; i < n; i++)
+        logits[i] = (float)(lcg(&x) % 1000) / 1000.0f * (i % 3 == 0 ? 8.0f : 1.0f);
+    memcpy(sorted, logits, n * sizeof *sorted);
+    qsort(sorted, n, sizeof *sorted, cmp_desc);
+    double z = 0, cum = 0;
+    for (int32_t i = 0; i < n; i++)
+        z += exp(sorted[i] - sorted[0]);
+    int32_t keep = 0;
+    while (cum < 0.5 * z)
+        cum += exp(sorted[keep++] - sorted[0]);
+    float thr = sorted[keep - 1];
+    assert_true(keep > 512);
+
+    struct sampler_params prm = plain_params(77);
+    prm.top_p = 0.5f;
+    prm.n_probs = 5;
+    struct sampler *s = make(&prm, n);
+    for (int k = 0; k < 20; k++) {
+        memcpy(tmp, logits, n * sizeof *tmp);
+        int32_t t = -1;
+        assert_int_equal(sampler_sample(s, tmp, &t), ERR_OK);
+        assert_true(logits[t] >= thr);
+        struct sampler_probs pr;
+        sampler_get_probs(s, SAMPLER_DIST_POST, &pr);
+        assert_int_equal(pr.n_top, 5);
+        assert_float_equal(pr.top[0].prob, 1.0 / cum, 1e-3 / cum);
+    }
+    sampler_free(s);
+    free(tmp);
+    free(sorted);
+    free(logits);
+}
+
+static void test_same_seed_same_tokens(void **state)
+{
+    (void)state;
+    float logits[8] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f};
+    int32_t seq[3][64];
+    const int64_t seeds[3] = {123, 123, 124};
+    for (int k = 0; k < 3; k++) {
+        struct sampler_params prm = plain_params(seeds[k]);
+        struct sampler *s = make(&prm, 8);
+        assert_int_equal(sampler_seed(s), (uint64_t)seeds[k]);
+        for (int i = 0; i < 64; i++) {
+            float tmp[8];
+            memcpy(tmp, logits, sizeof tmp);
+            assert_int_equal(sampler_sample(s, tmp, &seq[k][i]), ERR_OK);
+        }
+        // reset replays the stream
+        sampler_reset(s);
+        for (int i = 0; i < 64; i++) {
+            float tmp[8];
+            int32_t t;
+            memcpy(tmp, logits, sizeof tmp);
+            assert_int_equal(sampler_sample(s, tmp, &t), ERR_OK);
+            assert_int_equal(t, seq[k][i]);
+        }
+        sampler_free(s);
+    }
+    assert_memory_equal(seq[0], seq[1], sizeof seq[0]);
+    assert_true(memcmp(seq[0], seq[2], sizeof seq[0]) != 0);
+
+    struct sampler_params prm = plain_params(SAMPLER_SEED_RANDOM);
+    struct sampler *a = make(&prm, 8), *b = make(&prm, 8);
+    assert_true(sampler_seed(a) != sampler_seed(b));
+    sampler_free(a);
+    sampler_free(b);
+}
+
+static void test_probs_raw_and_post(void **state)
+{
+    (void)state;
+    float logits[5] = {2.0f, 1.0f, 0.0f, 3.0f, -1.0f};
+    double p[5];
+    softmax(logits, 5, p);
+    struct sampler_bias ban = {3, -INFINITY};
+    struct sampler_params prm = plain_params(4);
+    prm.top_k = 2;
+    prm.n_probs = 3;
+    prm.logit_bias = &ban;
+    prm.n_logit_bias = 1;
+    struct sampler *s = make(&prm, 5);
+    float tmp[5];
+    memcpy(tmp, logits, sizeof tmp);
+    int32_t t = -1;
+    assert_int_equal(sampler_sample(s, tmp, &t), ERR_OK);
+    assert_true(t == 0 || t == 1);
+
+    struct sampler_probs raw, post;
+    sampler_get_probs(s, SAMPLER_DIST_RAW, &raw);
+    assert_int_equal(raw.n_top, 3); // raw ignores the ban
+    assert_int_equal(raw.top[0].token, 3);
+    assert_int_equal(raw.top[1].token, 0);
+    assert_int_equal(raw.top[2].token, 1);
+    assert_float_equal(raw.top[0].prob, p[3], 1e-5);
+    assert_float_equal(raw.top[1].logprob, log(p[0]), 1e-5);
+    assert_int_equal(raw.chosen.token, t);
+    assert_float_equal(raw.chosen.prob, p[t], 1e-5);
+
+    sampler_get_probs(s, SAMPLER_DIST_POST, &post);
+    assert_int_equal(post.n_top, 2); // only two candidates survive top-k
+    double e = exp(1.0);
+    assert_int_equal(post.top[0].token, 0);
+    assert_float_equal(post.top[0].prob, e / (1 + e), 1e-5);
+    assert_float_equal(post.top[1].prob, 1 / (1 + e), 1e-5);
+    assert_int_equal(post.chosen.token, t);
+    sampler_free(s);
+
+    // Greedy: the post distribution is one-hot on the argmax.
+    prm.temperature = 0.0f;
+    s = make(&prm, 5);
+    memcpy(tmp, logits, sizeof tmp);
+    assert_int_equal(sampler_sample(s, tmp, &t), ERR_OK);
+    assert_int_equal(t, 0);
+    sampler_get_probs(s, SAMPLER_DIST_POST, &post);
+    assert_int_equal(post.n_top, 1);
+    assert_true(post.top[0].prob == 1.0f && post.top[0].logprob == 0.0f);
+    sampler_get_probs(s, SAMPLER_DIST_RAW, &raw);
+    assert_float_equal(raw.chosen.prob, p[0], 1e-5);
+    sampler_free(s);
+}
+
+static void test_invalid_params(void **state)
+{
+    (void)state;
+    struct sampler *s = (struct sampler *)&s;
+    struct sampler_params p = sampler_params_default();
+    assert_int_equal(sampler_new(&p, 0, &s), ERR_INVALID);
+    struct sampler_bias bad = {10, 1.0f};
+    p.logit_bias = &bad;
+    p.n_logit_bias = 1;
+    assert_int_equal(sampler_new(&p, 10, &s), ERR_INVALID);
+    bad = (struct sampler_bias){0, INFINITY};
+    assert_int_equal(sampler_new(&p, 10, &s), ERR_INVALID);
+    p = sampler_params_default();
+    p.min_p = 1.5f;
+    assert_int_equal(sampler_new(&p, 10, &s), ERR_INVALID);
+    p = sampler_params_default();
+    p.repeat_penalty = 0.0f;
+    assert_int_equal(sampler_new(&p, 10, &s), ERR_INVALID);
+    p = sampler_params_default();
+    p.temperature = NAN;
+    assert_int_equal(sampler_new(&p, 10, &s), ERR_INVALID);
+    p = sampler_params_default();
+    p.n_probs = SAMPLER_N_PROBS_MAX + 1;
+    assert_int_equal(sampler_new(&p, 10, &s), ERR_INVALID);
+    assert_ptr_equal(s, (struct sampler *)&s); // untouched on failure
+}
+
+static void test_new_allocation_failures(void **state)
+{
+    (void)state;
+    struct sampler_bias bias = {1, 2.0f};
+    struct sampler_params p = sampler_params_default();
+    p.repeat_penalty = 1.1f;
+    p.n_probs = 2;
+    p.logit_bias = &bias;
+    p.n_logit_bias = 1;
+    int64_t live = mem_live_count();
+    int n_ok = 0;
+    for (int64_t n = 0; n < 20; n++) {
+        struct sampler *s = NULL;
+        mem_fail_after(n);
+        int rc = sampler_new(&p, 100, &s);
+        mem_fail_after(-1);
+        if (rc == ERR_OK) {
+            n_ok++;
+            sampler_free(s);
+        } else {
+            assert_int_equal(rc, ERR_NOMEM);
+            assert_null(s);
+        }
+        assert_int_equal(mem_live_count(), live);
+    }
+    assert_true(n_ok > 0 && n_ok < 20);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults_match_llama_cpp),
+        cmocka_unit_test(test_plain_softmax_distribution),
+        cmocka_unit_test(test_temperature_sharpens_and_flattens),
+        cmocka_unit_test(test_greedy_is_argmax_lowest_id_on_ties),
+        cmocka_unit_test(test_bias_bans_and_boosts),
+        cmocka_unit_test(test_all_banned_is_an_error),
+        cmocka_unit_test(test_repeat_penalty_llama_cpp_semantics),
+        cmocka_unit_test(test_frequency_presence_openai_semantics),
+        cmocka_unit_test(test_top_k_keeps_k_best),
+        cmocka_unit_test(test_top_p_keeps_smallest_prefix),
+        cmocka_unit_test(test_min_p_drops_below_fraction_of_max),
+        cmocka_unit_test(test_filters_then_temperature),
+        cmocka_unit_test(test_top_p_large_vocab_matches_full_sort),
+        cmocka_unit_test(test_same_seed_same_tokens),
+        cmocka_unit_test(test_probs_raw_and_post),
+        cmocka_unit_test(test_invalid_params),
+        cmocka_unit_test(test_new_allocation_failures),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,248 @@
+/* server/: route matching, API-key comparison, flag/environment parsing, JSON body checks,
+ * and the OpenAI error shape. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "api/errors.h"
+#include "server/auth.h"
+#include "server/config.h"
+#include "server/http.h"
+#include "server/routes.h"
+#include "util/mem.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void handler_a(const struct api_ctx *c, const struct api_request *r, struct api_response *o)
+{
+    (void)c, (void)r, (void)o;
+}
+
+static void handler_b(const struct api_ctx *c, const struct api_request *r, struct api_response *o)
+{
+    (void)c, (void)r, (void)o;
+}
+
+static const struct route sample[] = {
+    {"GET", "/v1/models", handler_a, ROUTE_BODY_NONE, false},
+    {"GET", "/v1/models/{id}", handler_b, ROUTE_BODY_NONE, false},
+    {"POST", "/v1/models/load", handler_a, ROUTE_BODY_JSON, false},
+    {"POST", "/v1/chat/completions", handler_a, ROUTE_BODY_JSON, false},
+};
+
+static void test_routes(void **state)
+{
+    (void)state;
+    const struct route *r = NULL;
+    struct str param;
+    char allow[64];
+    size_t n = sizeof sample / sizeof sample[0];
+    assert_int_equal(route_find(sample, n, "GET", "/v1/models", &r, &param, allow, 64),
+                     ROUTE_MATCH_OK);
+    assert_ptr_equal(r, &sample[0]);
+    assert_int_equal(param.len, 0);
+    assert_int_equal(route_find(sample, n, "GET", "/v1/models/org/name", &r, &param, allow, 64),
+                     ROUTE_MATCH_OK);
+    assert_ptr_equal(r, &sample[1]);
+    assert_int_equal(param.len, 8);
+    assert_memory_equal(param.ptr, "org/name", 8);
+    // the exact POST route wins over the GET pattern for POST
+    assert_int_equal(route_find(sample, n, "POST", "/v1/models/load", &r, &param, allow, 64),
+                     ROUTE_MATCH_OK);
+    assert_ptr_equal(r, &sample[2]);
+    assert_int_equal(route_find(sample, n, "DELETE", "/v1/models/load", &r, &param, allow, 64),
+                     ROUTE_MATCH_BAD_METHOD);
+    assert_string_equal(allow, "GET, POST");
+    assert_int_equal(route_find(sample, n, "GET", "/v1/chat/completions", &r, &param, allow, 64),
+                     ROUTE_MATCH_BAD_METHOD);
+    assert_string_equal(allow, "POST");
+    assert_int_equal(route_find(sample, n, "GET", "/v1/models/", &r, &param, allow, 64),
+                     ROUTE_MATCH_NO_PATH);
+    assert_int_equal(route_find(sample, n, "GET", "/nope", &r, &param, allow, 64),
+                     ROUTE_MATCH_NO_PATH);
+}
+
+static void test_server_table_has_public_health_only(void **state)
+{
+    (void)state;
+    size_t n;
+    const struct route *t = routes_table(&n);
+    int n_public = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (t[i].is_public) {
+            n_public++;
+            assert_string_equal(t[i].pattern, "/health");
+        }
+    }
+    assert_int_equal(n_public, 1);
+}
+
+static void test_auth(void **state)
+{
+    (void)state;
+    assert_true(auth_key_equal("secret", 6, "secret", 6));
+    assert_false(auth_key_equal("secreT", 6, "secret", 6));
+    assert_false(auth_key_equal("secre", 5, "secret", 6));
+    assert_false(auth_key_equal("secrets", 7, "secret", 6));
+    assert_false(auth_key_equal("", 0, "secret", 6));
+    char *keys[] = {"k1", "another-key"};
+    assert_true(auth_request_allowed(NULL, 0, NULL, NULL));
+    assert_false(auth_request_allowed(keys, 2, NULL, NULL));
+    assert_true(auth_request_allowed(keys, 2, "Bearer another-key", NULL));
+    assert_true(auth_request_allowed(keys, 2, "bearer k1", NULL));
+    assert_false(auth_request_allowed(keys, 2, "Bearer k2", NULL));
+    assert_false(auth_request_allowed(keys, 2, "k1", NULL)); // scheme required
+    assert_true(auth_request_allowed(keys, 2, NULL, "k1"));
+    assert_false(auth_request_allowed(keys, 2, "Basic azE=", "nope"));
+}
+
+static int parse(struct server_config *c, struct errmsg *e, int argc, char **argv)
+{
+    config_defaults(c);
+    errmsg_clear(e);
+    return config_parse(c, argc, argv, e);
+}
+
+static void test_config_flags(void **state)
+{
+    (void)state;
+    struct server_config c;
+    struct errmsg e;
+    char *defaults[] = {"x"};
+    assert_int_equal(parse(&c, &e, 1, defaults), CONFIG_PARSE_OK);
+    assert_string_equal(c.host, "127.0.0.1");
+    assert_int_equal(c.port, 9265);
+    assert_int_equal(c.request_queue_size, 32);
+    config_deinit(&c);
+
+    char *ok[] = {"x", "--host", "0.0.0.0", "--port=8080", "--api-key", "a", "--api-key",
+                        "b", "-t", "3", "--log-format", "json", "-m", "/m.gguf"};
+    assert_int_equal(parse(&c, &e, 14, ok), CONFIG_PARSE_OK);
+    assert_string_equal(c.host, "0.0.0.0");
+    assert_int_equal(c.port, 8080);
+    assert_int_equal(c.n_api_keys, 2);
+    assert_string_equal(c.api_keys[1], "b");
+    assert_int_equal(c.n_threads, 3);
+    assert_int_equal(c.log_format, LOG_FORMAT_JSON);
+    assert_int_equal(c.n_model_paths, 1);
+    config_deinit(&c);
+
+    char *unknown[] = {"x", "--bogus"};
+    assert_int_equal(parse(&c, &e, 2, unknown), ERR_INVALID);
+    assert_non_null(strstr(e.msg, "unknown flag '--bogus'"));
+    char *missing[] = {"x", "--port"};
+    assert_int_equal(parse(&c, &e, 2, missing), ERR_INVALID);
+    assert_non_null(strstr(e.msg, "needs a value"));
+    char *range[] = {"x", "--port", "70000"};
+    assert_int_equal(parse(&c, &e, 3, range), ERR_INVALID);
+    assert_non_null(strstr(e.msg, "out of range"));
+    char *nan[] = {"x", "--threads", "two"};
+    assert_int_equal(parse(&c, &e, 3, nan), ERR_INVALID);
+    char *fmt[] = {"x", "--log-format", "xml"};
+    assert_int_equal(parse(&c, &e, 3, fmt), ERR_INVALID);
+    char *help[] = {"x", "--help"};
+    assert_int_equal(parse(&c, &e, 2, help), CONFIG_PARSE_HELP);
+    config_deinit(&c);
+}
+
+static void test_config_environment_and_key_file(void **state)
+{
+    (void)state;
+    struct server_config c;
+    struct errmsg e;
+    setenv("LLAMAPI_PORT", "1234", 1);
+    setenv("LLAMAPI_HOST", "127.0.0.2", 1);
+    char *argv1[] = {"x", "--port", "4321"}; // flags override the environment
+    assert_int_equal(parse(&c, &e, 3, argv1), CONFIG_PARSE_OK);
+    assert_int_equal(c.port, 4321);
+    assert_string_equal(c.host, "127.0.0.2");
+    config_deinit(&c);
+    setenv("LLAMAPI_PORT", "zero", 1);
+    char *argv0[] = {"x"};
+    assert_int_equal(parse(&c, &e, 1, argv0), ERR_INVALID);
+    assert_non_null(strstr(e.msg, "LLAMAPI_PORT"));
+    unsetenv("LLAMAPI_PORT");
+    unsetenv("LLAMAPI_HOST");
+
+    char path[] = "/tmp/llamapi-keys-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs("# comment\nkey-one\n\n  \nkey-two  \r\n", f);
+    fclose(f);
+    char *kf[] = {"x", "--api-key-file", path};
+    assert_int_equal(parse(&c, &e, 3, kf), CONFIG_PARSE_OK);
+    assert_int_equal(c.n_api_keys, 2);
+    assert_string_equal(c.api_keys[0], "key-one");
+    assert_string_equal(c.api_keys[1], "key-two");
+    config_deinit(&c);
+    unlink(path);
+    char *nofile[] = {"x", "--api-key-file", "/nonexistent/keys"};
+    assert_int_equal(parse(&c, &e, 3, nofile), ERR_INVALID);
+    assert_non_null(strstr(e.msg, "cannot open"));
+    config_deinit(&c);
+}
+
+static void test_json_body(void **state)
+{
+    (void)state;
+    json_t *j = NULL;
+    struct errmsg e;
+    errmsg_clear(&e);
+    assert_int_equal(http_parse_json_body("{\"a\":1}", 7, &j, &e), ERR_OK);
+    json_decref(j);
+    assert_int_equal(http_parse_json_body("", 0, &j, &e), ERR_FORMAT);
+    assert_int_equal(http_parse_json_body("[1]", 3, &j, &e), ERR_FORMAT);
+    assert_non_null(strstr(e.msg, "must be a JSON object"));
+    assert_int_equal(http_parse_json_body("{\"a\":", 5, &j, &e), ERR_FORMAT);
+    assert_non_null(strstr(e.msg, "line 1"));
+    assert_int_equal(http_parse_json_body("{\"a\":1,\"a\":2}", 13, &j, &e), ERR_FORMAT);
+    assert_int_equal(http_parse_json_body("{\"a\":NaN}", 9, &j, &e), ERR_FORMAT);
+    const char bad_utf8[] = "{\"a\":\"\xff\xfe\"}";
+    assert_int_equal(http_parse_json_body(bad_utf8, sizeof bad_utf8 - 1, &j, &e), ERR_FORMAT);
+    char deep[300];
+    memset(deep, '[', 200);
+    deep[200] = '\0';
+    assert_false(http_json_depth_ok(deep, 200, 64));
+    assert_int_equal(http_parse_json_body(deep, 200, &j, &e), ERR_LIMIT);
+    // brackets inside strings do not count, escaped quotes do not end strings
+    const char *s = "{\"k\":\"[[[[\\\"[[[[\"}";
+    assert_true(http_json_depth_ok(s, strlen(s), 2));
+}
+
+static void test_error_shape(void **state)
+{
+    (void)state;
+    json_t *j = api_error_json("invalid_request_error", "model_not_found", "model", "no \xff");
+    assert_non_null(j);
+    json_t *err = json_object_get(j, "error");
+    assert_string_equal(json_string_value(json_object_get(err, "type")),
+                        "invalid_request_error");
+    assert_string_equal(json_string_value(json_object_get(err, "code")), "model_not_found");
+    assert_string_equal(json_string_value(json_object_get(err, "param")), "model");
+    assert_string_equal(json_string_value(json_object_get(err, "message")), "no ?");
+    json_decref(j);
+    j = api_error_json("server_error", NULL, NULL, "x");
+    assert_true(json_is_null(json_object_get(json_object_get(j, "error"), "param")));
+    assert_true(json_is_null(json_object_get(json_object_get(j, "error"), "code")));
+    json_decref(j);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_routes),
+        cmocka_unit_test(test_server_table_has_public_health_only),
+        cmocka_unit_test(test_auth),
+        cmocka_unit_test(test_config_flags),
+        cmocka_unit_test(test_config_environment_and_key_file),
+        cmocka_unit_test(test_json_body),
+        cmocka_unit_test(test_error_shape),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
