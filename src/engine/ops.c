@@ -2,6 +2,7 @@
  * variants. Half conversions follow IEEE 754 binary16 with round to nearest even, as F16C
  * does, so both paths store identical cache bits. */
 #include "engine/ops.h"
+#include "engine/cpufeat.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -114,9 +115,7 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 bool ops_have_avx2(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+    return cpufeat_has_avx2_fma_f16c();
 #else
     return false;
 #endif
