@@ -8,6 +8,7 @@
 #include "api/native_internal.h"
 #include "api/openai_chat.h"
 #include "api/sse.h"
+#include "api/structured.h"
 #include "core/manager.h"
 #include "util/mem.h"
 
@@ -99,7 +100,6 @@ static bool parse_extras(const json_t *body, int n_ctx, struct native_params *np
 {
     int64_t last_n = np->p.gen.repeat_last_n, n_probs = 0, id_slot = -1, n_keep = 0;
     bool ignore_eos = false;
-    const char *grammar = NULL;
     bool ok = v_int(body, "repeat_last_n", "repeat_last_n", -1, INT32_MAX, &last_n, f) &&
               v_int(body, "n_probs", "n_probs", 0, GEN_MAX_PROBS, &n_probs, f) &&
               v_int(body, "id_slot", "id_slot", -1, POOL_MAX_INSTANCES - 1, &id_slot, f) &&
@@ -108,14 +108,9 @@ static bool parse_extras(const json_t *body, int n_ctx, struct native_params *np
               v_bool(body, "stream", "stream", &np->is_stream, f) &&
               v_bool(body, "cache_prompt", "cache_prompt", &np->cache_prompt, f) &&
               v_bool(body, "return_tokens", "return_tokens", &np->return_tokens, f) &&
-              v_string(body, "grammar", "grammar", 1 << 20, &grammar, f);
+              structured_from_body(body, &np->grammar, f);
     if (!ok) return false;
-    const json_t *schema = json_object_get(body, "json_schema");
-    if ((grammar && *grammar) || (schema && !json_is_null(schema)))
-        return api_failf(f, 400, "unsupported_parameter",
-                         grammar && *grammar ? "grammar" : "json_schema",
-                         "constrained decoding (grammar, json_schema) is not supported by "
-                         "this endpoint yet");
+    np->p.gen.grammar = np->grammar.len ? np->grammar.data : NULL; // request_new copies it
     np->p.gen.repeat_last_n = last_n < 0 ? n_ctx : (int)last_n;
     np->p.gen.n_probs = (int)n_probs;
     np->p.gen.ignore_eos = ignore_eos;
@@ -129,6 +124,7 @@ bool native_params_parse(const struct api_ctx *ctx, const struct model *m, json_
                          struct api_fail *f)
 {
     memset(out, 0, sizeof *out);
+    buf_init(&out->grammar);
     out->cache_prompt = true;
     const json_t *n = json_object_get(body, names->max_tokens);
     if (!n) n = json_object_get(body, "max_tokens");
@@ -144,6 +140,12 @@ bool native_params_parse(const struct api_ctx *ctx, const struct model *m, json_
     native_tokenizer_of(m, &t);
     return ok && parse_extras(body, d->n_ctx, out, f) &&
            native_logit_bias_parse(json_object_get(body, "logit_bias"), &t, &out->p.gen, f);
+}
+
+void native_params_deinit(struct native_params *np)
+{
+    buf_deinit(&np->grammar);
+    np->p.gen.grammar = NULL;
 }
 
 struct native_call *native_call_new(struct model *m)
@@ -173,6 +175,7 @@ void native_call_free(void *call)
     json_decref(c->probs);
     json_decref(c->step_tokens);
     json_decref(c->step_probs);
+    native_params_deinit(&c->np);
     buf_deinit(&c->content);
     tok_ids_deinit(&c->prompt);
     mem_free(c);
@@ -329,7 +332,8 @@ json_t *native_settings_json(const struct model *m, const struct native_params *
                      "frequency_penalty", (double)g->frequency_penalty, "stop", stop_list_json(np),
                      "max_tokens", g->max_tokens, "n_keep", np->n_keep, "ignore_eos", g->ignore_eos,
                      "stream", np->is_stream, "n_probs", g->n_probs, "logit_bias", lb, "grammar",
-                     "", "model", model_id(m), "cache_prompt", np->cache_prompt);
+                     np->grammar.len ? np->grammar.data : "", "model", model_id(m), "cache_prompt",
+                     np->cache_prompt);
 }
 
 /* The final /completion object (also the last SSE event, with stop true). */

@@ -187,6 +187,7 @@ static json_t *default_settings(const struct api_ctx *ctx, struct model *m)
         j = native_settings_json(m, np);
     }
     json_decref(empty);
+    if (np) native_params_deinit(np);
     mem_free(np);
     return j;
 }

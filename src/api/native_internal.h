@@ -28,15 +28,22 @@ struct native_params {
     int id_slot;          // accepted, -1 when absent; not used for routing
     int n_keep;           // accepted; the context is never shifted
     bool is_predict_none; // n_predict 0: evaluate nothing, answer empty
+    struct buf grammar;   // GBNF from grammar/json_schema/response_format (owned); p.gen.grammar
+                          // points into it
 };
 
 /* Parses and merges every generation field of body (server defaults <- model default_params
  * <- body) with names for max tokens and stop. llama.cpp's spellings are accepted: negative
  * n_predict/max_tokens (no limit), negative temperature (greedy), logit_bias arrays,
- * repeat_last_n -1 (the context size). 400 on any bad field. True when valid. */
+ * repeat_last_n -1 (the context size); grammar/json_schema (and response_format) become a
+ * GBNF constraint. 400 on any bad field. True when valid; free with native_params_deinit()
+ * either way. */
 bool native_params_parse(const struct api_ctx *ctx, const struct model *m, json_t *body,
                          const struct params_names *names, struct native_params *out,
                          struct api_fail *f);
+
+/* Frees the grammar. A zeroed struct is a no-op. */
+void native_params_deinit(struct native_params *np);
 
 /* A running generation and what its answer needs. Owned by one HTTP thread (or the SSE
  * producer after hand-over). */

@@ -184,6 +184,22 @@ describe('llama.cpp compatibility on stories260K', { skip: !hasShared && 'skip: 
     }
   });
 
+  test('grammar and json_schema constrain the output (stop_type eos when the grammar is complete)', async () => {
+    const g = await post(srv, '/completion', { prompt: 'Once upon a time', n_predict: 20, temperature: 0,
+      grammar: 'root ::= " there was a " ("cat" | "dog")' });
+    assert.equal(g.status, 200, g.text);
+    assert.match(g.json.content, /^ there was a (cat|dog)$/);
+    assert.equal(g.json.stop_type, 'eos');
+    assert.match(g.json.generation_settings.grammar, /root ::=/);
+    const j = await post(srv, '/completion', { prompt: 'Once upon a time', n_predict: 60, temperature: 0,
+      json_schema: { type: 'object', properties: { a: { type: 'integer' } }, required: ['a'],
+        additionalProperties: false } });
+    assert.equal(j.status, 200, j.text);
+    const v = JSON.parse(j.json.content);
+    assert.deepEqual(Object.keys(v), ['a']);
+    assert.ok(Number.isInteger(v.a));
+  });
+
   test('repeating a prompt reuses the cache: timings.cache_n > 0', async () => {
     const prompt = 'Lily and Tom went to the park. They saw a big dog.';
     const a = await post(srv, '/completion', { prompt, n_predict: 8, temperature: 0, cache_prompt: true });
@@ -316,7 +332,7 @@ describe('llama.cpp compatibility on stories260K', { skip: !hasShared && 'skip: 
     assertError(await post(srv, '/completion', { prompt: 'x', logit_bias: 3 }), 400, 'invalid_type');
     assertError(await post(srv, '/completion', { prompt: 'x', logit_bias: [[1]] }), 400, 'invalid_value');
     assertError(await post(srv, '/completion', { prompt: 'x', model: 'nope' }), 404, 'model_not_found');
-    assertError(await post(srv, '/completion', { prompt: 'x', grammar: 'root ::= "a"' }), 400);
+    assertError(await post(srv, '/completion', { prompt: 'x', grammar: 'root ::= (' }), 400, 'invalid_grammar');
     const e = assertError(await post(srv, '/infill', { input_prefix: 'def f(', input_suffix: ')' }), 501);
     assert.equal(e.type, 'not_implemented_error');
     assertError(await post(srv, '/detokenize', { tokens: [1, -3] }), 400, 'invalid_value');
