@@ -1,10 +1,6 @@
 /* libFuzzer target: llama.cpp prompt and logit_bias values (api/native_prompt) from arbitrary
  * JSON, with a byte-per-token fake tokenizer; the first byte picks the parser and flags.
- * Build: clang -g -O1 -fsanitize=fuzzer,address,undefined -Isrc -D_POSIX_C_SOURCE=200809L \
- *   tests/fuzz/fuzz_native_prompt.c src/api/native_prompt.c src/api/validate.c \
- *   src/api/errors.c src/api/response.c src/text/tokenizer.c src/util/{mem,err,log,buf}.c \
- *   $(pkg-config --libs jansson libpcre2-8 libutf8proc) -o fuzz_native_prompt
- *   (or link build/asan/libllamapi.a) */
+ * Build and run: make fuzz (seeds in tests/fuzz/corpus/fuzz_native_prompt). */
 #include "api/native_prompt.h"
 #include "util/mem.h"
 
