@@ -31,6 +31,7 @@ struct api_ctx {
     int load_instances;                 // instances for POST /models/load (-np; 0: 1)
     int load_n_ctx;                     // context for POST /models/load (-c; 0: model's)
     const char *models_dir;             // --models-dir (borrowed, immutable) or NULL
+    bool is_autoload_disabled;          // --no-models-autoload, or -m given (not router mode)
 };
 
 /* Returns the value of a request header (case-insensitive name) or NULL. */

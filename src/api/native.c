@@ -6,6 +6,7 @@
 #include "api/errors.h"
 #include "api/metrics.h"
 #include "api/native_internal.h"
+#include "api/native_router.h"
 #include "api/openai_chat.h"
 #include "api/sse.h"
 #include "api/structured.h"
@@ -41,6 +42,8 @@ struct model *native_model_acquire(const struct api_ctx *ctx, const struct api_r
     struct model *m = NULL;
     if (name) {
         m = registry_acquire(manager_registry(ctx->manager), name);
+        if (!m && native_router_autoload(ctx, name))
+            m = registry_acquire(manager_registry(ctx->manager), name);
         if (!m)
             return api_failf(f, 404, "model_not_found", "model", "The model '%s' does not exist",
                              name),

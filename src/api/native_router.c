@@ -1,11 +1,14 @@
 /* llama.cpp's router endpoints: GET /models (loaded models and the GGUFs under --models-dir,
  * each with status loaded/loading/unloaded), POST /models/load {model} and POST
  * /models/unload {model}, mapped onto the model manager. */
+#include "api/native_router.h"
+
 #include "api/handlers.h"
 
 #include "api/errors.h"
 #include "api/validate.h"
 #include "core/manager.h"
+#include "util/log.h"
 #include "util/mem.h"
 
 #include <dirent.h>
@@ -158,6 +161,38 @@ void api_router_load(const struct api_ctx *ctx, const struct api_request *req,
                   "model_load_failed", "model", "%s", err.msg);
     else
         api_respond_json(resp, 200, json_pack("{s:b}", "success", 1));
+}
+
+bool native_router_autoload(const struct api_ctx *ctx, const char *name)
+{
+    size_t stem;
+    if (ctx->is_autoload_disabled || !ctx->models_dir || !name || !*name || strchr(name, '/') ||
+        ends_with_gguf(name, &stem) || strlen(name) >= MODEL_ID_CAP)
+        return false;
+    char *path = mem_alloc(MODEL_PATH_CAP);
+    struct errmsg err;
+    errmsg_clear(&err);
+    if (!path || resolve(ctx, name, path, &err) != ERR_OK) {
+        mem_free(path);
+        return false;
+    }
+    struct manager_load args = {
+        .id = name,
+        .path = path,
+        .n_instances = ctx->load_instances > 0 ? ctx->load_instances : 1,
+        .queue_size = -1,
+        .n_ctx = ctx->load_n_ctx,
+    };
+    int actual = 0;
+    enum load_failure why = LOAD_FAIL_NONE;
+    int rc = manager_load(ctx->manager, &args, &actual, &why, &err);
+    mem_free(path);
+    if (rc != ERR_OK && why != LOAD_FAIL_EXISTS) {
+        log_warn("autoload of '%s' failed: %s", name, err.msg);
+        return false;
+    }
+    if (rc == ERR_OK) log_info("autoloaded model '%s'", name);
+    return true;
 }
 
 void api_router_unload(const struct api_ctx *ctx, const struct api_request *req,

@@ -6,6 +6,7 @@
 #include "api/errors.h"
 #include "api/handlers.h"
 #include "api/ids.h"
+#include "api/native_router.h"
 #include "api/params.h"
 #include "api/sse.h"
 #include "api/structured.h"
@@ -23,6 +24,8 @@ struct model *api_resolve_model(const struct api_ctx *ctx, const json_t *body,
     if (!v_require(body, key, "model", f) || !v_string(body, key, "model", 1024, &name, f))
         return NULL;
     struct model *m = registry_acquire(manager_registry(ctx->manager), name);
+    if (!m && native_router_autoload(ctx, name))
+        m = registry_acquire(manager_registry(ctx->manager), name);
     if (!m) {
         api_failf(f, 404, "model_not_found", "model", "The model '%s' does not exist", name);
         return NULL;

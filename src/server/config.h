@@ -42,7 +42,7 @@ struct server_config {
     bool props_enabled;       // --props (accepted; POST /props is not implemented)
     bool force_embedding;     // --embedding(s): serve the -m models as embedding models
     bool reranking;           // --reranking (accepted; no rerank endpoint yet)
-    bool no_models_autoload;  // --no-models-autoload (accepted; nothing autoloads yet)
+    bool no_models_autoload;  // --no-models-autoload: requests never load models themselves
     int models_max;           // --models-max (accepted; 0 = unlimited)
     int n_batch;              // -b (accepted; the engine sizes its own batches)
     int n_ubatch;             // -ub (accepted)

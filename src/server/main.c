@@ -127,6 +127,8 @@ static int serve(const struct server_config *config)
         .load_instances = config->n_parallel,
         .load_n_ctx = config->n_ctx,
         .models_dir = config->models_dir,
+        // Like llama-server, requests load models themselves only in router mode (no -m).
+        .is_autoload_disabled = config->no_models_autoload || config->n_model_paths > 0,
     };
     struct http_server *http = NULL;
     struct errmsg err;

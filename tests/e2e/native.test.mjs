@@ -372,6 +372,44 @@ describe('llama.cpp compatibility on stories260K', { skip: !hasShared && 'skip: 
   });
 });
 
+describe('router mode autoload', { skip: !hasShared && 'skip: ../shared is absent' }, () => {
+  let dir;
+  before(() => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'llamapi-auto-'));
+    symlinkSync(stories, path.join(dir, 'auto.gguf'));
+  });
+
+  test('without -m a request naming NAME under --models-dir loads NAME.gguf first', async () => {
+    const srv = await startServer(['--threads', '1', '--models-dir', dir]);
+    try {
+      assertError(await post(srv, '/completion', { prompt: 'Hello', n_predict: 2 }), 404, 'model_not_found');
+      const r = await post(srv, '/completion', { model: 'auto', prompt: 'Hello', n_predict: 2, temperature: 0 });
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.json.model, 'auto');
+      const models = await get(srv, '/models');
+      assert.equal(models.json.data.find((m) => m.id === 'auto').status.value, 'loaded');
+      await post(srv, '/models/unload', { model: 'auto' });
+      const chat = await post(srv, '/v1/chat/completions', { model: 'auto', max_tokens: 2,
+        messages: [{ role: 'user', content: 'hi' }] });
+      assert.equal(chat.status, 200, chat.text);
+      assertError(await post(srv, '/completion', { model: '../auto', prompt: 'x' }), 404, 'model_not_found');
+    } finally {
+      await srv.stop();
+    }
+  });
+
+  test('--no-models-autoload keeps unknown names 404', async () => {
+    const srv = await startServer(['--threads', '1', '--models-dir', dir, '--no-models-autoload']);
+    try {
+      assertError(await post(srv, '/completion', { model: 'auto', prompt: 'Hello' }), 404, 'model_not_found');
+      assertError(await post(srv, '/v1/chat/completions', { model: 'auto',
+        messages: [{ role: 'user', content: 'hi' }] }), 404, 'model_not_found');
+    } finally {
+      await srv.stop();
+    }
+  });
+});
+
 describe('/infill on a model with FIM tokens', { skip: !hasShared && 'skip: ../shared is absent' }, () => {
   let srv;
   before(async () => {
