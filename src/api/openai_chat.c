@@ -266,7 +266,6 @@ static bool parse_flags(json_t *body, bool *stream, bool *include_usage, struct 
 static bool start_chat(const struct api_ctx *ctx, json_t *body, struct chat_call *c,
                        struct api_fail *f, bool *stream)
 {
-    (void)ctx;
     struct gen_request_params p;
     static const struct params_names names = {"max_tokens", "max_completion_tokens", "stop"};
     json_t *tools = NULL;
@@ -274,7 +273,8 @@ static bool start_chat(const struct api_ctx *ctx, json_t *body, struct chat_call
     if (!parse_flags(body, stream, &c->include_usage, f) ||
         !params_merge(model_default_params(c->model), body, &names, d->n_vocab, &p, f) ||
         !parse_tools(body, &tools, f) ||
-        !chat_messages_validate(c->model, json_object_get(body, "messages"), NULL, f))
+        !chat_messages_validate(c->model, json_object_get(body, "messages"), ctx->media_path,
+                                f))
         return false;
     const json_t *kwargs = json_object_get(body, "chat_template_kwargs");
     struct chat_prompt_opts po = {

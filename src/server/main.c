@@ -2,6 +2,7 @@
  * cleanly (stop accepting, end in-flight requests, free everything, exit 0). */
 #define _XOPEN_SOURCE 700 // realpath()
 #include "core/manager.h"
+#include "media/media_path.h"
 #include "server/config.h"
 #include "server/http.h"
 #include "server/version.h"
@@ -77,19 +78,30 @@ static int serve(const struct server_config *config)
         log_error("out of memory");
         return 1;
     }
+    struct media_path media;
+    media_path_init_disabled(&media);
+    struct errmsg merr;
+    errmsg_clear(&merr);
+    if (config->media_path[0] && media_path_init(&media, config->media_path, &merr) != ERR_OK) {
+        log_error("--media-path: %s", merr.msg);
+        manager_free(manager);
+        return 1;
+    }
     struct api_ctx ctx = {.manager = manager, .config = config,
-                          .started_unix_s = clock_unix_s()};
+                          .started_unix_s = clock_unix_s(), .media_path = &media};
     struct http_server *http = NULL;
     struct errmsg err;
     errmsg_clear(&err);
     if (http_server_start(config, &ctx, &http, &err) != ERR_OK) {
         log_error("%s", err.msg);
         manager_free(manager);
+        media_path_deinit(&media);
         return 1;
     }
     if (load_startup_models(config, manager) != 0) {
         http_server_stop(http);
         manager_free(manager);
+        media_path_deinit(&media);
         return 1;
     }
     if (!is_loopback(config->host) && config->n_api_keys == 0)
@@ -102,6 +114,7 @@ static int serve(const struct server_config *config)
     log_info("received %s, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
     http_server_stop(http);
     manager_free(manager);
+    media_path_deinit(&media);
     return 0;
 }
 
