@@ -60,6 +60,8 @@ static const struct opt options[] = {
      "instances of each --model"},
     {"--ctx-size", "-c", "LLAMAPI_CTX_SIZE", OPT_INT, FIELD(n_ctx), 0, 1 << 20,
      "context per instance (0 = the model's, capped at 4096)"},
+    {"--memory-limit", NULL, "LLAMAPI_MEMORY_LIMIT", OPT_INT, FIELD(memory_limit_mib), 0,
+     1 << 24, "MiB for instance KV caches (0 = 75% of available memory)"},
     {"--media-path", NULL, "LLAMAPI_MEDIA_PATH", OPT_STRING, FIELD(media_path), 0, 0,
      "directory file:// image parts may read from (default: none)"},
     {"--log-format", NULL, "LLAMAPI_LOG_FORMAT", OPT_LOG_FORMAT, 0, 0, 0, 0,

@@ -71,6 +71,7 @@ static int serve(const struct server_config *config)
     struct manager_config mc = {
         .default_queue_size = config->request_queue_size,
         .n_threads = config->n_threads,
+        .memory_limit = (uint64_t)config->memory_limit_mib << 20,
     };
     snprintf(mc.models_dir, sizeof mc.models_dir, "%s", config->models_dir);
     struct manager *manager = NULL;
