@@ -467,6 +467,22 @@ static int pick_n_ctx(const struct engine_model_info *info, int requested)
     return n < CPU_DEFAULT_CTX ? n : CPU_DEFAULT_CTX;
 }
 
+/* Frees what load built (any part may be missing) and the model itself. */
+static void free_parts(struct platform_model *m)
+{
+    threadpool_free(m->tp);
+    mem_free(m->logits);
+    grammar_vocab_free(m->gvocab);
+    mem_free(m->mask);
+    jinja_template_free(m->tmpl);
+    mem_free(m->tmpl_src);
+    mem_free(m->bos_text);
+    mem_free(m->eos_text);
+    tok_free(m->tok);
+    engine_model_free(m->engine);
+    mem_free(m);
+}
+
 int cpu_model_load(const struct platform_load_args *a, struct platform_model **out,
                    struct errmsg *err)
 {
@@ -515,17 +531,7 @@ out_cond:
 out_mutex:
     mutex_deinit(&m->mu);
 out_free:
-    threadpool_free(m->tp);
-    mem_free(m->logits);
-    grammar_vocab_free(m->gvocab);
-    mem_free(m->mask);
-    jinja_template_free(m->tmpl);
-    mem_free(m->tmpl_src);
-    mem_free(m->bos_text);
-    mem_free(m->eos_text);
-    tok_free(m->tok);
-    engine_model_free(m->engine);
-    mem_free(m);
+    free_parts(m);
     if (rc == ERR_NOMEM && !err->msg[0])
         errmsg_set(err, rc, "out of memory while loading the model");
     return rc;
@@ -614,15 +620,5 @@ void cpu_model_unload(struct platform_model *m)
     }
     cond_deinit(&m->cv);
     mutex_deinit(&m->mu);
-    threadpool_free(m->tp);
-    mem_free(m->logits);
-    grammar_vocab_free(m->gvocab);
-    mem_free(m->mask);
-    jinja_template_free(m->tmpl);
-    mem_free(m->tmpl_src);
-    mem_free(m->bos_text);
-    mem_free(m->eos_text);
-    tok_free(m->tok);
-    engine_model_free(m->engine);
-    mem_free(m);
+    free_parts(m);
 }
