@@ -200,7 +200,7 @@ int main(int argc, char **argv)
     struct worker w1 = {.pool = &pools[1], .ith = 1};
     if (thread_start(&w1.th, worker_main, &w1) != ERR_OK) return 1;
     printf("simd: %s; matvec = 1 token, matmul = 512 tokens; ratio = vs scalar ref matvec\n",
-           quant_using_avx2() ? "avx2" : "scalar");
+           quant_simd_name());
     printf("type  shape       weights  | matvec 1 thread   | matvec 2 threads  | DRAM 1t  2t     |"
            " matmul 1 thread               | matmul 2 threads\n");
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {

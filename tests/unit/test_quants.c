@@ -527,6 +527,52 @@ static void test_cross_check_stories260k(void **state)
     gguf_close(f32);
 }
 
+/* The AVX-VNNI dots compute the same int32 lane sums as the AVX2 ones, so they agree bit for
+ * bit on every tile shape. */
+static void test_vnni_equals_avx2(void **state)
+{
+    (void)state;
+    if (!quant_traits_simd(QUANT_Q8_0, QUANT_SIMD_AVX2_VNNI)) {
+        printf("skip: no AVX-VNNI on this CPU\n");
+        skip();
+    }
+    static const uint32_t types[] = {QUANT_Q4_0, QUANT_Q4_1, QUANT_Q5_0, QUANT_Q5_1, QUANT_Q8_0};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        const struct quant_traits *a = quant_traits_simd(types[i], QUANT_SIMD_AVX2);
+        const struct quant_traits *v = quant_traits_simd(types[i], QUANT_SIMD_AVX2_VNNI);
+        const struct quant_traits *dt = quant_traits_ref(a->dot_type);
+        const int64_t n = 7 * 32;
+        size_t wb = row_bytes(types[i], n), ab = row_bytes(a->dot_type, n);
+        uint8_t *w = mem_alloc(4 * wb), *y = mem_alloc(4 * ab);
+        float f[7 * 32];
+        assert_true(w && y);
+        for (int r = 0; r < 4; r++) {
+            fill_random(f, n, r == 3 ? 100.0f : 1.0f); // includes +-127 quants
+            a->from_float(f, w + r * wb, n);
+            fill_random(f, n, 5.0f);
+            dt->from_float(f, y + r * ab, n);
+        }
+        float sa[16], sv[16];
+        struct quant_tile t = {.n = n,
+                               .x = w,
+                               .x_stride = wb,
+                               .y = y,
+                               .y_stride = ab,
+                               .s = sa,
+                               .s_stride = 4,
+                               .n_rows = 4,
+                               .n_cols = 4};
+        a->vec_dot_tile(&t);
+        t.s = sv;
+        v->vec_dot_tile(&t);
+        assert_memory_equal(sa, sv, sizeof sa);
+        v->vec_dot(n, &sv[0], w + 2 * wb, y + ab);
+        assert_memory_equal(&sa[1 * 4 + 2], &sv[0], sizeof(float));
+        mem_free(w);
+        mem_free(y);
+    }
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -537,15 +583,11 @@ static int setup(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_type_table),
-        cmocka_unit_test(test_known_blocks_32),
-        cmocka_unit_test(test_known_blocks_k),
-        cmocka_unit_test(test_known_floats),
-        cmocka_unit_test(test_roundtrip_error),
-        cmocka_unit_test(test_degenerate_rows),
-        cmocka_unit_test(test_vec_dot),
-        cmocka_unit_test(test_vec_dot_tile),
-        cmocka_unit_test(test_cross_check_stories260k),
+        cmocka_unit_test(test_type_table),       cmocka_unit_test(test_known_blocks_32),
+        cmocka_unit_test(test_known_blocks_k),   cmocka_unit_test(test_known_floats),
+        cmocka_unit_test(test_roundtrip_error),  cmocka_unit_test(test_degenerate_rows),
+        cmocka_unit_test(test_vec_dot),          cmocka_unit_test(test_vec_dot_tile),
+        cmocka_unit_test(test_vnni_equals_avx2), cmocka_unit_test(test_cross_check_stories260k),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
