@@ -27,11 +27,11 @@ struct type_case {
 };
 
 static const struct type_case cases[] = {
-    {QUANT_F32, 0.0, 1e-6},     {QUANT_F16, 3e-4, 1e-3},    {QUANT_BF16, 2e-3, 0.01},
-    {QUANT_Q8_0, 0.005, 0.004}, {QUANT_Q4_0, 0.085, 0.04},  {QUANT_Q4_1, 0.07, 0.04},
-    {QUANT_Q5_0, 0.04, 0.02},   {QUANT_Q5_1, 0.035, 0.015}, {QUANT_Q2_K, 0.31, 0.08},
-    {QUANT_Q3_K, 0.15, 0.04},   {QUANT_Q4_K, 0.07, 0.02},   {QUANT_Q5_K, 0.036, 0.01},
-    {QUANT_Q6_K, 0.017, 0.006},
+    {QUANT_F32, 0.0, 1e-6},      {QUANT_F16, 3e-4, 1e-3},    {QUANT_BF16, 2e-3, 0.01},
+    {QUANT_Q8_0, 0.005, 0.004},  {QUANT_Q4_0, 0.085, 0.04},  {QUANT_Q4_1, 0.07, 0.04},
+    {QUANT_Q5_0, 0.04, 0.02},    {QUANT_Q5_1, 0.035, 0.015}, {QUANT_Q2_K, 0.25, 0.08},
+    {QUANT_Q3_K, 0.135, 0.04},   {QUANT_Q4_K, 0.063, 0.02},  {QUANT_Q5_K, 0.032, 0.01},
+    {QUANT_Q6_K, 0.0145, 0.006},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 
