@@ -166,6 +166,7 @@ INLINE_ALWAYS void tile_q32(int type, const struct quant_tile *t, int NR, int NC
     for (int64_t b = 0; b < nb; b++) {
         __m256i q[QUANT_TILE_MAX], aq_abs[QUANT_TILE_MAX];
         __m256 dx[QUANT_TILE_MAX];
+        float mx[QUANT_TILE_MAX]; // the weight block's min (formats with a min)
         for (int r = 0; r < NR; r++) {
             const uint8_t *blk = x + r * t->x_stride + (size_t)b * wsz;
             // the next tile's rows: keeps enough of the weight stream in flight from DRAM
@@ -173,19 +174,18 @@ INLINE_ALWAYS void tile_q32(int type, const struct quant_tile *t, int NR, int NC
             q[r] = block_quants(type, blk);
             aq_abs[r] = has_min(type) ? q[r] : _mm256_sign_epi8(q[r], q[r]);
             dx[r] = _mm256_set1_ps(load_half(blk));
+            mx[r] = has_min(type) ? load_half(blk + 2) : 0.0f;
         }
         for (int c = 0; c < NC; c++) {
             const uint8_t *ablk = y + c * t->y_stride + (size_t)b * asz;
             __m256i qy = _mm256_loadu_si256((const __m256i *)(ablk + aq));
             __m256 dy = _mm256_set1_ps(load_half(ablk));
+            const float ms = has_min(type) ? load_half(ablk + 2) : 0.0f; // the block's d*sum(q)
             for (int r = 0; r < NR; r++) {
                 __m256i sy = has_min(type) ? qy : _mm256_sign_epi8(qy, q[r]);
                 __m256 p = _mm256_cvtepi32_ps(madd_u8_i8(aq_abs[r], sy));
                 acc[r][c] = _mm256_fmadd_ps(p, _mm256_mul_ps(dx[r], dy), acc[r][c]);
-                if (has_min(type)) {
-                    const uint8_t *blk = x + r * t->x_stride + (size_t)b * wsz;
-                    macc[r][c] += load_half(blk + 2) * load_half(ablk + 2);
-                }
+                if (has_min(type)) macc[r][c] += mx[r] * ms;
             }
         }
     }

@@ -91,26 +91,26 @@ INLINE_ALWAYS void tile_q32_vnni(int type, const struct quant_tile *t, int NR, i
     for (int64_t b = 0; b < t->n / 32; b++) {
         __m256i q[QUANT_TILE_MAX];
         __m256 dx[QUANT_TILE_MAX];
+        float mx[QUANT_TILE_MAX]; // the weight block's min (formats with a min)
         for (int r = 0; r < NR; r++) {
             const uint8_t *blk = x + r * t->x_stride + (size_t)b * wsz;
             _mm_prefetch((const char *)blk + PF_TILES * NR * t->x_stride, _MM_HINT_T0);
             q[r] = block_quants_u(type, blk);
             dx[r] = _mm256_set1_ps(load_half(blk));
+            mx[r] = has_min ? load_half(blk + 2) : 0.0f;
         }
         for (int c = 0; c < NC; c++) {
             const uint8_t *ablk = y + c * t->y_stride + (size_t)b * asz;
             __m256i qy = _mm256_loadu_si256((const __m256i *)(ablk + aq));
             __m256 dy = _mm256_set1_ps(load_half(ablk));
+            const float ms = has_min ? load_half(ablk + 2) : 0.0f; // the block's d*sum(q)
             __m256i start = _mm256_setzero_si256();
             if (quant_offset(type) != 0)
                 start = _mm256_sub_epi32(start, _mm256_dpbusd_avx_epi32(start, offset, qy));
             for (int r = 0; r < NR; r++) {
                 __m256 p = _mm256_cvtepi32_ps(_mm256_dpbusd_avx_epi32(start, q[r], qy));
                 acc[r][c] = _mm256_fmadd_ps(p, _mm256_mul_ps(dx[r], dy), acc[r][c]);
-                if (has_min) {
-                    const uint8_t *blk = x + r * t->x_stride + (size_t)b * wsz;
-                    macc[r][c] += load_half(blk + 2) * load_half(ablk + 2);
-                }
+                if (has_min) macc[r][c] += mx[r] * ms;
             }
         }
     }
