@@ -8,7 +8,7 @@
 
 #include <immintrin.h>
 
-#define PF_TILES 1 // prefetch distance in tiles, as in quants_avx2.c
+#define PF_TILES 1 // prefetch distance in tiles (see quants_avx2.c)
 
 /* One weight row's super-block, decoded once and shared by all tokens of a tile. */
 struct ksb {
@@ -167,7 +167,9 @@ INLINE_ALWAYS void tile_k(int type, const struct quant_tile *t, int NR, int NC)
         for (int r = 0; r < NR; r++) {
             const uint8_t *blk = x + r * t->x_stride + (size_t)b * wsz;
             for (size_t off = 0; off < wsz; off += 64)
-                _mm_prefetch((const char *)blk + off + PF_TILES * NR * t->x_stride, _MM_HINT_T0);
+                if (NC == 1) // batched tiles revisit rows from cache; only a matvec streams
+                    _mm_prefetch((const char *)blk + off + PF_TILES * NR * t->x_stride,
+                                 _MM_HINT_T0);
             kprep(type, blk, &k[r]);
         }
         __m256i sumi[QUANT_TILE_MAX][QUANT_TILE_MAX];

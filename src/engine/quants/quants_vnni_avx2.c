@@ -12,7 +12,7 @@
 
 #pragma GCC target("avxvnni")
 
-#define PF_TILES 1 // as in quants_avx2.c
+#define PF_TILES 1 // prefetch distance in tiles (see quants_avx2.c)
 
 /* Unsigned quants of one block and the offset subtracted from them (0 for the formats with a
  * min, whose quants are unsigned already). */
@@ -94,7 +94,8 @@ INLINE_ALWAYS void tile_q32_vnni(int type, const struct quant_tile *t, int NR, i
         float mx[QUANT_TILE_MAX]; // the weight block's min (formats with a min)
         for (int r = 0; r < NR; r++) {
             const uint8_t *blk = x + r * t->x_stride + (size_t)b * wsz;
-            _mm_prefetch((const char *)blk + PF_TILES * NR * t->x_stride, _MM_HINT_T0);
+            if (NC == 1) // batched tiles revisit rows from cache; only a matvec streams
+                _mm_prefetch((const char *)blk + PF_TILES * NR * t->x_stride, _MM_HINT_T0);
             q[r] = block_quants_u(type, blk);
             dx[r] = _mm256_set1_ps(load_half(blk));
             mx[r] = has_min ? load_half(blk + 2) : 0.0f;
