@@ -573,6 +573,31 @@ static void test_vnni_equals_avx2(void **state)
     }
 }
 
+/* The SIMD activation quantizers write the same bytes as the references, ties included. */
+static void test_from_float_simd_matches_ref(void **state)
+{
+    (void)state;
+    float x[32 * 40];
+    fill_random(x, 32 * 40, 4.0f);
+    for (int j = 0; j < 32; j++) // block 0: amax 127 -> d = 1, halves are exact ties
+        x[j] = j == 0 ? 127.0f : (float)(j - 16) + 0.5f;
+    for (int j = 32; j < 64; j++) // block 1: all zero
+        x[j] = 0.0f;
+    x[64] = 1e-30f; // block 2: tiny scale
+    x[300] = -50.0f; // Q8_K block 1: +-50 both present; the first one sets the sign
+    x[400] = 50.0f;
+    const uint32_t ts[] = {QUANT_Q8_0, QUANT_Q8_1, QUANT_Q8_K, QUANT_F16, QUANT_BF16};
+    for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) {
+        int64_t n = ts[k] == QUANT_Q8_K ? 256 * 5 : 32 * 40;
+        uint8_t a[2600], b[2600];
+        memset(a, 0xaa, sizeof a);
+        memset(b, 0x55, sizeof b);
+        quant_traits_ref(ts[k])->from_float(x, a, n);
+        quant_traits_of(ts[k])->from_float(x, b, n);
+        assert_memory_equal(a, b, row_bytes(ts[k], n));
+    }
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -583,11 +608,17 @@ static int setup(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_type_table),       cmocka_unit_test(test_known_blocks_32),
-        cmocka_unit_test(test_known_blocks_k),   cmocka_unit_test(test_known_floats),
-        cmocka_unit_test(test_roundtrip_error),  cmocka_unit_test(test_degenerate_rows),
-        cmocka_unit_test(test_vec_dot),          cmocka_unit_test(test_vec_dot_tile),
-        cmocka_unit_test(test_vnni_equals_avx2), cmocka_unit_test(test_cross_check_stories260k),
+        cmocka_unit_test(test_type_table),
+        cmocka_unit_test(test_known_blocks_32),
+        cmocka_unit_test(test_known_blocks_k),
+        cmocka_unit_test(test_known_floats),
+        cmocka_unit_test(test_roundtrip_error),
+        cmocka_unit_test(test_degenerate_rows),
+        cmocka_unit_test(test_vec_dot),
+        cmocka_unit_test(test_vec_dot_tile),
+        cmocka_unit_test(test_vnni_equals_avx2),
+        cmocka_unit_test(test_from_float_simd_matches_ref),
+        cmocka_unit_test(test_cross_check_stories260k),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -64,7 +64,8 @@ static const struct quant_traits table_ref[QUANT_TYPE_MAX] = {TYPE_ROWS(ROW_REF)
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #define HAVE_AVX2_KERNELS 1
-static const struct quant_traits table_avx2[QUANT_TYPE_MAX] = {TYPE_ROWS(ROW_AVX2)};
+/* Completed by quant_init (the SIMD activation quantizers) before any reader exists. */
+static struct quant_traits table_avx2[QUANT_TYPE_MAX] = {TYPE_ROWS(ROW_AVX2)};
 /* The AVX2 table with the AVX-VNNI dots patched in; filled by quant_init. */
 static struct quant_traits table_vnni[QUANT_TYPE_MAX];
 #else
@@ -120,6 +121,11 @@ void quant_init(void)
 #if HAVE_AVX2_KERNELS
     has_avx2_set = cpu_has_avx2();
     has_vnni_set = has_avx2_set && cpu_has_avx_vnni();
+    if (has_avx2_set) {
+        table_avx2[QUANT_Q8_0].from_float = q8_0_from_float_avx2;
+        table_avx2[QUANT_Q8_1].from_float = q8_1_from_float_avx2;
+        table_avx2[QUANT_Q8_K].from_float = q8_K_from_float_avx2;
+    }
     if (has_vnni_set) {
         memcpy(table_vnni, table_avx2, sizeof table_vnni);
         patch_vnni(QUANT_Q4_0, q4_0_vec_dot_vnni, q4_0_vec_dot_tile_vnni);
