@@ -583,7 +583,7 @@ static void test_from_float_simd_matches_ref(void **state)
         x[j] = j == 0 ? 127.0f : (float)(j - 16) + 0.5f;
     for (int j = 32; j < 64; j++) // block 1: all zero
         x[j] = 0.0f;
-    x[64] = 1e-30f; // block 2: tiny scale
+    x[64] = 1e-30f;  // block 2: tiny scale
     x[300] = -50.0f; // Q8_K block 1: +-50 both present; the first one sets the sign
     x[400] = 50.0f;
     const uint32_t ts[] = {QUANT_Q8_0, QUANT_Q8_1, QUANT_Q8_K, QUANT_F16, QUANT_BF16};
