@@ -602,6 +602,119 @@ static void test_load_alloc_failures(void **state)
     unlink(path);
 }
 
+/* Opens the writer's bytes as a reader; caller frees both with gguf_close() and mem_free(). */
+static struct gguf *synth_open(const struct synth_params *p, void **bytes)
+{
+    struct gguf_writer *w;
+    struct errmsg err = {{0}};
+    if (synth_build(p, &w, &err) != ERR_OK) fail_msg("synth: %s", err.msg);
+    size_t len;
+    assert_int_equal(gguf_writer_to_memory(w, bytes, &len), ERR_OK);
+    gguf_writer_free(w);
+    struct gguf *g;
+    assert_int_equal(gguf_open_memory(*bytes, len, &g, &err), ERR_OK);
+    return g;
+}
+
+static void test_synth_layouts(void **state)
+{
+    (void)state;
+    // The Q4_K_M mix on rows of 256: Q6_K on tied embeddings and on attn_v / ffn_down of the
+    // "more bits" layers, Q4_K elsewhere; on rows of 96 the K types fall back.
+    struct synth_params p = small_params("qwen2", "q4_k_m");
+    p.tied = true;
+    p.n_layer = 8;
+    void *bytes;
+    struct gguf *g = synth_open(&p, &bytes);
+    assert_null(gguf_find_tensor(g, "output.weight"));
+    assert_int_equal(gguf_find_tensor(g, "token_embd.weight")->type, QUANT_Q6_K);
+    assert_int_equal(gguf_find_tensor(g, "blk.0.attn_v.weight")->type, QUANT_Q6_K);
+    assert_int_equal(gguf_find_tensor(g, "blk.1.attn_v.weight")->type, QUANT_Q4_K);
+    assert_int_equal(gguf_find_tensor(g, "blk.3.ffn_down.weight")->type, QUANT_Q6_K);
+    assert_int_equal(gguf_find_tensor(g, "blk.7.ffn_down.weight")->type, QUANT_Q6_K);
+    assert_int_equal(gguf_find_tensor(g, "blk.2.attn_q.weight")->type, QUANT_Q4_K);
+    assert_non_null(gguf_find_tensor(g, "blk.2.attn_q.bias"));
+    struct str tmpl;
+    assert_int_equal(gguf_get_str(g, "tokenizer.chat_template", &tmpl), ERR_OK);
+    assert_true(str_has_prefix(tmpl, "{% for message in messages %}"));
+    gguf_close(g);
+    mem_free(bytes);
+
+    p = small_params("qwen3", "q4_k_m");
+    p.n_embd = 96;
+    p.n_head = 2;
+    p.n_head_kv = 1;
+    g = synth_open(&p, &bytes);
+    assert_int_equal(gguf_find_tensor(g, "output.weight")->type, QUANT_Q8_0); // Q6_K fallback
+    assert_int_equal(gguf_find_tensor(g, "blk.0.attn_q.weight")->type, QUANT_Q5_0);
+    assert_int_equal(gguf_find_tensor(g, "blk.0.ffn_down.weight")->type, QUANT_Q6_K); // 512
+    assert_non_null(gguf_find_tensor(g, "blk.1.attn_k_norm.weight"));
+    gguf_close(g);
+    mem_free(bytes);
+
+    p = small_params("bert", "f16");
+    p.n_vocab = 100;
+    g = synth_open(&p, &bytes);
+    static const char *const names[] = {
+        "token_embd.weight",    "token_types.weight",
+        "position_embd.weight", "token_embd_norm.weight",
+        "blk.1.attn_q.bias",    "blk.1.attn_output_norm.weight",
+        "blk.1.ffn_down.bias",  "blk.1.layer_output_norm.bias",
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        assert_non_null(gguf_find_tensor(g, names[i]));
+    struct str model;
+    assert_int_equal(gguf_get_str(g, "tokenizer.ggml.model", &model), ERR_OK);
+    assert_true(str_eq_cstr(model, "bert"));
+    gguf_close(g);
+    mem_free(bytes);
+    struct gguf_writer *w;
+    struct errmsg err;
+    p.arch = "mamba";
+    assert_int_equal(synth_build(&p, &w, &err), ERR_INVALID);
+    p = small_params("llama", "q9_9");
+    assert_int_equal(synth_build(&p, &w, &err), ERR_INVALID);
+}
+
+static void test_synth_vocab_from(void **state)
+{
+    (void)state;
+    const char *src = "../shared/models/llama/stories260K.gguf";
+    if (access(src, R_OK) != 0) {
+        printf("skip: %s absent\n", src);
+        skip();
+    }
+    struct gguf *from;
+    struct errmsg err;
+    assert_int_equal(gguf_open(src, &from, &err), ERR_OK);
+    struct synth_params p = small_params("llama", "q8_0");
+    p.vocab_from = from;
+    p.n_vocab = 0;
+    void *bytes;
+    struct gguf *g = synth_open(&p, &bytes);
+    int64_t n_keys = 0;
+    for (int64_t i = 0; i < gguf_key_count(from); i++) {
+        struct str name = gguf_key_name(from, i);
+        if (!str_has_prefix(name, "tokenizer.")) continue;
+        n_keys++;
+        char key[128];
+        snprintf(key, sizeof key, "%.*s", (int)name.len, name.ptr);
+        int64_t j = gguf_find_key(g, key);
+        assert_true(j >= 0);
+        assert_int_equal(gguf_key_type(g, j), gguf_key_type(from, i));
+    }
+    assert_true(n_keys >= 5);
+    assert_int_equal(gguf_find_tensor(g, "token_embd.weight")->ne[1], 512);
+    struct str tok;
+    assert_int_equal(gguf_get_arr_str(g, "tokenizer.ggml.tokens", 300, &tok), ERR_OK);
+    struct str want;
+    assert_int_equal(gguf_get_arr_str(from, "tokenizer.ggml.tokens", 300, &want), ERR_OK);
+    assert_true(tok.len == want.len && memcmp(tok.ptr, want.ptr, tok.len) == 0);
+    gguf_close(g);
+    mem_free(bytes);
+    gguf_close(from);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -609,6 +722,7 @@ int main(void)
         cmocka_unit_test(test_threads_identical),   cmocka_unit_test(test_truncate_reuses_prefix),
         cmocka_unit_test(test_decode_errors),       cmocka_unit_test(test_info),
         cmocka_unit_test(test_load_errors),         cmocka_unit_test(test_load_alloc_failures),
+        cmocka_unit_test(test_synth_layouts),       cmocka_unit_test(test_synth_vocab_from),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
