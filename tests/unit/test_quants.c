@@ -7,12 +7,14 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "engine/gguf.h"
 #include "engine/quants/quants.h"
 #include "util/err.h"
 #include "util/mem.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Per-type bounds, measured on uniform [-1, 1] data with margin:
@@ -25,9 +27,11 @@ struct type_case {
 };
 
 static const struct type_case cases[] = {
-    {QUANT_F32, 0.0, 1e-6},    {QUANT_F16, 6e-4, 1e-3},  {QUANT_BF16, 4e-3, 5e-3},
-    {QUANT_Q8_0, 0.008, 0.01}, {QUANT_Q4_0, 0.13, 0.1},  {QUANT_Q4_1, 0.08, 0.07},
-    {QUANT_Q5_0, 0.065, 0.06}, {QUANT_Q5_1, 0.04, 0.04},
+    {QUANT_F32, 0.0, 1e-6},      {QUANT_F16, 3e-4, 1e-3},    {QUANT_BF16, 2e-3, 0.01},
+    {QUANT_Q8_0, 0.005, 0.004},  {QUANT_Q4_0, 0.085, 0.04},  {QUANT_Q4_1, 0.07, 0.04},
+    {QUANT_Q5_0, 0.04, 0.02},    {QUANT_Q5_1, 0.035, 0.015}, {QUANT_Q2_K, 0.25, 0.08},
+    {QUANT_Q3_K, 0.135, 0.04},   {QUANT_Q4_K, 0.063, 0.02},  {QUANT_Q5_K, 0.032, 0.01},
+    {QUANT_Q6_K, 0.0145, 0.006},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 
@@ -152,6 +156,84 @@ static void test_known_blocks_32(void **state)
     check_values(QUANT_Q8_1, q81, (const int[]){0, 1}, (const float[]){-1.0f, 0.0f}, 2);
 }
 
+/* A K-quant block against an all-ones Q8_K row: the dot must equal the sum of its values
+ * (this exercises the min terms through bsums). */
+static void check_k_dot_ones(uint32_t type, const void *blk)
+{
+    uint8_t ones[292] = {0x00, 0x00, 0x80, 0x3f}; // d = 1.0f
+    memset(ones + 4, 1, 256);
+    for (int j = 0; j < 16; j++)
+        ones[260 + 2 * j] = 16; // bsums, little-endian int16
+    float v[256], want = 0, got_ref = 0, got = 0;
+    quant_traits_ref(type)->to_float(blk, v, 256);
+    for (int i = 0; i < 256; i++)
+        want += v[i];
+    quant_traits_ref(type)->vec_dot(256, &got_ref, blk, ones);
+    quant_traits_of(type)->vec_dot(256, &got, blk, ones);
+    assert_float_equal(got_ref, want, 1e-3);
+    assert_float_equal(got, want, 1e-3);
+}
+
+static void test_known_blocks_k(void **state)
+{
+    (void)state;
+    // Q2_K: scales[16] (lo nibble scale, hi nibble min), qs[64], d = 1, dmin = 0.5
+    uint8_t q2[84] = {0x32, 0x15, 0x07};
+    q2[8] = 0xf1;
+    q2[16 + 0] = 0x07;  // elem 0: bits 0-1 = 3; elem 32: bits 2-3 = 1
+    q2[16 + 16] = 0x02; // elem 16
+    q2[16 + 32] = 0x03; // elem 128 (second half)
+    q2[81] = 0x3c;
+    q2[83] = 0x38;
+    check_values(QUANT_Q2_K, q2, (const int[]){0, 16, 32, 128, 1},
+                 (const float[]){4.5f, 9.5f, 7.0f, -4.5f, -1.5f}, 5);
+    check_k_dot_ones(QUANT_Q2_K, q2);
+    // Q3_K: hmask[32], qs[64], scales[12] (6-bit, biased 32), d = 1
+    uint8_t q3[110] = {0x15}; // hmask[0]: bits 0, 2, 4
+    q3[32 + 0] = 0x27;        // elem 0: 3, elem 32: 1, elem 64: 2
+    q3[32 + 32] = 0x01;       // elem 128: 1
+    q3[96 + 0] = 0x51;        // scale 0 low nibble 1, scale 8 low nibble 5
+    q3[96 + 4] = 0x0f;        // scale 4 low nibble 15
+    q3[96 + 8] = 0x26;        // high bits: scale 0 -> 2, scale 4 -> 1, scale 8 -> 2
+    q3[109] = 0x3c;
+    check_values(QUANT_Q3_K, q3, (const int[]){0, 16, 32, 64, 128},
+                 (const float[]){3.0f, 128.0f, 96.0f, -2.0f, 5.0f}, 5);
+    check_k_dot_ones(QUANT_Q3_K, q3);
+    // Q4_K: d = 1, dmin = 0.5, scales[12]: (sc, m) = (2, 3), (5, 1), sub 4 = (33, 17)
+    uint8_t q4[144] = {0x00, 0x3c, 0x00, 0x38, 0x82, 0x05, 0, 0, 0x43, 0x01, 0, 0, 0x11};
+    q4[16 + 0] = 0x97;  // elem 0 = 7, elem 32 = 9
+    q4[16 + 64] = 0x03; // elem 128 = 3
+    check_values(QUANT_Q4_K, q4, (const int[]){0, 32, 128, 1, 160},
+                 (const float[]){12.5f, 44.5f, 90.5f, -1.5f, 0.0f}, 5);
+    check_k_dot_ones(QUANT_Q4_K, q4);
+    // Q5_K: as Q4_K plus qh[32]: qh[0] bits 0 and 4 (elems 0, 128), qh[1] bit 0 (elem 1)
+    uint8_t q5[176] = {0x00, 0x3c, 0x00, 0x38, 0x82, 0x05, 0, 0, 0x43, 0x01, 0, 0, 0x11};
+    q5[16 + 0] = 0x11;
+    q5[16 + 1] = 0x01;
+    q5[48 + 0] = 0x97;
+    q5[48 + 64] = 0x03;
+    check_values(QUANT_Q5_K, q5, (const int[]){0, 32, 128, 1},
+                 (const float[]){44.5f, 44.5f, 618.5f, 30.5f}, 4);
+    check_k_dot_ones(QUANT_Q5_K, q5);
+    // Q6_K: ql[128], qh[64], scales[16] (int8), d = 0.5
+    uint8_t q6[210] = {0x5a};
+    q6[32] = 0x03;
+    q6[64] = 0x01;
+    q6[128] = 0x1e;
+    q6[192 + 0] = 2;
+    q6[192 + 1] = 7;
+    q6[192 + 2] = 0xfd; // -3
+    q6[192 + 4] = 4;
+    q6[192 + 8] = 1;
+    q6[209] = 0x38;
+    check_values(QUANT_Q6_K, q6, (const int[]){0, 32, 64, 96, 16, 128},
+                 (const float[]){10.0f, -28.5f, -22.0f, 0.0f, -112.0f, -15.5f}, 6);
+    check_k_dot_ones(QUANT_Q6_K, q6);
+    // Q8_K: float d, qs[256], bsums[16]
+    uint8_t q8k[292] = {0x00, 0x00, 0x00, 0x3f, 0xfd};
+    check_values(QUANT_Q8_K, q8k, (const int[]){0, 1}, (const float[]){-1.5f, 0.0f}, 2);
+}
+
 static void test_known_floats(void **state)
 {
     (void)state;
@@ -196,6 +278,7 @@ static void roundtrip_one(const struct type_case *tc, int64_t n)
     for (int64_t i = 0; i < n; i++)
         back[i] -= x[i];
     double err = rms(back, n) / rms(x, n);
+    if (getenv("SHOW_ERR")) printf("%s n=%lld rt %.5f\n", tr->name, (long long)n, err);
     if (err > tc->rt)
         fail_msg("%s n=%lld: round-trip error %.5f > %.5f", tr->name, (long long)n, err, tc->rt);
     mem_free(q.buf);
@@ -299,6 +382,7 @@ static void dot_one(const struct type_case *tc, int64_t n, size_t mis_w, size_t 
     if (!(fabs((double)s_fast - s_ref) <= 2e-5 * mag + 1e-6))
         fail_msg("%s n=%lld: simd %.7g vs ref %.7g", ref->name, (long long)n, s_fast, s_ref);
     double rel = fabs(s_ref - exact) / sqrt(nw * na);
+    if (getenv("SHOW_ERR")) printf("%s n=%lld fdot %.5f\n", ref->name, (long long)n, rel);
     if (rel > tc->fdot)
         fail_msg("%s n=%lld: dot error %.5f vs float > %.5f", ref->name, (long long)n, rel,
                  tc->fdot);
@@ -371,6 +455,124 @@ static void test_vec_dot_tile(void **state)
     }
 }
 
+/* The stories260K files were quantized by llama.cpp from the F32 file: dequantized tensors
+ * must be close to it, and re-quantizing the F32 data must reproduce the file's bytes (the
+ * 32-element formats use ggml's reference rounding, which we follow). */
+static void cross_check_file(const struct gguf *f32, const char *path, int64_t *n_checked)
+{
+    struct gguf *q = NULL;
+    struct errmsg err;
+    assert_int_equal(gguf_open(path, &q, &err), ERR_OK);
+    for (int64_t i = 0; i < gguf_tensor_count(q); i++) {
+        const struct gguf_tensor *tq = gguf_tensor_at(q, i);
+        if (tq->type == QUANT_F32) continue;
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)tq->name.len, tq->name.ptr);
+        const struct gguf_tensor *tf = gguf_find_tensor(f32, name);
+        assert_non_null(tf);
+        assert_int_equal(tf->type, QUANT_F32);
+        const struct quant_traits *tr = quant_traits_ref(tq->type);
+        assert_non_null(tr);
+        int64_t n = 1;
+        for (int d = 0; d < tq->n_dims; d++)
+            n *= tq->ne[d];
+        float *deq = mem_alloc((size_t)n * sizeof(float));
+        float *src = mem_alloc((size_t)n * sizeof(float));
+        uint8_t *requant = mem_alloc(tq->size);
+        assert_true(deq && src && requant);
+        memcpy(src, tf->data, (size_t)n * sizeof(float));
+        tr->to_float(tq->data, deq, n);
+        tr->from_float(src, requant, n);
+        for (int64_t e = 0; e < n; e++)
+            deq[e] -= src[e];
+        double rel = rms(deq, n) / rms(src, n);
+        double bound = 0.0; // trained weights have heavier tails than uniform data: 1.5x
+        for (size_t c = 0; c < N_CASES; c++)
+            if (cases[c].type == tq->type) bound = 1.5 * cases[c].rt;
+        if (getenv("SHOW_ERR"))
+            printf("%s %s %s rel %.5f bytes %s\n", path, name, tr->name, rel,
+                   memcmp(requant, tq->data, tq->size) == 0 ? "same" : "DIFF");
+        else if (rel > bound)
+            fail_msg("%s %s: dequantized error %.5f > %.5f", path, name, rel, bound);
+        if (!getenv("SHOW_ERR") && memcmp(requant, tq->data, tq->size) != 0)
+            fail_msg("%s %s: re-quantized bytes differ from the file", path, name);
+        (*n_checked)++;
+        mem_free(deq);
+        mem_free(src);
+        mem_free(requant);
+    }
+    gguf_close(q);
+}
+
+static void test_cross_check_stories260k(void **state)
+{
+    (void)state;
+    const char *dir = "../shared/models/llama/";
+    char path[256];
+    struct gguf *f32 = NULL;
+    struct errmsg err;
+    snprintf(path, sizeof path, "%sstories260K.gguf", dir);
+    if (gguf_open(path, &f32, &err) != ERR_OK) {
+        printf("skip: %s not available\n", path);
+        skip();
+    }
+    static const char *const variants[] = {"F16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"};
+    int64_t n_checked = 0;
+    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+        snprintf(path, sizeof path, "%sstories260K-%s.gguf", dir, variants[v]);
+        cross_check_file(f32, path, &n_checked);
+    }
+    printf("cross-checked %lld tensors\n", (long long)n_checked);
+    assert_true(n_checked > 100);
+    gguf_close(f32);
+}
+
+/* The AVX-VNNI dots compute the same int32 lane sums as the AVX2 ones, so they agree bit for
+ * bit on every tile shape. */
+static void test_vnni_equals_avx2(void **state)
+{
+    (void)state;
+    if (!quant_traits_simd(QUANT_Q8_0, QUANT_SIMD_AVX2_VNNI)) {
+        printf("skip: no AVX-VNNI on this CPU\n");
+        skip();
+    }
+    static const uint32_t types[] = {QUANT_Q4_0, QUANT_Q4_1, QUANT_Q5_0, QUANT_Q5_1, QUANT_Q8_0};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        const struct quant_traits *a = quant_traits_simd(types[i], QUANT_SIMD_AVX2);
+        const struct quant_traits *v = quant_traits_simd(types[i], QUANT_SIMD_AVX2_VNNI);
+        const struct quant_traits *dt = quant_traits_ref(a->dot_type);
+        const int64_t n = 7 * 32;
+        size_t wb = row_bytes(types[i], n), ab = row_bytes(a->dot_type, n);
+        uint8_t *w = mem_alloc(4 * wb), *y = mem_alloc(4 * ab);
+        float f[7 * 32];
+        assert_true(w && y);
+        for (int r = 0; r < 4; r++) {
+            fill_random(f, n, r == 3 ? 100.0f : 1.0f); // includes +-127 quants
+            a->from_float(f, w + r * wb, n);
+            fill_random(f, n, 5.0f);
+            dt->from_float(f, y + r * ab, n);
+        }
+        float sa[16], sv[16];
+        struct quant_tile t = {.n = n,
+                               .x = w,
+                               .x_stride = wb,
+                               .y = y,
+                               .y_stride = ab,
+                               .s = sa,
+                               .s_stride = 4,
+                               .n_rows = 4,
+                               .n_cols = 4};
+        a->vec_dot_tile(&t);
+        t.s = sv;
+        v->vec_dot_tile(&t);
+        assert_memory_equal(sa, sv, sizeof sa);
+        v->vec_dot(n, &sv[0], w + 2 * wb, y + ab);
+        assert_memory_equal(&sa[1 * 4 + 2], &sv[0], sizeof(float));
+        mem_free(w);
+        mem_free(y);
+    }
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -381,10 +583,11 @@ static int setup(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_type_table),      cmocka_unit_test(test_known_blocks_32),
-        cmocka_unit_test(test_known_floats),    cmocka_unit_test(test_roundtrip_error),
-        cmocka_unit_test(test_degenerate_rows), cmocka_unit_test(test_vec_dot),
-        cmocka_unit_test(test_vec_dot_tile),
+        cmocka_unit_test(test_type_table),       cmocka_unit_test(test_known_blocks_32),
+        cmocka_unit_test(test_known_blocks_k),   cmocka_unit_test(test_known_floats),
+        cmocka_unit_test(test_roundtrip_error),  cmocka_unit_test(test_degenerate_rows),
+        cmocka_unit_test(test_vec_dot),          cmocka_unit_test(test_vec_dot_tile),
+        cmocka_unit_test(test_vnni_equals_avx2), cmocka_unit_test(test_cross_check_stories260k),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

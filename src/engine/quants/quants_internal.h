@@ -220,6 +220,18 @@ QUANT_DECL_AVX2(q3_K)
 QUANT_DECL_AVX2(q4_K)
 QUANT_DECL_AVX2(q5_K)
 QUANT_DECL_AVX2(q6_K)
+
+/* AVX-VNNI variants of the 32-element block dots (quants_vnni_avx2.c); bit-identical to the
+ * AVX2 ones, used when the CPU also has AVX-VNNI. */
+#define QUANT_DECL_VNNI(ty)                                                                        \
+    void ty##_vec_dot_vnni(int64_t n, float *s, const void *x, const void *y);                     \
+    void ty##_vec_dot_tile_vnni(const struct quant_tile *tile);
+QUANT_DECL_VNNI(q4_0)
+QUANT_DECL_VNNI(q4_1)
+QUANT_DECL_VNNI(q5_0)
+QUANT_DECL_VNNI(q5_1)
+QUANT_DECL_VNNI(q8_0)
+#undef QUANT_DECL_VNNI
 #undef QUANT_DECL_AVX2
 
 #endif
