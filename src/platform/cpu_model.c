@@ -383,6 +383,22 @@ static char *copy_token_text(const struct tokenizer *t, tok_id id)
     return mem_strndup(s.ptr ? s.ptr : "", s.len);
 }
 
+/* The server's override (a built-in name or Jinja source), which must parse. */
+static int load_override_template(struct platform_model *m, const char *name_or_src,
+                                  struct errmsg *err)
+{
+    const char *builtin = chat_template_builtin(name_or_src);
+    m->tmpl_src = mem_strdup(builtin ? builtin : name_or_src);
+    if (!m->tmpl_src)
+        return ERR_NOMEM;
+    struct errmsg terr;
+    errmsg_clear(&terr);
+    int rc = jinja_template_new(m->tmpl_src, strlen(m->tmpl_src), &m->tmpl, &terr);
+    if (rc != ERR_OK)
+        return errmsg_set(err, rc, "the --chat-template template does not parse: %s", terr.msg);
+    return ERR_OK;
+}
+
 /* The model's chat template, or ChatML when it has none or ours cannot parse it. */
 static int load_template(struct platform_model *m, const struct gguf *g, struct errmsg *err)
 {
@@ -407,7 +423,8 @@ static int load_template(struct platform_model *m, const struct gguf *g, struct 
     return jinja_template_new(m->tmpl_src, strlen(m->tmpl_src), &m->tmpl, err);
 }
 
-static int load_text(struct platform_model *m, struct errmsg *err)
+static int load_text(struct platform_model *m, const char *template_override,
+                     struct errmsg *err)
 {
     const struct gguf *g = engine_model_gguf(m->engine);
     struct vocab vocab;
@@ -425,6 +442,8 @@ static int load_text(struct platform_model *m, struct errmsg *err)
     m->eos_text = copy_token_text(m->tok, tok_eos(m->tok));
     if (!m->bos_text || !m->eos_text)
         return ERR_NOMEM;
+    if (template_override)
+        return load_override_template(m, template_override, err);
     return load_template(m, g, err);
 }
 
@@ -503,7 +522,7 @@ int cpu_model_load(const struct platform_load_args *a, struct platform_model **o
     m->n_ctx = pick_n_ctx(info, a->n_ctx);
     m->on_done = a->on_done;
     m->owner = a->owner;
-    rc = load_text(m, err);
+    rc = load_text(m, a->chat_template, err);
     if (rc == ERR_OK)
         rc = load_grammar_vocab(m);
     if (rc != ERR_OK)

@@ -76,6 +76,19 @@ static const struct route table[] = {
     {"POST", "/v1/models/resize", api_models_resize, ROUTE_BODY_JSON, false},
     {"POST", "/v1/models/unload", api_models_unload, ROUTE_BODY_JSON, false},
     {"POST", "/v1/chat/completions", api_chat_completions, ROUTE_BODY_JSON, false},
+    {"POST", "/v1/completions", api_completions, ROUTE_BODY_JSON, false},
+    {"POST", "/completion", api_native_completion, ROUTE_BODY_JSON, false},
+    {"POST", "/completions", api_native_completion, ROUTE_BODY_JSON, false},
+    {"POST", "/infill", api_native_infill, ROUTE_BODY_JSON, false},
+    {"POST", "/tokenize", api_native_tokenize, ROUTE_BODY_JSON, false},
+    {"POST", "/detokenize", api_native_detokenize, ROUTE_BODY_JSON, false},
+    {"POST", "/apply-template", api_native_apply_template, ROUTE_BODY_JSON, false},
+    {"GET", "/props", api_native_props, ROUTE_BODY_NONE, false},
+    {"GET", "/slots", api_native_slots, ROUTE_BODY_NONE, false},
+    {"GET", "/metrics", api_native_metrics, ROUTE_BODY_NONE, false},
+    {"GET", "/models", api_router_models, ROUTE_BODY_NONE, false},
+    {"POST", "/models/load", api_router_load, ROUTE_BODY_JSON, false},
+    {"POST", "/models/unload", api_router_unload, ROUTE_BODY_JSON, false},
 };
 
 const struct route *routes_table(size_t *n_routes)
