@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 struct manager;
+struct response_store;
 struct server_config;
 
 /* What every handler may read. Immutable after start-up except through the objects' own
@@ -21,6 +22,7 @@ struct api_ctx {
     struct manager *manager;            // models; borrowed, own locks
     const struct server_config *config; // flags; immutable after start-up
     int64_t started_unix_s;             // server start time
+    struct response_store *responses;   // Responses-API memory (own mutex) or NULL: none kept
 };
 
 /* Returns the value of a request header (case-insensitive name) or NULL. */

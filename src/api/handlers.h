@@ -31,4 +31,20 @@ void api_models_unload(const struct api_ctx *ctx, const struct api_request *req,
 void api_chat_completions(const struct api_ctx *ctx, const struct api_request *req,
                           struct api_response *resp);
 
+/* anthropic.c */
+void api_anthropic_messages(const struct api_ctx *ctx, const struct api_request *req,
+                            struct api_response *resp);
+void api_anthropic_count_tokens(const struct api_ctx *ctx, const struct api_request *req,
+                                struct api_response *resp);
+
+/* responses.c */
+void api_responses_create(const struct api_ctx *ctx, const struct api_request *req,
+                          struct api_response *resp);
+void api_responses_input_tokens(const struct api_ctx *ctx, const struct api_request *req,
+                                struct api_response *resp);
+
+/* input_tokens.c */
+void api_chat_input_tokens(const struct api_ctx *ctx, const struct api_request *req,
+                           struct api_response *resp);
+
 #endif

@@ -1,6 +1,7 @@
 /* llamapi-server: parse flags, start the HTTP front end, wait for SIGINT/SIGTERM, shut down
  * cleanly (stop accepting, end in-flight requests, free everything, exit 0). */
 #define _XOPEN_SOURCE 700 // realpath()
+#include "api/response_store.h"
 #include "core/manager.h"
 #include "server/config.h"
 #include "server/http.h"
@@ -79,16 +80,23 @@ static int serve(const struct server_config *config)
     }
     struct api_ctx ctx = {.manager = manager, .config = config,
                           .started_unix_s = clock_unix_s()};
+    if (response_store_new(&ctx.responses) != ERR_OK) {
+        log_error("out of memory");
+        manager_free(manager);
+        return 1;
+    }
     struct http_server *http = NULL;
     struct errmsg err;
     errmsg_clear(&err);
     if (http_server_start(config, &ctx, &http, &err) != ERR_OK) {
         log_error("%s", err.msg);
+        response_store_free(ctx.responses);
         manager_free(manager);
         return 1;
     }
     if (load_startup_models(config, manager) != 0) {
         http_server_stop(http);
+        response_store_free(ctx.responses);
         manager_free(manager);
         return 1;
     }
@@ -101,6 +109,7 @@ static int serve(const struct server_config *config)
     sigwait(&set, &sig);
     log_info("received %s, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
     http_server_stop(http);
+    response_store_free(ctx.responses);
     manager_free(manager);
     return 0;
 }
