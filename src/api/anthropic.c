@@ -17,6 +17,14 @@
 
 /* ---- request translation ---- */
 
+/* Frees text from json_dumps with jansson's own deallocator (tests route it through mem_). */
+static void dumps_free(char *text)
+{
+    json_free_t jfree = free;
+    json_get_alloc_funcs(NULL, &jfree);
+    jfree(text);
+}
+
 static bool fail_nomem(struct api_fail *f)
 {
     return api_failf(f, 500, NULL, NULL, "out of memory");
@@ -43,9 +51,11 @@ static const char *need_string(const json_t *obj, const char *key, const char *p
     return json_string_value(v);
 }
 
+/* Appends v (consumed). v NULL is a failure already recorded in f, or else out of memory. */
 static bool append_new(json_t *arr, json_t *v, struct api_fail *f)
 {
-    return (v && json_array_append_new(arr, v) == 0) || fail_nomem(f);
+    if (v && json_array_append_new(arr, v) == 0) return true;
+    return f->status ? false : fail_nomem(f);
 }
 
 static bool system_message(const json_t *sys, json_t *messages, struct api_fail *f)
@@ -181,7 +191,7 @@ static bool tool_use_call(const json_t *block, const char *param, json_t *calls,
     if (!args) return fail_nomem(f);
     json_t *call = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type", "function", "function",
                              "name", name, "arguments", args);
-    free(args);
+    dumps_free(args);
     return append_new(calls, call, f);
 }
 

@@ -43,6 +43,14 @@ void response_store_free(struct response_store *s)
     mem_free(s);
 }
 
+/* Frees text from json_dumps with jansson's own deallocator (tests route it through mem_). */
+static void dumps_free(char *text)
+{
+    json_free_t jfree = free;
+    json_get_alloc_funcs(NULL, &jfree);
+    jfree(text);
+}
+
 int response_store_put(struct response_store *s, const char *id, const json_t *messages)
 {
     size_t id_len = strlen(id);
@@ -51,12 +59,12 @@ int response_store_put(struct response_store *s, const char *id, const json_t *m
     if (!text) return ERR_NOMEM;
     size_t len = strlen(text);
     if (len > RESPONSE_STORE_ENTRY_MAX) {
-        free(text);
+        dumps_free(text);
         return ERR_LIMIT;
     }
     char *copy = mem_alloc(len + 1); // jansson allocates with malloc; ours go through mem_
     if (copy) memcpy(copy, text, len + 1);
-    free(text);
+    dumps_free(text);
     if (!copy) return ERR_NOMEM;
     mutex_lock(&s->mu);
     struct entry *e = &s->ring[s->next];

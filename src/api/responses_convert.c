@@ -33,9 +33,11 @@ static const char *need_string(const json_t *obj, const char *key, const char *p
     return json_string_value(v);
 }
 
+/* Appends v (consumed). v NULL is a failure already recorded in f, or else out of memory. */
 static bool append_new(json_t *arr, json_t *v, struct api_fail *f)
 {
-    return (v && json_array_append_new(arr, v) == 0) || fail_nomem(f);
+    if (v && json_array_append_new(arr, v) == 0) return true;
+    return f->status ? false : fail_nomem(f);
 }
 
 static bool is_type(const char *type, const char *want)
