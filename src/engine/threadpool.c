@@ -66,7 +66,7 @@ static void *worker_main(void *p)
 {
     struct worker *w = p;
     struct threadpool *tp = w->tp;
-    unsigned seen = atomic_load(&tp->gen);
+    unsigned seen = 0; // gen before any run; reading it here could skip a run published early
     for (;;) {
         seen = wait_gen(tp, seen);
         if (atomic_load_explicit(&tp->stop, memory_order_acquire)) break;

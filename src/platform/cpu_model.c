@@ -441,6 +441,17 @@ out_free:
     return rc;
 }
 
+/* general.description, or a plain warning for the project's own synthetic models. */
+static void describe_origin(const struct gguf *g, char *out, size_t cap)
+{
+    struct str s = {0};
+    if (gguf_get_str(g, "general.description", &s) == ERR_OK && s.len)
+        snprintf(out, cap, "%.*s", (int)(s.len < cap ? s.len : cap - 1), s.ptr);
+    else if (gguf_get_str(g, "general.name", &s) == ERR_OK && str_eq_cstr(s, "synthetic"))
+        snprintf(out, cap, "synthetic model with random weights (written by gguf-synth): "
+                           "its answers are gibberish");
+}
+
 void cpu_model_describe(const struct platform_model *m, struct platform_model_desc *out)
 {
     const struct engine_model_info *info = engine_model_info(m->engine);
@@ -460,6 +471,7 @@ void cpu_model_describe(const struct platform_model *m, struct platform_model_de
     out->instance_bytes = engine_seq_bytes(m->engine, m->n_ctx) +
                           (uint64_t)m->n_ctx * sizeof(int32_t);
     snprintf(out->arch, sizeof out->arch, "%s", info->arch);
+    describe_origin(engine_model_gguf(m->engine), out->description, sizeof out->description);
 }
 
 int cpu_model_add_instance(struct platform_model *m, int instance, struct errmsg *err)

@@ -58,6 +58,7 @@ struct platform_model_desc {
     uint64_t file_size;         // bytes
     uint64_t instance_bytes;    // memory one more instance costs
     char arch[32];
+    char description[160];                    // what the model is, when its file says
 };
 
 struct platform_model;

@@ -2,6 +2,7 @@
  * the one place that picks between them (quant_init). Kernels live in quants_ref.c,
  * quants_k_ref.c and the *_avx2.c files. */
 #include "engine/quants/quants.h"
+#include "engine/cpufeat.h"
 #include "engine/quants/quants_internal.h"
 #include "util/checked.h"
 #include "util/err.h"
@@ -75,9 +76,7 @@ static bool is_initialized;
 static bool cpu_has_avx2(void)
 {
 #if HAVE_AVX2_KERNELS
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+    return cpufeat_has_avx2_fma_f16c();
 #else
     return false;
 #endif
