@@ -78,7 +78,7 @@ static json_t *response_json(const struct resp_call *c, const char *status, json
                              ? json_pack("{s:s}", "reason", "max_output_tokens")
                              : json_null();
     json_t *j = json_pack(
-        "{s:s, s:s, s:I, s:s, s:s, s:o, s:o, s:n, s:o, s:o, s:o, s:o, s:o, s:f, s:f, s:o, s:o, "
+        "{s:s, s:s, s:I, s:s, s:s, s:o, s:o, s:n, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, "
         "s:o, s:b, s:{s:{s:s}}, s:o, s:s, s:o}",
         "id", c->id, "object", "response", "created_at", (json_int_t)c->created_at, "status",
         status, "model", model_id(c->model), "output", output, "usage", usage ? usage : json_null(),
@@ -87,7 +87,8 @@ static json_t *response_json(const struct resp_call *c, const char *status, json
         echo(b, "max_output_tokens", json_null()), "previous_response_id",
         echo(b, "previous_response_id", json_null()), "parallel_tool_calls",
         echo(b, "parallel_tool_calls", json_true()), "temperature",
-        (double)c->params.gen.temperature, "top_p", (double)c->params.gen.top_p, "tool_choice",
+        echo(b, "temperature", json_real(c->params.gen.temperature)), "top_p",
+        echo(b, "top_p", json_real(c->params.gen.top_p)), "tool_choice",
         echo(b, "tool_choice", json_string("auto")), "tools", echo(b, "tools", json_array()),
         "reasoning", echo(b, "reasoning", json_pack("{s:n, s:n}", "effort", "summary")), "store",
         c->is_store, "text", "format", "type", "text", "metadata",

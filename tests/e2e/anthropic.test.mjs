@@ -204,7 +204,29 @@ describe('anthropic messages', () => {
 
   test('x-api-key is required when the server has a key', async () => {
     const bad = new Anthropic({ baseURL: srv.url, apiKey: 'wrong', maxRetries: 0 });
-    await assert.rejects(bad.messages.create({ model: 'small', max_tokens: 4, messages: user('Hi') }),
-      (err) => err instanceof Anthropic.AuthenticationError && err.status === 401);
+    await assert.rejects(bad.messages.create({ model: 'small', max_tokens: 4, messages: user('Hi') }), (err) => {
+      assert.ok(err instanceof Anthropic.AuthenticationError);
+      assert.equal(err.status, 401);
+      assert.equal(err.error.type, 'error');
+      assert.equal(err.error.error.type, 'authentication_error');
+      return true;
+    });
+  });
+
+  test('errors raised before the handler (bad JSON) use the Anthropic shape too', async () => {
+    for (const path of ['/v1/messages', '/v1/messages/count_tokens']) {
+      const r = await fetch(`${srv.url}${path}`, { method: 'POST', body: '{"model": ',
+        headers: { 'content-type': 'application/json', 'x-api-key': KEY } });
+      assert.equal(r.status, 400);
+      const body = await r.json();
+      assert.equal(body.type, 'error');
+      assert.equal(body.error.type, 'invalid_request_error');
+      assert.match(body.error.message, /JSON/);
+    }
+    // Other routes keep the OpenAI shape.
+    const r = await fetch(`${srv.url}/v1/responses`, { method: 'POST', body: '{',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}` } });
+    assert.equal(r.status, 400);
+    assert.equal((await r.json()).error.code, 'invalid_json');
   });
 });
