@@ -523,8 +523,6 @@ static void respond_fail(const struct api_fail *f, struct api_response *resp)
 
 /* ---- the handlers ---- */
 
-enum block_kind { BLOCK_NONE, BLOCK_THINKING, BLOCK_TEXT };
-
 struct msg_call {
     struct model *model; // one reference
     struct gen_session *session;
@@ -532,9 +530,8 @@ struct msg_call {
     struct gen_request_params params;
     char id[48];
     int n_prompt;
-    int n_blocks;         // content blocks started and stopped (the open one's index)
-    enum block_kind open; // streaming: the block being written
-    struct buf text;      // non-streaming: accumulated
+    struct anthropic_stream stream; // streaming: the event writer
+    struct buf text;                // non-streaming: accumulated
     struct buf reasoning;
 };
 
@@ -634,62 +631,101 @@ static int event(struct buf *out, const char *type, json_t *j)
     return sse_append_json(out, type, o);
 }
 
-static int close_block(struct msg_call *c, struct buf *out)
+static int close_block(struct anthropic_stream *st, struct buf *out)
 {
-    if (c->open == BLOCK_NONE) return ERR_OK;
-    c->open = BLOCK_NONE;
-    return event(out, "content_block_stop", json_pack("{s:i}", "index", c->n_blocks++));
+    if (st->open == ANTHROPIC_BLOCK_NONE) return ERR_OK;
+    st->open = ANTHROPIC_BLOCK_NONE;
+    return event(out, "content_block_stop", json_pack("{s:i}", "index", st->n_blocks++));
 }
 
-static int open_block(struct msg_call *c, enum block_kind kind, struct buf *out)
+static int open_block(struct anthropic_stream *st, int kind, struct buf *out)
 {
-    if (c->open == kind) return ERR_OK;
-    int rc = close_block(c, out);
-    json_t *block = kind == BLOCK_THINKING ? json_pack("{s:s, s:s, s:s}", "type", "thinking",
-                                                       "thinking", "", "signature", "")
-                                           : json_pack("{s:s, s:s}", "type", "text", "text", "");
-    c->open = kind;
+    if (st->open == kind) return ERR_OK;
+    int rc = close_block(st, out);
+    json_t *block =
+        kind == ANTHROPIC_BLOCK_THINKING
+            ? json_pack("{s:s, s:s, s:s}", "type", "thinking", "thinking", "", "signature", "")
+            : json_pack("{s:s, s:s}", "type", "text", "text", "");
+    st->open = kind;
     if (rc == ERR_OK)
         rc = event(out, "content_block_start",
-                   json_pack("{s:i, s:o}", "index", c->n_blocks, "content_block", block));
+                   json_pack("{s:i, s:o}", "index", st->n_blocks, "content_block", block));
     else
         json_decref(block);
     return rc;
 }
 
-static int block_delta(struct msg_call *c, const char *type, const char *key, struct str s,
-                       struct buf *out)
+static int block_delta(const struct anthropic_stream *st, const char *type, const char *key,
+                       struct str s, struct buf *out)
 {
     return event(out, "content_block_delta",
-                 json_pack("{s:i, s:{s:s, s:s%}}", "index", c->n_blocks, "delta", "type", type, key,
-                           s.ptr, s.len));
+                 json_pack("{s:i, s:{s:s, s:s%}}", "index", st->n_blocks, "delta", "type", type,
+                           key, s.ptr, s.len));
 }
 
-static int stream_tool_use(struct msg_call *c, const struct toolcall *tc, struct buf *out)
+static int stream_tool_use(struct anthropic_stream *st, const struct toolcall *tc, struct buf *out)
 {
-    int rc = close_block(c, out);
+    int rc = close_block(st, out);
     json_t *block = tool_use_block(tc);
     if (block) json_object_set_new(block, "input", json_object()); // the input arrives as deltas
     if (rc == ERR_OK)
         rc = event(out, "content_block_start",
-                   json_pack("{s:i, s:o}", "index", c->n_blocks, "content_block", block));
+                   json_pack("{s:i, s:o}", "index", st->n_blocks, "content_block", block));
+    else
+        json_decref(block);
     struct str args = str_from_cstr(tc->arguments);
-    if (rc == ERR_OK) rc = block_delta(c, "input_json_delta", "partial_json", args, out);
+    if (rc == ERR_OK) rc = block_delta(st, "input_json_delta", "partial_json", args, out);
     if (rc == ERR_OK)
-        rc = event(out, "content_block_stop", json_pack("{s:i}", "index", c->n_blocks++));
+        rc = event(out, "content_block_stop", json_pack("{s:i}", "index", st->n_blocks++));
     return rc;
+}
+
+int anthropic_stream_start(const char *id, const char *model, int n_prompt, struct buf *out)
+{
+    json_t *msg =
+        json_pack("{s:s, s:s, s:s, s:s, s:[], s:n, s:n, s:{s:i, s:i}}", "id", id, "type", "message",
+                  "role", "assistant", "model", model, "content", "stop_reason", "stop_sequence",
+                  "usage", "input_tokens", n_prompt, "output_tokens", 0);
+    int rc = event(out, "message_start", json_pack("{s:o}", "message", msg));
+    return rc == ERR_OK ? event(out, "ping", json_object()) : rc;
+}
+
+int anthropic_stream_delta(struct anthropic_stream *st, const struct anthropic_output *o,
+                           struct buf *out)
+{
+    int rc = ERR_OK;
+    if (o->reasoning.len && (rc = open_block(st, ANTHROPIC_BLOCK_THINKING, out)) == ERR_OK)
+        rc = block_delta(st, "thinking_delta", "thinking", o->reasoning, out);
+    if (rc == ERR_OK && o->text.len && (rc = open_block(st, ANTHROPIC_BLOCK_TEXT, out)) == ERR_OK)
+        rc = block_delta(st, "text_delta", "text", o->text, out);
+    for (int i = 0; rc == ERR_OK && i < o->n_calls; i++)
+        rc = stream_tool_use(st, &o->calls[i], out);
+    return rc;
+}
+
+int anthropic_stream_finish(struct anthropic_stream *st, const char *stop_reason,
+                            json_t *stop_sequence, json_t *usage, struct buf *out)
+{
+    int rc = ERR_OK;
+    // A message with no block at all still gets an (empty) text block, as non-streaming does.
+    if (st->n_blocks == 0 && st->open == ANTHROPIC_BLOCK_NONE)
+        rc = open_block(st, ANTHROPIC_BLOCK_TEXT, out);
+    if (rc == ERR_OK) rc = close_block(st, out);
+    json_t *delta =
+        json_pack("{s:{s:s, s:o}, s:o}", "delta", "stop_reason", stop_reason, "stop_sequence",
+                  stop_sequence ? stop_sequence : json_null(), "usage", usage);
+    if (rc == ERR_OK)
+        rc = event(out, "message_delta", delta);
+    else
+        json_decref(delta);
+    return rc == ERR_OK ? event(out, "message_stop", json_object()) : rc;
 }
 
 static int stream_delta(struct msg_call *c, const struct gen_delta *d, struct buf *out)
 {
-    int rc = ERR_OK;
-    if (d->reasoning.len && (rc = open_block(c, BLOCK_THINKING, out)) == ERR_OK)
-        rc = block_delta(c, "thinking_delta", "thinking", d->reasoning, out);
-    if (rc == ERR_OK && d->content.len && (rc = open_block(c, BLOCK_TEXT, out)) == ERR_OK)
-        rc = block_delta(c, "text_delta", "text", d->content, out);
-    for (int i = 0; rc == ERR_OK && i < d->n_calls; i++)
-        rc = stream_tool_use(c, &d->calls[i], out);
-    return rc;
+    struct anthropic_output o = {
+        .reasoning = d->reasoning, .text = d->content, .calls = d->calls, .n_calls = d->n_calls};
+    return anthropic_stream_delta(&c->stream, &o, out);
 }
 
 static void stream_end(struct msg_call *c, const struct gen_delta *d, struct buf *out)
@@ -700,14 +736,8 @@ static void stream_end(struct msg_call *c, const struct gen_delta *d, struct buf
                         anthropic_error_json(anthropic_error_type(status), d->error_message));
         return;
     }
-    // A message with no block at all still gets an (empty) text block, as non-streaming does.
-    if (c->n_blocks == 0 && c->open == BLOCK_NONE) open_block(c, BLOCK_TEXT, out);
-    close_block(c, out);
-    event(out, "message_delta",
-          json_pack("{s:{s:s, s:o}, s:o}", "delta", "stop_reason",
-                    anthropic_stop_reason(d->finish_reason, d->is_stop_string), "stop_sequence",
-                    stop_sequence_json(c, d), "usage", usage_json(c)));
-    event(out, "message_stop", json_object());
+    anthropic_stream_finish(&c->stream, anthropic_stop_reason(d->finish_reason, d->is_stop_string),
+                            stop_sequence_json(c, d), usage_json(c), out);
 }
 
 static enum sse_status messages_produce(void *ctx, struct buf *out, int timeout_ms)
@@ -725,12 +755,7 @@ static void respond_stream(struct msg_call *c, struct api_response *resp)
 {
     struct buf first;
     buf_init(&first);
-    json_t *msg = json_pack("{s:s, s:s, s:s, s:s, s:[], s:n, s:n, s:{s:i, s:i}}", "id", c->id,
-                            "type", "message", "role", "assistant", "model", model_id(c->model),
-                            "content", "stop_reason", "stop_sequence", "usage", "input_tokens",
-                            c->n_prompt, "output_tokens", 0);
-    event(&first, "message_start", json_pack("{s:o}", "message", msg));
-    event(&first, "ping", json_object());
+    anthropic_stream_start(c->id, model_id(c->model), c->n_prompt, &first);
     sse_respond(resp, messages_produce, msg_call_free, c, first.data ? first.data : "");
     buf_deinit(&first);
 }

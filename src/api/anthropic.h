@@ -7,6 +7,7 @@
 
 #include "api/validate.h"
 #include "text/toolcall.h"
+#include "util/buf.h"
 #include "util/str.h"
 
 /* A Messages request in chat-completions terms. */
@@ -39,6 +40,36 @@ struct anthropic_output {
  * was produced, so content is never empty), one tool_use block per call with `input` parsed
  * from the arguments (the call's id, or a new "toolu_…"). NULL on allocation failure. */
 json_t *anthropic_content_json(const struct anthropic_output *o);
+
+/* ---- streaming events ---- */
+
+enum anthropic_block {
+    ANTHROPIC_BLOCK_NONE = 0,
+    ANTHROPIC_BLOCK_THINKING = 1,
+    ANTHROPIC_BLOCK_TEXT = 2,
+};
+
+/* The event writer of one streamed message; zero it to start. */
+struct anthropic_stream {
+    int n_blocks; // content blocks started and stopped (the open one's index)
+    int open;     // enum anthropic_block being written
+};
+
+/* Appends message_start (empty content, usage.input_tokens = n_prompt) and a ping. ERR_NOMEM. */
+int anthropic_stream_start(const char *id, const char *model, int n_prompt, struct buf *out);
+
+/* Appends one step's events: reasoning as thinking_delta and text as text_delta into the open
+ * block of that kind (closing the other kind first: content_block_stop, then
+ * content_block_start), and each complete call as its own tool_use block (start with input {},
+ * one input_json_delta holding the whole arguments, stop). ERR_NOMEM. */
+int anthropic_stream_delta(struct anthropic_stream *st, const struct anthropic_output *o,
+                           struct buf *out);
+
+/* Closes the open block (writing an empty text block when the message has none), then
+ * message_delta {delta:{stop_reason, stop_sequence}, usage} and message_stop. stop_sequence
+ * (NULL: null) and usage are consumed. ERR_NOMEM. */
+int anthropic_stream_finish(struct anthropic_stream *st, const char *stop_reason,
+                            json_t *stop_sequence, json_t *usage, struct buf *out);
 
 /* A chat finish reason as an Anthropic stop_reason: tool_calls → tool_use, length →
  * max_tokens, stop on a stop string → stop_sequence, else end_turn. Static. Cannot fail. */

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "api/anthropic.h"
+#include "util/err.h"
 #include "util/mem.h"
 
 #include <stdio.h>
@@ -219,6 +220,117 @@ static void test_stop_reasons_and_errors(void **state)
     json_decref(e);
 }
 
+/* The events of a buffer as (name, data) pairs; checks the SSE framing on the way. */
+static json_t *sse_events(const struct buf *b)
+{
+    json_t *list = json_array();
+    const char *p = b->data ? b->data : "";
+    while (*p) {
+        char name[64];
+        int n = 0;
+        assert_int_equal(sscanf(p, "event: %63s\n%n", name, &n), 1);
+        p += n;
+        assert_true(strncmp(p, "data: ", 6) == 0);
+        p += 6;
+        const char *end = strstr(p, "\n\n");
+        assert_non_null(end);
+        json_t *data = json_loadb(p, (size_t)(end - p), 0, NULL);
+        assert_non_null(data);
+        assert_string_equal(json_string_value(json_object_get(data, "type")), name);
+        json_array_append_new(list, data);
+        p = end + 2;
+    }
+    return list;
+}
+
+static const char *ev_type(const json_t *list, size_t i)
+{
+    return json_string_value(json_object_get(json_array_get(list, i), "type"));
+}
+
+/* thinking → text → tool_use → text again: each change closes the open block and the indices
+ * count up; the tool_use input arrives as one input_json_delta the SDK can parse. */
+static void test_stream_events(void **state)
+{
+    (void)state;
+    struct buf out;
+    buf_init(&out);
+    struct anthropic_stream st = {0};
+    assert_int_equal(anthropic_stream_start("msg_1", "m", 12, &out), ERR_OK);
+    struct anthropic_output step1 = {.reasoning = {"hm", 2}};
+    struct anthropic_output step2 = {.reasoning = {"m.", 2}, .text = {"Sure", 4}};
+    char name[] = "get_weather", args[] = "{\"city\":\"Paris\"}", id[] = "toolu_9";
+    struct toolcall call = {name, args, id};
+    struct anthropic_output step3 = {.text = {"!", 1}, .calls = &call, .n_calls = 1};
+    struct anthropic_output step4 = {.text = {"Done", 4}};
+    assert_int_equal(anthropic_stream_delta(&st, &step1, &out), ERR_OK);
+    assert_int_equal(anthropic_stream_delta(&st, &step2, &out), ERR_OK);
+    assert_int_equal(anthropic_stream_delta(&st, &step3, &out), ERR_OK);
+    assert_int_equal(anthropic_stream_delta(&st, &step4, &out), ERR_OK);
+    assert_int_equal(anthropic_stream_finish(&st, "tool_use", NULL,
+                                             json_pack("{s:i}", "output_tokens", 9), &out),
+                     ERR_OK);
+    json_t *ev = sse_events(&out);
+    static const char *const want[] = {
+        "message_start",       "ping",
+        "content_block_start", "content_block_delta",
+        "content_block_delta", "content_block_stop",
+        "content_block_start", "content_block_delta",
+        "content_block_delta", "content_block_stop",
+        "content_block_start", "content_block_delta",
+        "content_block_stop",  "content_block_start",
+        "content_block_delta", "content_block_stop",
+        "message_delta",       "message_stop",
+    };
+    assert_int_equal(json_array_size(ev), sizeof want / sizeof want[0]);
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        assert_string_equal(ev_type(ev, i), want[i]);
+    assert_json_eq(json_object_get(json_array_get(ev, 0), "message"),
+                   "{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\","
+                   "\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,"
+                   "\"usage\":{\"input_tokens\":12,\"output_tokens\":0}}");
+    assert_json_eq(json_array_get(ev, 2), "{\"type\":\"content_block_start\",\"index\":0,"
+                                          "\"content_block\":{\"type\":\"thinking\","
+                                          "\"thinking\":\"\",\"signature\":\"\"}}");
+    assert_json_eq(json_array_get(ev, 4),
+                   "{\"type\":\"content_block_delta\",\"index\":0,"
+                   "\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"m.\"}}");
+    assert_json_eq(json_array_get(ev, 6), "{\"type\":\"content_block_start\",\"index\":1,"
+                                          "\"content_block\":{\"type\":\"text\",\"text\":\"\"}}");
+    assert_json_eq(json_array_get(ev, 8), "{\"type\":\"content_block_delta\",\"index\":1,"
+                                          "\"delta\":{\"type\":\"text_delta\",\"text\":\"!\"}}");
+    assert_json_eq(
+        json_array_get(ev, 10),
+        "{\"type\":\"content_block_start\",\"index\":2,\"content_block\":"
+        "{\"type\":\"tool_use\",\"id\":\"toolu_9\",\"name\":\"get_weather\",\"input\":{}}}");
+    const json_t *ij = json_object_get(json_array_get(ev, 11), "delta");
+    assert_string_equal(json_string_value(json_object_get(ij, "type")), "input_json_delta");
+    json_t *input = json_loads(json_string_value(json_object_get(ij, "partial_json")), 0, NULL);
+    assert_json_eq(input, "{\"city\":\"Paris\"}");
+    json_decref(input);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(ev, 12), "index")), 2);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(ev, 13), "index")), 3);
+    assert_json_eq(json_array_get(ev, 16),
+                   "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\","
+                   "\"stop_sequence\":null},\"usage\":{\"output_tokens\":9}}");
+    json_decref(ev);
+
+    // A message that produced nothing still has one (empty) text block.
+    buf_clear(&out);
+    struct anthropic_stream empty = {0};
+    assert_int_equal(
+        anthropic_stream_finish(&empty, "end_turn", json_string("x"), json_object(), &out), ERR_OK);
+    ev = sse_events(&out);
+    assert_int_equal(json_array_size(ev), 4);
+    assert_string_equal(ev_type(ev, 0), "content_block_start");
+    assert_string_equal(ev_type(ev, 1), "content_block_stop");
+    assert_string_equal(json_string_value(json_object_get(
+                            json_object_get(json_array_get(ev, 2), "delta"), "stop_sequence")),
+                        "x");
+    json_decref(ev);
+    buf_deinit(&out);
+}
+
 /* Every allocation of the translation fails in turn: a clean failure (500) or success, and
  * nothing leaks either way. */
 static void test_allocation_failures(void **state)
@@ -259,6 +371,7 @@ int main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_content_blocks),
         cmocka_unit_test(test_stop_reasons_and_errors),
+        cmocka_unit_test(test_stream_events),
         cmocka_unit_test(test_allocation_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
