@@ -8,6 +8,7 @@
 #include "api/openai_chat.h"
 #include "api/response_store.h"
 #include "api/responses_convert.h"
+#include "api/responses_stream.h"
 #include "api/sse.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -15,8 +16,6 @@
 
 #include <stdio.h>
 #include <string.h>
-
-enum item_kind { ITEM_NONE, ITEM_REASONING, ITEM_MESSAGE };
 
 struct resp_call {
     struct model *model; // one reference
@@ -26,13 +25,10 @@ struct resp_call {
     struct response_store *store; // borrowed (lives as long as the server) or NULL
     bool is_store;
     json_t *history; // the conversation so far, stored with the answer
-    json_t *output;  // streaming: finished output items in order
     char id[48];
     int64_t created_at;
-    int seq;             // streaming: next sequence_number
-    enum item_kind open; // streaming: the item being written
-    char item_id[48];    // its id
-    struct buf text;     // the open item's text (streaming) or all text
+    struct responses_stream stream; // streaming: the event writer
+    struct buf text;                // non-streaming: all text
     struct buf reasoning;
 };
 
@@ -43,7 +39,7 @@ static void resp_call_free(void *p)
     if (c->model) model_release(c->model);
     json_decref(c->body);
     json_decref(c->history);
-    json_decref(c->output);
+    responses_stream_deinit(&c->stream);
     buf_deinit(&c->text);
     buf_deinit(&c->reasoning);
     mem_free(c);
@@ -189,158 +185,32 @@ static void respond_whole(struct resp_call *c, struct api_response *resp)
 
 /* ---- streaming ---- */
 
-/* `event: type` with data {"type", "sequence_number", …j} (j consumed). */
-static int event(struct resp_call *c, struct buf *out, const char *type, json_t *j)
-{
-    json_t *o = j ? json_pack("{s:s, s:i}", "type", type, "sequence_number", c->seq++) : NULL;
-    if (o && json_object_update(o, j) != 0) {
-        json_decref(o);
-        o = NULL;
-    }
-    json_decref(j);
-    return sse_append_json(out, type, o);
-}
-
-static int output_index(const struct resp_call *c)
-{
-    return (int)json_array_size(c->output);
-}
-
-static json_t *part_json(enum item_kind kind, const struct buf *text)
-{
-    const char *t = text->data ? text->data : "";
-    if (kind == ITEM_REASONING)
-        return json_pack("{s:s, s:s%}", "type", "reasoning_text", "text", t, text->len);
-    return json_pack("{s:s, s:s%, s:[], s:[]}", "type", "output_text", "text", t, text->len,
-                     "annotations", "logprobs");
-}
-
-static int open_item(struct resp_call *c, enum item_kind kind, struct buf *out);
-
-static int close_item(struct resp_call *c, struct buf *out)
-{
-    if (c->open == ITEM_NONE) return ERR_OK;
-    bool is_reasoning = c->open == ITEM_REASONING;
-    struct buf *b = is_reasoning ? &c->reasoning : &c->text;
-    struct str text = {b->data ? b->data : "", b->len};
-    int idx = output_index(c);
-    int rc =
-        event(c, out, is_reasoning ? "response.reasoning_text.done" : "response.output_text.done",
-              json_pack("{s:s, s:i, s:i, s:s%}", "item_id", c->item_id, "output_index", idx,
-                        "content_index", 0, "text", text.ptr, text.len));
-    if (rc == ERR_OK)
-        rc = event(c, out, "response.content_part.done",
-                   json_pack("{s:s, s:i, s:i, s:o}", "item_id", c->item_id, "output_index", idx,
-                             "content_index", 0, "part", part_json(c->open, b)));
-    json_t *item = is_reasoning ? responses_reasoning_item(c->item_id, text)
-                                : responses_message_item(c->item_id, "completed", text);
-    if (rc == ERR_OK)
-        rc = event(c, out, "response.output_item.done",
-                   json_pack("{s:i, s:O}", "output_index", idx, "item", item));
-    if (rc == ERR_OK && json_array_append_new(c->output, item) != 0)
-        rc = ERR_NOMEM;
-    else if (rc != ERR_OK)
-        json_decref(item);
-    buf_clear(b);
-    c->open = ITEM_NONE;
-    return rc;
-}
-
-static int open_item(struct resp_call *c, enum item_kind kind, struct buf *out)
-{
-    if (c->open == kind) return ERR_OK;
-    int rc = close_item(c, out);
-    if (rc != ERR_OK) return rc;
-    bool is_reasoning = kind == ITEM_REASONING;
-    api_make_id(is_reasoning ? "rs_" : "msg_", c->item_id, sizeof c->item_id);
-    struct str none = {NULL, 0};
-    json_t *item = is_reasoning ? responses_reasoning_item(c->item_id, none)
-                                : responses_message_item(c->item_id, "in_progress", none);
-    int idx = output_index(c);
-    c->open = kind;
-    struct buf empty;
-    buf_init(&empty);
-    rc = event(c, out, "response.output_item.added",
-               json_pack("{s:i, s:o}", "output_index", idx, "item", item));
-    if (rc == ERR_OK)
-        rc = event(c, out, "response.content_part.added",
-                   json_pack("{s:s, s:i, s:i, s:o}", "item_id", c->item_id, "output_index", idx,
-                             "content_index", 0, "part", part_json(kind, &empty)));
-    return rc;
-}
-
-static int item_delta(struct resp_call *c, enum item_kind kind, struct str s, struct buf *out)
-{
-    int rc = open_item(c, kind, out);
-    if (rc != ERR_OK) return rc;
-    buf_append(kind == ITEM_REASONING ? &c->reasoning : &c->text, s.ptr, s.len);
-    json_t *j = json_pack("{s:s, s:i, s:i, s:s%}", "item_id", c->item_id, "output_index",
-                          output_index(c), "content_index", 0, "delta", s.ptr, s.len);
-    if (j && kind == ITEM_MESSAGE) json_object_set_new(j, "logprobs", json_array());
-    return event(
-        c, out,
-        kind == ITEM_REASONING ? "response.reasoning_text.delta" : "response.output_text.delta", j);
-}
-
-static int stream_call(struct resp_call *c, const struct toolcall *tc, struct buf *out)
-{
-    int rc = close_item(c, out);
-    char id[48], call_id[48];
-    api_make_id("fc_", id, sizeof id);
-    snprintf(call_id, sizeof call_id, "%s", tc->id ? tc->id : "");
-    if (!tc->id) api_make_id("call_", call_id, sizeof call_id);
-    int idx = output_index(c);
-    if (rc == ERR_OK)
-        rc = event(
-            c, out, "response.output_item.added",
-            json_pack("{s:i, s:o}", "output_index", idx, "item",
-                      responses_function_call_item(id, call_id, tc->name, "", "in_progress")));
-    if (rc == ERR_OK)
-        rc = event(c, out, "response.function_call_arguments.delta",
-                   json_pack("{s:s, s:i, s:s}", "item_id", id, "output_index", idx, "delta",
-                             tc->arguments));
-    if (rc == ERR_OK)
-        rc = event(c, out, "response.function_call_arguments.done",
-                   json_pack("{s:s, s:i, s:s, s:s}", "item_id", id, "output_index", idx, "name",
-                             tc->name, "arguments", tc->arguments));
-    json_t *item = responses_function_call_item(id, call_id, tc->name, tc->arguments, "completed");
-    if (rc == ERR_OK)
-        rc = event(c, out, "response.output_item.done",
-                   json_pack("{s:i, s:O}", "output_index", idx, "item", item));
-    if (rc == ERR_OK && json_array_append_new(c->output, item) != 0)
-        rc = ERR_NOMEM;
-    else if (rc != ERR_OK)
-        json_decref(item);
-    return rc;
-}
-
 static int stream_delta(struct resp_call *c, const struct gen_delta *d, struct buf *out)
 {
-    int rc = ERR_OK;
-    if (d->reasoning.len) rc = item_delta(c, ITEM_REASONING, d->reasoning, out);
-    if (rc == ERR_OK && d->content.len) rc = item_delta(c, ITEM_MESSAGE, d->content, out);
-    for (int i = 0; rc == ERR_OK && i < d->n_calls; i++)
-        rc = stream_call(c, &d->calls[i], out);
-    return rc;
+    struct responses_output o = {
+        .reasoning = d->reasoning, .text = d->content, .calls = d->calls, .n_calls = d->n_calls};
+    return responses_stream_delta(&c->stream, &o, out);
 }
 
 static void stream_end(struct resp_call *c, const struct gen_delta *d, struct buf *out)
 {
     if (!d->finish_reason) {
-        event(c, out, "error",
-              json_pack("{s:s, s:s, s:n}", "code",
-                        d->error_status == 429 ? "rate_limit_exceeded" : "server_error", "message",
-                        d->error_message, "param"));
+        responses_stream_event(
+            &c->stream, "error",
+            json_pack("{s:s, s:s, s:n}", "code",
+                      d->error_status == 429 ? "rate_limit_exceeded" : "server_error", "message",
+                      d->error_message, "param"),
+            out);
         return;
     }
-    // An answer with no item at all still gets an (empty) message, as non-streaming does.
-    if (output_index(c) == 0 && c->open == ITEM_NONE) open_item(c, ITEM_MESSAGE, out);
-    close_item(c, out);
-    store_answer(c, c->output);
+    if (responses_stream_close(&c->stream, out) != ERR_OK) return;
+    store_answer(c, c->stream.output);
     const char *status = final_status(d);
-    event(c, out, strcmp(status, "completed") == 0 ? "response.completed" : "response.incomplete",
-          json_pack("{s:o}", "response",
-                    response_json(c, status, json_incref(c->output), usage_json(c))));
+    responses_stream_event(
+        &c->stream, strcmp(status, "completed") == 0 ? "response.completed" : "response.incomplete",
+        json_pack("{s:o}", "response",
+                  response_json(c, status, json_incref(c->stream.output), usage_json(c))),
+        out);
 }
 
 static enum sse_status responses_produce(void *ctx, struct buf *out, int timeout_ms)
@@ -356,14 +226,20 @@ static enum sse_status responses_produce(void *ctx, struct buf *out, int timeout
 
 static void respond_stream(struct resp_call *c, struct api_response *resp)
 {
-    c->output = json_array();
     struct buf first;
     buf_init(&first);
-    event(c, &first, "response.created",
-          json_pack("{s:o}", "response", response_json(c, "in_progress", json_array(), NULL)));
-    event(c, &first, "response.in_progress",
-          json_pack("{s:o}", "response", response_json(c, "in_progress", json_array(), NULL)));
-    if (!c->output || first.len == 0) {
+    int rc = responses_stream_init(&c->stream);
+    if (rc == ERR_OK)
+        rc = responses_stream_event(
+            &c->stream, "response.created",
+            json_pack("{s:o}", "response", response_json(c, "in_progress", json_array(), NULL)),
+            &first);
+    if (rc == ERR_OK)
+        rc = responses_stream_event(
+            &c->stream, "response.in_progress",
+            json_pack("{s:o}", "response", response_json(c, "in_progress", json_array(), NULL)),
+            &first);
+    if (rc != ERR_OK) {
         buf_deinit(&first);
         resp_call_free(c);
         api_error(resp, 500, API_TYPE_SERVER, NULL, NULL, "out of memory");
