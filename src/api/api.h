@@ -14,6 +14,7 @@
 
 struct manager;
 struct media_path;
+struct response_store;
 struct server_config;
 struct gen_params;
 struct metrics;
@@ -33,6 +34,7 @@ struct api_ctx {
     int load_instances;                 // instances for POST /models/load (-np; 0: 1)
     int load_n_ctx;                     // context for POST /models/load (-c; 0: model's)
     const char *models_dir;             // --models-dir (borrowed, immutable) or NULL
+    struct response_store *responses;   // Responses-API memory (own mutex) or NULL: none kept
 };
 
 /* Returns the value of a request header (case-insensitive name) or NULL. */

@@ -2,6 +2,7 @@
  * cleanly (stop accepting, end in-flight requests, free everything, exit 0). */
 #define _XOPEN_SOURCE 700 // realpath()
 #include "api/metrics.h"
+#include "api/response_store.h"
 #include "core/manager.h"
 #include "media/media_path.h"
 #include "server/config.h"
@@ -141,11 +142,19 @@ static int serve(const struct server_config *config)
         .models_dir = config->models_dir,
         .media_path = &media,
     };
+    if (response_store_new(&ctx.responses) != ERR_OK) {
+        log_error("out of memory");
+        manager_free(manager);
+        media_path_deinit(&media);
+        mem_free(file_template);
+        return 1;
+    }
     struct http_server *http = NULL;
     struct errmsg err;
     errmsg_clear(&err);
     if (http_server_start(config, &ctx, &http, &err) != ERR_OK) {
         log_error("%s", err.msg);
+        response_store_free(ctx.responses);
         manager_free(manager);
         media_path_deinit(&media);
         mem_free(file_template);
@@ -153,6 +162,7 @@ static int serve(const struct server_config *config)
     }
     if (load_startup_models(config, manager) != 0) {
         http_server_stop(http);
+        response_store_free(ctx.responses);
         manager_free(manager);
         media_path_deinit(&media);
         mem_free(file_template);
@@ -167,6 +177,7 @@ static int serve(const struct server_config *config)
     sigwait(&set, &sig);
     log_info("received %s, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
     http_server_stop(http);
+    response_store_free(ctx.responses);
     manager_free(manager);
     media_path_deinit(&media);
     mem_free(file_template);
