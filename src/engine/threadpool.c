@@ -66,7 +66,9 @@ static void *worker_main(void *p)
 {
     struct worker *w = p;
     struct threadpool *tp = w->tp;
-    unsigned seen = atomic_load(&tp->gen);
+    // gen is 0 when the workers are created; a run published before this thread got here
+    // must still be seen as new, so start from 0 rather than from the current value.
+    unsigned seen = 0;
     for (;;) {
         seen = wait_gen(tp, seen);
         if (atomic_load_explicit(&tp->stop, memory_order_acquire)) break;
