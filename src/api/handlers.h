@@ -31,4 +31,8 @@ void api_models_unload(const struct api_ctx *ctx, const struct api_request *req,
 void api_chat_completions(const struct api_ctx *ctx, const struct api_request *req,
                           struct api_response *resp);
 
+/* openai_embed.c */
+void api_embeddings(const struct api_ctx *ctx, const struct api_request *req,
+                    struct api_response *resp);
+
 #endif

@@ -76,6 +76,7 @@ static const struct route table[] = {
     {"POST", "/v1/models/resize", api_models_resize, ROUTE_BODY_JSON, false},
     {"POST", "/v1/models/unload", api_models_unload, ROUTE_BODY_JSON, false},
     {"POST", "/v1/chat/completions", api_chat_completions, ROUTE_BODY_JSON, false},
+    {"POST", "/v1/embeddings", api_embeddings, ROUTE_BODY_JSON, false},
 };
 
 const struct route *routes_table(size_t *n_routes)
