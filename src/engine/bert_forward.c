@@ -12,6 +12,9 @@
 
 #define ATTN_BLOCK 128 // keys scored per softmax rescale
 #define GELU_CHUNK 256 // elements converted to half at a time (stack buffer)
+#ifndef MATMUL_CHUNK
+#define MATMUL_CHUNK 32 // tokens per matrix-product chunk
+#endif
 
 /* State of one embed call, shared read-only by the kernel threads of each step. */
 struct fwd {
@@ -97,24 +100,31 @@ static void job_embed(void *arg, int ith, int nth)
     quantize_rows(f, e->sc.x, d, lo, hi);
 }
 
-/* Step: every weight of the plan times its slot, each split by weight rows. */
+/* Step: every weight of the plan times its slot, each split by weight rows. Tokens go in
+ * chunks so a chunk's activations stay in cache while the thread's weight rows stream past
+ * them (a whole batch of activations is megabytes); every thread owns the same rows in every
+ * chunk, so chunks need no barrier. */
 static void job_matmul(void *arg, int ith, int nth)
 {
     const struct fwd *f = arg;
     const struct bert_plan *p = f->plan;
-    for (int i = 0; i < p->n_w; i++) {
-        const struct bert_wmat *w = p->w[i];
-        const struct matmul_args a = {
-            .w = w->data,
-            .w_type = w->type,
-            .n_in = w->n_in,
-            .n_out = w->n_out,
-            .x = f->e->sc.slot[p->w_slot[i]],
-            .x_row_bytes = p->slot_row_bytes[p->w_slot[i]],
-            .n_tok = f->n_rows,
-            .y = f->mm_y[i],
-        };
-        matmul_run(&a, ith, nth);
+    for (int t0 = 0; t0 < f->n_rows; t0 += MATMUL_CHUNK) {
+        const int n = f->n_rows - t0 < MATMUL_CHUNK ? f->n_rows - t0 : MATMUL_CHUNK;
+        for (int i = 0; i < p->n_w; i++) {
+            const struct bert_wmat *w = p->w[i];
+            const size_t xb = p->slot_row_bytes[p->w_slot[i]];
+            const struct matmul_args a = {
+                .w = w->data,
+                .w_type = w->type,
+                .n_in = w->n_in,
+                .n_out = w->n_out,
+                .x = (const uint8_t *)f->e->sc.slot[p->w_slot[i]] + (size_t)t0 * xb,
+                .x_row_bytes = xb,
+                .n_tok = n,
+                .y = f->mm_y[i] + (size_t)t0 * (size_t)w->n_out,
+            };
+            matmul_run(&a, ith, nth);
+        }
     }
 }
 
