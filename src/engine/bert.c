@@ -296,13 +296,21 @@ static int alloc_scratch(struct engine_encoder *e, struct errmsg *err)
         void **ptr;
         size_t n, elem;
     } parts[] = {
-        {(void **)&sc->x, B * d, 4},     {(void **)&sc->q, B * d, 4},
-        {(void **)&sc->k, B * d, 4},     {(void **)&sc->v, B * d, 4},
-        {(void **)&sc->k16, B * d, 2},   {(void **)&sc->v16, B * d, 2},
-        {(void **)&sc->attn, B * d, 4},  {(void **)&sc->proj, B * d, 4},
-        {(void **)&sc->ff, B * f, 4},    {&sc->slot[0], B, rc},
-        {&sc->slot[1], B, rc},           {&sc->slot[2], B, rc},
-        {(void **)&sc->row_input, B, 4}, {(void **)&sc->in_start, B + 1, 4},
+        {(void **)&sc->x, B * d, 4},
+        {(void **)&sc->q, B * d, 4},
+        {(void **)&sc->k, B * d, 4},
+        {(void **)&sc->v, B * d, 4},
+        {(void **)&sc->k16, B * d, 2},
+        {(void **)&sc->vt, B * d, 4},
+        {(void **)&sc->attn, B * d, 4},
+        {(void **)&sc->proj, B * d, 4},
+        {(void **)&sc->ff, B * f, 4},
+        {&sc->slot[0], B, rc},
+        {&sc->slot[1], B, rc},
+        {&sc->slot[2], B, rc},
+        {(void **)&sc->row_input, B, 4},
+        {(void **)&sc->in_start, B + 1, 4},
+        {(void **)&sc->q_start, B + 1, 4},
         {(void **)&e->gelu, 65536, 4},
     };
     const size_t n_parts = sizeof parts / sizeof parts[0];

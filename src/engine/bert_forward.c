@@ -10,7 +10,8 @@
 #include <math.h>
 #include <string.h>
 
-#define ATTN_BLOCK 128 // keys scored per softmax rescale
+#define ATTN_KB    128 // keys scored per softmax rescale
+#define ATTN_QB    16  // queries per attention work item
 #define GELU_CHUNK 256 // elements converted to half at a time (stack buffer)
 #ifndef MATMUL_CHUNK
 #define MATMUL_CHUNK 32 // tokens per matrix-product chunk
@@ -144,76 +145,157 @@ static void add_vec(float *y, const float *b, int n)
         y[i] += b[i];
 }
 
-/* Step: Q/K/V biases; keys and values to half precision (every token's, all are attended
- * to). Split by rows. */
+/* Step: Q/K/V biases; keys to half precision in head-major rows, values rounded to half and
+ * transposed per (head, input) for the probability x value product. Split by rows. */
 static void job_qkv_post(void *arg, int ith, int nth)
 {
     const struct fwd *f = arg;
     const struct bert_scratch *sc = &f->e->sc;
     const struct bert_layer *L = f->L;
-    const int d = f->e->info.n_embd;
+    const int d = f->e->info.n_embd, hd = f->e->info.head_dim, n_head = f->e->info.n_head;
+    uint16_t half[BERT_HEAD_DIM_MAX];
     int lo, hi;
     split(f->n_tok, ith, nth, &lo, &hi);
     for (int t = lo; t < hi; t++) {
         const size_t o = (size_t)t * d;
+        const int in = sc->row_input[t], first = sc->in_start[in];
+        const int n_i = sc->in_start[in + 1] - first, j = t - first;
         add_vec(sc->q + o, L->bq, d);
         add_vec(sc->k + o, L->bk, d);
         add_vec(sc->v + o, L->bv, d);
-        ops_get()->f32_to_f16(d, sc->k + o, sc->k16 + o);
-        ops_get()->f32_to_f16(d, sc->v + o, sc->v16 + o);
+        for (int h = 0; h < n_head; h++) {
+            const size_t hb = (size_t)h * (size_t)f->n_tok * hd;
+            ops_get()->f32_to_f16(hd, sc->k + o + (size_t)h * hd, sc->k16 + hb + (size_t)t * hd);
+            ops_get()->f32_to_f16(hd, sc->v + o + (size_t)h * hd, half);
+            float *vt = sc->vt + hb + (size_t)first * hd + (size_t)j;
+            for (int i = 0; i < hd; i++)
+                vt[(size_t)i * n_i] = ops_f16_to_f32(half[i]);
+        }
     }
 }
 
-/* Attention of query row r, head h, over every token of its input, with a running (online)
- * softmax so no score row is needed. */
-static void attend_head(const struct fwd *f, int r, int h, float *out)
+/* One attention work item: queries [q0, q0 + nq) of input `in`, head h. */
+struct attn_item {
+    int in, h, q0, nq;
+};
+
+/* Running softmax state of the item's queries. */
+struct attn_acc {
+    float mx[ATTN_QB], sum[ATTN_QB];
+    float acc[BERT_HEAD_DIM_MAX * ATTN_QB];  // (head_dim, nq) transposed output
+    float part[BERT_HEAD_DIM_MAX * ATTN_QB]; // this key block's share
+    float s[ATTN_QB * ATTN_KB];              // (nq, nk) scores, then probabilities
+};
+
+/* Scores of the queries against keys [j0, j0 + nk): S = Q K^T as a product with the keys as
+ * the weight rows (F16) and the strided query rows as activations. */
+static void attn_scores(const struct fwd *f, const struct attn_item *it, int j0, int nk,
+                        struct attn_acc *a)
 {
     const struct bert_scratch *sc = &f->e->sc;
-    const struct ops_kernels *ops = ops_get();
-    const int d = f->e->info.n_embd, hd = f->e->info.head_dim, in = sc->row_input[r];
-    const int first = sc->in_start[in], n_keys = sc->in_start[in + 1] - first;
-    const uint16_t *kc = sc->k16 + (size_t)first * d + (size_t)h * hd;
-    const uint16_t *vc = sc->v16 + (size_t)first * d + (size_t)h * hd;
-    const float *q = sc->q + (size_t)r * d + (size_t)h * hd;
-    const float scale = 1.0f / sqrtf((float)hd);
-    float acc[BERT_HEAD_DIM_MAX], score[ATTN_BLOCK], mx = -INFINITY, sum = 0.0f;
-    memset(acc, 0, sizeof(float) * (size_t)hd);
-    for (int j0 = 0; j0 < n_keys; j0 += ATTN_BLOCK) {
-        const int nb = n_keys - j0 < ATTN_BLOCK ? n_keys - j0 : ATTN_BLOCK;
-        float bmx = -INFINITY;
-        for (int j = 0; j < nb; j++) {
-            score[j] = ops->dot_f16_f32(hd, kc + (size_t)(j0 + j) * d, q) * scale;
-            bmx = score[j] > bmx ? score[j] : bmx;
-        }
-        if (bmx > mx) {
-            const float c = expf(mx - bmx); // 0 on the first block
-            for (int i = 0; i < hd; i++)
-                acc[i] *= c;
-            sum *= c;
-            mx = bmx;
-        }
-        for (int j = 0; j < nb; j++) {
-            const float p = expf(score[j] - mx);
-            sum += p;
-            ops->axpy_f16(hd, p, vc + (size_t)(j0 + j) * d, acc);
-        }
-    }
-    const float inv = 1.0f / sum;
-    for (int i = 0; i < hd; i++)
-        out[i] = acc[i] * inv;
+    const int d = f->e->info.n_embd, hd = f->e->info.head_dim;
+    const size_t kb =
+        ((size_t)it->h * (size_t)f->n_tok + (size_t)(sc->in_start[it->in] + j0)) * (size_t)hd;
+    const struct matmul_args m = {
+        .w = sc->k16 + kb,
+        .w_type = QUANT_F16,
+        .n_in = hd,
+        .n_out = nk,
+        .x = sc->q + (size_t)(sc->q_start[it->in] + it->q0) * d + (size_t)it->h * hd,
+        .x_row_bytes = (size_t)d * sizeof(float),
+        .n_tok = it->nq,
+        .y = a->s,
+    };
+    matmul_run(&m, 0, 1);
 }
 
-/* Step: attention for every (row, head) pair, split in contiguous ranges of pairs; then the
- * rows are quantized for attn_output. */
+/* Folds one key block into the running softmax: rescales what is accumulated when the
+ * maximum grows, turns scores into probabilities, and adds P V (values as activations
+ * against the probability rows, giving the output transposed). */
+static void attn_block(const struct fwd *f, const struct attn_item *it, int j0, int nk,
+                       struct attn_acc *a)
+{
+    const struct bert_scratch *sc = &f->e->sc;
+    const int hd = f->e->info.head_dim, first = sc->in_start[it->in];
+    const int n_i = sc->in_start[it->in + 1] - first;
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int r = 0; r < it->nq; r++) {
+        float *s = a->s + (size_t)r * nk, bmx = -INFINITY;
+        for (int k = 0; k < nk; k++) {
+            s[k] *= scale;
+            bmx = s[k] > bmx ? s[k] : bmx;
+        }
+        if (bmx > a->mx[r]) {
+            const float c = expf(a->mx[r] - bmx); // 0 on the first block
+            for (int i = 0; i < hd; i++)
+                a->acc[(size_t)i * it->nq + r] *= c;
+            a->sum[r] *= c;
+            a->mx[r] = bmx;
+        }
+        for (int k = 0; k < nk; k++) {
+            s[k] = expf(s[k] - a->mx[r]);
+            a->sum[r] += s[k];
+        }
+    }
+    const struct matmul_args m = {
+        .w = a->s,
+        .w_type = QUANT_F32,
+        .n_in = nk,
+        .n_out = it->nq,
+        .x = sc->vt + ((size_t)it->h * (size_t)f->n_tok + (size_t)first) * hd + (size_t)j0,
+        .x_row_bytes = (size_t)n_i * sizeof(float),
+        .n_tok = hd,
+        .y = a->part,
+    };
+    matmul_run(&m, 0, 1);
+    for (int i = 0; i < hd * it->nq; i++)
+        a->acc[i] += a->part[i];
+}
+
+/* Attention of one item over every key of its input, in blocks with an online softmax. */
+static void attend(const struct fwd *f, const struct attn_item *it, struct attn_acc *a)
+{
+    const struct bert_scratch *sc = &f->e->sc;
+    const int d = f->e->info.n_embd, hd = f->e->info.head_dim;
+    const int n_i = sc->in_start[it->in + 1] - sc->in_start[it->in];
+    for (int r = 0; r < it->nq; r++) {
+        a->mx[r] = -INFINITY;
+        a->sum[r] = 0.0f;
+    }
+    memset(a->acc, 0, sizeof(float) * (size_t)hd * (size_t)it->nq);
+    for (int j0 = 0; j0 < n_i; j0 += ATTN_KB) {
+        const int nk = n_i - j0 < ATTN_KB ? n_i - j0 : ATTN_KB;
+        attn_scores(f, it, j0, nk, a);
+        attn_block(f, it, j0, nk, a);
+    }
+    for (int r = 0; r < it->nq; r++) {
+        float *out = sc->attn + (size_t)(sc->q_start[it->in] + it->q0 + r) * d + (size_t)it->h * hd;
+        const float inv = 1.0f / a->sum[r];
+        for (int i = 0; i < hd; i++)
+            out[i] = a->acc[(size_t)i * it->nq + r] * inv;
+    }
+}
+
+/* Step: attention for every (input, head, query block), dealt round-robin to the threads
+ * (items differ in cost with the input's length). */
 static void job_attention(void *arg, int ith, int nth)
 {
     const struct fwd *f = arg;
-    const int n_head = f->e->info.n_head, hd = f->e->info.head_dim, d = f->e->info.n_embd;
-    int lo, hi;
-    split(f->n_rows * n_head, ith, nth, &lo, &hi);
-    for (int p = lo; p < hi; p++) {
-        const int r = p / n_head, h = p % n_head;
-        attend_head(f, r, h, f->e->sc.attn + (size_t)r * d + (size_t)h * hd);
+    const struct bert_scratch *sc = &f->e->sc;
+    struct attn_acc a;
+    int p = 0;
+    for (int in = 0; in < f->n_inputs; in++) {
+        const int nq_all = sc->q_start[in + 1] - sc->q_start[in];
+        for (int h = 0; h < f->e->info.n_head; h++) {
+            for (int q0 = 0; q0 < nq_all; q0 += ATTN_QB, p++) {
+                if (p % nth != ith) continue;
+                const struct attn_item it = {.in = in,
+                                             .h = h,
+                                             .q0 = q0,
+                                             .nq = nq_all - q0 < ATTN_QB ? nq_all - q0 : ATTN_QB};
+                attend(f, &it, &a);
+            }
+        }
     }
 }
 
@@ -286,7 +368,9 @@ static void keep_pooled_rows(struct fwd *f)
             memmove(sc->q + (size_t)i * d, sc->q + (size_t)t * d, d * sizeof(float));
         }
         sc->row_input[i] = i;
+        sc->q_start[i] = i;
     }
+    sc->q_start[f->n_inputs] = f->n_inputs;
     f->n_rows = f->n_inputs;
 }
 
@@ -394,6 +478,7 @@ int engine_encoder_embed(struct engine_encoder *e, struct threadpool *tp,
             sc->row_input[t++] = i;
     }
     sc->in_start[n_inputs] = n_tok;
+    memcpy(sc->q_start, sc->in_start, sizeof(int32_t) * (size_t)(n_inputs + 1));
     threadpool_run(tp, job_embed, &f);
     for (int il = 0; il < e->info.n_layer; il++)
         run_layer(tp, &f, il);

@@ -44,17 +44,22 @@ struct bert_layer {
 /* Batch scratch, carved from one allocation at load (B = info.n_batch_tokens rows each).
  * Owned by the thread that calls engine_encoder_embed. */
 struct bert_scratch {
-    float *x;                  // (B, n_embd) hidden state
-    float *q;                  // (B, n_embd)
-    float *k, *v;              // (B, n_embd) projections before conversion
-    uint16_t *k16, *v16;       // (B, n_embd) half-precision keys and values for attention
-    float *attn;               // (B, n_embd) attention output
-    float *proj;               // (B, n_embd) output of attn_output / ffn_down
-    float *ff;                 // (B, n_ff)
+    float *x;      // (B, n_embd) hidden state
+    float *q;      // (B, n_embd)
+    float *k, *v;  // (B, n_embd) projections before conversion
+    uint16_t *k16; // (n_head, n_tok, head_dim) half-precision keys, head-major so one
+                   // input's keys of one head are contiguous rows
+    float *vt;     // per head, per input: (head_dim, n_i) values (rounded to half),
+                   // transposed; head h, input i at (h * n_tok + in_start[i]) * head_dim
+    float *attn;   // (B, n_embd) attention output
+    float *proj;   // (B, n_embd) output of attn_output / ffn_down
+    float *ff;     // (B, n_ff)
     void *slot[BERT_PLAN_MAX]; // (B, slot_row_cap) converted activations
     size_t slot_row_cap;
     int32_t *row_input; // (B) input of each computed row
     int32_t *in_start;  // (B + 1) first stacked token of each input; [n_inputs] = total
+    int32_t *q_start;   // (B + 1) first query row of each input (in_start, or i once only
+                        // the pooled rows remain)
 };
 
 /* Immutable after load, except scratch (see struct bert_scratch). */

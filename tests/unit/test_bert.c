@@ -602,6 +602,41 @@ static void test_batch_equals_single(void **state)
     unlink(path);
 }
 
+/* Inputs longer than one attention key block and query block, batched with a short one. */
+static void test_long_inputs(void **state)
+{
+    (void)state;
+    char path[128];
+    tmp_path(path, sizeof path, "long");
+    struct synth s = synth_default();
+    s.n_pos = 300;
+    write_model(&s, path);
+    struct engine_encoder *e;
+    struct threadpool *tp;
+    struct errmsg err;
+    assert_int_equal(engine_encoder_load(path, NULL, &e, &err), ERR_OK);
+    assert_int_equal(threadpool_new(2, &tp), ERR_OK);
+    static int32_t ids[3][300];
+    const int lens[3] = {260, 5, 129};
+    const int32_t *ptrs[3] = {ids[0], ids[1], ids[2]};
+    rng_state = 12345;
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < lens[i]; j++)
+            ids[i][j] =
+                (int32_t)((rng_state = rng_state * 6364136223846793005ull + 1) >> 33) % N_BUILTIN;
+    float got[3 * 32], ref[32];
+    assert_int_equal(engine_encoder_embed(e, tp, ptrs, lens, 3, got, &err), ERR_OK);
+    for (int i = 0; i < 3; i++) {
+        ref_embed(path, ids[i], lens[i], ENGINE_POOLING_MEAN, ref);
+        double cs = cosine(got + i * 32, ref, 32), md = max_abs_diff(got + i * 32, ref, 32);
+        printf("long input %d (%d tokens): cosine %.7f, max diff %.2e\n", i, lens[i], cs, md);
+        assert_true(cs >= 0.999999 && md <= 5e-4);
+    }
+    threadpool_free(tp);
+    engine_encoder_free(e);
+    unlink(path);
+}
+
 static void test_embed_errors(void **state)
 {
     (void)state;
@@ -716,8 +751,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tiny_bert_golden),    cmocka_unit_test(test_synthetic_f32),
         cmocka_unit_test(test_synthetic_pooling),   cmocka_unit_test(test_synthetic_quantized),
-        cmocka_unit_test(test_batch_equals_single), cmocka_unit_test(test_embed_errors),
-        cmocka_unit_test(test_load_errors),         cmocka_unit_test(test_load_alloc_failures),
+        cmocka_unit_test(test_batch_equals_single), cmocka_unit_test(test_long_inputs),
+        cmocka_unit_test(test_embed_errors),        cmocka_unit_test(test_load_errors),
+        cmocka_unit_test(test_load_alloc_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
