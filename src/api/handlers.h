@@ -77,5 +77,8 @@ void api_responses_input_tokens(const struct api_ctx *ctx, const struct api_requ
 /* input_tokens.c */
 void api_chat_input_tokens(const struct api_ctx *ctx, const struct api_request *req,
                            struct api_response *resp);
+/* openai_embed.c */
+void api_embeddings(const struct api_ctx *ctx, const struct api_request *req,
+                    struct api_response *resp);
 
 #endif

@@ -94,6 +94,7 @@ static const struct route table[] = {
     {"POST", "/v1/messages/count_tokens", api_anthropic_count_tokens, ROUTE_BODY_JSON, false},
     {"POST", "/v1/responses", api_responses_create, ROUTE_BODY_JSON, false},
     {"POST", "/v1/responses/input_tokens", api_responses_input_tokens, ROUTE_BODY_JSON, false},
+    {"POST", "/v1/embeddings", api_embeddings, ROUTE_BODY_JSON, false},
 };
 
 const struct route *routes_table(size_t *n_routes)
