@@ -62,5 +62,23 @@ void api_router_load(const struct api_ctx *ctx, const struct api_request *req,
                      struct api_response *resp);
 void api_router_unload(const struct api_ctx *ctx, const struct api_request *req,
                        struct api_response *resp);
+/* anthropic.c */
+void api_anthropic_messages(const struct api_ctx *ctx, const struct api_request *req,
+                            struct api_response *resp);
+void api_anthropic_count_tokens(const struct api_ctx *ctx, const struct api_request *req,
+                                struct api_response *resp);
+
+/* responses.c */
+void api_responses_create(const struct api_ctx *ctx, const struct api_request *req,
+                          struct api_response *resp);
+void api_responses_input_tokens(const struct api_ctx *ctx, const struct api_request *req,
+                                struct api_response *resp);
+
+/* input_tokens.c */
+void api_chat_input_tokens(const struct api_ctx *ctx, const struct api_request *req,
+                           struct api_response *resp);
+/* openai_embed.c */
+void api_embeddings(const struct api_ctx *ctx, const struct api_request *req,
+                    struct api_response *resp);
 
 #endif

@@ -277,7 +277,8 @@ static bool start_chat(const struct api_ctx *ctx, json_t *body, struct chat_call
         !params_merge_base(ctx->gen_defaults, model_default_params(c->model), body, &names,
                            d->n_vocab, &p, f) ||
         !parse_tools(body, &tools, f) ||
-        !chat_messages_validate(c->model, json_object_get(body, "messages"), NULL, f))
+        !chat_messages_validate(c->model, json_object_get(body, "messages"), ctx->media_path,
+                                f))
         return false;
     const json_t *kwargs = json_object_get(body, "chat_template_kwargs");
     struct chat_prompt_opts po = {

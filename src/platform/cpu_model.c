@@ -7,6 +7,7 @@
 #include "engine/sampler.h"
 #include "engine/threadpool.h"
 #include "platform/cpu.h"
+#include "platform/cpu_embed.h"
 #include "platform/vocab_gguf.h"
 #include "text/chat_template.h"
 #include "text/gbnf.h"
@@ -51,6 +52,7 @@ struct instance {
 };
 
 struct platform_model {
+    struct cpu_embed *embed; // set for encoder models: every call below is forwarded to it
     struct engine_model *engine;
     struct tokenizer *tok;
     struct jinja_template *tmpl;
@@ -370,6 +372,10 @@ static void *scheduler_main(void *arg)
 
 void cpu_model_submit(struct platform_model *m, int instance, struct request *r)
 {
+    if (m->embed) {
+        cpu_embed_submit(m->embed, instance, r);
+        return;
+    }
     request_retain(r);
     mutex_lock(&m->mu);
     m->pending[instance] = r;
@@ -486,6 +492,22 @@ static int pick_n_ctx(const struct engine_model_info *info, int requested)
     return n < CPU_DEFAULT_CTX ? n : CPU_DEFAULT_CTX;
 }
 
+/* Frees what load built (any part may be missing) and the model itself. */
+static void free_parts(struct platform_model *m)
+{
+    threadpool_free(m->tp);
+    mem_free(m->logits);
+    grammar_vocab_free(m->gvocab);
+    mem_free(m->mask);
+    jinja_template_free(m->tmpl);
+    mem_free(m->tmpl_src);
+    mem_free(m->bos_text);
+    mem_free(m->eos_text);
+    tok_free(m->tok);
+    engine_model_free(m->engine);
+    mem_free(m);
+}
+
 int cpu_model_load(const struct platform_load_args *a, struct platform_model **out,
                    struct errmsg *err)
 {
@@ -493,11 +515,22 @@ int cpu_model_load(const struct platform_load_args *a, struct platform_model **o
     if (!cpu_resolve_gguf(a->path, file, sizeof file))
         return errmsg_set(err, ERR_IO, "'%s' is not a GGUF file or a directory with one",
                           a->path);
-    if (a->force_embedding)
-        return errmsg_set(err, ERR_UNSUPPORTED, "embedding models are not supported yet");
+    const bool is_encoder = cpu_embed_handles(file);
+    if (a->force_embedding && !is_encoder)
+        return errmsg_set(err, ERR_UNSUPPORTED,
+                          "serving a decoder model as an embedding model is not supported yet");
     struct platform_model *m = mem_calloc(1, sizeof *m);
     if (!m)
         return ERR_NOMEM;
+    if (is_encoder) {
+        int erc = cpu_embed_load(file, a, &m->embed, err);
+        if (erc != ERR_OK) {
+            mem_free(m);
+            return erc;
+        }
+        *out = m;
+        return ERR_OK;
+    }
     int rc = engine_model_load(file, &m->engine, err);
     if (rc != ERR_OK)
         goto out_free;
@@ -534,17 +567,7 @@ out_cond:
 out_mutex:
     mutex_deinit(&m->mu);
 out_free:
-    threadpool_free(m->tp);
-    mem_free(m->logits);
-    grammar_vocab_free(m->gvocab);
-    mem_free(m->mask);
-    jinja_template_free(m->tmpl);
-    mem_free(m->tmpl_src);
-    mem_free(m->bos_text);
-    mem_free(m->eos_text);
-    tok_free(m->tok);
-    engine_model_free(m->engine);
-    mem_free(m);
+    free_parts(m);
     if (rc == ERR_NOMEM && !err->msg[0])
         errmsg_set(err, rc, "out of memory while loading the model");
     return rc;
@@ -563,6 +586,10 @@ static void describe_origin(const struct gguf *g, char *out, size_t cap)
 
 void cpu_model_describe(const struct platform_model *m, struct platform_model_desc *out)
 {
+    if (m->embed) {
+        cpu_embed_describe(m->embed, out);
+        return;
+    }
     const struct engine_model_info *info = engine_model_info(m->engine);
     memset(out, 0, sizeof *out);
     out->tokenizer = m->tok;
@@ -587,6 +614,8 @@ int cpu_model_add_instance(struct platform_model *m, int instance, struct errmsg
 {
     if (instance < 0 || instance >= CPU_MAX_INSTANCES)
         return errmsg_set(err, ERR_INVALID, "instance index %d out of range", instance);
+    if (m->embed)
+        return cpu_embed_add_instance(m->embed, instance, err);
     struct engine_seq *seq = NULL;
     int32_t *cached = mem_calloc((size_t)m->n_ctx, sizeof *cached);
     int rc = cached ? engine_seq_new(m->engine, m->n_ctx, &seq) : ERR_NOMEM;
@@ -604,6 +633,10 @@ int cpu_model_add_instance(struct platform_model *m, int instance, struct errmsg
 
 void cpu_model_remove_instance(struct platform_model *m, int instance)
 {
+    if (m->embed) {
+        cpu_embed_remove_instance(m->embed, instance);
+        return;
+    }
     mutex_lock(&m->mu);
     struct instance *in = &m->inst[instance];
     struct engine_seq *seq = in->seq;
@@ -620,6 +653,11 @@ void cpu_model_unload(struct platform_model *m)
 {
     if (!m)
         return;
+    if (m->embed) {
+        cpu_embed_unload(m->embed);
+        mem_free(m);
+        return;
+    }
     mutex_lock(&m->mu);
     m->is_stopping = true;
     cond_signal(&m->cv);
@@ -633,15 +671,5 @@ void cpu_model_unload(struct platform_model *m)
     }
     cond_deinit(&m->cv);
     mutex_deinit(&m->mu);
-    threadpool_free(m->tp);
-    mem_free(m->logits);
-    grammar_vocab_free(m->gvocab);
-    mem_free(m->mask);
-    jinja_template_free(m->tmpl);
-    mem_free(m->tmpl_src);
-    mem_free(m->bos_text);
-    mem_free(m->eos_text);
-    tok_free(m->tok);
-    engine_model_free(m->engine);
-    mem_free(m);
+    free_parts(m);
 }

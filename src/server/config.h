@@ -36,6 +36,8 @@ struct server_config {
     char alias[256];          // -a: id of the first -m model (default: file name)
     int n_parallel;           // -np: instances of each -m model
     int n_ctx;                // -c: context per instance (0: model default, capped at 4096)
+    int memory_limit_mib;     // budget for instance KV caches (0: 75% of available memory)
+    char media_path[1024];    // root for file:// image parts; empty: local files refused
     struct gen_params gen_defaults; // --temp, --top-k, -n, …: sampling defaults for requests
     bool metrics_enabled;     // --metrics: GET /metrics
     bool slots_disabled;      // --no-slots: GET /slots answers 501

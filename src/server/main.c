@@ -2,7 +2,9 @@
  * cleanly (stop accepting, end in-flight requests, free everything, exit 0). */
 #define _XOPEN_SOURCE 700 // realpath()
 #include "api/metrics.h"
+#include "api/response_store.h"
 #include "core/manager.h"
+#include "media/media_path.h"
 #include "server/config.h"
 #include "server/http.h"
 #include "server/version.h"
@@ -98,6 +100,7 @@ static int serve(const struct server_config *config)
     struct manager_config mc = {
         .default_queue_size = config->request_queue_size,
         .n_threads = config->n_threads,
+        .memory_limit = (uint64_t)config->memory_limit_mib << 20,
     };
     snprintf(mc.models_dir, sizeof mc.models_dir, "%s", config->models_dir);
     char *file_template = NULL; // freed after the manager, which borrows it
@@ -110,6 +113,16 @@ static int serve(const struct server_config *config)
     struct manager *manager = NULL;
     if (manager_new(&mc, &manager) != ERR_OK) {
         log_error("out of memory");
+        mem_free(file_template);
+        return 1;
+    }
+    struct media_path media;
+    media_path_init_disabled(&media);
+    struct errmsg merr;
+    errmsg_clear(&merr);
+    if (config->media_path[0] && media_path_init(&media, config->media_path, &merr) != ERR_OK) {
+        log_error("--media-path: %s", merr.msg);
+        manager_free(manager);
         mem_free(file_template);
         return 1;
     }
@@ -129,19 +142,31 @@ static int serve(const struct server_config *config)
         .models_dir = config->models_dir,
         // Like llama-server, requests load models themselves only in router mode (no -m).
         .is_autoload_disabled = config->no_models_autoload || config->n_model_paths > 0,
+        .media_path = &media,
     };
+    if (response_store_new(&ctx.responses) != ERR_OK) {
+        log_error("out of memory");
+        manager_free(manager);
+        media_path_deinit(&media);
+        mem_free(file_template);
+        return 1;
+    }
     struct http_server *http = NULL;
     struct errmsg err;
     errmsg_clear(&err);
     if (http_server_start(config, &ctx, &http, &err) != ERR_OK) {
         log_error("%s", err.msg);
+        response_store_free(ctx.responses);
         manager_free(manager);
+        media_path_deinit(&media);
         mem_free(file_template);
         return 1;
     }
     if (load_startup_models(config, manager) != 0) {
         http_server_stop(http);
+        response_store_free(ctx.responses);
         manager_free(manager);
+        media_path_deinit(&media);
         mem_free(file_template);
         return 1;
     }
@@ -154,7 +179,9 @@ static int serve(const struct server_config *config)
     sigwait(&set, &sig);
     log_info("received %s, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
     http_server_stop(http);
+    response_store_free(ctx.responses);
     manager_free(manager);
+    media_path_deinit(&media);
     mem_free(file_template);
     return 0;
 }

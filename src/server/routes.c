@@ -89,6 +89,12 @@ static const struct route table[] = {
     {"GET", "/models", api_router_models, ROUTE_BODY_NONE, false},
     {"POST", "/models/load", api_router_load, ROUTE_BODY_JSON, false},
     {"POST", "/models/unload", api_router_unload, ROUTE_BODY_JSON, false},
+    {"POST", "/v1/chat/completions/input_tokens", api_chat_input_tokens, ROUTE_BODY_JSON, false},
+    {"POST", "/v1/messages", api_anthropic_messages, ROUTE_BODY_JSON, false},
+    {"POST", "/v1/messages/count_tokens", api_anthropic_count_tokens, ROUTE_BODY_JSON, false},
+    {"POST", "/v1/responses", api_responses_create, ROUTE_BODY_JSON, false},
+    {"POST", "/v1/responses/input_tokens", api_responses_input_tokens, ROUTE_BODY_JSON, false},
+    {"POST", "/v1/embeddings", api_embeddings, ROUTE_BODY_JSON, false},
 };
 
 const struct route *routes_table(size_t *n_routes)
