@@ -6,6 +6,7 @@
 #include "util/checked.h"
 #include "util/err.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,20 +76,16 @@ static struct quant_traits table_vnni[QUANT_TYPE_MAX];
 /* Set once by quant_init before worker threads start, read-only afterwards. */
 static const struct quant_traits *table_active = table_ref;
 static const char *simd_name = "scalar";
-static bool is_initialized;
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
+#if HAVE_AVX2_KERNELS
 static bool cpu_has_avx2(void)
 {
-#if HAVE_AVX2_KERNELS
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
            __builtin_cpu_supports("f16c");
-#else
-    return false;
-#endif
 }
 
-#if HAVE_AVX2_KERNELS
 /* AVX-VNNI (the VEX form): CPUID leaf 7 sub-leaf 1, EAX bit 4. The OS-saved AVX state is
  * already implied by cpu_has_avx2. */
 static bool cpu_has_avx_vnni(void)
@@ -98,6 +95,12 @@ static bool cpu_has_avx_vnni(void)
     return (a >> 4) & 1;
 }
 
+static bool env_is_set(const char *name)
+{
+    const char *v = getenv(name);
+    return v && strcmp(v, "1") == 0;
+}
+
 static void patch_vnni(uint32_t type, quant_vec_dot_fn dot, quant_vec_dot_tile_fn tile)
 {
     table_vnni[type].vec_dot = dot;
@@ -105,19 +108,11 @@ static void patch_vnni(uint32_t type, quant_vec_dot_fn dot, quant_vec_dot_tile_f
 }
 #endif
 
-static bool env_is_set(const char *name)
-{
-    const char *v = getenv(name);
-    return v && strcmp(v, "1") == 0;
-}
-
 /* Which sets this CPU can run; filled by quant_init. */
 static bool has_avx2_set, has_vnni_set;
 
-void quant_init(void)
+static void init_tables(void)
 {
-    if (is_initialized) return;
-    is_initialized = true;
 #if HAVE_AVX2_KERNELS
     has_avx2_set = cpu_has_avx2();
     has_vnni_set = has_avx2_set && cpu_has_avx_vnni();
@@ -141,6 +136,11 @@ void quant_init(void)
     table_active = table_vnni;
     simd_name = "avx2+vnni";
 #endif
+}
+
+void quant_init(void)
+{
+    pthread_once(&init_once, init_tables);
 }
 
 static const struct quant_traits *lookup(const struct quant_traits *table, uint32_t type)
