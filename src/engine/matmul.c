@@ -65,7 +65,9 @@ void matmul_run(const struct matmul_args *a, int ith, int nth)
     const int64_t tile_cols = a->n_tok == 1 ? 1 : BATCH_TILE_COLS;
     // Tokens go in chunks whose activations stay in L2 while every row tile of the range
     // passes over them; each chunk re-reads the thread's weights once.
-    int64_t chunk = (int64_t)(ACT_CHUNK_BYTES / a->x_row_bytes) / tile_cols * tile_cols;
+    int64_t chunk = a->x_row_bytes == 0 // n_in == 0
+                        ? a->n_tok
+                        : (int64_t)(ACT_CHUNK_BYTES / a->x_row_bytes) / tile_cols * tile_cols;
     chunk = chunk < tile_cols ? tile_cols : chunk;
     for (int64_t c0 = 0; c0 < a->n_tok; c0 += chunk)
         run_tiles(a, tr->vec_dot_tile, w_row,

@@ -515,7 +515,10 @@ int cpu_model_load(const struct platform_load_args *a, struct platform_model **o
     if (!cpu_resolve_gguf(a->path, file, sizeof file))
         return errmsg_set(err, ERR_IO, "'%s' is not a GGUF file or a directory with one",
                           a->path);
-    const bool is_encoder = cpu_embed_handles(file);
+    bool is_encoder = false;
+    int prc = cpu_embed_probe(file, &is_encoder, err);
+    if (prc != ERR_OK)
+        return prc;
     if (a->force_embedding && !is_encoder)
         return errmsg_set(err, ERR_UNSUPPORTED,
                           "serving a decoder model as an embedding model is not supported yet");

@@ -253,7 +253,8 @@ describe('faults', () => {
     assert.equal(model.queue, 0);
     assert.equal(model.instance_count, 2);
     const after_ = stats();
-    assert.ok(after_.fds <= before.fds + 2, `fds ${before.fds} -> ${after_.fds}`);
+    // Idle keep-alive sockets of the client's pool may stay open; a leak would be hundreds.
+    assert.ok(after_.fds <= before.fds + 8, `fds ${before.fds} -> ${after_.fds}`);
     assert.ok(after_.rss - before.rss < 16 * 1024, `RSS grew by ${after_.rss - before.rss} KiB`);
   });
 });

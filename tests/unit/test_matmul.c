@@ -225,6 +225,20 @@ static void test_quantize_input_validation(void **state)
     assert_int_equal(matmul_input_row_bytes(QUANT_Q4_0, 40), 0);
     assert_int_equal(matmul_input_row_bytes(QUANT_Q8_1, 64), 0);
     assert_int_equal(matmul_input_row_bytes(1234, 64), 0);
+    // empty rows: every output is an empty sum
+    float y[6];
+    memset(y, 0xff, sizeof y);
+    struct matmul_args a = {.w = out,
+                            .w_type = QUANT_Q8_0,
+                            .n_in = 0,
+                            .n_out = 3,
+                            .x = out,
+                            .x_row_bytes = 0,
+                            .n_tok = 2,
+                            .y = y};
+    matmul_run(&a, 0, 1);
+    for (int i = 0; i < 6; i++)
+        assert_true(y[i] == 0.0f);
 }
 
 static int setup(void **state)

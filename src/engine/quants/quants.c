@@ -7,6 +7,7 @@
 #include "util/checked.h"
 #include "util/err.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,8 +77,9 @@ static struct quant_traits table_vnni[QUANT_TYPE_MAX];
 /* Set once by quant_init before worker threads start, read-only afterwards. */
 static const struct quant_traits *table_active = table_ref;
 static const char *simd_name = "scalar";
-static bool is_initialized;
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
+#if HAVE_AVX2_KERNELS
 static bool cpu_has_avx2(void)
 {
 #if HAVE_AVX2_KERNELS
@@ -87,7 +89,6 @@ static bool cpu_has_avx2(void)
 #endif
 }
 
-#if HAVE_AVX2_KERNELS
 /* AVX-VNNI (the VEX form): CPUID leaf 7 sub-leaf 1, EAX bit 4. The OS-saved AVX state is
  * already implied by cpu_has_avx2. */
 static bool cpu_has_avx_vnni(void)
@@ -97,6 +98,12 @@ static bool cpu_has_avx_vnni(void)
     return (a >> 4) & 1;
 }
 
+static bool env_is_set(const char *name)
+{
+    const char *v = getenv(name);
+    return v && strcmp(v, "1") == 0;
+}
+
 static void patch_vnni(uint32_t type, quant_vec_dot_fn dot, quant_vec_dot_tile_fn tile)
 {
     table_vnni[type].vec_dot = dot;
@@ -104,19 +111,11 @@ static void patch_vnni(uint32_t type, quant_vec_dot_fn dot, quant_vec_dot_tile_f
 }
 #endif
 
-static bool env_is_set(const char *name)
-{
-    const char *v = getenv(name);
-    return v && strcmp(v, "1") == 0;
-}
-
 /* Which sets this CPU can run; filled by quant_init. */
 static bool has_avx2_set, has_vnni_set;
 
-void quant_init(void)
+static void init_tables(void)
 {
-    if (is_initialized) return;
-    is_initialized = true;
 #if HAVE_AVX2_KERNELS
     has_avx2_set = cpu_has_avx2();
     has_vnni_set = has_avx2_set && cpu_has_avx_vnni();
@@ -140,6 +139,11 @@ void quant_init(void)
     table_active = table_vnni;
     simd_name = "avx2+vnni";
 #endif
+}
+
+void quant_init(void)
+{
+    pthread_once(&init_once, init_tables);
 }
 
 static const struct quant_traits *lookup(const struct quant_traits *table, uint32_t type)

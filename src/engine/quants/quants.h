@@ -64,9 +64,11 @@ struct quant_traits {
     quant_vec_dot_tile_fn vec_dot_tile; // NULL: loop vec_dot; else equal to it bit for bit
 };
 
-/* Selects SIMD variants for this CPU. Call once before any thread uses the table; later calls
- * are no-ops. LLAMAPI_NO_SIMD=1 in the environment forces the scalar references;
- * LLAMAPI_NO_VNNI=1 keeps AVX2 but skips the AVX-VNNI dots (which give the same bits). */
+/* Selects SIMD variants for this CPU. Thread-safe: the first call does the work and any
+ * concurrent or later call returns once it is done. Call it before using the table (until
+ * then quant_traits_of gives the scalar references). LLAMAPI_NO_SIMD=1 in the environment
+ * forces the scalar references; LLAMAPI_NO_VNNI=1 keeps AVX2 but skips the AVX-VNNI dots
+ * (which give the same bits). */
 void quant_init(void);
 
 /* Traits of a type, or NULL for an unknown or unsupported id. Thread-safe after quant_init. */

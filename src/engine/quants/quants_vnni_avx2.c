@@ -10,7 +10,6 @@
 
 #include <immintrin.h>
 
-#pragma GCC target("avxvnni")
 
 #define PF_TILES 1 // prefetch distance in tiles (see quants_avx2.c)
 
