@@ -104,11 +104,17 @@ $(O)/tests/%: $(O)/tests/unit/%.o $(TEST_HELPER_OBJ) $(LIB)
 deps:
 	@scripts/install-deps.sh
 
-# Unit tests under ASan+UBSan, then e2e against the release build; one summary line.
+# Unit tests under ASan+UBSan, the threaded ones again under TSan, each fuzzer for a short
+# budget, then e2e against the release build; one summary line.
+TSAN_TESTS ?= test_core test_cpu_model test_model test_content test_tokenizer
+TEST_FUZZ_SECONDS ?= 10
 test: deps
 	@$(MAKE) --no-print-directory BUILD=asan tests tools
-	@$(MAKE) --no-print-directory BUILD=release all
-	@scripts/run-tests.sh build/asan build/release
+	@$(MAKE) --no-print-directory BUILD=tsan $(addprefix build/tsan/tests/,$(filter $(TSAN_TESTS),$(TEST_SRC:tests/unit/%.c=%)))
+	@$(MAKE) --no-print-directory BUILD=fuzz CC=clang fuzzers
+	@$(MAKE) --no-print-directory BUILD=release all benches
+	@LLAMAPI_TSAN_DIR=build/tsan LLAMAPI_FUZZ_DIR=build/fuzz LLAMAPI_FUZZ_SECONDS=$(TEST_FUZZ_SECONDS) \
+	  scripts/run-tests.sh build/asan build/release
 
 unit: tests tools
 	@scripts/run-tests.sh --unit-only $(O) $(O)

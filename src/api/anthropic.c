@@ -581,6 +581,7 @@ static bool start_messages(const struct api_ctx *ctx, json_t *body, struct msg_c
         return false;
     struct chat_session_args a = {
         .model = c->model,
+        .media_path = ctx->media_path,
         .messages = chat.messages,
         .tools = chat.tools,
         .params = &c->params,
@@ -796,6 +797,7 @@ void api_anthropic_count_tokens(const struct api_ctx *ctx, const struct api_requ
     if (ok) {
         struct chat_session_args a = {
             .model = m,
+            .media_path = ctx->media_path,
             .messages = chat.messages,
             .tools = chat.tools,
             .enable_thinking = chat.enable_thinking,

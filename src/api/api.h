@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 struct manager;
+struct media_path;
 struct response_store;
 struct server_config;
 
@@ -22,6 +23,7 @@ struct api_ctx {
     struct manager *manager;            // models; borrowed, own locks
     const struct server_config *config; // flags; immutable after start-up
     int64_t started_unix_s;             // server start time
+    const struct media_path *media_path; // where file:// parts may be read; immutable
     struct response_store *responses;   // Responses-API memory (own mutex) or NULL: none kept
 };
 

@@ -7,12 +7,13 @@ static int build(const struct chat_session_args *a, struct chat_prompt *prompt, 
 {
     buf_init(&prompt->text);
     tok_ids_init(&prompt->ids);
-    if (!chat_messages_validate(a->model, a->messages, NULL, f)) return ERR_INVALID;
+    if (!chat_messages_validate(a->model, a->messages, a->media_path, f)) return ERR_INVALID;
     struct chat_prompt_opts po = {
         .messages = a->messages,
         .tools = a->tools && json_array_size(a->tools) > 0 ? a->tools : NULL,
         .enable_thinking = a->enable_thinking,
         .template_kwargs = a->template_kwargs,
+        .media_path = a->media_path,
         .add_generation_prompt = true,
     };
     return chat_prompt_build(a->model, &po, prompt, f);

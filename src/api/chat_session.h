@@ -15,6 +15,7 @@ struct chat_session_args {
     const struct gen_request_params *params; // merged sampling; stops borrowed
     int enable_thinking;                     // -1 unset (template default), 0, 1
     const json_t *template_kwargs;           // extra template variables (borrowed) or NULL
+    const struct media_path *media_path;     // local files allowed under it; NULL: refused
 };
 
 /* Validates the messages, renders and tokenizes the prompt and submits it. On success *out is

@@ -39,6 +39,7 @@ void api_chat_input_tokens(const struct api_ctx *ctx, const struct api_request *
         const json_t *kwargs = json_object_get(req->json, "chat_template_kwargs");
         struct chat_session_args a = {
             .model = m,
+            .media_path = ctx->media_path,
             .messages = json_object_get(req->json, "messages"),
             .tools = tools,
             .enable_thinking = p.enable_thinking,

@@ -147,6 +147,7 @@ static bool start_response(const struct api_ctx *ctx, json_t *body, struct resp_
     c->history = json_incref(chat.history);
     struct chat_session_args a = {
         .model = c->model,
+        .media_path = ctx->media_path,
         .messages = chat.messages,
         .tools = chat.tools,
         .params = &c->params,
@@ -293,6 +294,7 @@ void api_responses_input_tokens(const struct api_ctx *ctx, const struct api_requ
     if (ok) {
         struct chat_session_args a = {
             .model = m,
+            .media_path = ctx->media_path,
             .messages = chat.messages,
             .tools = chat.tools,
             .enable_thinking = chat.enable_thinking,

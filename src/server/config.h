@@ -35,6 +35,8 @@ struct server_config {
     char alias[256];          // -a: id of the first -m model (default: file name)
     int n_parallel;           // -np: instances of each -m model
     int n_ctx;                // -c: context per instance (0: model default, capped at 4096)
+    int memory_limit_mib;     // budget for instance KV caches (0: 75% of available memory)
+    char media_path[1024];    // root for file:// image parts; empty: local files refused
 };
 
 enum config_parse_result {

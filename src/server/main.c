@@ -3,6 +3,7 @@
 #define _XOPEN_SOURCE 700 // realpath()
 #include "api/response_store.h"
 #include "core/manager.h"
+#include "media/media_path.h"
 #include "server/config.h"
 #include "server/http.h"
 #include "server/version.h"
@@ -71,6 +72,7 @@ static int serve(const struct server_config *config)
     struct manager_config mc = {
         .default_queue_size = config->request_queue_size,
         .n_threads = config->n_threads,
+        .memory_limit = (uint64_t)config->memory_limit_mib << 20,
     };
     snprintf(mc.models_dir, sizeof mc.models_dir, "%s", config->models_dir);
     struct manager *manager = NULL;
@@ -78,11 +80,21 @@ static int serve(const struct server_config *config)
         log_error("out of memory");
         return 1;
     }
+    struct media_path media;
+    media_path_init_disabled(&media);
+    struct errmsg merr;
+    errmsg_clear(&merr);
+    if (config->media_path[0] && media_path_init(&media, config->media_path, &merr) != ERR_OK) {
+        log_error("--media-path: %s", merr.msg);
+        manager_free(manager);
+        return 1;
+    }
     struct api_ctx ctx = {.manager = manager, .config = config,
-                          .started_unix_s = clock_unix_s()};
+                          .started_unix_s = clock_unix_s(), .media_path = &media};
     if (response_store_new(&ctx.responses) != ERR_OK) {
         log_error("out of memory");
         manager_free(manager);
+        media_path_deinit(&media);
         return 1;
     }
     struct http_server *http = NULL;
@@ -92,12 +104,14 @@ static int serve(const struct server_config *config)
         log_error("%s", err.msg);
         response_store_free(ctx.responses);
         manager_free(manager);
+        media_path_deinit(&media);
         return 1;
     }
     if (load_startup_models(config, manager) != 0) {
         http_server_stop(http);
         response_store_free(ctx.responses);
         manager_free(manager);
+        media_path_deinit(&media);
         return 1;
     }
     if (!is_loopback(config->host) && config->n_api_keys == 0)
@@ -111,6 +125,7 @@ static int serve(const struct server_config *config)
     http_server_stop(http);
     response_store_free(ctx.responses);
     manager_free(manager);
+    media_path_deinit(&media);
     return 0;
 }
 

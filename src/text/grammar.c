@@ -350,12 +350,20 @@ static int prefix_viable(struct grammar_state *st, uint32_t sid, uint32_t value,
     uint32_t lo = value << (6 * need), hi = lo | ((1u << (6 * need)) - 1);
     if (lo < min_cp_of_len[len]) lo = min_cp_of_len[len];
     if (hi > 0x10FFFF) hi = 0x10FFFF;
+    // Surrogates (U+D800..U+DFFF) are not characters: a prefix such as ED A5 can never
+    // complete, so test the parts of [lo, hi] on either side of them.
+    uint32_t part_lo[2] = {lo, lo > 0xE000 ? lo : 0xE000};
+    uint32_t part_hi[2] = {hi < 0xD7FF ? hi : 0xD7FF, hi};
     const struct dstate *d = &st->ds[sid];
-    for (uint32_t i = 0; i < d->set_n && lo <= hi; i++) {
-        const struct node *nd = &st->nodes[st->set_pool[d->set_off + i]];
-        if (chars_overlap(st->g, &st->g->elems[nd->pos], lo, hi)) {
-            *out = true;
-            break;
+    for (int k = 0; k < 2 && !*out; k++) {
+        if (part_lo[k] > part_hi[k])
+            continue;
+        for (uint32_t i = 0; i < d->set_n; i++) {
+            const struct node *nd = &st->nodes[st->set_pool[d->set_off + i]];
+            if (chars_overlap(st->g, &st->g->elems[nd->pos], part_lo[k], part_hi[k])) {
+                *out = true;
+                break;
+            }
         }
     }
     return ERR_OK;

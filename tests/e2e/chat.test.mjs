@@ -227,3 +227,37 @@ describe('chat completions', () => {
     assert.equal(r.choices.length, 1);
   });
 });
+
+describe('local image paths under --media-path', () => {
+  let srv, dir;
+  before(async () => {
+    const { mkdirSync, writeFileSync, symlinkSync } = await import('node:fs');
+    const path = await import('node:path');
+    const { tmpDir } = await import('./lib/models.mjs');
+    dir = path.join(tmpDir, 'media');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(path.join(dir, 'dot.png'), tinyPng());
+    symlinkSync('/etc/hostname', path.join(dir, 'escape.png'));
+    srv = await startServer(['--threads', '1', '-m', synthModel('small', SMALL), '--alias', 'small',
+      '--media-path', dir]);
+  });
+  after(async () => srv.stop());
+
+  const ask = (url) => fetch(`${srv.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({
+    model: 'small', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url } }] }] }) })
+    .then(async (r) => ({ status: r.status, e: errorOf(await r.json()) }));
+
+  test('a file inside the root is read and checked; escapes are refused', async () => {
+    let r = await ask(`file://${dir}/dot.png`);
+    assert.equal(r.status, 400);
+    assert.equal(r.e.code, 'unsupported_content_part_type', 'a real image: only the modality is missing');
+    r = await ask('file://dot.png');
+    assert.equal(r.e.code, 'unsupported_content_part_type', 'relative to the root');
+    for (const url of ['file:///etc/passwd', `file://${dir}/../../etc/passwd`, `file://${dir}/escape.png`,
+      'file://../secret.png', `file://${dir}/missing.png`]) {
+      r = await ask(url);
+      assert.equal(r.status, 400, url);
+      assert.equal(r.e.code, 'invalid_content_part', url);
+    }
+  });
+});

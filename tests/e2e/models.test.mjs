@@ -261,3 +261,26 @@ describe('model management', () => {
       `RSS grew by ${afterStats.rssKiB - before.rssKiB} KiB`);
   });
 });
+
+describe('memory budget', () => {
+  test('instances that do not fit --memory-limit make a partial load, not a crash', async () => {
+    const small = synthModel('small', SMALL);
+    // One instance of the small model needs about 1 MiB of KV cache per 512 tokens of context
+    // at these shapes; 6 MiB holds a few of its 4096-token instances but not ten.
+    const srv = await startServer(['--threads', '1', '--memory-limit', '6']);
+    try {
+      const r = await post(srv, '/v1/models/load', { model_id: 'p', model_path: small, instance_count: 10 });
+      assert.equal(r.status, 200);
+      const body = await r.json();
+      assert.ok(body.actual_instance_count >= 1 && body.actual_instance_count < 10, JSON.stringify(body));
+      assert.equal(body.message, "model 'p' partially loaded");
+      const rz = await (await post(srv, '/v1/models/resize', { model_id: 'p', instance_count: 12 })).json();
+      assert.equal(rz.message, "model 'p' partially resized");
+      assert.equal(rz.actual_instance_count, body.actual_instance_count);
+      const c = await post(srv, '/v1/chat/completions', { model: 'p', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 });
+      assert.equal(c.status, 200);
+    } finally {
+      await srv.stop();
+    }
+  });
+});

@@ -764,9 +764,32 @@ static void test_mutations_never_crash(void **state)
     vocab_release(&v);
 }
 
+/* A lead byte and a continuation that can only form a surrogate (ED A0..BF) must be refused
+ * at the continuation: no byte could complete it, and accepting it left sampling with no
+ * allowed token. */
+static void test_surrogate_prefix_rejected(void **state)
+{
+    (void)state;
+    const char src[] = "root ::= \"\\\"\" [^\"]* \"\\\"\"";
+    struct gbnf *g = NULL;
+    struct errmsg err;
+    assert_int_equal(gbnf_compile(src, sizeof src - 1, &g, &err), ERR_OK);
+    struct grammar_state *st = NULL;
+    assert_int_equal(grammar_state_new(g, &st), ERR_OK);
+    assert_int_equal(grammar_state_accept_bytes(st, "\"\xed", 2), ERR_OK); // U+D000..U+D7FF ok
+    assert_int_equal(grammar_state_accept_bytes(st, "\xa5", 1), ERR_INVALID);
+    assert_int_equal(grammar_state_accept_bytes(st, "\x9f\xbf", 2), ERR_OK); // U+D7FF
+    assert_int_equal(grammar_state_accept_bytes(st, "\xed\xa0\x80", 3), ERR_INVALID);
+    assert_int_equal(grammar_state_accept_bytes(st, "\"", 1), ERR_OK);
+    assert_true(grammar_state_can_end(st));
+    grammar_state_free(st);
+    gbnf_free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_surrogate_prefix_rejected),
         cmocka_unit_test(test_literals_and_alternation),
         cmocka_unit_test(test_escapes),
         cmocka_unit_test(test_classes_and_any),
