@@ -271,7 +271,8 @@ static bool start_chat(const struct api_ctx *ctx, json_t *body, struct chat_call
     json_t *tools = NULL;
     const struct platform_model_desc *d = model_desc(c->model);
     if (!parse_flags(body, stream, &c->include_usage, f) ||
-        !params_merge(model_default_params(c->model), body, &names, d->n_vocab, &p, f) ||
+        !params_merge_base(ctx->gen_defaults, model_default_params(c->model), body, &names,
+                           d->n_vocab, &p, f) ||
         !parse_tools(body, &tools, f) ||
         !chat_messages_validate(c->model, json_object_get(body, "messages"), ctx->media_path,
                                 f))
@@ -311,6 +312,7 @@ static bool start_chat(const struct api_ctx *ctx, json_t *body, struct chat_call
         .reasoning_starts_inside = reasoning_prompt_opens(rf, prompt.text.data ? prompt.text.data
                                                                                 : "",
                                                           prompt.text.len),
+        .metrics = ctx->metrics,
     };
     int rc = gen_session_start(c->model, prompt.ids.ids, (int)prompt.ids.n_ids, &p.gen, &opt,
                                &c->session, f);

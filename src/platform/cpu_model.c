@@ -7,6 +7,7 @@
 #include "engine/sampler.h"
 #include "engine/threadpool.h"
 #include "platform/cpu.h"
+#include "platform/cpu_embed.h"
 #include "platform/vocab_gguf.h"
 #include "text/chat_template.h"
 #include "text/gbnf.h"
@@ -51,6 +52,7 @@ struct instance {
 };
 
 struct platform_model {
+    struct cpu_embed *embed; // set for encoder models: every call below is forwarded to it
     struct engine_model *engine;
     struct tokenizer *tok;
     struct jinja_template *tmpl;
@@ -370,6 +372,10 @@ static void *scheduler_main(void *arg)
 
 void cpu_model_submit(struct platform_model *m, int instance, struct request *r)
 {
+    if (m->embed) {
+        cpu_embed_submit(m->embed, instance, r);
+        return;
+    }
     request_retain(r);
     mutex_lock(&m->mu);
     m->pending[instance] = r;
@@ -381,6 +387,22 @@ static char *copy_token_text(const struct tokenizer *t, tok_id id)
 {
     struct str s = id == TOK_ID_NONE ? (struct str){"", 0} : tok_text(t, id);
     return mem_strndup(s.ptr ? s.ptr : "", s.len);
+}
+
+/* The server's override (a built-in name or Jinja source), which must parse. */
+static int load_override_template(struct platform_model *m, const char *name_or_src,
+                                  struct errmsg *err)
+{
+    const char *builtin = chat_template_builtin(name_or_src);
+    m->tmpl_src = mem_strdup(builtin ? builtin : name_or_src);
+    if (!m->tmpl_src)
+        return ERR_NOMEM;
+    struct errmsg terr;
+    errmsg_clear(&terr);
+    int rc = jinja_template_new(m->tmpl_src, strlen(m->tmpl_src), &m->tmpl, &terr);
+    if (rc != ERR_OK)
+        return errmsg_set(err, rc, "the --chat-template template does not parse: %s", terr.msg);
+    return ERR_OK;
 }
 
 /* The model's chat template, or ChatML when it has none or ours cannot parse it. */
@@ -407,7 +429,8 @@ static int load_template(struct platform_model *m, const struct gguf *g, struct 
     return jinja_template_new(m->tmpl_src, strlen(m->tmpl_src), &m->tmpl, err);
 }
 
-static int load_text(struct platform_model *m, struct errmsg *err)
+static int load_text(struct platform_model *m, const char *template_override,
+                     struct errmsg *err)
 {
     const struct gguf *g = engine_model_gguf(m->engine);
     struct vocab vocab;
@@ -425,6 +448,8 @@ static int load_text(struct platform_model *m, struct errmsg *err)
     m->eos_text = copy_token_text(m->tok, tok_eos(m->tok));
     if (!m->bos_text || !m->eos_text)
         return ERR_NOMEM;
+    if (template_override)
+        return load_override_template(m, template_override, err);
     return load_template(m, g, err);
 }
 
@@ -490,11 +515,22 @@ int cpu_model_load(const struct platform_load_args *a, struct platform_model **o
     if (!cpu_resolve_gguf(a->path, file, sizeof file))
         return errmsg_set(err, ERR_IO, "'%s' is not a GGUF file or a directory with one",
                           a->path);
-    if (a->force_embedding)
-        return errmsg_set(err, ERR_UNSUPPORTED, "embedding models are not supported yet");
+    const bool is_encoder = cpu_embed_handles(file);
+    if (a->force_embedding && !is_encoder)
+        return errmsg_set(err, ERR_UNSUPPORTED,
+                          "serving a decoder model as an embedding model is not supported yet");
     struct platform_model *m = mem_calloc(1, sizeof *m);
     if (!m)
         return ERR_NOMEM;
+    if (is_encoder) {
+        int erc = cpu_embed_load(file, a, &m->embed, err);
+        if (erc != ERR_OK) {
+            mem_free(m);
+            return erc;
+        }
+        *out = m;
+        return ERR_OK;
+    }
     int rc = engine_model_load(file, &m->engine, err);
     if (rc != ERR_OK)
         goto out_free;
@@ -503,7 +539,7 @@ int cpu_model_load(const struct platform_load_args *a, struct platform_model **o
     m->n_ctx = pick_n_ctx(info, a->n_ctx);
     m->on_done = a->on_done;
     m->owner = a->owner;
-    rc = load_text(m, err);
+    rc = load_text(m, a->chat_template, err);
     if (rc == ERR_OK)
         rc = load_grammar_vocab(m);
     if (rc != ERR_OK)
@@ -550,6 +586,10 @@ static void describe_origin(const struct gguf *g, char *out, size_t cap)
 
 void cpu_model_describe(const struct platform_model *m, struct platform_model_desc *out)
 {
+    if (m->embed) {
+        cpu_embed_describe(m->embed, out);
+        return;
+    }
     const struct engine_model_info *info = engine_model_info(m->engine);
     memset(out, 0, sizeof *out);
     out->tokenizer = m->tok;
@@ -574,6 +614,8 @@ int cpu_model_add_instance(struct platform_model *m, int instance, struct errmsg
 {
     if (instance < 0 || instance >= CPU_MAX_INSTANCES)
         return errmsg_set(err, ERR_INVALID, "instance index %d out of range", instance);
+    if (m->embed)
+        return cpu_embed_add_instance(m->embed, instance, err);
     struct engine_seq *seq = NULL;
     int32_t *cached = mem_calloc((size_t)m->n_ctx, sizeof *cached);
     int rc = cached ? engine_seq_new(m->engine, m->n_ctx, &seq) : ERR_NOMEM;
@@ -591,6 +633,10 @@ int cpu_model_add_instance(struct platform_model *m, int instance, struct errmsg
 
 void cpu_model_remove_instance(struct platform_model *m, int instance)
 {
+    if (m->embed) {
+        cpu_embed_remove_instance(m->embed, instance);
+        return;
+    }
     mutex_lock(&m->mu);
     struct instance *in = &m->inst[instance];
     struct engine_seq *seq = in->seq;
@@ -607,6 +653,11 @@ void cpu_model_unload(struct platform_model *m)
 {
     if (!m)
         return;
+    if (m->embed) {
+        cpu_embed_unload(m->embed);
+        mem_free(m);
+        return;
+    }
     mutex_lock(&m->mu);
     m->is_stopping = true;
     cond_signal(&m->cv);

@@ -34,6 +34,8 @@ struct platform_load_args {
     int n_ctx;                  // context per instance; 0 = the model's, capped at 4096
     int n_threads;              // compute threads; 0 = physical cores
     int force_embedding;        // 1: serve a decoder as an embedding model (last-token pooling)
+    const char *chat_template;  // a built-in template's name or Jinja source used instead of
+                                // the model's (borrowed for the call), or NULL
     platform_done_fn on_done;   // never NULL
     void *owner;                // passed to on_done
 };

@@ -55,6 +55,26 @@ int request_new(enum request_kind kind, const int32_t *prompt, int n_prompt,
     return ERR_NOMEM;
 }
 
+int request_set_inputs(struct request *r, const int *lens, int n)
+{
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        if (lens[i] < 1)
+            return ERR_INVALID;
+        total += lens[i];
+    }
+    if (n < 1 || total != r->n_prompt)
+        return ERR_INVALID;
+    int *copy = mem_alloc((size_t)n * sizeof *copy);
+    if (!copy)
+        return ERR_NOMEM;
+    memcpy(copy, lens, (size_t)n * sizeof *copy);
+    mem_free(r->input_lens);
+    r->input_lens = copy;
+    r->n_inputs = n;
+    return ERR_OK;
+}
+
 void request_retain(struct request *r)
 {
     atomic_fetch_add(&r->refs, 1);
@@ -70,6 +90,7 @@ void request_release(struct request *r)
     mem_free(r->prompt);
     mem_free(r->events);
     mem_free(r->embedding);
+    mem_free(r->input_lens);
     mem_free(r);
 }
 

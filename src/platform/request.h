@@ -77,6 +77,8 @@ struct request {
     int32_t *prompt;         // owned; n_prompt tokens
     int n_prompt;
     struct gen_params params;
+    int *input_lens;         // REQUEST_EMBED: (n_inputs) token counts of the inputs that
+    int n_inputs;            // prompt concatenates (owned); NULL/0: the prompt is one input
     atomic_bool is_cancelled; // set by the reader or by unload; checked every step
     int instance;            // instance index while running, -1 otherwise (owned by the pool)
 
@@ -99,6 +101,12 @@ struct request {
  * (the creator's). ERR_NOMEM. The params are copied; params->grammar, when set, is copied. */
 int request_new(enum request_kind kind, const int32_t *prompt, int n_prompt,
                 const struct gen_params *params, int max_events, struct request **out);
+
+/* REQUEST_EMBED: the prompt holds n inputs back to back, lens[i] tokens each, embedded
+ * separately; the embedding is then n rows of n_embd floats in input order. Call before
+ * submitting. ERR_INVALID (n < 1, a length < 1, or the lengths do not add up to n_prompt),
+ * ERR_NOMEM. */
+int request_set_inputs(struct request *r, const int *lens, int n);
 
 /* Reference counting; the last request_release frees everything. NULL is a no-op. */
 void request_retain(struct request *r);

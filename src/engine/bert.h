@@ -1,0 +1,95 @@
+/* BERT-family encoders (BERT, MiniLM, bge, e5, gte in llama.cpp's GGUF form, architecture
+ * `bert`) for sentence embeddings: token + position + token-type embeddings, post-LayerNorm
+ * blocks with bidirectional attention and a tanh-GELU FFN, then one pooled, L2-normalized
+ * vector per input. Not a decoder (model.h) and not a tokenizer (text/). */
+#ifndef ENGINE_BERT_H
+#define ENGINE_BERT_H
+
+#include "engine/gguf.h"
+#include "engine/threadpool.h"
+#include "util/err.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Pooling of the last hidden states into one vector per input; values are llama.cpp's
+ * `<arch>.pooling_type` numbering. */
+enum engine_pooling {
+    ENGINE_POOLING_UNSPECIFIED = -1, // load parameter only: take the file's (mean when absent)
+    ENGINE_POOLING_NONE = 0,         // per-token vectors: not supported by the encoder
+    ENGINE_POOLING_MEAN = 1,         // mean over every position, [CLS] and [SEP] included
+    ENGINE_POOLING_CLS = 2,          // the first token's state
+    ENGINE_POOLING_LAST = 3,         // the last token's state
+    ENGINE_POOLING_RANK = 4,         // reranker head: not supported
+};
+
+/* Tokens one engine_encoder_embed() call takes in total when the caller asks for no other
+ * capacity (at least one full-context input always fits; see n_batch_tokens). */
+#define ENGINE_ENCODER_BATCH_DEFAULT 2048
+
+/* Load options; zero-initialize and set what you need (pooling = UNSPECIFIED for the file's). */
+struct engine_encoder_params {
+    int n_batch_tokens;          // scratch capacity in tokens per embed call; 0: the default
+                                 // (max(ENGINE_ENCODER_BATCH_DEFAULT, n_ctx_train))
+    enum engine_pooling pooling; // UNSPECIFIED: <arch>.pooling_type, mean when absent
+};
+
+/* Immutable after load. */
+struct engine_encoder_info {
+    const char *arch; // "bert"; borrowed from the encoder
+    int n_vocab;      // rows of token_embd
+    int n_ctx_train;  // most tokens per input: the position_embd rows (and
+                      // <arch>.context_length when smaller)
+    int n_embd;       // hidden width = length of every output vector
+    int n_layer;
+    int n_head;
+    int head_dim; // n_embd / n_head
+    int n_ff;
+    float norm_eps;              // <arch>.attention.layer_norm_epsilon
+    enum engine_pooling pooling; // MEAN, CLS or LAST
+    int n_batch_tokens;          // most tokens per embed call, over all its inputs
+    int64_t n_params;            // weight elements over all tensors
+    size_t file_size;            // bytes of the GGUF file
+    size_t scratch_bytes;        // bytes of the batch scratch allocated at load
+};
+
+struct engine_encoder;
+
+/* True when the file's general.architecture is one this module loads ("bert"). Cannot fail. */
+bool engine_encoder_handles(const struct gguf *g);
+
+/* Loads and validates an encoder; p may be NULL (defaults). ERR_IO / ERR_FORMAT /
+ * ERR_UNSUPPORTED / ERR_LIMIT from the reader; ERR_FORMAT for missing or inconsistent
+ * hyperparameters or tensor shapes; ERR_UNSUPPORTED for another architecture, a tensor type
+ * without kernels, or pooling none / rank; ERR_INVALID for bad params; ERR_NOMEM. err names
+ * the key or tensor. Allocates the batch scratch (n_batch_tokens rows of every activation)
+ * and a 64K-entry GELU table. On success *out is the caller's; free with engine_encoder_free. */
+int engine_encoder_load(const char *path, const struct engine_encoder_params *p,
+                        struct engine_encoder **out, struct errmsg *err);
+
+/* Unmaps and frees. NULL is a no-op. */
+void engine_encoder_free(struct engine_encoder *e);
+
+/* Borrowed; valid until engine_encoder_free(). Thread-safe. Cannot fail. */
+const struct engine_encoder_info *engine_encoder_info(const struct engine_encoder *e);
+
+/* The encoder's GGUF reader, for the vocabulary. Borrowed; valid until engine_encoder_free();
+ * read-only, so any thread may use it. */
+const struct gguf *engine_encoder_gguf(const struct engine_encoder *e);
+
+/* Embeds n_inputs token sequences in one forward pass: weight matrices run over the stacked
+ * tokens of every input, attention runs within each input (bidirectional). inputs[i] holds
+ * n_tokens[i] ids (borrowed for the call), usually [CLS] … [SEP] from the tokenizer; token
+ * type 0 and positions 0..n-1 are used. out receives n_inputs rows of n_embd floats, each
+ * pooled and L2-normalized (a zero vector stays zero). tp runs the kernels (any size).
+ * Errors, checked before any work: ERR_INVALID (n_inputs < 1, an input with no tokens, a token
+ * id outside the vocabulary; err says which input), ERR_LIMIT (an input longer than
+ * n_ctx_train, or more than n_batch_tokens tokens in total; the caller splits the batch).
+ * Allocates nothing. Not reentrant: one thread at a time per encoder (the scratch belongs to
+ * it). Results for an input do not depend on the other inputs of the batch beyond float
+ * rounding of the thread split (they are bit-identical for a given thread count). */
+int engine_encoder_embed(struct engine_encoder *e, struct threadpool *tp,
+                         const int32_t *const *inputs, const int *n_tokens, int n_inputs,
+                         float *out, struct errmsg *err);
+
+#endif

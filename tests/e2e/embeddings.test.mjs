@@ -1,0 +1,188 @@
+// POST /v1/embeddings with the official OpenAI SDK against tiny_bert: single and batched
+// inputs, base64 equals float, order, the reference vectors, token-id inputs, truncation,
+// and the errors (empty input, wrong types, wrong model type both ways, context length).
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import OpenAI from 'openai';
+import { startServer, errorOf, hasShared, sharedDir } from './lib/server.mjs';
+
+const bertPath = path.join(sharedDir, 'models/bert/tiny_bert.gguf');
+const storiesPath = path.join(sharedDir, 'models/llama/stories260K.gguf');
+const expected = hasShared
+  ? JSON.parse(readFileSync(path.join(sharedDir, 'models/bert/tiny_bert.expected.json'), 'utf8'))
+  : null;
+
+function cosine(a, b) {
+  let ab = 0, aa = 0, bb = 0;
+  for (let i = 0; i < a.length; i++) {
+    ab += a[i] * b[i];
+    aa += a[i] * a[i];
+    bb += b[i] * b[i];
+  }
+  return ab / Math.sqrt(aa * bb);
+}
+
+function decodeBase64(s) {
+  const buf = Buffer.from(s, 'base64');
+  const out = [];
+  for (let i = 0; i < buf.length; i += 4) out.push(buf.readFloatLE(i));
+  return out;
+}
+
+describe('embeddings', { skip: hasShared ? false : 'skip: ../shared absent' }, () => {
+  let srv, client;
+  before(async () => {
+    srv = await startServer(['-m', bertPath, '-m', storiesPath]);
+    client = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'none', maxRetries: 0 });
+  });
+  after(async () => {
+    await srv?.stop();
+  });
+
+  async function post(body) {
+    const res = await fetch(`${srv.url}/v1/embeddings`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    return { status: res.status, body: await res.json() };
+  }
+
+  test('the model is listed as an embedding model', async () => {
+    const list = await (await fetch(`${srv.url}/v1/models`)).json();
+    const m = list.data.find((x) => x.id === 'tiny_bert');
+    assert.equal(m.model_kind, 'embedding');
+    assert.equal(list.data.find((x) => x.id === 'stories260K').model_kind, 'chat');
+  });
+
+  test('a single string matches the reference vector', async () => {
+    const c = expected.cases[0];
+    const r = await client.embeddings.create({ model: 'tiny_bert', input: c.text, encoding_format: 'float' });
+    assert.equal(r.object, 'list');
+    assert.equal(r.model, 'tiny_bert');
+    assert.equal(r.data.length, 1);
+    assert.equal(r.data[0].object, 'embedding');
+    assert.equal(r.data[0].index, 0);
+    assert.equal(r.data[0].embedding.length, 32);
+    assert.ok(cosine(r.data[0].embedding, c.embedding) >= 0.999);
+    assert.equal(r.usage.prompt_tokens, c.token_ids.length);
+    assert.equal(r.usage.total_tokens, c.token_ids.length);
+    const norm = Math.sqrt(r.data[0].embedding.reduce((s, x) => s + x * x, 0));
+    assert.ok(Math.abs(norm - 1) < 1e-5);
+  });
+
+  test('a batch keeps input order and matches every reference', async () => {
+    const texts = expected.cases.map((c) => c.text).reverse();
+    const r = await client.embeddings.create({ model: 'tiny_bert', input: texts, encoding_format: 'float' });
+    assert.equal(r.data.length, texts.length);
+    const n = texts.length;
+    for (let i = 0; i < n; i++) {
+      assert.equal(r.data[i].index, i);
+      const c = expected.cases[n - 1 - i];
+      assert.ok(cosine(r.data[i].embedding, c.embedding) >= 0.999, `input ${i}`);
+    }
+    const total = expected.cases.reduce((s, c) => s + c.token_ids.length, 0);
+    assert.equal(r.usage.prompt_tokens, total);
+  });
+
+  test('base64 decodes to the float vectors', async () => {
+    const input = [expected.cases[1].text, expected.cases[2].text];
+    const f = await post({ model: 'tiny_bert', input, encoding_format: 'float' });
+    const b = await post({ model: 'tiny_bert', input, encoding_format: 'base64' });
+    assert.equal(f.status, 200);
+    assert.equal(b.status, 200);
+    for (let i = 0; i < 2; i++) {
+      assert.equal(typeof b.body.data[i].embedding, 'string');
+      const dec = decodeBase64(b.body.data[i].embedding);
+      assert.deepEqual(dec, f.body.data[i].embedding.map((x) => Math.fround(x)));
+    }
+    // The SDK asks for base64 by default and decodes it itself.
+    const sdk = await client.embeddings.create({ model: 'tiny_bert', input });
+    for (let i = 0; i < 2; i++)
+      assert.deepEqual(Array.from(sdk.data[i].embedding), decodeBase64(b.body.data[i].embedding));
+  });
+
+  test('token id inputs equal their text', async () => {
+    const c = expected.cases[3];
+    const r = await post({ model: 'tiny_bert', input: [c.token_ids, c.token_ids.slice(0, 3)], encoding_format: 'float' });
+    assert.equal(r.status, 200);
+    assert.ok(cosine(r.body.data[0].embedding, c.embedding) >= 0.999);
+    assert.equal(r.body.usage.prompt_tokens, c.token_ids.length + 3);
+    const one = await post({ model: 'tiny_bert', input: c.token_ids, encoding_format: 'float' });
+    assert.deepEqual(one.body.data[0].embedding, r.body.data[0].embedding);
+  });
+
+  test('dimensions and user are accepted', async () => {
+    const r = await post({ model: 'tiny_bert', input: 'the cat', dimensions: 8, user: 'u1' });
+    assert.equal(r.status, 200);
+    assert.equal(r.body.data[0].embedding.length, 32); // not truncated
+  });
+
+  test('an input beyond the context is refused unless truncate is set', async () => {
+    const long = 'the cat sat '.repeat(30);
+    const r = await post({ model: 'tiny_bert', input: ['the mat', long] });
+    assert.equal(r.status, 400);
+    const e = errorOf(r.body);
+    assert.equal(e.code, 'context_length_exceeded');
+    assert.match(e.message, /Input 1/);
+    const t = await post({ model: 'tiny_bert', input: ['the mat', long], truncate: true });
+    assert.equal(t.status, 200);
+    assert.equal(t.body.data.length, 2);
+    assert.equal(t.body.usage.prompt_tokens, 4 + 64);
+  });
+
+  test('bad requests are 400 with the OpenAI error shape', async () => {
+    const cases = [
+      [{ model: 'tiny_bert', input: [] }, 'invalid_value', 'input'],
+      [{ model: 'tiny_bert', input: '' }, 'invalid_value', 'input'],
+      [{ model: 'tiny_bert', input: 42 }, 'invalid_type', 'input'],
+      [{ model: 'tiny_bert', input: ['a', {}] }, 'invalid_type', 'input[1]'],
+      [{ model: 'tiny_bert', input: [[1, 1000]] }, 'invalid_value', 'input[0]'],
+      [{ model: 'tiny_bert', input: 'x', encoding_format: 'int8' }, 'invalid_value', 'encoding_format'],
+      [{ model: 'tiny_bert', input: 'x', dimensions: 0 }, undefined, 'dimensions'],
+      [{ model: 'tiny_bert' }, 'missing_required_parameter', 'input'],
+      [{ model: 'tiny_bert', input: Array(2049).fill('a') }, 'invalid_value', 'input'],
+    ];
+    for (const [body, code, param] of cases) {
+      const r = await post(body);
+      assert.equal(r.status, 400, JSON.stringify(body).slice(0, 80));
+      const e = errorOf(r.body);
+      assert.equal(e.type, 'invalid_request_error');
+      if (code) assert.equal(e.code, code);
+      assert.equal(e.param, param);
+    }
+    const missing = await post({ model: 'nope', input: 'x' });
+    assert.equal(missing.status, 404);
+    assert.equal(errorOf(missing.body).code, 'model_not_found');
+  });
+
+  test('wrong model type both ways', async () => {
+    await assert.rejects(client.embeddings.create({ model: 'stories260K', input: 'hello' }), (err) => {
+      assert.equal(err.status, 400);
+      assert.equal(err.code, 'wrong_model_type');
+      return true;
+    });
+    await assert.rejects(
+      client.chat.completions.create({ model: 'tiny_bert', messages: [{ role: 'user', content: 'hi' }] }),
+      (err) => {
+        assert.equal(err.status, 400);
+        assert.equal(err.code, 'wrong_model_type');
+        return true;
+      },
+    );
+  });
+
+  test('concurrent calls all succeed with the same vectors', async () => {
+    const text = expected.cases[4].text;
+    const rs = await Promise.all(
+      Array.from({ length: 6 }, () => post({ model: 'tiny_bert', input: [text, 'the cat'], encoding_format: 'float' })),
+    );
+    // One instance and a queue of 32: every call is admitted, run in turn or batched together.
+    for (const r of rs) {
+      assert.equal(r.status, 200);
+      assert.deepEqual(r.body.data[0].embedding, rs[0].body.data[0].embedding);
+    }
+  });
+});

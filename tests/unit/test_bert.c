@@ -1,0 +1,759 @@
+/* engine/bert: the tiny_bert golden file (token ids and embeddings from an independent
+ * implementation), synthetic BERTs written with the GGUF writer against a plain float
+ * reference forward pass in this file (mean, cls and last pooling; F32 and quantized
+ * weights), batching, argument errors, bad files and an allocation-failure loop on load. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "engine/bert.h"
+#include "engine/gguf.h"
+#include "engine/gguf_write.h"
+#include "engine/ops.h"
+#include "engine/quants/quants.h"
+#include "engine/threadpool.h"
+#include "platform/vocab_gguf.h"
+#include "text/tokenizer.h"
+#include "util/mem.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define TINY_BERT "../shared/models/bert/tiny_bert.gguf"
+#define TINY_JSON "../shared/models/bert/tiny_bert.expected.json"
+#define BGE_VOCAB "../shared/models/vocab/ggml-vocab-bert-bge.gguf"
+
+/* ---- synthetic models ---- */
+
+struct synth {
+    int n_embd, n_head, n_ff, n_layer, n_pos;
+    uint32_t wtype;          // type of the layer matrices (F32, F16, Q8_0)
+    uint32_t down_type;      // type of ffn_down
+    uint32_t vec_type;       // type of the norm weights and biases
+    int pooling;             // written when >= 0
+    bool has_types;          // token_types tensor
+    bool drop_bias;          // leave the optional biases out
+    const char *skip_tensor; // leave this tensor out (error tests)
+    bool bge;                // copy the bge vocabulary, else the built-in one
+};
+
+static const char *const k_builtin[] = {
+    "[PAD]", "[UNK]", "[CLS]", "[SEP]",  "the", "cat", "sat", "on",    "mat",   "##s", ".",
+    "a",     "dog",   "run",   "##ning", "big", "red", "sun", "hello", "world", ",",
+};
+#define N_BUILTIN ((int)(sizeof k_builtin / sizeof k_builtin[0]))
+
+static uint64_t rng_state;
+
+static float rnd(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((rng_state >> 40) & 0xffffff) / (float)0x1000000 * 2.0f - 1.0f;
+}
+
+static void add_tensor(struct gguf_writer *w, const struct synth *s, const char *name,
+                       uint32_t type, int64_t n0, int64_t n1, float scale, float offset)
+{
+    if (s->skip_tensor && strcmp(s->skip_tensor, name) == 0) return;
+    const size_t n = (size_t)(n0 * n1);
+    float *f = mem_alloc(n * sizeof *f);
+    assert_non_null(f);
+    for (size_t i = 0; i < n; i++)
+        f[i] = offset + scale * rnd();
+    size_t row = 0;
+    assert_int_equal(quant_row_bytes(type, n0, &row), ERR_OK);
+    void *data = mem_alloc(row * (size_t)n1);
+    assert_non_null(data);
+    for (int64_t r = 0; r < n1; r++)
+        quant_traits_of(type)->from_float(f + r * n0, (uint8_t *)data + (size_t)r * row, n0);
+    const int64_t ne[2] = {n0, n1};
+    assert_int_equal(
+        gguf_writer_add_tensor(w, name, type, n1 > 1 ? 2 : 1, ne, data, row * (size_t)n1), ERR_OK);
+    mem_free(data);
+    mem_free(f);
+}
+
+/* Tokenizer keys: the bge vocabulary copied from its file, or the built-in one. Returns the
+ * vocabulary size. */
+static int add_vocab(struct gguf_writer *w, bool bge)
+{
+    assert_int_equal(gguf_writer_add_str(w, "tokenizer.ggml.model", "bert"), ERR_OK);
+    if (!bge) {
+        struct str toks[N_BUILTIN];
+        for (int i = 0; i < N_BUILTIN; i++)
+            toks[i] = (struct str){k_builtin[i], strlen(k_builtin[i])};
+        assert_int_equal(gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", toks, N_BUILTIN),
+                         ERR_OK);
+        assert_int_equal(gguf_writer_add_u32(w, "tokenizer.ggml.cls_token_id", 2), ERR_OK);
+        assert_int_equal(gguf_writer_add_u32(w, "tokenizer.ggml.seperator_token_id", 3), ERR_OK);
+        assert_int_equal(gguf_writer_add_u32(w, "tokenizer.ggml.unknown_token_id", 1), ERR_OK);
+        assert_int_equal(gguf_writer_add_u32(w, "tokenizer.ggml.padding_token_id", 0), ERR_OK);
+        return N_BUILTIN;
+    }
+    struct gguf *g;
+    struct errmsg err;
+    assert_int_equal(gguf_open(BGE_VOCAB, &g, &err), ERR_OK);
+    enum gguf_value_type et;
+    int64_t n;
+    assert_int_equal(gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n), ERR_OK);
+    struct str *toks = mem_alloc((size_t)n * sizeof *toks);
+    assert_non_null(toks);
+    for (int64_t i = 0; i < n; i++)
+        assert_int_equal(gguf_get_arr_str(g, "tokenizer.ggml.tokens", i, &toks[i]), ERR_OK);
+    assert_int_equal(gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", toks, n), ERR_OK);
+    const void *types;
+    int64_t n_types;
+    if (gguf_get_arr_data(g, "tokenizer.ggml.token_type", &et, &n_types, &types) == ERR_OK)
+        assert_int_equal(gguf_writer_add_arr(w, "tokenizer.ggml.token_type", et, types, n_types),
+                         ERR_OK);
+    mem_free(toks);
+    gguf_close(g);
+    return (int)n;
+}
+
+static void write_model(const struct synth *s, const char *path)
+{
+    struct gguf_writer *w;
+    char name[64];
+    rng_state = 0x9e3779b97f4a7c15ull;
+    assert_int_equal(gguf_writer_new(&w), ERR_OK);
+    assert_int_equal(gguf_writer_add_str(w, "general.architecture", "bert"), ERR_OK);
+    assert_int_equal(gguf_writer_add_u32(w, "bert.embedding_length", (uint32_t)s->n_embd), 0);
+    assert_int_equal(gguf_writer_add_u32(w, "bert.block_count", (uint32_t)s->n_layer), 0);
+    assert_int_equal(gguf_writer_add_u32(w, "bert.feed_forward_length", (uint32_t)s->n_ff), 0);
+    assert_int_equal(gguf_writer_add_u32(w, "bert.attention.head_count", (uint32_t)s->n_head), 0);
+    assert_int_equal(gguf_writer_add_u32(w, "bert.context_length", (uint32_t)s->n_pos), 0);
+    assert_int_equal(gguf_writer_add_f32(w, "bert.attention.layer_norm_epsilon", 1e-12f), 0);
+    assert_int_equal(gguf_writer_add_bool(w, "bert.attention.causal", false), 0);
+    if (s->pooling >= 0)
+        assert_int_equal(gguf_writer_add_u32(w, "bert.pooling_type", (uint32_t)s->pooling), 0);
+    const int n_vocab = add_vocab(w, s->bge);
+    const int64_t d = s->n_embd, f = s->n_ff;
+    add_tensor(w, s, "token_embd.weight", QUANT_F16, d, n_vocab, 0.5f, 0.0f);
+    add_tensor(w, s, "position_embd.weight", QUANT_F32, d, s->n_pos, 0.5f, 0.0f);
+    if (s->has_types) add_tensor(w, s, "token_types.weight", QUANT_F32, d, 2, 0.5f, 0.0f);
+    add_tensor(w, s, "token_embd_norm.weight", s->vec_type, d, 1, 0.2f, 1.0f);
+    add_tensor(w, s, "token_embd_norm.bias", s->vec_type, d, 1, 0.1f, 0.0f);
+    static const char *const mats[] = {"attn_q", "attn_k", "attn_v", "attn_output"};
+    for (int il = 0; il < s->n_layer; il++) {
+        for (int k = 0; k < 4; k++) {
+            snprintf(name, sizeof name, "blk.%d.%s.weight", il, mats[k]);
+            add_tensor(w, s, name, s->wtype, d, d, 0.4f, 0.0f);
+            snprintf(name, sizeof name, "blk.%d.%s.bias", il, mats[k]);
+            if (!s->drop_bias) add_tensor(w, s, name, s->vec_type, d, 1, 0.1f, 0.0f);
+        }
+        snprintf(name, sizeof name, "blk.%d.ffn_up.weight", il);
+        add_tensor(w, s, name, s->wtype, d, f, 0.4f, 0.0f);
+        snprintf(name, sizeof name, "blk.%d.ffn_up.bias", il);
+        if (!s->drop_bias) add_tensor(w, s, name, s->vec_type, f, 1, 0.1f, 0.0f);
+        snprintf(name, sizeof name, "blk.%d.ffn_down.weight", il);
+        add_tensor(w, s, name, s->down_type, f, d, 0.3f, 0.0f);
+        snprintf(name, sizeof name, "blk.%d.ffn_down.bias", il);
+        if (!s->drop_bias) add_tensor(w, s, name, s->vec_type, d, 1, 0.1f, 0.0f);
+        static const char *const norms[] = {"attn_output_norm", "layer_output_norm"};
+        for (int k = 0; k < 2; k++) {
+            snprintf(name, sizeof name, "blk.%d.%s.weight", il, norms[k]);
+            add_tensor(w, s, name, s->vec_type, d, 1, 0.2f, 1.0f);
+            snprintf(name, sizeof name, "blk.%d.%s.bias", il, norms[k]);
+            add_tensor(w, s, name, s->vec_type, d, 1, 0.1f, 0.0f);
+        }
+    }
+    struct errmsg err;
+    assert_int_equal(gguf_writer_to_file(w, path, &err), ERR_OK);
+    gguf_writer_free(w);
+}
+
+static struct synth synth_default(void)
+{
+    return (struct synth){.n_embd = 32,
+                          .n_head = 4,
+                          .n_ff = 64,
+                          .n_layer = 2,
+                          .n_pos = 48,
+                          .wtype = QUANT_F32,
+                          .down_type = QUANT_F32,
+                          .vec_type = QUANT_F32,
+                          .pooling = -1,
+                          .has_types = true};
+}
+
+static void tmp_path(char *buf, size_t cap, const char *tag)
+{
+    snprintf(buf, cap, "/tmp/llamapi_test_bert_%d_%s.gguf", (int)getpid(), tag);
+}
+
+/* ---- the reference forward pass: plain loops over dequantized weights ---- */
+
+struct ref {
+    const struct gguf *g;
+    int d, n_head, n_ff, n_layer;
+    float eps;
+};
+
+/* The tensor as floats (caller frees), or NULL when absent. */
+static float *ref_tensor(const struct ref *r, const char *name, int layer)
+{
+    char full[96];
+    if (layer >= 0)
+        snprintf(full, sizeof full, "blk.%d.%s", layer, name);
+    else
+        snprintf(full, sizeof full, "%s", name);
+    const struct gguf_tensor *t = gguf_find_tensor(r->g, full);
+    if (!t) return NULL;
+    const int64_t n = t->ne[0] * t->ne[1];
+    float *v = mem_alloc((size_t)n * sizeof *v);
+    assert_non_null(v);
+    quant_traits_of(t->type)->to_float(t->data, v, n);
+    return v;
+}
+
+static void ref_layernorm(float *x, const float *w, const float *b, int n, float eps)
+{
+    double mean = 0.0, var = 0.0;
+    for (int i = 0; i < n; i++)
+        mean += x[i];
+    mean /= n;
+    for (int i = 0; i < n; i++)
+        var += (x[i] - mean) * (x[i] - mean);
+    var /= n;
+    for (int i = 0; i < n; i++)
+        x[i] = (float)((x[i] - mean) / sqrt(var + eps) * w[i] + b[i]);
+}
+
+/* y[t] = x[t] W^T + b for n tokens; W (n_out, n_in). */
+static void ref_linear(const float *x, int n, const float *w, const float *b, int n_in, int n_out,
+                       float *y)
+{
+    for (int t = 0; t < n; t++)
+        for (int o = 0; o < n_out; o++) {
+            double s = b ? b[o] : 0.0;
+            for (int i = 0; i < n_in; i++)
+                s += (double)x[t * n_in + i] * w[o * n_in + i];
+            y[t * n_out + o] = (float)s;
+        }
+}
+
+static float round_half(float x)
+{
+    return ops_f16_to_f32(ops_f32_to_f16(x));
+}
+
+/* ggml's GELU: the tanh approximation evaluated on the input rounded to half, rounded to
+ * half again. */
+static float ref_gelu(float x)
+{
+    if (x <= -10.0f) return 0.0f;
+    if (x >= 10.0f) return x;
+    const float h = round_half(x);
+    return round_half(0.5f * h * (1.0f + tanhf(0.7978845608f * h * (1.0f + 0.044715f * h * h))));
+}
+
+static void ref_attention(const struct ref *r, const float *q, const float *k, const float *v,
+                          int n, float *out)
+{
+    const int d = r->d, hd = d / r->n_head;
+    double *p = mem_alloc((size_t)n * sizeof *p);
+    assert_non_null(p);
+    for (int t = 0; t < n; t++)
+        for (int h = 0; h < r->n_head; h++) {
+            double mx = -INFINITY, sum = 0.0;
+            for (int j = 0; j < n; j++) {
+                double s = 0.0;
+                for (int i = 0; i < hd; i++) // keys and values are half precision
+                    s += (double)q[t * d + h * hd + i] * round_half(k[j * d + h * hd + i]);
+                p[j] = s / sqrt((double)hd);
+                mx = p[j] > mx ? p[j] : mx;
+            }
+            for (int j = 0; j < n; j++)
+                sum += (p[j] = exp(p[j] - mx));
+            for (int i = 0; i < hd; i++) {
+                double a = 0.0;
+                for (int j = 0; j < n; j++)
+                    a += p[j] * round_half(v[j * d + h * hd + i]);
+                out[t * d + h * hd + i] = (float)(a / sum);
+            }
+        }
+    mem_free(p);
+}
+
+static void ref_layer(const struct ref *r, int il, float *x, int n)
+{
+    const int d = r->d, f = r->n_ff;
+    float *w[6], *b[6], *nw[2], *nb[2];
+    static const char *const ws[] = {"attn_q",      "attn_k", "attn_v",
+                                     "attn_output", "ffn_up", "ffn_down"};
+    char name[64];
+    for (int k = 0; k < 6; k++) {
+        snprintf(name, sizeof name, "%s.weight", ws[k]);
+        w[k] = ref_tensor(r, name, il);
+        snprintf(name, sizeof name, "%s.bias", ws[k]);
+        b[k] = ref_tensor(r, name, il);
+    }
+    nw[0] = ref_tensor(r, "attn_output_norm.weight", il);
+    nb[0] = ref_tensor(r, "attn_output_norm.bias", il);
+    nw[1] = ref_tensor(r, "layer_output_norm.weight", il);
+    nb[1] = ref_tensor(r, "layer_output_norm.bias", il);
+    float *q = mem_alloc(sizeof(float) * (size_t)(n * d)),
+          *k = mem_alloc(sizeof(float) * (size_t)(n * d));
+    float *v = mem_alloc(sizeof(float) * (size_t)(n * d)),
+          *a = mem_alloc(sizeof(float) * (size_t)(n * d));
+    float *o = mem_alloc(sizeof(float) * (size_t)(n * d)),
+          *h = mem_alloc(sizeof(float) * (size_t)(n * f));
+    ref_linear(x, n, w[0], b[0], d, d, q);
+    ref_linear(x, n, w[1], b[1], d, d, k);
+    ref_linear(x, n, w[2], b[2], d, d, v);
+    ref_attention(r, q, k, v, n, a);
+    ref_linear(a, n, w[3], b[3], d, d, o);
+    for (int t = 0; t < n; t++) {
+        for (int i = 0; i < d; i++)
+            x[t * d + i] += o[t * d + i];
+        ref_layernorm(x + t * d, nw[0], nb[0], d, r->eps);
+    }
+    ref_linear(x, n, w[4], b[4], d, f, h);
+    for (int i = 0; i < n * f; i++)
+        h[i] = ref_gelu(h[i]);
+    ref_linear(h, n, w[5], b[5], f, d, o);
+    for (int t = 0; t < n; t++) {
+        for (int i = 0; i < d; i++)
+            x[t * d + i] += o[t * d + i];
+        ref_layernorm(x + t * d, nw[1], nb[1], d, r->eps);
+    }
+    for (int kk = 0; kk < 6; kk++) {
+        mem_free(w[kk]);
+        mem_free(b[kk]);
+    }
+    for (int kk = 0; kk < 2; kk++) {
+        mem_free(nw[kk]);
+        mem_free(nb[kk]);
+    }
+    float *bufs[] = {q, k, v, a, o, h};
+    for (int kk = 0; kk < 6; kk++)
+        mem_free(bufs[kk]);
+}
+
+/* One input's pooled, normalized embedding (d floats) from the file at path. */
+static void ref_embed(const char *path, const int32_t *ids, int n, int pooling, float *out)
+{
+    struct gguf *g;
+    struct errmsg err;
+    assert_int_equal(gguf_open(path, &g, &err), ERR_OK);
+    int64_t v;
+    struct ref r = {.g = g, .eps = 1e-12f};
+    assert_int_equal(gguf_get_i64(g, "bert.embedding_length", &v), ERR_OK);
+    r.d = (int)v;
+    assert_int_equal(gguf_get_i64(g, "bert.attention.head_count", &v), ERR_OK);
+    r.n_head = (int)v;
+    assert_int_equal(gguf_get_i64(g, "bert.feed_forward_length", &v), ERR_OK);
+    r.n_ff = (int)v;
+    assert_int_equal(gguf_get_i64(g, "bert.block_count", &v), ERR_OK);
+    r.n_layer = (int)v;
+    (void)gguf_get_f32(g, "bert.attention.layer_norm_epsilon", &r.eps);
+    const int d = r.d;
+    float *tok = ref_tensor(&r, "token_embd.weight", -1);
+    float *pos = ref_tensor(&r, "position_embd.weight", -1);
+    float *typ = ref_tensor(&r, "token_types.weight", -1);
+    float *nw = ref_tensor(&r, "token_embd_norm.weight", -1);
+    float *nb = ref_tensor(&r, "token_embd_norm.bias", -1);
+    float *x = mem_alloc(sizeof(float) * (size_t)(n * d));
+    for (int t = 0; t < n; t++) {
+        for (int i = 0; i < d; i++)
+            x[t * d + i] = tok[ids[t] * d + i] + (typ ? typ[i] : 0.0f) + pos[t * d + i];
+        ref_layernorm(x + t * d, nw, nb, d, r.eps);
+    }
+    for (int il = 0; il < r.n_layer; il++)
+        ref_layer(&r, il, x, n);
+    double norm = 0.0;
+    for (int i = 0; i < d; i++) {
+        double s = 0.0;
+        if (pooling == ENGINE_POOLING_MEAN)
+            for (int t = 0; t < n; t++)
+                s += x[t * d + i];
+        s = pooling == ENGINE_POOLING_MEAN  ? s / n
+            : pooling == ENGINE_POOLING_CLS ? x[i]
+                                            : x[(n - 1) * d + i];
+        out[i] = (float)s;
+        norm += s * s;
+    }
+    for (int i = 0; i < d; i++)
+        out[i] = (float)(out[i] / sqrt(norm));
+    float *all[] = {tok, pos, typ, nw, nb, x};
+    for (int i = 0; i < 6; i++)
+        mem_free(all[i]);
+    gguf_close(g);
+}
+
+static double cosine(const float *a, const float *b, int n)
+{
+    double ab = 0, aa = 0, bb = 0;
+    for (int i = 0; i < n; i++) {
+        ab += (double)a[i] * b[i];
+        aa += (double)a[i] * a[i];
+        bb += (double)b[i] * b[i];
+    }
+    return ab / sqrt(aa * bb);
+}
+
+static double max_abs_diff(const float *a, const float *b, int n)
+{
+    double m = 0;
+    for (int i = 0; i < n; i++)
+        m = fabs((double)a[i] - b[i]) > m ? fabs((double)a[i] - b[i]) : m;
+    return m;
+}
+
+/* ---- tests ---- */
+
+static struct tokenizer *tokenizer_of(const char *path)
+{
+    struct tokenizer *t = NULL;
+    struct errmsg err;
+    errmsg_clear(&err);
+    int rc = vocab_tokenizer_from_file(path, &t, &err);
+    if (rc != ERR_OK) fail_msg("tokenizer of %s: %s", path, err.msg);
+    return t;
+}
+
+static void encode(const struct tokenizer *t, const char *text, struct tok_ids *ids)
+{
+    tok_ids_init(ids);
+    assert_int_equal(tok_encode(t, (struct str){text, strlen(text)}, true, false, ids), ERR_OK);
+}
+
+static void test_tiny_bert_golden(void **state)
+{
+    (void)state;
+    if (access(TINY_BERT, R_OK) != 0 || access(TINY_JSON, R_OK) != 0) {
+        printf("skip: %s absent\n", TINY_BERT);
+        skip();
+    }
+    json_error_t jerr;
+    json_t *doc = json_load_file(TINY_JSON, 0, &jerr);
+    assert_non_null(doc);
+    struct tokenizer *tok = tokenizer_of(TINY_BERT);
+    struct engine_encoder *e;
+    struct threadpool *tp;
+    struct errmsg err;
+    assert_int_equal(engine_encoder_load(TINY_BERT, NULL, &e, &err), ERR_OK);
+    assert_int_equal(threadpool_new(2, &tp), ERR_OK);
+    const struct engine_encoder_info *in = engine_encoder_info(e);
+    assert_int_equal(in->n_embd, 32);
+    assert_int_equal(in->pooling, ENGINE_POOLING_MEAN);
+    json_t *cases = json_object_get(doc, "cases"), *c;
+    size_t i;
+    assert_true(json_array_size(cases) >= 5);
+    json_array_foreach(cases, i, c)
+    {
+        struct tok_ids ids;
+        encode(tok, json_string_value(json_object_get(c, "text")), &ids);
+        json_t *want_ids = json_object_get(c, "token_ids"), *want = json_object_get(c, "embedding");
+        assert_int_equal(ids.n_ids, json_array_size(want_ids));
+        for (size_t k = 0; k < ids.n_ids; k++)
+            assert_int_equal(ids.ids[k], json_integer_value(json_array_get(want_ids, k)));
+        float got[32], ref[32];
+        const int32_t *p = ids.ids;
+        const int n = (int)ids.n_ids;
+        assert_int_equal(engine_encoder_embed(e, tp, &p, &n, 1, got, &err), ERR_OK);
+        for (int k = 0; k < 32; k++)
+            ref[k] = (float)json_number_value(json_array_get(want, (size_t)k));
+        double cs = cosine(got, ref, 32);
+        printf("tiny_bert case %zu: cosine %.7f, max diff %.2e\n", i, cs,
+               max_abs_diff(got, ref, 32));
+        assert_true(cs >= 0.999);
+        tok_ids_deinit(&ids);
+    }
+    threadpool_free(tp);
+    engine_encoder_free(e);
+    tok_free(tok);
+    json_decref(doc);
+}
+
+static const char *const k_sentences[] = {
+    "the cat sat on the mat.",
+    "hello world, a big red sun",
+    "a dog running",
+    "cats",
+    "the big dog sat on a red mat, hello sun.",
+};
+#define N_SENT 5
+
+/* Embeds every sentence alone and compares with the reference. */
+static void check_against_ref(const struct synth *s, const char *tag, enum engine_pooling pool,
+                              double min_cos, double max_diff)
+{
+    char path[128];
+    tmp_path(path, sizeof path, tag);
+    write_model(s, path);
+    struct tokenizer *tok = tokenizer_of(path);
+    struct engine_encoder_params p = {.pooling = pool};
+    struct engine_encoder *e;
+    struct threadpool *tp;
+    struct errmsg err;
+    errmsg_clear(&err);
+    if (engine_encoder_load(path, &p, &e, &err) != ERR_OK) fail_msg("load: %s", err.msg);
+    assert_int_equal(threadpool_new(2, &tp), ERR_OK);
+    const int d = s->n_embd;
+    double worst_cos = 1.0, worst_diff = 0.0;
+    const int eff = pool == ENGINE_POOLING_UNSPECIFIED ? (s->pooling >= 0 ? s->pooling : 1) : pool;
+    assert_int_equal(engine_encoder_info(e)->pooling, eff);
+    for (int i = 0; i < N_SENT; i++) {
+        struct tok_ids ids;
+        encode(tok, k_sentences[i], &ids);
+        assert_true(ids.n_ids >= 3);
+        float got[64], ref[64];
+        const int32_t *ptr = ids.ids;
+        const int n = (int)ids.n_ids;
+        assert_int_equal(engine_encoder_embed(e, tp, &ptr, &n, 1, got, &err), ERR_OK);
+        ref_embed(path, ids.ids, n, eff, ref);
+        double cs = cosine(got, ref, d), md = max_abs_diff(got, ref, d);
+        worst_cos = cs < worst_cos ? cs : worst_cos;
+        worst_diff = md > worst_diff ? md : worst_diff;
+        if (cs < min_cos || md > max_diff)
+            fail_msg("%s sentence %d: cosine %.7f, max diff %.2e", tag, i, cs, md);
+        tok_ids_deinit(&ids);
+    }
+    printf("%s: worst cosine %.7f, max diff %.2e\n", tag, worst_cos, worst_diff);
+    threadpool_free(tp);
+    engine_encoder_free(e);
+    tok_free(tok);
+    unlink(path);
+}
+
+static bool have_bge(void)
+{
+    if (access(BGE_VOCAB, R_OK) == 0) return true;
+    printf("note: %s absent; using the built-in vocabulary\n", BGE_VOCAB);
+    return false;
+}
+
+static void test_synthetic_f32(void **state)
+{
+    (void)state;
+    struct synth s = synth_default();
+    s.bge = have_bge();
+    check_against_ref(&s, "f32", ENGINE_POOLING_UNSPECIFIED, 0.999999, 5e-4);
+}
+
+static void test_synthetic_pooling(void **state)
+{
+    (void)state;
+    struct synth s = synth_default();
+    s.pooling = ENGINE_POOLING_CLS;
+    s.has_types = false;
+    check_against_ref(&s, "cls", ENGINE_POOLING_UNSPECIFIED, 0.999999, 5e-4);
+    s.pooling = ENGINE_POOLING_MEAN;
+    check_against_ref(&s, "last", ENGINE_POOLING_LAST, 0.999999, 5e-4);
+}
+
+static void test_synthetic_quantized(void **state)
+{
+    (void)state;
+    struct synth s = synth_default();
+    s.wtype = QUANT_F16;
+    s.down_type = QUANT_Q8_0;
+    s.vec_type = QUANT_F16;
+    s.drop_bias = true;
+    s.n_layer = 3;
+    check_against_ref(&s, "quant", ENGINE_POOLING_UNSPECIFIED, 0.9995, 2e-2);
+}
+
+/* Several inputs in one call give what each gives alone. */
+static void test_batch_equals_single(void **state)
+{
+    (void)state;
+    char path[128];
+    tmp_path(path, sizeof path, "batch");
+    struct synth s = synth_default();
+    write_model(&s, path);
+    struct tokenizer *tok = tokenizer_of(path);
+    struct engine_encoder *e;
+    struct threadpool *tp1, *tp3;
+    struct errmsg err;
+    assert_int_equal(engine_encoder_load(path, NULL, &e, &err), ERR_OK);
+    assert_int_equal(threadpool_new(1, &tp1), ERR_OK);
+    assert_int_equal(threadpool_new(3, &tp3), ERR_OK);
+    struct tok_ids ids[N_SENT];
+    const int32_t *ptrs[N_SENT];
+    int lens[N_SENT];
+    float batch[N_SENT * 32], alone[32];
+    for (int i = 0; i < N_SENT; i++) {
+        encode(tok, k_sentences[i], &ids[i]);
+        ptrs[i] = ids[i].ids;
+        lens[i] = (int)ids[i].n_ids;
+    }
+    assert_int_equal(engine_encoder_embed(e, tp3, ptrs, lens, N_SENT, batch, &err), ERR_OK);
+    for (int i = 0; i < N_SENT; i++) {
+        assert_int_equal(engine_encoder_embed(e, tp1, &ptrs[i], &lens[i], 1, alone, &err), ERR_OK);
+        double md = max_abs_diff(alone, batch + i * 32, 32);
+        if (md > 1e-6) fail_msg("input %d: batch differs from alone by %.3e", i, md);
+    }
+    for (int i = 0; i < N_SENT; i++)
+        tok_ids_deinit(&ids[i]);
+    threadpool_free(tp1);
+    threadpool_free(tp3);
+    engine_encoder_free(e);
+    tok_free(tok);
+    unlink(path);
+}
+
+/* Inputs longer than one attention key block and query block, batched with a short one. */
+static void test_long_inputs(void **state)
+{
+    (void)state;
+    char path[128];
+    tmp_path(path, sizeof path, "long");
+    struct synth s = synth_default();
+    s.n_pos = 300;
+    write_model(&s, path);
+    struct engine_encoder *e;
+    struct threadpool *tp;
+    struct errmsg err;
+    assert_int_equal(engine_encoder_load(path, NULL, &e, &err), ERR_OK);
+    assert_int_equal(threadpool_new(2, &tp), ERR_OK);
+    static int32_t ids[3][300];
+    const int lens[3] = {260, 5, 129};
+    const int32_t *ptrs[3] = {ids[0], ids[1], ids[2]};
+    rng_state = 12345;
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < lens[i]; j++)
+            ids[i][j] =
+                (int32_t)((rng_state = rng_state * 6364136223846793005ull + 1) >> 33) % N_BUILTIN;
+    float got[3 * 32], ref[32];
+    assert_int_equal(engine_encoder_embed(e, tp, ptrs, lens, 3, got, &err), ERR_OK);
+    for (int i = 0; i < 3; i++) {
+        ref_embed(path, ids[i], lens[i], ENGINE_POOLING_MEAN, ref);
+        double cs = cosine(got + i * 32, ref, 32), md = max_abs_diff(got + i * 32, ref, 32);
+        printf("long input %d (%d tokens): cosine %.7f, max diff %.2e\n", i, lens[i], cs, md);
+        assert_true(cs >= 0.999999 && md <= 5e-4);
+    }
+    threadpool_free(tp);
+    engine_encoder_free(e);
+    unlink(path);
+}
+
+static void test_embed_errors(void **state)
+{
+    (void)state;
+    char path[128];
+    tmp_path(path, sizeof path, "errors");
+    struct synth s = synth_default();
+    write_model(&s, path);
+    struct engine_encoder *e;
+    struct threadpool *tp;
+    struct errmsg err;
+    struct engine_encoder_params p = {.n_batch_tokens = 64, .pooling = ENGINE_POOLING_UNSPECIFIED};
+    assert_int_equal(engine_encoder_load(path, &p, &e, &err), ERR_OK);
+    assert_int_equal(engine_encoder_info(e)->n_batch_tokens, 64);
+    assert_int_equal(engine_encoder_info(e)->n_ctx_train, 48);
+    assert_int_equal(threadpool_new(1, &tp), ERR_OK);
+    int32_t ids[64] = {2, 4, 5, 3};
+    const int32_t *ptrs[3] = {ids, ids, ids};
+    int lens[3] = {4, 4, 4};
+    float out[3 * 32];
+    assert_int_equal(engine_encoder_embed(e, tp, ptrs, lens, 0, out, &err), ERR_INVALID);
+    lens[1] = 0;
+    assert_int_equal(engine_encoder_embed(e, tp, ptrs, lens, 3, out, &err), ERR_INVALID);
+    assert_non_null(strstr(err.msg, "input 1"));
+    lens[1] = 4;
+    ids[2] = N_BUILTIN;
+    assert_int_equal(engine_encoder_embed(e, tp, ptrs, lens, 3, out, &err), ERR_INVALID);
+    ids[2] = -1;
+    assert_int_equal(engine_encoder_embed(e, tp, ptrs, lens, 3, out, &err), ERR_INVALID);
+    ids[2] = 5;
+    lens[2] = 49; // above the 48 positions
+    assert_int_equal(engine_encoder_embed(e, tp, ptrs, lens, 3, out, &err), ERR_LIMIT);
+    lens[0] = lens[1] = lens[2] = 30; // 90 tokens > 64
+    assert_int_equal(engine_encoder_embed(e, tp, ptrs, lens, 3, out, &err), ERR_LIMIT);
+    lens[0] = lens[1] = 32; // exactly the capacity
+    assert_int_equal(engine_encoder_embed(e, tp, ptrs, lens, 2, out, &err), ERR_OK);
+    threadpool_free(tp);
+    engine_encoder_free(e);
+    unlink(path);
+}
+
+static void expect_load_error(const struct synth *s, enum engine_pooling pool, int code,
+                              const char *needle)
+{
+    char path[128];
+    tmp_path(path, sizeof path, "bad");
+    write_model(s, path);
+    struct engine_encoder *e = NULL;
+    struct errmsg err;
+    errmsg_clear(&err);
+    struct engine_encoder_params p = {.pooling = pool};
+    assert_int_equal(engine_encoder_load(path, &p, &e, &err), code);
+    assert_null(e);
+    if (!strstr(err.msg, needle)) fail_msg("message '%s' lacks '%s'", err.msg, needle);
+    unlink(path);
+}
+
+static void test_load_errors(void **state)
+{
+    (void)state;
+    struct synth s = synth_default();
+    s.skip_tensor = "blk.1.ffn_down.weight";
+    expect_load_error(&s, ENGINE_POOLING_UNSPECIFIED, ERR_FORMAT, "blk.1.ffn_down.weight");
+    s.skip_tensor = "token_embd_norm.bias";
+    expect_load_error(&s, ENGINE_POOLING_UNSPECIFIED, ERR_FORMAT, "token_embd_norm.bias");
+    s.skip_tensor = NULL;
+    s.pooling = ENGINE_POOLING_RANK;
+    expect_load_error(&s, ENGINE_POOLING_UNSPECIFIED, ERR_UNSUPPORTED, "pooling");
+    s.pooling = -1;
+    expect_load_error(&s, ENGINE_POOLING_NONE, ERR_UNSUPPORTED, "pooling");
+    s.n_head = 5; // 32 does not split into 5 heads
+    expect_load_error(&s, ENGINE_POOLING_UNSPECIFIED, ERR_FORMAT, "heads");
+    struct engine_encoder *e = NULL;
+    struct errmsg err;
+    assert_int_equal(engine_encoder_load("/nonexistent.gguf", NULL, &e, &err), ERR_IO);
+    if (access("../shared/models/llama/stories260K.gguf", R_OK) == 0)
+        assert_int_equal(
+            engine_encoder_load("../shared/models/llama/stories260K.gguf", NULL, &e, &err),
+            ERR_UNSUPPORTED);
+}
+
+static void test_load_alloc_failures(void **state)
+{
+    (void)state;
+    char path[128];
+    tmp_path(path, sizeof path, "oom");
+    struct synth s = synth_default();
+    s.vec_type = QUANT_F16; // converted norm copies are allocations too
+    write_model(&s, path);
+    int64_t live = mem_live_count();
+    bool ok = false;
+    for (int64_t n = 0; n < 200 && !ok; n++) {
+        struct engine_encoder *e = NULL;
+        struct errmsg err;
+        mem_fail_after(n);
+        int rc = engine_encoder_load(path, NULL, &e, &err);
+        mem_fail_after(-1);
+        if (rc == ERR_OK) {
+            ok = true;
+            engine_encoder_free(e);
+        } else {
+            assert_int_equal(rc, ERR_NOMEM);
+            assert_null(e);
+        }
+        assert_int_equal(mem_live_count(), live);
+    }
+    assert_true(ok);
+    unlink(path);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tiny_bert_golden),    cmocka_unit_test(test_synthetic_f32),
+        cmocka_unit_test(test_synthetic_pooling),   cmocka_unit_test(test_synthetic_quantized),
+        cmocka_unit_test(test_batch_equals_single), cmocka_unit_test(test_long_inputs),
+        cmocka_unit_test(test_embed_errors),        cmocka_unit_test(test_load_errors),
+        cmocka_unit_test(test_load_alloc_failures),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
