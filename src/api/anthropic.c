@@ -314,27 +314,46 @@ static bool convert_message(const json_t *msg, size_t i, json_t *messages, struc
                    : assistant_blocks(content, cparam, messages, f);
 }
 
-static bool tool_hidden(const json_t *choice, struct api_fail *f)
+/* tool_choice: none hides the tools; any and tool force a call (through the grammar), in
+ * chat-completions terms "required" and {"type":"function","function":{"name"}}. */
+static bool convert_tool_choice(const json_t *choice, struct anthropic_chat *out, bool *hidden,
+                                struct api_fail *f)
 {
-    if (!choice || json_is_null(choice)) return false;
-    if (!json_is_object(choice)) return !fail_type(f, "tool_choice", "an object", choice);
+    *hidden = false;
+    out->is_parallel = true;
+    if (!choice || json_is_null(choice)) return true;
+    if (!json_is_object(choice)) return fail_type(f, "tool_choice", "an object", choice);
     const char *type = need_string(choice, "type", "tool_choice", f);
-    if (!type) return true;
-    if (strcmp(type, "tool") == 0) return !need_string(choice, "name", "tool_choice", f);
-    if (strcmp(type, "auto") != 0 && strcmp(type, "any") != 0 && strcmp(type, "none") != 0)
-        return !api_failf(f, 400, "invalid_value", "tool_choice.type",
-                          "'tool_choice.type' must be auto, any, tool or none");
-    return strcmp(type, "none") == 0;
+    bool no_parallel = false;
+    if (!type || !v_bool(choice, "disable_parallel_tool_use",
+                         "tool_choice.disable_parallel_tool_use", &no_parallel, f))
+        return false;
+    out->is_parallel = !no_parallel;
+    if (strcmp(type, "tool") == 0) {
+        const char *name = need_string(choice, "name", "tool_choice", f);
+        out->tool_choice =
+            name ? json_pack("{s:s, s:{s:s}}", "type", "function", "function", "name", name) : NULL;
+        return name && (out->tool_choice || fail_nomem(f));
+    }
+    if (strcmp(type, "any") == 0) {
+        out->tool_choice = json_string("required");
+        return out->tool_choice || fail_nomem(f);
+    }
+    if (strcmp(type, "auto") != 0 && strcmp(type, "none") != 0)
+        return api_failf(f, 400, "invalid_value", "tool_choice.type",
+                         "'tool_choice.type' must be auto, any, tool or none");
+    *hidden = strcmp(type, "none") == 0;
+    return true;
 }
 
-/* tools → OpenAI function tools. tool_choice any/tool are advisory (the model is asked
- * through the template, not constrained). */
-static bool convert_tools(const json_t *body, json_t **out, struct api_fail *f)
+/* tools → OpenAI function tools, and tool_choice. */
+static bool convert_tools(const json_t *body, struct anthropic_chat *c, struct api_fail *f)
 {
     const json_t *tools = json_object_get(body, "tools");
+    json_t **out = &c->tools;
     *out = NULL;
-    bool hidden = tool_hidden(json_object_get(body, "tool_choice"), f);
-    if (f->status) return false;
+    bool hidden = false;
+    if (!convert_tool_choice(json_object_get(body, "tool_choice"), c, &hidden, f)) return false;
     if (!tools || json_is_null(tools)) return true;
     if (!json_is_array(tools)) return fail_type(f, "tools", "an array", tools);
     json_t *arr = json_array();
@@ -422,8 +441,7 @@ bool anthropic_to_chat(const json_t *body, struct anthropic_chat *out, struct ap
         if (!ok) break;
         ok = convert_message(m, i, out->messages, f);
     }
-    ok = ok && convert_tools(body, &out->tools, f) &&
-         convert_thinking(body, &out->enable_thinking, f);
+    ok = ok && convert_tools(body, out, f) && convert_thinking(body, &out->enable_thinking, f);
     if (!ok) anthropic_chat_deinit(out);
     return ok;
 }
@@ -432,7 +450,8 @@ void anthropic_chat_deinit(struct anthropic_chat *c)
 {
     json_decref(c->messages);
     json_decref(c->tools);
-    c->messages = c->tools = NULL;
+    json_decref(c->tool_choice);
+    c->messages = c->tools = c->tool_choice = NULL;
 }
 
 /* ---- response shapes ---- */
@@ -575,17 +594,22 @@ static bool start_messages(const struct api_ctx *ctx, json_t *body, struct msg_c
     struct anthropic_chat chat;
     if (!v_require(body, "max_tokens", "max_tokens", f) ||
         !v_bool(body, "stream", "stream", stream, f) ||
-        !params_merge(model_default_params(c->model), body, &names, model_desc(c->model)->n_vocab,
-                      &c->params, f) ||
+        !params_merge_base(ctx->gen_defaults, model_default_params(c->model), body, &names,
+                           model_desc(c->model)->n_vocab, &c->params, f) ||
         !anthropic_to_chat(body, &chat, f))
         return false;
     struct chat_session_args a = {
         .model = c->model,
+        .media_path = ctx->media_path,
         .messages = chat.messages,
         .tools = chat.tools,
         .params = &c->params,
         .enable_thinking =
             chat.enable_thinking >= 0 ? chat.enable_thinking : c->params.enable_thinking,
+        .structured = body, // llama.cpp's grammar / json_schema extension fields
+        .tool_choice = chat.tool_choice,
+        .is_parallel = chat.is_parallel,
+        .metrics = ctx->metrics,
     };
     int rc = chat_session_start(&a, &c->session, &c->n_prompt, f);
     anthropic_chat_deinit(&chat);
@@ -796,6 +820,7 @@ void api_anthropic_count_tokens(const struct api_ctx *ctx, const struct api_requ
     if (ok) {
         struct chat_session_args a = {
             .model = m,
+            .media_path = ctx->media_path,
             .messages = chat.messages,
             .tools = chat.tools,
             .enable_thinking = chat.enable_thinking,

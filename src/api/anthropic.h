@@ -15,6 +15,9 @@ struct anthropic_chat {
     json_t *messages;    // new reference: OpenAI chat messages
     json_t *tools;       // new reference or NULL: OpenAI tools (NULL also for tool_choice none)
     int enable_thinking; // from `thinking`: -1 absent, 0 disabled, 1 enabled
+    json_t *tool_choice; // new reference or NULL: "required" (any) or {"type":"function",
+                         // "function":{"name"}} (tool), which the grammar enforces
+    bool is_parallel;    // false with tool_choice.disable_parallel_tool_use
 };
 
 /* Translates body's system, messages, tools, tool_choice and thinking. system: a string or

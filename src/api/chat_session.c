@@ -2,30 +2,49 @@
 #include "api/chat_session.h"
 
 #include "api/chat_prompt.h"
+#include "api/structured.h"
 
 static int build(const struct chat_session_args *a, struct chat_prompt *prompt, struct api_fail *f)
 {
     buf_init(&prompt->text);
     tok_ids_init(&prompt->ids);
-    if (!chat_messages_validate(a->model, a->messages, NULL, f)) return ERR_INVALID;
+    if (!chat_messages_validate(a->model, a->messages, a->media_path, f)) return ERR_INVALID;
     struct chat_prompt_opts po = {
         .messages = a->messages,
         .tools = a->tools && json_array_size(a->tools) > 0 ? a->tools : NULL,
         .enable_thinking = a->enable_thinking,
         .template_kwargs = a->template_kwargs,
+        .media_path = a->media_path,
         .add_generation_prompt = true,
     };
     return chat_prompt_build(a->model, &po, prompt, f);
+}
+
+/* The GBNF the request asks for, appended to g (nothing when unconstrained). */
+static bool grammar_for(const struct chat_session_args *a, enum toolcall_format format,
+                        struct buf *g, struct api_fail *f)
+{
+    if (a->structured && !structured_from_body(a->structured, g, f)) return false;
+    bool has_tools = a->tools && json_array_size(a->tools) > 0;
+    if (g->len == 0 && has_tools && a->tool_choice)
+        return structured_tool_grammar(a->tools, a->tool_choice, a->is_parallel, format, g, f);
+    return true;
 }
 
 int chat_session_start(const struct chat_session_args *a, struct gen_session **out, int *n_prompt,
                        struct api_fail *f)
 {
     const struct platform_model_desc *d = model_desc(a->model);
+    enum toolcall_format format = toolcall_format_detect(d->chat_template_src);
+    struct buf grammar;
+    buf_init(&grammar);
     struct chat_prompt prompt;
-    int rc = build(a, &prompt, f);
+    buf_init(&prompt.text);
+    tok_ids_init(&prompt.ids);
+    int rc = grammar_for(a, format, &grammar, f) ? build(a, &prompt, f) : ERR_INVALID;
     if (rc != ERR_OK) {
         chat_prompt_deinit(&prompt);
+        buf_deinit(&grammar);
         return rc;
     }
     enum reasoning_format rf = reasoning_format_detect(d->chat_template_src);
@@ -34,14 +53,18 @@ int chat_session_start(const struct chat_session_args *a, struct gen_session **o
         .stops = a->params->stops,
         .n_stops = a->params->n_stops,
         .parse_tools = a->tools && json_array_size(a->tools) > 0,
-        .tool_format = toolcall_format_detect(d->chat_template_src),
+        .tool_format = format,
         .reasoning = rf,
         .reasoning_starts_inside = reasoning_prompt_opens(rf, text, prompt.text.len),
+        .metrics = a->metrics,
     };
-    rc = gen_session_start(a->model, prompt.ids.ids, (int)prompt.ids.n_ids, &a->params->gen, &opt,
-                           out, f);
+    // The request copies the parameters and the grammar, so this copy may point at ours.
+    struct gen_params gen = a->params->gen;
+    gen.grammar = grammar.len ? grammar.data : NULL;
+    rc = gen_session_start(a->model, prompt.ids.ids, (int)prompt.ids.n_ids, &gen, &opt, out, f);
     if (rc == ERR_OK) *n_prompt = (int)prompt.ids.n_ids;
     chat_prompt_deinit(&prompt);
+    buf_deinit(&grammar);
     return rc;
 }
 

@@ -15,11 +15,19 @@ struct chat_session_args {
     const struct gen_request_params *params; // merged sampling; stops borrowed
     int enable_thinking;                     // -1 unset (template default), 0, 1
     const json_t *template_kwargs;           // extra template variables (borrowed) or NULL
+    const struct media_path *media_path;     // local files allowed under it; NULL: refused
+    const json_t *structured;  // object with response_format / grammar / json_schema fields
+                               // (borrowed) or NULL: no constraint asked
+    const json_t *tool_choice; // OpenAI form ("required", {"type":"function",…}) or NULL
+    bool is_parallel;          // a forced tool choice may produce several calls
+    struct metrics *metrics;   // server counters or NULL
 };
 
-/* Validates the messages, renders and tokenizes the prompt and submits it. On success *out is
+/* Validates the messages, renders and tokenizes the prompt, builds the grammar (structured
+ * output, else a forced tool choice in the model's tool-call format) and submits it. On success *out is
  * the caller's (end it with gen_session_end()) and *n_prompt the prompt's token count. Errors
- * (f filled): those of chat_messages_validate, chat_prompt_build and gen_session_start. */
+ * (f filled): those of chat_messages_validate, structured_from_body, structured_tool_grammar,
+ * chat_prompt_build and gen_session_start. */
 int chat_session_start(const struct chat_session_args *a, struct gen_session **out, int *n_prompt,
                        struct api_fail *f);
 

@@ -31,14 +31,15 @@ void api_chat_input_tokens(const struct api_ctx *ctx, const struct api_request *
     struct gen_request_params p;
     json_t *tools = NULL;
     int n = 0;
-    bool ok =
-        m &&
-        params_merge(model_default_params(m), req->json, &names, model_desc(m)->n_vocab, &p, &f) &&
-        chat_tools(req->json, &tools, &f);
+    bool ok = m &&
+              params_merge_base(ctx->gen_defaults, model_default_params(m), req->json, &names,
+                                model_desc(m)->n_vocab, &p, &f) &&
+              chat_tools(req->json, &tools, &f);
     if (ok) {
         const json_t *kwargs = json_object_get(req->json, "chat_template_kwargs");
         struct chat_session_args a = {
             .model = m,
+            .media_path = ctx->media_path,
             .messages = json_object_get(req->json, "messages"),
             .tools = tools,
             .enable_thinking = p.enable_thinking,

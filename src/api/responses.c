@@ -109,6 +109,21 @@ static void store_answer(struct resp_call *c, const json_t *output)
     if (rc != ERR_OK) log_warn("response %s not stored: %s", c->id, err_str(rc));
 }
 
+/* Structured-output failures name response_format (json_schema nested), which here is the
+ * flat text.format. */
+static void rename_format_param(struct api_fail *f)
+{
+    static const char *const prefixes[] = {"response_format.json_schema", "response_format"};
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
+        size_t n = strlen(prefixes[i]);
+        if (strncmp(f->param, prefixes[i], n) != 0) continue;
+        char rest[sizeof f->param];
+        snprintf(rest, sizeof rest, "%s", f->param + n);
+        snprintf(f->param, sizeof f->param, "text.format%.100s", rest);
+        return;
+    }
+}
+
 /* Validates the request, builds the conversation and starts generation. */
 static bool start_response(const struct api_ctx *ctx, json_t *body, struct resp_call *c,
                            bool *stream, struct api_fail *f)
@@ -126,8 +141,8 @@ static bool start_response(const struct api_ctx *ctx, json_t *body, struct resp_
         !v_bool(body, "store", "store", &c->is_store, f) ||
         !v_bool(body, "parallel_tool_calls", "parallel_tool_calls", &parallel, f) ||
         !v_string(body, "previous_response_id", "previous_response_id", 63, &prev_id, f) ||
-        !params_merge(model_default_params(c->model), body, &names, model_desc(c->model)->n_vocab,
-                      &c->params, f))
+        !params_merge_base(ctx->gen_defaults, model_default_params(c->model), body, &names,
+                           model_desc(c->model)->n_vocab, &c->params, f))
         return false;
     if (meta && !json_is_null(meta) && !json_is_object(meta))
         return api_failf(f, 400, "invalid_type", "metadata",
@@ -147,15 +162,21 @@ static bool start_response(const struct api_ctx *ctx, json_t *body, struct resp_
     c->history = json_incref(chat.history);
     struct chat_session_args a = {
         .model = c->model,
+        .media_path = ctx->media_path,
         .messages = chat.messages,
         .tools = chat.tools,
         .params = &c->params,
         .enable_thinking =
             chat.enable_thinking >= 0 ? chat.enable_thinking : c->params.enable_thinking,
+        .structured = chat.structured,
+        .tool_choice = chat.tool_choice,
+        .is_parallel = chat.is_parallel,
+        .metrics = ctx->metrics,
     };
     int n_prompt = 0;
     int rc = chat_session_start(&a, &c->session, &n_prompt, f);
     responses_chat_deinit(&chat);
+    rename_format_param(f);
     return rc == ERR_OK;
 }
 
@@ -293,6 +314,7 @@ void api_responses_input_tokens(const struct api_ctx *ctx, const struct api_requ
     if (ok) {
         struct chat_session_args a = {
             .model = m,
+            .media_path = ctx->media_path,
             .messages = chat.messages,
             .tools = chat.tools,
             .enable_thinking = chat.enable_thinking,

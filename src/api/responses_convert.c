@@ -260,26 +260,42 @@ static bool convert_input(const json_t *body, json_t *history, struct api_fail *
     return responses_items_to_chat(input, "input", history, f);
 }
 
-static bool tools_hidden(const json_t *choice, struct api_fail *f)
+/* tool_choice: "none" hides the tools; "required" and {"type":"function","name"} force a call
+ * (through the grammar), in chat-completions terms; "auto" and allowed_tools do not. */
+static bool convert_tool_choice(const json_t *body, struct responses_chat *out, bool *hidden,
+                                struct api_fail *f)
 {
-    if (!choice || json_is_null(choice)) return false;
+    const json_t *choice = json_object_get(body, "tool_choice");
+    *hidden = false;
+    out->is_parallel = !json_is_false(json_object_get(body, "parallel_tool_calls"));
+    if (!choice || json_is_null(choice)) return true;
     const char *s = json_string_value(choice);
     if (s && !is_type(s, "none") && !is_type(s, "auto") && !is_type(s, "required"))
-        return !api_failf(f, 400, "invalid_value", "tool_choice",
-                          "'tool_choice' must be none, auto, required or an object");
+        return api_failf(f, 400, "invalid_value", "tool_choice",
+                         "'tool_choice' must be none, auto, required or an object");
     if (!s && !json_is_object(choice))
-        return !fail_type(f, "tool_choice", "a string or an object", choice);
-    return is_type(s, "none");
+        return fail_type(f, "tool_choice", "a string or an object", choice);
+    *hidden = is_type(s, "none");
+    if (is_type(s, "required")) {
+        out->tool_choice = json_string("required");
+        return out->tool_choice || fail_nomem(f);
+    }
+    if (s || !is_type(json_string_value(json_object_get(choice, "type")), "function")) return true;
+    const char *name = need_string(choice, "name", "tool_choice", f);
+    out->tool_choice =
+        name ? json_pack("{s:s, s:{s:s}}", "type", "function", "function", "name", name) : NULL;
+    return name && (out->tool_choice || fail_nomem(f));
 }
 
 /* Function tools (flat: {type, name, description, parameters, strict}) → chat tools. Named
  * and required tool choices are advisory, as in chat completions. */
-static bool convert_tools(const json_t *body, json_t **out, struct api_fail *f)
+static bool convert_tools(const json_t *body, struct responses_chat *c, struct api_fail *f)
 {
     const json_t *tools = json_object_get(body, "tools");
+    json_t **out = &c->tools;
     *out = NULL;
-    bool hidden = tools_hidden(json_object_get(body, "tool_choice"), f);
-    if (f->status) return false;
+    bool hidden = false;
+    if (!convert_tool_choice(body, c, &hidden, f)) return false;
     if (!tools || json_is_null(tools)) return true;
     if (!json_is_array(tools)) return fail_type(f, "tools", "an array", tools);
     json_t *arr = json_array();
@@ -342,6 +358,34 @@ static bool convert_reasoning(const json_t *body, int *out, struct api_fail *f)
                      "'reasoning.effort' must be none, minimal, low, medium, high or xhigh");
 }
 
+/* The constraint object for structured_from_body: text.format as response_format (the flat
+ * json_schema shape), plus llama.cpp's grammar and json_schema fields. NULL: none asked. */
+static bool structured_object(const json_t *body, json_t **out, struct api_fail *f)
+{
+    json_t *fmt = json_object_get(json_object_get(body, "text"), "format");
+    static const char *const keys[] = {"grammar", "json_schema"};
+    *out = NULL;
+    json_t *o = json_object();
+    if (!o) return fail_nomem(f);
+    int rc = 0;
+    if (fmt && !json_is_null(fmt) &&
+        !is_type(json_string_value(json_object_get(fmt, "type")), "text"))
+        rc |= json_object_set(o, "response_format", fmt);
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        json_t *v = json_object_get(body, keys[i]);
+        if (v) rc |= json_object_set(o, keys[i], v);
+    }
+    if (rc) {
+        json_decref(o);
+        return fail_nomem(f);
+    }
+    if (json_object_size(o) == 0)
+        json_decref(o);
+    else
+        *out = o;
+    return true;
+}
+
 /* Fields this server cannot honour are refused rather than silently ignored. */
 static bool check_unsupported(const json_t *body, struct api_fail *f)
 {
@@ -350,11 +394,10 @@ static bool check_unsupported(const json_t *body, struct api_fail *f)
     const char *type = json_string_value(json_object_get(fmt, "type"));
     if (text && !json_is_null(text) && !json_is_object(text))
         return fail_type(f, "text", "an object", text);
-    if (fmt && !json_is_null(fmt) && !is_type(type, "text"))
-        return api_failf(f, 400, "unsupported_value", "text.format",
-                         "'text.format' type '%.40s' is not supported yet (structured output "
-                         "needs constrained decoding); use 'text'",
-                         type ? type : "?");
+    if (fmt && !json_is_null(fmt) && !is_type(type, "text") && !is_type(type, "json_schema") &&
+        !is_type(type, "json_object"))
+        return api_failf(f, 400, "invalid_value", "text.format.type",
+                         "'text.format.type' must be text, json_schema or json_object");
     if (json_is_true(json_object_get(body, "background")))
         return api_failf(f, 400, "unsupported_value", "background",
                          "background responses are not supported");
@@ -380,7 +423,8 @@ bool responses_to_chat(const json_t *body, const json_t *previous, struct respon
         return fail_nomem(f);
     }
     const char *ins = json_string_value(json_object_get(body, "instructions"));
-    bool ok = convert_input(body, out->history, f) && convert_tools(body, &out->tools, f) &&
+    bool ok = convert_input(body, out->history, f) && convert_tools(body, out, f) &&
+              structured_object(body, &out->structured, f) &&
               convert_reasoning(body, &out->enable_thinking, f);
     if (ok && ins)
         ok =
@@ -395,7 +439,9 @@ void responses_chat_deinit(struct responses_chat *c)
     json_decref(c->messages);
     json_decref(c->history);
     json_decref(c->tools);
-    c->messages = c->history = c->tools = NULL;
+    json_decref(c->tool_choice);
+    json_decref(c->structured);
+    c->messages = c->history = c->tools = c->tool_choice = c->structured = NULL;
 }
 
 /* ---- output items ---- */

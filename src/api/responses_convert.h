@@ -16,12 +16,17 @@ struct responses_chat {
                          // instructions (what is stored, with the answer, for the next turn)
     json_t *tools;       // new reference or NULL (also for tool_choice "none")
     int enable_thinking; // from reasoning.effort: -1 absent, 0 none/minimal, 1 otherwise
+    json_t *tool_choice; // new reference or NULL: "required" or {"type":"function",
+                         // "function":{"name"}}, which the grammar enforces
+    bool is_parallel;    // parallel_tool_calls (default true)
+    json_t *structured;  // new reference or NULL: {response_format: text.format, grammar,
+                         // json_schema} for structured_from_body
 };
 
 /* Translates body's instructions, input, tools, tool_choice and reasoning, after previous (a
  * stored conversation of chat messages, borrowed, or NULL). 400 failures name the field
- * (invalid_type, invalid_value, unsupported_value for non-function tools, text.format
- * json_schema/json_object and other unsupported features); 500 on allocation failure. On
+ * (invalid_type, invalid_value, unsupported_value for non-function tools, background,
+ * conversation and file images); 500 on allocation failure. On
  * success the caller releases out with responses_chat_deinit(). */
 bool responses_to_chat(const json_t *body, const json_t *previous, struct responses_chat *out,
                        struct api_fail *f);

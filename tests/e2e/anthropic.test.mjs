@@ -2,8 +2,8 @@
 // messages.stream helpers, countTokens, stop sequences, x-api-key auth, Anthropic error
 // shapes, and a tool-use round trip (assistant tool_use + user tool_result) rendered and
 // answered. The model is synthetic with a test-only chat template that renders tools, calls
-// and results (so token counts prove they reach the prompt); its output is not a tool call, so
-// the response-side tool_use mapping is covered by tests/unit/test_anthropic.c.
+// and results (so token counts prove they reach the prompt); a forced tool_choice scripts its
+// output through the grammar, so a real tool_use comes back and is answered.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
@@ -155,6 +155,38 @@ describe('anthropic messages', () => {
     const final = await client.messages.stream({ model: 'small', max_tokens: 6, tools: [weatherTool],
       messages: toolConversation, logit_bias: NO_EOS }).finalMessage();
     assert.ok(['end_turn', 'max_tokens', 'tool_use'].includes(final.stop_reason));
+  });
+
+  test('tool_choice tool forces a tool_use; the result goes back and is answered', async () => {
+    const tool = { ...weatherTool, input_schema: { type: 'object', required: ['city'],
+      properties: { city: { type: 'string', maxLength: 20 } } } };
+    const ask = user('What is the weather in Paris?');
+    const m = await client.messages.create({ model: 'small', max_tokens: 2000, tools: [tool],
+      tool_choice: { type: 'tool', name: 'get_weather' }, messages: ask });
+    assert.equal(m.stop_reason, 'tool_use');
+    const uses = m.content.filter((b) => b.type === 'tool_use');
+    assert.ok(uses.length >= 1);
+    assert.equal(uses[0].name, 'get_weather');
+    assert.match(uses[0].id, /^\S+$/);
+    assert.equal(typeof uses[0].input.city, 'string');
+    assert.ok([...uses[0].input.city].length <= 20);
+
+    const next = await client.messages.create({ model: 'small', max_tokens: 6, tools: [tool], logit_bias: NO_EOS,
+      messages: [...ask, { role: 'assistant', content: m.content },
+        { role: 'user', content: uses.map((u) => ({ type: 'tool_result', tool_use_id: u.id, content: 'Sunny, 24 C' })) }] });
+    assert.equal(next.stop_reason, 'max_tokens');
+    assert.equal(next.content[0].type, 'text');
+
+    // Streaming: the SDK rebuilds the tool_use input from input_json_delta; any forces a call too.
+    const stream = client.messages.stream({ model: 'small', max_tokens: 2000, tools: [tool],
+      tool_choice: { type: 'any', disable_parallel_tool_use: true }, messages: ask });
+    let json = '';
+    stream.on('inputJson', (delta) => (json += delta));
+    const final = await stream.finalMessage();
+    assert.equal(final.stop_reason, 'tool_use');
+    const use = final.content.find((b) => b.type === 'tool_use');
+    assert.equal(use.name, 'get_weather');
+    assert.deepEqual(use.input, JSON.parse(json));
   });
 
   test('assistant thinking blocks are rendered as reasoning', async () => {

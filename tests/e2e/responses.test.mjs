@@ -1,9 +1,8 @@
 // The OpenAI Responses API through the official openai SDK: responses.create with and without
 // streaming (typed events with sequence numbers, the SDK's stream helper), input items with
 // function_call / function_call_output, previous_response_id chaining through the in-memory
-// store, input token counting (also for chat completions bodies), and refusals. The synthetic
-// model's output is not a function call, so output function_call items are covered by
-// tests/unit/test_responses_convert.c.
+// store, input token counting (also for chat completions bodies), structured output and forced
+// function calls (the grammar scripts the synthetic model's output), and refusals.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
@@ -144,6 +143,56 @@ describe('responses', () => {
       (err) => err.status === 400 && err.code === 'previous_response_not_found' && err.param === 'previous_response_id');
   });
 
+  test('a forced function call comes back as a function_call item and its output is answered', async () => {
+    const tool = { ...weatherTool, parameters: { type: 'object', required: ['city'],
+      properties: { city: { type: 'string', maxLength: 20 } } } };
+    const r = await client.responses.create({ model: 'small', input: 'Weather in Paris?', tools: [tool],
+      tool_choice: { type: 'function', name: 'get_weather' }, parallel_tool_calls: false, max_output_tokens: 2000 });
+    assert.equal(r.status, 'completed');
+    const calls = r.output.filter((o) => o.type === 'function_call');
+    assert.equal(calls.length, 1);
+    assert.equal(calls[0].name, 'get_weather');
+    assert.match(calls[0].id, /^fc_/);
+    assert.equal(calls[0].status, 'completed');
+    assert.equal(typeof JSON.parse(calls[0].arguments).city, 'string');
+    // Answer it by chaining: the stored turn holds the call, the input its output.
+    const next = await client.responses.create({ model: 'small', previous_response_id: r.id, tools: [tool],
+      input: [{ type: 'function_call_output', call_id: calls[0].call_id, output: 'Sunny, 24 C' }],
+      max_output_tokens: 5, logit_bias: NO_EOS });
+    assert.equal(next.status, 'incomplete');
+    assert.equal(next.output[0].type, 'message');
+
+    // Streaming: the arguments arrive through function_call_arguments events.
+    const events = [];
+    const stream = await client.responses.create({ model: 'small', input: 'Weather?', tools: [tool], stream: true,
+      tool_choice: 'required', max_output_tokens: 2000 });
+    for await (const ev of stream) events.push(ev);
+    const done = events.find((e) => e.type === 'response.function_call_arguments.done');
+    assert.ok(done, events.map((e) => e.type).join(' '));
+    const deltas = events.filter((e) => e.type === 'response.function_call_arguments.delta').map((e) => e.delta).join('');
+    assert.equal(deltas, done.arguments);
+    const final = events.at(-1);
+    assert.equal(final.type, 'response.completed');
+    const item = final.response.output.find((o) => o.type === 'function_call');
+    assert.equal(item.id, done.item_id);
+    assert.equal(item.arguments, done.arguments);
+  });
+
+  test('text.format json_schema constrains the answer', async () => {
+    const schema = { type: 'object', required: ['name', 'age'], additionalProperties: false,
+      properties: { name: { type: 'string', maxLength: 12 }, age: { type: 'integer', minimum: 0, maximum: 120 } } };
+    const r = await client.responses.create({ model: 'small', input: 'A person, please.', max_output_tokens: 2000,
+      text: { format: { type: 'json_schema', name: 'person', schema, strict: true } } });
+    assert.equal(r.status, 'completed');
+    const v = JSON.parse(r.output_text);
+    assert.deepEqual(Object.keys(v).sort(), ['age', 'name']);
+    assert.ok(Number.isInteger(v.age) && v.age >= 0 && v.age <= 120);
+    assert.equal(typeof v.name, 'string');
+    const obj = await client.responses.create({ model: 'small', input: 'JSON!', max_output_tokens: 2000,
+      text: { format: { type: 'json_object' } } });
+    assert.equal(typeof JSON.parse(obj.output_text), 'object');
+  });
+
   test('chat completions input_tokens counts like llama-server', async () => {
     const r = await fetch(`${srv.url}/v1/chat/completions/input_tokens`, {
       method: 'POST',
@@ -162,7 +211,7 @@ describe('responses', () => {
     assert.equal(chat.usage.prompt_tokens, body.input_tokens);
   });
 
-  test('refusals: structured output, non-function tools, unknown model, bad types', async () => {
+  test('refusals: bad formats, unknown tools, non-function tools, unknown model, bad types', async () => {
     const bad = async (params, status, code, param) => {
       await assert.rejects(client.responses.create({ model: 'small', ...params }), (err) => {
         assert.equal(err.status, status);
@@ -171,8 +220,11 @@ describe('responses', () => {
         return true;
       });
     };
-    await bad({ input: 'x', text: { format: { type: 'json_schema', name: 'n', schema: { type: 'object' } } } }, 400,
-      'unsupported_value', 'text.format');
+    await bad({ input: 'x', text: { format: { type: 'xml' } } }, 400, 'invalid_value', 'text.format.type');
+    await bad({ input: 'x', text: { format: { type: 'json_schema', name: 'n', schema: { type: 'object',
+      properties: { a: { type: 'string', pattern: '(?=x)' } } } } } }, 400, 'unsupported_schema', 'text.format.schema');
+    await bad({ input: 'x', tools: [{ type: 'function', name: 'a' }], tool_choice: { type: 'function', name: 'b' } },
+      400, null, 'tool_choice');
     await bad({ input: 'x', tools: [{ type: 'web_search' }] }, 400, 'unsupported_value', 'tools[0]');
     await bad({ input: 42 }, 400, 'invalid_type', 'input');
     await bad({ input: 'x', max_output_tokens: 'many' }, 400, 'invalid_type', 'max_output_tokens');

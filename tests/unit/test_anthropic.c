@@ -17,7 +17,7 @@
 static json_t *parse(const char *text)
 {
     json_error_t e;
-    json_t *j = json_loads(text, 0, &e);
+    json_t *j = json_loads(text, JSON_DECODE_ANY, &e);
     if (!j) fail_msg("bad test JSON at %d: %s", e.position, e.text);
     return j;
 }
@@ -111,6 +111,36 @@ static void test_text_image_and_options(void **state)
     assert_int_equal(c.enable_thinking, 0);
     anthropic_chat_deinit(&c);
     json_decref(body);
+}
+
+static void test_tool_choice(void **state)
+{
+    (void)state;
+    static const char *const cases[][2] = {
+        {"{\"type\":\"auto\"}", NULL},
+        {"{\"type\":\"any\"}", "\"required\""},
+        {"{\"type\":\"tool\",\"name\":\"t\",\"disable_parallel_tool_use\":true}",
+         "{\"type\":\"function\",\"function\":{\"name\":\"t\"}}"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":%s,"
+                 "\"tools\":[{\"name\":\"t\",\"input_schema\":{\"type\":\"object\"}}]}",
+                 cases[i][0]);
+        json_t *body = parse(text);
+        struct anthropic_chat c;
+        struct api_fail f = {0};
+        assert_true(anthropic_to_chat(body, &c, &f));
+        assert_non_null(c.tools);
+        if (cases[i][1])
+            assert_json_eq(c.tool_choice, cases[i][1]);
+        else
+            assert_null(c.tool_choice);
+        assert_int_equal(c.is_parallel, i != 2);
+        anthropic_chat_deinit(&c);
+        json_decref(body);
+    }
 }
 
 struct bad_case {
@@ -366,13 +396,10 @@ int main(void)
 {
     json_set_alloc_funcs(json_mem_alloc, mem_free); // jansson's allocations become injectable
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tool_conversation),
-        cmocka_unit_test(test_text_image_and_options),
-        cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_content_blocks),
-        cmocka_unit_test(test_stop_reasons_and_errors),
-        cmocka_unit_test(test_stream_events),
-        cmocka_unit_test(test_allocation_failures),
+        cmocka_unit_test(test_tool_conversation), cmocka_unit_test(test_text_image_and_options),
+        cmocka_unit_test(test_tool_choice),       cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_content_blocks),    cmocka_unit_test(test_stop_reasons_and_errors),
+        cmocka_unit_test(test_stream_events),     cmocka_unit_test(test_allocation_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

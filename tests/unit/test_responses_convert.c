@@ -17,7 +17,7 @@
 static json_t *parse(const char *text)
 {
     json_error_t e;
-    json_t *j = json_loads(text, 0, &e);
+    json_t *j = json_loads(text, JSON_DECODE_ANY, &e);
     if (!j) fail_msg("bad test JSON at %d: %s", e.position, e.text);
     return j;
 }
@@ -134,11 +134,10 @@ static void test_refusals(void **state)
          "input[0]"},
         {"{\"input\":\"x\",\"tools\":[{\"type\":\"web_search\"}]}", "unsupported_value",
          "tools[0]"},
-        {"{\"input\":\"x\",\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"n\","
-         "\"schema\":{}}}}",
-         "unsupported_value", "text.format"},
-        {"{\"input\":\"x\",\"text\":{\"format\":{\"type\":\"json_object\"}}}", "unsupported_value",
-         "text.format"},
+        {"{\"input\":\"x\",\"text\":{\"format\":{\"type\":\"xml\"}}}", "invalid_value",
+         "text.format.type"},
+        {"{\"input\":\"x\",\"tool_choice\":{\"type\":\"function\"}}", "invalid_type",
+         "tool_choice.name"},
         {"{\"input\":\"x\",\"reasoning\":{\"effort\":\"max\"}}", "invalid_value",
          "reasoning.effort"},
         {"{\"input\":\"x\",\"tool_choice\":\"sometimes\"}", "invalid_value", "tool_choice"},
@@ -156,6 +155,34 @@ static void test_refusals(void **state)
         assert_null(c.messages);
         json_decref(body);
     }
+}
+
+static void test_tool_choice_and_structured(void **state)
+{
+    (void)state;
+    json_t *body = parse("{\"input\":\"x\",\"tools\":[{\"type\":\"function\",\"name\":\"t\"}],"
+                         "\"tool_choice\":{\"type\":\"function\",\"name\":\"t\"},"
+                         "\"parallel_tool_calls\":false,\"grammar\":\"root ::= \\\"a\\\"\","
+                         "\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"n\","
+                         "\"schema\":{\"type\":\"object\"}}}}");
+    struct responses_chat c;
+    struct api_fail f = {0};
+    assert_true(responses_to_chat(body, NULL, &c, &f));
+    assert_json_eq(c.tool_choice, "{\"type\":\"function\",\"function\":{\"name\":\"t\"}}");
+    assert_false(c.is_parallel);
+    assert_json_eq(c.structured,
+                   "{\"response_format\":{\"type\":\"json_schema\",\"name\":\"n\","
+                   "\"schema\":{\"type\":\"object\"}},\"grammar\":\"root ::= \\\"a\\\"\"}");
+    responses_chat_deinit(&c);
+    json_decref(body);
+    body = parse(
+        "{\"input\":\"x\",\"tool_choice\":\"required\",\"text\":{\"format\":{\"type\":\"text\"}}}");
+    assert_true(responses_to_chat(body, NULL, &c, &f));
+    assert_json_eq(c.tool_choice, "\"required\"");
+    assert_true(c.is_parallel);
+    assert_null(c.structured); // plain text asks for no constraint
+    responses_chat_deinit(&c);
+    json_decref(body);
 }
 
 static void test_output_items(void **state)
@@ -247,6 +274,7 @@ int main(void)
         cmocka_unit_test(test_items),
         cmocka_unit_test(test_string_input_previous_and_options),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_tool_choice_and_structured),
         cmocka_unit_test(test_output_items),
         cmocka_unit_test(test_allocation_failures),
     };
