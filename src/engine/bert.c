@@ -275,6 +275,13 @@ static int plan_all(struct engine_encoder *e, struct errmsg *err)
         if (rc == ERR_OK) rc = plan_build(&L->plan_down, down, 1, &cap, err);
     }
     e->sc.slot_row_cap = (cap + 63) & ~(size_t)63;
+    for (int il = 0; il < e->info.n_layer && rc == ERR_OK; il++) {
+        const struct bert_layer *L = &e->layers[il];
+        const int n[4] = {L->plan_qkv.n_slots, L->plan_o.n_slots, L->plan_up.n_slots,
+                          L->plan_down.n_slots};
+        for (int k = 0; k < 4; k++)
+            e->sc.n_slots = n[k] > e->sc.n_slots ? n[k] : e->sc.n_slots;
+    }
     return rc;
 }
 
@@ -306,8 +313,8 @@ static int alloc_scratch(struct engine_encoder *e, struct errmsg *err)
         {(void **)&sc->proj, B * d, 4},
         {(void **)&sc->ff, B * f, 4},
         {&sc->slot[0], B, rc},
-        {&sc->slot[1], B, rc},
-        {&sc->slot[2], B, rc},
+        {&sc->slot[1], sc->n_slots > 1 ? B : 0, rc}, // only mixed-type plans need more
+        {&sc->slot[2], sc->n_slots > 2 ? B : 0, rc},
         {(void **)&sc->row_input, B, 4},
         {(void **)&sc->in_start, B + 1, 4},
         {(void **)&sc->q_start, B + 1, 4},

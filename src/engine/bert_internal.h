@@ -56,6 +56,7 @@ struct bert_scratch {
     float *ff;     // (B, n_ff)
     void *slot[BERT_PLAN_MAX]; // (B, slot_row_cap) converted activations
     size_t slot_row_cap;
+    int n_slots;        // slots any plan uses (the others are empty)
     int32_t *row_input; // (B) input of each computed row
     int32_t *in_start;  // (B + 1) first stacked token of each input; [n_inputs] = total
     int32_t *q_start;   // (B + 1) first query row of each input (in_start, or i once only
