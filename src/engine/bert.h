@@ -1,7 +1,8 @@
-/* BERT-family encoders (BERT, MiniLM, bge, e5, gte in llama.cpp's GGUF form, architecture
- * `bert`) for sentence embeddings: token + position + token-type embeddings, post-LayerNorm
- * blocks with bidirectional attention and a tanh-GELU FFN, then one pooled, L2-normalized
- * vector per input. Not a decoder (model.h) and not a tokenizer (text/). */
+/* BERT-family encoders for sentence embeddings, in llama.cpp's GGUF form: `bert` (BERT,
+ * MiniLM, bge, e5, gte: token + position + token-type embeddings, post-LayerNorm blocks with
+ * bidirectional attention and a tanh-GELU FFN) and `nomic-bert` (fused QKV, NeoX RoPE instead
+ * of position embeddings, SwiGLU FFN); one pooled, L2-normalized vector per input. Not a
+ * decoder (model.h) and not a tokenizer (text/). */
 #ifndef ENGINE_BERT_H
 #define ENGINE_BERT_H
 
@@ -58,7 +59,8 @@ struct engine_encoder_info {
 
 struct engine_encoder;
 
-/* True when the file's general.architecture is one this module loads ("bert"). Cannot fail. */
+/* True when the file's general.architecture is one this module loads ("bert", "nomic-bert").
+ * Cannot fail. */
 bool engine_encoder_handles(const struct gguf *g);
 
 /* Loads and validates an encoder; p may be NULL (defaults). ERR_IO / ERR_FORMAT /

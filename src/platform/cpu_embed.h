@@ -14,7 +14,7 @@
 struct cpu_embed;
 
 /* True when the GGUF file at path has an encoder architecture this platform embeds with
- * ("bert"). False for decoders and for files that do not open. */
+ * ("bert", "nomic-bert"). False for decoders and for files that do not open. */
 bool cpu_embed_handles(const char *gguf_path);
 
 /* Loads the encoder at gguf_path (a resolved file) with a's threads, context cap and
