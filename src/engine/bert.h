@@ -40,10 +40,10 @@ struct engine_encoder_params {
 
 /* Immutable after load. */
 struct engine_encoder_info {
-    const char *arch; // "bert"; borrowed from the encoder
+    const char *arch; // "bert" or "nomic-bert"; borrowed from the encoder
     int n_vocab;      // rows of token_embd
-    int n_ctx_train;  // most tokens per input: the position_embd rows (and
-                      // <arch>.context_length when smaller)
+    int n_ctx_train;  // most tokens per input: <arch>.context_length, or the position_embd
+                      // rows when fewer
     int n_embd;       // hidden width = length of every output vector
     int n_layer;
     int n_head;
