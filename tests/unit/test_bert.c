@@ -86,6 +86,7 @@ static void add_tensor(struct gguf_writer *w, const struct synth *s, const char 
 static int add_vocab(struct gguf_writer *w, bool bge)
 {
     assert_int_equal(gguf_writer_add_str(w, "tokenizer.ggml.model", "bert"), ERR_OK);
+    assert_int_equal(gguf_writer_add_u32(w, "tokenizer.ggml.token_type_count", 2), ERR_OK);
     if (!bge) {
         struct str toks[N_BUILTIN];
         for (int i = 0; i < N_BUILTIN; i++)
