@@ -27,6 +27,7 @@ CFLAGS_release := -O2 -g
 CFLAGS_asan    := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
                   -fno-sanitize-recover=undefined
 CFLAGS_tsan    := -O1 -g -fsanitize=thread
+CFLAGS_fuzz    := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined
 CFLAGS   := -std=c11 $(WARN) $(CFLAGS_$(BUILD)) $(EXTRA_CFLAGS)
 LDFLAGS  := $(filter -fsanitize=%,$(CFLAGS_$(BUILD))) $(EXTRA_LDFLAGS)
 LDLIBS   := $(PKG_LIBS) -lm -lpthread
@@ -41,13 +42,15 @@ TEST_HELPER_SRC := $(filter-out $(TEST_SRC),$(wildcard tests/unit/*.c))
 TEST_HELPER_OBJ := $(TEST_HELPER_SRC:%.c=$(O)/%.o)
 TOOL_SRC := $(wildcard tools/*.c)
 TOOL_BIN := $(TOOL_SRC:tools/%.c=$(O)/bin/%)
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(O)/fuzz/%)
 BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(O)/bench/%)
 SERVER   := $(O)/bin/llamapi-server
 CLI      := $(O)/bin/llamapi
 
 .SECONDARY:
-.PHONY: all lib tests tools benches test unit asan tsan run clean format format-check deps \
+.PHONY: fuzz fuzzers demo-model all lib tests tools benches test unit asan tsan run clean format format-check deps \
         e2e bench check-headers
 all: $(SERVER) $(CLI) $(TOOL_BIN)
 lib: $(LIB)
@@ -88,6 +91,11 @@ $(O)/bench/%: $(O)/bench/%.o $(LIB)
 	@echo "  LD  $@"
 	@$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
+$(O)/fuzz/%: $(O)/tests/fuzz/%.o $(LIB)
+	@mkdir -p $(@D)
+	@echo "  LD  $@"
+	@$(CC) -fsanitize=fuzzer,address,undefined $^ $(LDLIBS) -o $@
+
 $(O)/tests/%: $(O)/tests/unit/%.o $(TEST_HELPER_OBJ) $(LIB)
 	@mkdir -p $(@D)
 	@echo "  LD  $@"
@@ -96,11 +104,17 @@ $(O)/tests/%: $(O)/tests/unit/%.o $(TEST_HELPER_OBJ) $(LIB)
 deps:
 	@scripts/install-deps.sh
 
-# Unit tests under ASan+UBSan, then e2e against the release build; one summary line.
+# Unit tests under ASan+UBSan, the threaded ones again under TSan, each fuzzer for a short
+# budget, then e2e against the release build; one summary line.
+TSAN_TESTS ?= test_core test_cpu_model test_model test_content test_tokenizer
+TEST_FUZZ_SECONDS ?= 10
 test: deps
 	@$(MAKE) --no-print-directory BUILD=asan tests tools
-	@$(MAKE) --no-print-directory BUILD=release all
-	@scripts/run-tests.sh build/asan build/release
+	@$(MAKE) --no-print-directory BUILD=tsan $(addprefix build/tsan/tests/,$(filter $(TSAN_TESTS),$(TEST_SRC:tests/unit/%.c=%)))
+	@$(MAKE) --no-print-directory BUILD=fuzz CC=clang fuzzers
+	@$(MAKE) --no-print-directory BUILD=release all benches
+	@LLAMAPI_TSAN_DIR=build/tsan LLAMAPI_FUZZ_DIR=build/fuzz LLAMAPI_FUZZ_SECONDS=$(TEST_FUZZ_SECONDS) \
+	  scripts/run-tests.sh build/asan build/release
 
 unit: tests tools
 	@scripts/run-tests.sh --unit-only $(O) $(O)
@@ -114,10 +128,28 @@ asan:
 tsan:
 	@$(MAKE) --no-print-directory BUILD=tsan all tests
 
+# libFuzzer targets (clang), each run for FUZZ_SECONDS from its seed corpus.
+FUZZ_SECONDS ?= 30
+fuzzers: $(FUZZ_BIN)
+fuzz:
+	@$(MAKE) --no-print-directory BUILD=fuzz CC=clang fuzzers
+	@scripts/run-fuzz.sh build/fuzz $(FUZZ_SECONDS)
+
+# The demo model `make run` serves when no other is given: a small qwen2-shaped model with
+# random weights and a ChatML template, written by our own gguf-synth (it answers gibberish;
+# it is there so the API works on a fresh machine).
+DEMO_MODEL := $(O)/models/demo.gguf
+$(DEMO_MODEL): $(O)/bin/gguf-synth
+	@mkdir -p $(@D)
+	@$(O)/bin/gguf-synth --arch qwen2 --layers 4 --embd 256 --heads 4 --heads-kv 2 --ffn 512 \
+	  --ctx 2048 --type q8_0 --tied --seed 42 -o $@
+demo-model: $(DEMO_MODEL)
+
 # deps first, then a fresh make: pkg-config flags are read when make parses this file.
+RUN_ARGS ?= -m $(DEMO_MODEL) --alias demo
 run: deps
-	@$(MAKE) --no-print-directory all
-	$(SERVER) $(ARGS)
+	@$(MAKE) --no-print-directory all demo-model
+	$(SERVER) $(RUN_ARGS) $(ARGS)
 
 bench: benches
 	@scripts/run-bench.sh $(O)

@@ -43,6 +43,37 @@ if [[ $mode != e2e-only ]]; then
     done
 fi
 
+# The threaded tests again under ThreadSanitizer, when built.
+if [[ $mode == all && -n ${LLAMAPI_TSAN_DIR:-} ]]; then
+    export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+    for t in "$LLAMAPI_TSAN_DIR"/tests/test_*; do
+        [[ -x $t ]] || continue
+        name="tsan/$(basename "$t")"
+        log="$LLAMAPI_TSAN_DIR/logs/$(basename "$t").log"
+        mkdir -p "$(dirname "$log")"
+        if "$t" >"$log" 2>&1; then rc=0; else rc=$?; fi
+        count "$log"
+        if ((rc != 0)); then
+            failures+=("$name"); grep -q '^\[  FAILED  \]' "$log" || failed=$((failed + 1))
+            echo "--- $name failed (exit $rc):"; grep -A30 -m1 'WARNING: ThreadSanitizer\|FAILED' "$log" | head -40
+        else
+            echo "ok   $name"
+        fi
+    done
+fi
+
+# Each fuzzer for a short budget, when built.
+if [[ $mode == all && -n ${LLAMAPI_FUZZ_DIR:-} ]]; then
+    if scripts/run-fuzz.sh "$LLAMAPI_FUZZ_DIR" "${LLAMAPI_FUZZ_SECONDS:-10}" >"$LLAMAPI_FUZZ_DIR/run.log" 2>&1; then
+        grep '^ok' "$LLAMAPI_FUZZ_DIR/run.log"
+    else
+        failures+=("fuzz"); cat "$LLAMAPI_FUZZ_DIR/run.log"
+    fi
+    p=$(sed -n 's/^fuzz: \([0-9]*\) passed.*/\1/p' "$LLAMAPI_FUZZ_DIR/run.log")
+    f=$(sed -n 's/^fuzz: [0-9]* passed, \([0-9]*\) failed/\1/p' "$LLAMAPI_FUZZ_DIR/run.log")
+    passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
+fi
+
 if [[ $mode != unit-only && -f tests/e2e/package.json ]]; then
     export LLAMAPI_SERVER_BIN=$PWD/$e2e_dir/bin/llamapi-server
     export LLAMAPI_CLI_BIN=$PWD/$e2e_dir/bin/llamapi

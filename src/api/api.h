@@ -13,7 +13,11 @@
 #include <stdint.h>
 
 struct manager;
+struct media_path;
+struct response_store;
 struct server_config;
+struct gen_params;
+struct metrics;
 
 /* What every handler may read. Immutable after start-up except through the objects' own
  * locks (the registry is guarded by its mutex). */
@@ -21,6 +25,16 @@ struct api_ctx {
     struct manager *manager;            // models; borrowed, own locks
     const struct server_config *config; // flags; immutable after start-up
     int64_t started_unix_s;             // server start time
+    const struct media_path *media_path; // where file:// parts may be read; immutable
+    const struct gen_params *gen_defaults; // server sampling defaults (flags); NULL: built-in
+    struct metrics *metrics;            // server counters (atomics); NULL: not counted
+    const char *version;                // build version (static) or NULL
+    bool is_metrics_enabled;            // --metrics: GET /metrics answers
+    bool is_slots_disabled;             // --no-slots: GET /slots is 501
+    int load_instances;                 // instances for POST /models/load (-np; 0: 1)
+    int load_n_ctx;                     // context for POST /models/load (-c; 0: model's)
+    const char *models_dir;             // --models-dir (borrowed, immutable) or NULL
+    struct response_store *responses;   // Responses-API memory (own mutex) or NULL: none kept
 };
 
 /* Returns the value of a request header (case-insensitive name) or NULL. */

@@ -117,6 +117,9 @@ static bool validate_message(const struct model *m, const json_t *msg, size_t i,
 bool chat_messages_validate(const struct model *m, const json_t *messages,
                             const struct media_path *media_path, struct api_fail *f)
 {
+    if (!messages)
+        return api_failf(f, 400, "missing_required_parameter", "messages",
+                         "Missing required parameter: 'messages'.");
     if (!json_is_array(messages))
         return api_failf(f, 400, "invalid_type", "messages",
                          "Invalid type for 'messages': expected an array, but got %s.",

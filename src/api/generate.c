@@ -2,6 +2,7 @@
 #include "api/generate.h"
 
 #include "api/errors.h"
+#include "api/metrics.h"
 #include "text/stopstr.h"
 #include "text/tokenizer.h"
 #include "util/mem.h"
@@ -19,6 +20,9 @@ struct gen_session {
     struct stopstr *stops;            // NULL when there are none
     struct reasoning_stream *reasoning;
     struct toolcall_stream *tools;    // NULL unless parse_tools
+    struct metrics *metrics;          // borrowed or NULL
+    bool is_counted;                  // admitted: its timings go to metrics at the end
+    int n_step_events;                // events consumed by the last step
     int cursor;                       // events consumed
     int n_completion;                 // tokens generated
     bool is_done;
@@ -37,6 +41,7 @@ int gen_session_start(struct model *m, const int32_t *prompt, int n_prompt,
     if (!s)
         return api_failf(f, 500, NULL, NULL, "out of memory"), ERR_NOMEM;
     s->model = m;
+    s->metrics = opt->metrics;
     s->tok = desc->tokenizer;
     tok_stream_init(&s->detok, s->tok, false);
     int max_events = desc->n_ctx - n_prompt;
@@ -60,15 +65,19 @@ int gen_session_start(struct model *m, const int32_t *prompt, int n_prompt,
     switch (model_submit(m, s->req)) {
     case POOL_ADMIT_RUN:
     case POOL_ADMIT_QUEUED:
+        s->is_counted = s->metrics != NULL;
+        metrics_request_started(s->metrics);
         *out = s;
         return ERR_OK;
     case POOL_ADMIT_FULL:
+        metrics_request_rejected(s->metrics, METRICS_REJECT_QUEUE_FULL);
         api_failf(f, 429, "queue_full", NULL,
                   "All instances of model '%s' are busy and its queue is full; retry later.",
                   model_id(m));
         f->type = API_TYPE_RATE_LIMIT;
         break;
     case POOL_ADMIT_CLOSED:
+        metrics_request_rejected(s->metrics, METRICS_REJECT_UNLOADING);
         api_failf(f, 404, "model_not_found", "model", "The model '%s' is being unloaded",
                   model_id(m));
         break;
@@ -166,6 +175,7 @@ static const char *finish_name(struct gen_session *s, enum finish_reason f, bool
 bool gen_session_next(struct gen_session *s, int timeout_ms, struct gen_delta *d)
 {
     memset(d, 0, sizeof *d);
+    s->n_step_events = 0;
     d->content = d->reasoning = (struct str){"", 0};
     d->stop_index = -1;
     if (s->is_done) {
@@ -177,6 +187,7 @@ bool gen_session_next(struct gen_session *s, int timeout_ms, struct gen_delta *d
                                 &fin);
     if (n == 0 && fin == FINISH_NONE)
         return false;
+    s->n_step_events = n;
     buf_clear(&s->text);
     for (int i = 0; i < n; i++)
         tok_stream_push(&s->detok, s->events[i].token, &s->text);
@@ -226,6 +237,12 @@ void gen_session_timings(struct gen_session *s, struct request_timings *out)
     request_outcome(s->req, NULL, NULL, out);
 }
 
+const struct gen_event *gen_session_events(const struct gen_session *s, int *n)
+{
+    *n = s->n_step_events;
+    return s->events;
+}
+
 const struct toolcall *gen_session_calls(const struct gen_session *s, int *n)
 {
     *n = 0;
@@ -238,6 +255,11 @@ void gen_session_end(struct gen_session *s)
         return;
     if (s->req && request_outcome(s->req, NULL, NULL, NULL) == FINISH_NONE)
         model_abandon(s->model, s->req);
+    if (s->is_counted) {
+        struct request_timings t;
+        request_outcome(s->req, NULL, NULL, &t);
+        metrics_request_finished(s->metrics, &t);
+    }
     request_release(s->req);
     stopstr_free(s->stops);
     reasoning_stream_free(s->reasoning);

@@ -15,6 +15,8 @@
 
 #include <stdbool.h>
 
+struct metrics;
+
 struct gen_options {
     const char *const *stops;         // stop strings (borrowed for gen_session_start)
     int n_stops;
@@ -22,6 +24,7 @@ struct gen_options {
     enum toolcall_format tool_format;
     enum reasoning_format reasoning;  // REASONING_FORMAT_NONE: everything is content
     bool reasoning_starts_inside;     // the prompt opened a reasoning block
+    struct metrics *metrics;          // counters to update (borrowed; outlives the session) or NULL
 };
 
 #define GEN_DELTA_MAX_CALLS 16
@@ -59,6 +62,10 @@ bool gen_session_next(struct gen_session *s, int timeout_ms, struct gen_delta *d
 int gen_session_n_prompt(const struct gen_session *s);
 int gen_session_n_completion(const struct gen_session *s);
 void gen_session_timings(struct gen_session *s, struct request_timings *out);
+/* The token events the last gen_session_next() consumed (ids, and log-probabilities when
+ * params.n_probs > 0), in order. Borrowed until the next gen_session_next(). Cannot fail. */
+const struct gen_event *gen_session_events(const struct gen_session *s, int *n);
+
 /* Tool calls found so far (borrowed). */
 const struct toolcall *gen_session_calls(const struct gen_session *s, int *n);
 

@@ -31,6 +31,52 @@ void api_models_unload(const struct api_ctx *ctx, const struct api_request *req,
 void api_chat_completions(const struct api_ctx *ctx, const struct api_request *req,
                           struct api_response *resp);
 
+/* native.c (llama.cpp server) */
+void api_native_completion(const struct api_ctx *ctx, const struct api_request *req,
+                           struct api_response *resp);
+void api_native_infill(const struct api_ctx *ctx, const struct api_request *req,
+                       struct api_response *resp);
+
+/* native_oai.c: POST /v1/completions */
+void api_completions(const struct api_ctx *ctx, const struct api_request *req,
+                     struct api_response *resp);
+
+/* native_info.c */
+void api_native_tokenize(const struct api_ctx *ctx, const struct api_request *req,
+                         struct api_response *resp);
+void api_native_detokenize(const struct api_ctx *ctx, const struct api_request *req,
+                           struct api_response *resp);
+void api_native_apply_template(const struct api_ctx *ctx, const struct api_request *req,
+                               struct api_response *resp);
+void api_native_props(const struct api_ctx *ctx, const struct api_request *req,
+                      struct api_response *resp);
+void api_native_slots(const struct api_ctx *ctx, const struct api_request *req,
+                      struct api_response *resp);
+void api_native_metrics(const struct api_ctx *ctx, const struct api_request *req,
+                        struct api_response *resp);
+
+/* native_router.c */
+void api_router_models(const struct api_ctx *ctx, const struct api_request *req,
+                       struct api_response *resp);
+void api_router_load(const struct api_ctx *ctx, const struct api_request *req,
+                     struct api_response *resp);
+void api_router_unload(const struct api_ctx *ctx, const struct api_request *req,
+                       struct api_response *resp);
+/* anthropic.c */
+void api_anthropic_messages(const struct api_ctx *ctx, const struct api_request *req,
+                            struct api_response *resp);
+void api_anthropic_count_tokens(const struct api_ctx *ctx, const struct api_request *req,
+                                struct api_response *resp);
+
+/* responses.c */
+void api_responses_create(const struct api_ctx *ctx, const struct api_request *req,
+                          struct api_response *resp);
+void api_responses_input_tokens(const struct api_ctx *ctx, const struct api_request *req,
+                                struct api_response *resp);
+
+/* input_tokens.c */
+void api_chat_input_tokens(const struct api_ctx *ctx, const struct api_request *req,
+                           struct api_response *resp);
 /* openai_embed.c */
 void api_embeddings(const struct api_ctx *ctx, const struct api_request *req,
                     struct api_response *resp);

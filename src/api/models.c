@@ -41,6 +41,8 @@ static json_t *model_json(const struct model_info *m)
                           m->desc.kind == MODEL_KIND_EMBEDDING ? "embedding" : "chat",
                           "status", status_name(m->status), "queue", m->queue_depth);
     if (j && !is_loading) {
+        if (m->desc.description[0])
+            json_object_set_new(j, "description", json_string(m->desc.description));
         json_object_set_new(j, "n_ctx", json_integer(m->desc.n_ctx));
         json_object_set_new(j, "meta", meta_json(&m->desc));
     }

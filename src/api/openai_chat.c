@@ -8,6 +8,7 @@
 #include "api/ids.h"
 #include "api/params.h"
 #include "api/sse.h"
+#include "api/structured.h"
 #include "util/clock.h"
 #include "util/mem.h"
 
@@ -265,15 +266,16 @@ static bool parse_flags(json_t *body, bool *stream, bool *include_usage, struct 
 static bool start_chat(const struct api_ctx *ctx, json_t *body, struct chat_call *c,
                        struct api_fail *f, bool *stream)
 {
-    (void)ctx;
     struct gen_request_params p;
     static const struct params_names names = {"max_tokens", "max_completion_tokens", "stop"};
     json_t *tools = NULL;
     const struct platform_model_desc *d = model_desc(c->model);
     if (!parse_flags(body, stream, &c->include_usage, f) ||
-        !params_merge(model_default_params(c->model), body, &names, d->n_vocab, &p, f) ||
+        !params_merge_base(ctx->gen_defaults, model_default_params(c->model), body, &names,
+                           d->n_vocab, &p, f) ||
         !parse_tools(body, &tools, f) ||
-        !chat_messages_validate(c->model, json_object_get(body, "messages"), NULL, f))
+        !chat_messages_validate(c->model, json_object_get(body, "messages"), ctx->media_path,
+                                f))
         return false;
     const json_t *kwargs = json_object_get(body, "chat_template_kwargs");
     struct chat_prompt_opts po = {
@@ -283,11 +285,23 @@ static bool start_chat(const struct api_ctx *ctx, json_t *body, struct chat_call
         .template_kwargs = json_is_object(kwargs) ? kwargs : NULL,
         .add_generation_prompt = true,
     };
+    bool parallel = true;
+    if (!v_bool(body, "parallel_tool_calls", "parallel_tool_calls", &parallel, f))
+        return false;
+    struct buf grammar;
+    buf_init(&grammar);
+    bool ok = structured_from_body(body, &grammar, f);
+    if (ok && tools && grammar.len == 0)
+        ok = structured_tool_grammar(tools, json_object_get(body, "tool_choice"), parallel,
+                                     toolcall_format_detect(d->chat_template_src), &grammar, f);
     struct chat_prompt prompt;
-    if (chat_prompt_build(c->model, &po, &prompt, f) != ERR_OK) {
-        chat_prompt_deinit(&prompt);
+    if (!ok || chat_prompt_build(c->model, &po, &prompt, f) != ERR_OK) {
+        if (ok)
+            chat_prompt_deinit(&prompt);
+        buf_deinit(&grammar);
         return false;
     }
+    p.gen.grammar = grammar.len ? grammar.data : NULL;
     enum reasoning_format rf = reasoning_format_detect(d->chat_template_src);
     struct gen_options opt = {
         .stops = p.stops,
@@ -298,10 +312,12 @@ static bool start_chat(const struct api_ctx *ctx, json_t *body, struct chat_call
         .reasoning_starts_inside = reasoning_prompt_opens(rf, prompt.text.data ? prompt.text.data
                                                                                 : "",
                                                           prompt.text.len),
+        .metrics = ctx->metrics,
     };
     int rc = gen_session_start(c->model, prompt.ids.ids, (int)prompt.ids.n_ids, &p.gen, &opt,
                                &c->session, f);
     chat_prompt_deinit(&prompt);
+    buf_deinit(&grammar); // the request keeps its own copy
     return rc == ERR_OK;
 }
 

@@ -184,8 +184,20 @@ bool params_merge(const json_t *default_params, const json_t *body,
                   const struct params_names *names, int n_vocab,
                   struct gen_request_params *out, struct api_fail *f)
 {
+    return params_merge_base(NULL, default_params, body, names, n_vocab, out, f);
+}
+
+bool params_merge_base(const struct gen_params *base, const json_t *default_params,
+                       const json_t *body, const struct params_names *names, int n_vocab,
+                       struct gen_request_params *out, struct api_fail *f)
+{
     memset(out, 0, sizeof *out);
-    gen_params_defaults(&out->gen);
+    if (base) {
+        out->gen = *base;
+        out->gen.grammar = NULL;
+    } else {
+        gen_params_defaults(&out->gen);
+    }
     out->enable_thinking = -1;
     static const struct params_names defaults_names = {"max_tokens", NULL, "stop"};
     if (default_params &&

@@ -38,4 +38,11 @@ bool params_merge(const json_t *default_params, const json_t *body,
                   const struct params_names *names, int n_vocab,
                   struct gen_request_params *out, struct api_fail *f);
 
+/* params_merge starting from base — the server's defaults from its flags (--temp, --top-k,
+ * -n, …) — instead of gen_params_defaults(); base NULL is the same as params_merge. base is
+ * copied except its grammar (the result's grammar is NULL). */
+bool params_merge_base(const struct gen_params *base, const json_t *default_params,
+                       const json_t *body, const struct params_names *names, int n_vocab,
+                       struct gen_request_params *out, struct api_fail *f);
+
 #endif

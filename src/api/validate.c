@@ -33,6 +33,8 @@ void api_fail_respond(const struct api_fail *f, struct api_response *resp)
 
 const char *v_type_name(const json_t *v)
 {
+    if (!v)
+        return "nothing";
     switch (json_typeof(v)) {
     case JSON_OBJECT: return "object";
     case JSON_ARRAY: return "array";

@@ -8,6 +8,7 @@
 #include "util/mem.h"
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -86,7 +87,8 @@ static int load_model_template(const char *path, struct buf *src, json_t *ctx)
     struct errmsg err;
     int rc = gguf_open(path, &g, &err);
     if (rc != ERR_OK) {
-        fprintf(stderr, "llamapi: %s: %s\n", path, err.msg);
+        bool named = strncmp(err.msg, path, strlen(path)) == 0; // I/O errors name the path
+        fprintf(stderr, "llamapi: %s%s%s\n", named ? "" : path, named ? "" : ": ", err.msg);
         return rc;
     }
     struct str tmpl;

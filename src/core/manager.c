@@ -117,6 +117,7 @@ int manager_load(struct manager *m, const struct manager_load *a, int *n_actual,
         .n_ctx = n_ctx,
         .n_threads = m->config.n_threads,
         .force_embedding = a->force_embedding,
+        .chat_template = m->config.chat_template,
         .default_params = a->default_params,
         .budget = &m->budget,
     };

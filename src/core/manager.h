@@ -16,6 +16,8 @@ struct manager_config {
     int n_threads;                   // 0: physical cores
     int n_ctx_max;                   // cap on per-instance context (0: 4096 default cap)
     uint64_t memory_limit;           // bytes; 0: 75% of available memory
+    const char *chat_template;       // every model's template instead of its own: a built-in
+                                     // name or Jinja source (borrowed; outlives the manager)
 };
 
 /* Why a load failed, so the API can pick the status and code. */

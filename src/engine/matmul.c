@@ -7,10 +7,21 @@
 
 #define ROW_GROUP 4 // thread ranges start on multiples of this many rows
 
-/* Tile shape for batches: weight rows x tokens (bounded by QUANT_TILE_MAX). A single token uses
- * ROW_GROUP x 1, streaming the weights once with 4 independent accumulator chains. */
-#define BATCH_TILE_ROWS 2
+/* Tile shape for batches: weight rows x tokens (bounded by QUANT_TILE_MAX). 3x4 measured best
+ * or equal-best for every type on a 4864x896 matrix (the quantized kernels are bound by
+ * per-(row, token) arithmetic, so the shape matters little except for F16). A single token
+ * uses ROW_GROUP x 1, streaming the weights once with 4 independent accumulator chains. */
+#ifndef BATCH_TILE_ROWS
+#define BATCH_TILE_ROWS 3
+#endif
+#ifndef BATCH_TILE_COLS
 #define BATCH_TILE_COLS 4
+#endif
+
+#define ACT_CHUNK_BYTES (512 * 1024) // activation bytes per token chunk (L2 is 1-2 MiB)
+
+static void run_tiles(const struct matmul_args *a, quant_vec_dot_tile_fn tile_fn, size_t w_row,
+                      const int64_t rc[4], int64_t tile_rows, int64_t tile_cols);
 
 static int64_t min_i64(int64_t a, int64_t b)
 {
@@ -39,9 +50,10 @@ static void run_untiled(const struct matmul_args *a, const struct quant_traits *
 void matmul_run(const struct matmul_args *a, int ith, int nth)
 {
     const struct quant_traits *tr = quant_traits_of(a->w_type);
-    size_t w_row;
+    size_t w_row, x_row;
     if (!tr || !tr->vec_dot || nth < 1 || ith < 0 || ith >= nth || a->n_tok < 1 ||
-        quant_row_bytes(a->w_type, a->n_in, &w_row) != ERR_OK)
+        quant_row_bytes(a->w_type, a->n_in, &w_row) != ERR_OK ||
+        quant_row_bytes(tr->dot_type, a->n_in, &x_row) != ERR_OK || a->x_row_bytes < x_row)
         return;
     int64_t r0, r1;
     thread_range(a->n_out, ROW_GROUP, ith, nth, &r0, &r1);
@@ -51,10 +63,23 @@ void matmul_run(const struct matmul_args *a, int ith, int nth)
     }
     const int64_t tile_rows = a->n_tok == 1 ? ROW_GROUP : BATCH_TILE_ROWS;
     const int64_t tile_cols = a->n_tok == 1 ? 1 : BATCH_TILE_COLS;
+    // Tokens go in chunks whose activations stay in L2 while every row tile of the range
+    // passes over them; each chunk re-reads the thread's weights once.
+    int64_t chunk = (int64_t)(ACT_CHUNK_BYTES / a->x_row_bytes) / tile_cols * tile_cols;
+    chunk = chunk < tile_cols ? tile_cols : chunk;
+    for (int64_t c0 = 0; c0 < a->n_tok; c0 += chunk)
+        run_tiles(a, tr->vec_dot_tile, w_row,
+                  (int64_t[4]){r0, r1, c0, min_i64(c0 + chunk, a->n_tok)}, tile_rows, tile_cols);
+}
+
+/* Tiles over rows [rc[0], rc[1]) and tokens [rc[2], rc[3]). */
+static void run_tiles(const struct matmul_args *a, quant_vec_dot_tile_fn tile_fn, size_t w_row,
+                      const int64_t rc[4], int64_t tile_rows, int64_t tile_cols)
+{
     const uint8_t *w = a->w;
     const uint8_t *x = a->x;
-    for (int64_t r = r0; r < r1; r += tile_rows) {
-        for (int64_t c = 0; c < a->n_tok; c += tile_cols) {
+    for (int64_t r = rc[0]; r < rc[1]; r += tile_rows) {
+        for (int64_t c = rc[2]; c < rc[3]; c += tile_cols) {
             struct quant_tile tile = {
                 .n = a->n_in,
                 .x = w + (size_t)r * w_row,
@@ -63,10 +88,10 @@ void matmul_run(const struct matmul_args *a, int ith, int nth)
                 .y_stride = a->x_row_bytes,
                 .s = a->y + c * a->n_out + r,
                 .s_stride = (size_t)a->n_out,
-                .n_rows = (int)min_i64(tile_rows, r1 - r),
-                .n_cols = (int)min_i64(tile_cols, a->n_tok - c),
+                .n_rows = (int)min_i64(tile_rows, rc[1] - r),
+                .n_cols = (int)min_i64(tile_cols, rc[3] - c),
             };
-            tr->vec_dot_tile(&tile);
+            tile_fn(&tile);
         }
     }
 }

@@ -37,8 +37,7 @@ static int hp_int(const struct hp *h, const char *suffix, int64_t def, int64_t l
     snprintf(key, sizeof key, "%s.%s", h->arch, suffix);
     int rc = gguf_get_i64(h->g, key, &v);
     if (rc == ERR_NOT_FOUND) {
-        if (def < 0)
-            return errmsg_set(h->err, ERR_FORMAT, "missing key '%s'", key);
+        if (def < 0) return errmsg_set(h->err, ERR_FORMAT, "missing key '%s'", key);
         v = def;
     } else if (rc != ERR_OK) {
         return errmsg_set(h->err, ERR_FORMAT, "key '%s': not an integer", key);
@@ -59,8 +58,7 @@ static int hp_float(const struct hp *h, const char *suffix, float def, bool requ
         *out = def;
         return ERR_OK;
     }
-    if (rc == ERR_NOT_FOUND)
-        return errmsg_set(h->err, ERR_FORMAT, "missing key '%s'", key);
+    if (rc == ERR_NOT_FOUND) return errmsg_set(h->err, ERR_FORMAT, "missing key '%s'", key);
     if (rc != ERR_OK || !(*out == *out))
         return errmsg_set(h->err, ERR_FORMAT, "key '%s': not a number", key);
     return ERR_OK;
@@ -77,10 +75,8 @@ static int load_rope_scaling(struct engine_model *m, const struct hp *h)
     int rc = hp_float(h, "rope.scaling.factor", 0.0f, false, &factor);
     if (rc == ERR_OK && factor == 0.0f)
         rc = hp_float(h, "rope.scale_linear", 0.0f, false, &factor); // older files
-    if (rc != ERR_OK)
-        return rc;
-    if (str_eq_cstr(type, "none") || factor == 0.0f || factor == 1.0f)
-        return ERR_OK;
+    if (rc != ERR_OK) return rc;
+    if (str_eq_cstr(type, "none") || factor == 0.0f || factor == 1.0f) return ERR_OK;
     if (!str_eq_cstr(type, "linear"))
         return errmsg_set(h->err, ERR_UNSUPPORTED, "rope scaling type '%.*s' is not supported",
                           (int)type.len, type.ptr);
@@ -124,16 +120,12 @@ static int load_hparams(struct engine_model *m, struct errmsg *err)
     const struct hp h = {.g = m->gguf, .arch = m->arch_name, .err = err};
     int n_expert = 0, v_len;
     int rc = hp_int(&h, "embedding_length", -1, 1, N_EMBD_MAX, &in->n_embd);
-    if (rc == ERR_OK)
-        rc = hp_int(&h, "block_count", -1, 1, N_LAYER_MAX, &in->n_layer);
-    if (rc == ERR_OK)
-        rc = hp_int(&h, "feed_forward_length", -1, 1, N_FF_MAX, &in->n_ff);
-    if (rc == ERR_OK)
-        rc = hp_int(&h, "attention.head_count", -1, 1, N_HEAD_MAX, &in->n_head);
+    if (rc == ERR_OK) rc = hp_int(&h, "block_count", -1, 1, N_LAYER_MAX, &in->n_layer);
+    if (rc == ERR_OK) rc = hp_int(&h, "feed_forward_length", -1, 1, N_FF_MAX, &in->n_ff);
+    if (rc == ERR_OK) rc = hp_int(&h, "attention.head_count", -1, 1, N_HEAD_MAX, &in->n_head);
     if (rc == ERR_OK)
         rc = hp_int(&h, "attention.head_count_kv", in->n_head, 1, in->n_head, &in->n_head_kv);
-    if (rc == ERR_OK)
-        rc = hp_int(&h, "context_length", -1, 1, INT32_MAX, &in->n_ctx_train);
+    if (rc == ERR_OK) rc = hp_int(&h, "context_length", -1, 1, INT32_MAX, &in->n_ctx_train);
     if (rc == ERR_OK)
         rc = hp_int(&h, "attention.key_length", in->n_embd / in->n_head, 1, HEAD_DIM_MAX,
                     &in->head_dim);
@@ -141,21 +133,17 @@ static int load_hparams(struct engine_model *m, struct errmsg *err)
         rc = hp_int(&h, "attention.value_length", in->head_dim, 1, HEAD_DIM_MAX, &v_len);
     if (rc == ERR_OK)
         rc = hp_int(&h, "rope.dimension_count", in->head_dim, 0, in->head_dim, &m->n_rot);
-    if (rc == ERR_OK)
-        rc = hp_int(&h, "expert_count", 0, 0, INT32_MAX, &n_expert);
+    if (rc == ERR_OK) rc = hp_int(&h, "expert_count", 0, 0, INT32_MAX, &n_expert);
     if (rc == ERR_OK)
         rc = hp_float(&h, "attention.layer_norm_rms_epsilon", 0.0f, true, &m->norm_eps);
-    if (rc == ERR_OK)
-        rc = hp_float(&h, "rope.freq_base", 10000.0f, false, &m->rope_base);
-    if (rc == ERR_OK)
-        rc = load_rope_scaling(m, &h);
-    if (rc != ERR_OK)
-        return rc;
+    if (rc == ERR_OK) rc = hp_float(&h, "rope.freq_base", 10000.0f, false, &m->rope_base);
+    if (rc == ERR_OK) rc = load_rope_scaling(m, &h);
+    if (rc != ERR_OK) return rc;
     if (n_expert > 0)
         return errmsg_set(err, ERR_UNSUPPORTED, "mixture-of-experts models are not supported");
     if (v_len != in->head_dim)
-        return errmsg_set(err, ERR_UNSUPPORTED, "value_length %d differs from key_length %d",
-                          v_len, in->head_dim);
+        return errmsg_set(err, ERR_UNSUPPORTED, "value_length %d differs from key_length %d", v_len,
+                          in->head_dim);
     if (in->n_head % in->n_head_kv != 0)
         return errmsg_set(err, ERR_FORMAT, "head_count %d is not a multiple of head_count_kv %d",
                           in->n_head, in->n_head_kv);
@@ -194,16 +182,14 @@ static int load_wmat(struct engine_model *m, const char *name, int layer, int64_
     char nb[96];
     const struct gguf_tensor *t = find_tensor(m, name, layer);
     if (!t) {
-        if (layer >= 0)
-            snprintf(nb, sizeof nb, "blk.%d.%s", layer, name);
+        if (layer >= 0) snprintf(nb, sizeof nb, "blk.%d.%s", layer, name);
         return errmsg_set(err, ERR_FORMAT, "missing tensor '%s'", layer >= 0 ? nb : name);
     }
     if (t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != 1 || t->ne[3] != 1)
-        return errmsg_set(err, ERR_FORMAT,
-                          "tensor '%s': shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]",
-                          tname(t, nb, sizeof nb), (long long)t->ne[0], (long long)t->ne[1],
-                          (long long)t->ne[2], (long long)t->ne[3], (long long)n_in,
-                          (long long)n_out);
+        return errmsg_set(
+            err, ERR_FORMAT, "tensor '%s': shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]",
+            tname(t, nb, sizeof nb), (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+            (long long)t->ne[3], (long long)n_in, (long long)n_out);
     const struct quant_traits *tr = quant_traits_of(t->type);
     if (!tr || !tr->vec_dot || !tr->to_float)
         return errmsg_set(err, ERR_UNSUPPORTED, "tensor '%s': type %s is not supported",
@@ -221,17 +207,15 @@ static int load_wmat(struct engine_model *m, const char *name, int layer, int64_
 }
 
 /* A vector of n floats: the mapped data when it is aligned F32, else a converted copy. */
-static int load_vec(struct engine_model *m, const char *name, int layer, int64_t n,
-                    bool required, const float **out, struct errmsg *err)
+static int load_vec(struct engine_model *m, const char *name, int layer, int64_t n, bool required,
+                    const float **out, struct errmsg *err)
 {
     char nb[96];
     const struct gguf_tensor *t = find_tensor(m, name, layer);
     *out = NULL;
     if (!t) {
-        if (!required)
-            return ERR_OK;
-        if (layer >= 0)
-            snprintf(nb, sizeof nb, "blk.%d.%s", layer, name);
+        if (!required) return ERR_OK;
+        if (layer >= 0) snprintf(nb, sizeof nb, "blk.%d.%s", layer, name);
         return errmsg_set(err, ERR_FORMAT, "missing tensor '%s'", layer >= 0 ? nb : name);
     }
     if (t->ne[0] != n || t->ne[1] != 1 || t->ne[2] != 1 || t->ne[3] != 1)
@@ -248,12 +232,10 @@ static int load_vec(struct engine_model *m, const char *name, int layer, int64_t
                           tname(t, nb, sizeof nb),
                           gguf_type_name(t->type) ? gguf_type_name(t->type) : "unknown");
     void **owned = mem_realloc(m->owned, (size_t)(m->n_owned + 1) * sizeof *owned);
-    if (!owned)
-        return errmsg_set(err, ERR_NOMEM, "out of memory");
+    if (!owned) return errmsg_set(err, ERR_NOMEM, "out of memory");
     m->owned = owned;
     float *v = mem_alloc((size_t)n * sizeof *v);
-    if (!v)
-        return errmsg_set(err, ERR_NOMEM, "out of memory");
+    if (!v) return errmsg_set(err, ERR_NOMEM, "out of memory");
     m->owned[m->n_owned++] = v;
     tr->to_float(t->data, v, n);
     *out = v;
@@ -267,33 +249,20 @@ static int load_layer(struct engine_model *m, int il, struct errmsg *err)
     const bool is_qwen2 = m->arch == MODEL_ARCH_QWEN2, is_qwen3 = m->arch == MODEL_ARCH_QWEN3;
     const int64_t hd = m->info.head_dim;
     int rc = load_vec(m, "attn_norm.weight", il, e, true, &L->attn_norm, err);
-    if (rc == ERR_OK)
-        rc = load_vec(m, "ffn_norm.weight", il, e, true, &L->ffn_norm, err);
-    if (rc == ERR_OK)
-        rc = load_wmat(m, "attn_q.weight", il, e, qd, &L->wq, err);
-    if (rc == ERR_OK)
-        rc = load_wmat(m, "attn_k.weight", il, e, kvd, &L->wk, err);
-    if (rc == ERR_OK)
-        rc = load_wmat(m, "attn_v.weight", il, e, kvd, &L->wv, err);
-    if (rc == ERR_OK)
-        rc = load_wmat(m, "attn_output.weight", il, qd, e, &L->wo, err);
-    if (rc == ERR_OK)
-        rc = load_wmat(m, "ffn_gate.weight", il, e, f, &L->w_gate, err);
-    if (rc == ERR_OK)
-        rc = load_wmat(m, "ffn_up.weight", il, e, f, &L->w_up, err);
-    if (rc == ERR_OK)
-        rc = load_wmat(m, "ffn_down.weight", il, f, e, &L->w_down, err);
+    if (rc == ERR_OK) rc = load_vec(m, "ffn_norm.weight", il, e, true, &L->ffn_norm, err);
+    if (rc == ERR_OK) rc = load_wmat(m, "attn_q.weight", il, e, qd, &L->wq, err);
+    if (rc == ERR_OK) rc = load_wmat(m, "attn_k.weight", il, e, kvd, &L->wk, err);
+    if (rc == ERR_OK) rc = load_wmat(m, "attn_v.weight", il, e, kvd, &L->wv, err);
+    if (rc == ERR_OK) rc = load_wmat(m, "attn_output.weight", il, qd, e, &L->wo, err);
+    if (rc == ERR_OK) rc = load_wmat(m, "ffn_gate.weight", il, e, f, &L->w_gate, err);
+    if (rc == ERR_OK) rc = load_wmat(m, "ffn_up.weight", il, e, f, &L->w_up, err);
+    if (rc == ERR_OK) rc = load_wmat(m, "ffn_down.weight", il, f, e, &L->w_down, err);
     // Biases are required by qwen2 and optional elsewhere; the per-head norms define qwen3.
-    if (rc == ERR_OK)
-        rc = load_vec(m, "attn_q.bias", il, qd, is_qwen2, &L->bq, err);
-    if (rc == ERR_OK)
-        rc = load_vec(m, "attn_k.bias", il, kvd, is_qwen2, &L->bk, err);
-    if (rc == ERR_OK)
-        rc = load_vec(m, "attn_v.bias", il, kvd, is_qwen2, &L->bv, err);
-    if (rc == ERR_OK)
-        rc = load_vec(m, "attn_q_norm.weight", il, hd, is_qwen3, &L->q_norm, err);
-    if (rc == ERR_OK)
-        rc = load_vec(m, "attn_k_norm.weight", il, hd, is_qwen3, &L->k_norm, err);
+    if (rc == ERR_OK) rc = load_vec(m, "attn_q.bias", il, qd, is_qwen2, &L->bq, err);
+    if (rc == ERR_OK) rc = load_vec(m, "attn_k.bias", il, kvd, is_qwen2, &L->bk, err);
+    if (rc == ERR_OK) rc = load_vec(m, "attn_v.bias", il, kvd, is_qwen2, &L->bv, err);
+    if (rc == ERR_OK) rc = load_vec(m, "attn_q_norm.weight", il, hd, is_qwen3, &L->q_norm, err);
+    if (rc == ERR_OK) rc = load_vec(m, "attn_k_norm.weight", il, hd, is_qwen3, &L->k_norm, err);
     return rc;
 }
 
@@ -306,21 +275,24 @@ static int plan_build(struct qplan *p, const struct wmat *const *ws, int n, size
     for (int i = 0; i < n; i++) {
         uint32_t dt = quant_traits_of(ws[i]->type)->dot_type;
         size_t rb = matmul_input_row_bytes(ws[i]->type, ws[i]->n_in);
+        uint32_t rnd = QUANT_F32;
+        if (dt == QUANT_F32 && (ws[i]->type == QUANT_F16 || ws[i]->type == QUANT_BF16))
+            rnd = ws[i]->type;
         if (rb == 0)
             return errmsg_set(err, ERR_UNSUPPORTED, "no input conversion for weight type %s",
                               gguf_type_name(ws[i]->type));
         int s = 0;
-        while (s < p->n_slots && p->slot_type[s] != dt)
+        while (s < p->n_slots && (p->slot_type[s] != dt || p->slot_round[s] != rnd))
             s++;
         if (s == p->n_slots) {
             p->slot_type[s] = dt;
+            p->slot_round[s] = rnd;
             p->slot_row_bytes[s] = rb;
             p->n_slots++;
         }
         p->w[i] = ws[i];
         p->w_slot[i] = s;
-        if (rb > *row_cap)
-            *row_cap = rb;
+        if (rb > *row_cap) *row_cap = rb;
     }
     return ERR_OK;
 }
@@ -335,16 +307,12 @@ static int plan_all(struct engine_model *m, struct errmsg *err)
         const struct wmat *gu[2] = {&L->w_gate, &L->w_up};
         const struct wmat *o[1] = {&L->wo}, *down[1] = {&L->w_down};
         rc = plan_build(&L->plan_qkv, qkv, 3, &cap, err);
-        if (rc == ERR_OK)
-            rc = plan_build(&L->plan_o, o, 1, &cap, err);
-        if (rc == ERR_OK)
-            rc = plan_build(&L->plan_gu, gu, 2, &cap, err);
-        if (rc == ERR_OK)
-            rc = plan_build(&L->plan_down, down, 1, &cap, err);
+        if (rc == ERR_OK) rc = plan_build(&L->plan_o, o, 1, &cap, err);
+        if (rc == ERR_OK) rc = plan_build(&L->plan_gu, gu, 2, &cap, err);
+        if (rc == ERR_OK) rc = plan_build(&L->plan_down, down, 1, &cap, err);
     }
     const struct wmat *out[1] = {&m->output};
-    if (rc == ERR_OK)
-        rc = plan_build(&m->plan_out, out, 1, &cap, err);
+    if (rc == ERR_OK) rc = plan_build(&m->plan_out, out, 1, &cap, err);
     m->sc.slot_row_cap = (cap + 63) & ~(size_t)63;
     return rc;
 }
@@ -353,8 +321,7 @@ static int plan_all(struct engine_model *m, struct errmsg *err)
 static bool carve(size_t *total, size_t n, size_t elem, size_t *offset)
 {
     size_t bytes;
-    if (!size_mul(n, elem, &bytes) || !size_add(bytes, 63, &bytes))
-        return false;
+    if (!size_mul(n, elem, &bytes) || !size_add(bytes, 63, &bytes)) return false;
     *offset = *total;
     return size_add(*total, bytes & ~(size_t)63, total);
 }
@@ -367,15 +334,22 @@ static int alloc_scratch(struct engine_model *m, struct errmsg *err)
         void **ptr;
         size_t n, elem;
     } parts[] = {
-        {(void **)&m->sc.x, B * e, 4},       {(void **)&m->sc.xn, B * e, 4},
-        {(void **)&m->sc.q, B * qd, 4},      {(void **)&m->sc.k, B * kvd, 4},
-        {(void **)&m->sc.v, B * kvd, 4},     {(void **)&m->sc.attn, B * qd, 4},
-        {(void **)&m->sc.proj, B * e, 4},    {(void **)&m->sc.gate, B * f, 4},
-        {(void **)&m->sc.up, B * f, 4},      {(void **)&m->sc.logits, B * nv, 4},
+        {(void **)&m->sc.x, B * e, 4},
+        {(void **)&m->sc.xn, B * e, 4},
+        {(void **)&m->sc.q, B * qd, 4},
+        {(void **)&m->sc.k, B * kvd, 4},
+        {(void **)&m->sc.v, B * kvd, 4},
+        {(void **)&m->sc.attn, B * qd, 4},
+        {(void **)&m->sc.proj, B * e, 4},
+        {(void **)&m->sc.gate, B * f, 4},
+        {(void **)&m->sc.up, B * f, 4},
+        {(void **)&m->sc.logits, B * nv, 4},
         {(void **)&m->sc.rope_cos, B * (size_t)(m->n_rot / 2 + 1), 4},
         {(void **)&m->sc.rope_sin, B * (size_t)(m->n_rot / 2 + 1), 4},
-        {&m->sc.slot[0], B, m->sc.slot_row_cap}, {&m->sc.slot[1], B, m->sc.slot_row_cap},
-        {&m->sc.slot[2], B, m->sc.slot_row_cap}, {(void **)&m->sc.tok_item, B, 4},
+        {&m->sc.slot[0], B, m->sc.slot_row_cap},
+        {&m->sc.slot[1], B, m->sc.slot_row_cap},
+        {&m->sc.slot[2], B, m->sc.slot_row_cap},
+        {(void **)&m->sc.tok_item, B, 4},
         {(void **)&m->sc.tok_pos, B, 4},
     };
     const size_t n_parts = sizeof parts / sizeof parts[0];
@@ -396,14 +370,13 @@ static int alloc_scratch(struct engine_model *m, struct errmsg *err)
 static int load_globals(struct engine_model *m, struct errmsg *err)
 {
     const struct gguf_tensor *te = gguf_find_tensor(m->gguf, "token_embd.weight");
-    if (!te)
-        return errmsg_set(err, ERR_FORMAT, "missing tensor 'token_embd.weight'");
+    if (!te) return errmsg_set(err, ERR_FORMAT, "missing tensor 'token_embd.weight'");
     if (te->ne[1] < 1 || te->ne[1] > N_VOCAB_MAX)
         return errmsg_set(err, ERR_FORMAT, "tensor 'token_embd.weight': %lld rows",
                           (long long)te->ne[1]);
     m->info.n_vocab = (int)te->ne[1];
-    int rc = load_wmat(m, "token_embd.weight", -1, m->info.n_embd, m->info.n_vocab, &m->tok_embd,
-                       err);
+    int rc =
+        load_wmat(m, "token_embd.weight", -1, m->info.n_embd, m->info.n_vocab, &m->tok_embd, err);
     if (rc == ERR_OK)
         rc = load_vec(m, "output_norm.weight", -1, m->info.n_embd, true, &m->output_norm, err);
     if (rc == ERR_OK && gguf_find_tensor(m->gguf, "output.weight"))
@@ -436,26 +409,19 @@ int engine_model_load(const char *path, struct engine_model **out, struct errmsg
     quant_init();
     ops_init();
     struct engine_model *m = mem_calloc(1, sizeof *m);
-    if (!m)
-        return errmsg_set(err, ERR_NOMEM, "out of memory");
+    if (!m) return errmsg_set(err, ERR_NOMEM, "out of memory");
     int rc = gguf_open(path, &m->gguf, err);
-    if (rc == ERR_OK)
-        rc = load_arch(m, err);
-    if (rc == ERR_OK)
-        rc = load_hparams(m, err);
-    if (rc == ERR_OK)
-        rc = load_globals(m, err);
+    if (rc == ERR_OK) rc = load_arch(m, err);
+    if (rc == ERR_OK) rc = load_hparams(m, err);
+    if (rc == ERR_OK) rc = load_globals(m, err);
     if (rc == ERR_OK) {
         m->layers = mem_calloc((size_t)m->info.n_layer, sizeof *m->layers);
-        if (!m->layers)
-            rc = errmsg_set(err, ERR_NOMEM, "out of memory");
+        if (!m->layers) rc = errmsg_set(err, ERR_NOMEM, "out of memory");
     }
     for (int il = 0; rc == ERR_OK && il < m->info.n_layer; il++)
         rc = load_layer(m, il, err);
-    if (rc == ERR_OK)
-        rc = plan_all(m, err);
-    if (rc == ERR_OK)
-        rc = alloc_scratch(m, err);
+    if (rc == ERR_OK) rc = plan_all(m, err);
+    if (rc == ERR_OK) rc = alloc_scratch(m, err);
     if (rc != ERR_OK) {
         engine_model_free(m);
         return rc;
@@ -468,8 +434,7 @@ int engine_model_load(const char *path, struct engine_model **out, struct errmsg
 
 void engine_model_free(struct engine_model *m)
 {
-    if (!m)
-        return;
+    if (!m) return;
     for (int i = 0; i < m->n_owned; i++)
         mem_free(m->owned[i]);
     mem_free(m->owned);
@@ -501,8 +466,7 @@ static size_t cache_bytes(const struct engine_model *m, int n_ctx)
 
 size_t engine_seq_bytes(const struct engine_model *m, int n_ctx)
 {
-    if (n_ctx < 1 || n_ctx > N_CTX_MAX)
-        return 0;
+    if (n_ctx < 1 || n_ctx > N_CTX_MAX) return 0;
     size_t kv = cache_bytes(m, n_ctx), total;
     if (kv == 0 || !size_add(kv, kv, &total) ||
         !size_add(total, (size_t)m->info.n_vocab * sizeof(float), &total) ||
@@ -513,11 +477,9 @@ size_t engine_seq_bytes(const struct engine_model *m, int n_ctx)
 
 int engine_seq_new(struct engine_model *m, int n_ctx, struct engine_seq **out)
 {
-    if (engine_seq_bytes(m, n_ctx) == 0)
-        return ERR_INVALID;
+    if (engine_seq_bytes(m, n_ctx) == 0) return ERR_INVALID;
     struct engine_seq *s = mem_calloc(1, sizeof *s);
-    if (!s)
-        return ERR_NOMEM;
+    if (!s) return ERR_NOMEM;
     size_t kv = cache_bytes(m, n_ctx);
     s->m = m;
     s->n_ctx = n_ctx;
@@ -535,8 +497,7 @@ int engine_seq_new(struct engine_model *m, int n_ctx, struct engine_seq **out)
 
 void engine_seq_free(struct engine_seq *s)
 {
-    if (!s)
-        return;
+    if (!s) return;
     mem_free(s->k_cache);
     mem_free(s->v_cache);
     mem_free(s->logits);
@@ -555,8 +516,7 @@ int engine_seq_n_ctx(const struct engine_seq *s)
 
 void engine_seq_truncate(struct engine_seq *s, int n_keep)
 {
-    if (n_keep < 0)
-        n_keep = 0;
+    if (n_keep < 0) n_keep = 0;
     if (n_keep < s->pos) {
         s->pos = n_keep;
         s->has_logits = false;

@@ -21,18 +21,18 @@ struct engine_seq;
 
 /* Immutable after load. */
 struct engine_model_info {
-    const char *arch;      // "llama", "qwen2", "qwen3"; borrowed from the model
-    int n_vocab;           // rows of token_embd = logits per token
-    int n_ctx_train;       // <arch>.context_length
-    int n_embd;            // hidden width
+    const char *arch; // "llama", "qwen2", "qwen3"; borrowed from the model
+    int n_vocab;      // rows of token_embd = logits per token
+    int n_ctx_train;  // <arch>.context_length
+    int n_embd;       // hidden width
     int n_layer;
-    int n_head;            // query heads
-    int n_head_kv;         // key/value heads (GQA when < n_head)
-    int head_dim;          // <arch>.attention.key_length, default n_embd / n_head
-    int n_ff;              // feed-forward width
-    int n_batch_max;       // ENGINE_BATCH_MAX
-    int64_t n_params;      // weight elements over all tensors
-    size_t file_size;      // bytes of the GGUF file
+    int n_head;                // query heads
+    int n_head_kv;             // key/value heads (GQA when < n_head)
+    int head_dim;              // <arch>.attention.key_length, default n_embd / n_head
+    int n_ff;                  // feed-forward width
+    int n_batch_max;           // ENGINE_BATCH_MAX
+    int64_t n_params;          // weight elements over all tensors
+    size_t file_size;          // bytes of the GGUF file
     size_t kv_bytes_per_token; // KV cache bytes one context position costs (all layers)
 };
 

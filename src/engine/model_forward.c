@@ -10,21 +10,19 @@
 #include <math.h>
 #include <string.h>
 
-#define ATTN_BLOCK 128 // keys scored per softmax rescale
-
 /* State of one decode call, shared read-only by the kernel threads of each step. */
 struct fwd {
     struct engine_model *m;
     const struct engine_batch_item *items;
     int n_items;
-    int n_tok;            // stacked tokens (rows of the activation matrices)
-    int n_rows;           // rows still computed (n_tok, or n_items after the last attention)
+    int n_tok;  // stacked tokens (rows of the activation matrices)
+    int n_rows; // rows still computed (n_tok, or n_items after the last attention)
     const struct layer *L;
-    int il;               // layer index
+    int il; // layer index
     // step parameters
-    const float *src;     // rows to normalize / quantize
-    const float *norm_w;  // RMSNorm weight, or NULL for plain quantization
-    const float *add;     // rows added to the residual first, or NULL
+    const float *src;    // rows to normalize / quantize
+    const float *norm_w; // RMSNorm weight, or NULL for plain quantization
+    const float *add;    // rows added to the residual first, or NULL
     const struct qplan *plan;
     float *mm_y[QPLAN_MAX];
 };
@@ -47,6 +45,26 @@ static void rmsnorm(float *y, const float *x, const float *w, int n, float eps)
         y[i] = (x[i] * scale) * w[i];
 }
 
+/* Rounds float rows through half or bfloat16 in place: the reference multiplies F16 / BF16
+ * weights with activations converted to that type, so its products see rounded inputs. */
+static void round_rows(uint8_t *rows, size_t row_bytes, int n_rows, int64_t n, uint32_t type)
+{
+    for (int r = 0; r < n_rows; r++) {
+        float *x = (float *)(rows + (size_t)r * row_bytes);
+        for (int64_t i = 0; i < n; i++) {
+            if (type == QUANT_F16) {
+                x[i] = ops_f16_to_f32(ops_f32_to_f16(x[i]));
+            } else { // bf16, round to nearest even
+                uint32_t u;
+                memcpy(&u, &x[i], 4);
+                if ((u & 0x7fffffffu) <= 0x7f800000u)
+                    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+                memcpy(&x[i], &u, 4);
+            }
+        }
+    }
+}
+
 /* Quantizes rows [lo, hi) of src (n_in wide) into every slot of the plan. */
 static void quantize_rows(const struct fwd *f, const float *src, int64_t n_in, int lo, int hi)
 {
@@ -55,6 +73,8 @@ static void quantize_rows(const struct fwd *f, const float *src, int64_t n_in, i
         uint8_t *dst = (uint8_t *)f->m->sc.slot[s] + (size_t)lo * p->slot_row_bytes[s];
         (void)matmul_quantize_input(src + (size_t)lo * n_in, hi - lo, n_in, p->slot_type[s], dst,
                                     p->slot_row_bytes[s], 0, 1);
+        if (p->slot_round[s] != QUANT_F32)
+            round_rows(dst, p->slot_row_bytes[s], hi - lo, n_in, p->slot_round[s]);
     }
 }
 
@@ -75,8 +95,7 @@ static void job_norm_quant(void *arg, int ith, int nth)
         }
         rmsnorm(sc->xn + (size_t)t * e, x, f->norm_w, e, f->m->norm_eps);
     }
-    if (hi > lo)
-        quantize_rows(f, sc->xn, e, lo, hi);
+    if (hi > lo) quantize_rows(f, sc->xn, e, lo, hi);
 }
 
 /* Step: quantize src (n_in = the plan's first weight's n_in) for the plan. Split by rows. */
@@ -85,8 +104,7 @@ static void job_quant(void *arg, int ith, int nth)
     const struct fwd *f = arg;
     int lo, hi;
     split(f->n_rows, ith, nth, &lo, &hi);
-    if (hi > lo)
-        quantize_rows(f, f->src, f->plan->w[0]->n_in, lo, hi);
+    if (hi > lo) quantize_rows(f, f->src, f->plan->w[0]->n_in, lo, hi);
 }
 
 /* Step: every weight of the plan times its slot, each split by weight rows. */
@@ -154,13 +172,11 @@ static void job_qkv_post(void *arg, int ith, int nth)
             v[i] += L->bv[i];
         const float *cs = sc->rope_cos + (size_t)t * half, *sn = sc->rope_sin + (size_t)t * half;
         for (int h = 0; h < m->info.n_head; h++) {
-            if (L->q_norm)
-                rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, m->norm_eps);
+            if (L->q_norm) rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, m->norm_eps);
             rope_head(q + h * hd, cs, sn, m->n_rot, m->rope_neox);
         }
         for (int h = 0; h < m->info.n_head_kv; h++) {
-            if (L->k_norm)
-                rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, m->norm_eps);
+            if (L->k_norm) rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, m->norm_eps);
             rope_head(k + h * hd, cs, sn, m->n_rot, m->rope_neox);
         }
         const struct engine_seq *s = f->items[sc->tok_item[t]].seq;
@@ -170,8 +186,10 @@ static void job_qkv_post(void *arg, int ith, int nth)
     }
 }
 
-/* Attention of one query head over keys 0..pos of its sequence, with a running (online)
- * softmax so no score row of n_ctx floats is needed. */
+/* Attention of one query head over keys 0..pos of its sequence with a running softmax, as
+ * the reference CPU flash-attention kernel computes it: the query rounded to half, one pass
+ * over the keys, the weighted sum of values kept in a half accumulator that is rescaled
+ * whenever the running maximum grows. No score row of n_ctx floats is needed. */
 static void attend_head(const struct fwd *f, int t, int h, float *out)
 {
     const struct engine_model *m = f->m;
@@ -182,33 +200,28 @@ static void attend_head(const struct fwd *f, int t, int h, float *out)
     const int n_keys = m->sc.tok_pos[t] + 1;
     const size_t base = (size_t)f->il * (size_t)s->n_ctx * kvd + (size_t)g * hd;
     const uint16_t *kc = s->k_cache + base, *vc = s->v_cache + base;
-    const float *q = m->sc.q + (size_t)t * m->q_dim + (size_t)h * hd;
     const float scale = 1.0f / sqrtf((float)hd);
-    float acc[HEAD_DIM_MAX_FWD], score[ATTN_BLOCK], mx = -INFINITY, sum = 0.0f;
-    memset(acc, 0, sizeof(float) * (size_t)hd);
-    for (int j0 = 0; j0 < n_keys; j0 += ATTN_BLOCK) {
-        const int nb = n_keys - j0 < ATTN_BLOCK ? n_keys - j0 : ATTN_BLOCK;
-        float bmx = -INFINITY;
-        for (int j = 0; j < nb; j++) {
-            score[j] = ops->dot_f16_f32(hd, kc + (size_t)(j0 + j) * kvd, q) * scale;
-            bmx = score[j] > bmx ? score[j] : bmx;
+    uint16_t qh[HEAD_DIM_MAX_FWD], acc[HEAD_DIM_MAX_FWD];
+    float mx = -INFINITY, sum = 0.0f;
+    ops->f32_to_f16(hd, m->sc.q + (size_t)t * m->q_dim + (size_t)h * hd, qh);
+    memset(acc, 0, sizeof(uint16_t) * (size_t)hd);
+    for (int j = 0; j < n_keys; j++) {
+        const float sc = ops->dot_f16(hd, kc + (size_t)j * kvd, qh) * scale;
+        float ms = 1.0f, vs = 1.0f;
+        if (sc > mx) {
+            const float mx_old = mx;
+            mx = sc;
+            ms = expf(mx_old - mx); // 0 for the first key
+            ops->scale_f16(hd, acc, ms);
+        } else {
+            vs = expf(sc - mx);
         }
-        if (bmx > mx) {
-            const float c = expf(mx - bmx); // 0 on the first block
-            for (int i = 0; i < hd; i++)
-                acc[i] *= c;
-            sum *= c;
-            mx = bmx;
-        }
-        for (int j = 0; j < nb; j++) {
-            const float p = expf(score[j] - mx);
-            sum += p;
-            ops->axpy_f16(hd, p, vc + (size_t)(j0 + j) * kvd, acc);
-        }
+        ops->mad_f16(hd, acc, vc + (size_t)j * kvd, vs);
+        sum = sum * ms + vs;
     }
     const float inv = 1.0f / sum;
     for (int i = 0; i < hd; i++)
-        out[i] = acc[i] * inv;
+        out[i] = ops_f16_to_f32(acc[i]) * inv;
 }
 
 /* Step: attention for every (token, head) pair, split in contiguous ranges of pairs. */
@@ -238,8 +251,7 @@ static void job_swiglu_quant(void *arg, int ith, int nth)
         for (int64_t i = 0; i < n_ff; i++)
             g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
     }
-    if (hi > lo)
-        quantize_rows(f, sc->gate, n_ff, lo, hi);
+    if (hi > lo) quantize_rows(f, sc->gate, n_ff, lo, hi);
 }
 
 /* Step: token embeddings into x. Split by rows. */
@@ -255,10 +267,9 @@ static void job_embed(void *arg, int ith, int nth)
     int t = 0;
     for (int i = 0; i < f->n_items; i++) {
         for (int j = 0; j < f->items[i].n_tokens; j++, t++) {
-            if (t < lo || t >= hi)
-                continue;
-            const uint8_t *row = (const uint8_t *)m->tok_embd.data +
-                                 (size_t)f->items[i].tokens[j] * row_bytes;
+            if (t < lo || t >= hi) continue;
+            const uint8_t *row =
+                (const uint8_t *)m->tok_embd.data + (size_t)f->items[i].tokens[j] * row_bytes;
             tr->to_float(row, m->sc.x + (size_t)t * m->info.n_embd, m->info.n_embd);
         }
     }
@@ -318,8 +329,7 @@ static void run_layer(struct threadpool *tp, struct fwd *f, int il)
     run_matmul_group(tp, f, &L->plan_qkv, sc->q, sc->k, sc->v);
     threadpool_run(tp, job_qkv_post, f);
     threadpool_run(tp, job_attention, f);
-    if (il == m->info.n_layer - 1)
-        keep_last_rows(f);
+    if (il == m->info.n_layer - 1) keep_last_rows(f);
     f->src = sc->attn;
     f->plan = &L->plan_o;
     threadpool_run(tp, job_quant, f);
@@ -337,8 +347,7 @@ static void run_layer(struct threadpool *tp, struct fwd *f, int il)
 static int check_batch(const struct engine_model *m, const struct engine_batch_item *items,
                        int n_items, int *n_tok, struct errmsg *err)
 {
-    if (!items || n_items < 1)
-        return errmsg_set(err, ERR_INVALID, "empty batch");
+    if (!items || n_items < 1) return errmsg_set(err, ERR_INVALID, "empty batch");
     int64_t total = 0;
     for (int i = 0; i < n_items; i++) {
         const struct engine_batch_item *it = &items[i];
@@ -369,8 +378,7 @@ int engine_decode(struct engine_model *m, struct threadpool *tp, struct engine_b
 {
     int n_tok = 0;
     int rc = check_batch(m, items, n_items, &n_tok, err);
-    if (rc != ERR_OK)
-        return rc;
+    if (rc != ERR_OK) return rc;
     struct scratch *sc = &m->sc;
     struct fwd f = {.m = m, .items = items, .n_items = n_items, .n_tok = n_tok};
     for (int i = 0, t = 0; i < n_items; i++)

@@ -2,6 +2,7 @@
  * variants. Half conversions follow IEEE 754 binary16 with round to nearest even, as F16C
  * does, so both paths store identical cache bits. */
 #include "engine/ops.h"
+#include "engine/cpufeat.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -56,18 +57,35 @@ float ops_f16_to_f32(uint16_t h)
     return f;
 }
 
-static float dot_f16_f32_ref(int64_t n, const uint16_t *a, const float *b)
+/* Products in float, summed in double. */
+float ops_dot_f16_tail(int64_t i, int64_t n, const uint16_t *a, const uint16_t *b)
 {
-    float s = 0.0f;
-    for (int64_t i = 0; i < n; i++)
-        s += ops_f16_to_f32(a[i]) * b[i];
-    return s;
+    double s = 0.0;
+    for (; i < n; i++)
+        s += (double)(ops_f16_to_f32(a[i]) * ops_f16_to_f32(b[i]));
+    return (float)s;
 }
 
-static void axpy_f16_ref(int64_t n, float s, const uint16_t *x, float *y)
+void ops_mad_f16_tail(int64_t i, int64_t n, uint16_t *y, const uint16_t *x, float s)
+{
+    for (; i < n; i++)
+        y[i] = ops_f32_to_f16(ops_f16_to_f32(y[i]) + ops_f16_to_f32(x[i]) * s);
+}
+
+static float dot_f16_ref(int64_t n, const uint16_t *a, const uint16_t *b)
+{
+    return ops_dot_f16_tail(0, n, a, b);
+}
+
+static void mad_f16_ref(int64_t n, uint16_t *y, const uint16_t *x, float s)
+{
+    ops_mad_f16_tail(0, n, y, x, s);
+}
+
+static void scale_f16_ref(int64_t n, uint16_t *y, float s)
 {
     for (int64_t i = 0; i < n; i++)
-        y[i] += s * ops_f16_to_f32(x[i]);
+        y[i] = ops_f32_to_f16(ops_f16_to_f32(y[i]) * s);
 }
 
 static void f32_to_f16_ref(int64_t n, const float *x, uint16_t *y)
@@ -77,14 +95,16 @@ static void f32_to_f16_ref(int64_t n, const float *x, uint16_t *y)
 }
 
 static const struct ops_kernels kernels_ref = {
-    .dot_f16_f32 = dot_f16_f32_ref,
-    .axpy_f16 = axpy_f16_ref,
+    .dot_f16 = dot_f16_ref,
+    .mad_f16 = mad_f16_ref,
+    .scale_f16 = scale_f16_ref,
     .f32_to_f16 = f32_to_f16_ref,
 };
 
 static const struct ops_kernels kernels_avx2 = {
-    .dot_f16_f32 = ops_dot_f16_f32_avx2,
-    .axpy_f16 = ops_axpy_f16_avx2,
+    .dot_f16 = ops_dot_f16_avx2,
+    .mad_f16 = ops_mad_f16_avx2,
+    .scale_f16 = ops_scale_f16_avx2,
     .f32_to_f16 = ops_f32_to_f16_avx2,
 };
 
@@ -95,9 +115,7 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 bool ops_have_avx2(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+    return cpufeat_has_avx2_fma_f16c();
 #else
     return false;
 #endif

@@ -7,11 +7,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* Attention works on half-precision rows the way the reference CPU flash-attention kernel
+ * does (queries rounded to half, a half accumulator), so greedy outputs follow it. */
 struct ops_kernels {
-    /* Returns sum of a[i] * b[i]; a in IEEE half bits. */
-    float (*dot_f16_f32)(int64_t n, const uint16_t *a, const float *b);
-    /* y[i] += s * x[i]; x in half bits. */
-    void (*axpy_f16)(int64_t n, float s, const uint16_t *x, float *y);
+    /* Returns sum of a[i] * b[i], both in IEEE half bits. */
+    float (*dot_f16)(int64_t n, const uint16_t *a, const uint16_t *b);
+    /* y[i] = half(y[i] + x[i] * s); x and y in half bits. */
+    void (*mad_f16)(int64_t n, uint16_t *y, const uint16_t *x, float s);
+    /* y[i] = half(y[i] * s). */
+    void (*scale_f16)(int64_t n, uint16_t *y, float s);
     /* y[i] = half(x[i]), round to nearest even. */
     void (*f32_to_f16)(int64_t n, const float *x, uint16_t *y);
 };
@@ -28,11 +32,15 @@ const struct ops_kernels *ops_ref(void);
 /* Scalar half <-> float conversions (round to nearest even). Cannot fail. */
 uint16_t ops_f32_to_f16(float f);
 float ops_f16_to_f32(uint16_t h);
+/* Scalar tails shared by both variants (exactly the reference's leftover loops). */
+float ops_dot_f16_tail(int64_t i, int64_t n, const uint16_t *a, const uint16_t *b);
+void ops_mad_f16_tail(int64_t i, int64_t n, uint16_t *y, const uint16_t *x, float s);
 
 /* AVX2 variants (ops_avx2.c); only call when ops_have_avx2(). */
 bool ops_have_avx2(void);
-float ops_dot_f16_f32_avx2(int64_t n, const uint16_t *a, const float *b);
-void ops_axpy_f16_avx2(int64_t n, float s, const uint16_t *x, float *y);
+float ops_dot_f16_avx2(int64_t n, const uint16_t *a, const uint16_t *b);
+void ops_mad_f16_avx2(int64_t n, uint16_t *y, const uint16_t *x, float s);
+void ops_scale_f16_avx2(int64_t n, uint16_t *y, float s);
 void ops_f32_to_f16_avx2(int64_t n, const float *x, uint16_t *y);
 
 #endif

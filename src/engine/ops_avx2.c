@@ -1,67 +1,84 @@
 /* AVX2 + FMA + F16C variants of the ops.h kernels; compiled with those ISA flags and only
- * called after ops_have_avx2(). Tails fall back to the scalar conversions. */
+ * called after ops_have_avx2(). Like the reference kernels they mirror, full 32-element steps
+ * run in SIMD with four accumulators and the rest goes through the scalar tails. */
 #include "engine/ops.h"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 
-float ops_dot_f16_f32_avx2(int64_t n, const uint16_t *a, const float *b)
+#define STEP 32
+
+static inline __m256 load_h(const uint16_t *p)
 {
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m256 a0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i)));
-        __m256 a1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i + 8)));
-        acc0 = _mm256_fmadd_ps(a0, _mm256_loadu_ps(b + i), acc0);
-        acc1 = _mm256_fmadd_ps(a1, _mm256_loadu_ps(b + i + 8), acc1);
-    }
-    for (; i + 8 <= n; i += 8) {
-        __m256 a0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i)));
-        acc0 = _mm256_fmadd_ps(a0, _mm256_loadu_ps(b + i), acc0);
-    }
-    __m256 acc = _mm256_add_ps(acc0, acc1);
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    float r = _mm_cvtss_f32(s);
-    for (; i < n; i++)
-        r += ops_f16_to_f32(a[i]) * b[i];
-    return r;
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
 
-void ops_axpy_f16_avx2(int64_t n, float s, const uint16_t *x, float *y)
+static inline void store_h(uint16_t *p, __m256 v)
 {
-    __m256 vs = _mm256_set1_ps(s);
+    _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+}
+
+float ops_dot_f16_avx2(int64_t n, const uint16_t *a, const uint16_t *b)
+{
+    const int64_t np = n & ~(int64_t)(STEP - 1);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    for (int64_t i = 0; i < np; i += STEP)
+        for (int j = 0; j < 4; j++)
+            acc[j] = _mm256_fmadd_ps(load_h(a + i + 8 * j), load_h(b + i + 8 * j), acc[j]);
+    __m256 s8 = _mm256_add_ps(_mm256_add_ps(acc[0], acc[2]), _mm256_add_ps(acc[1], acc[3]));
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    s = _mm_hadd_ps(s, s);
+    s = _mm_hadd_ps(s, s);
+    double sum = (double)_mm_cvtss_f32(s);
+    if (np < n) sum += (double)ops_dot_f16_tail(np, n, a, b);
+    return (float)sum;
+}
+
+void ops_mad_f16_avx2(int64_t n, uint16_t *y, const uint16_t *x, float s)
+{
+    const int64_t np = n & ~(int64_t)(STEP - 1);
+    const __m256 vs = _mm256_set1_ps(s);
+    for (int64_t i = 0; i < np; i += 8)
+        store_h(y + i, _mm256_fmadd_ps(load_h(x + i), vs, load_h(y + i)));
+    ops_mad_f16_tail(np, n, y, x, s);
+}
+
+void ops_scale_f16_avx2(int64_t n, uint16_t *y, float s)
+{
+    const __m256 vs = _mm256_set1_ps(s);
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 xv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i)));
-        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(vs, xv, _mm256_loadu_ps(y + i)));
-    }
+    for (; i + 8 <= n; i += 8)
+        store_h(y + i, _mm256_mul_ps(load_h(y + i), vs));
     for (; i < n; i++)
-        y[i] += s * ops_f16_to_f32(x[i]);
+        y[i] = ops_f32_to_f16(ops_f16_to_f32(y[i]) * s);
 }
 
 void ops_f32_to_f16_avx2(int64_t n, const float *x, uint16_t *y)
 {
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
-        _mm_storeu_si128((__m128i *)(y + i), h);
-    }
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(y + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
     for (; i < n; i++)
         y[i] = ops_f32_to_f16(x[i]);
 }
 
 #else // built without the ISA flags: never selected, but keep the symbols
 
-float ops_dot_f16_f32_avx2(int64_t n, const uint16_t *a, const float *b)
+float ops_dot_f16_avx2(int64_t n, const uint16_t *a, const uint16_t *b)
 {
-    return ops_ref()->dot_f16_f32(n, a, b);
+    return ops_ref()->dot_f16(n, a, b);
 }
 
-void ops_axpy_f16_avx2(int64_t n, float s, const uint16_t *x, float *y)
+void ops_mad_f16_avx2(int64_t n, uint16_t *y, const uint16_t *x, float s)
 {
-    ops_ref()->axpy_f16(n, s, x, y);
+    ops_ref()->mad_f16(n, y, x, s);
+}
+
+void ops_scale_f16_avx2(int64_t n, uint16_t *y, float s)
+{
+    ops_ref()->scale_f16(n, y, s);
 }
 
 void ops_f32_to_f16_avx2(int64_t n, const float *x, uint16_t *y)

@@ -66,9 +66,7 @@ static void *worker_main(void *p)
 {
     struct worker *w = p;
     struct threadpool *tp = w->tp;
-    // gen is 0 when the workers are created; a run published before this thread got here
-    // must still be seen as new, so start from 0 rather than from the current value.
-    unsigned seen = 0;
+    unsigned seen = 0; // gen before any run; reading it here could skip a run published early
     for (;;) {
         seen = wait_gen(tp, seen);
         if (atomic_load_explicit(&tp->stop, memory_order_acquire)) break;

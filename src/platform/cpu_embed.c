@@ -53,14 +53,14 @@ struct cpu_embed {
     struct instance inst[CPU_EMBED_MAX_INSTANCES];
 };
 
-bool cpu_embed_handles(const char *gguf_path)
+int cpu_embed_probe(const char *gguf_path, bool *out, struct errmsg *err)
 {
     struct gguf *g;
-    struct errmsg err;
-    if (gguf_open(gguf_path, &g, &err) != ERR_OK) return false;
-    bool is_encoder = engine_encoder_handles(g);
+    int rc = gguf_open(gguf_path, &g, err);
+    if (rc != ERR_OK) return rc;
+    *out = engine_encoder_handles(g);
     gguf_close(g);
-    return is_encoder;
+    return ERR_OK;
 }
 
 static int input_len(const struct request *r, int i)

@@ -13,9 +13,10 @@
 
 struct cpu_embed;
 
-/* True when the GGUF file at path has an encoder architecture this platform embeds with
- * ("bert", "nomic-bert"). False for decoders and for files that do not open. */
-bool cpu_embed_handles(const char *gguf_path);
+/* Whether the GGUF at gguf_path is an encoder this module serves ("bert", "nomic-bert"):
+ * ERR_OK with *out, or the reader's error (ERR_IO, ERR_FORMAT, ERR_NOMEM, …) with err saying
+ * why — an allocation failure must not pass for "not an encoder". */
+int cpu_embed_probe(const char *gguf_path, bool *out, struct errmsg *err);
 
 /* Loads the encoder at gguf_path (a resolved file) with a's threads, context cap and
  * on_done. Codes of engine_encoder_load(), vocab_load_gguf() and tok_new(); ERR_NOMEM. The

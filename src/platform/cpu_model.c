@@ -10,6 +10,8 @@
 #include "platform/cpu_embed.h"
 #include "platform/vocab_gguf.h"
 #include "text/chat_template.h"
+#include "text/gbnf.h"
+#include "text/grammar.h"
 #include "text/jinja.h"
 #include "text/tokenizer.h"
 #include "util/clock.h"
@@ -43,6 +45,8 @@ struct instance {
     int n_cached_prompt;     // prompt tokens reused from the previous request
     int n_generated;
     int32_t next_token;
+    struct gbnf *grammar;    // compiled constraint of the running request, or NULL
+    struct grammar_state *gstate;
     double t_start_ms, t_prompt_done_ms;
     enum finish_reason done; // set during a step; the instance is finished after it
 };
@@ -59,6 +63,8 @@ struct platform_model {
     platform_done_fn on_done;
     void *owner;
     float *logits;           // (n_vocab) scheduler scratch: the sampler edits in place
+    struct grammar_vocab *gvocab; // token bytes as a trie, for grammar masks
+    uint32_t *mask;          // (mask words) scheduler scratch for grammar masks
     struct engine_batch_item items[CPU_MAX_INSTANCES];
     int item_instance[CPU_MAX_INSTANCES];
 
@@ -88,6 +94,10 @@ static void finish_instance(struct platform_model *m, int i)
         request_finish(r, in->done, 0, NULL);
     sampler_free(in->sampler);
     in->sampler = NULL;
+    grammar_state_free(in->gstate);
+    in->gstate = NULL;
+    gbnf_free(in->grammar);
+    in->grammar = NULL;
     in->req = NULL;
     in->phase = PHASE_IDLE;
     in->done = FINISH_NONE;
@@ -153,6 +163,16 @@ static void start_request(struct platform_model *m, int i, struct request *r)
         fail_instance(in, 500, "cannot create the sampler (invalid parameters or no memory)");
         return;
     }
+    if (r->params.grammar) {
+        struct errmsg gerr;
+        errmsg_clear(&gerr);
+        if (gbnf_compile(r->params.grammar, strlen(r->params.grammar), &in->grammar, &gerr) !=
+                ERR_OK ||
+            grammar_state_new(in->grammar, &in->gstate) != ERR_OK) {
+            fail_instance(in, 400, gerr.msg[0] ? gerr.msg : "invalid grammar");
+            return;
+        }
+    }
     // Reuse the cached prefix; at least one prompt token is fed so there are fresh logits.
     int keep = common_prefix(in->cached, engine_seq_pos(in->seq), r->prompt, r->n_prompt);
     if (keep >= r->n_prompt)
@@ -166,19 +186,52 @@ static void start_request(struct platform_model *m, int i, struct request *r)
     in->phase = PHASE_PROMPT;
 }
 
+/* Samples under the request's grammar: sample first and check only the chosen token; mask
+ * the whole vocabulary and sample again only when the grammar rejects it (llama.cpp's
+ * common sampler does the same), so constrained decoding costs a trie walk only on
+ * rejected steps. */
+static int sample_constrained(struct platform_model *m, struct instance *in, int32_t *token)
+{
+    const float *fresh = engine_seq_logits(in->seq);
+    size_t bytes = (size_t)m->n_vocab * sizeof *m->logits;
+    memcpy(m->logits, fresh, bytes);
+    int rc = sampler_sample(in->sampler, m->logits, token);
+    if (!in->gstate || rc != ERR_OK)
+        return rc;
+    bool ok = false;
+    bool is_eog = tok_is_eog(m->tok, *token);
+    if (is_eog)
+        ok = grammar_state_can_end(in->gstate);
+    else if (grammar_state_allows_token(in->gstate, m->gvocab, *token, &ok) != ERR_OK)
+        return ERR_LIMIT;
+    if (ok)
+        return ERR_OK;
+    if (grammar_mask(in->gstate, m->gvocab, m->mask) != ERR_OK)
+        return ERR_LIMIT;
+    memcpy(m->logits, fresh, bytes);
+    grammar_mask_apply(m->mask, (size_t)m->n_vocab, m->logits);
+    return sampler_sample(in->sampler, m->logits, token);
+}
+
 /* Samples the next token of instance i from its fresh logits and decides whether it ends. */
 static void advance(struct platform_model *m, int i)
 {
     struct instance *in = &m->inst[i];
     struct request *r = in->req;
-    memcpy(m->logits, engine_seq_logits(in->seq), (size_t)m->n_vocab * sizeof *m->logits);
     int32_t token;
-    if (sampler_sample(in->sampler, m->logits, &token) != ERR_OK) {
-        fail_instance(in, 400, "every token is banned by logit_bias");
+    int rc = sample_constrained(m, in, &token);
+    if (rc != ERR_OK) {
+        fail_instance(in, rc == ERR_LIMIT ? 500 : 400,
+                      in->gstate ? "no token satisfies the grammar (or it is too complex)"
+                                 : "every token is banned by logit_bias");
         return;
     }
-    if (!r->params.ignore_eos && tok_is_eog(m->tok, token)) {
+    if ((!r->params.ignore_eos || in->gstate) && tok_is_eog(m->tok, token)) {
         in->done = FINISH_STOP;
+        return;
+    }
+    if (in->gstate && grammar_state_accept_token(in->gstate, m->gvocab, token) != ERR_OK) {
+        fail_instance(in, 500, "the grammar matcher failed");
         return;
     }
     struct gen_event ev = {.token = token};
@@ -198,6 +251,8 @@ static void advance(struct platform_model *m, int i)
     in->phase = PHASE_GENERATE;
     if (request_push_event(r, &ev) != ERR_OK)
         in->done = FINISH_LENGTH;
+    else if (in->gstate && grammar_state_is_done(in->gstate))
+        in->done = FINISH_STOP; // the grammar allows nothing more
     else if (r->params.max_tokens >= 0 && in->n_generated >= r->params.max_tokens)
         in->done = FINISH_LENGTH;
     else if (engine_seq_pos(in->seq) + 1 >= m->n_ctx)
@@ -334,6 +389,22 @@ static char *copy_token_text(const struct tokenizer *t, tok_id id)
     return mem_strndup(s.ptr ? s.ptr : "", s.len);
 }
 
+/* The server's override (a built-in name or Jinja source), which must parse. */
+static int load_override_template(struct platform_model *m, const char *name_or_src,
+                                  struct errmsg *err)
+{
+    const char *builtin = chat_template_builtin(name_or_src);
+    m->tmpl_src = mem_strdup(builtin ? builtin : name_or_src);
+    if (!m->tmpl_src)
+        return ERR_NOMEM;
+    struct errmsg terr;
+    errmsg_clear(&terr);
+    int rc = jinja_template_new(m->tmpl_src, strlen(m->tmpl_src), &m->tmpl, &terr);
+    if (rc != ERR_OK)
+        return errmsg_set(err, rc, "the --chat-template template does not parse: %s", terr.msg);
+    return ERR_OK;
+}
+
 /* The model's chat template, or ChatML when it has none or ours cannot parse it. */
 static int load_template(struct platform_model *m, const struct gguf *g, struct errmsg *err)
 {
@@ -358,7 +429,8 @@ static int load_template(struct platform_model *m, const struct gguf *g, struct 
     return jinja_template_new(m->tmpl_src, strlen(m->tmpl_src), &m->tmpl, err);
 }
 
-static int load_text(struct platform_model *m, struct errmsg *err)
+static int load_text(struct platform_model *m, const char *template_override,
+                     struct errmsg *err)
 {
     const struct gguf *g = engine_model_gguf(m->engine);
     struct vocab vocab;
@@ -376,7 +448,40 @@ static int load_text(struct platform_model *m, struct errmsg *err)
     m->eos_text = copy_token_text(m->tok, tok_eos(m->tok));
     if (!m->bos_text || !m->eos_text)
         return ERR_NOMEM;
+    if (template_override)
+        return load_override_template(m, template_override, err);
     return load_template(m, g, err);
+}
+
+/* The vocabulary as raw bytes for the grammar matcher: control tokens never match text. */
+static int load_grammar_vocab(struct platform_model *m)
+{
+    size_t n = (size_t)m->n_vocab;
+    const char **piece = mem_calloc(n, sizeof *piece);
+    size_t *len = mem_calloc(n, sizeof *len);
+    int32_t *eog = mem_calloc(n, sizeof *eog);
+    int rc = piece && len && eog ? ERR_OK : ERR_NOMEM;
+    size_t n_eog = 0;
+    for (size_t i = 0; rc == ERR_OK && i < n; i++) {
+        if (tok_is_eog(m->tok, (tok_id)i))
+            eog[n_eog++] = (int32_t)i;
+        if (tok_is_control(m->tok, (tok_id)i))
+            continue;
+        struct str p = tok_piece(m->tok, (tok_id)i);
+        piece[i] = p.ptr;
+        len[i] = p.len;
+    }
+    struct grammar_vocab_params gp = {piece, len, n, eog, n_eog};
+    if (rc == ERR_OK)
+        rc = grammar_vocab_new(&gp, &m->gvocab);
+    if (rc == ERR_OK) {
+        m->mask = mem_calloc(grammar_vocab_mask_words(m->gvocab), sizeof *m->mask);
+        rc = m->mask ? ERR_OK : ERR_NOMEM;
+    }
+    mem_free(piece);
+    mem_free(len);
+    mem_free(eog);
+    return rc;
 }
 
 static int pick_n_ctx(const struct engine_model_info *info, int requested)
@@ -387,6 +492,22 @@ static int pick_n_ctx(const struct engine_model_info *info, int requested)
     return n < CPU_DEFAULT_CTX ? n : CPU_DEFAULT_CTX;
 }
 
+/* Frees what load built (any part may be missing) and the model itself. */
+static void free_parts(struct platform_model *m)
+{
+    threadpool_free(m->tp);
+    mem_free(m->logits);
+    grammar_vocab_free(m->gvocab);
+    mem_free(m->mask);
+    jinja_template_free(m->tmpl);
+    mem_free(m->tmpl_src);
+    mem_free(m->bos_text);
+    mem_free(m->eos_text);
+    tok_free(m->tok);
+    engine_model_free(m->engine);
+    mem_free(m);
+}
+
 int cpu_model_load(const struct platform_load_args *a, struct platform_model **out,
                    struct errmsg *err)
 {
@@ -394,7 +515,10 @@ int cpu_model_load(const struct platform_load_args *a, struct platform_model **o
     if (!cpu_resolve_gguf(a->path, file, sizeof file))
         return errmsg_set(err, ERR_IO, "'%s' is not a GGUF file or a directory with one",
                           a->path);
-    const bool is_encoder = cpu_embed_handles(file);
+    bool is_encoder = false;
+    int prc = cpu_embed_probe(file, &is_encoder, err);
+    if (prc != ERR_OK)
+        return prc;
     if (a->force_embedding && !is_encoder)
         return errmsg_set(err, ERR_UNSUPPORTED,
                           "serving a decoder model as an embedding model is not supported yet");
@@ -418,7 +542,9 @@ int cpu_model_load(const struct platform_load_args *a, struct platform_model **o
     m->n_ctx = pick_n_ctx(info, a->n_ctx);
     m->on_done = a->on_done;
     m->owner = a->owner;
-    rc = load_text(m, err);
+    rc = load_text(m, a->chat_template, err);
+    if (rc == ERR_OK)
+        rc = load_grammar_vocab(m);
     if (rc != ERR_OK)
         goto out_free;
     int n_threads = a->n_threads > 0 ? a->n_threads : thread_physical_core_count();
@@ -444,18 +570,21 @@ out_cond:
 out_mutex:
     mutex_deinit(&m->mu);
 out_free:
-    threadpool_free(m->tp);
-    mem_free(m->logits);
-    jinja_template_free(m->tmpl);
-    mem_free(m->tmpl_src);
-    mem_free(m->bos_text);
-    mem_free(m->eos_text);
-    tok_free(m->tok);
-    engine_model_free(m->engine);
-    mem_free(m);
+    free_parts(m);
     if (rc == ERR_NOMEM && !err->msg[0])
         errmsg_set(err, rc, "out of memory while loading the model");
     return rc;
+}
+
+/* general.description, or a plain warning for the project's own synthetic models. */
+static void describe_origin(const struct gguf *g, char *out, size_t cap)
+{
+    struct str s = {0};
+    if (gguf_get_str(g, "general.description", &s) == ERR_OK && s.len)
+        snprintf(out, cap, "%.*s", (int)(s.len < cap ? s.len : cap - 1), s.ptr);
+    else if (gguf_get_str(g, "general.name", &s) == ERR_OK && str_eq_cstr(s, "synthetic"))
+        snprintf(out, cap, "synthetic model with random weights (written by gguf-synth): "
+                           "its answers are gibberish");
 }
 
 void cpu_model_describe(const struct platform_model *m, struct platform_model_desc *out)
@@ -481,6 +610,7 @@ void cpu_model_describe(const struct platform_model *m, struct platform_model_de
     out->instance_bytes = engine_seq_bytes(m->engine, m->n_ctx) +
                           (uint64_t)m->n_ctx * sizeof(int32_t);
     snprintf(out->arch, sizeof out->arch, "%s", info->arch);
+    describe_origin(engine_model_gguf(m->engine), out->description, sizeof out->description);
 }
 
 int cpu_model_add_instance(struct platform_model *m, int instance, struct errmsg *err)
@@ -544,13 +674,5 @@ void cpu_model_unload(struct platform_model *m)
     }
     cond_deinit(&m->cv);
     mutex_deinit(&m->mu);
-    threadpool_free(m->tp);
-    mem_free(m->logits);
-    jinja_template_free(m->tmpl);
-    mem_free(m->tmpl_src);
-    mem_free(m->bos_text);
-    mem_free(m->eos_text);
-    tok_free(m->tok);
-    engine_model_free(m->engine);
-    mem_free(m);
+    free_parts(m);
 }

@@ -34,6 +34,8 @@ struct platform_load_args {
     int n_ctx;                  // context per instance; 0 = the model's, capped at 4096
     int n_threads;              // compute threads; 0 = physical cores
     int force_embedding;        // 1: serve a decoder as an embedding model (last-token pooling)
+    const char *chat_template;  // a built-in template's name or Jinja source used instead of
+                                // the model's (borrowed for the call), or NULL
     platform_done_fn on_done;   // never NULL
     void *owner;                // passed to on_done
 };
@@ -58,6 +60,7 @@ struct platform_model_desc {
     uint64_t file_size;         // bytes
     uint64_t instance_bytes;    // memory one more instance costs
     char arch[32];
+    char description[160];                    // what the model is, when its file says
 };
 
 struct platform_model;

@@ -3,6 +3,7 @@
  * callback writes the access log line and frees the state. */
 #include "server/http.h"
 
+#include "api/anthropic.h"
 #include "api/errors.h"
 #include "server/auth.h"
 #include "server/routes.h"
@@ -142,12 +143,22 @@ static enum MHD_Result queue_api_response(struct MHD_Connection *conn, struct co
     return ret;
 }
 
+/* Anthropic's routes answer in Anthropic's error shape, also before their handler runs. */
+static bool is_anthropic_path(const char *path)
+{
+    return strcmp(path, "/v1/messages") == 0 || strncmp(path, "/v1/messages/", 13) == 0;
+}
+
 static enum MHD_Result queue_error(struct MHD_Connection *conn, struct conn_state *cs,
                                    int status, const char *type, const char *code,
                                    const char *allow, const char *message)
 {
     struct api_response resp = {0};
-    api_error(&resp, status, type, code, NULL, "%s", message);
+    if (is_anthropic_path(cs->path))
+        api_respond_json(&resp, status,
+                         anthropic_error_json(anthropic_error_type(status), message));
+    else
+        api_error(&resp, status, type, code, NULL, "%s", message);
     if (allow)
         api_response_add_header(&resp, "Allow", allow);
     return queue_api_response(conn, cs, &resp);

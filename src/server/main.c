@@ -1,12 +1,16 @@
 /* llamapi-server: parse flags, start the HTTP front end, wait for SIGINT/SIGTERM, shut down
  * cleanly (stop accepting, end in-flight requests, free everything, exit 0). */
 #define _XOPEN_SOURCE 700 // realpath()
+#include "api/metrics.h"
+#include "api/response_store.h"
 #include "core/manager.h"
+#include "media/media_path.h"
 #include "server/config.h"
 #include "server/http.h"
 #include "server/version.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/mem.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -50,7 +54,8 @@ static int load_startup_models(const struct server_config *config, struct manage
                 id[n - 5] = '\0';
         }
         struct manager_load args = {.id = id, .path = path, .n_instances = config->n_parallel,
-                                    .queue_size = -1, .n_ctx = config->n_ctx};
+                                    .queue_size = -1, .n_ctx = config->n_ctx,
+                                    .force_embedding = config->force_embedding};
         int actual = 0;
         enum load_failure why;
         struct errmsg err;
@@ -63,6 +68,31 @@ static int load_startup_models(const struct server_config *config, struct manage
     return 0;
 }
 
+#define TEMPLATE_FILE_MAX (1u << 20) // bytes of a --chat-template-file
+
+/* The contents of a --chat-template-file (NUL-terminated), or NULL after logging why.
+ * Caller frees with mem_free(). */
+static char *read_template_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        log_error("--chat-template-file %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *text = mem_alloc(TEMPLATE_FILE_MAX + 1);
+    size_t n = text ? fread(text, 1, TEMPLATE_FILE_MAX + 1, f) : 0;
+    bool is_ok = text && !ferror(f) && n <= TEMPLATE_FILE_MAX && n > 0;
+    fclose(f);
+    if (!is_ok) {
+        log_error("--chat-template-file %s: %s", path,
+                  !text ? "out of memory" : n == 0 ? "empty or unreadable" : "larger than 1 MiB");
+        mem_free(text);
+        return NULL;
+    }
+    text[n] = '\0';
+    return text;
+}
+
 static int serve(const struct server_config *config)
 {
     sigset_t set;
@@ -70,26 +100,72 @@ static int serve(const struct server_config *config)
     struct manager_config mc = {
         .default_queue_size = config->request_queue_size,
         .n_threads = config->n_threads,
+        .memory_limit = (uint64_t)config->memory_limit_mib << 20,
     };
     snprintf(mc.models_dir, sizeof mc.models_dir, "%s", config->models_dir);
+    char *file_template = NULL; // freed after the manager, which borrows it
+    if (config->chat_template_file[0] &&
+        !(file_template = read_template_file(config->chat_template_file)))
+        return 1;
+    mc.chat_template = file_template ? file_template
+                       : config->chat_template[0] ? config->chat_template
+                                                  : NULL;
     struct manager *manager = NULL;
     if (manager_new(&mc, &manager) != ERR_OK) {
         log_error("out of memory");
+        mem_free(file_template);
         return 1;
     }
-    struct api_ctx ctx = {.manager = manager, .config = config,
-                          .started_unix_s = clock_unix_s()};
+    struct media_path media;
+    media_path_init_disabled(&media);
+    struct errmsg merr;
+    errmsg_clear(&merr);
+    if (config->media_path[0] && media_path_init(&media, config->media_path, &merr) != ERR_OK) {
+        log_error("--media-path: %s", merr.msg);
+        manager_free(manager);
+        mem_free(file_template);
+        return 1;
+    }
+    struct metrics metrics; // outlives the HTTP server, which is stopped first
+    metrics_init(&metrics);
+    struct api_ctx ctx = {
+        .manager = manager,
+        .config = config,
+        .started_unix_s = clock_unix_s(),
+        .gen_defaults = &config->gen_defaults,
+        .metrics = &metrics,
+        .version = LLAMAPI_VERSION,
+        .is_metrics_enabled = config->metrics_enabled,
+        .is_slots_disabled = config->slots_disabled,
+        .load_instances = config->n_parallel,
+        .load_n_ctx = config->n_ctx,
+        .models_dir = config->models_dir,
+        .media_path = &media,
+    };
+    if (response_store_new(&ctx.responses) != ERR_OK) {
+        log_error("out of memory");
+        manager_free(manager);
+        media_path_deinit(&media);
+        mem_free(file_template);
+        return 1;
+    }
     struct http_server *http = NULL;
     struct errmsg err;
     errmsg_clear(&err);
     if (http_server_start(config, &ctx, &http, &err) != ERR_OK) {
         log_error("%s", err.msg);
+        response_store_free(ctx.responses);
         manager_free(manager);
+        media_path_deinit(&media);
+        mem_free(file_template);
         return 1;
     }
     if (load_startup_models(config, manager) != 0) {
         http_server_stop(http);
+        response_store_free(ctx.responses);
         manager_free(manager);
+        media_path_deinit(&media);
+        mem_free(file_template);
         return 1;
     }
     if (!is_loopback(config->host) && config->n_api_keys == 0)
@@ -101,7 +177,10 @@ static int serve(const struct server_config *config)
     sigwait(&set, &sig);
     log_info("received %s, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
     http_server_stop(http);
+    response_store_free(ctx.responses);
     manager_free(manager);
+    media_path_deinit(&media);
+    mem_free(file_template);
     return 0;
 }
 

@@ -20,6 +20,7 @@
 #define EMPTY_KEY   UINT64_MAX
 #define STACKS_MAX  4096u      // stacks in one position (e.g. x? x? x? ... explodes)
 #define WORK_MAX    (1u << 16) // expansion steps for one code point
+#define WORK_BUDGET (1u << 23) // stack visits for one public call (a mask walk included)
 #define CACHE_SOFT  (1u << 20) // cached entries before the caches are rebuilt between calls
 #define CACHE_HARD  (1u << 23) // cached entries no single call may exceed
 #define DENSE_AFTER 8          // hashed lookups from one state before it gets a dense table
@@ -67,8 +68,9 @@ struct grammar_state {
     uint32_t *cls_pool;          // per dstate: n_b, n_b sorted boundaries of the code point classes
         // its stack tops tell apart, then n_b + 1 next dstates (or UNKNOWN)
     uint32_t n_cls, cls_cap;
-    uint64_t cur;   // current position: dstate id | partial code << 32
-    uint32_t *work; // scratch: (pos, parent) pairs to expand
+    uint64_t cur;       // current position: dstate id | partial code << 32
+    uint32_t work_left; // stack visits left in this call (WORK_BUDGET per call)
+    uint32_t *work;     // scratch: (pos, parent) pairs to expand
     uint32_t work_cap;
     uint32_t *out; // scratch: node ids of a new set
     uint32_t out_cap;
@@ -240,7 +242,8 @@ static int expand(struct grammar_state *st, uint32_t n_work, uint32_t *id)
     bool has_accept = false;
     int rc = ERR_OK;
     while (rc == ERR_OK && n_work > 0) {
-        if (++n_steps > WORK_MAX) return ERR_LIMIT;
+        if (++n_steps > WORK_MAX || st->work_left == 0) return ERR_LIMIT;
+        st->work_left--;
         n_work--;
         uint32_t pos = st->work[n_work * 2], parent = st->work[n_work * 2 + 1];
         const struct gbnf_elem *e = &g->elems[pos];
@@ -297,9 +300,22 @@ static bool chars_overlap(const struct gbnf *g, const struct gbnf_elem *e, uint3
 }
 
 /* Full dstate after the code point cp from full dstate sid. */
+/* Takes n from the call's work budget: a hostile grammar (thousands of stacks per position)
+ * makes one call fail with ERR_LIMIT instead of running for minutes. */
+static int charge(struct grammar_state *st, uint32_t n)
+{
+    if (st->work_left < n) {
+        st->work_left = 0;
+        return ERR_LIMIT;
+    }
+    st->work_left -= n;
+    return ERR_OK;
+}
+
 static int advance_cp(struct grammar_state *st, uint32_t sid, uint32_t cp, uint32_t *id)
 {
     uint32_t n_work = 0;
+    if (charge(st, st->ds[sid].set_n) != ERR_OK) return ERR_LIMIT;
     for (uint32_t i = 0; i < st->ds[sid].set_n; i++) {
         const struct node *nd = &st->nodes[st->set_pool[st->ds[sid].set_off + i]];
         if (!chars_match(st->g, &st->g->elems[nd->pos], cp)) continue;
@@ -326,18 +342,31 @@ static inline uint32_t pcode(uint32_t value, uint32_t need, uint32_t len)
 
 /* Whether some stack top of sid accepts a code point the prefix (value, need more bytes) can
  * still become, so a token ending mid-code-point is allowed only when it is completable. */
-static bool prefix_viable(const struct grammar_state *st, uint32_t sid, uint32_t value,
-                          uint32_t need, uint32_t len)
+static int prefix_viable(struct grammar_state *st, uint32_t sid, uint32_t value, uint32_t need,
+                         uint32_t len, bool *out)
 {
+    *out = false;
+    if (charge(st, st->ds[sid].set_n) != ERR_OK) return ERR_LIMIT;
     uint32_t lo = value << (6 * need), hi = lo | ((1u << (6 * need)) - 1);
     if (lo < min_cp_of_len[len]) lo = min_cp_of_len[len];
     if (hi > 0x10FFFF) hi = 0x10FFFF;
+    // Surrogates (U+D800..U+DFFF) are not characters: a prefix such as ED A5 can never
+    // complete, so test the parts of [lo, hi] on either side of them.
+    uint32_t part_lo[2] = {lo, lo > 0xE000 ? lo : 0xE000};
+    uint32_t part_hi[2] = {hi < 0xD7FF ? hi : 0xD7FF, hi};
     const struct dstate *d = &st->ds[sid];
-    for (uint32_t i = 0; i < d->set_n && lo <= hi; i++) {
-        const struct node *nd = &st->nodes[st->set_pool[d->set_off + i]];
-        if (chars_overlap(st->g, &st->g->elems[nd->pos], lo, hi)) return true;
+    for (int k = 0; k < 2 && !*out; k++) {
+        if (part_lo[k] > part_hi[k])
+            continue;
+        for (uint32_t i = 0; i < d->set_n; i++) {
+            const struct node *nd = &st->nodes[st->set_pool[d->set_off + i]];
+            if (chars_overlap(st->g, &st->g->elems[nd->pos], part_lo[k], part_hi[k])) {
+                *out = true;
+                break;
+            }
+        }
     }
-    return false;
+    return ERR_OK;
 }
 
 /* Builds sid's class cache: code points between two consecutive boundaries of its stack tops'
@@ -437,7 +466,7 @@ static int step_ascii_slow(struct grammar_state *st, uint32_t sid, uint8_t byte,
 }
 
 /* A UTF-8 lead byte from sid: the partial position, or dead. */
-static uint64_t step_lead(struct grammar_state *st, uint32_t sid, uint8_t byte)
+static int step_lead(struct grammar_state *st, uint32_t sid, uint8_t byte, uint64_t *out)
 {
     uint32_t len = byte >= 0xC2 && byte <= 0xDF   ? 2
                    : byte >= 0xE0 && byte <= 0xEF ? 3
@@ -446,10 +475,13 @@ static uint64_t step_lead(struct grammar_state *st, uint32_t sid, uint8_t byte)
     uint32_t value = byte & (0x7Fu >> len), dn = st->ds[sid].dense;
     uint32_t viable = dn != NONE ? st->dense_tab[dn + byte] : UNKNOWN;
     if (viable == UNKNOWN) {
-        viable = len && prefix_viable(st, sid, value, len - 1, len) ? 0 : NONE;
+        bool ok = false;
+        if (len && prefix_viable(st, sid, value, len - 1, len, &ok) != ERR_OK) return ERR_LIMIT;
+        viable = ok ? 0 : NONE;
         if (dn != NONE) st->dense_tab[dn + byte] = viable;
     }
-    return viable == NONE ? POS_DEAD : (uint64_t)pcode(value, len - 1, len) << 32 | sid;
+    *out = viable == NONE ? POS_DEAD : (uint64_t)pcode(value, len - 1, len) << 32 | sid;
+    return ERR_OK;
 }
 
 /* A continuation byte inside a UTF-8 sequence. */
@@ -461,9 +493,10 @@ static int step_cont(struct grammar_state *st, uint64_t pos, uint8_t byte, uint6
     if ((byte & 0xC0) != 0x80) return ERR_OK;
     value = value << 6 | (byte & 0x3Fu);
     if (need > 1) {
-        if (prefix_viable(st, sid, value, need - 1, len))
-            *out = (uint64_t)pcode(value, need - 1, len) << 32 | sid;
-        return ERR_OK;
+        bool ok;
+        int rc = prefix_viable(st, sid, value, need - 1, len, &ok);
+        if (rc == ERR_OK && ok) *out = (uint64_t)pcode(value, need - 1, len) << 32 | sid;
+        return rc;
     }
     if (value < min_cp_of_len[len] || value > 0x10FFFF || (value >= 0xD800 && value <= 0xDFFF))
         return ERR_OK;
@@ -478,10 +511,7 @@ static inline int step(struct grammar_state *st, uint64_t pos, uint8_t byte, uin
 {
     uint32_t sid = (uint32_t)pos;
     if (pos >> 32) return step_cont(st, pos, byte, out);
-    if (byte >= 0x80) {
-        *out = step_lead(st, sid, byte);
-        return ERR_OK;
-    }
+    if (byte >= 0x80) return step_lead(st, sid, byte, out);
     uint32_t dn = st->ds[sid].dense, id = NONE;
     if (dn != NONE && (id = st->dense_tab[dn + byte]) != UNKNOWN) {
         *out = id == NONE ? POS_DEAD : id;
@@ -518,6 +548,7 @@ static int state_alloc(const struct gbnf *g, struct grammar_state **out)
     struct grammar_state *st = mem_calloc(1, sizeof *st);
     if (!st) return ERR_NOMEM;
     st->g = g;
+    st->work_left = WORK_BUDGET;
     *out = st;
     return ERR_OK;
 }
@@ -595,6 +626,7 @@ int grammar_state_clone(const struct grammar_state *src, struct grammar_state **
  * failure here is harmless: the old caches stay. */
 static void maybe_flush(struct grammar_state *st)
 {
+    st->work_left = WORK_BUDGET; // every public call that steps starts here
     bool is_dense_full = st->n_dense + 256 > DENSE_MAX;
     if (!is_dense_full && st->n_nodes + st->n_ds + st->trans_tab.n + st->n_cls / 4 < CACHE_SOFT)
         return;

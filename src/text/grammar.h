@@ -28,8 +28,10 @@ int grammar_state_clone(const struct grammar_state *st, struct grammar_state **o
 
 /* Advances over bytes[0..len); a sequence may end (and the next call start) in the middle of a
  * UTF-8 code point. Returns ERR_OK, or ERR_INVALID when the grammar rejects some byte (also
- * for malformed UTF-8), in which case the state is unchanged. ERR_NOMEM / ERR_LIMIT (the
- * grammar's expansion grew past the matcher's limits) also leave the state unchanged. */
+ * for malformed UTF-8), in which case the state is unchanged. ERR_NOMEM, and ERR_LIMIT (the
+ * grammar needs more than the matcher's limits: over 4096 stacks at one position, or a call's
+ * work budget of about 8M stack visits), also leave the state unchanged; a request should then
+ * fail with a "grammar too complex" error. */
 int grammar_state_accept_bytes(struct grammar_state *st, const void *bytes, size_t len);
 
 /* True when the bytes accepted so far form a complete match of root (so an end-of-generation
@@ -69,11 +71,11 @@ size_t grammar_vocab_mask_words(const struct grammar_vocab *gv);
 /* Fills allowed[0..mask_words) with one bit per token (bit i%32 of word i/32): set when the
  * grammar accepts the token's bytes from the current state, or for an eog token when it can
  * end. The state is not advanced. Cost: one walk of the trie that skips every subtree the
- * grammar rejects at its first byte, with byte transitions cached in the state, so repeated
- * masks in a recurring context (inside a JSON string) cost little. Errors: ERR_NOMEM,
- * ERR_LIMIT; allowed is then unspecified.
+ * grammar rejects at its first byte, with transitions cached in the state; about 1-2.5 ms on a
+ * 152k-token vocabulary inside a JSON string, tens of microseconds where few tokens fit.
+ * Errors: ERR_NOMEM, ERR_LIMIT (as grammar_state_accept_bytes); allowed is then unspecified.
  * Sampling pattern: sample from the unmasked logits, check the winner with
- * grammar_state_allows_token, and mask + resample only when it is rejected. */
+ * grammar_state_allows_token (about 1 us), and mask + resample only when it is rejected. */
 int grammar_mask(struct grammar_state *st, const struct grammar_vocab *gv, uint32_t *allowed);
 
 /* Sets logits[i] = -INFINITY for every token whose bit in allowed is clear. Cannot fail. */

@@ -1,7 +1,11 @@
 /* Jinja template interpreter for chat templates: the subset of Jinja2 3.1 that model chat
  * templates use, rendering like Hugging Face transformers' environment (immutable sandbox,
  * trim_blocks, lstrip_blocks, loopcontrols, tojson with ensure_ascii=False, raise_exception,
- * strftime_now). Not a general Jinja: no inheritance, includes, imports or autoescape. */
+ * strftime_now). Statements: if/elif/else, for (with else, filters, loop.*, break/continue),
+ * set (incl. tuples, namespace attributes, blocks), macro, call, filter, raw. Values follow
+ * Python: str()/repr() printing, json.dumps output, insertion-ordered dicts. Not a general
+ * Jinja: no extends/include/import/block, no recursive loops, no autoescape, integers are
+ * 64-bit, and lazy generators (map, select, ...) are materialized (they print as lists). */
 #ifndef TEXT_JINJA_H
 #define TEXT_JINJA_H
 
@@ -33,7 +37,8 @@ int jinja_template_new(const char *src, size_t len, struct jinja_template **out,
  * appends the text to out. ERR_INVALID when the template raised (raise_exception: err holds the
  * message as given) or failed at run time (type error, undefined attribute, unknown filter:
  * err holds "line L col C: why"), ERR_LIMIT when the step, depth or memory limit was hit,
- * ERR_NOMEM. On failure out may hold a partial render. Thread-safe for a shared template. */
+ * ERR_NOMEM; ERR_INVALID also for a NULL template or buffer. On failure out may hold a partial
+ * render. Thread-safe for a shared template; context is only read. */
 int jinja_template_render(const struct jinja_template *t, const json_t *context, struct buf *out,
                           struct errmsg *err);
 

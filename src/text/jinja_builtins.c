@@ -19,6 +19,14 @@ static struct jv new_str(struct rstate *st, const char *p, size_t n)
     return jv_str(s, n);
 }
 
+/* A NUL-terminated arena copy of a string value, or NULL (error set). */
+static const char *cstr_of(struct rstate *st, struct jv s)
+{
+    char *p = arena_strndup(st->arena, s.u.s.p, s.u.s.n);
+    if (!p) rs_nomem(st);
+    return p;
+}
+
 static bool to_str(struct rstate *st, struct jv v, struct jv *out)
 {
     return jv_to_str(st, v, out);
@@ -263,22 +271,7 @@ static int f_title(struct rstate *st, const struct jnode *at, struct jv in, cons
                    struct jv *out)
 {
     (void)a;
-    struct jv s, low;
-    if (!to_str(st, in, &s) || f_case(st, at, s, 'l', &low) != ERR_OK) return st->rc;
-    char *p = arena_strndup(st->arena, low.u.s.p, low.u.s.n);
-    if (!p) return rs_nomem(st);
-    bool start = true;
-    for (size_t i = 0; i < low.u.s.n; i++) {
-        char c = p[i];
-        if (strchr(" \t\n\r\f\v-({[<", c)) {
-            start = true;
-        } else {
-            if (start && c >= 'a' && c <= 'z') p[i] = (char)(c - 32);
-            start = false;
-        }
-    }
-    *out = jv_str(p, low.u.s.n);
-    return ERR_OK;
+    return f_case(st, at, in, 'j', out);
 }
 
 static int f_default(struct rstate *st, const struct jnode *at, struct jv in, const struct jargs *a,
@@ -333,10 +326,11 @@ static int select_common(struct rstate *st, const struct jnode *at, struct jv in
     const struct jv *attr = with_attr ? jargs_get(a, 0, NULL) : NULL;
     if (with_attr && (!attr || attr->kind != JV_STR))
         return rs_fail(st, at, ERR_INVALID, "selectattr/rejectattr need an attribute name");
-    const struct jv *test = jargs_get(a, first, NULL);
-    if (test && (test->kind != JV_STR || test->u.s.p[test->u.s.n] != 0)) test = NULL;
-    if (test && !jinja_test_exists(test->u.s.p))
-        return rs_fail(st, at, ERR_INVALID, "No test named '%.*s'", (int)test->u.s.n, test->u.s.p);
+    const struct jv *test_arg = jargs_get(a, first, NULL);
+    const char *test = test_arg && test_arg->kind == JV_STR ? cstr_of(st, *test_arg) : NULL;
+    if (test_arg && test_arg->kind == JV_STR && !test) return st->rc;
+    if (test && !jinja_test_exists(test))
+        return rs_fail(st, at, ERR_INVALID, "No test named '%s'", test);
     struct jargs targs = {0};
     if (test && a->n_pos > first + 1) {
         targs.pos = a->pos + first + 1;
@@ -348,7 +342,7 @@ static int select_common(struct rstate *st, const struct jnode *at, struct jv in
     for (size_t i = 0; i < l->n && st->rc == ERR_OK; i++) {
         struct jv v = attr ? attr_path(st, at, l->v[i], *attr) : l->v[i];
         bool ok = jv_truthy(v);
-        if (test) jinja_test_apply(st, at, test->u.s.p, v, &targs, &ok);
+        if (test) jinja_test_apply(st, at, test, v, &targs, &ok);
         if (ok == want) jl_push(st, r, l->v[i]);
     }
     r->is_gen = true;
@@ -386,9 +380,13 @@ static int f_map(struct rstate *st, const struct jnode *at, struct jv in, const 
     struct jlist *l, *r;
     const struct jv *attr = jargs_get(a, SIZE_MAX, "attribute");
     const struct jv *dflt = jargs_get(a, SIZE_MAX, "default");
-    const struct jv *name = jargs_get(a, 0, NULL);
-    if (!attr && (!name || name->kind != JV_STR || name->u.s.p[name->u.s.n] != 0))
-        return rs_fail(st, at, ERR_INVALID, "map: expected a filter name or attribute=");
+    const struct jv *name_arg = jargs_get(a, 0, NULL);
+    const char *name =
+        !attr && name_arg && name_arg->kind == JV_STR ? cstr_of(st, *name_arg) : NULL;
+    if (!attr && !name)
+        return st->rc != ERR_OK
+                   ? st->rc
+                   : rs_fail(st, at, ERR_INVALID, "map: expected a filter name or attribute=");
     if (!jv_truthy(in)) // Jinja2 yields nothing for a falsy input (None included)
         in = jv_undef();
     if (need_list(st, at, in, &l) != ERR_OK || !(r = jl_new(st, l->n))) return st->rc;
@@ -403,7 +401,7 @@ static int f_map(struct rstate *st, const struct jnode *at, struct jv in, const 
             v = attr_path(st, at, l->v[i], *attr);
             if (v.kind == JV_UNDEF && dflt) v = *dflt;
         } else if (!attr) {
-            jinja_filter_apply(st, at, name->u.s.p, l->v[i], &fargs, &v);
+            jinja_filter_apply(st, at, name, l->v[i], &fargs, &v);
         }
         jl_push(st, r, v);
     }
@@ -441,6 +439,9 @@ static int f_dictsort(struct rstate *st, const struct jnode *at, struct jv in,
                       const struct jargs *a, struct jv *out)
 {
     struct jv items;
+    if (in.kind != JV_DICT) // dictsort calls value.items()
+        return rs_fail(st, at, ERR_INVALID, "dictsort: expected a mapping, not %s",
+                       jv_type_name(in));
     if (f_items(st, at, in, a, &items) != ERR_OK) return st->rc;
     const struct jv *by = jargs_get(a, 1, "by");
     struct sort_ctx c = {.st = st, .at = at, .casefold = !arg_bool(a, 0, "case_sensitive", false)};
@@ -474,6 +475,8 @@ static int f_unique(struct rstate *st, const struct jnode *at, struct jv in, con
         return st->rc;
     for (size_t i = 0; i < l->n && st->rc == ERR_OK; i++) {
         struct jv k = attr && attr->kind == JV_STR ? attr_path(st, at, l->v[i], *attr) : l->v[i];
+        if ((k.kind == JV_LIST && !k.u.l->is_tuple) || k.kind == JV_DICT)
+            return rs_fail(st, at, ERR_INVALID, "unhashable type: '%s'", jv_type_name(k));
         if (casefold && k.kind == JV_STR) k = jstr_case(st, k, 'l');
         bool seen = false;
         for (size_t j = 0; j < keys->n && !seen; j++)
@@ -495,7 +498,9 @@ static int f_indent(struct rstate *st, const struct jnode *at, struct jv in, con
     struct jv s, pad = jv_str("    ", 4);
     const struct jv *w = jargs_get(a, 0, "width");
     bool first = arg_bool(a, 1, "first", false), blank = arg_bool(a, 2, "blank", false);
-    if (!to_str(st, in, &s)) return st->rc;
+    if (in.kind != JV_STR) // Jinja2 appends "\n" to the value, which only strings allow
+        return rs_fail(st, at, ERR_INVALID, "indent: expected a string, not %s", jv_type_name(in));
+    s = in;
     if (w && w->kind == JV_STR) {
         pad = *w;
     } else if (w && w->kind == JV_INT) {
@@ -509,7 +514,8 @@ static int f_indent(struct rstate *st, const struct jnode *at, struct jv in, con
     buf_init(&b);
     int rc = buf_reserve(&b, s.u.s.n + 16);
     if (first && rc == ERR_OK) rc = buf_append(&b, pad.u.s.p, pad.u.s.n);
-    // s + "\n" split into lines (splitlines drops the final empty piece)
+    // (s + "\n").splitlines(), as Jinja2 splits it, so a trailing newline survives
+    s = jinja_binop(st, at, '~', s, jv_str("\n", 1));
     size_t i = 0;
     bool first_line = true;
     while (i < s.u.s.n && rc == ERR_OK) {

@@ -439,9 +439,11 @@ static void exec_for(struct rstate *st, const struct jnode *n)
     }
     ls->items = items;
     struct jv lv = {.kind = JV_LOOP, .u.loop = ls};
-    bind(st, f, "loop", lv);
     for (size_t i = 0; i < items->n && st->rc == ERR_OK; i++) {
+        // Jinja2 gives every iteration a fresh scope: a set in one is not seen by the next
+        if (i > 0 && !(st->frame = f = frame_new(st, saved))) break;
         ls->index0 = i;
+        bind(st, f, "loop", lv);
         assign(st, n->a, items->v[i]);
         exec_body(st, n->kids, n->n_kids);
         if (st->ctl == CTL_BREAK) {
@@ -458,13 +460,18 @@ static void exec_for(struct rstate *st, const struct jnode *n)
  * through the optional filter chain, then assign or print it. */
 static void exec_captured(struct rstate *st, const struct jnode *n)
 {
+    struct frame *saved = st->frame,
+                 *inner = frame_new(st, st->frame); // the body has its own scope
+    if (!inner) return;
+    st->frame = inner;
     struct jv v = capture(st, n->kids, n->n_kids);
+    st->frame = saved;
     const struct jnode *chain = n->kind == N_SETBLOCK ? n->c : n->a;
     if (chain && st->rc == ERR_OK) {
-        const struct jv *saved = st->pipe;
+        const struct jv *saved_pipe = st->pipe;
         st->pipe = &v;
         v = eval(st, chain);
-        st->pipe = saved;
+        st->pipe = saved_pipe;
     }
     if (st->rc != ERR_OK) return;
     if (n->kind == N_SETBLOCK)
@@ -616,6 +623,7 @@ int jinja_template_render_opts(const struct jinja_template *t, const json_t *con
                                const struct jinja_render_opts *opts, struct buf *out,
                                struct errmsg *err)
 {
+    if (!t || !out) return errmsg_set(err, ERR_INVALID, "no template or output buffer");
     struct arena arena;
     arena_init(&arena, opts && opts->max_bytes ? opts->max_bytes : BYTES_DEFAULT);
     struct rstate st = {.arena = &arena, .out = out, .err = err};

@@ -311,7 +311,7 @@ struct jv jinja_percent_format(struct rstate *st, const struct jnode *at, struct
 /* mode: 1 left, 2 right, 3 both; chars NULL or None = whitespace. Returns a slice of s. */
 struct jv jstr_strip(struct jv s, const struct jv *chars, int mode);
 struct jv jstr_replace(struct rstate *st, struct jv s, struct jv old, struct jv rep, int64_t count);
-/* mode: 'u' upper, 'l' lower, 't' Python title, 'c' capitalize. */
+/* mode: 'u' upper, 'l' lower, 't' Python title, 'c' capitalize, 'j' Jinja's title filter. */
 struct jv jstr_case(struct rstate *st, struct jv s, int mode);
 /* str(item) joined with sep. */
 struct jv jstr_join(struct rstate *st, const struct jlist *l, struct jv sep);

@@ -100,7 +100,7 @@ struct jv jstr_replace(struct rstate *st, struct jv s, struct jv old, struct jv 
     return buf_to_str(st, &b, rc);
 }
 
-/* mode: 'u' upper, 'l' lower, 't' Python str.title, 'c' capitalize. */
+/* mode: 'u' upper, 'l' lower, 't' Python str.title, 'c' capitalize, 'j' Jinja's title. */
 struct jv jstr_case(struct rstate *st, struct jv s, int mode)
 {
     struct buf b;
@@ -117,8 +117,11 @@ struct jv jstr_case(struct rstate *st, struct jv s, int mode)
             k = 1;
         }
         if (cp >= 0) {
-            bool up = mode == 'u' || (mode == 't' && !prev_cased) || (mode == 'c' && first);
+            bool up = mode == 'u' || (mode == 't' && !prev_cased) || (mode == 'c' && first) ||
+                      (mode == 'j' && !prev_cased);
             bool cased = utf8proc_toupper(cp) != cp || utf8proc_tolower(cp) != cp;
+            if (mode == 'j') // Jinja's title: a word starts after whitespace or -({[<
+                cased = !(cp < 0x80 && strchr(" \t\n\r\f\v-({[<", (int)cp));
             int32_t out = up ? utf8proc_toupper(cp) : utf8proc_tolower(cp);
             utf8proc_uint8_t enc[4];
             utf8proc_ssize_t m = utf8proc_encode_char(out, enc);

@@ -284,6 +284,10 @@ static bool contains(struct rstate *st, const struct jnode *at, struct jv item, 
             if (jv_equal(item, seq.u.l->v[i])) return true;
         return false;
     case JV_DICT:
+        if ((item.kind == JV_LIST && !item.u.l->is_tuple) || item.kind == JV_DICT) {
+            rs_fail(st, at, ERR_INVALID, "unhashable type: '%s'", jv_type_name(item));
+            return false;
+        }
         return jd_get(seq.u.d, item) != NULL;
     case JV_UNDEF:
         return false;
@@ -458,7 +462,9 @@ struct jv jinja_percent_format(struct rstate *st, const struct jnode *at, struct
         }
         i = j;
     }
-    if (rc == ERR_OK && used < n_args)
+    // a list or dict argument may go unused, as Python treats it like a mapping
+    bool mapping_like = (args.kind == JV_LIST && !is_tuple) || args.kind == JV_DICT;
+    if (rc == ERR_OK && used < n_args && !(mapping_like && used == 0))
         rc = rs_fail(st, at, ERR_INVALID, "not all arguments converted during string formatting");
     struct jv out = jv_undef();
     if (rc == ERR_OK) {

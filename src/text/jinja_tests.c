@@ -60,7 +60,8 @@ static int f_reverse(struct rstate *st, const struct jnode *at, struct jv in, co
     if (!jv_iter_list(st, at, in, &l) || !(r = jl_new(st, l->n))) return st->rc;
     for (size_t i = l->n; i > 0; i--)
         jl_push(st, r, l->v[i - 1]);
-    if (in.kind != JV_STR) {
+    if (in.kind != JV_STR) { // reversed() is an iterator in Jinja2
+        r->is_gen = true;
         *out = jv_list(r);
         return st->rc;
     }
@@ -72,7 +73,8 @@ static int f_reverse(struct rstate *st, const struct jnode *at, struct jv in, co
 static int f_int(struct rstate *st, const struct jnode *at, struct jv in, const struct jargs *a,
                  struct jv *out)
 {
-    (void)at;
+    if (in.kind == JV_UNDEF) // Undefined refuses numeric conversion
+        return rs_fail(st, at, ERR_INVALID, "'%.*s' is undefined", (int)in.u.s.n, in.u.s.p);
     const struct jv *dflt = jargs_get(a, 0, "default");
     int64_t base = 10;
     const struct jv *b = jargs_get(a, 1, "base");
@@ -83,8 +85,11 @@ static int f_int(struct rstate *st, const struct jnode *at, struct jv in, const 
     } else if (in.kind == JV_FLOAT && isfinite(in.u.f) && fabs(in.u.f) < 9.2e18) {
         *out = jv_int((int64_t)in.u.f);
     } else if (in.kind == JV_STR) {
-        char *s = arena_strndup(st->arena, in.u.s.p, in.u.s.n), *end;
+        char *s = arena_alloc(st->arena, in.u.s.n + 1), *end;
         if (!s) return rs_nomem(st);
+        size_t k = 0;
+        for (size_t i = 0; i < in.u.s.n; i++) // Python allows 1_000
+            if (in.u.s.p[i] != '_' || i == 0 || i + 1 == in.u.s.n) s[k++] = in.u.s.p[i];
         long long v = strtoll(s, &end, (int)(base >= 2 && base <= 36 ? base : 10));
         while (*end == ' ' || *end == '\t' || *end == '\n')
             end++;
@@ -101,7 +106,8 @@ static int f_int(struct rstate *st, const struct jnode *at, struct jv in, const 
 static int f_float(struct rstate *st, const struct jnode *at, struct jv in, const struct jargs *a,
                    struct jv *out)
 {
-    (void)at;
+    if (in.kind == JV_UNDEF) // Undefined refuses numeric conversion
+        return rs_fail(st, at, ERR_INVALID, "'%.*s' is undefined", (int)in.u.s.n, in.u.s.p);
     const struct jv *dflt = jargs_get(a, 0, "default");
     *out = dflt ? *dflt : jv_float(0.0);
     if (in.kind == JV_INT || in.kind == JV_BOOL || in.kind == JV_FLOAT) {
@@ -122,12 +128,18 @@ static int f_round(struct rstate *st, const struct jnode *at, struct jv in, cons
     if (in.kind != JV_INT && in.kind != JV_FLOAT && in.kind != JV_BOOL)
         return rs_fail(st, at, ERR_INVALID, "round: a number is required");
     int64_t prec = p && p->kind == JV_INT ? p->u.i : 0;
+
     if (prec > 15) prec = 15;
     if (prec < -15) prec = -15;
     double scale = pow(10.0, (double)prec), x = num(in) * scale;
     const char *method = m && m->kind == JV_STR ? m->u.s.p : "common";
     if (!strncmp(method, "ceil", 4) || !strncmp(method, "floor", 5)) {
         *out = jv_float((method[0] == 'c' ? ceil(x) : floor(x)) / scale);
+        return ERR_OK;
+    }
+    if (in.kind != JV_FLOAT) { // Python's round() keeps ints ints (ties to even)
+        *out = prec >= 0 ? jv_int(in.kind == JV_INT ? in.u.i : in.u.b)
+                         : jv_int((int64_t)(nearbyint(x) / scale));
         return ERR_OK;
     }
     if (prec < 0 || !isfinite(num(in))) {
@@ -284,6 +296,7 @@ static int f_batch(struct rstate *st, const struct jnode *at, struct jv in, cons
     }
     while (fill && cur && (int64_t)cur->n < size)
         jl_push(st, cur, *fill);
+    r->is_gen = true;
     *out = jv_list(r);
     return st->rc;
 }
@@ -315,7 +328,6 @@ static int f_center(struct rstate *st, const struct jnode *at, struct jv in, con
 static int f_truncate(struct rstate *st, const struct jnode *at, struct jv in,
                       const struct jargs *a, struct jv *out)
 {
-    (void)at;
     struct jv s, end = jv_str("...", 3);
     int64_t length = 255, leeway = 5;
     const struct jv *lv = jargs_get(a, 0, "length"), *ev = jargs_get(a, 2, "end");
@@ -324,7 +336,16 @@ static int f_truncate(struct rstate *st, const struct jnode *at, struct jv in,
     if (lv && lv->kind == JV_INT) length = lv->u.i;
     if (ev && ev->kind == JV_STR) end = *ev;
     if (lw && lw->kind == JV_INT) leeway = lw->u.i;
-    if (!jv_to_str(st, in, &s)) return st->rc;
+    if (in.kind != JV_STR) { // Jinja2 takes len() of the value and slices it as a string
+        bool sized = in.kind == JV_LIST || in.kind == JV_DICT;
+        int64_t n = sized ? (int64_t)(in.kind == JV_LIST ? in.u.l->n : in.u.d->n) : 0;
+        if (!sized || n > length + leeway)
+            return rs_fail(st, at, ERR_INVALID, "truncate: expected a string, not %s",
+                           jv_type_name(in));
+        *out = in;
+        return ERR_OK;
+    }
+    s = in;
     int64_t n = (int64_t)utf8_count(s.u.s.p, s.u.s.n), keep = length - (int64_t)end.u.s.n;
     if (n <= length + leeway) {
         *out = s;
@@ -369,10 +390,77 @@ struct jv jinja_markup_add(struct rstate *st, const struct jnode *at, struct jv 
     return r;
 }
 
+/* Markup.striptags(): drop comments and tags, unescape the basic entities, collapse whitespace. */
+static int f_striptags(struct rstate *st, const struct jnode *at, struct jv in,
+                       const struct jargs *a, struct jv *out)
+{
+    (void)at;
+    (void)a;
+    static const char *const ents[][2] = {{"&amp;", "&"},   {"&lt;", "<"},   {"&gt;", ">"},
+                                          {"&quot;", "\""}, {"&#34;", "\""}, {"&#39;", "'"}};
+    struct jv s;
+    if (!jv_to_str(st, in, &s)) return st->rc;
+    struct buf b;
+    buf_init(&b);
+    int rc = buf_reserve(&b, s.u.s.n + 1);
+    const char *p = s.u.s.p, *end = p + s.u.s.n;
+    bool space = false;
+    while (p < end && rc == ERR_OK) {
+        const char *close = NULL;
+        if (*p == '<' && end - p >= 4 && !memcmp(p, "<!--", 4)) {
+            for (const char *q = p + 4; q + 3 <= end && !close; q++)
+                if (!memcmp(q, "-->", 3)) close = q + 2;
+        } else if (*p == '<') {
+            close = memchr(p, '>', (size_t)(end - p));
+        }
+        if (close) {
+            p = close + 1;
+            continue;
+        }
+        char c = *p;
+        size_t len = 1;
+        for (size_t i = 0; c == '&' && i < sizeof ents / sizeof ents[0]; i++) {
+            size_t n = strlen(ents[i][0]);
+            if ((size_t)(end - p) >= n && !memcmp(p, ents[i][0], n)) {
+                c = ents[i][1][0];
+                len = n;
+            }
+        }
+        p += len;
+        if (c == ' ' || (c >= '\t' && c <= '\r')) {
+            space = b.len > 0;
+            continue;
+        }
+        if (space) rc = buf_append_byte(&b, ' ');
+        space = false;
+        if (rc == ERR_OK) rc = buf_append_byte(&b, c);
+    }
+    *out = rc == ERR_OK ? mk_str(st, b.data, b.len) : jv_undef();
+    if (rc != ERR_OK) rs_nomem(st);
+    buf_deinit(&b);
+    return st->rc;
+}
+
+static int f_attr(struct rstate *st, const struct jnode *at, struct jv in, const struct jargs *a,
+                  struct jv *out)
+{
+    const struct jv *name = jargs_get(a, 0, "name");
+    if (!name || name->kind != JV_STR) return rs_fail(st, at, ERR_INVALID, "attr: expected a name");
+    char *n = arena_strndup(st->arena, name->u.s.p, name->u.s.n);
+    if (!n) return rs_nomem(st);
+    if (in.kind == JV_DICT && !in.u.d->is_ns) { // attribute lookup only: keys are not attributes
+        *out = jv_undef();
+        return ERR_OK;
+    }
+    return jinja_getattr(st, at, in, n, out);
+}
+
 static const struct {
     const char *name;
     jinja_filter_fn fn;
 } misc_filters[] = {
+    {"striptags", f_striptags},
+    {"attr", f_attr},
     {"first", f_first},
     {"last", f_last},
     {"reverse", f_reverse},
@@ -430,14 +518,24 @@ bool jinja_test_exists(const char *name)
     return false;
 }
 
+/* Python str.isupper()/islower(): every cased character has that case, and there is one. */
 static bool str_all(struct jv v, bool upper)
 {
-    if (v.kind != JV_STR) return false;
+    const utf8proc_uint8_t *p = (const utf8proc_uint8_t *)v.u.s.p;
+    utf8proc_ssize_t left = (utf8proc_ssize_t)v.u.s.n;
     bool cased = false;
-    for (size_t i = 0; i < v.u.s.n; i++) {
-        char c = v.u.s.p[i];
-        if ((upper && c >= 'a' && c <= 'z') || (!upper && c >= 'A' && c <= 'Z')) return false;
-        cased = cased || ((c | 32) >= 'a' && (c | 32) <= 'z');
+    while (left > 0) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t k = utf8proc_iterate(p, left, &cp);
+        if (k <= 0) {
+            k = 1;
+            cp = 0;
+        }
+        bool is_upper = utf8proc_tolower(cp) != cp, is_lower = utf8proc_toupper(cp) != cp;
+        if ((upper && is_lower) || (!upper && is_upper)) return false;
+        cased = cased || is_upper || is_lower;
+        p += k;
+        left -= k;
     }
     return cased;
 }
@@ -505,21 +603,25 @@ int jinja_test_apply(struct rstate *st, const struct jnode *at, const char *name
     else if (!strcmp(name, "callable"))
         *out = k == JV_FUNC || k == JV_UNDEF; // Undefined defines __call__ (which raises)
     else if (!strcmp(name, "odd") || !strcmp(name, "even")) {
-        if (!is_intlike(in)) return rs_fail(st, at, ERR_INVALID, "%s test needs an integer", name);
-        int64_t v = k == JV_INT ? in.u.i : in.u.b;
-        *out = (v % 2 != 0) == (name[0] == 'o');
+        if (!is_intlike(in) && k != JV_FLOAT)
+            return rs_fail(st, at, ERR_INVALID, "%s test needs a number", name);
+        struct jv m = jinja_binop(st, at, '%', in, jv_int(2)); // Python: value % 2 == 1 (or 0)
+        *out = jv_equal(m, jv_int(name[0] == 'o' ? 1 : 0));
     } else if (!strcmp(name, "divisibleby")) {
-        if (!arg || !is_intlike(*arg) || !is_intlike(in) || num(*arg) == 0)
-            return rs_fail(st, at, ERR_INVALID, "divisibleby needs non-zero integers");
-        *out = (int64_t)num(in) % (int64_t)num(*arg) == 0;
-    } else if (!strcmp(name, "lower") || !strcmp(name, "upper"))
-        *out = str_all(in, name[0] == 'u');
-    else if (!strcmp(name, "escaped"))
+        if (!arg) return rs_fail(st, at, ERR_INVALID, "divisibleby needs an argument");
+        struct jv m = jinja_binop(st, at, '%', in, *arg); // Python: value % num == 0
+        *out = jv_equal(m, jv_int(0));
+    } else if (!strcmp(name, "lower") || !strcmp(name, "upper")) {
+        struct jv text; // Jinja2 tests str(value)
+        if (!jv_to_str(st, in, &text)) return st->rc;
+        *out = str_all(text, name[0] == 'u');
+    } else if (!strcmp(name, "escaped"))
         *out = false;
-    else if (!strcmp(name, "filter") || !strcmp(name, "test"))
-        *out = k == JV_STR && in.u.s.p[in.u.s.n] == 0 &&
-               (name[0] == 'f' ? jinja_filter_exists(in.u.s.p) : jinja_test_exists(in.u.s.p));
-    else if (!arg)
+    else if (!strcmp(name, "filter") || !strcmp(name, "test")) {
+        const char *s = k == JV_STR ? arena_strndup(st->arena, in.u.s.p, in.u.s.n) : NULL;
+        if (k == JV_STR && !s) return rs_nomem(st);
+        *out = s && (name[0] == 'f' ? jinja_filter_exists(s) : jinja_test_exists(s));
+    } else if (!arg)
         return rs_fail(st, at, ERR_INVALID, "test '%s' needs an argument", name);
     else
         return test_compare(st, at, name, in, *arg, out);

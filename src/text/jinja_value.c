@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 #define ARENA_CHUNK 65536
 
@@ -288,6 +289,20 @@ static int fold(unsigned char c)
     return c >= 'A' && c <= 'Z' ? c + 32 : c;
 }
 
+static uint32_t utf8_decode(const char *s, size_t n, size_t *i);
+
+/* Python's a.lower() < b.lower(): code points compared after lower-casing. */
+static int casefold_cmp(struct jv a, struct jv b)
+{
+    size_t i = 0, j = 0;
+    while (i < a.u.s.n && j < b.u.s.n) {
+        int32_t x = utf8proc_tolower((int32_t)utf8_decode(a.u.s.p, a.u.s.n, &i));
+        int32_t y = utf8proc_tolower((int32_t)utf8_decode(b.u.s.p, b.u.s.n, &j));
+        if (x != y) return x < y ? -1 : 1;
+    }
+    return i < a.u.s.n ? 1 : j < b.u.s.n ? -1 : 0;
+}
+
 bool jv_compare(struct jv a, struct jv b, bool casefold, int *out)
 {
     if (is_num(a) && is_num(b)) {
@@ -298,6 +313,10 @@ bool jv_compare(struct jv a, struct jv b, bool casefold, int *out)
             int64_t x = num_i(a), y = num_i(b);
             *out = x < y ? -1 : x > y ? 1 : 0;
         }
+        return true;
+    }
+    if (a.kind == JV_STR && b.kind == JV_STR && casefold) {
+        *out = casefold_cmp(a, b);
         return true;
     }
     if (a.kind == JV_STR && b.kind == JV_STR) {

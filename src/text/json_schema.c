@@ -498,6 +498,74 @@ static int integer_body(struct conv *c, const json_t *schema, struct buf *b)
     return rc;
 }
 
+/* An inclusive integral bound on a number (the only kind number_body expresses). */
+static int get_num_bound(struct conv *c, const json_t *schema, bool is_min, bool *has, int64_t *v)
+{
+    const char *key = is_min ? "minimum" : "maximum";
+    const char *xkey = is_min ? "exclusiveMinimum" : "exclusiveMaximum";
+    const json_t *j = json_object_get(schema, key), *x = json_object_get(schema, xkey);
+    *has = false;
+    if (x && !json_is_false(x))
+        return fail_unsupported(c, xkey, "exclusive bounds on non-integer numbers");
+    if (!j) return ERR_OK;
+    if (!json_is_number(j)) return fail_invalid(c, key, "must be a number");
+    double d = json_number_value(j);
+    if (d != floor(d) || !(d > -9.2e18 && d < 9.2e18))
+        return fail_unsupported(c, key, "non-integral bounds on non-integer numbers");
+    *has = true;
+    *v = (int64_t)d;
+    return ERR_OK;
+}
+
+/* Magnitudes I.f with I in [from, to] (to_inclusive false: to - 1) and any fraction, or I = to
+ * with a zero fraction: the numbers in [from, to]. has_to false: I in [from, inf). */
+static int append_magnitude(struct buf *b, uint64_t from, uint64_t to, bool has_to)
+{
+    static const char frac[] = " (\".\" decimal-part)?", zero[] = " (\".\" \"0\"{1,16})?";
+    if (!has_to) {
+        int rc = append_uint_range(b, from, 0, false);
+        return rc == ERR_OK ? buf_append_cstr(b, frac) : rc;
+    }
+    int rc = buf_append_cstr(b, "(");
+    if (rc == ERR_OK && to > from) {
+        rc = append_uint_range(b, from, to - 1, true);
+        if (rc == ERR_OK) rc = buf_printf(b, "%s | ", frac);
+    }
+    if (rc == ERR_OK) rc = buf_printf(b, "\"%llu\"%s)", (unsigned long long)to, zero);
+    return rc;
+}
+
+/* number with integral inclusive minimum/maximum: no exponent then; the integral part decides
+ * the bound, and at the bound itself only a zero fraction is allowed. */
+static int number_body(struct conv *c, const json_t *schema, struct buf *b)
+{
+    bool has_lo, has_hi;
+    int64_t lo = 0, hi = 0;
+    int rc = get_num_bound(c, schema, true, &has_lo, &lo);
+    if (rc == ERR_OK) rc = get_num_bound(c, schema, false, &has_hi, &hi);
+    if (rc != ERR_OK) return rc;
+    if (!has_lo && !has_hi) {
+        rc = add_prim(c, PRIM_NUMBER);
+        return rc == ERR_OK ? buf_append_cstr(b, "number") : rc;
+    }
+    if (has_lo && has_hi && lo > hi) return fail_invalid(c, "minimum", "greater than maximum");
+    rc = add_prim(c, PRIM_DECIMAL);
+    bool has_neg = !has_lo || lo < 0, has_pos = !has_hi || hi >= 0;
+    if (rc == ERR_OK && has_neg) { // -(I.f) <= hi means I >= -hi; >= lo means I.f <= -lo
+        uint64_t from = has_hi && hi < 0 ? (uint64_t)(-(hi + 1)) + 1 : 0;
+        uint64_t to = has_lo ? (uint64_t)(-(lo + 1)) + 1 : 0;
+        rc = buf_append_cstr(b, "\"-\" ");
+        if (rc == ERR_OK) rc = append_magnitude(b, from, to, has_lo);
+    }
+    if (rc == ERR_OK && has_pos) {
+        rc = buf_append_cstr(b, has_neg ? " | " : "");
+        if (rc == ERR_OK)
+            rc = append_magnitude(b, has_lo && lo > 0 ? (uint64_t)lo : 0, has_hi ? (uint64_t)hi : 0,
+                                  has_hi);
+    }
+    return rc;
+}
+
 /* ---- objects and arrays ---- */
 
 struct prop {
@@ -810,11 +878,8 @@ static int type_body(struct conv *c, const json_t *schema, const char *type, str
     if (!strcmp(type, "array")) return array_body(c, schema, b);
     if (!strcmp(type, "string")) return string_body(c, schema, b);
     if (!strcmp(type, "integer")) return integer_body(c, schema, b);
-    if (!strcmp(type, "number")) {
-        if (has_any_key(schema, bound_keys))
-            return fail_unsupported(c, "minimum", "bounds on non-integer numbers");
-        p = PRIM_NUMBER;
-    } else if (!strcmp(type, "boolean")) {
+    if (!strcmp(type, "number")) return number_body(c, schema, b);
+    if (!strcmp(type, "boolean")) {
         p = PRIM_BOOLEAN;
     } else if (!strcmp(type, "null")) {
         p = PRIM_NULL;

@@ -6,7 +6,8 @@
  * prefixItems, minItems, maxItems, enum, const, anyOf, oneOf, allOf (objects), $ref to
  * #/$defs/..., #/definitions/... or any local pointer (recursion allowed), minLength,
  * maxLength, pattern (subset: see json_schema_to_gbnf), format (date, time, date-time, uuid),
- * integer minimum/maximum/exclusiveMinimum/exclusiveMaximum. */
+ * integer minimum/maximum/exclusiveMinimum/exclusiveMaximum, number minimum/maximum when
+ * integral and inclusive. */
 #ifndef TEXT_JSON_SCHEMA_H
 #define TEXT_JSON_SCHEMA_H
 
@@ -19,9 +20,10 @@
 /* Appends to out the GBNF text of a grammar (root rule `root`) whose language is the JSON
  * texts valid under schema, within these documented limits:
  * - whitespace: none, one space, or one or two newlines plus up to 20 spaces/tabs, allowed
- *   after `{`, `[`, `,`, `:` and before `}`/`]` (as llama.cpp); never unbounded.
+ *   after `{`, `[`, `,`, a key and `:`, and before `}`/`]` (as llama.cpp); never unbounded.
  * - numbers: integral parts of at most 16 digits, fractions of at most 16 (as llama.cpp);
- *   `minimum`/`maximum` are supported for integers only.
+ *   integers take any minimum/maximum (exclusive too); a number takes integral inclusive
+ *   minimum/maximum only, and then no exponent.
  * - objects: required properties first, then optional ones, each group in schema order; a
  *   missing additionalProperties means none (as llama.cpp); extra keys cannot repeat a declared
  *   name (except through a \u escape) unless a name needs JSON escaping.
@@ -33,9 +35,10 @@
  * - ignored annotations: title, description, $schema, $id, $anchor, $comment, default,
  *   examples, readOnly, writeOnly, deprecated, contentMediaType, contentEncoding, and keywords
  *   JSON Schema does not define.
- * Errors (err names the keyword and its JSON pointer, e.g. "/properties/a/not"):
- * ERR_UNSUPPORTED for a constraining keyword or value outside the above (not, if/then/else,
- * patternProperties, uniqueItems, multipleOf, min/maxProperties, bounds on non-integers, other
+ * Errors (err names the keyword and the JSON pointer of its schema, e.g. "JSON schema keyword
+ * 'not' at /properties/a is not supported"): ERR_UNSUPPORTED for a constraining keyword or
+ * value outside the above (not, if/then/else, patternProperties, uniqueItems other than
+ * false, multipleOf, min/maxProperties, fractional or exclusive bounds on numbers, other
  * formats, external $ref, ...); ERR_INVALID for a malformed schema (a keyword of the wrong
  * type, an unresolvable $ref, `false` where a value is required); ERR_LIMIT for nesting deeper
  * than 64 schemas or a grammar above GBNF_SRC_LEN_MAX; ERR_NOMEM. On error out may hold a
@@ -47,7 +50,9 @@ int json_schema_to_gbnf(const json_t *schema, struct buf *out, struct errmsg *er
 int json_schema_any_object_gbnf(struct buf *out);
 
 /* Convenience: json_schema_to_gbnf, then gbnf_compile. *out is written only on success; caller
- * frees it with gbnf_free(). Errors as both. */
+ * frees it with gbnf_free(). Errors as json_schema_to_gbnf, plus ERR_UNSUPPORTED when the
+ * schema's language is empty or a pattern nests nullable repetitions (`(a*)*`), and
+ * gbnf_compile's ERR_LIMIT. */
 int json_schema_compile(const json_t *schema, struct gbnf **out, struct errmsg *err);
 
 #endif

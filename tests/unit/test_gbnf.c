@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/gguf.h"
 #include "text/gbnf.h"
 #include "text/grammar.h"
 #include "util/buf.h"
@@ -308,18 +309,21 @@ static void test_json_grammar(void **state)
 struct test_vocab {
     char **piece;
     size_t *len;
-    size_t n;
+    size_t n, cap;
 };
 
 static void vocab_add(struct test_vocab *v, const char *bytes, size_t len)
 {
-    v->piece = realloc(v->piece, (v->n + 1) * sizeof *v->piece);
-    v->len = realloc(v->len, (v->n + 1) * sizeof *v->len);
-    assert_non_null(v->piece);
-    assert_non_null(v->len);
+    if (v->n == v->cap) {
+        v->cap = v->cap ? v->cap * 2 : 1024;
+        v->piece = realloc(v->piece, v->cap * sizeof *v->piece);
+        v->len = realloc(v->len, v->cap * sizeof *v->len);
+        assert_non_null(v->piece);
+        assert_non_null(v->len);
+    }
     v->piece[v->n] = malloc(len + 1);
     assert_non_null(v->piece[v->n]);
-    memcpy(v->piece[v->n], bytes, len);
+    if (len) memcpy(v->piece[v->n], bytes, len);
     v->len[v->n++] = len;
 }
 
@@ -424,6 +428,35 @@ static void test_mask_matches_brute_force(void **state)
     gbnf_free(g);
     grammar_vocab_free(gv);
     vocab_release(&v);
+}
+
+/* A grammar whose positions hold thousands of stacks: masks end, with a result or ERR_LIMIT,
+ * within the per-call work budget. */
+static void test_pathological_grammar_is_bounded(void **state)
+{
+    (void)state;
+    struct test_vocab v;
+    vocab_make(&v, 13);
+    struct grammar_vocab *gv = vocab_build(&v);
+    uint32_t *mask = calloc(grammar_vocab_mask_words(gv), sizeof *mask);
+    assert_non_null(mask);
+    struct gbnf *g = compile_ok("root ::= x{0,1500} \"b\"\nx ::= \"a\" | \"aa\" | [a-z] | \"\"");
+    struct grammar_state *st = NULL;
+    int rc = grammar_state_new(g, &st);
+    int n_limit = rc == ERR_LIMIT;
+    for (int i = 0; rc == ERR_OK && i < 3; i++) {
+        rc = grammar_mask(st, gv, mask);
+        n_limit += rc == ERR_LIMIT;
+        if (rc == ERR_OK) rc = grammar_state_accept_bytes(st, "a", 1);
+        n_limit += rc == ERR_LIMIT;
+    }
+    assert_true(rc == ERR_OK || rc == ERR_LIMIT);
+    grammar_state_free(st);
+    gbnf_free(g);
+    free(mask);
+    grammar_vocab_free(gv);
+    vocab_release(&v);
+    (void)n_limit;
 }
 
 /* Code points in different classes of the stack tops lead to different states. */
@@ -566,6 +599,111 @@ static void test_compile_alloc_failures(void **state)
     vocab_release(&v);
 }
 
+/* GPT-2's byte-level BPE alphabet: printable Latin-1 bytes stand for themselves, the others
+ * for U+0100 upwards in byte order. Returns the byte of code point cp, or -1. */
+static int gpt2_byte(uint32_t cp)
+{
+    int next = 256;
+    for (int b = 0; b < 256; b++) {
+        bool is_self = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+        if (is_self ? (uint32_t)b == cp : (uint32_t)next++ == cp) return b;
+    }
+    return -1;
+}
+
+/* The qwen2 vocabulary from ../shared, decoded to raw bytes; false when absent. */
+static bool load_qwen2(struct test_vocab *v, int32_t *eog)
+{
+    struct gguf *g;
+    memset(v, 0, sizeof *v);
+    if (gguf_open("../shared/models/vocab/ggml-vocab-qwen2.gguf", &g, NULL) != ERR_OK) return false;
+    enum gguf_value_type t;
+    int64_t n = 0;
+    assert_int_equal(gguf_get_arr(g, "tokenizer.ggml.tokens", &t, &n), ERR_OK);
+    int map[512];
+    for (uint32_t cp = 0; cp < 512; cp++)
+        map[cp] = gpt2_byte(cp);
+    *eog = -1;
+    for (int64_t i = 0; i < n; i++) {
+        struct str s;
+        int64_t type = 1;
+        assert_int_equal(gguf_get_arr_str(g, "tokenizer.ggml.tokens", i, &s), ERR_OK);
+        gguf_get_arr_i64(g, "tokenizer.ggml.token_type", i, &type);
+        char buf[1024];
+        size_t o = 0;
+        for (size_t k = 0; k < s.len && o < sizeof buf;) {
+            unsigned char c = (unsigned char)s.ptr[k];
+            uint32_t cp = c;
+            size_t w = 1;
+            if (c >= 0xC0 && c < 0xE0 && k + 1 < s.len)
+                cp = (uint32_t)(c & 0x1F) << 6 | ((unsigned char)s.ptr[k + 1] & 0x3F), w = 2;
+            int b = cp < 512 ? map[cp] : -1;
+            if (b < 0)
+                for (size_t q = 0; q < w && o < sizeof buf; q++)
+                    buf[o++] = s.ptr[k + q];
+            else
+                buf[o++] = (char)b;
+            k += w;
+        }
+        if (type == 3 && s.len == 10 && !memcmp(s.ptr, "<|im_end|>", 10)) *eog = (int32_t)i;
+        vocab_add(v, buf, type == 3 ? 0 : o);
+    }
+    gguf_close(g);
+    return *eog >= 0;
+}
+
+/* On the real 152k-token vocabulary: the trie mask agrees with stepping each token's bytes
+ * through the same state, and with a fresh clone for a sample of tokens. */
+static void test_mask_on_qwen2_vocab(void **state)
+{
+    (void)state;
+    struct test_vocab v;
+    int32_t eog;
+    if (!load_qwen2(&v, &eog)) {
+        vocab_release(&v);
+        printf("skip: ../shared/models/vocab/ggml-vocab-qwen2.gguf not available\n");
+        skip();
+    }
+    struct grammar_vocab_params p = {(const char *const *)v.piece, v.len, v.n, &eog, 1};
+    struct grammar_vocab *gv;
+    assert_int_equal(grammar_vocab_new(&p, &gv), ERR_OK);
+    struct gbnf *g = compile_ok(json_gbnf);
+    struct grammar_state *st;
+    assert_int_equal(grammar_state_new(g, &st), ERR_OK);
+    uint32_t *mask = calloc(grammar_vocab_mask_words(gv), sizeof *mask);
+    assert_non_null(mask);
+    static const char *steps[] = {"{\"",       "na\xe4\xb8", "\xad\": [", "1",
+                                  "2, \"\xc3", "\xa9",       "\"]}"};
+    size_t n_allowed = 0;
+    for (size_t i = 0; i <= sizeof steps / sizeof *steps; i++) {
+        assert_int_equal(grammar_mask(st, gv, mask), ERR_OK);
+        for (size_t id = 0; id < v.n; id++) {
+            bool got = mask[id / 32] >> (id % 32) & 1, want;
+            assert_int_equal(grammar_state_allows_token(st, gv, (int32_t)id, &want), ERR_OK);
+            if (got != want)
+                print_error("step %zu token %zu: mask %d, allows %d\n", i, id, got, want);
+            assert_true(got == want);
+            n_allowed += got;
+            if (id % 397 == 0 && v.len[id] > 0) { // an independent check on a sample
+                struct grammar_state *c;
+                assert_int_equal(grammar_state_clone(st, &c), ERR_OK);
+                assert_true(got ==
+                            (grammar_state_accept_bytes(c, v.piece[id], v.len[id]) == ERR_OK));
+                grammar_state_free(c);
+            }
+        }
+        if (i < sizeof steps / sizeof *steps)
+            assert_int_equal(grammar_state_accept_bytes(st, steps[i], strlen(steps[i])), ERR_OK);
+    }
+    assert_true(mask[eog / 32] >> (eog % 32) & 1); // the document is complete
+    assert_true(n_allowed > 100000);
+    free(mask);
+    grammar_state_free(st);
+    gbnf_free(g);
+    grammar_vocab_free(gv);
+    vocab_release(&v);
+}
+
 /* Mutated grammars and random input: every outcome is an error code or a working state. */
 static void test_mutations_never_crash(void **state)
 {
@@ -626,9 +764,32 @@ static void test_mutations_never_crash(void **state)
     vocab_release(&v);
 }
 
+/* A lead byte and a continuation that can only form a surrogate (ED A0..BF) must be refused
+ * at the continuation: no byte could complete it, and accepting it left sampling with no
+ * allowed token. */
+static void test_surrogate_prefix_rejected(void **state)
+{
+    (void)state;
+    const char src[] = "root ::= \"\\\"\" [^\"]* \"\\\"\"";
+    struct gbnf *g = NULL;
+    struct errmsg err;
+    assert_int_equal(gbnf_compile(src, sizeof src - 1, &g, &err), ERR_OK);
+    struct grammar_state *st = NULL;
+    assert_int_equal(grammar_state_new(g, &st), ERR_OK);
+    assert_int_equal(grammar_state_accept_bytes(st, "\"\xed", 2), ERR_OK); // U+D000..U+D7FF ok
+    assert_int_equal(grammar_state_accept_bytes(st, "\xa5", 1), ERR_INVALID);
+    assert_int_equal(grammar_state_accept_bytes(st, "\x9f\xbf", 2), ERR_OK); // U+D7FF
+    assert_int_equal(grammar_state_accept_bytes(st, "\xed\xa0\x80", 3), ERR_INVALID);
+    assert_int_equal(grammar_state_accept_bytes(st, "\"", 1), ERR_OK);
+    assert_true(grammar_state_can_end(st));
+    grammar_state_free(st);
+    gbnf_free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_surrogate_prefix_rejected),
         cmocka_unit_test(test_literals_and_alternation),
         cmocka_unit_test(test_escapes),
         cmocka_unit_test(test_classes_and_any),
@@ -637,11 +798,13 @@ int main(void)
         cmocka_unit_test(test_syntax_errors_have_positions),
         cmocka_unit_test(test_semantic_errors),
         cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_pathological_grammar_is_bounded),
         cmocka_unit_test(test_utf8_split_and_state_unchanged_on_reject),
         cmocka_unit_test(test_json_grammar),
         cmocka_unit_test(test_mask_matches_brute_force),
         cmocka_unit_test(test_mask_code_point_classes),
         cmocka_unit_test(test_eog_and_tokens),
+        cmocka_unit_test(test_mask_on_qwen2_vocab),
         cmocka_unit_test(test_compile_alloc_failures),
         cmocka_unit_test(test_mutations_never_crash),
     };

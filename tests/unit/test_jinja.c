@@ -359,6 +359,131 @@ static const struct render_case render_cases[] = {
      "\"a</think>b</think>c\".split(\"</think>\")[-1] }} {{ \"a</think>b\".rsplit(\"</think>\", "
      "1)[0] }}",
      "['', 'a', 'b', ''] ['xxaxxb', ''] ['', 'a'] ['a', ''] c a"},
+    {"{{ zz == none }} {{ zz != none }} {{ zz | string }}|{{ zz | trim }}|{{ zz | lower }}|{{ zz | "
+     "join }}|{{ zz | first }}|{{ zz | list }}|{{ zz | default(none) }}|{{ none | trim }}|{{ none "
+     "| int }}",
+     "False True |||||[]|None|None|0"},
+    {"{{ zz < 1 }}", NULL},
+    {"{{ zz[0] }}", NULL},
+    {"{{ zz | tojson }}", NULL},
+    {"{{ zz.strip() }}", NULL},
+    {"{% set x = x | default([]) + [1] %}{{ x }} {{ \"user\" in (\"user\", \"assistant\") }} {{ "
+     "loop is defined }}",
+     "[1] True False"},
+    {"{% macro foo(x, y=x ~ \"!\") %}{{ x }}{{ y }}{% endmacro %}{{ foo(x=1) }}{{ foo(2, y=3) }}",
+     "11!23"},
+    {"{% macro foo() %}{{ varargs }}{% endmacro %}{{ foo(1, 2) }}", "(1, 2)"},
+    {"{{ d.get(\"c\", {}).get(\"x\") }} {{ d.get(\"zz\", {}).get(\"x\", \"no\") }} {{ (d.c).x }}",
+     "y no y"},
+    {"{% for m in msgs %}{% for tc in m.tool_calls | default([]) %}{{ tc.function.name }}({{ "
+     "tc.function.arguments | tojson }}){% endfor %}{% endfor %}",
+     "f({\"a\": 1})"},
+    {"{% for m in msgs | selectattr(\"tool_calls\", \"defined\") %}{{ m.role }}{% endfor %}",
+     "assistant"},
+    {"{% for i in range(3) %}{% for j in range(3) %}{% if j > i %}{% break %}{% endif %}{{ i }}{{ "
+     "j }} {% endfor %}{% endfor %}",
+     "00 10 11 20 21 22 "},
+    {"{% for x in [1, 2, 3] %}{% if loop.index is divisibleby(2) %}even{% else %}odd{% endif %}{% "
+     "endfor %}",
+     "oddevenodd"},
+    {"{{ \"abc\" | list | reverse | join }} {{ [1, 2] | first is number }} {{ ([1] + [2]) | length "
+     "}}",
+     "cba True 2"},
+    {"{%- set ns = namespace(items=[]) -%}{%- for x in l -%}{%- set ns.items = ns.items + [x * 2] "
+     "-%}{%- endfor -%}{{ ns.items }}",
+     "[6, 2, 4]"},
+    {"{{ msgs | map(attribute=\"role\") | map(\"upper\") | join(\",\") }}", "USER,ASSISTANT"},
+    {"{{ \"Hi %s, you are %d\" % (\"Bob\", 30) }} {{ \"%-5s|\" % \"ab\" }} {{ \"%5.2f\" % 3.14159 "
+     "}} {{ \"%e\" % 12345.678 }} {{ \"%g\" % 0.0001 }}",
+     "Hi Bob, you are 30 ab   |  3.14 1.234568e+04 0.0001"},
+    {"{{ \"tab\\there\" }} {{ 'single \\'quoted\\'' }} {{ \"uni \\u00e9 \\U0001F600\" }}",
+     "tab\there single 'quoted' uni \303\251 \360\237\230\200"},
+    {"{% if true %}{% set inner = 1 %}{% endif %}{{ inner }}", "1"},
+    {"{{ -1 if t else 1 }} {{ [1, 2, 3] | sum(start=10) }} {{ [{\"a\": 1}, {\"a\": 2}] | "
+     "sum(attribute=\"a\") }}",
+     "-1 16 3"},
+    {"{{ \"a\" * 0 }}|{{ [1] * -1 }}|{{ 7 // -2 }} {{ 7 % -2 }} {{ -7.5 // 2 }}", "|[]|-4 -1 -4.0"},
+    {"{{ true + 1 }} {{ 1 + 1.5 }} {{ 2 * 2.5 }} {{ 10 / 5 }} {{ 3 ** 0.5 }}",
+     "2 2.5 5.0 2.0 1.7320508075688772"},
+    {"{{ 1 if \"\" else 2 }} {{ 1 if [] else 2 }} {{ 1 if {} else 2 }} {{ 1 if 0.0 else 2 }} {{ 1 "
+     "if \"0\" else 2 }}",
+     "2 2 2 2 1"},
+    {"{{ [1, 2, 3] | select(\"greaterthan\", 1) | list }} {{ [1, 2, 3] | reject(\"equalto\", 2) | "
+     "list }} {{ [\"a\", \"B\"] | select(\"lower\") | list }}",
+     "[2, 3] [1, 3] ['a']"},
+    {"{{ {\"a\": 1, \"b\": 2} | dictsort(false, \"value\", true) }}", "[('b', 2), ('a', 1)]"},
+    {"{{ \"x\" | indent }}|{{ \"a\nb\" | indent(first=true) }}|{{ \"\" | indent(2, true) }}|",
+     "x|    a\n    b|  |"},
+    {"{{ \"abc\" is sameas \"abc\" }} {{ none is sameas none }} {{ true is sameas true }}",
+     "False True True"},
+    {"{% set a = {\"k\": 1} %}{{ a.k }}{{ a[\"k\"] }}{{ a.items() | list }}", "11[('k', 1)]"},
+    {"{{ msgs[0] | tojson(indent=2, sort_keys=true) }}",
+     "{\n  \"content\": \"hi\",\n  \"role\": \"user\"\n}"},
+    {"{{ [none, true, 1.0, \"s\"] | tojson }} {{ {\"a\": none} | tojson }} {{ {1: \"x\", none: "
+     "\"y\", true: \"z\"} | tojson }}",
+     "[null, true, 1.0, \"s\"] {\"a\": null} {\"1\": \"z\", \"null\": \"y\"}"},
+    {"{% set count = 0 %}{% for x in l %}{% set count = count + 1 %}{{ count }}{% endfor %}{{ "
+     "count }}",
+     "1110"},
+    {"{% for x in l %}{% if loop.first %}{% set y = x %}{% endif %}{{ y }}{% endfor %}", "3"},
+    {"{% set y = \"out\" %}{% for x in l %}{{ y }}{% set y = x %}{% endfor %}{{ y }}",
+     "outoutoutout"},
+    {"{% macro m() %}{% set z = 1 %}{{ z }}{% endmacro %}{{ m() }}{{ z }}", "1"},
+    {"{% for x in l %}{% set x = 5 %}{{ x }}{% endfor %}", "555"},
+    {"{% for m in msgs %}{% set content = m.content %}{% if loop.last %}{{ content }}{% endif %}{% "
+     "endfor %}{{ content }}",
+     "yo"},
+    {"{% set outer = 1 %}{% macro m2() %}{{ outer }}{% endmacro %}{% set outer = 2 %}{{ m2() }}",
+     "2"},
+    {"{% for x in [1] %}{% macro inner() %}{{ x }}{% endmacro %}{{ inner() }}{% endfor %}", "1"},
+    {"{% set ns = namespace(a=[]) %}{% set ns.a = ns.a + [1] %}{{ ns.a }} {{ ns }}",
+     "[1] <Namespace {'a': [1]}>"},
+    {"{% filter upper %}{% set fz = \"a\" %}{{ fz }}{% endfilter %}[{{ fz }}]", "A[]"},
+    {"{% set sb %}{% set sz = 1 %}{{ sz }}{% endset %}[{{ sb }}][{{ sz }}]", "[1][]"},
+    {"{% macro w() %}{{ caller() }}{% endmacro %}{% call w() %}{% set cz = 2 %}{{ cz }}{% endcall "
+     "%}[{{ cz }}]",
+     "2[]"},
+    {"{% for x in l %}{% for y in [x] %}{% set x = 9 %}{% endfor %}{{ x }}{% endfor %}", "312"},
+    {"{% set a = 1 %}{% if t %}{% set a = 2 %}{% endif %}{{ a }}", "2"},
+    {"{% for x in l %}{{ loop.index }}{% if loop.last %}!{% endif %}{% else %}none{% endfor %}",
+     "123!"},
+    {"{% for x in l if x != 1 %}{{ loop.index }}{{ loop.last }}{% endfor %}", "1False2True"},
+    {"{% for k in d | sort %}{{ k }}{% endfor %}", "abc"},
+    {"{% for a, b in d | dictsort %}{{ a }}{% endfor %}", "abc"},
+    {"{% for x in l %}{{ x }}{% if x == 1 %}{% break %}{% endif %}{% else %}else{% endfor %}",
+     "31"},
+    {"{{ l | selectattr(\"x\", \"defined\") | list }}", "[]"},
+    {"{% set x = [1, 2] %}{% for a in x %}{% set x = [] %}{{ a }}{% endfor %}{{ x }}", "12[1, 2]"},
+    {"{{ n | round }} {{ t | round }} {{ 2.5 | round }} {{ 3.14159 | round(3) }} {{ 2.675 | "
+     "round(2) }} {{ 15 | round(-1) }}",
+     "3 1 2.0 3.142 2.67 20"},
+    {"{{ msgs[0] is lower }} {{ u is lower }} {{ \"\303\211COLE\" is upper }} {{ \"123\" is lower "
+     "}}",
+     "True False True False"},
+    {"{{ msgs | unique | list }}", NULL},
+    {"{{ zz | dictsort }}", NULL},
+    {"{{ zz | int }}", NULL},
+    {"{{ zz | float }}", NULL},
+    {"{{ 2.5 is divisibleby 2 }} {{ 4.0 is divisibleby 2 }} {{ 2.5 is odd }} {{ 3.0 is odd }} {{ "
+     "-3 is odd }}",
+     "False True False True True"},
+    {"{{ l | truncate(5) }} {{ \"a\n\" | indent(2) }}|{{ \"a\nb\n\" | indent(2, true) }}|{{ \"\n\" "
+     "| indent }}|{{ \"\" | indent(first=true) }}|{{ \"x\\r\ny\" | indent(1) }}",
+     "[3, 1, 2] a\n|  a\n  b\n|\n|    |x\n y"},
+    {"{{ n | truncate(5) }}", NULL},
+    {"{{ 5 | indent }}", NULL},
+    {"{{ u | list | sort | join }} {{ [\"b\", \"\303\204\", \"a\", \"\303\244\"] | sort }} {{ "
+     "[\"b\", \"\303\204\", \"a\"] | sort(case_sensitive=true) }} {{ u | list | max }}",
+     "  cdn\303\251\303\257\303\266\303\234\342\234\223\344\275\240\345\245\275 ['a', 'b', "
+     "'\303\204', '\303\244'] ['a', 'b', '\303\204'] \345\245\275"},
+    {"{{ l in d }}", NULL},
+    {"{{ \"abc\" % [1] }} {{ \"abc\" % {\"k\": 1} }}", "abc abc"},
+    {"{{ \"abc\" % 1 }}", NULL},
+    {"{{ \"<b>Hi</b>  <!-- c -->there &amp; &lt;you&gt;\n <br/>x\" | striptags }}|{{ \"  <p> a "
+     "</p> \" | striptags }}|{{ \"a<b\" | striptags }}",
+     "Hi there & <you> x|a|a<b"},
+    {"{{ s | attr(\"upper\") is callable }} {{ d | attr(\"b\") }}| {{ msgs | attr(\"x\") }}|",
+     "True | |"},
 };
 
 static const struct tm fixed_now = {.tm_year = 126,

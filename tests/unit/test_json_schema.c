@@ -273,6 +273,37 @@ static void test_integer_bounds(void **state)
     expect_fail("{\"type\": \"integer\", \"minimum\": 5, \"maximum\": 4}", ERR_INVALID, "minimum");
 }
 
+static void test_number_bounds(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *schema;
+        double lo, hi;
+    } cases[] = {
+        {"{\"type\": \"number\", \"minimum\": 0, \"maximum\": 1}", 0, 1},
+        {"{\"type\": \"number\", \"minimum\": -3, \"maximum\": 12}", -3, 12},
+        {"{\"type\": \"number\", \"minimum\": -20, \"maximum\": -2}", -20, -2},
+        {"{\"type\": \"number\", \"minimum\": 5}", 5, 1e300},
+        {"{\"type\": \"number\", \"maximum\": -1}", -1e300, -1},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        struct gbnf *g = compile_schema(cases[k].schema);
+        for (int q = -100; q <= 100; q++) { // quarters from -25 to 25
+            char doc[32];
+            double x = q / 4.0;
+            snprintf(doc, sizeof doc, q % 4 ? "%.2f" : "%.0f", x);
+            bool want = x >= cases[k].lo && x <= cases[k].hi;
+            if (doc_matches(g, doc) != want) print_error("%s: %s\n", cases[k].schema, doc);
+            assert_true(doc_matches(g, doc) == want);
+        }
+        gbnf_free(g);
+    }
+    check_docs("{\"type\": \"number\", \"minimum\": 0, \"maximum\": 1}",
+               (const char *[]){"+1.000", "+0.999", "+0", "-1.001", "-1e0", "-01", NULL});
+    expect_fail("{\"type\": \"number\", \"exclusiveMinimum\": 0}", ERR_UNSUPPORTED,
+                "'exclusiveMinimum' at /");
+}
+
 static void test_unsupported_keywords_name_path(void **state)
 {
     (void)state;
@@ -370,6 +401,7 @@ int main(void)
         cmocka_unit_test(test_strings),
         cmocka_unit_test(test_patterns),
         cmocka_unit_test(test_integer_bounds),
+        cmocka_unit_test(test_number_bounds),
         cmocka_unit_test(test_unsupported_keywords_name_path),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_any_object),

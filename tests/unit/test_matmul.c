@@ -130,6 +130,44 @@ static void test_matmul_equals_vec_dot_loop(void **state)
     }
 }
 
+/* Widely spaced activation rows make the token chunks small (a few tokens each), so the
+ * chunked loop runs several chunks and must still match the plain loop. */
+static void test_matmul_token_chunks(void **state)
+{
+    (void)state;
+    const uint32_t ts[] = {QUANT_Q8_0, QUANT_Q4_K, QUANT_F16};
+    for (size_t k = 0; k < 3; k++) {
+        struct problem p;
+        problem_make(&p, ts[k], 256, 11, 10);
+        size_t dense = p.x_row;
+        p.x_row = 200 * 1024; // 2 tokens per chunk -> rounded up to one tile of tokens
+        mem_free(p.xq);
+        p.xq = mem_alloc(p.x_row * 10);
+        assert_non_null(p.xq);
+        const struct quant_traits *tr = quant_traits_of(ts[k]);
+        assert_int_equal(matmul_quantize_input(p.xf, 10, 256, tr->dot_type, p.xq, p.x_row, 0, 1),
+                         ERR_OK);
+        float y[11 * 10], yn[11 * 10];
+        run_split(&p, y, 2);
+        naive(&p, yn);
+        assert_memory_equal(y, yn, sizeof y);
+        // a stride below the row size is rejected: nothing is written
+        struct matmul_args bad = {.w = p.w,
+                                  .w_type = p.type,
+                                  .n_in = 256,
+                                  .n_out = 11,
+                                  .x = p.xq,
+                                  .x_row_bytes = dense - 1,
+                                  .n_tok = 10,
+                                  .y = y};
+        memset(y, 0, sizeof y);
+        matmul_run(&bad, 0, 1);
+        for (size_t i = 0; i < 110; i++)
+            assert_true(y[i] == 0.0f);
+        problem_free(&p);
+    }
+}
+
 struct worker {
     struct thread th;
     const struct matmul_args *a;
@@ -201,6 +239,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul_equals_vec_dot_loop),
         cmocka_unit_test(test_matmul_threads),
+        cmocka_unit_test(test_matmul_token_chunks),
         cmocka_unit_test(test_quantize_input_validation),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

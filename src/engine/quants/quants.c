@@ -2,6 +2,7 @@
  * the one place that picks between them (quant_init). Kernels live in quants_ref.c,
  * quants_k_ref.c and the *_avx2.c files. */
 #include "engine/quants/quants.h"
+#include "engine/cpufeat.h"
 #include "engine/quants/quants_internal.h"
 #include "util/checked.h"
 #include "util/err.h"
@@ -62,35 +63,82 @@
 static const struct quant_traits table_ref[QUANT_TYPE_MAX] = {TYPE_ROWS(ROW_REF)};
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #define HAVE_AVX2_KERNELS 1
-static const struct quant_traits table_avx2[QUANT_TYPE_MAX] = {TYPE_ROWS(ROW_AVX2)};
+/* Completed by quant_init (the SIMD activation quantizers) before any reader exists. */
+static struct quant_traits table_avx2[QUANT_TYPE_MAX] = {TYPE_ROWS(ROW_AVX2)};
+/* The AVX2 table with the AVX-VNNI dots patched in; filled by quant_init. */
+static struct quant_traits table_vnni[QUANT_TYPE_MAX];
 #else
 #define HAVE_AVX2_KERNELS 0
 #endif
 
 /* Set once by quant_init before worker threads start, read-only afterwards. */
 static const struct quant_traits *table_active = table_ref;
+static const char *simd_name = "scalar";
 static bool is_initialized;
 
 static bool cpu_has_avx2(void)
 {
 #if HAVE_AVX2_KERNELS
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+    return cpufeat_has_avx2_fma_f16c();
 #else
     return false;
 #endif
 }
 
+#if HAVE_AVX2_KERNELS
+/* AVX-VNNI (the VEX form): CPUID leaf 7 sub-leaf 1, EAX bit 4. The OS-saved AVX state is
+ * already implied by cpu_has_avx2. */
+static bool cpu_has_avx_vnni(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
+    return (a >> 4) & 1;
+}
+
+static void patch_vnni(uint32_t type, quant_vec_dot_fn dot, quant_vec_dot_tile_fn tile)
+{
+    table_vnni[type].vec_dot = dot;
+    table_vnni[type].vec_dot_tile = tile;
+}
+#endif
+
+static bool env_is_set(const char *name)
+{
+    const char *v = getenv(name);
+    return v && strcmp(v, "1") == 0;
+}
+
+/* Which sets this CPU can run; filled by quant_init. */
+static bool has_avx2_set, has_vnni_set;
+
 void quant_init(void)
 {
     if (is_initialized) return;
     is_initialized = true;
-    const char *no_simd = getenv("LLAMAPI_NO_SIMD");
-    if (no_simd && strcmp(no_simd, "1") == 0) return;
 #if HAVE_AVX2_KERNELS
-    if (cpu_has_avx2()) table_active = table_avx2;
+    has_avx2_set = cpu_has_avx2();
+    has_vnni_set = has_avx2_set && cpu_has_avx_vnni();
+    if (has_avx2_set) {
+        table_avx2[QUANT_Q8_0].from_float = q8_0_from_float_avx2;
+        table_avx2[QUANT_Q8_1].from_float = q8_1_from_float_avx2;
+        table_avx2[QUANT_Q8_K].from_float = q8_K_from_float_avx2;
+    }
+    if (has_vnni_set) {
+        memcpy(table_vnni, table_avx2, sizeof table_vnni);
+        patch_vnni(QUANT_Q4_0, q4_0_vec_dot_vnni, q4_0_vec_dot_tile_vnni);
+        patch_vnni(QUANT_Q4_1, q4_1_vec_dot_vnni, q4_1_vec_dot_tile_vnni);
+        patch_vnni(QUANT_Q5_0, q5_0_vec_dot_vnni, q5_0_vec_dot_tile_vnni);
+        patch_vnni(QUANT_Q5_1, q5_1_vec_dot_vnni, q5_1_vec_dot_tile_vnni);
+        patch_vnni(QUANT_Q8_0, q8_0_vec_dot_vnni, q8_0_vec_dot_tile_vnni);
+    }
+    if (env_is_set("LLAMAPI_NO_SIMD") || !has_avx2_set) return;
+    table_active = table_avx2;
+    simd_name = "avx2";
+    if (env_is_set("LLAMAPI_NO_VNNI") || !has_vnni_set) return;
+    table_active = table_vnni;
+    simd_name = "avx2+vnni";
 #endif
 }
 
@@ -124,9 +172,26 @@ int quant_row_bytes(uint32_t type, int64_t n, size_t *out)
 
 bool quant_using_avx2(void)
 {
+    return table_active != table_ref;
+}
+
+const struct quant_traits *quant_traits_simd(uint32_t type, enum quant_simd simd)
+{
+    switch (simd) {
+    case QUANT_SIMD_SCALAR:
+        return lookup(table_ref, type);
 #if HAVE_AVX2_KERNELS
-    return table_active == table_avx2;
-#else
-    return false;
+    case QUANT_SIMD_AVX2:
+        return has_avx2_set ? lookup(table_avx2, type) : NULL;
+    case QUANT_SIMD_AVX2_VNNI:
+        return has_vnni_set ? lookup(table_vnni, type) : NULL;
 #endif
+    default:
+        return NULL;
+    }
+}
+
+const char *quant_simd_name(void)
+{
+    return simd_name;
 }

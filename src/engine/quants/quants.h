@@ -65,7 +65,8 @@ struct quant_traits {
 };
 
 /* Selects SIMD variants for this CPU. Call once before any thread uses the table; later calls
- * are no-ops. LLAMAPI_NO_SIMD=1 in the environment forces the scalar references. */
+ * are no-ops. LLAMAPI_NO_SIMD=1 in the environment forces the scalar references;
+ * LLAMAPI_NO_VNNI=1 keeps AVX2 but skips the AVX-VNNI dots (which give the same bits). */
 void quant_init(void);
 
 /* Traits of a type, or NULL for an unknown or unsupported id. Thread-safe after quant_init. */
@@ -80,5 +81,20 @@ int quant_row_bytes(uint32_t type, int64_t n, size_t *out);
 
 /* True when the running CPU has AVX2+FMA+F16C and the SIMD variants are in use. */
 bool quant_using_avx2(void);
+
+enum quant_simd {
+    QUANT_SIMD_SCALAR = 0,    // the _ref kernels
+    QUANT_SIMD_AVX2 = 1,      // AVX2 + FMA + F16C
+    QUANT_SIMD_AVX2_VNNI = 2, // the AVX2 set with AVX-VNNI dots for the 32-element blocks
+};
+
+/* Traits of a type in one kernel set, whatever quant_init chose (for tests and benchmarks
+ * comparing sets), or NULL when the type is unknown or this CPU cannot run the set. Call
+ * after quant_init. */
+const struct quant_traits *quant_traits_simd(uint32_t type, enum quant_simd simd);
+
+/* "scalar", "avx2" or "avx2+vnni": the kernel set quant_init chose (static string, for logs).
+ * Cannot fail. */
+const char *quant_simd_name(void);
 
 #endif

@@ -60,7 +60,8 @@ INLINE_ALWAYS void tile_float(int type, const struct quant_tile *t, int NR, int 
         __m256 w[QUANT_TILE_MAX];
         for (int r = 0; r < NR; r++) {
             const uint8_t *p = x + r * t->x_stride + (size_t)i * esz;
-            _mm_prefetch((const char *)p + PF_TILES * NR * t->x_stride, _MM_HINT_T0);
+            if (NC == 1) // batched tiles revisit rows from cache; only a matvec streams
+                _mm_prefetch((const char *)p + PF_TILES * NR * t->x_stride, _MM_HINT_T0);
             w[r] = load_w8(type, p);
         }
         for (int c = 0; c < NC; c++) {
@@ -166,26 +167,27 @@ INLINE_ALWAYS void tile_q32(int type, const struct quant_tile *t, int NR, int NC
     for (int64_t b = 0; b < nb; b++) {
         __m256i q[QUANT_TILE_MAX], aq_abs[QUANT_TILE_MAX];
         __m256 dx[QUANT_TILE_MAX];
+        float mx[QUANT_TILE_MAX]; // the weight block's min (formats with a min)
         for (int r = 0; r < NR; r++) {
             const uint8_t *blk = x + r * t->x_stride + (size_t)b * wsz;
             // the next tile's rows: keeps enough of the weight stream in flight from DRAM
-            _mm_prefetch((const char *)blk + PF_TILES * NR * t->x_stride, _MM_HINT_T0);
+            if (NC == 1) // batched tiles revisit rows from cache; only a matvec streams
+                _mm_prefetch((const char *)blk + PF_TILES * NR * t->x_stride, _MM_HINT_T0);
             q[r] = block_quants(type, blk);
             aq_abs[r] = has_min(type) ? q[r] : _mm256_sign_epi8(q[r], q[r]);
             dx[r] = _mm256_set1_ps(load_half(blk));
+            mx[r] = has_min(type) ? load_half(blk + 2) : 0.0f;
         }
         for (int c = 0; c < NC; c++) {
             const uint8_t *ablk = y + c * t->y_stride + (size_t)b * asz;
             __m256i qy = _mm256_loadu_si256((const __m256i *)(ablk + aq));
             __m256 dy = _mm256_set1_ps(load_half(ablk));
+            const float ms = has_min(type) ? load_half(ablk + 2) : 0.0f; // the block's d*sum(q)
             for (int r = 0; r < NR; r++) {
                 __m256i sy = has_min(type) ? qy : _mm256_sign_epi8(qy, q[r]);
                 __m256 p = _mm256_cvtepi32_ps(madd_u8_i8(aq_abs[r], sy));
                 acc[r][c] = _mm256_fmadd_ps(p, _mm256_mul_ps(dx[r], dy), acc[r][c]);
-                if (has_min(type)) {
-                    const uint8_t *blk = x + r * t->x_stride + (size_t)b * wsz;
-                    macc[r][c] += load_half(blk + 2) * load_half(ablk + 2);
-                }
+                if (has_min(type)) macc[r][c] += mx[r] * ms;
             }
         }
     }
@@ -239,3 +241,65 @@ ENTRY_POINTS(q4_0)
 ENTRY_POINTS(q4_1)
 ENTRY_POINTS(q5_0)
 ENTRY_POINTS(q5_1)
+
+/* ---- activation quantizers, byte-identical to the references ---- */
+
+/* roundf (half away from zero) on 8 lanes: truncate, then step away from zero when the
+ * dropped fraction is at least one half (exact for |v| < 2^23). */
+INLINE_ALWAYS __m256 round_half_away(__m256 v)
+{
+    __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    __m256 sign = _mm256_and_ps(v, _mm256_set1_ps(-0.0f));
+    __m256 frac = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_sub_ps(v, t));
+    __m256 step = _mm256_and_ps(_mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ),
+                                _mm256_or_ps(_mm256_set1_ps(1.0f), sign));
+    return _mm256_add_ps(t, step);
+}
+
+/* One 32-float block to 32 int8 quants at qs; returns the scale (as the reference computes it)
+ * and the quant sum in *qsum. */
+INLINE_ALWAYS float quantize_block_8bit(const float *x, int8_t *qs, int *qsum)
+{
+    __m256 v[4];
+    __m256 amax = _mm256_setzero_ps();
+    for (int k = 0; k < 4; k++) {
+        v[k] = _mm256_loadu_ps(x + 8 * k);
+        amax = _mm256_max_ps(amax, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v[k]));
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    const float d = _mm_cvtss_f32(m) / 127.0f;
+    const __m256 id = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+    __m256i q[4];
+    for (int k = 0; k < 4; k++)
+        q[k] = _mm256_cvtps_epi32(round_half_away(_mm256_mul_ps(v[k], id)));
+    __m256i sum = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+    *qsum = hsum_i32x8(sum);
+    // packs work per 128-bit lane: undo their interleave with one cross-lane permute
+    __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256((__m256i *)qs, p);
+    return d;
+}
+
+void q8_0_from_float_avx2(const float *x, void *y, int64_t n)
+{
+    struct block_q8_0 *b = y;
+    for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
+        int qsum;
+        float d = quantize_block_8bit(x, b[i].qs, &qsum);
+        b[i].d = _cvtss_sh(d, 0);
+    }
+}
+
+void q8_1_from_float_avx2(const float *x, void *y, int64_t n)
+{
+    struct block_q8_1 *b = y;
+    for (int64_t i = 0; i < n / QK8_1; i++, x += QK8_1) {
+        int qsum;
+        float d = quantize_block_8bit(x, b[i].qs, &qsum);
+        b[i].d = _cvtss_sh(d, 0);
+        b[i].s = _cvtss_sh(d * (float)qsum, 0);
+    }
+}

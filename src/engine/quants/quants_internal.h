@@ -220,6 +220,21 @@ QUANT_DECL_AVX2(q3_K)
 QUANT_DECL_AVX2(q4_K)
 QUANT_DECL_AVX2(q5_K)
 QUANT_DECL_AVX2(q6_K)
+
+/* AVX-VNNI variants of the 32-element block dots (quants_vnni_avx2.c); bit-identical to the
+ * AVX2 ones, used when the CPU also has AVX-VNNI. */
+#define QUANT_DECL_VNNI(ty)                                                                        \
+    void ty##_vec_dot_vnni(int64_t n, float *s, const void *x, const void *y);                     \
+    void ty##_vec_dot_tile_vnni(const struct quant_tile *tile);
+QUANT_DECL_VNNI(q4_0)
+QUANT_DECL_VNNI(q4_1)
+QUANT_DECL_VNNI(q5_0)
+QUANT_DECL_VNNI(q5_1)
+QUANT_DECL_VNNI(q8_0)
+#undef QUANT_DECL_VNNI
+void q8_0_from_float_avx2(const float *x, void *y, int64_t n);
+void q8_1_from_float_avx2(const float *x, void *y, int64_t n);
+void q8_K_from_float_avx2(const float *x, void *y, int64_t n);
 #undef QUANT_DECL_AVX2
 
 #endif

@@ -8,7 +8,7 @@
 
 #include <immintrin.h>
 
-#define PF_TILES 1 // prefetch distance in tiles, as in quants_avx2.c
+#define PF_TILES 1 // prefetch distance in tiles (see quants_avx2.c)
 
 /* One weight row's super-block, decoded once and shared by all tokens of a tile. */
 struct ksb {
@@ -167,7 +167,9 @@ INLINE_ALWAYS void tile_k(int type, const struct quant_tile *t, int NR, int NC)
         for (int r = 0; r < NR; r++) {
             const uint8_t *blk = x + r * t->x_stride + (size_t)b * wsz;
             for (size_t off = 0; off < wsz; off += 64)
-                _mm_prefetch((const char *)blk + off + PF_TILES * NR * t->x_stride, _MM_HINT_T0);
+                if (NC == 1) // batched tiles revisit rows from cache; only a matvec streams
+                    _mm_prefetch((const char *)blk + off + PF_TILES * NR * t->x_stride,
+                                 _MM_HINT_T0);
             kprep(type, blk, &k[r]);
         }
         __m256i sumi[QUANT_TILE_MAX][QUANT_TILE_MAX];
@@ -224,3 +226,48 @@ K_ENTRY_POINTS(q3_K, QUANT_Q3_K)
 K_ENTRY_POINTS(q4_K, QUANT_Q4_K)
 K_ENTRY_POINTS(q5_K, QUANT_Q5_K)
 K_ENTRY_POINTS(q6_K, QUANT_Q6_K)
+
+/* Q8_K activations, byte-identical to q8_K_from_float_ref: the first value of largest
+ * magnitude maps to -127, quants rounded to nearest even (the default mode lrintf uses). */
+void q8_K_from_float_avx2(const float *x, void *y, int64_t n)
+{
+    struct block_q8_K *b = y;
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+        __m256 vmax = _mm256_setzero_ps();
+        for (int e = 0; e < QK_K; e += 8)
+            vmax = _mm256_max_ps(vmax,
+                                 _mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_loadu_ps(x + e)));
+        __m128 m = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
+        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        m = _mm_max_ss(m, _mm_movehdup_ps(m));
+        const float amax = _mm_cvtss_f32(m);
+        memset(b[i].bsums, 0, sizeof b[i].bsums);
+        if (amax == 0.0f) {
+            b[i].d = 0.0f;
+            memset(b[i].qs, 0, sizeof b[i].qs);
+            continue;
+        }
+        float max = amax;
+        for (int e = 0; e < QK_K; e++)
+            if (x[e] == amax || x[e] == -amax) {
+                max = x[e];
+                break;
+            }
+        const float iscale = -127.0f / max;
+        const __m256 vs = _mm256_set1_ps(iscale);
+        for (int g = 0; g < QK_K / 16; g++) {
+            __m256i q[2];
+            for (int h = 0; h < 2; h++) {
+                __m256 v = _mm256_mul_ps(vs, _mm256_loadu_ps(x + 16 * g + 8 * h));
+                v = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                q[h] = _mm256_min_epi32(_mm256_cvtps_epi32(v), _mm256_set1_epi32(127));
+            }
+            b[i].bsums[g] = (int16_t)hsum_i32x8(_mm256_add_epi32(q[0], q[1]));
+            __m128i p = _mm_packs_epi16(
+                _mm_packs_epi32(_mm256_castsi256_si128(q[0]), _mm256_extracti128_si256(q[0], 1)),
+                _mm_packs_epi32(_mm256_castsi256_si128(q[1]), _mm256_extracti128_si256(q[1], 1)));
+            _mm_storeu_si128((__m128i *)(b[i].qs + 16 * g), p);
+        }
+        b[i].d = 1.0f / iscale;
+    }
+}

@@ -2,10 +2,11 @@
  * Q6_K) and their Q8_K activations. Every format is decoded to one shape, struct kdec
  * (integer quants plus integer sub-block scales and mins), so dequantize and dot share one
  * formula per super-block: x = d * sc[j] * q - dmin * m[j].
- * Quantizing is plain round-to-nearest: per sub-block scale (and min) from its range, scales
- * quantized against the super-block maximum, then quants recomputed with the stored scales.
- * No error-weighted search, so files it writes are somewhat worse than llama.cpp's (see
- * test_quants for the measured bounds); good enough for activations and synthetic models. */
+ * Quantizing is round-to-nearest with a small per-sub-block scale search (a few candidate
+ * scales, each refit by least squares), scales quantized against the super-block maximum,
+ * then quants recomputed with the stored scales. No importance weighting, so files it writes
+ * are somewhat worse than llama.cpp's (test_quants has the measured bounds); good enough for
+ * activations and synthetic test models. */
 #include "engine/quants/quants_internal.h"
 
 #include <math.h>
@@ -258,20 +259,71 @@ struct kshape {
     bool has_min;   // asymmetric (scale + min) or symmetric (signed scale)
 };
 
+/* Fits x ~ off + s * q (q integer in [q_lo, q_hi]) for one sub-block: candidate scales
+ * around the range-derived one, each followed by a least-squares refit of (off, s) for its
+ * quants; the candidate with the smallest squared error wins. off stays 0 for symmetric
+ * formats and <= 0 for the others (their min is stored as a non-negative amount subtracted). */
+static void fit_sub_block(const float *x, int n, const struct kshape *sh, float *s_out,
+                          float *off_out)
+{
+    float lo = 0.0f, hi = x[0], amax = 0.0f, max = 0.0f;
+    for (int e = 0; e < n; e++) {
+        lo = x[e] < lo ? x[e] : lo;
+        hi = x[e] > hi ? x[e] : hi;
+        if (fabsf(x[e]) > amax) {
+            amax = fabsf(x[e]);
+            max = x[e];
+        }
+    }
+    float s0 = sh->has_min ? (hi > lo ? (hi - lo) / (float)sh->q_hi : 0.0f) : max / (float)sh->q_lo;
+    float off0 = sh->has_min ? lo : 0.0f;
+    *s_out = s0;
+    *off_out = off0;
+    if (s0 == 0.0f) return;
+    float best = INFINITY;
+    for (int i = -4; i <= 4; i++) {
+        float s = s0 * (1.0f + 0.04f * (float)i);
+        double sq = 0, sqq = 0, sx = 0, sqx = 0;
+        int q[32];
+        for (int e = 0; e < n; e++) {
+            q[e] = clamp_int(nearest((x[e] - off0) / s), sh->q_lo, sh->q_hi);
+            sq += q[e];
+            sqq += (double)q[e] * q[e];
+            sx += x[e];
+            sqx += (double)q[e] * x[e];
+        }
+        double det = n * sqq - sq * sq, fs = s, foff = 0.0;
+        if (sh->has_min && det > 0) {
+            fs = (n * sqx - sq * sx) / det;
+            foff = (sx - fs * sq) / n;
+        }
+        if (!sh->has_min || det <= 0 || foff > 0) {
+            foff = 0.0;
+            fs = sqq > 0 ? sqx / sqq : s;
+        }
+        double err = 0;
+        for (int e = 0; e < n; e++) {
+            double d = foff + fs * q[e] - x[e];
+            err += d * d;
+        }
+        if (err < best && fs != 0.0) {
+            best = (float)err;
+            *s_out = (float)fs;
+            *off_out = (float)foff;
+        }
+    }
+}
+
 /* Asymmetric formats: x ~ d*sc*q - dmin*m, q in [0, q_hi]. */
 static void k_quantize_asym(const float *x, const struct kshape *sh, struct kdec *k)
 {
     float scale[16], minv[16], max_scale = 0.0f, max_min = 0.0f;
     int n_sub = QK_K / sh->sub_len;
     for (int j = 0; j < n_sub; j++) {
-        const float *v = x + j * sh->sub_len;
-        float lo = 0.0f, hi = v[0];
-        for (int e = 0; e < sh->sub_len; e++) {
-            lo = v[e] < lo ? v[e] : lo;
-            hi = v[e] > hi ? v[e] : hi;
-        }
-        scale[j] = hi > lo ? (hi - lo) / (float)sh->q_hi : 0.0f;
-        minv[j] = -lo;
+        float off;
+        fit_sub_block(x + j * sh->sub_len, sh->sub_len, sh, &scale[j], &off);
+        scale[j] = scale[j] > 0.0f ? scale[j] : 0.0f;
+        minv[j] = -off;
         max_scale = scale[j] > max_scale ? scale[j] : max_scale;
         max_min = minv[j] > max_min ? minv[j] : max_min;
     }
@@ -286,20 +338,14 @@ static void k_quantize_asym(const float *x, const struct kshape *sh, struct kdec
     }
 }
 
-/* Symmetric formats: x ~ d*sc*q, q in [q_lo, q_hi], the extreme value of each sub-block (and
- * the extreme scale of the super-block) mapped to the negative end, as ggml does. */
+/* Symmetric formats: x ~ d*sc*q, q in [q_lo, q_hi]; the extreme scale of the super-block maps
+ * to the negative end of the integer scale range, as ggml does. */
 static void k_quantize_sym(const float *x, const struct kshape *sh, struct kdec *k)
 {
     float scale[16], max_scale = 0.0f;
     for (int j = 0; j < 16; j++) {
-        const float *v = x + j * 16;
-        float amax = 0.0f, max = 0.0f;
-        for (int e = 0; e < 16; e++)
-            if (fabsf(v[e]) > amax) {
-                amax = fabsf(v[e]);
-                max = v[e];
-            }
-        scale[j] = max / (float)sh->q_lo;
+        float off;
+        fit_sub_block(x + j * 16, 16, sh, &scale[j], &off);
         max_scale = fabsf(scale[j]) > fabsf(max_scale) ? scale[j] : max_scale;
     }
     // integer scales in [-sc_max-1, sc_max]

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Engine benchmark: pp512 and tg128 on a synthetic Qwen2.5-0.5B-shaped model (24 layers, 896
+# wide, 14 heads / 2 KV heads, FFN 4864, vocab 151936, tied embeddings) at Q8_0, Q4_0, Q4_K_M
+# and F16, 2 threads, median of 3 runs. With the reference llama-bench built (see
+# ../shared/tools/build-reference.sh; outside the repo), runs it on the same files in the same
+# run and prints our/reference ratios.
+#   scripts/run-bench.sh BUILD_DIR
+# Environment: BENCH_TYPES (default "q8_0 q4_0 q4_k_m f16"), BENCH_THREADS (2), BENCH_RUNS (3),
+# REFERENCE_BIN (directory holding llama-bench; default: an AVX2-only build of the reference in
+# /work/refbuild/llama.cpp/build-avx2/bin when present, else /work/refbuild/llama.cpp/build/bin).
+# The AVX2-only build matches the instruction set the engine uses; the native build also uses
+# AVX-512/AMX where the CPU has them (and its AMX path crashed on Q8_0 models on this machine).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:?build dir}
+types=${BENCH_TYPES:-q8_0 q4_0 q4_k_m f16}
+threads=${BENCH_THREADS:-2}
+runs=${BENCH_RUNS:-3}
+ref_root=/work/refbuild/llama.cpp
+ref_bin=${REFERENCE_BIN:-$ref_root/build/bin}
+[[ -z ${REFERENCE_BIN:-} && -x $ref_root/build-avx2/bin/llama-bench ]] && ref_bin=$ref_root/build-avx2/bin
+models=build/bench-models
+mkdir -p "$models"
+make --no-print-directory BUILD="${build#build/}" tools benches >/dev/null
+
+files=()
+for t in $types; do
+    f=$models/qwen2.5-0.5b-shape-$t.gguf
+    if [[ ! -s $f ]]; then
+        echo "generating $f"
+        "$build/bin/gguf-synth" --arch qwen2 --layers 24 --embd 896 --heads 14 --heads-kv 2 \
+            --ffn 4864 --vocab 151936 --ctx 32768 --tied --rope-base 1000000 --eps 1e-6 \
+            --type "$t" --seed 1 -o "$f.tmp" && mv "$f.tmp" "$f"
+    fi
+    files+=("$f")
+done
+
+have_ref=1
+if [[ ! -x $ref_bin/llama-bench ]]; then
+    have_ref=0
+    echo "reference llama-bench not found in $ref_bin: no ratios (build it with" \
+         "../shared/tools/build-reference.sh /work/refbuild)"
+fi
+ours=$(mktemp)
+trap 'rm -f "$ours"' EXIT
+echo "== $threads threads, median of $runs runs (llama-bench: mean of $runs); per model ours, then" \
+     "the reference, so machine load hits both alike"
+printf '%-34s %6s %10s %10s %7s\n' model test ours ref ratio
+for f in "${files[@]}"; do
+    name=$(basename "$f")
+    "$build/bench/bench_engine" -t "$threads" -r "$runs" -p 512 -n 128 "$f" >"$ours"
+    if ((have_ref == 0)); then
+        awk '{ printf "%-34s %6s %10.2f %10s %7s\n", $1, $2, $3, "-", "-" }' "$ours"
+        continue
+    fi
+    # CSV columns vary between versions: pick n_prompt, n_gen and avg_ts by header name.
+    "$ref_bin/llama-bench" -m "$f" -t "$threads" -p 512 -n 128 -r "$runs" -o csv 2>/dev/null |
+    awk -F, -v name="$name" -v ours="$ours" '
+        BEGIN { while ((getline l < ours) > 0) { split(l, a, " "); v[a[1] " " a[2]] = a[3] } }
+        NR == 1 { for (i = 1; i <= NF; i++) { h = $i; gsub(/"/, "", h); c[h] = i }; next }
+        { p = $c["n_prompt"]; g = $c["n_gen"]; ts = $c["avg_ts"]; gsub(/"/, "", p);
+          gsub(/"/, "", g); gsub(/"/, "", ts)
+          test = (p + 0 > 0) ? "pp" p : "tg" g
+          o = v[name " " test]
+          printf "%-34s %6s %10.2f %10.2f %7.2f\n", name, test, o, ts, (ts > 0 ? o / ts : 0) }'
+done

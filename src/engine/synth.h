@@ -1,0 +1,48 @@
+/* Synthetic models: builds a GGUF (through gguf_write) with the metadata, tensor names and
+ * shapes of a llama / qwen2 / qwen3 decoder or a bert encoder, seeded random weights scaled so
+ * activations stay near unit size, a chosen tensor type (or the Q4_K_M mix), and a tokenizer
+ * (a small built-in one, or all tokenizer.* keys copied from another GGUF). For tests and
+ * benchmarks; the weights mean nothing. */
+#ifndef ENGINE_SYNTH_H
+#define ENGINE_SYNTH_H
+
+#include "engine/gguf.h"
+#include "engine/gguf_write.h"
+#include "util/err.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Filled by the caller; synth_params_default() gives a small llama. */
+struct synth_params {
+    const char *arch; // "llama", "qwen2", "qwen3", "bert"
+    int n_layer;
+    int n_embd;
+    int n_head;
+    int n_head_kv; // bert: ignored (= n_head)
+    int head_dim;  // 0: n_embd / n_head
+    int n_ff;
+    int n_vocab; // 0 with vocab_from: that file's token count; else >= built-in size
+    int n_ctx;   // <arch>.context_length
+    bool tied;   // no output.weight: the output reuses token_embd
+    float rope_base;
+    float norm_eps;
+    const char *type; // "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
+                      // "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", or the mix "q4_k_m"
+    uint64_t seed;
+    const struct gguf *vocab_from; // borrowed; NULL: the built-in tokenizer
+};
+
+/* Defaults: llama, 2 layers, 64 wide, 4 heads / 2 KV heads, ffn 128, built-in vocab, ctx 256,
+ * separate output, rope base 10000, eps 1e-5, f32, seed 1. Cannot fail. */
+struct synth_params synth_params_default(void);
+
+/* Smallest n_vocab the built-in tokenizer accepts for arch. Cannot fail. */
+int synth_builtin_vocab_size(const char *arch);
+
+/* Builds the model into a new writer (caller frees with gguf_writer_free()). ERR_INVALID
+ * (bad shape, unknown arch or type, vocab too small; message in err), ERR_UNSUPPORTED (a type
+ * without a quantizer), ERR_NOMEM. Deterministic for given params. */
+int synth_build(const struct synth_params *p, struct gguf_writer **out, struct errmsg *err);
+
+#endif

@@ -1,0 +1,262 @@
+/* platform/cpu_model: the cpu platform end to end below HTTP — load a synthetic model, run
+ * requests on instances (alone and batched together), greedy reproducibility across batching,
+ * cancellation, and allocation failure at every step of the load path. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "engine/synth.h"
+#include "platform/cpu.h"
+#include "platform/cpu_model.h"
+#include "util/mem.h"
+#include "util/thread.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static char model_path[256];
+
+/* Completion notices from the scheduler thread. */
+static struct mutex done_mu;
+static struct cond done_cv;
+static int n_done;
+
+static void on_done(void *owner, int instance)
+{
+    (void)owner;
+    (void)instance;
+    mutex_lock(&done_mu);
+    n_done++;
+    cond_broadcast(&done_cv);
+    mutex_unlock(&done_mu);
+}
+
+static void wait_done(int n)
+{
+    mutex_lock(&done_mu);
+    while (n_done < n)
+        cond_wait(&done_cv, &done_mu);
+    mutex_unlock(&done_mu);
+}
+
+static int setup_all(void **state)
+{
+    (void)state;
+    struct synth_params p = synth_params_default();
+    p.n_ctx = 512;
+    p.seed = 11;
+    p.n_vocab = synth_builtin_vocab_size(p.arch);
+    struct gguf_writer *w;
+    struct errmsg err;
+    errmsg_clear(&err);
+    if (synth_build(&p, &w, &err) != ERR_OK) {
+        fprintf(stderr, "synth: %s\n", err.msg);
+        return -1;
+    }
+    snprintf(model_path, sizeof model_path, "/tmp/llamapi-test-cpu-%d.gguf", (int)getpid());
+    int rc = gguf_writer_to_file(w, model_path, &err);
+    if (rc != ERR_OK)
+        fprintf(stderr, "write: %s\n", err.msg);
+    gguf_writer_free(w);
+    mutex_init(&done_mu);
+    cond_init(&done_cv);
+    return rc == ERR_OK ? 0 : -1;
+}
+
+static int teardown_all(void **state)
+{
+    (void)state;
+    unlink(model_path);
+    return 0;
+}
+
+static struct platform_model *load(int n_instances)
+{
+    struct platform_load_args a = {.path = model_path, .n_threads = 2, .on_done = on_done};
+    struct platform_model *m = NULL;
+    struct errmsg err;
+    errmsg_clear(&err);
+    assert_int_equal(cpu_platform.load(&a, &m, &err), ERR_OK);
+    for (int i = 0; i < n_instances; i++)
+        assert_int_equal(cpu_platform.add_instance(m, i, &err), ERR_OK);
+    return m;
+}
+
+static struct request *greedy_request(int max_tokens)
+{
+    struct gen_params gp;
+    gen_params_defaults(&gp);
+    gp.temperature = 0;
+    gp.max_tokens = max_tokens;
+    gp.ignore_eos = true;
+    int32_t prompt[] = {1, 40, 41, 42, 43, 44};
+    struct request *r;
+    assert_int_equal(request_new(REQUEST_GENERATE, prompt, 6, &gp, max_tokens, &r), ERR_OK);
+    return r;
+}
+
+static void tokens_of(struct request *r, int32_t *out, int n)
+{
+    struct gen_event ev[64];
+    int cursor = 0, got = 0;
+    enum finish_reason fin = FINISH_NONE;
+    while (got < n) {
+        int k = request_wait_events(r, &cursor, ev, 64, -1, &fin);
+        for (int i = 0; i < k && got < n; i++)
+            out[got++] = ev[i].token;
+        if (k == 0 && fin != FINISH_NONE)
+            break;
+    }
+    assert_int_equal(got, n);
+}
+
+static void test_describe_and_generate(void **state)
+{
+    (void)state;
+    n_done = 0;
+    struct platform_model *m = load(1);
+    struct platform_model_desc d;
+    cpu_platform.describe(m, &d);
+    assert_int_equal(d.kind, MODEL_KIND_CHAT);
+    assert_int_equal(d.n_ctx, 512); // the file's context_length, under the 4096 cap
+    assert_true(d.instance_bytes > 0);
+    assert_non_null(d.tokenizer);
+    assert_non_null(d.chat_template);
+    assert_non_null(strstr(d.description, "random weights"));
+    struct request *r = greedy_request(20);
+    cpu_platform.submit(m, 0, r);
+    wait_done(1);
+    struct request_timings t;
+    assert_int_equal(request_outcome(r, NULL, NULL, &t), FINISH_LENGTH);
+    assert_int_equal(t.n_predicted, 20);
+    assert_int_equal(t.n_prompt + t.n_cached, 6);
+    int32_t first[20];
+    tokens_of(r, first, 20);
+    request_release(r);
+    // The same prompt again reuses the cached prefix and gives the same tokens.
+    r = greedy_request(20);
+    cpu_platform.submit(m, 0, r);
+    wait_done(2);
+    assert_int_equal(request_outcome(r, NULL, NULL, &t), FINISH_LENGTH);
+    assert_int_equal(t.n_cached, 5);
+    int32_t second[20];
+    tokens_of(r, second, 20);
+    assert_memory_equal(first, second, sizeof first);
+    request_release(r);
+    cpu_platform.unload(m);
+}
+
+static void test_batched_equals_alone(void **state)
+{
+    (void)state;
+    n_done = 0;
+    struct platform_model *alone = load(1);
+    struct request *r = greedy_request(24);
+    cpu_platform.submit(alone, 0, r);
+    wait_done(1);
+    int32_t want[24];
+    tokens_of(r, want, 24);
+    request_release(r);
+    cpu_platform.unload(alone);
+
+    n_done = 0;
+    struct platform_model *m = load(3);
+    struct request *rs[3];
+    for (int i = 0; i < 3; i++) {
+        rs[i] = greedy_request(24);
+        cpu_platform.submit(m, i, rs[i]); // three sequences decoded in the same steps
+    }
+    wait_done(3);
+    for (int i = 0; i < 3; i++) {
+        int32_t got[24];
+        tokens_of(rs[i], got, 24);
+        assert_memory_equal(got, want, sizeof want);
+        request_release(rs[i]);
+    }
+    cpu_platform.unload(m);
+}
+
+static void test_cancel_stops_at_next_step(void **state)
+{
+    (void)state;
+    n_done = 0;
+    struct platform_model *m = load(1);
+    struct request *r = greedy_request(200);
+    request_cancel(r); // cancelled before it starts: it ends at its first step
+    cpu_platform.submit(m, 0, r);
+    wait_done(1);
+    struct request_timings t;
+    assert_int_equal(request_outcome(r, NULL, NULL, &t), FINISH_CANCELLED);
+    assert_true(t.n_predicted < 200);
+    request_release(r);
+    cpu_platform.unload(m);
+}
+
+static void test_bad_requests_fail_cleanly(void **state)
+{
+    (void)state;
+    n_done = 0;
+    struct platform_model *m = load(1);
+    struct gen_params gp;
+    gen_params_defaults(&gp);
+    gp.grammar = "root ::= (";
+    struct request *r;
+    assert_int_equal(request_new(REQUEST_GENERATE, (int32_t[]){1, 2}, 2, &gp, 8, &r), ERR_OK);
+    cpu_platform.submit(m, 0, r);
+    wait_done(1);
+    int status = 0;
+    assert_int_equal(request_outcome(r, &status, NULL, NULL), FINISH_ERROR);
+    assert_int_equal(status, 400);
+    request_release(r);
+    gen_params_defaults(&gp);
+    assert_int_equal(request_new(REQUEST_EMBED, (int32_t[]){1, 2}, 2, &gp, 8, &r), ERR_OK);
+    cpu_platform.submit(m, 0, r);
+    wait_done(2);
+    assert_int_equal(request_outcome(r, &status, NULL, NULL), FINISH_ERROR);
+    request_release(r);
+    cpu_platform.unload(m);
+}
+
+static void test_load_survives_every_allocation_failure(void **state)
+{
+    (void)state;
+    struct platform_load_args a = {.path = model_path, .n_threads = 1, .on_done = on_done};
+    int n_failures = 0;
+    for (int64_t n = 0;; n++) {
+        int64_t live = mem_live_count();
+        struct platform_model *m = NULL;
+        struct errmsg err;
+        errmsg_clear(&err);
+        mem_fail_after(n);
+        int rc = cpu_platform.load(&a, &m, &err);
+        if (rc == ERR_OK)
+            rc = cpu_platform.add_instance(m, 0, &err) == ERR_OK ? ERR_OK : ERR_NOMEM;
+        mem_fail_after(-1);
+        if (m && rc == ERR_OK) {
+            cpu_platform.unload(m);
+            assert_int_equal(mem_live_count(), live);
+            break;
+        }
+        if (m)
+            cpu_platform.unload(m);
+        assert_int_not_equal(rc, ERR_OK);
+        assert_int_equal(mem_live_count(), live); // nothing leaked on this failure
+        n_failures++;
+    }
+    assert_true(n_failures > 10);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_describe_and_generate),
+        cmocka_unit_test(test_batched_equals_alone),
+        cmocka_unit_test(test_cancel_stops_at_next_step),
+        cmocka_unit_test(test_bad_requests_fail_cleanly),
+        cmocka_unit_test(test_load_survives_every_allocation_failure),
+    };
+    return cmocka_run_group_tests(tests, setup_all, teardown_all);
+}

@@ -1,0 +1,80 @@
+/* engine/ops: half conversions against exhaustive round trips, and the AVX2 kernels against
+ * their scalar references on random lengths. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "engine/ops.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+static void test_half_round_trip(void **state)
+{
+    (void)state;
+    // Every half value (except NaN payloads) converts to float and back unchanged.
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff)) continue;
+        assert_int_equal(ops_f32_to_f16(ops_f16_to_f32((uint16_t)h)), h);
+    }
+    assert_true(ops_f16_to_f32(0x3c00) == 1.0f);
+    assert_int_equal(ops_f32_to_f16(65520.0f), 0x7c00); // rounds to infinity
+    assert_int_equal(ops_f32_to_f16(65519.0f), 0x7bff);
+    assert_int_equal(ops_f32_to_f16(1.0f + 1.0f / 2048), 0x3c00); // tie to even
+    assert_int_equal(ops_f32_to_f16(1.0f + 3.0f / 2048), 0x3c02);
+    assert_int_equal(ops_f32_to_f16(5.96046448e-8f), 0x0001); // smallest subnormal
+    assert_int_equal(ops_f32_to_f16(2.98023224e-8f), 0x0000); // half of it: tie to even
+    assert_true(isnan(ops_f16_to_f32(ops_f32_to_f16(NAN))));
+}
+
+static uint64_t rng = 42;
+static float frand(void)
+{
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((double)(rng >> 11) / 9007199254740992.0 * 4.0 - 2.0);
+}
+
+static void test_avx2_matches_ref(void **state)
+{
+    (void)state;
+    ops_init();
+    if (!ops_have_avx2()) {
+        printf("skip: no AVX2\n");
+        skip();
+    }
+    const struct ops_kernels *r = ops_ref();
+    uint16_t a[300], b[300], y1[300], y2[300];
+    float x[300];
+    for (int n = 1; n < 300; n += 7) {
+        for (int i = 0; i < n; i++) {
+            x[i] = frand();
+            a[i] = ops_f32_to_f16(frand());
+            b[i] = ops_f32_to_f16(frand());
+            y1[i] = y2[i] = ops_f32_to_f16(frand());
+        }
+        float d_ref = r->dot_f16(n, a, b), d_simd = ops_dot_f16_avx2(n, a, b);
+        assert_true(fabsf(d_ref - d_simd) <= 1e-5f * (1.0f + fabsf(d_ref)) * (float)n);
+        r->mad_f16(n, y1, a, 0.37f);
+        ops_mad_f16_avx2(n, y2, a, 0.37f);
+        for (int i = 0; i < n; i++) // fused vs separate rounding: at most one half ulp apart
+            assert_true(abs((int)y1[i] - (int)y2[i]) <= 1);
+        r->scale_f16(n, y1, 0.5f);
+        ops_scale_f16_avx2(n, y2, 0.5f);
+        r->f32_to_f16(n, x, y1);
+        ops_f32_to_f16_avx2(n, x, y2);
+        assert_memory_equal(y1, y2, (size_t)n * 2);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_half_round_trip),
+        cmocka_unit_test(test_avx2_matches_ref),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,140 @@
+/* gguf-synth: writes a synthetic GGUF model (random weights, real layout) for tests and
+ * benchmarks. See --help. */
+#include "engine/gguf.h"
+#include "engine/gguf_write.h"
+#include "engine/synth.h"
+#include "util/err.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: gguf-synth [options] -o OUT.gguf\n"
+            "Writes a model with seeded random weights and the tensor layout of a real one.\n"
+            "  --arch NAME       llama | qwen2 | qwen3 | bert (default llama)\n"
+            "  --layers N        block count (2)\n"
+            "  --embd N          embedding width (64)\n"
+            "  --heads N         attention heads (4)\n"
+            "  --heads-kv N      key/value heads, GQA when fewer (2)\n"
+            "  --head-dim N      per-head width (embd / heads)\n"
+            "  --ffn N           feed-forward width (128)\n"
+            "  --vocab N         vocabulary size (built-in tokenizer size, at least %d)\n"
+            "  --ctx N           context_length (256)\n"
+            "  --tied            no output.weight: reuse token_embd (default separate)\n"
+            "  --rope-base F     rope.freq_base (10000)\n"
+            "  --eps F           norm epsilon (1e-5)\n"
+            "  --type T          f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k\n"
+            "                    or q4_k_m (Q4_K with Q6_K output, attn_v, ffn_down mix) (f32)\n"
+            "  --seed N          random seed (1)\n"
+            "  --vocab-from F    copy every tokenizer.* key from GGUF file F\n"
+            "  -o, --output F    output file (required)\n"
+            "  -h, --help        this text\n"
+            "Rows whose length is not a multiple of a type's block fall back like the reference\n"
+            "quantizer (q4_k->q5_0, q5_k->q5_1, q6_k->q8_0, q2_k/q3_k->q4_0, else f16).\n",
+            synth_builtin_vocab_size("llama"));
+}
+
+static int parse_int(const char *s, int *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || v < 0 || v > (1L << 30)) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* Returns 0 on success, 1 for a usage error (message printed), 2 for --help. */
+static int parse_args(int argc, char **argv, struct synth_params *p, const char **out_path,
+                      const char **vocab_path)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int bad = 0;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) return 2;
+        if (!strcmp(a, "--tied")) {
+            p->tied = true;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "gguf-synth: %s needs a value\n", a);
+            return 1;
+        }
+        i++;
+        if (!strcmp(a, "--arch"))
+            p->arch = v;
+        else if (!strcmp(a, "--layers"))
+            bad = parse_int(v, &p->n_layer);
+        else if (!strcmp(a, "--embd"))
+            bad = parse_int(v, &p->n_embd);
+        else if (!strcmp(a, "--heads"))
+            bad = parse_int(v, &p->n_head);
+        else if (!strcmp(a, "--heads-kv"))
+            bad = parse_int(v, &p->n_head_kv);
+        else if (!strcmp(a, "--head-dim"))
+            bad = parse_int(v, &p->head_dim);
+        else if (!strcmp(a, "--ffn"))
+            bad = parse_int(v, &p->n_ff);
+        else if (!strcmp(a, "--vocab"))
+            bad = parse_int(v, &p->n_vocab);
+        else if (!strcmp(a, "--ctx"))
+            bad = parse_int(v, &p->n_ctx);
+        else if (!strcmp(a, "--rope-base"))
+            p->rope_base = strtof(v, NULL);
+        else if (!strcmp(a, "--eps"))
+            p->norm_eps = strtof(v, NULL);
+        else if (!strcmp(a, "--type"))
+            p->type = v;
+        else if (!strcmp(a, "--seed"))
+            p->seed = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--vocab-from"))
+            *vocab_path = v;
+        else if (!strcmp(a, "-o") || !strcmp(a, "--output"))
+            *out_path = v;
+        else {
+            fprintf(stderr, "gguf-synth: unknown option %s (see --help)\n", a);
+            return 1;
+        }
+        if (bad) {
+            fprintf(stderr, "gguf-synth: bad value for %s: %s\n", a, v);
+            return 1;
+        }
+    }
+    if (!*out_path) {
+        fprintf(stderr, "gguf-synth: -o OUT.gguf is required (see --help)\n");
+        return 1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct synth_params p = synth_params_default();
+    const char *out_path = NULL, *vocab_path = NULL;
+    int prc = parse_args(argc, argv, &p, &out_path, &vocab_path);
+    if (prc == 2) {
+        usage(stdout);
+        return 0;
+    }
+    if (prc != 0) return 2;
+    struct errmsg err = {{0}};
+    struct gguf *vocab = NULL;
+    if (vocab_path && gguf_open(vocab_path, &vocab, &err) != ERR_OK) {
+        fprintf(stderr, "gguf-synth: %s\n", err.msg);
+        return 1;
+    }
+    p.vocab_from = vocab;
+    if (p.n_vocab == 0 && !vocab) p.n_vocab = synth_builtin_vocab_size(p.arch);
+    struct gguf_writer *w = NULL;
+    int rc = synth_build(&p, &w, &err);
+    if (rc == ERR_OK) rc = gguf_writer_to_file(w, out_path, &err);
+    gguf_writer_free(w);
+    gguf_close(vocab);
+    if (rc != ERR_OK) {
+        fprintf(stderr, "gguf-synth: %s\n", err.msg[0] ? err.msg : err_str(rc));
+        return 1;
+    }
+    return 0;
+}
