@@ -31,7 +31,8 @@ struct ld {
 bool engine_encoder_handles(const struct gguf *g)
 {
     struct str arch;
-    return gguf_get_str(g, "general.architecture", &arch) == ERR_OK && str_eq_cstr(arch, "bert");
+    return gguf_get_str(g, "general.architecture", &arch) == ERR_OK &&
+           (str_eq_cstr(arch, "bert") || str_eq_cstr(arch, "nomic-bert"));
 }
 
 /* bert.<suffix> as an int in [lo, hi]; def < 0 means required. */
@@ -74,6 +75,25 @@ static int load_pooling(const struct ld *l, enum engine_pooling requested)
     return ERR_OK;
 }
 
+/* nomic-bert's rotary embedding: rotated dims and base (NeoX pairs, as llama.cpp runs it). */
+static int load_rope(const struct ld *l)
+{
+    struct engine_encoder *e = l->e;
+    char key[96];
+    const int hd = e->info.n_embd / e->info.n_head;
+    int rc = hp_int(l, "rope.dimension_count", hd, 2, hd, &e->n_rot);
+    if (rc != ERR_OK) return rc;
+    if (e->n_rot % 2 != 0)
+        return errmsg_set(l->err, ERR_FORMAT, "rope.dimension_count %d is odd", e->n_rot);
+    snprintf(key, sizeof key, "%s.rope.freq_base", e->arch_name);
+    rc = gguf_get_f32(e->gguf, key, &e->rope_base);
+    if (rc == ERR_NOT_FOUND)
+        e->rope_base = 10000.0f;
+    else if (rc != ERR_OK || !(e->rope_base > 0.0f))
+        return errmsg_set(l->err, ERR_FORMAT, "key '%s': not a positive number", key);
+    return ERR_OK;
+}
+
 static int load_hparams(const struct ld *l, const struct engine_encoder_params *p)
 {
     struct engine_encoder_info *in = &l->e->info;
@@ -86,7 +106,8 @@ static int load_hparams(const struct ld *l, const struct engine_encoder_params *
     if (rc == ERR_OK) rc = hp_int(l, "attention.head_count", -1, 1, N_HEAD_MAX, &in->n_head);
     if (rc == ERR_OK)
         rc = hp_int(l, "attention.head_count_kv", in->n_head, 1, N_HEAD_MAX, &n_head_kv);
-    if (rc == ERR_OK) rc = hp_int(l, "context_length", N_POS_MAX, 1, INT32_MAX, &n_ctx);
+    if (rc == ERR_OK)
+        rc = hp_int(l, "context_length", l->e->is_nomic ? -1 : N_POS_MAX, 1, N_POS_MAX, &n_ctx);
     if (rc == ERR_OK) rc = load_pooling(l, p ? p->pooling : ENGINE_POOLING_UNSPECIFIED);
     if (rc != ERR_OK) return rc;
     char key[96];
@@ -107,7 +128,7 @@ static int load_hparams(const struct ld *l, const struct engine_encoder_params *
                           in->n_embd, in->n_head);
     in->head_dim = in->n_embd / in->n_head;
     in->n_ctx_train = n_ctx;
-    return ERR_OK;
+    return l->e->is_nomic ? load_rope(l) : ERR_OK;
 }
 
 static const char *tname(const struct gguf_tensor *t, char *buf, size_t cap)
@@ -187,19 +208,35 @@ static int load_vec(const struct ld *l, const char *name, int layer, int64_t n, 
     return ERR_OK;
 }
 
+/* Q/K/V as one fused matrix (attn_qkv) or three, each with an optional bias. */
+static int load_qkv(const struct ld *l, int il)
+{
+    struct bert_layer *L = &l->e->layers[il];
+    const int64_t d = l->e->info.n_embd;
+    char nb[96];
+    if (find_tensor(l, "attn_qkv.weight", il, nb, sizeof nb)) {
+        int rc = load_wmat(l, "attn_qkv.weight", il, d, 3 * d, true, &L->wqkv);
+        return rc == ERR_OK ? load_vec(l, "attn_qkv.bias", il, 3 * d, false, &L->bqkv) : rc;
+    }
+    int rc = load_wmat(l, "attn_q.weight", il, d, d, true, &L->wq);
+    if (rc == ERR_OK) rc = load_wmat(l, "attn_k.weight", il, d, d, true, &L->wk);
+    if (rc == ERR_OK) rc = load_wmat(l, "attn_v.weight", il, d, d, true, &L->wv);
+    if (rc == ERR_OK) rc = load_vec(l, "attn_q.bias", il, d, false, &L->bq);
+    if (rc == ERR_OK) rc = load_vec(l, "attn_k.bias", il, d, false, &L->bk);
+    if (rc == ERR_OK) rc = load_vec(l, "attn_v.bias", il, d, false, &L->bv);
+    return rc;
+}
+
 static int load_layer(const struct ld *l, int il)
 {
     struct bert_layer *L = &l->e->layers[il];
     const int64_t d = l->e->info.n_embd, f = l->e->info.n_ff;
-    int rc = load_wmat(l, "attn_q.weight", il, d, d, true, &L->wq);
-    if (rc == ERR_OK) rc = load_wmat(l, "attn_k.weight", il, d, d, true, &L->wk);
-    if (rc == ERR_OK) rc = load_wmat(l, "attn_v.weight", il, d, d, true, &L->wv);
+    int rc = load_qkv(l, il);
     if (rc == ERR_OK) rc = load_wmat(l, "attn_output.weight", il, d, d, true, &L->wo);
+    if (rc == ERR_OK && l->e->is_nomic)
+        rc = load_wmat(l, "ffn_gate.weight", il, d, f, true, &L->w_gate);
     if (rc == ERR_OK) rc = load_wmat(l, "ffn_up.weight", il, d, f, true, &L->w_up);
     if (rc == ERR_OK) rc = load_wmat(l, "ffn_down.weight", il, f, d, true, &L->w_down);
-    if (rc == ERR_OK) rc = load_vec(l, "attn_q.bias", il, d, false, &L->bq);
-    if (rc == ERR_OK) rc = load_vec(l, "attn_k.bias", il, d, false, &L->bk);
-    if (rc == ERR_OK) rc = load_vec(l, "attn_v.bias", il, d, false, &L->bv);
     if (rc == ERR_OK) rc = load_vec(l, "attn_output.bias", il, d, false, &L->bo);
     if (rc == ERR_OK) rc = load_vec(l, "ffn_up.bias", il, f, false, &L->b_up);
     if (rc == ERR_OK) rc = load_vec(l, "ffn_down.bias", il, d, false, &L->b_down);
@@ -215,7 +252,7 @@ static int load_globals(const struct ld *l)
     struct engine_encoder *e = l->e;
     const int64_t d = e->info.n_embd;
     int rc = load_wmat(l, "token_embd.weight", -1, d, -N_VOCAB_MAX, false, &e->tok_embd);
-    if (rc == ERR_OK)
+    if (rc == ERR_OK && !e->is_nomic)
         rc = load_wmat(l, "position_embd.weight", -1, d, -N_POS_MAX, false, &e->pos_embd);
     if (rc == ERR_OK && gguf_find_tensor(e->gguf, "token_types.weight"))
         rc = load_wmat(l, "token_types.weight", -1, d, -N_VOCAB_MAX, false, &e->type_embd);
@@ -223,7 +260,8 @@ static int load_globals(const struct ld *l)
     if (rc == ERR_OK) rc = load_vec(l, "token_embd_norm.bias", -1, d, true, &e->embd_norm_b);
     if (rc != ERR_OK) return rc;
     e->info.n_vocab = (int)e->tok_embd.n_out;
-    if (e->pos_embd.n_out < e->info.n_ctx_train) e->info.n_ctx_train = (int)e->pos_embd.n_out;
+    if (e->pos_embd.data && e->pos_embd.n_out < e->info.n_ctx_train)
+        e->info.n_ctx_train = (int)e->pos_embd.n_out;
     enum gguf_value_type et;
     int64_t n_tokens;
     if (gguf_get_arr(e->gguf, "tokenizer.ggml.tokens", &et, &n_tokens) == ERR_OK &&
@@ -267,14 +305,25 @@ static int plan_all(struct engine_encoder *e, struct errmsg *err)
     int rc = ERR_OK;
     for (int il = 0; il < e->info.n_layer && rc == ERR_OK; il++) {
         struct bert_layer *L = &e->layers[il];
-        const struct bert_wmat *qkv[3] = {&L->wq, &L->wk, &L->wv};
+        const struct bert_wmat *qkv[3] = {&L->wq, &L->wk, &L->wv}, *fused[1] = {&L->wqkv};
+        const struct bert_wmat *up2[2] = {&L->w_gate, &L->w_up};
         const struct bert_wmat *o[1] = {&L->wo}, *up[1] = {&L->w_up}, *down[1] = {&L->w_down};
-        rc = plan_build(&L->plan_qkv, qkv, 3, &cap, err);
+        rc = L->wqkv.data ? plan_build(&L->plan_qkv, fused, 1, &cap, err)
+                          : plan_build(&L->plan_qkv, qkv, 3, &cap, err);
         if (rc == ERR_OK) rc = plan_build(&L->plan_o, o, 1, &cap, err);
-        if (rc == ERR_OK) rc = plan_build(&L->plan_up, up, 1, &cap, err);
+        if (rc == ERR_OK)
+            rc = L->w_gate.data ? plan_build(&L->plan_up, up2, 2, &cap, err)
+                                : plan_build(&L->plan_up, up, 1, &cap, err);
         if (rc == ERR_OK) rc = plan_build(&L->plan_down, down, 1, &cap, err);
     }
     e->sc.slot_row_cap = (cap + 63) & ~(size_t)63;
+    for (int il = 0; il < e->info.n_layer && rc == ERR_OK; il++) {
+        const struct bert_layer *L = &e->layers[il];
+        const int n[4] = {L->plan_qkv.n_slots, L->plan_o.n_slots, L->plan_up.n_slots,
+                          L->plan_down.n_slots};
+        for (int k = 0; k < 4; k++)
+            e->sc.n_slots = n[k] > e->sc.n_slots ? n[k] : e->sc.n_slots;
+    }
     return rc;
 }
 
@@ -285,6 +334,13 @@ static bool carve(size_t *total, size_t n, size_t elem, size_t *offset)
     if (!size_mul(n, elem, &bytes) || !size_add(bytes, 63, &bytes)) return false;
     *offset = *total;
     return size_add(*total, bytes & ~(size_t)63, total);
+}
+
+static bool has_fused(const struct engine_encoder *e)
+{
+    for (int il = 0; il < e->info.n_layer; il++)
+        if (e->layers[il].wqkv.data) return true;
+    return false;
 }
 
 static int alloc_scratch(struct engine_encoder *e, struct errmsg *err)
@@ -305,9 +361,13 @@ static int alloc_scratch(struct engine_encoder *e, struct errmsg *err)
         {(void **)&sc->attn, B * d, 4},
         {(void **)&sc->proj, B * d, 4},
         {(void **)&sc->ff, B * f, 4},
+        {(void **)&sc->ff_up, e->is_nomic ? B * f : 0, 4},
+        {(void **)&sc->qkv, has_fused(e) ? B * 3 * d : 0, 4},
+        {(void **)&sc->rope_cos, B * (size_t)(e->n_rot / 2), 4},
+        {(void **)&sc->rope_sin, B * (size_t)(e->n_rot / 2), 4},
         {&sc->slot[0], B, rc},
-        {&sc->slot[1], B, rc},
-        {&sc->slot[2], B, rc},
+        {&sc->slot[1], sc->n_slots > 1 ? B : 0, rc}, // only mixed-type plans need more
+        {&sc->slot[2], sc->n_slots > 2 ? B : 0, rc},
         {(void **)&sc->row_input, B, 4},
         {(void **)&sc->in_start, B + 1, 4},
         {(void **)&sc->q_start, B + 1, 4},
@@ -356,8 +416,12 @@ static int load_all(const struct ld *l, const struct engine_encoder_params *p)
 {
     struct engine_encoder *e = l->e;
     if (!engine_encoder_handles(e->gguf))
-        return errmsg_set(l->err, ERR_UNSUPPORTED, "not an encoder architecture (bert)");
-    snprintf(e->arch_name, sizeof e->arch_name, "bert");
+        return errmsg_set(l->err, ERR_UNSUPPORTED,
+                          "not an encoder architecture (bert, nomic-bert)");
+    struct str arch = {"", 0};
+    (void)gguf_get_str(e->gguf, "general.architecture", &arch);
+    snprintf(e->arch_name, sizeof e->arch_name, "%.*s", (int)arch.len, arch.ptr);
+    e->is_nomic = str_eq_cstr(arch, "nomic-bert");
     e->info.arch = e->arch_name;
     int rc = load_hparams(l, p);
     if (rc == ERR_OK) rc = load_globals(l);

@@ -1,7 +1,8 @@
-/* BERT-family encoders (BERT, MiniLM, bge, e5, gte in llama.cpp's GGUF form, architecture
- * `bert`) for sentence embeddings: token + position + token-type embeddings, post-LayerNorm
- * blocks with bidirectional attention and a tanh-GELU FFN, then one pooled, L2-normalized
- * vector per input. Not a decoder (model.h) and not a tokenizer (text/). */
+/* BERT-family encoders for sentence embeddings, in llama.cpp's GGUF form: `bert` (BERT,
+ * MiniLM, bge, e5, gte: token + position + token-type embeddings, post-LayerNorm blocks with
+ * bidirectional attention and a tanh-GELU FFN) and `nomic-bert` (fused QKV, NeoX RoPE instead
+ * of position embeddings, SwiGLU FFN); one pooled, L2-normalized vector per input. Not a
+ * decoder (model.h) and not a tokenizer (text/). */
 #ifndef ENGINE_BERT_H
 #define ENGINE_BERT_H
 
@@ -24,7 +25,10 @@ enum engine_pooling {
 };
 
 /* Tokens one engine_encoder_embed() call takes in total when the caller asks for no other
- * capacity (at least one full-context input always fits; see n_batch_tokens). */
+ * capacity (at least one full-context input always fits; see n_batch_tokens). The scratch is
+ * n_batch_tokens * (31 * n_embd + 4 * n_ff) bytes plus the activations converted for the
+ * matrices (F16/F32 weights: 4 * n_ff bytes per token); bge-small (384, 1536, F16) at 2048
+ * tokens takes 49 MB (engine_encoder_info().scratch_bytes). */
 #define ENGINE_ENCODER_BATCH_DEFAULT 2048
 
 /* Load options; zero-initialize and set what you need (pooling = UNSPECIFIED for the file's). */
@@ -36,10 +40,10 @@ struct engine_encoder_params {
 
 /* Immutable after load. */
 struct engine_encoder_info {
-    const char *arch; // "bert"; borrowed from the encoder
+    const char *arch; // "bert" or "nomic-bert"; borrowed from the encoder
     int n_vocab;      // rows of token_embd
-    int n_ctx_train;  // most tokens per input: the position_embd rows (and
-                      // <arch>.context_length when smaller)
+    int n_ctx_train;  // most tokens per input: <arch>.context_length, or the position_embd
+                      // rows when fewer
     int n_embd;       // hidden width = length of every output vector
     int n_layer;
     int n_head;
@@ -55,7 +59,8 @@ struct engine_encoder_info {
 
 struct engine_encoder;
 
-/* True when the file's general.architecture is one this module loads ("bert"). Cannot fail. */
+/* True when the file's general.architecture is one this module loads ("bert", "nomic-bert").
+ * Cannot fail. */
 bool engine_encoder_handles(const struct gguf *g);
 
 /* Loads and validates an encoder; p may be NULL (defaults). ERR_IO / ERR_FORMAT /
@@ -85,9 +90,10 @@ const struct gguf *engine_encoder_gguf(const struct engine_encoder *e);
  * Errors, checked before any work: ERR_INVALID (n_inputs < 1, an input with no tokens, a token
  * id outside the vocabulary; err says which input), ERR_LIMIT (an input longer than
  * n_ctx_train, or more than n_batch_tokens tokens in total; the caller splits the batch).
- * Allocates nothing. Not reentrant: one thread at a time per encoder (the scratch belongs to
- * it). Results for an input do not depend on the other inputs of the batch beyond float
- * rounding of the thread split (they are bit-identical for a given thread count). */
+ * Allocates nothing (the kernel threads use about 75 KB of stack each for attention). Not
+ * reentrant: one thread at a time per encoder (the scratch belongs to it). An input's vector
+ * does not depend on the other inputs of the batch nor on the thread count: the bits are the
+ * same as embedding it alone. */
 int engine_encoder_embed(struct engine_encoder *e, struct threadpool *tp,
                          const int32_t *const *inputs, const int *n_tokens, int n_inputs,
                          float *out, struct errmsg *err);

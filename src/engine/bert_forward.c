@@ -80,7 +80,38 @@ static void add_row(const struct bert_wmat *w, int64_t r, float *y, float *tmp, 
         y[i] += tmp[i];
 }
 
-/* Step: x = LayerNorm(token + type 0 + position), quantized for layer 0. Split by rows. */
+/* cos/sin of each rotated pair at position pos into row t of the tables, the angle advanced
+ * by a float multiply per pair as the reference computes it. */
+static void rope_table(const struct engine_encoder *e, int pos, int t)
+{
+    const int half = e->n_rot / 2;
+    const float theta_scale = powf(e->rope_base, -2.0f / (float)e->n_rot);
+    float theta = (float)pos;
+    float *cs = e->sc.rope_cos + (size_t)t * half, *sn = e->sc.rope_sin + (size_t)t * half;
+    for (int i = 0; i < half; i++) {
+        cs[i] = cosf(theta);
+        sn[i] = sinf(theta);
+        theta *= theta_scale;
+    }
+}
+
+/* Rotates the (i, i + n_rot / 2) pairs of every head of one q or k row (NeoX order). */
+static void rope_row(const struct engine_encoder *e, float *x, int t)
+{
+    const int half = e->n_rot / 2, hd = e->info.head_dim;
+    const float *cs = e->sc.rope_cos + (size_t)t * half, *sn = e->sc.rope_sin + (size_t)t * half;
+    for (int h = 0; h < e->info.n_head; h++) {
+        float *y = x + (size_t)h * hd;
+        for (int i = 0; i < half; i++) {
+            const float x0 = y[i], x1 = y[i + half];
+            y[i] = x0 * cs[i] - x1 * sn[i];
+            y[i + half] = x0 * sn[i] + x1 * cs[i];
+        }
+    }
+}
+
+/* Step: x = LayerNorm(token + type 0 + position), quantized for layer 0; RoPE tables for
+ * nomic-bert. Split by rows. */
 static void job_embed(void *arg, int ith, int nth)
 {
     const struct fwd *f = arg;
@@ -95,8 +126,9 @@ static void job_embed(void *arg, int ith, int nth)
         memset(x, 0, sizeof(float) * (size_t)d);
         add_row(&e->tok_embd, f->inputs[in][pos], x, row, d);
         if (e->type_embd.data) add_row(&e->type_embd, 0, x, row, d);
-        add_row(&e->pos_embd, pos, x, row, d);
+        if (e->pos_embd.data) add_row(&e->pos_embd, pos, x, row, d);
         layernorm(x, x, e->embd_norm_w, e->embd_norm_b, d, e->info.norm_eps);
+        if (e->n_rot > 0) rope_table(e, pos, t);
     }
     quantize_rows(f, e->sc.x, d, lo, hi);
 }
@@ -145,7 +177,17 @@ static void add_vec(float *y, const float *b, int n)
         y[i] += b[i];
 }
 
-/* Step: Q/K/V biases; keys to half precision in head-major rows, values rounded to half and
+/* Splits row t of the fused projection (+ its bias) into q, k and v. */
+static void unfuse(const struct bert_scratch *sc, const struct bert_layer *L, int t, int d)
+{
+    const float *src = sc->qkv + (size_t)t * 3 * d;
+    float *dst[3] = {sc->q + (size_t)t * d, sc->k + (size_t)t * d, sc->v + (size_t)t * d};
+    for (int p = 0; p < 3; p++)
+        for (int i = 0; i < d; i++)
+            dst[p][i] = src[p * d + i] + (L->bqkv ? L->bqkv[p * d + i] : 0.0f);
+}
+
+/* Step: Q/K/V biases (and RoPE); keys to half precision in head-major rows, values rounded to half and
  * transposed per (head, input) for the probability x value product. Split by rows. */
 static void job_qkv_post(void *arg, int ith, int nth)
 {
@@ -160,9 +202,14 @@ static void job_qkv_post(void *arg, int ith, int nth)
         const size_t o = (size_t)t * d;
         const int in = sc->row_input[t], first = sc->in_start[in];
         const int n_i = sc->in_start[in + 1] - first, j = t - first;
+        if (L->wqkv.data) unfuse(sc, L, t, d);
         add_vec(sc->q + o, L->bq, d);
         add_vec(sc->k + o, L->bk, d);
         add_vec(sc->v + o, L->bv, d);
+        if (f->e->n_rot > 0) {
+            rope_row(f->e, sc->q + o, t);
+            rope_row(f->e, sc->k + o, t);
+        }
         for (int h = 0; h < n_head; h++) {
             const size_t hb = (size_t)h * (size_t)f->n_tok * hd;
             ops_get()->f32_to_f16(hd, sc->k + o + (size_t)h * hd, sc->k16 + hb + (size_t)t * hd);
@@ -341,16 +388,29 @@ static void gelu_row(const float *tab, float *y, const float *b, int64_t n)
     }
 }
 
-/* Step: ff = gelu(ff + b_up), quantized for ffn_down. Split by rows. */
-static void job_gelu(void *arg, int ith, int nth)
+/* silu(gate) * (up + b), into gate. */
+static void swiglu_row(float *g, const float *u, const float *b, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        g[i] = g[i] / (1.0f + expf(-g[i])) * (u[i] + (b ? b[i] : 0.0f));
+}
+
+/* Step: ff = gelu(ff + b_up), or the SwiGLU of gate and up, quantized for ffn_down. Split
+ * by rows. */
+static void job_ffn_act(void *arg, int ith, int nth)
 {
     const struct fwd *f = arg;
     const struct engine_encoder *e = f->e;
     const int64_t n_ff = e->info.n_ff;
     int lo, hi;
     split(f->n_rows, ith, nth, &lo, &hi);
-    for (int t = lo; t < hi; t++)
-        gelu_row(e->gelu, e->sc.ff + (size_t)t * n_ff, f->L->b_up, n_ff);
+    for (int t = lo; t < hi; t++) {
+        const size_t o = (size_t)t * (size_t)n_ff;
+        if (f->L->w_gate.data)
+            swiglu_row(e->sc.ff + o, e->sc.ff_up + o, f->L->b_up, n_ff);
+        else
+            gelu_row(e->gelu, e->sc.ff + o, f->L->b_up, n_ff);
+    }
     quantize_rows(f, e->sc.ff, n_ff, lo, hi);
 }
 
@@ -381,7 +441,10 @@ static void run_layer(struct threadpool *tp, struct fwd *f, int il)
     const struct bert_layer *L = &e->layers[il];
     const bool is_last = il == e->info.n_layer - 1;
     f->L = L;
-    run_matmul(tp, f, &L->plan_qkv, sc->q, sc->k, sc->v);
+    if (L->wqkv.data)
+        run_matmul(tp, f, &L->plan_qkv, sc->qkv, NULL, NULL);
+    else
+        run_matmul(tp, f, &L->plan_qkv, sc->q, sc->k, sc->v);
     threadpool_run(tp, job_qkv_post, f);
     if (is_last && e->info.pooling != ENGINE_POOLING_MEAN) keep_pooled_rows(f);
     threadpool_run(tp, job_attention, f);
@@ -395,9 +458,9 @@ static void run_layer(struct threadpool *tp, struct fwd *f, int il)
     f->norm_b = L->attn_norm_b;
     f->plan = &L->plan_up;
     threadpool_run(tp, job_residual_norm, f);
-    run_matmul(tp, f, &L->plan_up, sc->ff, NULL, NULL);
+    run_matmul(tp, f, &L->plan_up, sc->ff, sc->ff_up, NULL); // gate (or up), up
     f->plan = &L->plan_down;
-    threadpool_run(tp, job_gelu, f);
+    threadpool_run(tp, job_ffn_act, f);
     run_matmul(tp, f, &L->plan_down, sc->proj, NULL, NULL);
     f->src = sc->proj;
     f->bias = L->b_down;

@@ -33,8 +33,13 @@ struct bert_plan {
 
 struct bert_layer {
     struct bert_wmat wq, wk, wv, wo;        // (n_embd, n_embd) each
+    struct bert_wmat wqkv;                  // nomic-bert: fused (3 n_embd, n_embd), data NULL
+                                            // when q/k/v are separate
     struct bert_wmat w_up, w_down;          // (n_ff, n_embd), (n_embd, n_ff)
+    struct bert_wmat w_gate;                // nomic-bert: (n_ff, n_embd) SwiGLU gate, data
+                                            // NULL for a GELU FFN
     const float *bq, *bk, *bv, *bo;         // optional biases (n_embd)
+    const float *bqkv;                      // optional fused bias (3 n_embd)
     const float *b_up, *b_down;             // optional (n_ff), (n_embd)
     const float *attn_norm_w, *attn_norm_b; // attn_output_norm (n_embd)
     const float *out_norm_w, *out_norm_b;   // layer_output_norm (n_embd)
@@ -53,9 +58,13 @@ struct bert_scratch {
                    // transposed; head h, input i at (h * n_tok + in_start[i]) * head_dim
     float *attn;   // (B, n_embd) attention output
     float *proj;   // (B, n_embd) output of attn_output / ffn_down
-    float *ff;     // (B, n_ff)
-    void *slot[BERT_PLAN_MAX]; // (B, slot_row_cap) converted activations
+    float *ff;     // (B, n_ff) FFN input (the gate's output with SwiGLU)
+    float *ff_up;  // (B, n_ff) SwiGLU: the up projection; empty otherwise
+    float *qkv;    // (B, 3 n_embd) fused projection output; empty when unused
+    float *rope_cos, *rope_sin; // (B, n_rot / 2) per-token rotation tables; empty without RoPE
+    void *slot[BERT_PLAN_MAX];  // (B, slot_row_cap) converted activations
     size_t slot_row_cap;
+    int n_slots;        // slots any plan uses (the others are empty)
     int32_t *row_input; // (B) input of each computed row
     int32_t *in_start;  // (B + 1) first stacked token of each input; [n_inputs] = total
     int32_t *q_start;   // (B + 1) first query row of each input (in_start, or i once only
@@ -67,8 +76,11 @@ struct engine_encoder {
     struct gguf *gguf;
     struct engine_encoder_info info;
     char arch_name[16];
+    bool is_nomic;              // nomic-bert: RoPE instead of position embeddings, SwiGLU
+    int n_rot;                  // nomic-bert: rotated dims per head (even); 0 for bert
+    float rope_base;            // nomic-bert: <arch>.rope.freq_base
     struct bert_wmat tok_embd;  // (n_vocab, n_embd), rows looked up
-    struct bert_wmat pos_embd;  // (n_pos, n_embd)
+    struct bert_wmat pos_embd;  // (n_pos, n_embd); data NULL for nomic-bert
     struct bert_wmat type_embd; // (n_types, n_embd); data NULL when absent (row 0 is used)
     const float *embd_norm_w, *embd_norm_b; // token_embd_norm (n_embd)
     struct bert_layer *layers;              // n_layer

@@ -13,9 +13,9 @@
 
 struct cpu_embed;
 
-/* Whether the GGUF at gguf_path is an encoder this module serves: ERR_OK with *out, or the
- * reader's error (ERR_IO, ERR_FORMAT, ERR_NOMEM, …) with err saying why — an allocation
- * failure must not pass for "not an encoder". */
+/* Whether the GGUF at gguf_path is an encoder this module serves ("bert", "nomic-bert"):
+ * ERR_OK with *out, or the reader's error (ERR_IO, ERR_FORMAT, ERR_NOMEM, …) with err saying
+ * why — an allocation failure must not pass for "not an encoder". */
 int cpu_embed_probe(const char *gguf_path, bool *out, struct errmsg *err);
 
 /* Loads the encoder at gguf_path (a resolved file) with a's threads, context cap and
