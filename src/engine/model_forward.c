@@ -10,6 +10,11 @@
 #include <math.h>
 #include <string.h>
 
+/* Light steps run inline up to this many rows; attention up to this many (key, head) pairs
+ * (about 50 us of work, a few dispatches' worth on a busy machine). */
+#define LIGHT_ROWS_MAX   4
+#define ATTN_INLINE_KEYS 2048
+
 /* State of one decode call, shared read-only by the kernel threads of each step. */
 struct fwd {
     struct engine_model *m;
@@ -313,6 +318,28 @@ static void keep_last_rows(struct fwd *f)
     f->n_rows = f->n_items;
 }
 
+/* Runs a light step (elementwise work over n_rows rows) on the calling thread alone when there
+ * are too few rows to be worth a dispatch: a generation step then pays for 4 pool
+ * synchronizations per layer instead of 10, which matters most when the machine is busy and a
+ * worker may be waiting for a time slice. Every row is computed the same way on any thread, so
+ * results do not depend on this choice. */
+static void run_light(struct threadpool *tp, threadpool_fn fn, struct fwd *f, bool is_small)
+{
+    if (is_small)
+        fn(f, 0, 1);
+    else
+        threadpool_run(tp, fn, f);
+}
+
+/* Whether the batch's attention ((key, head) pairs over all tokens) is small. */
+static bool attention_is_small(const struct fwd *f)
+{
+    int64_t keys = 0;
+    for (int t = 0; t < f->n_tok; t++)
+        keys += f->m->sc.tok_pos[t] + 1;
+    return keys * f->m->info.n_head <= ATTN_INLINE_KEYS;
+}
+
 static void run_layer(struct threadpool *tp, struct fwd *f, int il)
 {
     struct engine_model *m = f->m;
@@ -325,22 +352,22 @@ static void run_layer(struct threadpool *tp, struct fwd *f, int il)
     f->add = il > 0 ? sc->proj : NULL;
     f->norm_w = L->attn_norm;
     f->plan = &L->plan_qkv;
-    threadpool_run(tp, job_norm_quant, f);
+    run_light(tp, job_norm_quant, f, f->n_rows <= LIGHT_ROWS_MAX);
     run_matmul_group(tp, f, &L->plan_qkv, sc->q, sc->k, sc->v);
-    threadpool_run(tp, job_qkv_post, f);
-    threadpool_run(tp, job_attention, f);
+    run_light(tp, job_qkv_post, f, f->n_tok <= LIGHT_ROWS_MAX);
+    run_light(tp, job_attention, f, attention_is_small(f));
     if (il == m->info.n_layer - 1) keep_last_rows(f);
     f->src = sc->attn;
     f->plan = &L->plan_o;
-    threadpool_run(tp, job_quant, f);
+    run_light(tp, job_quant, f, f->n_rows <= LIGHT_ROWS_MAX);
     run_matmul_group(tp, f, &L->plan_o, sc->proj, NULL, NULL);
     f->add = sc->proj;
     f->norm_w = L->ffn_norm;
     f->plan = &L->plan_gu;
-    threadpool_run(tp, job_norm_quant, f);
+    run_light(tp, job_norm_quant, f, f->n_rows <= LIGHT_ROWS_MAX);
     run_matmul_group(tp, f, &L->plan_gu, sc->gate, sc->up, NULL);
     f->plan = &L->plan_down;
-    threadpool_run(tp, job_swiglu_quant, f);
+    run_light(tp, job_swiglu_quant, f, f->n_rows <= LIGHT_ROWS_MAX);
     run_matmul_group(tp, f, &L->plan_down, sc->proj, NULL, NULL);
 }
 
@@ -387,13 +414,13 @@ int engine_decode(struct engine_model *m, struct threadpool *tp, struct engine_b
             sc->tok_pos[t] = items[i].seq->pos + j;
         }
     rope_tables(&f);
-    threadpool_run(tp, job_embed, &f);
+    run_light(tp, job_embed, &f, f.n_tok <= LIGHT_ROWS_MAX);
     for (int il = 0; il < m->info.n_layer; il++)
         run_layer(tp, &f, il);
     f.add = sc->proj;
     f.norm_w = m->output_norm;
     f.plan = &m->plan_out;
-    threadpool_run(tp, job_norm_quant, &f);
+    run_light(tp, job_norm_quant, &f, f.n_rows <= LIGHT_ROWS_MAX);
     run_matmul_group(tp, &f, &m->plan_out, sc->logits, NULL, NULL);
     for (int i = 0; i < n_items; i++) {
         struct engine_seq *s = items[i].seq;
