@@ -19,8 +19,10 @@
 #include "util/mem.h"
 #include "util/thread.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define CPU_MAX_INSTANCES 64
 #define CPU_DEFAULT_CTX   4096
@@ -57,6 +59,9 @@ struct platform_model {
     struct tokenizer *tok;
     struct jinja_template *tmpl;
     char *tmpl_src, *bos_text, *eos_text;
+    char file[4096];         // the GGUF, watched for in-place truncation
+    struct stat file_stat;   // its identity and size when loaded
+    bool is_file_broken;     // the mapped file shrank: no more decoding
     struct threadpool *tp;
     int n_ctx;
     int n_vocab;
@@ -292,6 +297,22 @@ static int build_batch(struct platform_model *m)
     return n_items;
 }
 
+/* The weights are mapped from the file: if it was truncated in place, touching the lost pages
+ * would raise SIGBUS. Check before each step (one stat call) and stop decoding instead.
+ * Replacing the file by rename or deleting it is harmless: the mapping keeps the old inode. */
+static bool file_still_whole(struct platform_model *m)
+{
+    struct stat st;
+    if (m->is_file_broken)
+        return false;
+    if (stat(m->file, &st) != 0 || st.st_ino != m->file_stat.st_ino ||
+        st.st_dev != m->file_stat.st_dev || st.st_size >= m->file_stat.st_size)
+        return true;
+    log_error("%s was truncated on disk while loaded; reload the model", m->file);
+    m->is_file_broken = true;
+    return false;
+}
+
 static void run_step(struct platform_model *m)
 {
     int n_items = build_batch(m);
@@ -299,6 +320,12 @@ static void run_step(struct platform_model *m)
         return;
     struct errmsg err;
     errmsg_clear(&err);
+    if (!file_still_whole(m)) {
+        for (int k = 0; k < n_items; k++)
+            fail_instance(&m->inst[m->item_instance[k]], 500,
+                          "the model file was truncated on disk while loaded; reload the model");
+        return;
+    }
     if (engine_decode(m->engine, m->tp, m->items, n_items, &err) != ERR_OK) {
         log_error("decode failed: %s", err.msg);
         for (int k = 0; k < n_items; k++)
@@ -533,6 +560,11 @@ int cpu_model_load(const struct platform_load_args *a, struct platform_model **o
         }
         *out = m;
         return ERR_OK;
+    }
+    snprintf(m->file, sizeof m->file, "%s", file);
+    if (stat(file, &m->file_stat) != 0) {
+        mem_free(m);
+        return errmsg_set(err, ERR_IO, "%s: %s", file, strerror(errno));
     }
     int rc = engine_model_load(file, &m->engine, err);
     if (rc != ERR_OK)

@@ -258,3 +258,30 @@ describe('faults', () => {
     assert.ok(after_.rss - before.rss < 16 * 1024, `RSS grew by ${after_.rss - before.rss} KiB`);
   });
 });
+
+describe('model files changed on disk after load', () => {
+  test('deleting the file is harmless; truncating it in place fails requests cleanly, no SIGBUS', async () => {
+    const { copyFileSync, unlinkSync, truncateSync, statSync } = await import('node:fs');
+    const src = synthModel('small', SMALL);
+    const a = path.join(tmpDir, 'deleted.gguf');
+    const b = path.join(tmpDir, 'truncated.gguf');
+    copyFileSync(src, a);
+    copyFileSync(src, b);
+    const srv = await startServer(['--threads', '1', '-m', a, '-a', 'gone', '-m', b]);
+    try {
+      const ask = (model) => fetch(`${srv.url}/v1/chat/completions`, { method: 'POST',
+        body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 }) });
+      unlinkSync(a);
+      assert.equal((await ask('gone')).status, 200, 'the mapping outlives the name');
+      truncateSync(b, Math.floor(statSync(b).size / 3));
+      const r = await ask('truncated');
+      assert.equal(r.status, 500);
+      assert.match(errorOf(await r.json()).message, /truncated/);
+      assert.equal((await ask('gone')).status, 200, 'other models keep serving');
+      assert.equal((await fetch(`${srv.url}/health`)).status, 200);
+      assert.equal(srv.proc.exitCode, null, 'no crash');
+    } finally {
+      await srv.stop();
+    }
+  });
+});
