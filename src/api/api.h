@@ -8,6 +8,7 @@
 #include "util/str.h"
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -26,6 +27,7 @@ struct api_ctx {
     const struct server_config *config; // flags; immutable after start-up
     int64_t started_unix_s;             // server start time
     const struct media_path *media_path; // where file:// parts may be read; immutable
+    const atomic_bool *is_starting;     // true while the -m models load (NULL: never)
     const struct gen_params *gen_defaults; // server sampling defaults (flags); NULL: built-in
     struct metrics *metrics;            // server counters (atomics); NULL: not counted
     const char *version;                // build version (static) or NULL

@@ -41,7 +41,7 @@ struct model *native_model_acquire(const struct api_ctx *ctx, const struct api_r
     if (!name && req->query) name = req->query(req->conn, "model");
     struct model *m = NULL;
     if (name) {
-        m = registry_acquire(manager_registry(ctx->manager), name);
+        m = api_acquire_model(ctx, name);
         if (!m && native_router_autoload(ctx, name))
             m = registry_acquire(manager_registry(ctx->manager), name);
         if (!m)
@@ -51,7 +51,7 @@ struct model *native_model_acquire(const struct api_ctx *ctx, const struct api_r
     } else if (!(m = first_model(ctx, f))) {
         return NULL;
     }
-    if (!model_is_ready(m)) {
+    if (!model_wait_ready(m, API_LOADING_WAIT_MS)) {
         api_failf(f, 503, "model_loading", "model", "The model '%s' is still loading", model_id(m));
         f->type = API_TYPE_UNAVAILABLE;
     } else if (model_desc(m)->kind != kind || !model_desc(m)->tokenizer) {

@@ -14,7 +14,23 @@
 #include "util/mem.h"
 
 #include <stdio.h>
+#include <time.h>
 #include <string.h>
+
+struct model *api_acquire_model(const struct api_ctx *ctx, const char *name)
+{
+    struct registry *reg = manager_registry(ctx->manager);
+    struct model *m = registry_acquire(reg, name);
+    // While the -m models load, one of them may not be registered yet: wait for start-up.
+    struct timespec tick = {0, 10 * 1000 * 1000};
+    for (int waited = 0; !m && ctx->is_starting && atomic_load(ctx->is_starting) &&
+                         waited < API_LOADING_WAIT_MS;
+         waited += 10) {
+        nanosleep(&tick, NULL);
+        m = registry_acquire(reg, name);
+    }
+    return m;
+}
 
 struct model *api_resolve_model(const struct api_ctx *ctx, const json_t *body,
                                 enum model_kind kind, struct api_fail *f)
@@ -23,14 +39,16 @@ struct model *api_resolve_model(const struct api_ctx *ctx, const json_t *body,
     const char *key = json_object_get(body, "model") ? "model" : "model_id";
     if (!v_require(body, key, "model", f) || !v_string(body, key, "model", 1024, &name, f))
         return NULL;
-    struct model *m = registry_acquire(manager_registry(ctx->manager), name);
+    struct model *m = api_acquire_model(ctx, name);
     if (!m && native_router_autoload(ctx, name))
         m = registry_acquire(manager_registry(ctx->manager), name);
     if (!m) {
         api_failf(f, 404, "model_not_found", "model", "The model '%s' does not exist", name);
         return NULL;
     }
-    if (!model_is_ready(m)) {
+    // A request for a model that is still loading waits for it (bounded), as llama-server's
+    // clients expect while a start-up model loads.
+    if (!model_wait_ready(m, API_LOADING_WAIT_MS)) {
         api_failf(f, 503, "model_loading", "model", "The model '%s' is still loading", name);
         f->type = "unavailable_error";
     } else if (model_desc(m)->kind != kind) {

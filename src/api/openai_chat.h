@@ -7,6 +7,13 @@
 #include "api/validate.h"
 #include "core/manager.h"
 
+/* How long a request for a model that is still loading waits for it. */
+#define API_LOADING_WAIT_MS 120000
+
+/* A reference to the model named name, or NULL. While start-up models are still loading, a
+ * name not registered yet is waited for (bounded). */
+struct model *api_acquire_model(const struct api_ctx *ctx, const char *name);
+
 /* Resolves the request's model ("model", or "model_id") to a ready model of the wanted kind.
  * NULL with f filled: 400 missing/invalid, 404 model_not_found, 400 wrong_model_type,
  * 503 model_loading. The caller releases the reference. */

@@ -8,6 +8,7 @@
 #include "util/mem.h"
 
 #include <stdio.h>
+#include <time.h>
 #include <string.h>
 
 /* Immutable after model_load except where noted. */
@@ -261,5 +262,16 @@ const json_t *model_default_params(const struct model *m)
 
 bool model_is_ready(struct model *m)
 {
+    return atomic_load(&m->status) == MODEL_STATUS_READY;
+}
+
+bool model_wait_ready(struct model *m, int timeout_ms)
+{
+    // Loads are rare and take seconds: a short poll is simpler than a condition variable
+    // every status change would have to signal.
+    struct timespec tick = {0, 10 * 1000 * 1000};
+    for (int waited = 0; atomic_load(&m->status) == MODEL_STATUS_LOADING && waited < timeout_ms;
+         waited += 10)
+        nanosleep(&tick, NULL);
     return atomic_load(&m->status) == MODEL_STATUS_READY;
 }

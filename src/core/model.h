@@ -67,4 +67,7 @@ const struct platform *model_platform(const struct model *m);
 const json_t *model_default_params(const struct model *m);
 bool model_is_ready(struct model *m);
 
+/* Waits up to timeout_ms while the model is still loading. True when it is READY. */
+bool model_wait_ready(struct model *m, int timeout_ms);
+
 #endif

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -116,6 +117,8 @@ static int serve(const struct server_config *config)
         mem_free(file_template);
         return 1;
     }
+    atomic_bool is_starting; // read by HTTP threads while the -m models load; outlives them
+    atomic_init(&is_starting, config->n_model_paths > 0);
     struct media_path media;
     media_path_init_disabled(&media);
     struct errmsg merr;
@@ -143,6 +146,7 @@ static int serve(const struct server_config *config)
         // Like llama-server, requests load models themselves only in router mode (no -m).
         .is_autoload_disabled = config->no_models_autoload || config->n_model_paths > 0,
         .media_path = &media,
+        .is_starting = &is_starting,
     };
     if (response_store_new(&ctx.responses) != ERR_OK) {
         log_error("out of memory");
@@ -162,7 +166,16 @@ static int serve(const struct server_config *config)
         mem_free(file_template);
         return 1;
     }
-    if (load_startup_models(config, manager) != 0) {
+    if (!is_loopback(config->host) && config->n_api_keys == 0)
+        log_warn("listening on %s without --api-key: anyone who can reach it can use it",
+                 config->host);
+    // HTTP is up while start-up models load: /health answers, the models show as loading,
+    // and requests for them wait until they are ready.
+    log_info("llamapi-server %s listening on http://%s:%d", LLAMAPI_VERSION, config->host,
+             http_server_port(http));
+    int startup_rc = load_startup_models(config, manager);
+    atomic_store(&is_starting, false);
+    if (startup_rc != 0) {
         http_server_stop(http);
         response_store_free(ctx.responses);
         manager_free(manager);
@@ -170,11 +183,7 @@ static int serve(const struct server_config *config)
         mem_free(file_template);
         return 1;
     }
-    if (!is_loopback(config->host) && config->n_api_keys == 0)
-        log_warn("listening on %s without --api-key: anyone who can reach it can use it",
-                 config->host);
-    log_info("llamapi-server %s listening on http://%s:%d", LLAMAPI_VERSION, config->host,
-             http_server_port(http));
+    log_info("ready");
     int sig = 0;
     sigwait(&set, &sig);
     log_info("received %s, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");

@@ -284,3 +284,23 @@ describe('memory budget', () => {
     }
   });
 });
+
+describe('start-up loading', () => {
+  test('HTTP is up while a -m model loads, and requests for it wait instead of failing', async () => {
+    const big = synthModel('bigvocab', ['--arch', 'llama', '--layers', '1', '--embd', '32', '--heads', '2',
+      '--heads-kv', '1', '--ffn', '64', '--vocab', '120000', '--ctx', '512', '--type', 'f16', '--seed', '5']);
+    const srv = await startServer(['--threads', '1', '-m', big, '-a', 'big'], { waitReady: false });
+    try {
+      const health = await fetch(`${srv.url}/health`);
+      assert.equal(await health.text(), 'ok');
+      const [chat, info] = await Promise.all([
+        post(srv, '/v1/chat/completions', { model: 'big', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 }),
+        fetch(`${srv.url}/v1/models/big`).then((r) => r.json()).catch(() => null),
+      ]);
+      assert.equal(chat.status, 200, 'the request waited for the load');
+      if (info && !info.error) assert.ok(['loading', 'ready'].includes(info.status));
+    } finally {
+      await srv.stop();
+    }
+  });
+});

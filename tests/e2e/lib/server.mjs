@@ -14,7 +14,8 @@ export const toolsDir = process.env.LLAMAPI_TOOLS_DIR ?? path.join(repoRoot, 'bu
 export const sharedDir = path.resolve(repoRoot, '..', 'shared');
 export const hasShared = existsSync(path.join(sharedDir, 'models'));
 
-export async function startServer(args = [], { env = {}, timeoutMs = 20000 } = {}) {
+// Resolves once the server listens and (unless waitReady is false) its start-up models loaded.
+export async function startServer(args = [], { env = {}, timeoutMs = 20000, waitReady = true } = {}) {
   const proc = spawn(serverBin, ['--port', '0', ...args], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -25,7 +26,7 @@ export async function startServer(args = [], { env = {}, timeoutMs = 20000 } = {
     proc.stderr.on('data', (chunk) => {
       log += chunk;
       const m = /listening on http:\/\/[^:]+:(\d+)/.exec(log);
-      if (m) {
+      if (m && (!waitReady || /info: ready\n/.test(log))) {
         clearTimeout(timer);
         resolve(Number(m[1]));
       }
