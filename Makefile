@@ -108,7 +108,7 @@ deps:
 
 # Unit tests under ASan+UBSan, the threaded ones again under TSan, each fuzzer for a short
 # budget, then e2e against the release build; one summary line.
-TSAN_TESTS ?= test_core test_cpu_model test_model test_content test_tokenizer
+TSAN_TESTS ?= test_core test_cpu_model test_cpu_embed test_bert test_threadpool test_model test_content test_tokenizer
 TEST_FUZZ_SECONDS ?= 10
 test: deps
 	@$(MAKE) --no-print-directory BUILD=asan tests tools
