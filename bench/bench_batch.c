@@ -25,8 +25,7 @@ static double run_once(struct engine_model *m, struct threadpool *tp, int n_stre
     for (int i = 0; i < 16; i++)
         prompt[i] = (i * 7 + 3) % n_vocab;
     for (int s = 0; s < n_streams; s++) {
-        if (engine_seq_new(m, 16 + n_gen + 1, &seq[s]) != ERR_OK)
-            return -1;
+        if (engine_seq_new(m, 16 + n_gen + 1, &seq[s]) != ERR_OK) return -1;
         items[s] = (struct engine_batch_item){seq[s], prompt, 16};
     }
     engine_decode(m, tp, items, n_streams, &err);
@@ -78,8 +77,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: %s\n", argv[i], err.msg);
         return 1;
     }
-    if (threadpool_new(n_threads, &tp) != ERR_OK)
-        return 1;
+    if (threadpool_new(n_threads, &tp) != ERR_OK) return 1;
     const char *name = strrchr(argv[i], '/') ? strrchr(argv[i], '/') + 1 : argv[i];
     double base = 0;
     for (int n = 1; n <= MAX_STREAMS; n *= 2) {
@@ -88,8 +86,7 @@ int main(int argc, char **argv)
             t[r] = run_once(m, tp, n, n_gen);
         qsort(t, (size_t)runs, sizeof t[0], cmp_double);
         double med = t[runs / 2];
-        if (n == 1)
-            base = med;
+        if (n == 1) base = med;
         printf("%-34s streams %d  %8.2f tok/s  x%.2f of one stream\n", name, n, med,
                base > 0 ? med / base : 0);
     }

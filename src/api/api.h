@@ -23,21 +23,21 @@ struct metrics;
 /* What every handler may read. Immutable after start-up except through the objects' own
  * locks (the registry is guarded by its mutex). */
 struct api_ctx {
-    struct manager *manager;            // models; borrowed, own locks
-    const struct server_config *config; // flags; immutable after start-up
-    int64_t started_unix_s;             // server start time
-    const struct media_path *media_path; // where file:// parts may be read; immutable
-    const atomic_bool *is_starting;     // true while the -m models load (NULL: never)
+    struct manager *manager;               // models; borrowed, own locks
+    const struct server_config *config;    // flags; immutable after start-up
+    int64_t started_unix_s;                // server start time
+    const struct media_path *media_path;   // where file:// parts may be read; immutable
+    const atomic_bool *is_starting;        // true while the -m models load (NULL: never)
     const struct gen_params *gen_defaults; // server sampling defaults (flags); NULL: built-in
-    struct metrics *metrics;            // server counters (atomics); NULL: not counted
-    const char *version;                // build version (static) or NULL
-    bool is_metrics_enabled;            // --metrics: GET /metrics answers
-    bool is_slots_disabled;             // --no-slots: GET /slots is 501
-    int load_instances;                 // instances for POST /models/load (-np; 0: 1)
-    int load_n_ctx;                     // context for POST /models/load (-c; 0: model's)
-    const char *models_dir;             // --models-dir (borrowed, immutable) or NULL
-    bool is_autoload_disabled;          // --no-models-autoload, or -m given (not router mode)
-    struct response_store *responses;   // Responses-API memory (own mutex) or NULL: none kept
+    struct metrics *metrics;               // server counters (atomics); NULL: not counted
+    const char *version;                   // build version (static) or NULL
+    bool is_metrics_enabled;               // --metrics: GET /metrics answers
+    bool is_slots_disabled;                // --no-slots: GET /slots is 501
+    int load_instances;                    // instances for POST /models/load (-np; 0: 1)
+    int load_n_ctx;                        // context for POST /models/load (-c; 0: model's)
+    const char *models_dir;                // --models-dir (borrowed, immutable) or NULL
+    bool is_autoload_disabled;             // --no-models-autoload, or -m given (not router mode)
+    struct response_store *responses;      // Responses-API memory (own mutex) or NULL: none kept
 };
 
 /* Returns the value of a request header (case-insensitive name) or NULL. */
@@ -69,13 +69,13 @@ struct api_stream {
 };
 
 struct api_response {
-    int status;              // HTTP status
+    int status;               // HTTP status
     const char *content_type; // static string
-    struct buf body;         // the whole body unless stream.read is set
+    struct buf body;          // the whole body unless stream.read is set
     struct api_stream stream; // set by streaming handlers
     int n_headers;
     struct {
-        const char *name;    // static string
+        const char *name; // static string
         char value[128];
     } headers[API_MAX_HEADERS];
 };

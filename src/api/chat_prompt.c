@@ -36,8 +36,8 @@ static bool validate_part(const struct model *m, const json_t *part, const char 
     errmsg_clear(&err);
     if (strcmp(type, "text") == 0) {
         if (!json_is_string(json_object_get(part, "text")))
-            return api_failf(f, 400, "invalid_content_part", param,
-                             "'%s.text' must be a string", param);
+            return api_failf(f, 400, "invalid_content_part", param, "'%s.text' must be a string",
+                             param);
         return true;
     }
     if (strcmp(type, "image_url") == 0) {
@@ -91,13 +91,11 @@ static bool validate_message(const struct model *m, const json_t *msg, size_t i,
     snprintf(cparam, sizeof cparam, "%s.content", param);
     bool may_be_null = strcmp(r, "assistant") == 0 || strcmp(r, "tool") == 0;
     if (!content || json_is_null(content)) {
-        if (may_be_null)
-            return true;
-        return api_failf(f, 400, "invalid_value", cparam, "'%s' is required for role '%s'",
-                         cparam, r);
+        if (may_be_null) return true;
+        return api_failf(f, 400, "invalid_value", cparam, "'%s' is required for role '%s'", cparam,
+                         r);
     }
-    if (json_is_string(content))
-        return true;
+    if (json_is_string(content)) return true;
     if (!json_is_array(content))
         return api_failf(f, 400, "invalid_type", cparam,
                          "Invalid type for '%s': expected a string or an array of parts, but "
@@ -105,11 +103,11 @@ static bool validate_message(const struct model *m, const json_t *msg, size_t i,
                          cparam, v_type_name(content));
     size_t k;
     const json_t *part;
-    json_array_foreach(content, k, part) {
+    json_array_foreach(content, k, part)
+    {
         char pparam[128];
         snprintf(pparam, sizeof pparam, "%s[%zu]", cparam, k);
-        if (!validate_part(m, part, pparam, media_path, f))
-            return false;
+        if (!validate_part(m, part, pparam, media_path, f)) return false;
     }
     return true;
 }
@@ -129,15 +127,15 @@ bool chat_messages_validate(const struct model *m, const json_t *messages,
                          "'messages' must contain at least one message");
     size_t i;
     const json_t *msg;
-    json_array_foreach(messages, i, msg) {
-        if (!validate_message(m, msg, i, media_path, f))
-            return false;
+    json_array_foreach(messages, i, msg)
+    {
+        if (!validate_message(m, msg, i, media_path, f)) return false;
     }
     return true;
 }
 
-int chat_prompt_tokenize(const struct model *m, const char *text, size_t len,
-                         struct tok_ids *out, struct api_fail *f)
+int chat_prompt_tokenize(const struct model *m, const char *text, size_t len, struct tok_ids *out,
+                         struct api_fail *f)
 {
     const struct platform_model_desc *d = model_desc(m);
     // Templates that write the BOS text themselves would get a second BOS from the vocab's
@@ -185,8 +183,8 @@ int chat_prompt_build(const struct model *m, const struct chat_prompt_opts *o,
                   "The chat template failed: %s", err.msg[0] ? err.msg : err_str(rc));
         return rc;
     }
-    return chat_prompt_tokenize(m, out->text.data ? out->text.data : "", out->text.len,
-                                &out->ids, f);
+    return chat_prompt_tokenize(m, out->text.data ? out->text.data : "", out->text.len, &out->ids,
+                                f);
 }
 
 void chat_prompt_deinit(struct chat_prompt *p)

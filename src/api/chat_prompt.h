@@ -12,17 +12,17 @@
 struct media_path;
 
 struct chat_prompt_opts {
-    json_t *messages;              // borrowed array
-    json_t *tools;                 // borrowed array or NULL (hidden when tool_choice is none)
-    int enable_thinking;           // -1 unset, 0, 1
-    const json_t *template_kwargs; // extra template variables or NULL
+    json_t *messages;                    // borrowed array
+    json_t *tools;                       // borrowed array or NULL (hidden when tool_choice is none)
+    int enable_thinking;                 // -1 unset, 0, 1
+    const json_t *template_kwargs;       // extra template variables or NULL
     const struct media_path *media_path; // local files allowed under it; NULL: refused
     bool add_generation_prompt;
 };
 
 struct chat_prompt {
-    struct buf text;     // the rendered prompt
-    struct tok_ids ids;  // its tokens
+    struct buf text;    // the rendered prompt
+    struct tok_ids ids; // its tokens
 };
 
 /* Checks messages[] (roles system/developer/user/assistant/tool; content string, parts
@@ -41,8 +41,8 @@ int chat_prompt_build(const struct model *m, const struct chat_prompt_opts *o,
 
 /* Tokenizes already-rendered text the way chat prompts are (BOS per the vocab unless the text
  * starts with it; special tokens parsed), and checks the context. */
-int chat_prompt_tokenize(const struct model *m, const char *text, size_t len,
-                         struct tok_ids *out, struct api_fail *f);
+int chat_prompt_tokenize(const struct model *m, const char *text, size_t len, struct tok_ids *out,
+                         struct api_fail *f);
 
 void chat_prompt_deinit(struct chat_prompt *p);
 

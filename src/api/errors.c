@@ -33,14 +33,11 @@ static json_t *str_or_null(const char *s)
     return s ? string_lossy(s) : json_null();
 }
 
-json_t *api_error_json(const char *type, const char *code, const char *param,
-                       const char *message)
+json_t *api_error_json(const char *type, const char *code, const char *param, const char *message)
 {
-    json_t *inner = json_pack("{s:o?, s:s, s:o?, s:o?}", "message", string_lossy(message),
-                              "type", type, "param", str_or_null(param), "code",
-                              str_or_null(code));
-    if (!inner)
-        return NULL;
+    json_t *inner = json_pack("{s:o?, s:s, s:o?, s:o?}", "message", string_lossy(message), "type",
+                              type, "param", str_or_null(param), "code", str_or_null(code));
+    if (!inner) return NULL;
     return json_pack("{s:o}", "error", inner);
 }
 

@@ -16,8 +16,7 @@
 
 /* Builds the error object. param and code may be NULL (they become JSON null). Returns a new
  * reference or NULL on allocation failure. */
-json_t *api_error_json(const char *type, const char *code, const char *param,
-                       const char *message);
+json_t *api_error_json(const char *type, const char *code, const char *param, const char *message);
 
 /* Sets resp to an error with the given status; message is printf-formatted. */
 void api_error(struct api_response *resp, int status, const char *type, const char *code,

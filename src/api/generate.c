@@ -13,22 +13,22 @@
 #define EVENTS_PER_STEP 64
 
 struct gen_session {
-    struct model *model;              // borrowed
-    struct request *req;              // one reference
-    const struct tokenizer *tok;      // borrowed from the model
+    struct model *model;         // borrowed
+    struct request *req;         // one reference
+    const struct tokenizer *tok; // borrowed from the model
     struct tok_stream detok;
-    struct stopstr *stops;            // NULL when there are none
+    struct stopstr *stops; // NULL when there are none
     struct reasoning_stream *reasoning;
-    struct toolcall_stream *tools;    // NULL unless parse_tools
-    struct metrics *metrics;          // borrowed or NULL
-    bool is_counted;                  // admitted: its timings go to metrics at the end
-    int n_step_events;                // events consumed by the last step
-    int cursor;                       // events consumed
-    int n_completion;                 // tokens generated
+    struct toolcall_stream *tools; // NULL unless parse_tools
+    struct metrics *metrics;       // borrowed or NULL
+    bool is_counted;               // admitted: its timings go to metrics at the end
+    int n_step_events;             // events consumed by the last step
+    int cursor;                    // events consumed
+    int n_completion;              // tokens generated
     bool is_done;
-    struct buf text;                  // scratch: this step's detokenized text
-    struct buf content;               // scratch: this step's content after reasoning split
-    struct buf reasoning_out;         // scratch: this step's reasoning
+    struct buf text;          // scratch: this step's detokenized text
+    struct buf content;       // scratch: this step's content after reasoning split
+    struct buf reasoning_out; // scratch: this step's reasoning
     struct gen_event events[EVENTS_PER_STEP];
 };
 
@@ -38,15 +38,13 @@ int gen_session_start(struct model *m, const int32_t *prompt, int n_prompt,
 {
     const struct platform_model_desc *desc = model_desc(m);
     struct gen_session *s = mem_calloc(1, sizeof *s);
-    if (!s)
-        return api_failf(f, 500, NULL, NULL, "out of memory"), ERR_NOMEM;
+    if (!s) return api_failf(f, 500, NULL, NULL, "out of memory"), ERR_NOMEM;
     s->model = m;
     s->metrics = opt->metrics;
     s->tok = desc->tokenizer;
     tok_stream_init(&s->detok, s->tok, false);
     int max_events = desc->n_ctx - n_prompt;
-    if (params->max_tokens >= 0 && params->max_tokens < max_events)
-        max_events = params->max_tokens;
+    if (params->max_tokens >= 0 && params->max_tokens < max_events) max_events = params->max_tokens;
     struct errmsg err;
     errmsg_clear(&err);
     int rc = request_new(REQUEST_GENERATE, prompt, n_prompt, params, max_events, &s->req);
@@ -54,8 +52,7 @@ int gen_session_start(struct model *m, const int32_t *prompt, int n_prompt,
         rc = stopstr_new(opt->stops, opt->n_stops, &s->stops, &err);
     if (rc == ERR_OK)
         rc = reasoning_stream_new(opt->reasoning, opt->reasoning_starts_inside, &s->reasoning);
-    if (rc == ERR_OK && opt->parse_tools)
-        rc = toolcall_stream_new(opt->tool_format, &s->tools);
+    if (rc == ERR_OK && opt->parse_tools) rc = toolcall_stream_new(opt->tool_format, &s->tools);
     if (rc != ERR_OK) {
         gen_session_end(s);
         api_failf(f, 500, NULL, NULL, "cannot start generation: %s",
@@ -89,8 +86,7 @@ int gen_session_start(struct model *m, const int32_t *prompt, int n_prompt,
 
 /* Appends content events to plain and records call events in d. The calls themselves stay
  * owned by the stream (valid until it is freed), so pointers kept in d remain valid. */
-static void collect_events(const struct toolcall_events *ev, struct buf *plain,
-                           struct gen_delta *d)
+static void collect_events(const struct toolcall_events *ev, struct buf *plain, struct gen_delta *d)
 {
     for (int i = 0; i < ev->n; i++) {
         const struct toolcall_event *e = &ev->ev[i];
@@ -130,25 +126,22 @@ static void process_text(struct gen_session *s, const char *text, size_t len, bo
     struct reasoning_delta rd = {{"", 0}, {"", 0}};
     buf_clear(&s->content);
     buf_clear(&s->reasoning_out);
-    if (kept.len)
-        reasoning_stream_feed(s->reasoning, kept.ptr, kept.len, &rd);
+    if (kept.len) reasoning_stream_feed(s->reasoning, kept.ptr, kept.len, &rd);
     buf_append(&s->reasoning_out, rd.reasoning.ptr, rd.reasoning.len);
     buf_append(&s->content, rd.content.ptr, rd.content.len);
     if (is_final && reasoning_stream_finish(s->reasoning, &rd) == ERR_OK) {
         buf_append(&s->reasoning_out, rd.reasoning.ptr, rd.reasoning.len);
         buf_append(&s->content, rd.content.ptr, rd.content.len);
     }
-    d->reasoning = (struct str){s->reasoning_out.data ? s->reasoning_out.data : "",
-                                s->reasoning_out.len};
+    d->reasoning =
+        (struct str){s->reasoning_out.data ? s->reasoning_out.data : "", s->reasoning_out.len};
     d->content = (struct str){s->content.data ? s->content.data : "", s->content.len};
-    if (!s->tools)
-        return;
+    if (!s->tools) return;
     // Content goes through the tool-call parser, which holds back what may start a call.
     struct buf plain;
     buf_init(&plain);
     struct toolcall_events ev = {0};
-    if (d->content.len)
-        toolcall_stream_feed(s->tools, d->content.ptr, d->content.len, &ev);
+    if (d->content.len) toolcall_stream_feed(s->tools, d->content.ptr, d->content.len, &ev);
     collect_events(&ev, &plain, d);
     if (is_final) {
         toolcall_stream_finish(s->tools, &ev);
@@ -163,12 +156,9 @@ static void process_text(struct gen_session *s, const char *text, size_t len, bo
 static const char *finish_name(struct gen_session *s, enum finish_reason f, bool stop_string)
 {
     int n_calls = 0;
-    if (s->tools)
-        toolcall_stream_calls(s->tools, &n_calls);
-    if (n_calls > 0)
-        return "tool_calls";
-    if (stop_string)
-        return "stop";
+    if (s->tools) toolcall_stream_calls(s->tools, &n_calls);
+    if (n_calls > 0) return "tool_calls";
+    if (stop_string) return "stop";
     return f == FINISH_LENGTH ? "length" : "stop";
 }
 
@@ -183,18 +173,15 @@ bool gen_session_next(struct gen_session *s, int timeout_ms, struct gen_delta *d
         return true;
     }
     enum finish_reason fin;
-    int n = request_wait_events(s->req, &s->cursor, s->events, EVENTS_PER_STEP, timeout_ms,
-                                &fin);
-    if (n == 0 && fin == FINISH_NONE)
-        return false;
+    int n = request_wait_events(s->req, &s->cursor, s->events, EVENTS_PER_STEP, timeout_ms, &fin);
+    if (n == 0 && fin == FINISH_NONE) return false;
     s->n_step_events = n;
     buf_clear(&s->text);
     for (int i = 0; i < n; i++)
         tok_stream_push(&s->detok, s->events[i].token, &s->text);
     s->n_completion += n;
     bool is_final = fin != FINISH_NONE;
-    if (is_final)
-        tok_stream_flush(&s->detok, &s->text);
+    if (is_final) tok_stream_flush(&s->detok, &s->text);
     struct buf raw = s->text; // process_text reuses s->text as scratch
     buf_init(&s->text);
     process_text(s, raw.data ? raw.data : "", raw.len, is_final, d);
@@ -205,8 +192,7 @@ bool gen_session_next(struct gen_session *s, int timeout_ms, struct gen_delta *d
         is_final = true;
         fin = FINISH_STOP;
     }
-    if (!is_final)
-        return true;
+    if (!is_final) return true;
     s->is_done = true;
     d->is_done = true;
     if (fin == FINISH_ERROR || fin == FINISH_CANCELLED) {
@@ -251,8 +237,7 @@ const struct toolcall *gen_session_calls(const struct gen_session *s, int *n)
 
 void gen_session_end(struct gen_session *s)
 {
-    if (!s)
-        return;
+    if (!s) return;
     if (s->req && request_outcome(s->req, NULL, NULL, NULL) == FINISH_NONE)
         model_abandon(s->model, s->req);
     if (s->is_counted) {

@@ -18,13 +18,13 @@
 struct metrics;
 
 struct gen_options {
-    const char *const *stops;         // stop strings (borrowed for gen_session_start)
+    const char *const *stops; // stop strings (borrowed for gen_session_start)
     int n_stops;
-    bool parse_tools;                 // run the tool-call parser on the content
+    bool parse_tools; // run the tool-call parser on the content
     enum toolcall_format tool_format;
-    enum reasoning_format reasoning;  // REASONING_FORMAT_NONE: everything is content
-    bool reasoning_starts_inside;     // the prompt opened a reasoning block
-    struct metrics *metrics;          // counters to update (borrowed; outlives the session) or NULL
+    enum reasoning_format reasoning; // REASONING_FORMAT_NONE: everything is content
+    bool reasoning_starts_inside;    // the prompt opened a reasoning block
+    struct metrics *metrics;         // counters to update (borrowed; outlives the session) or NULL
 };
 
 #define GEN_DELTA_MAX_CALLS 16
@@ -33,14 +33,14 @@ struct gen_options {
 struct gen_delta {
     struct str content;
     struct str reasoning;
-    int n_calls;                      // complete tool calls found in this step
+    int n_calls;                                // complete tool calls found in this step
     struct toolcall calls[GEN_DELTA_MAX_CALLS]; // strings borrowed until gen_session_end
-    int call_index[GEN_DELTA_MAX_CALLS]; // position among the output's calls
+    int call_index[GEN_DELTA_MAX_CALLS];        // position among the output's calls
     bool is_done;
-    const char *finish_reason;        // when done: "stop", "length", "tool_calls", or NULL on error
-    bool is_stop_string;              // finished on a stop string (index in stop_index)
+    const char *finish_reason; // when done: "stop", "length", "tool_calls", or NULL on error
+    bool is_stop_string;       // finished on a stop string (index in stop_index)
     int stop_index;
-    int error_status;                 // when done with an error: HTTP status
+    int error_status; // when done with an error: HTTP status
     char error_message[512];
 };
 

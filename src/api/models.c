@@ -14,9 +14,12 @@
 static const char *status_name(enum model_status s)
 {
     switch (s) {
-    case MODEL_STATUS_LOADING: return "loading";
-    case MODEL_STATUS_READY: return "ready";
-    case MODEL_STATUS_UNLOADING: return "unloading";
+    case MODEL_STATUS_LOADING:
+        return "loading";
+    case MODEL_STATUS_READY:
+        return "ready";
+    case MODEL_STATUS_UNLOADING:
+        return "unloading";
     }
     return "unknown";
 }
@@ -34,12 +37,12 @@ static json_t *model_json(const struct model_info *m)
     char owner[64];
     snprintf(owner, sizeof owner, "llamapi/%s", m->platform_id);
     bool is_loading = m->status == MODEL_STATUS_LOADING;
-    json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:s, s:i, s:s, s:s, s:s, s:i}", "id", m->id,
-                          "object", "model", "created", (json_int_t)m->created_unix_s,
-                          "owned_by", owner, "platform", m->platform_id, "instance_count",
-                          m->instance_count, "model_path", m->path, "model_kind",
-                          m->desc.kind == MODEL_KIND_EMBEDDING ? "embedding" : "chat",
-                          "status", status_name(m->status), "queue", m->queue_depth);
+    json_t *j =
+        json_pack("{s:s, s:s, s:I, s:s, s:s, s:i, s:s, s:s, s:s, s:i}", "id", m->id, "object",
+                  "model", "created", (json_int_t)m->created_unix_s, "owned_by", owner, "platform",
+                  m->platform_id, "instance_count", m->instance_count, "model_path", m->path,
+                  "model_kind", m->desc.kind == MODEL_KIND_EMBEDDING ? "embedding" : "chat",
+                  "status", status_name(m->status), "queue", m->queue_depth);
     if (j && !is_loading) {
         if (m->desc.description[0])
             json_object_set_new(j, "description", json_string(m->desc.description));
@@ -67,8 +70,8 @@ void api_models_list(const struct api_ctx *ctx, const struct api_request *req,
         }
     }
     mem_free(infos);
-    api_respond_json(resp, 200, data ? json_pack("{s:s, s:o}", "object", "list", "data", data)
-                                     : NULL);
+    api_respond_json(resp, 200,
+                     data ? json_pack("{s:s, s:o}", "object", "list", "data", data) : NULL);
 }
 
 void api_models_get(const struct api_ctx *ctx, const struct api_request *req,

@@ -39,11 +39,10 @@ static bool instance_count_arg(const json_t *body, int64_t *n, struct api_fail *
 static json_t *count_reply(const char *verb, const char *id, int64_t requested, int actual)
 {
     char msg[MODEL_ID_CAP + 64];
-    snprintf(msg, sizeof msg, "model '%s' %s%s", id, actual < requested ? "partially " : "",
-             verb);
+    snprintf(msg, sizeof msg, "model '%s' %s%s", id, actual < requested ? "partially " : "", verb);
     return json_pack("{s:b, s:s, s:I, s:i}", "success", 1, "message", msg,
-                     "requested_instance_count", (json_int_t)requested,
-                     "actual_instance_count", actual);
+                     "requested_instance_count", (json_int_t)requested, "actual_instance_count",
+                     actual);
 }
 
 static void respond_load_failure(enum load_failure why, const struct errmsg *err,
@@ -55,20 +54,19 @@ static void respond_load_failure(enum load_failure why, const struct errmsg *err
                   err->msg);
         return;
     case LOAD_FAIL_PATH:
-        api_error(resp, 400, API_TYPE_INVALID_REQUEST, "invalid_model_path", "model_path",
-                  "%s", err->msg);
+        api_error(resp, 400, API_TYPE_INVALID_REQUEST, "invalid_model_path", "model_path", "%s",
+                  err->msg);
         return;
     case LOAD_FAIL_NO_PLATFORM:
-        api_error(resp, 400, API_TYPE_INVALID_REQUEST, "platform_detection_failed",
-                  "model_path", "%s", err->msg);
-        return;
-    case LOAD_FAIL_UNAVAILABLE:
-        api_error(resp, 400, API_TYPE_INVALID_REQUEST, "unsupported_platform", "model_path",
+        api_error(resp, 400, API_TYPE_INVALID_REQUEST, "platform_detection_failed", "model_path",
                   "%s", err->msg);
         return;
-    case LOAD_FAIL_LIMIT:
-        api_error(resp, 400, API_TYPE_INVALID_REQUEST, "too_many_models", NULL, "%s",
+    case LOAD_FAIL_UNAVAILABLE:
+        api_error(resp, 400, API_TYPE_INVALID_REQUEST, "unsupported_platform", "model_path", "%s",
                   err->msg);
+        return;
+    case LOAD_FAIL_LIMIT:
+        api_error(resp, 400, API_TYPE_INVALID_REQUEST, "too_many_models", NULL, "%s", err->msg);
         return;
     case LOAD_FAIL_ENGINE:
     case LOAD_FAIL_NONE:
@@ -94,8 +92,8 @@ void api_models_load(const struct api_ctx *ctx, const struct api_request *req,
               v_int(body, "request_queue_size", "request_queue_size", 0, 100000, &queue, &f) &&
               (!dp || json_is_null(dp) || params_validate_defaults(dp, &f));
     if (ok && dp && json_is_object(dp))
-        ok = v_int(dp, "max_context_len", "default_params.max_context_len", 16, 1 << 20, &n_ctx,
-                   &f);
+        ok =
+            v_int(dp, "max_context_len", "default_params.max_context_len", 16, 1 << 20, &n_ctx, &f);
     if (!ok) {
         api_fail_respond(&f, resp);
         return;
@@ -144,8 +142,7 @@ void api_models_resize(const struct api_ctx *ctx, const struct api_request *req,
     if (rc != ERR_OK) {
         api_error(resp, rc == ERR_BUSY ? 409 : 500,
                   rc == ERR_BUSY ? API_TYPE_INVALID_REQUEST : API_TYPE_SERVER,
-                  rc == ERR_BUSY ? "model_not_ready" : "resize_failed", "model_id", "%s",
-                  err.msg);
+                  rc == ERR_BUSY ? "model_not_ready" : "resize_failed", "model_id", "%s", err.msg);
         return;
     }
     api_respond_json(resp, 200, count_reply("resized", id, n, actual));

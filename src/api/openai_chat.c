@@ -23,8 +23,8 @@ struct model *api_acquire_model(const struct api_ctx *ctx, const char *name)
     struct model *m = registry_acquire(reg, name);
     // While the -m models load, one of them may not be registered yet: wait for start-up.
     struct timespec tick = {0, 10 * 1000 * 1000};
-    for (int waited = 0; !m && ctx->is_starting && atomic_load(ctx->is_starting) &&
-                         waited < API_LOADING_WAIT_MS;
+    for (int waited = 0;
+         !m && ctx->is_starting && atomic_load(ctx->is_starting) && waited < API_LOADING_WAIT_MS;
          waited += 10) {
         nanosleep(&tick, NULL);
         m = registry_acquire(reg, name);
@@ -32,8 +32,8 @@ struct model *api_acquire_model(const struct api_ctx *ctx, const char *name)
     return m;
 }
 
-struct model *api_resolve_model(const struct api_ctx *ctx, const json_t *body,
-                                enum model_kind kind, struct api_fail *f)
+struct model *api_resolve_model(const struct api_ctx *ctx, const json_t *body, enum model_kind kind,
+                                struct api_fail *f)
 {
     const char *name = NULL;
     const char *key = json_object_get(body, "model") ? "model" : "model_id";
@@ -65,8 +65,7 @@ struct model *api_resolve_model(const struct api_ctx *ctx, const json_t *body,
 void api_fail_respond_retry(const struct api_fail *f, struct api_response *resp)
 {
     api_fail_respond(f, resp);
-    if (f->status == 429)
-        api_response_add_header(resp, "Retry-After", "1");
+    if (f->status == 429) api_response_add_header(resp, "Retry-After", "1");
 }
 
 json_t *api_timings_json(struct gen_session *s)
@@ -76,9 +75,8 @@ json_t *api_timings_json(struct gen_session *s)
     double pps = t.prompt_ms > 0 ? 1000.0 * t.n_prompt / t.prompt_ms : 0;
     double gps = t.predicted_ms > 0 ? 1000.0 * t.n_predicted / t.predicted_ms : 0;
     return json_pack("{s:i, s:i, s:f, s:f, s:i, s:f, s:f}", "cache_n", t.n_cached, "prompt_n",
-                     t.n_prompt, "prompt_ms", t.prompt_ms, "prompt_per_second", pps,
-                     "predicted_n", t.n_predicted, "predicted_ms", t.predicted_ms,
-                     "predicted_per_second", gps);
+                     t.n_prompt, "prompt_ms", t.prompt_ms, "prompt_per_second", pps, "predicted_n",
+                     t.n_predicted, "predicted_ms", t.predicted_ms, "predicted_per_second", gps);
 }
 
 json_t *api_usage_json(struct gen_session *s)
@@ -87,20 +85,19 @@ json_t *api_usage_json(struct gen_session *s)
     gen_session_timings(s, &t);
     int p = gen_session_n_prompt(s), c = gen_session_n_completion(s);
     return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", p, "completion_tokens", c,
-                     "total_tokens", p + c, "prompt_tokens_details", "cached_tokens",
-                     t.n_cached);
+                     "total_tokens", p + c, "prompt_tokens_details", "cached_tokens", t.n_cached);
 }
 
 /* Everything the answer needs once the request is accepted. */
 struct chat_call {
-    struct model *model;       // one reference
+    struct model *model; // one reference
     struct gen_session *session;
     char id[48];
     int64_t created;
     bool include_usage;
     bool is_role_sent;
     int n_calls_sent;
-    struct buf content;        // accumulated (non-streaming)
+    struct buf content; // accumulated (non-streaming)
     struct buf reasoning;
 };
 
@@ -123,8 +120,7 @@ static json_t *tool_call_json(const struct toolcall *tc, int index, bool with_in
         api_make_id("call_", id, sizeof id);
     json_t *j = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type", "function", "function",
                           "name", tc->name, "arguments", tc->arguments);
-    if (j && with_index)
-        json_object_set_new(j, "index", json_integer(index));
+    if (j && with_index) json_object_set_new(j, "index", json_integer(index));
     return j;
 }
 
@@ -140,19 +136,19 @@ static int stream_delta(struct chat_call *c, const struct gen_delta *d, struct b
 {
     int rc = ERR_OK;
     if (d->reasoning.len)
-        rc = sse_append_json(out, NULL,
-                             chunk_json(c, json_pack("{s:s%}", "reasoning_content",
-                                                     d->reasoning.ptr, d->reasoning.len),
-                                        NULL));
+        rc = sse_append_json(
+            out, NULL,
+            chunk_json(c,
+                       json_pack("{s:s%}", "reasoning_content", d->reasoning.ptr, d->reasoning.len),
+                       NULL));
     if (rc == ERR_OK && d->content.len)
-        rc = sse_append_json(out, NULL,
-                             chunk_json(c, json_pack("{s:s%}", "content", d->content.ptr,
-                                                     d->content.len),
-                                        NULL));
+        rc = sse_append_json(
+            out, NULL,
+            chunk_json(c, json_pack("{s:s%}", "content", d->content.ptr, d->content.len), NULL));
     for (int i = 0; rc == ERR_OK && i < d->n_calls; i++) {
         json_t *tc = tool_call_json(&d->calls[i], d->call_index[i], true);
-        rc = sse_append_json(out, NULL, chunk_json(c, json_pack("{s:[o]}", "tool_calls", tc),
-                                                   NULL));
+        rc =
+            sse_append_json(out, NULL, chunk_json(c, json_pack("{s:[o]}", "tool_calls", tc), NULL));
         c->n_calls_sent++;
     }
     return rc;
@@ -161,18 +157,17 @@ static int stream_delta(struct chat_call *c, const struct gen_delta *d, struct b
 static void stream_end(struct chat_call *c, const struct gen_delta *d, struct buf *out)
 {
     if (!d->finish_reason) {
-        sse_append_json(out, "error",
-                        api_error_json(d->error_status >= 500 ? API_TYPE_SERVER
-                                                              : API_TYPE_INVALID_REQUEST,
-                                       NULL, NULL, d->error_message));
+        sse_append_json(
+            out, "error",
+            api_error_json(d->error_status >= 500 ? API_TYPE_SERVER : API_TYPE_INVALID_REQUEST,
+                           NULL, NULL, d->error_message));
         return;
     }
     sse_append_json(out, NULL, chunk_json(c, json_object(), d->finish_reason));
     json_t *usage = json_pack("{s:s, s:s, s:I, s:s, s:[], s:o, s:o}", "id", c->id, "object",
-                              "chat.completion.chunk", "created", (json_int_t)c->created,
-                              "model", model_id(c->model), "choices", "usage",
-                              api_usage_json(c->session), "timings",
-                              api_timings_json(c->session));
+                              "chat.completion.chunk", "created", (json_int_t)c->created, "model",
+                              model_id(c->model), "choices", "usage", api_usage_json(c->session),
+                              "timings", api_timings_json(c->session));
     sse_append_json(out, NULL, usage);
     buf_append_cstr(out, "data: [DONE]\n\n");
 }
@@ -181,12 +176,9 @@ static enum sse_status chat_produce(void *ctx, struct buf *out, int timeout_ms)
 {
     struct chat_call *c = ctx;
     struct gen_delta d;
-    if (!gen_session_next(c->session, timeout_ms, &d))
-        return SSE_MORE;
-    if (stream_delta(c, &d, out) != ERR_OK)
-        return SSE_END;
-    if (!d.is_done)
-        return SSE_MORE;
+    if (!gen_session_next(c->session, timeout_ms, &d)) return SSE_MORE;
+    if (stream_delta(c, &d, out) != ERR_OK) return SSE_END;
+    if (!d.is_done) return SSE_MORE;
     stream_end(c, &d, out);
     return SSE_END;
 }
@@ -201,8 +193,8 @@ static void respond_whole(struct chat_call *c, struct api_response *resp)
     } while (!d.is_done);
     if (!d.finish_reason) {
         api_error(resp, d.error_status ? d.error_status : 500,
-                  d.error_status >= 500 ? API_TYPE_SERVER : API_TYPE_INVALID_REQUEST, NULL,
-                  NULL, "%s", d.error_message);
+                  d.error_status >= 500 ? API_TYPE_SERVER : API_TYPE_INVALID_REQUEST, NULL, NULL,
+                  "%s", d.error_message);
         return;
     }
     int n_calls;
@@ -210,19 +202,18 @@ static void respond_whole(struct chat_call *c, struct api_response *resp)
     json_t *tool_calls = json_array();
     for (int i = 0; i < n_calls; i++)
         json_array_append_new(tool_calls, tool_call_json(&calls[i], i, false));
-    json_t *msg = json_pack("{s:s, s:s%, s:o}", "role", "assistant", "content",
-                            c->content.data ? c->content.data : "", c->content.len,
-                            "tool_calls", tool_calls);
-    if (msg && n_calls > 0 && c->content.len == 0)
-        json_object_set_new(msg, "content", json_null());
+    json_t *msg =
+        json_pack("{s:s, s:s%, s:o}", "role", "assistant", "content",
+                  c->content.data ? c->content.data : "", c->content.len, "tool_calls", tool_calls);
+    if (msg && n_calls > 0 && c->content.len == 0) json_object_set_new(msg, "content", json_null());
     if (msg && c->reasoning.len)
         json_object_set_new(msg, "reasoning_content",
                             json_stringn(c->reasoning.data, c->reasoning.len));
-    json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:n, s:s}], s:o, s:o}", "id",
-                          c->id, "object", "chat.completion", "created", (json_int_t)c->created,
-                          "model", model_id(c->model), "choices", "index", 0, "message", msg,
-                          "logprobs", "finish_reason", d.finish_reason, "usage",
-                          api_usage_json(c->session), "timings", api_timings_json(c->session));
+    json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:n, s:s}], s:o, s:o}", "id", c->id,
+                          "object", "chat.completion", "created", (json_int_t)c->created, "model",
+                          model_id(c->model), "choices", "index", 0, "message", msg, "logprobs",
+                          "finish_reason", d.finish_reason, "usage", api_usage_json(c->session),
+                          "timings", api_timings_json(c->session));
     api_respond_json(resp, 200, j);
 }
 
@@ -240,7 +231,8 @@ static bool parse_tools(json_t *body, json_t **tools_out, struct api_fail *f)
                          v_type_name(tools));
     size_t i;
     json_t *t;
-    json_array_foreach(tools, i, t) {
+    json_array_foreach(tools, i, t)
+    {
         const json_t *fn = json_object_get(t, "function");
         if (!json_is_object(t) || !json_is_object(fn) ||
             !json_is_string(json_object_get(fn, "name"))) {
@@ -265,8 +257,7 @@ static bool parse_tools(json_t *body, json_t **tools_out, struct api_fail *f)
                              "but got %s.",
                              v_type_name(choice));
     }
-    if (json_array_size(tools) > 0 && !hidden)
-        *tools_out = tools;
+    if (json_array_size(tools) > 0 && !hidden) *tools_out = tools;
     return true;
 }
 
@@ -295,8 +286,7 @@ static bool start_chat(const struct api_ctx *ctx, json_t *body, struct chat_call
         !params_merge_base(ctx->gen_defaults, model_default_params(c->model), body, &names,
                            d->n_vocab, &p, f) ||
         !parse_tools(body, &tools, f) ||
-        !chat_messages_validate(c->model, json_object_get(body, "messages"), ctx->media_path,
-                                f))
+        !chat_messages_validate(c->model, json_object_get(body, "messages"), ctx->media_path, f))
         return false;
     const json_t *kwargs = json_object_get(body, "chat_template_kwargs");
     struct chat_prompt_opts po = {
@@ -307,8 +297,7 @@ static bool start_chat(const struct api_ctx *ctx, json_t *body, struct chat_call
         .add_generation_prompt = true,
     };
     bool parallel = true;
-    if (!v_bool(body, "parallel_tool_calls", "parallel_tool_calls", &parallel, f))
-        return false;
+    if (!v_bool(body, "parallel_tool_calls", "parallel_tool_calls", &parallel, f)) return false;
     struct buf grammar;
     buf_init(&grammar);
     bool ok = structured_from_body(body, &grammar, f);
@@ -317,8 +306,7 @@ static bool start_chat(const struct api_ctx *ctx, json_t *body, struct chat_call
                                      toolcall_format_detect(d->chat_template_src), &grammar, f);
     struct chat_prompt prompt;
     if (!ok || chat_prompt_build(c->model, &po, &prompt, f) != ERR_OK) {
-        if (ok)
-            chat_prompt_deinit(&prompt);
+        if (ok) chat_prompt_deinit(&prompt);
         buf_deinit(&grammar);
         return false;
     }
@@ -330,9 +318,8 @@ static bool start_chat(const struct api_ctx *ctx, json_t *body, struct chat_call
         .parse_tools = tools != NULL,
         .tool_format = toolcall_format_detect(d->chat_template_src),
         .reasoning = rf,
-        .reasoning_starts_inside = reasoning_prompt_opens(rf, prompt.text.data ? prompt.text.data
-                                                                                : "",
-                                                          prompt.text.len),
+        .reasoning_starts_inside =
+            reasoning_prompt_opens(rf, prompt.text.data ? prompt.text.data : "", prompt.text.len),
         .metrics = ctx->metrics,
     };
     int rc = gen_session_start(c->model, prompt.ids.ids, (int)prompt.ids.n_ids, &p.gen, &opt,
@@ -367,9 +354,9 @@ void api_chat_completions(const struct api_ctx *ctx, const struct api_request *r
     }
     struct buf first;
     buf_init(&first);
-    sse_append_json(&first, NULL,
-                    chunk_json(c, json_pack("{s:s, s:s}", "role", "assistant", "content", ""),
-                               NULL));
+    sse_append_json(
+        &first, NULL,
+        chunk_json(c, json_pack("{s:s, s:s}", "role", "assistant", "content", ""), NULL));
     sse_respond(resp, chat_produce, chat_call_free, c, first.data);
     buf_deinit(&first);
 }

@@ -17,8 +17,8 @@ struct model *api_acquire_model(const struct api_ctx *ctx, const char *name);
 /* Resolves the request's model ("model", or "model_id") to a ready model of the wanted kind.
  * NULL with f filled: 400 missing/invalid, 404 model_not_found, 400 wrong_model_type,
  * 503 model_loading. The caller releases the reference. */
-struct model *api_resolve_model(const struct api_ctx *ctx, const json_t *body,
-                                enum model_kind kind, struct api_fail *f);
+struct model *api_resolve_model(const struct api_ctx *ctx, const json_t *body, enum model_kind kind,
+                                struct api_fail *f);
 
 /* Responds with f, adding Retry-After to 429s. */
 void api_fail_respond_retry(const struct api_fail *f, struct api_response *resp);

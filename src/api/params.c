@@ -8,8 +8,7 @@
 
 int params_stop_list(const json_t *stop, const char *name, const char **out, struct api_fail *f)
 {
-    if (!stop || json_is_null(stop))
-        return 0;
+    if (!stop || json_is_null(stop)) return 0;
     if (json_is_string(stop)) {
         if (json_string_length(stop) == 0 || json_string_length(stop) > PARAMS_STOP_MAX_LEN) {
             api_failf(f, 400, "invalid_value", name, "'%s' must be 1 to %d bytes long", name,
@@ -33,7 +32,8 @@ int params_stop_list(const json_t *stop, const char *name, const char **out, str
     int n = 0;
     size_t i;
     const json_t *s;
-    json_array_foreach(stop, i, s) {
+    json_array_foreach(stop, i, s)
+    {
         char item[160];
         snprintf(item, sizeof item, "%s[%zu]", name, i);
         if (!json_is_string(s)) {
@@ -55,8 +55,8 @@ int params_stop_list(const json_t *stop, const char *name, const char **out, str
 bool params_validate_defaults(json_t *dp, struct api_fail *f)
 {
     static const char *const known[] = {
-        "temperature", "top_p", "top_k", "repeat_penalty", "frequency_penalty",
-        "presence_penalty", "max_tokens", "max_context_len", "stop", "enable_thinking",
+        "temperature",      "top_p",      "top_k",           "repeat_penalty", "frequency_penalty",
+        "presence_penalty", "max_tokens", "max_context_len", "stop",           "enable_thinking",
     };
     if (!json_is_object(dp))
         return api_failf(f, 400, "invalid_type", "default_params",
@@ -64,7 +64,8 @@ bool params_validate_defaults(json_t *dp, struct api_fail *f)
                          v_type_name(dp));
     const char *key;
     json_t *v;
-    json_object_foreach(dp, key, v) {
+    json_object_foreach(dp, key, v)
+    {
         bool is_known = false;
         for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
             is_known |= strcmp(key, known[i]) == 0;
@@ -96,9 +97,9 @@ static bool apply_sampling(const json_t *o, const char *prefix, struct gen_param
                            struct api_fail *f)
 {
     char name[8][96];
-    const char *keys[8] = {"temperature", "top_p",          "top_k",
-                           "min_p",       "repeat_penalty", "frequency_penalty",
-                           "presence_penalty", "seed"};
+    const char *keys[8] = {
+        "temperature",      "top_p", "top_k", "min_p", "repeat_penalty", "frequency_penalty",
+        "presence_penalty", "seed"};
     for (int i = 0; i < 8; i++)
         snprintf(name[i], sizeof name[i], "%s%s", prefix, keys[i]);
     double temperature = g->temperature, top_p = g->top_p, min_p = g->min_p;
@@ -112,8 +113,7 @@ static bool apply_sampling(const json_t *o, const char *prefix, struct gen_param
               v_number(o, "frequency_penalty", name[5], -2, 2, &freq, f) &&
               v_number(o, "presence_penalty", name[6], -2, 2, &pres, f) &&
               v_int(o, "seed", name[7], INT64_MIN, INT64_MAX, &seed, f);
-    if (!ok)
-        return false;
+    if (!ok) return false;
     g->temperature = (float)temperature;
     g->top_p = (float)top_p;
     g->top_k = (int)top_k;
@@ -127,8 +127,7 @@ static bool apply_sampling(const json_t *o, const char *prefix, struct gen_param
 
 static bool apply_logit_bias(json_t *lb, int n_vocab, struct gen_params *g, struct api_fail *f)
 {
-    if (!lb || json_is_null(lb))
-        return true;
+    if (!lb || json_is_null(lb)) return true;
     if (!json_is_object(lb))
         return api_failf(f, 400, "invalid_type", "logit_bias",
                          "Invalid type for 'logit_bias': expected an object, but got %s.",
@@ -138,7 +137,8 @@ static bool apply_logit_bias(json_t *lb, int n_vocab, struct gen_params *g, stru
                          GEN_MAX_LOGIT_BIAS);
     const char *key;
     json_t *v;
-    json_object_foreach(lb, key, v) {
+    json_object_foreach(lb, key, v)
+    {
         char *end;
         long id = strtol(key, &end, 10);
         if (*key == '\0' || *end != '\0' || id < 0 || id >= n_vocab)
@@ -159,8 +159,7 @@ static bool apply_limits(const json_t *o, const struct params_names *names,
                          struct gen_request_params *out, struct api_fail *f)
 {
     int64_t max_tokens = out->gen.max_tokens;
-    if (!v_int(o, names->max_tokens, names->max_tokens, 1, INT32_MAX, &max_tokens, f))
-        return false;
+    if (!v_int(o, names->max_tokens, names->max_tokens, 1, INT32_MAX, &max_tokens, f)) return false;
     if (names->max_tokens_alt &&
         !v_int(o, names->max_tokens_alt, names->max_tokens_alt, 1, INT32_MAX, &max_tokens, f))
         return false;
@@ -168,21 +167,18 @@ static bool apply_limits(const json_t *o, const struct params_names *names,
     const json_t *stop = json_object_get(o, names->stop);
     if (stop) {
         int n = params_stop_list(stop, names->stop, out->stops, f);
-        if (n < 0)
-            return false;
+        if (n < 0) return false;
         out->n_stops = n;
     }
     bool thinking = false;
-    if (!v_bool(o, "enable_thinking", "enable_thinking", &thinking, f))
-        return false;
-    if (json_object_get(o, "enable_thinking"))
-        out->enable_thinking = thinking;
+    if (!v_bool(o, "enable_thinking", "enable_thinking", &thinking, f)) return false;
+    if (json_object_get(o, "enable_thinking")) out->enable_thinking = thinking;
     return true;
 }
 
 bool params_merge(const json_t *default_params, const json_t *body,
-                  const struct params_names *names, int n_vocab,
-                  struct gen_request_params *out, struct api_fail *f)
+                  const struct params_names *names, int n_vocab, struct gen_request_params *out,
+                  struct api_fail *f)
 {
     return params_merge_base(NULL, default_params, body, names, n_vocab, out, f);
 }
@@ -200,9 +196,8 @@ bool params_merge_base(const struct gen_params *base, const json_t *default_para
     }
     out->enable_thinking = -1;
     static const struct params_names defaults_names = {"max_tokens", NULL, "stop"};
-    if (default_params &&
-        (!apply_sampling(default_params, "default_params.", &out->gen, f) ||
-         !apply_limits(default_params, &defaults_names, out, f)))
+    if (default_params && (!apply_sampling(default_params, "default_params.", &out->gen, f) ||
+                           !apply_limits(default_params, &defaults_names, out, f)))
         return false;
     return apply_sampling(body, "", &out->gen, f) && apply_limits(body, names, out, f) &&
            apply_logit_bias(json_object_get(body, "logit_bias"), n_vocab, &out->gen, f);

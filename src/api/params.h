@@ -19,24 +19,24 @@ int params_stop_list(const json_t *stop, const char *name, const char **out, str
 
 /* The sampling fields every generating endpoint shares, after merging. */
 struct gen_request_params {
-    struct gen_params gen;                 // sampler settings and limits
-    const char *stops[PARAMS_MAX_STOP];    // borrowed from the request or model JSON
+    struct gen_params gen;              // sampler settings and limits
+    const char *stops[PARAMS_MAX_STOP]; // borrowed from the request or model JSON
     int n_stops;
-    int enable_thinking;                   // -1 unset, 0, 1
+    int enable_thinking; // -1 unset, 0, 1
 };
 
 /* Names of the request fields for one API dialect (OpenAI, llama.cpp native, Anthropic). */
 struct params_names {
-    const char *max_tokens;         // "max_tokens"
-    const char *max_tokens_alt;     // "max_completion_tokens" (wins when both) or NULL
-    const char *stop;               // "stop"
+    const char *max_tokens;     // "max_tokens"
+    const char *max_tokens_alt; // "max_completion_tokens" (wins when both) or NULL
+    const char *stop;           // "stop"
 };
 
 /* Merges server defaults <- model default_params <- request (body). Every field's type and
  * range is checked; failures name the field. n_vocab bounds logit_bias ids. True when valid. */
 bool params_merge(const json_t *default_params, const json_t *body,
-                  const struct params_names *names, int n_vocab,
-                  struct gen_request_params *out, struct api_fail *f);
+                  const struct params_names *names, int n_vocab, struct gen_request_params *out,
+                  struct api_fail *f);
 
 /* params_merge starting from base — the server's defaults from its flags (--temp, --top-k,
  * -n, …) — instead of gen_params_defaults(); base NULL is the same as params_merge. base is

@@ -13,8 +13,8 @@ static json_t *chips_json(const struct platform *p)
     int n = p->detect_chips(chips, MAX_CHIPS);
     json_t *arr = json_array();
     for (int i = 0; arr && i < n; i++) {
-        json_t *c = json_pack("{s:s, s:i}", "chip_type", chips[i].chip_type, "count",
-                              chips[i].count);
+        json_t *c =
+            json_pack("{s:s, s:i}", "chip_type", chips[i].chip_type, "count", chips[i].count);
         if (!c || json_array_append_new(arr, c) != 0) {
             json_decref(arr);
             return NULL;
@@ -33,9 +33,9 @@ void api_platforms_list(const struct api_ctx *ctx, const struct api_request *req
     json_t *arr = json_array();
     for (size_t i = 0; arr && i < n; i++) {
         const struct platform *p = list[i];
-        json_t *entry = json_pack("{s:s, s:s, s:b, s:o?}", "id", p->id, "display_name",
-                                  p->display_name, "available", p->is_available(),
-                                  "detected_chips", chips_json(p));
+        json_t *entry =
+            json_pack("{s:s, s:s, s:b, s:o?}", "id", p->id, "display_name", p->display_name,
+                      "available", p->is_available(), "detected_chips", chips_json(p));
         if (!entry || json_array_append_new(arr, entry) != 0) {
             json_decref(arr);
             arr = NULL;

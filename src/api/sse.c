@@ -23,17 +23,14 @@ static long sse_read(void *cls, char *out, size_t max)
 {
     struct sse_stream *s = cls;
     while (s->offset >= s->pending.len) {
-        if (s->is_ended)
-            return -1;
+        if (s->is_ended) return -1;
         buf_clear(&s->pending);
         s->offset = 0;
         s->is_ended = s->produce(s->ctx, &s->pending, SSE_KEEPALIVE_MS) == SSE_END;
-        if (s->pending.len == 0 && !s->is_ended)
-            buf_append_cstr(&s->pending, ": keep-alive\n\n");
+        if (s->pending.len == 0 && !s->is_ended) buf_append_cstr(&s->pending, ": keep-alive\n\n");
     }
     size_t n = s->pending.len - s->offset;
-    if (n > max)
-        n = max;
+    if (n > max) n = max;
     memcpy(out, s->pending.data + s->offset, n);
     s->offset += n;
     return (long)n;
@@ -47,8 +44,8 @@ static void sse_free(void *cls)
     mem_free(s);
 }
 
-void sse_respond(struct api_response *resp, sse_produce_fn produce, sse_free_fn ctx_free,
-                 void *ctx, const char *first)
+void sse_respond(struct api_response *resp, sse_produce_fn produce, sse_free_fn ctx_free, void *ctx,
+                 const char *first)
 {
     struct sse_stream *s = mem_calloc(1, sizeof *s);
     if (!s || (first && buf_append_cstr(&s->pending, first) != ERR_OK)) {
@@ -69,13 +66,10 @@ int sse_append_json(struct buf *out, const char *event, json_t *j)
 {
     char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
-    if (!text)
-        return ERR_NOMEM;
+    if (!text) return ERR_NOMEM;
     int rc = ERR_OK;
-    if (event)
-        rc = buf_printf(out, "event: %s\n", event);
-    if (rc == ERR_OK)
-        rc = buf_printf(out, "data: %s\n\n", text);
+    if (event) rc = buf_printf(out, "event: %s\n", event);
+    if (rc == ERR_OK) rc = buf_printf(out, "data: %s\n\n", text);
     free(text);
     return rc;
 }

@@ -19,8 +19,8 @@ typedef void (*sse_free_fn)(void *ctx);
 /* Makes resp a text/event-stream response driven by produce (takes ownership of ctx, freed
  * with ctx_free). first, when not NULL, is sent at once (so headers leave before the first
  * token). On allocation failure ctx is freed and resp becomes a 500. */
-void sse_respond(struct api_response *resp, sse_produce_fn produce, sse_free_fn ctx_free,
-                 void *ctx, const char *first);
+void sse_respond(struct api_response *resp, sse_produce_fn produce, sse_free_fn ctx_free, void *ctx,
+                 const char *first);
 
 /* Appends `data: <json>\n\n` (compact) — or with an `event: <name>` line first — and decrefs
  * j. ERR_NOMEM. */

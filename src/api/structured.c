@@ -14,8 +14,7 @@ static bool compile_check(const struct buf *g, const char *param, struct api_fai
     errmsg_clear(&err);
     int rc = gbnf_compile(g->data ? g->data : "", g->len, &compiled, &err);
     gbnf_free(compiled);
-    if (rc == ERR_OK)
-        return true;
+    if (rc == ERR_OK) return true;
     return api_failf(f, 400, "invalid_grammar", param, "%s: %s", param,
                      err.msg[0] ? err.msg : err_str(rc));
 }
@@ -26,11 +25,10 @@ static bool schema_grammar(const json_t *schema, const char *param, struct buf *
     struct errmsg err;
     errmsg_clear(&err);
     int rc = json_schema_to_gbnf(schema, out, &err);
-    if (rc == ERR_OK)
-        return compile_check(out, param, f);
+    if (rc == ERR_OK) return compile_check(out, param, f);
     buf_clear(out);
-    return api_failf(f, 400, rc == ERR_UNSUPPORTED ? "unsupported_schema" : "invalid_schema",
-                     param, "%s", err.msg[0] ? err.msg : err_str(rc));
+    return api_failf(f, 400, rc == ERR_UNSUPPORTED ? "unsupported_schema" : "invalid_schema", param,
+                     "%s", err.msg[0] ? err.msg : err_str(rc));
 }
 
 static bool response_format_grammar(const json_t *rf, struct buf *out, struct api_fail *f)
@@ -43,8 +41,7 @@ static bool response_format_grammar(const json_t *rf, struct buf *out, struct ap
     if (!type)
         return api_failf(f, 400, "invalid_value", "response_format.type",
                          "'response_format.type' must be text, json_object or json_schema");
-    if (strcmp(type, "text") == 0)
-        return true;
+    if (strcmp(type, "text") == 0) return true;
     const json_t *schema = json_object_get(rf, "schema"); // flat shape, also llama.cpp's
     if (strcmp(type, "json_schema") == 0) {
         const json_t *js = json_object_get(rf, "json_schema");
@@ -56,8 +53,7 @@ static bool response_format_grammar(const json_t *rf, struct buf *out, struct ap
         return schema_grammar(schema, "response_format.json_schema.schema", out, f);
     }
     if (strcmp(type, "json_object") == 0) {
-        if (json_is_object(schema))
-            return schema_grammar(schema, "response_format.schema", out, f);
+        if (json_is_object(schema)) return schema_grammar(schema, "response_format.schema", out, f);
         return json_schema_any_object_gbnf(out) == ERR_OK ||
                api_failf(f, 500, NULL, NULL, "out of memory");
     }
@@ -72,8 +68,7 @@ bool structured_from_body(const json_t *body, struct buf *out, struct api_fail *
     const json_t *rf = json_object_get(body, "response_format");
     const json_t *grammar = json_object_get(body, "grammar");
     const json_t *schema = json_object_get(body, "json_schema");
-    if (rf && !json_is_null(rf))
-        return response_format_grammar(rf, out, f);
+    if (rf && !json_is_null(rf)) return response_format_grammar(rf, out, f);
     if (grammar && !json_is_null(grammar)) {
         if (!json_is_string(grammar))
             return api_failf(f, 400, "invalid_type", "grammar",
@@ -97,12 +92,12 @@ bool structured_from_body(const json_t *body, struct buf *out, struct api_fail *
 static json_t *call_schema(const json_t *fn, enum toolcall_format format)
 {
     const json_t *params = json_object_get(fn, "parameters");
-    json_t *args = json_is_object(params) ? json_deep_copy(params) : json_pack("{s:s}", "type",
-                                                                               "object");
+    json_t *args =
+        json_is_object(params) ? json_deep_copy(params) : json_pack("{s:s}", "type", "object");
     const char *args_key = format == TOOLCALL_FORMAT_LLAMA3 ? "parameters" : "arguments";
-    return json_pack("{s:s, s:{s:{s:O}, s:o}, s:[s, s]}", "type", "object", "properties",
-                     "name", "const", json_object_get(fn, "name"), args_key, args, "required",
-                     "name", args_key);
+    return json_pack("{s:s, s:{s:{s:O}, s:o}, s:[s, s]}", "type", "object", "properties", "name",
+                     "const", json_object_get(fn, "name"), args_key, args, "required", "name",
+                     args_key);
 }
 
 /* Wraps the schema grammar (its root renamed to `call`) in the family's call markers. */
@@ -128,8 +123,7 @@ static bool wrap_calls(struct buf *schema_g, enum toolcall_format format, bool p
     }
     int rc = parallel ? buf_printf(out, "root ::= %s%s (%s %s)*%s\n", pre, one, sep, one, post)
                       : buf_printf(out, "root ::= %s%s%s\n", pre, one, post);
-    if (rc == ERR_OK)
-        rc = buf_append(out, schema_g->data, schema_g->len);
+    if (rc == ERR_OK) rc = buf_append(out, schema_g->data, schema_g->len);
     return rc == ERR_OK || api_failf(f, 500, NULL, NULL, "out of memory");
 }
 
@@ -137,19 +131,18 @@ bool structured_tool_grammar(const json_t *tools, const json_t *tool_choice, boo
                              enum toolcall_format format, struct buf *out, struct api_fail *f)
 {
     const char *choice = json_string_value(tool_choice);
-    const char *forced = json_string_value(
-        json_object_get(json_object_get(tool_choice, "function"), "name"));
+    const char *forced =
+        json_string_value(json_object_get(json_object_get(tool_choice, "function"), "name"));
     bool is_required = choice && strcmp(choice, "required") == 0;
-    if ((!is_required && !forced) || json_array_size(tools) == 0)
-        return true;
+    if ((!is_required && !forced) || json_array_size(tools) == 0) return true;
     json_t *any = json_array();
     size_t i;
     const json_t *t;
-    json_array_foreach(tools, i, t) {
+    json_array_foreach(tools, i, t)
+    {
         const json_t *fn = json_object_get(t, "function");
         const char *name = json_string_value(json_object_get(fn, "name"));
-        if (forced && (!name || strcmp(name, forced) != 0))
-            continue;
+        if (forced && (!name || strcmp(name, forced) != 0)) continue;
         json_array_append_new(any, call_schema(fn, format));
     }
     if (json_array_size(any) == 0) {

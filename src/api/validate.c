@@ -8,11 +8,11 @@
 #include <stdio.h>
 #include <string.h>
 
-bool api_failf(struct api_fail *f, int status, const char *code, const char *param,
-               const char *fmt, ...)
+bool api_failf(struct api_fail *f, int status, const char *code, const char *param, const char *fmt,
+               ...)
 {
     f->status = status;
-    f->type = status == 404 ? API_TYPE_INVALID_REQUEST
+    f->type = status == 404   ? API_TYPE_INVALID_REQUEST
               : status >= 500 ? API_TYPE_SERVER
                               : API_TYPE_INVALID_REQUEST;
     f->code = code;
@@ -33,25 +33,30 @@ void api_fail_respond(const struct api_fail *f, struct api_response *resp)
 
 const char *v_type_name(const json_t *v)
 {
-    if (!v)
-        return "nothing";
+    if (!v) return "nothing";
     switch (json_typeof(v)) {
-    case JSON_OBJECT: return "object";
-    case JSON_ARRAY: return "array";
-    case JSON_STRING: return "string";
-    case JSON_INTEGER: return "integer";
-    case JSON_REAL: return "number";
+    case JSON_OBJECT:
+        return "object";
+    case JSON_ARRAY:
+        return "array";
+    case JSON_STRING:
+        return "string";
+    case JSON_INTEGER:
+        return "integer";
+    case JSON_REAL:
+        return "number";
     case JSON_TRUE:
-    case JSON_FALSE: return "boolean";
-    case JSON_NULL: return "null";
+    case JSON_FALSE:
+        return "boolean";
+    case JSON_NULL:
+        return "null";
     }
     return "unknown";
 }
 
 bool v_require(const json_t *obj, const char *key, const char *name, struct api_fail *f)
 {
-    if (json_object_get(obj, key))
-        return true;
+    if (json_object_get(obj, key)) return true;
     return api_failf(f, 400, "missing_required_parameter", name,
                      "Missing required parameter: '%s'.", name);
 }
@@ -60,8 +65,7 @@ bool v_int(const json_t *obj, const char *key, const char *name, int64_t min, in
            int64_t *out, struct api_fail *f)
 {
     const json_t *v = json_object_get(obj, key);
-    if (!v)
-        return true;
+    if (!v) return true;
     if (!json_is_integer(v))
         return api_failf(f, 400, "invalid_type", name,
                          "Invalid type for '%s': expected an integer, but got %s.", name,
@@ -79,8 +83,7 @@ bool v_number(const json_t *obj, const char *key, const char *name, double min, 
               double *out, struct api_fail *f)
 {
     const json_t *v = json_object_get(obj, key);
-    if (!v)
-        return true;
+    if (!v) return true;
     if (!json_is_number(v))
         return api_failf(f, 400, "invalid_type", name,
                          "Invalid type for '%s': expected a number, but got %s.", name,
@@ -88,18 +91,15 @@ bool v_number(const json_t *obj, const char *key, const char *name, double min, 
     double x = json_number_value(v);
     if (!isfinite(x) || x < min || x > max)
         return api_failf(f, 400, "invalid_value", name,
-                         "Invalid value for '%s': %g is out of range [%g, %g].", name, x, min,
-                         max);
+                         "Invalid value for '%s': %g is out of range [%g, %g].", name, x, min, max);
     *out = x;
     return true;
 }
 
-bool v_bool(const json_t *obj, const char *key, const char *name, bool *out,
-            struct api_fail *f)
+bool v_bool(const json_t *obj, const char *key, const char *name, bool *out, struct api_fail *f)
 {
     const json_t *v = json_object_get(obj, key);
-    if (!v)
-        return true;
+    if (!v) return true;
     if (!json_is_boolean(v))
         return api_failf(f, 400, "invalid_type", name,
                          "Invalid type for '%s': expected a boolean, but got %s.", name,
@@ -112,8 +112,7 @@ bool v_string(const json_t *obj, const char *key, const char *name, size_t max_l
               const char **out, struct api_fail *f)
 {
     const json_t *v = json_object_get(obj, key);
-    if (!v)
-        return true;
+    if (!v) return true;
     if (!json_is_string(v))
         return api_failf(f, 400, "invalid_type", name,
                          "Invalid type for '%s': expected a string, but got %s.", name,

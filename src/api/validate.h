@@ -10,16 +10,16 @@
 #include <stdint.h>
 
 struct api_fail {
-    int status;         // HTTP status (400 unless said otherwise)
-    const char *type;   // API_TYPE_* (static)
-    const char *code;   // static or NULL
-    char param[128];    // field path, e.g. "default_params.temperature"
+    int status;       // HTTP status (400 unless said otherwise)
+    const char *type; // API_TYPE_* (static)
+    const char *code; // static or NULL
+    char param[128];  // field path, e.g. "default_params.temperature"
     char message[768];
 };
 
 /* Records a failure; returns false so validators can `return api_failf(...)`. */
-bool api_failf(struct api_fail *f, int status, const char *code, const char *param,
-               const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+bool api_failf(struct api_fail *f, int status, const char *code, const char *param, const char *fmt,
+               ...) __attribute__((format(printf, 5, 6)));
 
 /* Turns a failure into an error response. */
 void api_fail_respond(const struct api_fail *f, struct api_response *resp);
@@ -30,8 +30,7 @@ bool v_int(const json_t *obj, const char *key, const char *name, int64_t min, in
            int64_t *out, struct api_fail *f);
 bool v_number(const json_t *obj, const char *key, const char *name, double min, double max,
               double *out, struct api_fail *f);
-bool v_bool(const json_t *obj, const char *key, const char *name, bool *out,
-            struct api_fail *f);
+bool v_bool(const json_t *obj, const char *key, const char *name, bool *out, struct api_fail *f);
 /* *out is borrowed from obj. max_len bounds the byte length. */
 bool v_string(const json_t *obj, const char *key, const char *name, size_t max_len,
               const char **out, struct api_fail *f);

@@ -9,14 +9,10 @@
 
 void client_init(struct client *c, const char *host, const char *port, const char *api_key)
 {
-    if (!host)
-        host = getenv("LLAMAPI_HOST");
-    if (!port)
-        port = getenv("LLAMAPI_PORT");
-    if (!api_key)
-        api_key = getenv("LLAMAPI_API_KEY");
-    if (!host || !*host)
-        host = "127.0.0.1";
+    if (!host) host = getenv("LLAMAPI_HOST");
+    if (!port) port = getenv("LLAMAPI_PORT");
+    if (!api_key) api_key = getenv("LLAMAPI_API_KEY");
+    if (!host || !*host) host = "127.0.0.1";
     const char *scheme = strstr(host, "://") ? "" : "http://";
     bool has_port = strchr(strstr(host, "://") ? strstr(host, "://") + 3 : host, ':') != NULL;
     if (has_port || (port == NULL && strstr(host, "://")))
@@ -25,8 +21,7 @@ void client_init(struct client *c, const char *host, const char *port, const cha
         snprintf(c->base_url, sizeof c->base_url, "%s%s:%s", scheme, host,
                  port && *port ? port : "9265");
     size_t n = strlen(c->base_url);
-    if (n && c->base_url[n - 1] == '/')
-        c->base_url[n - 1] = '\0';
+    if (n && c->base_url[n - 1] == '/') c->base_url[n - 1] = '\0';
     snprintf(c->api_key, sizeof c->api_key, "%s", api_key ? api_key : "");
 }
 
@@ -40,8 +35,7 @@ int client_request(const struct client *c, const char *method, const char *path,
                    const char *json_body, int *status, struct buf *out, struct errmsg *err)
 {
     CURL *curl = curl_easy_init();
-    if (!curl)
-        return ERR_NOMEM;
+    if (!curl) return ERR_NOMEM;
     char url[1024], auth[600];
     snprintf(url, sizeof url, "%s%s", c->base_url, path);
     struct curl_slist *headers = curl_slist_append(NULL, "Content-Type: application/json");
@@ -55,8 +49,7 @@ int client_request(const struct client *c, const char *method, const char *path,
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, out);
     curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, 5L);
-    if (json_body)
-        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, json_body);
+    if (json_body) curl_easy_setopt(curl, CURLOPT_POSTFIELDS, json_body);
     CURLcode cc = curl_easy_perform(curl);
     long code = 0;
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);

@@ -31,8 +31,8 @@ static int call(const struct cli_opts *o, const char *method, const char *path, 
     if (o->is_json || !j) {
         printf("%s\n", resp.data ? resp.data : "");
     } else if (exit_status != 0) {
-        const char *msg = json_string_value(json_object_get(json_object_get(j, "error"),
-                                                            "message"));
+        const char *msg =
+            json_string_value(json_object_get(json_object_get(j, "error"), "message"));
         fprintf(stderr, "llamapi: server answered %d: %s\n", status, msg ? msg : resp.data);
     }
     buf_deinit(&resp);
@@ -49,16 +49,17 @@ int cli_cmd_platforms(const struct cli_opts *o, int argc, char **argv)
     (void)argv;
     json_t *j = NULL;
     int rc = call(o, "GET", "/v1/platforms", NULL, &j);
-    if (!j)
-        return rc;
+    if (!j) return rc;
     printf("%-10s %-28s %-9s %s\n", "ID", "NAME", "AVAILABLE", "CHIPS");
     size_t i;
     json_t *p;
-    json_array_foreach(json_object_get(j, "platforms"), i, p) {
+    json_array_foreach(json_object_get(j, "platforms"), i, p)
+    {
         char chips[512] = "";
         size_t k;
         json_t *c;
-        json_array_foreach(json_object_get(p, "detected_chips"), k, c) {
+        json_array_foreach(json_object_get(p, "detected_chips"), k, c)
+        {
             size_t len = strlen(chips);
             snprintf(chips + len, sizeof chips - len, "%s%s ×%lld", len ? ", " : "",
                      json_string_value(json_object_get(c, "chip_type")),
@@ -78,13 +79,13 @@ int cli_cmd_ps(const struct cli_opts *o, int argc, char **argv)
     (void)argv;
     json_t *j = NULL;
     int rc = call(o, "GET", "/v1/models", NULL, &j);
-    if (!j)
-        return rc;
+    if (!j) return rc;
     printf("%-24s %-10s %-9s %-10s %-8s %s\n", "ID", "KIND", "PLATFORM", "INSTANCES", "STATUS",
            "PATH");
     size_t i;
     json_t *m;
-    json_array_foreach(json_object_get(j, "data"), i, m) {
+    json_array_foreach(json_object_get(j, "data"), i, m)
+    {
         const char *status = json_string_value(json_object_get(m, "status"));
         printf("%-24s %-10s %-9s %-10lld %-8s %s\n", json_string_value(json_object_get(m, "id")),
                json_string_value(json_object_get(m, "model_kind")),
@@ -125,8 +126,7 @@ static void default_id_from_path(const char *path, char *out, size_t cap)
     base = base && base[1] ? base + 1 : path;
     snprintf(out, cap, "%s", base);
     size_t n = strlen(out);
-    if (n > 5 && strcmp(out + n - 5, ".gguf") == 0)
-        out[n - 5] = '\0';
+    if (n > 5 && strcmp(out + n - 5, ".gguf") == 0) out[n - 5] = '\0';
 }
 
 int cli_cmd_load(const struct cli_opts *o, int argc, char **argv)
@@ -162,13 +162,11 @@ int cli_cmd_load(const struct cli_opts *o, int argc, char **argv)
     default_id_from_path(model, default_id, sizeof default_id);
     json_t *body = json_pack("{s:s, s:s, s:I}", "model_id", id ? id : default_id, "model_path",
                              path, "instance_count", (json_int_t)instances);
-    if (queue >= 0)
-        json_object_set_new(body, "request_queue_size", json_integer(queue));
+    if (queue >= 0) json_object_set_new(body, "request_queue_size", json_integer(queue));
     json_t *j = NULL;
     int rc = call(o, "POST", "/v1/models/load", body, &j);
     json_decref(body);
-    if (j)
-        printf("%s\n", json_string_value(json_object_get(j, "message")));
+    if (j) printf("%s\n", json_string_value(json_object_get(j, "message")));
     json_decref(j);
     return rc;
 }
@@ -183,8 +181,7 @@ int cli_cmd_unload(const struct cli_opts *o, int argc, char **argv)
     json_t *j = NULL;
     int rc = call(o, "POST", "/v1/models/unload", body, &j);
     json_decref(body);
-    if (j)
-        printf("%s\n", json_string_value(json_object_get(j, "message")));
+    if (j) printf("%s\n", json_string_value(json_object_get(j, "message")));
     json_decref(j);
     return rc;
 }
@@ -200,8 +197,7 @@ int cli_cmd_resize(const struct cli_opts *o, int argc, char **argv)
     json_t *j = NULL;
     int rc = call(o, "POST", "/v1/models/resize", body, &j);
     json_decref(body);
-    if (j)
-        printf("%s\n", json_string_value(json_object_get(j, "message")));
+    if (j) printf("%s\n", json_string_value(json_object_get(j, "message")));
     json_decref(j);
     return rc;
 }

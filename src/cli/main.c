@@ -40,8 +40,7 @@ static int run_serve(char *argv0, int argc, char **argv)
     }
     self[n] = '\0';
     char *slash = strrchr(self, '/');
-    if (slash)
-        *slash = '\0';
+    if (slash) *slash = '\0';
     snprintf(server, sizeof server, "%s/llamapi-server", self);
     char *args[256];
     int k = 0;
@@ -102,8 +101,7 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[i];
-    if (strcmp(cmd, "serve") == 0)
-        return run_serve(argv[0], argc - i - 1, argv + i + 1);
+    if (strcmp(cmd, "serve") == 0) return run_serve(argv[0], argc - i - 1, argv + i + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("llamapi %s\n", LLAMAPI_VERSION);
         return 0;
@@ -112,8 +110,7 @@ int main(int argc, char **argv)
         if (strcmp(cmd, local_commands[k].name) == 0)
             return local_commands[k].run(argc - i, argv + i);
     for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++) {
-        if (strcmp(cmd, commands[k].name) != 0)
-            continue;
+        if (strcmp(cmd, commands[k].name) != 0) continue;
         client_init(&o.client, host, port, key);
         curl_global_init(CURL_GLOBAL_DEFAULT);
         int rc = commands[k].run(&o, argc - i - 1, argv + i + 1);

@@ -7,13 +7,11 @@
 uint64_t budget_mem_available(void)
 {
     FILE *f = fopen("/proc/meminfo", "r");
-    if (!f)
-        return 0;
+    if (!f) return 0;
     char line[256];
     unsigned long long kib = 0;
     while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
-            break;
+        if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
     fclose(f);
     return (uint64_t)kib * 1024;
 }
@@ -32,10 +30,8 @@ bool budget_reserve(struct budget *b, uint64_t bytes)
 {
     uint_least64_t used = atomic_load(&b->used_bytes);
     for (;;) {
-        if (bytes > b->limit_bytes || used > b->limit_bytes - bytes)
-            return false;
-        if (atomic_compare_exchange_weak(&b->used_bytes, &used, used + bytes))
-            return true;
+        if (bytes > b->limit_bytes || used > b->limit_bytes - bytes) return false;
+        if (atomic_compare_exchange_weak(&b->used_bytes, &used, used + bytes)) return true;
     }
 }
 

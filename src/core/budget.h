@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 struct budget {
-    uint64_t limit_bytes;      // immutable after init
+    uint64_t limit_bytes; // immutable after init
     atomic_uint_least64_t used_bytes;
 };
 

@@ -19,8 +19,7 @@ struct manager {
 int manager_new(const struct manager_config *c, struct manager **out)
 {
     struct manager *m = mem_calloc(1, sizeof *m);
-    if (!m)
-        return ERR_NOMEM;
+    if (!m) return ERR_NOMEM;
     m->config = *c;
     if (registry_new(&m->registry) != ERR_OK) {
         mem_free(m);
@@ -33,8 +32,7 @@ int manager_new(const struct manager_config *c, struct manager **out)
 
 void manager_free(struct manager *m)
 {
-    if (!m)
-        return;
+    if (!m) return;
     struct model_info infos[REGISTRY_CAP];
     int n = registry_list(m->registry, infos, REGISTRY_CAP);
     for (int i = 0; i < n && i < REGISTRY_CAP; i++)
@@ -53,8 +51,7 @@ static bool has_dotdot(const char *p)
     for (const char *s = p; (s = strstr(s, "..")) != NULL; s += 2) {
         bool starts = s == p || s[-1] == '/';
         bool ends = s[2] == '\0' || s[2] == '/';
-        if (starts && ends)
-            return true;
+        if (starts && ends) return true;
     }
     return false;
 }
@@ -62,14 +59,12 @@ static bool has_dotdot(const char *p)
 int manager_resolve_path(const struct manager *m, const char *given, char *out, size_t cap,
                          struct errmsg *err)
 {
-    if (!given[0])
-        return errmsg_set(err, ERR_INVALID, "model_path is empty");
+    if (!given[0]) return errmsg_set(err, ERR_INVALID, "model_path is empty");
     if (has_dotdot(given))
         return errmsg_set(err, ERR_INVALID, "model_path must not contain '..' components");
     int n = given[0] == '/' ? snprintf(out, cap, "%s", given)
                             : snprintf(out, cap, "%s/%s", m->config.models_dir, given);
-    if (n < 0 || (size_t)n >= cap)
-        return errmsg_set(err, ERR_INVALID, "model_path is too long");
+    if (n < 0 || (size_t)n >= cap) return errmsg_set(err, ERR_INVALID, "model_path is too long");
     struct stat st;
     if (stat(out, &st) != 0)
         return errmsg_set(err, ERR_NOT_FOUND, "model_path '%s' does not exist%s", out,
@@ -92,8 +87,7 @@ int manager_load(struct manager *m, const struct manager_load *a, int *n_actual,
     *why = LOAD_FAIL_NONE;
     char path[MODEL_PATH_CAP];
     int rc = manager_resolve_path(m, a->path, path, sizeof path, err);
-    if (rc != ERR_OK)
-        return fail(why, LOAD_FAIL_PATH, rc);
+    if (rc != ERR_OK) return fail(why, LOAD_FAIL_PATH, rc);
     const struct platform *p = platform_detect(path);
     if (!p)
         return fail(why, LOAD_FAIL_NO_PLATFORM,
@@ -107,8 +101,7 @@ int manager_load(struct manager *m, const struct manager_load *a, int *n_actual,
                                "'%s' is a %s model, and this host cannot run %s", path, p->id,
                                p->display_name));
     int n_ctx = a->n_ctx;
-    if (m->config.n_ctx_max > 0 && n_ctx > m->config.n_ctx_max)
-        n_ctx = m->config.n_ctx_max;
+    if (m->config.n_ctx_max > 0 && n_ctx > m->config.n_ctx_max) n_ctx = m->config.n_ctx_max;
     struct model_params mp = {
         .id = a->id,
         .path = path,
@@ -149,8 +142,7 @@ int manager_resize(struct manager *m, const char *id, int n_instances, int *n_ac
                    struct errmsg *err)
 {
     struct model *model = registry_acquire(m->registry, id);
-    if (!model)
-        return errmsg_set(err, ERR_NOT_FOUND, "model '%s' does not exist", id);
+    if (!model) return errmsg_set(err, ERR_NOT_FOUND, "model '%s' does not exist", id);
     int rc = model_resize(model, n_instances, n_actual, err);
     model_release(model);
     return rc;
@@ -159,8 +151,7 @@ int manager_resize(struct manager *m, const char *id, int n_instances, int *n_ac
 int manager_unload(struct manager *m, const char *id)
 {
     struct model *model = registry_take(m->registry, id);
-    if (!model)
-        return ERR_NOT_FOUND;
+    if (!model) return ERR_NOT_FOUND;
     model_shutdown(model);
     model_release(model);
     log_info("model '%s' unloaded", id);

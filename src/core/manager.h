@@ -23,22 +23,22 @@ struct manager_config {
 /* Why a load failed, so the API can pick the status and code. */
 enum load_failure {
     LOAD_FAIL_NONE = 0,
-    LOAD_FAIL_EXISTS,         // 409 model_already_exists
-    LOAD_FAIL_PATH,           // 400: missing, unreadable or outside the allowed places
-    LOAD_FAIL_NO_PLATFORM,    // 400 platform_detection_failed
-    LOAD_FAIL_UNAVAILABLE,    // 400 unsupported_platform
-    LOAD_FAIL_ENGINE,         // 500: the platform could not load it
-    LOAD_FAIL_LIMIT,          // 400/507: too many models
+    LOAD_FAIL_EXISTS,      // 409 model_already_exists
+    LOAD_FAIL_PATH,        // 400: missing, unreadable or outside the allowed places
+    LOAD_FAIL_NO_PLATFORM, // 400 platform_detection_failed
+    LOAD_FAIL_UNAVAILABLE, // 400 unsupported_platform
+    LOAD_FAIL_ENGINE,      // 500: the platform could not load it
+    LOAD_FAIL_LIMIT,       // 400/507: too many models
 };
 
 struct manager_load {
     const char *id;
-    const char *path;                // as the user gave it
-    int n_instances;                 // >= 1
-    int queue_size;                  // -1: the default
-    int n_ctx;                       // 0: model default within the cap
+    const char *path; // as the user gave it
+    int n_instances;  // >= 1
+    int queue_size;   // -1: the default
+    int n_ctx;        // 0: model default within the cap
     bool force_embedding;
-    const json_t *default_params;    // validated, or NULL
+    const json_t *default_params; // validated, or NULL
 };
 
 struct manager;

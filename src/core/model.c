@@ -17,24 +17,23 @@ struct model {
     char id[MODEL_ID_CAP];
     char path[MODEL_PATH_CAP];
     const struct platform *platform;
-    struct platform_model *impl;   // set by model_load
+    struct platform_model *impl; // set by model_load
     struct platform_model_desc desc;
-    struct pool pool;              // own lock
-    struct budget *budget;         // borrowed
-    json_t *default_params;        // owned copy or NULL
+    struct pool pool;       // own lock
+    struct budget *budget;  // borrowed
+    json_t *default_params; // owned copy or NULL
     int n_ctx, n_threads;
     bool force_embedding;
-    const char *chat_template;     // borrowed (outlives the model) or NULL
+    const char *chat_template; // borrowed (outlives the model) or NULL
     int64_t created_unix_s;
-    atomic_int status;             // enum model_status
-    struct mutex admin_mu;         // serializes load/resize/shutdown
+    atomic_int status;     // enum model_status
+    struct mutex admin_mu; // serializes load/resize/shutdown
 };
 
 int model_new(const struct model_params *p, struct model **out)
 {
     struct model *m = mem_calloc(1, sizeof *m);
-    if (!m)
-        return ERR_NOMEM;
+    if (!m) return ERR_NOMEM;
     snprintf(m->id, sizeof m->id, "%s", p->id);
     snprintf(m->path, sizeof m->path, "%s", p->path);
     m->platform = p->platform;
@@ -48,13 +47,10 @@ int model_new(const struct model_params *p, struct model **out)
     atomic_init(&m->status, MODEL_STATUS_LOADING);
     if (p->default_params) {
         m->default_params = json_deep_copy(p->default_params);
-        if (!m->default_params)
-            goto out_free;
+        if (!m->default_params) goto out_free;
     }
-    if (pool_init(&m->pool, p->queue_cap) != ERR_OK)
-        goto out_free;
-    if (mutex_init(&m->admin_mu) != ERR_OK)
-        goto out_pool;
+    if (pool_init(&m->pool, p->queue_cap) != ERR_OK) goto out_free;
+    if (mutex_init(&m->admin_mu) != ERR_OK) goto out_pool;
     *out = m;
     return ERR_OK;
 out_pool:
@@ -88,16 +84,14 @@ static void grow_locked(struct model *m, int target, struct errmsg *err)
 {
     while (pool_instance_count(&m->pool) < target) {
         if (!budget_reserve(m->budget, m->desc.instance_bytes)) {
-            errmsg_set(err, ERR_NOMEM,
-                       "memory budget exhausted: an instance needs %llu MiB",
+            errmsg_set(err, ERR_NOMEM, "memory budget exhausted: an instance needs %llu MiB",
                        (unsigned long long)(m->desc.instance_bytes >> 20));
             return;
         }
         int slot = pool_reserve_slot(&m->pool);
         if (slot < 0 || m->platform->add_instance(m->impl, slot, err) != ERR_OK) {
             if (slot < 0)
-                errmsg_set(err, ERR_LIMIT, "at most %d instances per model",
-                           POOL_MAX_INSTANCES);
+                errmsg_set(err, ERR_LIMIT, "at most %d instances per model", POOL_MAX_INSTANCES);
             budget_release(m->budget, m->desc.instance_bytes);
             return;
         }
@@ -164,12 +158,10 @@ int model_resize(struct model *m, int n, int *n_actual, struct errmsg *err)
 
 enum pool_admit model_submit(struct model *m, struct request *r)
 {
-    if (atomic_load(&m->status) != MODEL_STATUS_READY)
-        return POOL_ADMIT_CLOSED;
+    if (atomic_load(&m->status) != MODEL_STATUS_READY) return POOL_ADMIT_CLOSED;
     int instance = -1;
     enum pool_admit a = pool_admit(&m->pool, r, &instance);
-    if (a == POOL_ADMIT_RUN)
-        m->platform->submit(m->impl, instance, r);
+    if (a == POOL_ADMIT_RUN) m->platform->submit(m->impl, instance, r);
     return a;
 }
 
@@ -207,8 +199,7 @@ void model_retain(struct model *m)
 
 void model_release(struct model *m)
 {
-    if (!m || atomic_fetch_sub(&m->refs, 1) != 1)
-        return;
+    if (!m || atomic_fetch_sub(&m->refs, 1) != 1) return;
     if (m->impl) {
         int n = pool_instance_count(&m->pool);
         m->platform->unload(m->impl);
@@ -231,8 +222,7 @@ void model_get_info(struct model *m, struct model_info *out)
     out->instance_count = pool_instance_count(&m->pool);
     out->queue_depth = pool_queue_depth(&m->pool);
     out->busy_count = pool_busy_count(&m->pool);
-    if (out->status != MODEL_STATUS_LOADING)
-        out->desc = m->desc;
+    if (out->status != MODEL_STATUS_LOADING) out->desc = m->desc;
 }
 
 const char *model_id(const struct model *m)

@@ -15,16 +15,16 @@ struct model;
 
 struct model_params {
     const char *id;
-    const char *path;               // what the platform claimed
+    const char *path; // what the platform claimed
     const struct platform *platform;
-    int queue_cap;                  // request_queue_size
-    int n_ctx;                      // 0: the model's, capped at 4096
+    int queue_cap; // request_queue_size
+    int n_ctx;     // 0: the model's, capped at 4096
     int n_threads;
     bool force_embedding;
-    const char *chat_template;      // overrides the model's (name or source; borrowed, outlives
-                                    // the model) or NULL
-    const json_t *default_params;   // validated object or NULL (copied)
-    struct budget *budget;          // borrowed; outlives the model
+    const char *chat_template;    // overrides the model's (name or source; borrowed, outlives
+                                  // the model) or NULL
+    const json_t *default_params; // validated object or NULL (copied)
+    struct budget *budget;        // borrowed; outlives the model
 };
 
 /* Creates a model in state LOADING with no platform model yet. ERR_NOMEM. refs = 1. */

@@ -7,11 +7,9 @@
 int pool_init(struct pool *p, int queue_cap)
 {
     *p = (struct pool){0};
-    if (queue_cap < 0)
-        return ERR_INVALID;
+    if (queue_cap < 0) return ERR_INVALID;
     p->queue = mem_calloc((size_t)queue_cap + 1, sizeof *p->queue);
-    if (!p->queue)
-        return ERR_NOMEM;
+    if (!p->queue) return ERR_NOMEM;
     if (mutex_init(&p->mu) != ERR_OK) {
         mem_free(p->queue);
         return ERR_NOMEM;
@@ -27,8 +25,7 @@ int pool_init(struct pool *p, int queue_cap)
 
 void pool_deinit(struct pool *p)
 {
-    if (!p->queue)
-        return;
+    if (!p->queue) return;
     while (p->queue_len > 0) {
         request_release(p->queue[p->queue_head]);
         p->queue_head = (p->queue_head + 1) % (p->queue_cap + 1);
@@ -42,8 +39,7 @@ void pool_deinit(struct pool *p)
 
 static struct request *queue_pop_locked(struct pool *p)
 {
-    if (p->queue_len == 0)
-        return NULL;
+    if (p->queue_len == 0) return NULL;
     struct request *r = p->queue[p->queue_head];
     p->queue_head = (p->queue_head + 1) % (p->queue_cap + 1);
     p->queue_len--;
@@ -57,8 +53,7 @@ int pool_reserve_slot(struct pool *p)
     mutex_lock(&p->mu);
     int slot = -1;
     for (int i = 0; i < POOL_MAX_INSTANCES && slot < 0; i++)
-        if (p->slots[i] == POOL_SLOT_EMPTY)
-            slot = i;
+        if (p->slots[i] == POOL_SLOT_EMPTY) slot = i;
     mutex_unlock(&p->mu);
     return slot;
 }
@@ -69,8 +64,7 @@ struct request *pool_commit_slot(struct pool *p, int slot)
     struct request *next = p->is_closed ? NULL : queue_pop_locked(p);
     p->slots[slot] = next ? POOL_SLOT_BUSY : POOL_SLOT_IDLE;
     p->running[slot] = next;
-    if (next)
-        next->instance = slot;
+    if (next) next->instance = slot;
     mutex_unlock(&p->mu);
     return next;
 }
@@ -156,16 +150,14 @@ bool pool_remove_queued(struct pool *p, struct request *r)
     mutex_lock(&p->mu);
     int cap = p->queue_cap + 1;
     for (int k = 0; k < p->queue_len && !found; k++) {
-        if (p->queue[(p->queue_head + k) % cap] != r)
-            continue;
+        if (p->queue[(p->queue_head + k) % cap] != r) continue;
         for (int j = k; j < p->queue_len - 1; j++)
             p->queue[(p->queue_head + j) % cap] = p->queue[(p->queue_head + j + 1) % cap];
         p->queue_len--;
         found = true;
     }
     mutex_unlock(&p->mu);
-    if (found)
-        request_release(r);
+    if (found) request_release(r);
     return found;
 }
 
@@ -185,16 +177,14 @@ void pool_cancel_running(struct pool *p)
 {
     mutex_lock(&p->mu);
     for (int i = 0; i < POOL_MAX_INSTANCES; i++)
-        if (p->running[i])
-            request_cancel(p->running[i]);
+        if (p->running[i]) request_cancel(p->running[i]);
     mutex_unlock(&p->mu);
 }
 
 static bool any_busy_locked(const struct pool *p)
 {
     for (int i = 0; i < POOL_MAX_INSTANCES; i++)
-        if (p->slots[i] == POOL_SLOT_BUSY || p->slots[i] == POOL_SLOT_RETIRING)
-            return true;
+        if (p->slots[i] == POOL_SLOT_BUSY || p->slots[i] == POOL_SLOT_RETIRING) return true;
     return false;
 }
 

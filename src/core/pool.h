@@ -34,11 +34,11 @@ enum pool_release_result {
 /* Guarded by mu. */
 struct pool {
     struct mutex mu;
-    struct cond cv_idle;   // signalled when a slot stops being busy
+    struct cond cv_idle; // signalled when a slot stops being busy
     enum pool_slot slots[POOL_MAX_INSTANCES];
     struct request *running[POOL_MAX_INSTANCES]; // borrowed: the platform holds a reference
-                                                  // until it releases the slot
-    struct request **queue; // ring buffer of queue_cap retained requests
+                                                 // until it releases the slot
+    struct request **queue;                      // ring buffer of queue_cap retained requests
     int queue_cap;
     int queue_head;
     int queue_len;

@@ -19,8 +19,7 @@ struct registry {
 int registry_new(struct registry **out)
 {
     struct registry *r = mem_calloc(1, sizeof *r);
-    if (!r)
-        return ERR_NOMEM;
+    if (!r) return ERR_NOMEM;
     if (mutex_init(&r->mu) != ERR_OK) {
         mem_free(r);
         return ERR_NOMEM;
@@ -31,8 +30,7 @@ int registry_new(struct registry **out)
 
 void registry_free(struct registry *r)
 {
-    if (!r)
-        return;
+    if (!r) return;
     for (int i = 0; i < r->n_models; i++)
         model_release(r->models[i]);
     mutex_deinit(&r->mu);
@@ -42,8 +40,7 @@ void registry_free(struct registry *r)
 static int find_locked(const struct registry *r, const char *id)
 {
     for (int i = 0; i < r->n_models; i++)
-        if (strcmp(model_id(r->models[i]), id) == 0)
-            return i;
+        if (strcmp(model_id(r->models[i]), id) == 0) return i;
     return -1;
 }
 
@@ -104,8 +101,7 @@ int registry_list(struct registry *r, struct model_info *out, int max)
 int registry_get(struct registry *r, const char *id, struct model_info *out)
 {
     struct model *m = registry_acquire(r, id);
-    if (!m)
-        return ERR_NOT_FOUND;
+    if (!m) return ERR_NOT_FOUND;
     model_get_info(m, out);
     model_release(m);
     return ERR_OK;

@@ -26,9 +26,9 @@ struct model_info {
     const char *platform_id; // static string of the platform
     enum model_status status;
     int64_t created_unix_s;
-    int instance_count;      // instances in the pool (not retiring)
-    int queue_depth;         // requests waiting
-    int busy_count;          // instances running a request
+    int instance_count;              // instances in the pool (not retiring)
+    int queue_depth;                 // requests waiting
+    int busy_count;                  // instances running a request
     struct platform_model_desc desc; // zero while loading
 };
 

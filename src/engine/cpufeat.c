@@ -17,13 +17,10 @@ static bool os_saves_avx_state(void)
 bool cpufeat_has_avx2_fma_f16c(void)
 {
     unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d))
-        return false;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
     bool fma = c & (1u << 12), osxsave = c & (1u << 27), f16c = c & (1u << 29);
-    if (!fma || !osxsave || !f16c || !os_saves_avx_state())
-        return false;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
-        return false;
+    if (!fma || !osxsave || !f16c || !os_saves_avx_state()) return false;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
     return b & (1u << 5); // AVX2
 }
 #else

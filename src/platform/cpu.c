@@ -23,8 +23,7 @@ static int cpu_detect_chips(struct platform_chip *out, int max)
 static bool has_gguf_magic(const char *path)
 {
     FILE *f = fopen(path, "rb");
-    if (!f)
-        return false;
+    if (!f) return false;
     char magic[4];
     bool ok = fread(magic, 1, 4, f) == 4 && memcmp(magic, "GGUF", 4) == 0;
     fclose(f);
@@ -41,15 +40,12 @@ static bool ends_with_gguf(const char *name)
 static bool single_gguf_in_dir(const char *dir, char *out, size_t cap)
 {
     DIR *d = opendir(dir);
-    if (!d)
-        return false;
+    if (!d) return false;
     int found = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.' || !ends_with_gguf(e->d_name))
-            continue;
-        if (++found == 1)
-            snprintf(out, cap, "%s/%s", dir, e->d_name);
+        if (e->d_name[0] == '.' || !ends_with_gguf(e->d_name)) continue;
+        if (++found == 1) snprintf(out, cap, "%s/%s", dir, e->d_name);
     }
     closedir(d);
     return found == 1;
@@ -63,15 +59,12 @@ bool cpu_resolve_gguf(const char *path, char *gguf_path, size_t cap)
         cap = sizeof tmp;
     }
     struct stat st;
-    if (stat(path, &st) != 0)
-        return false;
+    if (stat(path, &st) != 0) return false;
     if (S_ISDIR(st.st_mode)) {
-        if (!single_gguf_in_dir(path, gguf_path, cap))
-            return false;
+        if (!single_gguf_in_dir(path, gguf_path, cap)) return false;
         return has_gguf_magic(gguf_path);
     }
-    if (!S_ISREG(st.st_mode) || !has_gguf_magic(path))
-        return false;
+    if (!S_ISREG(st.st_mode) || !has_gguf_magic(path)) return false;
     snprintf(gguf_path, cap, "%s", path);
     return true;
 }

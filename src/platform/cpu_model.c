@@ -38,16 +38,16 @@ enum phase {
 struct instance {
     bool exists;
     struct engine_seq *seq;
-    int32_t *cached;         // (n_ctx) tokens whose keys/values are in seq, in order
-    struct request *req;     // running request (one reference) or NULL
+    int32_t *cached;     // (n_ctx) tokens whose keys/values are in seq, in order
+    struct request *req; // running request (one reference) or NULL
     struct sampler *sampler;
     enum phase phase;
-    int n_fed;               // prompt tokens in the cache
-    int n_feeding;           // tokens in the current step
-    int n_cached_prompt;     // prompt tokens reused from the previous request
+    int n_fed;           // prompt tokens in the cache
+    int n_feeding;       // tokens in the current step
+    int n_cached_prompt; // prompt tokens reused from the previous request
     int n_generated;
     int32_t next_token;
-    struct gbnf *grammar;    // compiled constraint of the running request, or NULL
+    struct gbnf *grammar; // compiled constraint of the running request, or NULL
     struct grammar_state *gstate;
     double t_start_ms, t_prompt_done_ms;
     enum finish_reason done; // set during a step; the instance is finished after it
@@ -59,21 +59,21 @@ struct platform_model {
     struct tokenizer *tok;
     struct jinja_template *tmpl;
     char *tmpl_src, *bos_text, *eos_text;
-    char file[4096];         // the GGUF, watched for in-place truncation
-    struct stat file_stat;   // its identity and size when loaded
-    bool is_file_broken;     // the mapped file shrank: no more decoding
+    char file[4096];       // the GGUF, watched for in-place truncation
+    struct stat file_stat; // its identity and size when loaded
+    bool is_file_broken;   // the mapped file shrank: no more decoding
     struct threadpool *tp;
     int n_ctx;
     int n_vocab;
     platform_done_fn on_done;
     void *owner;
-    float *logits;           // (n_vocab) scheduler scratch: the sampler edits in place
+    float *logits;                // (n_vocab) scheduler scratch: the sampler edits in place
     struct grammar_vocab *gvocab; // token bytes as a trie, for grammar masks
-    uint32_t *mask;          // (mask words) scheduler scratch for grammar masks
+    uint32_t *mask;               // (mask words) scheduler scratch for grammar masks
     struct engine_batch_item items[CPU_MAX_INSTANCES];
     int item_instance[CPU_MAX_INSTANCES];
 
-    struct mutex mu;         // guards pending, is_stopping, instance existence
+    struct mutex mu; // guards pending, is_stopping, instance existence
     struct cond cv;
     struct request *pending[CPU_MAX_INSTANCES];
     bool is_stopping;
@@ -95,8 +95,7 @@ static void finish_instance(struct platform_model *m, int i)
         .predicted_ms = now - t_prompt,
     };
     request_set_timings(r, &t);
-    if (in->done != FINISH_ERROR)
-        request_finish(r, in->done, 0, NULL);
+    if (in->done != FINISH_ERROR) request_finish(r, in->done, 0, NULL);
     sampler_free(in->sampler);
     in->sampler = NULL;
     grammar_state_free(in->gstate);
@@ -180,8 +179,7 @@ static void start_request(struct platform_model *m, int i, struct request *r)
     }
     // Reuse the cached prefix; at least one prompt token is fed so there are fresh logits.
     int keep = common_prefix(in->cached, engine_seq_pos(in->seq), r->prompt, r->n_prompt);
-    if (keep >= r->n_prompt)
-        keep = r->n_prompt - 1;
+    if (keep >= r->n_prompt) keep = r->n_prompt - 1;
     engine_seq_truncate(in->seq, keep);
     in->n_fed = keep;
     in->n_cached_prompt = keep;
@@ -201,18 +199,15 @@ static int sample_constrained(struct platform_model *m, struct instance *in, int
     size_t bytes = (size_t)m->n_vocab * sizeof *m->logits;
     memcpy(m->logits, fresh, bytes);
     int rc = sampler_sample(in->sampler, m->logits, token);
-    if (!in->gstate || rc != ERR_OK)
-        return rc;
+    if (!in->gstate || rc != ERR_OK) return rc;
     bool ok = false;
     bool is_eog = tok_is_eog(m->tok, *token);
     if (is_eog)
         ok = grammar_state_can_end(in->gstate);
     else if (grammar_state_allows_token(in->gstate, m->gvocab, *token, &ok) != ERR_OK)
         return ERR_LIMIT;
-    if (ok)
-        return ERR_OK;
-    if (grammar_mask(in->gstate, m->gvocab, m->mask) != ERR_OK)
-        return ERR_LIMIT;
+    if (ok) return ERR_OK;
+    if (grammar_mask(in->gstate, m->gvocab, m->mask) != ERR_OK) return ERR_LIMIT;
     memcpy(m->logits, fresh, bytes);
     grammar_mask_apply(m->mask, (size_t)m->n_vocab, m->logits);
     return sampler_sample(in->sampler, m->logits, token);
@@ -272,18 +267,15 @@ static int build_batch(struct platform_model *m)
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 0; i < CPU_MAX_INSTANCES && room > 0; i++) {
             struct instance *in = &m->inst[i];
-            if (!in->req || in->done != FINISH_NONE)
-                continue;
+            if (!in->req || in->done != FINISH_NONE) continue;
             if (pass == 0 && atomic_load(&in->req->is_cancelled)) {
                 in->done = FINISH_CANCELLED;
                 continue;
             }
             bool is_gen = in->phase == PHASE_GENERATE;
-            if ((pass == 0) != is_gen)
-                continue;
+            if ((pass == 0) != is_gen) continue;
             int n = is_gen ? 1 : in->req->n_prompt - in->n_fed;
-            if (n > room)
-                n = room;
+            if (n > room) n = room;
             in->n_feeding = n;
             m->items[n_items] = (struct engine_batch_item){
                 .seq = in->seq,
@@ -303,8 +295,7 @@ static int build_batch(struct platform_model *m)
 static bool file_still_whole(struct platform_model *m)
 {
     struct stat st;
-    if (m->is_file_broken)
-        return false;
+    if (m->is_file_broken) return false;
     if (stat(m->file, &st) != 0 || st.st_ino != m->file_stat.st_ino ||
         st.st_dev != m->file_stat.st_dev || st.st_size >= m->file_stat.st_size)
         return true;
@@ -316,8 +307,7 @@ static bool file_still_whole(struct platform_model *m)
 static void run_step(struct platform_model *m)
 {
     int n_items = build_batch(m);
-    if (n_items == 0)
-        return;
+    if (n_items == 0) return;
     struct errmsg err;
     errmsg_clear(&err);
     if (!file_still_whole(m)) {
@@ -338,8 +328,7 @@ static void run_step(struct platform_model *m)
         memcpy(in->cached + pos, m->items[k].tokens, (size_t)in->n_feeding * sizeof(int32_t));
         if (in->phase == PHASE_PROMPT) {
             in->n_fed += in->n_feeding;
-            if (in->n_fed < in->req->n_prompt)
-                continue;
+            if (in->n_fed < in->req->n_prompt) continue;
             in->t_prompt_done_ms = clock_now_ms();
         }
         advance(m, m->item_instance[k]);
@@ -358,15 +347,13 @@ static bool take_pending(struct platform_model *m, bool wait)
             m->pending[i] = NULL;
             any |= start[i] != NULL;
         }
-        if (any || !wait || m->is_stopping)
-            break;
+        if (any || !wait || m->is_stopping) break;
         cond_wait(&m->cv, &m->mu);
     }
     mutex_unlock(&m->mu);
     bool active = false;
     for (int i = 0; i < CPU_MAX_INSTANCES; i++) {
-        if (start[i])
-            start_request(m, i, start[i]);
+        if (start[i]) start_request(m, i, start[i]);
         active |= m->inst[i].req != NULL;
     }
     return active;
@@ -382,8 +369,7 @@ static void *scheduler_main(void *arg)
             mutex_lock(&m->mu);
             bool stop = m->is_stopping;
             mutex_unlock(&m->mu);
-            if (stop)
-                break;
+            if (stop) break;
             continue;
         }
         run_step(m);
@@ -422,8 +408,7 @@ static int load_override_template(struct platform_model *m, const char *name_or_
 {
     const char *builtin = chat_template_builtin(name_or_src);
     m->tmpl_src = mem_strdup(builtin ? builtin : name_or_src);
-    if (!m->tmpl_src)
-        return ERR_NOMEM;
+    if (!m->tmpl_src) return ERR_NOMEM;
     struct errmsg terr;
     errmsg_clear(&terr);
     int rc = jinja_template_new(m->tmpl_src, strlen(m->tmpl_src), &m->tmpl, &terr);
@@ -439,44 +424,36 @@ static int load_template(struct platform_model *m, const struct gguf *g, struct 
     bool has_own = gguf_get_str(g, "tokenizer.chat_template", &src) == ERR_OK && src.len > 0;
     if (has_own) {
         m->tmpl_src = mem_strndup(src.ptr, src.len);
-        if (!m->tmpl_src)
-            return ERR_NOMEM;
+        if (!m->tmpl_src) return ERR_NOMEM;
         struct errmsg terr;
         errmsg_clear(&terr);
-        if (jinja_template_new(m->tmpl_src, src.len, &m->tmpl, &terr) == ERR_OK)
-            return ERR_OK;
+        if (jinja_template_new(m->tmpl_src, src.len, &m->tmpl, &terr) == ERR_OK) return ERR_OK;
         log_warn("the model's chat template does not parse (%s); using ChatML", terr.msg);
         mem_free(m->tmpl_src);
         m->tmpl_src = NULL;
     }
     const char *fallback = chat_template_default();
     m->tmpl_src = mem_strdup(fallback);
-    if (!m->tmpl_src)
-        return ERR_NOMEM;
+    if (!m->tmpl_src) return ERR_NOMEM;
     return jinja_template_new(m->tmpl_src, strlen(m->tmpl_src), &m->tmpl, err);
 }
 
-static int load_text(struct platform_model *m, const char *template_override,
-                     struct errmsg *err)
+static int load_text(struct platform_model *m, const char *template_override, struct errmsg *err)
 {
     const struct gguf *g = engine_model_gguf(m->engine);
     struct vocab vocab;
     int rc = vocab_load_gguf(g, &vocab, err);
-    if (rc != ERR_OK)
-        return rc;
+    if (rc != ERR_OK) return rc;
     rc = tok_new(&vocab, &m->tok, err);
     vocab_deinit(&vocab);
-    if (rc != ERR_OK)
-        return rc;
+    if (rc != ERR_OK) return rc;
     if (tok_n_tokens(m->tok) != m->n_vocab)
         return errmsg_set(err, ERR_FORMAT, "the vocabulary has %d tokens but the model %d",
                           (int)tok_n_tokens(m->tok), m->n_vocab);
     m->bos_text = copy_token_text(m->tok, tok_bos(m->tok));
     m->eos_text = copy_token_text(m->tok, tok_eos(m->tok));
-    if (!m->bos_text || !m->eos_text)
-        return ERR_NOMEM;
-    if (template_override)
-        return load_override_template(m, template_override, err);
+    if (!m->bos_text || !m->eos_text) return ERR_NOMEM;
+    if (template_override) return load_override_template(m, template_override, err);
     return load_template(m, g, err);
 }
 
@@ -490,17 +467,14 @@ static int load_grammar_vocab(struct platform_model *m)
     int rc = piece && len && eog ? ERR_OK : ERR_NOMEM;
     size_t n_eog = 0;
     for (size_t i = 0; rc == ERR_OK && i < n; i++) {
-        if (tok_is_eog(m->tok, (tok_id)i))
-            eog[n_eog++] = (int32_t)i;
-        if (tok_is_control(m->tok, (tok_id)i))
-            continue;
+        if (tok_is_eog(m->tok, (tok_id)i)) eog[n_eog++] = (int32_t)i;
+        if (tok_is_control(m->tok, (tok_id)i)) continue;
         struct str p = tok_piece(m->tok, (tok_id)i);
         piece[i] = p.ptr;
         len[i] = p.len;
     }
     struct grammar_vocab_params gp = {piece, len, n, eog, n_eog};
-    if (rc == ERR_OK)
-        rc = grammar_vocab_new(&gp, &m->gvocab);
+    if (rc == ERR_OK) rc = grammar_vocab_new(&gp, &m->gvocab);
     if (rc == ERR_OK) {
         m->mask = mem_calloc(grammar_vocab_mask_words(m->gvocab), sizeof *m->mask);
         rc = m->mask ? ERR_OK : ERR_NOMEM;
@@ -513,8 +487,7 @@ static int load_grammar_vocab(struct platform_model *m)
 
 static int pick_n_ctx(const struct engine_model_info *info, int requested)
 {
-    if (requested > 0)
-        return requested;
+    if (requested > 0) return requested;
     int n = info->n_ctx_train > 0 ? info->n_ctx_train : CPU_DEFAULT_CTX;
     return n < CPU_DEFAULT_CTX ? n : CPU_DEFAULT_CTX;
 }
@@ -540,18 +513,15 @@ int cpu_model_load(const struct platform_load_args *a, struct platform_model **o
 {
     char file[4096];
     if (!cpu_resolve_gguf(a->path, file, sizeof file))
-        return errmsg_set(err, ERR_IO, "'%s' is not a GGUF file or a directory with one",
-                          a->path);
+        return errmsg_set(err, ERR_IO, "'%s' is not a GGUF file or a directory with one", a->path);
     bool is_encoder = false;
     int prc = cpu_embed_probe(file, &is_encoder, err);
-    if (prc != ERR_OK)
-        return prc;
+    if (prc != ERR_OK) return prc;
     if (a->force_embedding && !is_encoder)
         return errmsg_set(err, ERR_UNSUPPORTED,
                           "serving a decoder model as an embedding model is not supported yet");
     struct platform_model *m = mem_calloc(1, sizeof *m);
-    if (!m)
-        return ERR_NOMEM;
+    if (!m) return ERR_NOMEM;
     if (is_encoder) {
         int erc = cpu_embed_load(file, a, &m->embed, err);
         if (erc != ERR_OK) {
@@ -567,23 +537,19 @@ int cpu_model_load(const struct platform_load_args *a, struct platform_model **o
         return errmsg_set(err, ERR_IO, "%s: %s", file, strerror(errno));
     }
     int rc = engine_model_load(file, &m->engine, err);
-    if (rc != ERR_OK)
-        goto out_free;
+    if (rc != ERR_OK) goto out_free;
     const struct engine_model_info *info = engine_model_info(m->engine);
     m->n_vocab = info->n_vocab;
     m->n_ctx = pick_n_ctx(info, a->n_ctx);
     m->on_done = a->on_done;
     m->owner = a->owner;
     rc = load_text(m, a->chat_template, err);
-    if (rc == ERR_OK)
-        rc = load_grammar_vocab(m);
-    if (rc != ERR_OK)
-        goto out_free;
+    if (rc == ERR_OK) rc = load_grammar_vocab(m);
+    if (rc != ERR_OK) goto out_free;
     int n_threads = a->n_threads > 0 ? a->n_threads : thread_physical_core_count();
     m->logits = mem_calloc((size_t)m->n_vocab, sizeof *m->logits);
     rc = m->logits ? threadpool_new(n_threads, &m->tp) : ERR_NOMEM;
-    if (rc != ERR_OK)
-        goto out_free;
+    if (rc != ERR_OK) goto out_free;
     if (mutex_init(&m->mu) != ERR_OK) {
         rc = ERR_NOMEM;
         goto out_free;
@@ -593,8 +559,7 @@ int cpu_model_load(const struct platform_load_args *a, struct platform_model **o
         goto out_mutex;
     }
     rc = thread_start(&m->scheduler, scheduler_main, m);
-    if (rc != ERR_OK)
-        goto out_cond;
+    if (rc != ERR_OK) goto out_cond;
     *out = m;
     return ERR_OK;
 out_cond:
@@ -615,8 +580,9 @@ static void describe_origin(const struct gguf *g, char *out, size_t cap)
     if (gguf_get_str(g, "general.description", &s) == ERR_OK && s.len)
         snprintf(out, cap, "%.*s", (int)(s.len < cap ? s.len : cap - 1), s.ptr);
     else if (gguf_get_str(g, "general.name", &s) == ERR_OK && str_eq_cstr(s, "synthetic"))
-        snprintf(out, cap, "synthetic model with random weights (written by gguf-synth): "
-                           "its answers are gibberish");
+        snprintf(out, cap,
+                 "synthetic model with random weights (written by gguf-synth): "
+                 "its answers are gibberish");
 }
 
 void cpu_model_describe(const struct platform_model *m, struct platform_model_desc *out)
@@ -639,8 +605,8 @@ void cpu_model_describe(const struct platform_model *m, struct platform_model_de
     out->n_embd = info->n_embd;
     out->n_params = info->n_params;
     out->file_size = info->file_size;
-    out->instance_bytes = engine_seq_bytes(m->engine, m->n_ctx) +
-                          (uint64_t)m->n_ctx * sizeof(int32_t);
+    out->instance_bytes =
+        engine_seq_bytes(m->engine, m->n_ctx) + (uint64_t)m->n_ctx * sizeof(int32_t);
     snprintf(out->arch, sizeof out->arch, "%s", info->arch);
     describe_origin(engine_model_gguf(m->engine), out->description, sizeof out->description);
 }
@@ -649,8 +615,7 @@ int cpu_model_add_instance(struct platform_model *m, int instance, struct errmsg
 {
     if (instance < 0 || instance >= CPU_MAX_INSTANCES)
         return errmsg_set(err, ERR_INVALID, "instance index %d out of range", instance);
-    if (m->embed)
-        return cpu_embed_add_instance(m->embed, instance, err);
+    if (m->embed) return cpu_embed_add_instance(m->embed, instance, err);
     struct engine_seq *seq = NULL;
     int32_t *cached = mem_calloc((size_t)m->n_ctx, sizeof *cached);
     int rc = cached ? engine_seq_new(m->engine, m->n_ctx, &seq) : ERR_NOMEM;
@@ -686,8 +651,7 @@ void cpu_model_remove_instance(struct platform_model *m, int instance)
 
 void cpu_model_unload(struct platform_model *m)
 {
-    if (!m)
-        return;
+    if (!m) return;
     if (m->embed) {
         cpu_embed_unload(m->embed);
         mem_free(m);
@@ -701,8 +665,7 @@ void cpu_model_unload(struct platform_model *m)
     for (int i = 0; i < CPU_MAX_INSTANCES; i++) {
         if (m->inst[i].req) // cannot happen: the core unloads idle models only
             finish_instance(m, i);
-        if (m->inst[i].exists)
-            cpu_model_remove_instance(m, i);
+        if (m->inst[i].exists) cpu_model_remove_instance(m, i);
     }
     cond_deinit(&m->cv);
     mutex_deinit(&m->mu);

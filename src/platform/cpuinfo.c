@@ -15,14 +15,12 @@ static const struct {
     unsigned part;
     const char *name;
 } arm_parts[] = {
-    {0xd03, "Cortex-A53"}, {0xd04, "Cortex-A35"}, {0xd05, "Cortex-A55"},
-    {0xd07, "Cortex-A57"}, {0xd08, "Cortex-A72"}, {0xd09, "Cortex-A73"},
-    {0xd0a, "Cortex-A75"}, {0xd0b, "Cortex-A76"}, {0xd0c, "Neoverse-N1"},
-    {0xd0d, "Cortex-A77"}, {0xd40, "Neoverse-V1"}, {0xd41, "Cortex-A78"},
-    {0xd44, "Cortex-X1"},  {0xd46, "Cortex-A510"}, {0xd47, "Cortex-A710"},
-    {0xd48, "Cortex-X2"},  {0xd49, "Neoverse-N2"}, {0xd4d, "Cortex-A715"},
-    {0xd4e, "Cortex-X3"},  {0xd80, "Cortex-A520"}, {0xd81, "Cortex-A720"},
-    {0xd82, "Cortex-X4"},
+    {0xd03, "Cortex-A53"},  {0xd04, "Cortex-A35"},  {0xd05, "Cortex-A55"},  {0xd07, "Cortex-A57"},
+    {0xd08, "Cortex-A72"},  {0xd09, "Cortex-A73"},  {0xd0a, "Cortex-A75"},  {0xd0b, "Cortex-A76"},
+    {0xd0c, "Neoverse-N1"}, {0xd0d, "Cortex-A77"},  {0xd40, "Neoverse-V1"}, {0xd41, "Cortex-A78"},
+    {0xd44, "Cortex-X1"},   {0xd46, "Cortex-A510"}, {0xd47, "Cortex-A710"}, {0xd48, "Cortex-X2"},
+    {0xd49, "Neoverse-N2"}, {0xd4d, "Cortex-A715"}, {0xd4e, "Cortex-X3"},   {0xd80, "Cortex-A520"},
+    {0xd81, "Cortex-A720"}, {0xd82, "Cortex-X4"},
 };
 
 struct block {
@@ -39,8 +37,7 @@ static void add_chip(struct platform_chip *out, int max, int *n, const char *nam
             return;
         }
     }
-    if (*n >= max)
-        return;
+    if (*n >= max) return;
     snprintf(out[*n].chip_type, sizeof out[*n].chip_type, "%s", name);
     out[*n].count = 1;
     (*n)++;
@@ -79,8 +76,7 @@ static bool split_line(const char *line, size_t len, char *key, size_t key_cap, 
                        size_t value_cap)
 {
     const char *colon = memchr(line, ':', len);
-    if (!colon)
-        return false;
+    if (!colon) return false;
     size_t klen = (size_t)(colon - line);
     while (klen && (line[klen - 1] == ' ' || line[klen - 1] == '\t'))
         klen--;
@@ -108,8 +104,7 @@ int cpuinfo_parse(const char *text, size_t len, struct platform_chip *out, int m
         size_t line_len = nl ? (size_t)(nl - line) : len - pos;
         pos += line_len + (nl ? 1 : 0);
         char key[64], value[PLATFORM_CHIP_NAME_CAP];
-        if (!split_line(line, line_len, key, sizeof key, value, sizeof value))
-            continue;
+        if (!split_line(line, line_len, key, sizeof key, value, sizeof value)) continue;
         if (strcmp(key, "processor") == 0) {
             flush_block(&b, out, max, &n);
             b.is_cpu = 1;
@@ -127,8 +122,7 @@ int cpuinfo_parse(const char *text, size_t len, struct platform_chip *out, int m
 
 int cpuinfo_detect(struct platform_chip *out, int max)
 {
-    if (max <= 0)
-        return 0;
+    if (max <= 0) return 0;
     enum { CPUINFO_CAP = 1 << 20 }; // a 512-core machine's cpuinfo is ~600 KiB
     int n = 0;
     char *text = mem_alloc(CPUINFO_CAP);

@@ -30,14 +30,14 @@ enum model_kind {
 typedef void (*platform_done_fn)(void *owner, int instance);
 
 struct platform_load_args {
-    const char *path;           // a model file or directory the platform claimed
-    int n_ctx;                  // context per instance; 0 = the model's, capped at 4096
-    int n_threads;              // compute threads; 0 = physical cores
-    int force_embedding;        // 1: serve a decoder as an embedding model (last-token pooling)
-    const char *chat_template;  // a built-in template's name or Jinja source used instead of
-                                // the model's (borrowed for the call), or NULL
-    platform_done_fn on_done;   // never NULL
-    void *owner;                // passed to on_done
+    const char *path;          // a model file or directory the platform claimed
+    int n_ctx;                 // context per instance; 0 = the model's, capped at 4096
+    int n_threads;             // compute threads; 0 = physical cores
+    int force_embedding;       // 1: serve a decoder as an embedding model (last-token pooling)
+    const char *chat_template; // a built-in template's name or Jinja source used instead of
+                               // the model's (borrowed for the call), or NULL
+    platform_done_fn on_done;  // never NULL
+    void *owner;               // passed to on_done
 };
 
 struct tokenizer;
@@ -47,20 +47,20 @@ struct jinja_template;
  * Pointers are borrowed from the platform model: valid while a reference to the model is
  * held; the objects they point to are immutable and thread-safe. */
 struct platform_model_desc {
-    const struct tokenizer *tokenizer;        // NULL for platforms that tokenize internally
+    const struct tokenizer *tokenizer;          // NULL for platforms that tokenize internally
     const struct jinja_template *chat_template; // compiled; the model's or the ChatML fallback
-    const char *chat_template_src;            // its source text
-    const char *bos_text, *eos_text;          // special token texts for templates ("" if none)
+    const char *chat_template_src;              // its source text
+    const char *bos_text, *eos_text;            // special token texts for templates ("" if none)
     enum model_kind kind;
-    int n_ctx;                  // context per instance
+    int n_ctx; // context per instance
     int n_ctx_train;
     int n_vocab;
     int n_embd;
     int64_t n_params;
-    uint64_t file_size;         // bytes
-    uint64_t instance_bytes;    // memory one more instance costs
+    uint64_t file_size;      // bytes
+    uint64_t instance_bytes; // memory one more instance costs
     char arch[32];
-    char description[160];                    // what the model is, when its file says
+    char description[160]; // what the model is, when its file says
 };
 
 struct platform_model;

@@ -19,15 +19,13 @@ const struct platform *const *platform_list(size_t *n_platforms)
 const struct platform *platform_find(const char *id)
 {
     for (size_t i = 0; i < sizeof platforms / sizeof platforms[0]; i++)
-        if (strcmp(platforms[i]->id, id) == 0)
-            return platforms[i];
+        if (strcmp(platforms[i]->id, id) == 0) return platforms[i];
     return NULL;
 }
 
 const struct platform *platform_detect(const char *path)
 {
     for (size_t i = 0; i < sizeof platforms / sizeof platforms[0]; i++)
-        if (platforms[i]->claims(path))
-            return platforms[i];
+        if (platforms[i]->claims(path)) return platforms[i];
     return NULL;
 }

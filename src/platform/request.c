@@ -21,24 +21,20 @@ void gen_params_defaults(struct gen_params *p)
 int request_new(enum request_kind kind, const int32_t *prompt, int n_prompt,
                 const struct gen_params *params, int max_events, struct request **out)
 {
-    if (n_prompt < 0 || max_events < 0)
-        return ERR_INVALID;
+    if (n_prompt < 0 || max_events < 0) return ERR_INVALID;
     struct request *r = mem_calloc(1, sizeof *r);
-    if (!r)
-        return ERR_NOMEM;
+    if (!r) return ERR_NOMEM;
     r->kind = kind;
     r->params = *params;
     r->params.grammar = NULL;
     r->instance = -1;
     r->prompt = mem_calloc((size_t)n_prompt + 1, sizeof *r->prompt);
     r->events = mem_calloc((size_t)max_events + 1, sizeof *r->events);
-    if (params->grammar)
-        r->params.grammar = mem_strdup(params->grammar);
+    if (params->grammar) r->params.grammar = mem_strdup(params->grammar);
     bool ok = r->prompt && r->events && (!params->grammar || r->params.grammar);
     if (ok && mutex_init(&r->mu) == ERR_OK) {
         if (cond_init(&r->cv) == ERR_OK) {
-            if (n_prompt)
-                memcpy(r->prompt, prompt, (size_t)n_prompt * sizeof *prompt);
+            if (n_prompt) memcpy(r->prompt, prompt, (size_t)n_prompt * sizeof *prompt);
             r->n_prompt = n_prompt;
             r->events_cap = max_events;
             atomic_init(&r->refs, 1);
@@ -59,15 +55,12 @@ int request_set_inputs(struct request *r, const int *lens, int n)
 {
     int64_t total = 0;
     for (int i = 0; i < n; i++) {
-        if (lens[i] < 1)
-            return ERR_INVALID;
+        if (lens[i] < 1) return ERR_INVALID;
         total += lens[i];
     }
-    if (n < 1 || total != r->n_prompt)
-        return ERR_INVALID;
+    if (n < 1 || total != r->n_prompt) return ERR_INVALID;
     int *copy = mem_alloc((size_t)n * sizeof *copy);
-    if (!copy)
-        return ERR_NOMEM;
+    if (!copy) return ERR_NOMEM;
     memcpy(copy, lens, (size_t)n * sizeof *copy);
     mem_free(r->input_lens);
     r->input_lens = copy;
@@ -82,8 +75,7 @@ void request_retain(struct request *r)
 
 void request_release(struct request *r)
 {
-    if (!r || atomic_fetch_sub(&r->refs, 1) != 1)
-        return;
+    if (!r || atomic_fetch_sub(&r->refs, 1) != 1) return;
     cond_deinit(&r->cv);
     mutex_deinit(&r->mu);
     mem_free(r->params.grammar);
@@ -117,8 +109,7 @@ int request_push_event(struct request *r, const struct gen_event *ev)
 int request_set_embedding(struct request *r, const float *v, int n)
 {
     float *copy = mem_alloc((size_t)n * sizeof *copy);
-    if (!copy)
-        return ERR_NOMEM;
+    if (!copy) return ERR_NOMEM;
     memcpy(copy, v, (size_t)n * sizeof *copy);
     mutex_lock(&r->mu);
     mem_free(r->embedding);
@@ -142,8 +133,7 @@ void request_finish(struct request *r, enum finish_reason reason, int error_stat
     if (r->finish == FINISH_NONE) {
         r->finish = reason;
         r->error_status = error_status;
-        if (message)
-            errmsg_set(&r->err, ERR_INVALID, "%s", message);
+        if (message) errmsg_set(&r->err, ERR_INVALID, "%s", message);
     }
     cond_broadcast(&r->cv);
     mutex_unlock(&r->mu);
@@ -179,12 +169,9 @@ enum finish_reason request_outcome(struct request *r, int *error_status, struct 
 {
     mutex_lock(&r->mu);
     enum finish_reason f = r->finish;
-    if (error_status)
-        *error_status = r->error_status;
-    if (err)
-        *err = r->err;
-    if (timings)
-        *timings = r->timings;
+    if (error_status) *error_status = r->error_status;
+    if (err) *err = r->err;
+    if (timings) *timings = r->timings;
     mutex_unlock(&r->mu);
     return f;
 }

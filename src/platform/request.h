@@ -20,42 +20,42 @@ enum request_kind {
 };
 
 enum finish_reason {
-    FINISH_NONE = 0,     // still running
-    FINISH_STOP = 1,     // end-of-generation token or a stop string
-    FINISH_LENGTH = 2,   // max_tokens or the context is full
+    FINISH_NONE = 0,      // still running
+    FINISH_STOP = 1,      // end-of-generation token or a stop string
+    FINISH_LENGTH = 2,    // max_tokens or the context is full
     FINISH_CANCELLED = 3, // client went away or the model was unloaded
-    FINISH_ERROR = 4,    // see err
+    FINISH_ERROR = 4,     // see err
 };
 
 #define GEN_MAX_LOGIT_BIAS 1024
 
 /* Sampling and limits, after merging server defaults ← model default_params ← request. */
 struct gen_params {
-    float temperature;       // <= 0: greedy
-    int top_k;               // 0: off
-    float top_p;             // 1: off
-    float min_p;             // 0: off
-    float repeat_penalty;    // 1: off
-    int repeat_last_n;       // tokens considered by the penalties
+    float temperature;    // <= 0: greedy
+    int top_k;            // 0: off
+    float top_p;          // 1: off
+    float min_p;          // 0: off
+    float repeat_penalty; // 1: off
+    int repeat_last_n;    // tokens considered by the penalties
     float frequency_penalty;
     float presence_penalty;
-    int64_t seed;            // -1: random
-    int max_tokens;          // -1: until a stop or the context is full
-    int n_probs;             // top log-probabilities to report per token (0: none)
+    int64_t seed;   // -1: random
+    int max_tokens; // -1: until a stop or the context is full
+    int n_probs;    // top log-probabilities to report per token (0: none)
     bool ignore_eos;
     int n_logit_bias;
     struct {
         int32_t token;
-        float bias;          // -INFINITY bans the token
+        float bias; // -INFINITY bans the token
     } logit_bias[GEN_MAX_LOGIT_BIAS];
-    char *grammar;           // GBNF text (owned) or NULL
+    char *grammar; // GBNF text (owned) or NULL
 };
 
 #define GEN_MAX_PROBS 20
 
 struct gen_event {
     int32_t token;
-    float logprob;           // of the chosen token (when n_probs > 0)
+    float logprob; // of the chosen token (when n_probs > 0)
     int n_probs;
     struct {
         int32_t token;
@@ -64,8 +64,8 @@ struct gen_event {
 };
 
 struct request_timings {
-    int n_prompt;            // prompt tokens evaluated (excluding cached)
-    int n_cached;            // prompt tokens reused from the instance's cache
+    int n_prompt; // prompt tokens evaluated (excluding cached)
+    int n_cached; // prompt tokens reused from the instance's cache
     int n_predicted;
     double prompt_ms;
     double predicted_ms;
@@ -74,13 +74,13 @@ struct request_timings {
 struct request {
     atomic_int refs;
     enum request_kind kind;
-    int32_t *prompt;         // owned; n_prompt tokens
+    int32_t *prompt; // owned; n_prompt tokens
     int n_prompt;
     struct gen_params params;
-    int *input_lens;         // REQUEST_EMBED: (n_inputs) token counts of the inputs that
-    int n_inputs;            // prompt concatenates (owned); NULL/0: the prompt is one input
+    int *input_lens;          // REQUEST_EMBED: (n_inputs) token counts of the inputs that
+    int n_inputs;             // prompt concatenates (owned); NULL/0: the prompt is one input
     atomic_bool is_cancelled; // set by the reader or by unload; checked every step
-    int instance;            // instance index while running, -1 otherwise (owned by the pool)
+    int instance;             // instance index while running, -1 otherwise (owned by the pool)
 
     /* Guarded by mu. */
     struct mutex mu;
@@ -88,13 +88,13 @@ struct request {
     struct gen_event *events; // (events_cap) written by the platform
     int n_events;
     int events_cap;
-    float *embedding;        // (n_embedding) for REQUEST_EMBED
+    float *embedding; // (n_embedding) for REQUEST_EMBED
     int n_embedding;
     enum finish_reason finish;
-    int error_status;        // HTTP status for FINISH_ERROR (429, 500, …)
+    int error_status; // HTTP status for FINISH_ERROR (429, 500, …)
     struct errmsg err;
     struct request_timings timings;
-    bool is_started;         // an instance picked it up
+    bool is_started; // an instance picked it up
 };
 
 /* Creates a request owning a copy of the prompt, with room for max_events events. refs = 1

@@ -28,8 +28,7 @@ static bool any_key_matches(char *const *keys, int n_keys, const char *candidate
 bool auth_request_allowed(char *const *keys, int n_keys, const char *authorization,
                           const char *x_api_key)
 {
-    if (n_keys == 0)
-        return true;
+    if (n_keys == 0) return true;
     bool ok = false;
     if (authorization && strncasecmp(authorization, "Bearer ", 7) == 0) {
         const char *token = authorization + 7;
@@ -37,7 +36,6 @@ bool auth_request_allowed(char *const *keys, int n_keys, const char *authorizati
             token++;
         ok |= any_key_matches(keys, n_keys, token);
     }
-    if (x_api_key)
-        ok |= any_key_matches(keys, n_keys, x_api_key);
+    if (x_api_key) ok |= any_key_matches(keys, n_keys, x_api_key);
     return ok;
 }

@@ -22,36 +22,36 @@ struct server_config {
     int port;
     char *api_keys[CONFIG_MAX_API_KEYS]; // owned copies
     int n_api_keys;
-    int n_threads;            // engine threads per model; 0 = physical cores
-    int max_connections;      // total concurrent connections
+    int n_threads;       // engine threads per model; 0 = physical cores
+    int max_connections; // total concurrent connections
     int max_connections_per_ip;
-    int timeout_s;            // idle connection timeout
+    int timeout_s; // idle connection timeout
     char models_dir[1024];
-    int request_queue_size;   // default queue capacity per model
+    int request_queue_size; // default queue capacity per model
     enum log_format log_format;
-    int verbosity;            // 0 normal, 1 verbose (debug)
+    int verbosity; // 0 normal, 1 verbose (debug)
     bool log_disable;
     char *model_paths[CONFIG_MAX_MODELS]; // -m, owned copies
     int n_model_paths;
-    char alias[256];          // -a: id of the first -m model (default: file name)
-    int n_parallel;           // -np: instances of each -m model
-    int n_ctx;                // -c: context per instance (0: model default, capped at 4096)
-    int memory_limit_mib;     // budget for instance KV caches (0: 75% of available memory)
-    char media_path[1024];    // root for file:// image parts; empty: local files refused
+    char alias[256];                // -a: id of the first -m model (default: file name)
+    int n_parallel;                 // -np: instances of each -m model
+    int n_ctx;                      // -c: context per instance (0: model default, capped at 4096)
+    int memory_limit_mib;           // budget for instance KV caches (0: 75% of available memory)
+    char media_path[1024];          // root for file:// image parts; empty: local files refused
     struct gen_params gen_defaults; // --temp, --top-k, -n, …: sampling defaults for requests
-    bool metrics_enabled;     // --metrics: GET /metrics
-    bool slots_disabled;      // --no-slots: GET /slots answers 501
-    bool props_enabled;       // --props (accepted; POST /props is not implemented)
-    bool force_embedding;     // --embedding(s): serve the -m models as embedding models
-    bool reranking;           // --reranking (accepted; no rerank endpoint yet)
-    bool no_models_autoload;  // --no-models-autoload: requests never load models themselves
-    int models_max;           // --models-max (accepted; 0 = unlimited)
-    int n_batch;              // -b (accepted; the engine sizes its own batches)
-    int n_ubatch;             // -ub (accepted)
-    char pooling[16];         // --pooling: none, mean, cls, last, rank (accepted)
-    char reasoning_format[32]; // --reasoning-format (accepted: none, deepseek, auto, …)
-    char chat_template[8192]; // --chat-template: a built-in name or Jinja source, every model
-    char chat_template_file[1024]; // --chat-template-file FILE
+    bool metrics_enabled;           // --metrics: GET /metrics
+    bool slots_disabled;            // --no-slots: GET /slots answers 501
+    bool props_enabled;             // --props (accepted; POST /props is not implemented)
+    bool force_embedding;           // --embedding(s): serve the -m models as embedding models
+    bool reranking;                 // --reranking (accepted; no rerank endpoint yet)
+    bool no_models_autoload;        // --no-models-autoload: requests never load models themselves
+    int models_max;                 // --models-max (accepted; 0 = unlimited)
+    int n_batch;                    // -b (accepted; the engine sizes its own batches)
+    int n_ubatch;                   // -ub (accepted)
+    char pooling[16];               // --pooling: none, mean, cls, last, rank (accepted)
+    char reasoning_format[32];      // --reasoning-format (accepted: none, deepseek, auto, …)
+    char chat_template[8192];       // --chat-template: a built-in name or Jinja source, every model
+    char chat_template_file[1024];  // --chat-template-file FILE
 };
 
 enum config_parse_result {

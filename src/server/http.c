@@ -20,7 +20,7 @@
 #include <string.h>
 
 #define HTTP_DISCARD_MAX   (16u * 1024u * 1024u) // bytes read and dropped past the limit
-#define THREAD_STACK_BYTES (4u * 1024u * 1024u) // template rendering recurses on this stack
+#define THREAD_STACK_BYTES (4u * 1024u * 1024u)  // template rendering recurses on this stack
 
 struct http_server {
     struct MHD_Daemon *daemon;
@@ -34,13 +34,13 @@ struct conn_state {
     const struct route *route; // NULL until routed
     struct str param;
     struct buf body;
-    bool is_responded;         // a response was queued early (413, 401, …)
-    bool is_too_large;         // the body passed HTTP_BODY_MAX; the rest is discarded
-    size_t discarded;          // bytes discarded after that
+    bool is_responded; // a response was queued early (413, 401, …)
+    bool is_too_large; // the body passed HTTP_BODY_MAX; the rest is discarded
+    size_t discarded;  // bytes discarded after that
     int status;
     long long bytes_sent;
     char method[16];
-    char path[256];            // for the access log (truncated)
+    char path[256]; // for the access log (truncated)
 };
 
 /* A streaming body in flight: wraps the handler's stream to count bytes for the log. */
@@ -72,8 +72,7 @@ static enum MHD_Result queue_buffer(struct MHD_Connection *conn, struct conn_sta
         mem_free(data);
         return MHD_NO;
     }
-    if (resp->content_type)
-        MHD_add_response_header(r, "Content-Type", resp->content_type);
+    if (resp->content_type) MHD_add_response_header(r, "Content-Type", resp->content_type);
     for (int i = 0; i < resp->n_headers; i++)
         MHD_add_response_header(r, resp->headers[i].name, resp->headers[i].value);
     add_cors(r);
@@ -90,8 +89,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
     (void)pos;
     struct stream_ctx *sc = cls;
     long n = sc->inner.read(sc->inner.cls, out, max);
-    if (n < 0)
-        return MHD_CONTENT_READER_END_OF_STREAM;
+    if (n < 0) return MHD_CONTENT_READER_END_OF_STREAM;
     sc->cs->bytes_sent += n;
     return (ssize_t)n;
 }
@@ -99,8 +97,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
 static void stream_free(void *cls)
 {
     struct stream_ctx *sc = cls;
-    if (sc->inner.free)
-        sc->inner.free(sc->inner.cls);
+    if (sc->inner.free) sc->inner.free(sc->inner.cls);
     mem_free(sc);
 }
 
@@ -109,15 +106,13 @@ static enum MHD_Result queue_stream(struct MHD_Connection *conn, struct conn_sta
 {
     struct stream_ctx *sc = mem_alloc(sizeof *sc);
     if (!sc) {
-        if (resp->stream.free)
-            resp->stream.free(resp->stream.cls);
+        if (resp->stream.free) resp->stream.free(resp->stream.cls);
         return MHD_NO;
     }
     sc->inner = resp->stream;
     sc->cs = cs;
-    struct MHD_Response *r =
-        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, sc,
-                                          stream_free);
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024,
+                                                               stream_read, sc, stream_free);
     if (!r) {
         stream_free(sc);
         return MHD_NO;
@@ -137,8 +132,8 @@ static enum MHD_Result queue_stream(struct MHD_Connection *conn, struct conn_sta
 static enum MHD_Result queue_api_response(struct MHD_Connection *conn, struct conn_state *cs,
                                           struct api_response *resp)
 {
-    enum MHD_Result ret = resp->stream.read ? queue_stream(conn, cs, resp)
-                                            : queue_buffer(conn, cs, resp);
+    enum MHD_Result ret =
+        resp->stream.read ? queue_stream(conn, cs, resp) : queue_buffer(conn, cs, resp);
     buf_deinit(&resp->body);
     return ret;
 }
@@ -149,9 +144,9 @@ static bool is_anthropic_path(const char *path)
     return strcmp(path, "/v1/messages") == 0 || strncmp(path, "/v1/messages/", 13) == 0;
 }
 
-static enum MHD_Result queue_error(struct MHD_Connection *conn, struct conn_state *cs,
-                                   int status, const char *type, const char *code,
-                                   const char *allow, const char *message)
+static enum MHD_Result queue_error(struct MHD_Connection *conn, struct conn_state *cs, int status,
+                                   const char *type, const char *code, const char *allow,
+                                   const char *message)
 {
     struct api_response resp = {0};
     if (is_anthropic_path(cs->path))
@@ -159,27 +154,23 @@ static enum MHD_Result queue_error(struct MHD_Connection *conn, struct conn_stat
                          anthropic_error_json(anthropic_error_type(status), message));
     else
         api_error(&resp, status, type, code, NULL, "%s", message);
-    if (allow)
-        api_response_add_header(&resp, "Allow", allow);
+    if (allow) api_response_add_header(&resp, "Allow", allow);
     return queue_api_response(conn, cs, &resp);
 }
 
 static enum MHD_Result queue_too_large(struct MHD_Connection *conn, struct conn_state *cs)
 {
     char msg[128];
-    snprintf(msg, sizeof msg, "Request body is larger than the limit of %u bytes",
-             HTTP_BODY_MAX);
+    snprintf(msg, sizeof msg, "Request body is larger than the limit of %u bytes", HTTP_BODY_MAX);
     return queue_error(conn, cs, 413, API_TYPE_INVALID_REQUEST, "request_too_large", NULL, msg);
 }
 
 static enum MHD_Result queue_preflight(struct MHD_Connection *conn, struct conn_state *cs)
 {
-    struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"",
-                                                             MHD_RESPMEM_PERSISTENT);
-    if (!r)
-        return MHD_NO;
-    const char *req_headers = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                                          "Access-Control-Request-Headers");
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    const char *req_headers =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Access-Control-Request-Headers");
     add_cors(r);
     MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
     MHD_add_response_header(r, "Access-Control-Allow-Headers",
@@ -207,8 +198,7 @@ static const char *query_lookup(void *conn, const char *name)
 static bool content_length_too_large(struct MHD_Connection *conn)
 {
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-    if (!cl)
-        return false;
+    if (!cl) return false;
     char *end;
     unsigned long long n = strtoull(cl, &end, 10);
     return end != cl && n > HTTP_BODY_MAX;
@@ -219,18 +209,16 @@ static bool content_length_too_large(struct MHD_Connection *conn)
 static enum MHD_Result begin_request(struct http_server *s, struct MHD_Connection *conn,
                                      struct conn_state *cs, const char *url, const char *method)
 {
-    if (strcmp(method, "OPTIONS") == 0)
-        return queue_preflight(conn, cs);
+    if (strcmp(method, "OPTIONS") == 0) return queue_preflight(conn, cs);
     size_t n_routes;
     const struct route *table = routes_table(&n_routes);
     char allow[128];
     enum route_match m =
         route_find(table, n_routes, method, url, &cs->route, &cs->param, allow, sizeof allow);
     bool is_public = m == ROUTE_MATCH_OK && cs->route->is_public;
-    if (!is_public &&
-        !auth_request_allowed(s->config->api_keys, s->config->n_api_keys,
-                              header_lookup(conn, "Authorization"),
-                              header_lookup(conn, "x-api-key"))) {
+    if (!is_public && !auth_request_allowed(s->config->api_keys, s->config->n_api_keys,
+                                            header_lookup(conn, "Authorization"),
+                                            header_lookup(conn, "x-api-key"))) {
         cs->route = NULL;
         return queue_error(conn, cs, 401, API_TYPE_AUTHENTICATION, "invalid_api_key", NULL,
                            "Invalid or missing API key. Send 'Authorization: Bearer <key>'.");
@@ -241,13 +229,12 @@ static enum MHD_Result begin_request(struct http_server *s, struct MHD_Connectio
         return queue_error(conn, cs, 404, API_TYPE_INVALID_REQUEST, "not_found", NULL, msg);
     }
     if (m == ROUTE_MATCH_BAD_METHOD) {
-        snprintf(msg, sizeof msg, "Method %s is not allowed for %.300s (allowed: %s)", method,
-                 url, allow);
-        return queue_error(conn, cs, 405, API_TYPE_INVALID_REQUEST, "method_not_allowed",
-                           allow, msg);
+        snprintf(msg, sizeof msg, "Method %s is not allowed for %.300s (allowed: %s)", method, url,
+                 allow);
+        return queue_error(conn, cs, 405, API_TYPE_INVALID_REQUEST, "method_not_allowed", allow,
+                           msg);
     }
-    if (content_length_too_large(conn))
-        return queue_too_large(conn, cs);
+    if (content_length_too_large(conn)) return queue_too_large(conn, cs);
     return MHD_YES;
 }
 
@@ -280,17 +267,15 @@ static enum MHD_Result run_handler(struct http_server *s, struct MHD_Connection 
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
 {
     (void)version;
     struct http_server *s = cls;
     struct conn_state *cs = *con_cls;
     if (!cs) {
         cs = mem_calloc(1, sizeof *cs);
-        if (!cs)
-            return MHD_NO;
+        if (!cs) return MHD_NO;
         cs->start_ms = clock_now_ms();
         snprintf(cs->method, sizeof cs->method, "%s", method);
         snprintf(cs->path, sizeof cs->path, "%s", url);
@@ -318,8 +303,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return queue_error(conn, cs, 500, API_TYPE_SERVER, NULL, NULL, "out of memory");
         return MHD_YES;
     }
-    if (cs->is_too_large)
-        return queue_too_large(conn, cs);
+    if (cs->is_too_large) return queue_too_large(conn, cs);
     return run_handler(s, conn, cs, url, method);
 }
 
@@ -351,8 +335,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     (void)toe;
     struct http_server *s = cls;
     struct conn_state *cs = *con_cls;
-    if (!cs)
-        return;
+    if (!cs) return;
     log_access(s, cs, conn);
     buf_deinit(&cs->body);
     mem_free(cs);
@@ -363,8 +346,7 @@ int http_server_start(const struct server_config *config, const struct api_ctx *
                       struct http_server **out, struct errmsg *err)
 {
     struct http_server *s = mem_calloc(1, sizeof *s);
-    if (!s)
-        return ERR_NOMEM;
+    if (!s) return ERR_NOMEM;
     s->config = config;
     s->ctx = ctx;
     struct sockaddr_in addr = {0};
@@ -372,8 +354,7 @@ int http_server_start(const struct server_config *config, const struct api_ctx *
     addr.sin_port = htons((uint16_t)config->port);
     if (inet_pton(AF_INET, config->host, &addr.sin_addr) != 1) {
         mem_free(s);
-        return errmsg_set(err, ERR_INVALID, "--host: '%s' is not an IPv4 address",
-                          config->host);
+        return errmsg_set(err, ERR_INVALID, "--host: '%s' is not an IPv4 address", config->host);
     }
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                      MHD_USE_ERROR_LOG | MHD_USE_ITC;
@@ -381,9 +362,8 @@ int http_server_start(const struct server_config *config, const struct api_ctx *
         flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)config->max_connections,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)config->max_connections_per_ip,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)config->timeout_s,
-        MHD_OPTION_THREAD_STACK_SIZE, (size_t)THREAD_STACK_BYTES,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)config->timeout_s, MHD_OPTION_THREAD_STACK_SIZE,
+        (size_t)THREAD_STACK_BYTES, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
     if (!s->daemon) {
         mem_free(s);
         return errmsg_set(err, ERR_IO, "cannot listen on %s:%d (address in use or not local?)",
@@ -401,8 +381,7 @@ int http_server_port(const struct http_server *s)
 
 void http_server_stop(struct http_server *s)
 {
-    if (!s)
-        return;
+    if (!s) return;
     MHD_quiesce_daemon(s->daemon);
     MHD_stop_daemon(s->daemon);
     mem_free(s);

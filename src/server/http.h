@@ -9,8 +9,8 @@
 #include "server/config.h"
 #include "util/err.h"
 
-#define HTTP_BODY_MAX    (64u * 1024u * 1024u) // bytes; larger bodies get 413
-#define HTTP_JSON_DEPTH  64                    // nesting limit for request bodies
+#define HTTP_BODY_MAX   (64u * 1024u * 1024u) // bytes; larger bodies get 413
+#define HTTP_JSON_DEPTH 64                    // nesting limit for request bodies
 
 struct http_server;
 

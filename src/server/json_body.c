@@ -19,8 +19,7 @@ bool http_json_depth_ok(const char *body, size_t len, int max_depth)
         if (c == '"') {
             in_string = true;
         } else if (c == '[' || c == '{') {
-            if (++depth > max_depth)
-                return false;
+            if (++depth > max_depth) return false;
         } else if (c == ']' || c == '}') {
             depth--;
         }
@@ -33,8 +32,7 @@ int http_parse_json_body(const char *body, size_t len, json_t **out, struct errm
     if (len == 0)
         return errmsg_set(err, ERR_FORMAT, "request body is empty; expected a JSON object");
     if (!http_json_depth_ok(body, len, HTTP_JSON_DEPTH))
-        return errmsg_set(err, ERR_LIMIT, "JSON nesting is deeper than %d levels",
-                          HTTP_JSON_DEPTH);
+        return errmsg_set(err, ERR_LIMIT, "JSON nesting is deeper than %d levels", HTTP_JSON_DEPTH);
     json_error_t je;
     json_t *j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!j)

@@ -51,11 +51,13 @@ static int load_startup_models(const struct server_config *config, struct manage
             const char *base = strrchr(path, '/');
             snprintf(id, sizeof id, "%.255s", base ? base + 1 : path);
             size_t n = strlen(id);
-            if (n > 5 && strcmp(id + n - 5, ".gguf") == 0)
-                id[n - 5] = '\0';
+            if (n > 5 && strcmp(id + n - 5, ".gguf") == 0) id[n - 5] = '\0';
         }
-        struct manager_load args = {.id = id, .path = path, .n_instances = config->n_parallel,
-                                    .queue_size = -1, .n_ctx = config->n_ctx,
+        struct manager_load args = {.id = id,
+                                    .path = path,
+                                    .n_instances = config->n_parallel,
+                                    .queue_size = -1,
+                                    .n_ctx = config->n_ctx,
                                     .force_embedding = config->force_embedding};
         int actual = 0;
         enum load_failure why;
@@ -86,7 +88,9 @@ static char *read_template_file(const char *path)
     fclose(f);
     if (!is_ok) {
         log_error("--chat-template-file %s: %s", path,
-                  !text ? "out of memory" : n == 0 ? "empty or unreadable" : "larger than 1 MiB");
+                  !text    ? "out of memory"
+                  : n == 0 ? "empty or unreadable"
+                           : "larger than 1 MiB");
         mem_free(text);
         return NULL;
     }
@@ -108,7 +112,7 @@ static int serve(const struct server_config *config)
     if (config->chat_template_file[0] &&
         !(file_template = read_template_file(config->chat_template_file)))
         return 1;
-    mc.chat_template = file_template ? file_template
+    mc.chat_template = file_template              ? file_template
                        : config->chat_template[0] ? config->chat_template
                                                   : NULL;
     struct manager *manager = NULL;
@@ -218,7 +222,8 @@ int main(int argc, char **argv)
         return 0;
     }
     log_set_level(config.log_disable ? LOG_LEVEL_OFF
-                                     : config.verbosity ? LOG_LEVEL_DEBUG : LOG_LEVEL_INFO);
+                  : config.verbosity ? LOG_LEVEL_DEBUG
+                                     : LOG_LEVEL_INFO);
     int status = serve(&config);
     config_deinit(&config);
     return status;

@@ -10,11 +10,9 @@
 static int pattern_match(const char *pattern, const char *path, struct str *param)
 {
     const char *brace = strstr(pattern, "{id}");
-    if (!brace)
-        return strcmp(pattern, path) == 0 ? 2 : 0;
+    if (!brace) return strcmp(pattern, path) == 0 ? 2 : 0;
     size_t prefix_len = (size_t)(brace - pattern);
-    if (strncmp(pattern, path, prefix_len) != 0 || path[prefix_len] == '\0')
-        return 0;
+    if (strncmp(pattern, path, prefix_len) != 0 || path[prefix_len] == '\0') return 0;
     param->ptr = path + prefix_len;
     param->len = strlen(path + prefix_len);
     return 1;
@@ -23,11 +21,9 @@ static int pattern_match(const char *pattern, const char *path, struct str *para
 static void allow_append(char *allow, size_t cap, const char *method)
 {
     size_t len = strlen(allow);
-    if (strstr(allow, method))
-        return;
+    if (strstr(allow, method)) return;
     const char *sep = len ? ", " : "";
-    if (len + strlen(sep) + strlen(method) + 1 > cap)
-        return;
+    if (len + strlen(sep) + strlen(method) + 1 > cap) return;
     strcat(allow, sep);
     strcat(allow, method);
 }
@@ -40,17 +36,14 @@ enum route_match route_find(const struct route *table, size_t n_routes, const ch
     int best_score = 0;
     struct str best_param = {"", 0};
     bool path_known = false;
-    if (allow_cap)
-        allow[0] = '\0';
+    if (allow_cap) allow[0] = '\0';
     for (size_t i = 0; i < n_routes; i++) {
         struct str p = {"", 0};
         int score = pattern_match(table[i].pattern, path, &p);
-        if (!score)
-            continue;
+        if (!score) continue;
         path_known = true;
         if (strcmp(table[i].method, method) != 0) {
-            if (allow_cap)
-                allow_append(allow, allow_cap, table[i].method);
+            if (allow_cap) allow_append(allow, allow_cap, table[i].method);
             continue;
         }
         if (score > best_score) {

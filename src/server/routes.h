@@ -19,7 +19,7 @@ struct route {
     const char *pattern;    // "/v1/models" or "/v1/models/{id}"
     api_handler_fn handler; // never NULL
     enum route_body body;
-    bool is_public;         // reachable without an API key (only /health)
+    bool is_public; // reachable without an API key (only /health)
 };
 
 enum route_match {

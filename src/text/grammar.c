@@ -356,8 +356,7 @@ static int prefix_viable(struct grammar_state *st, uint32_t sid, uint32_t value,
     uint32_t part_hi[2] = {hi < 0xD7FF ? hi : 0xD7FF, hi};
     const struct dstate *d = &st->ds[sid];
     for (int k = 0; k < 2 && !*out; k++) {
-        if (part_lo[k] > part_hi[k])
-            continue;
+        if (part_lo[k] > part_hi[k]) continue;
         for (uint32_t i = 0; i < d->set_n; i++) {
             const struct node *nd = &st->nodes[st->set_pool[d->set_off + i]];
             if (chars_overlap(st->g, &st->g->elems[nd->pos], part_lo[k], part_hi[k])) {

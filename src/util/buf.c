@@ -25,18 +25,14 @@ void buf_deinit(struct buf *b)
 int buf_reserve(struct buf *b, size_t extra)
 {
     size_t need;
-    if (!size_add(b->len, extra, &need) || !size_add(need, 1, &need))
-        return ERR_LIMIT;
-    if (need <= b->cap)
-        return ERR_OK;
+    if (!size_add(b->len, extra, &need) || !size_add(need, 1, &need)) return ERR_LIMIT;
+    if (need <= b->cap) return ERR_OK;
     size_t cap = b->cap ? b->cap : 64;
     while (cap < need) {
-        if (!size_mul(cap, 2, &cap))
-            return ERR_LIMIT;
+        if (!size_mul(cap, 2, &cap)) return ERR_LIMIT;
     }
     char *p = mem_realloc(b->data, cap);
-    if (!p)
-        return ERR_NOMEM;
+    if (!p) return ERR_NOMEM;
     b->data = p;
     b->cap = cap;
     return ERR_OK;
@@ -45,10 +41,8 @@ int buf_reserve(struct buf *b, size_t extra)
 int buf_append(struct buf *b, const void *data, size_t len)
 {
     int rc = buf_reserve(b, len);
-    if (rc != ERR_OK)
-        return rc;
-    if (len)
-        memcpy(b->data + b->len, data, len);
+    if (rc != ERR_OK) return rc;
+    if (len) memcpy(b->data + b->len, data, len);
     b->len += len;
     b->data[b->len] = '\0';
     return ERR_OK;
@@ -70,11 +64,9 @@ int buf_printf(struct buf *b, const char *fmt, ...)
     va_start(ap, fmt);
     int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    if (n < 0)
-        return ERR_INVALID;
+    if (n < 0) return ERR_INVALID;
     int rc = buf_reserve(b, (size_t)n);
-    if (rc != ERR_OK)
-        return rc;
+    if (rc != ERR_OK) return rc;
     va_start(ap, fmt);
     vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
     va_end(ap);
@@ -85,8 +77,7 @@ int buf_printf(struct buf *b, const char *fmt, ...)
 void buf_clear(struct buf *b)
 {
     b->len = 0;
-    if (b->data)
-        b->data[0] = '\0';
+    if (b->data) b->data[0] = '\0';
 }
 
 char *buf_steal(struct buf *b)

@@ -10,8 +10,7 @@
 static inline bool size_add(size_t a, size_t b, size_t *out)
 {
     size_t r;
-    if (__builtin_add_overflow(a, b, &r))
-        return false;
+    if (__builtin_add_overflow(a, b, &r)) return false;
     *out = r;
     return true;
 }
@@ -19,8 +18,7 @@ static inline bool size_add(size_t a, size_t b, size_t *out)
 static inline bool size_mul(size_t a, size_t b, size_t *out)
 {
     size_t r;
-    if (__builtin_mul_overflow(a, b, &r))
-        return false;
+    if (__builtin_mul_overflow(a, b, &r)) return false;
     *out = r;
     return true;
 }
@@ -28,8 +26,7 @@ static inline bool size_mul(size_t a, size_t b, size_t *out)
 static inline bool u64_add(uint64_t a, uint64_t b, uint64_t *out)
 {
     uint64_t r;
-    if (__builtin_add_overflow(a, b, &r))
-        return false;
+    if (__builtin_add_overflow(a, b, &r)) return false;
     *out = r;
     return true;
 }
@@ -37,8 +34,7 @@ static inline bool u64_add(uint64_t a, uint64_t b, uint64_t *out)
 static inline bool u64_mul(uint64_t a, uint64_t b, uint64_t *out)
 {
     uint64_t r;
-    if (__builtin_mul_overflow(a, b, &r))
-        return false;
+    if (__builtin_mul_overflow(a, b, &r)) return false;
     *out = r;
     return true;
 }

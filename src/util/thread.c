@@ -41,8 +41,7 @@ void mutex_unlock(struct mutex *mu)
 int cond_init(struct cond *cv)
 {
     pthread_condattr_t attr;
-    if (pthread_condattr_init(&attr) != 0)
-        return ERR_NOMEM;
+    if (pthread_condattr_init(&attr) != 0) return ERR_NOMEM;
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     int rc = pthread_cond_init(&cv->c, &attr);
     pthread_condattr_destroy(&attr);
@@ -96,13 +95,10 @@ int thread_physical_core_count(void)
         const char *names[2] = {"physical_package_id", "core_id"};
         for (int k = 0; k < 2; k++) {
             char path[128];
-            snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/%s", cpu,
-                     names[k]);
+            snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/%s", cpu, names[k]);
             FILE *f = fopen(path, "r");
-            if (!f)
-                return n_cpu;
-            if (fscanf(f, "%d", &ids[k]) != 1)
-                ids[k] = -1;
+            if (!f) return n_cpu;
+            if (fscanf(f, "%d", &ids[k]) != 1) ids[k] = -1;
             fclose(f);
         }
         int dup = 0;

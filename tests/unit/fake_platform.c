@@ -43,11 +43,9 @@ static bool fake_claims(const char *path)
 static int fake_load(const struct platform_load_args *a, struct platform_model **out,
                      struct errmsg *err)
 {
-    if (fake.fail_load)
-        return errmsg_set(err, ERR_FORMAT, "fake: malformed model");
+    if (fake.fail_load) return errmsg_set(err, ERR_FORMAT, "fake: malformed model");
     struct platform_model *m = mem_calloc(1, sizeof *m);
-    if (!m)
-        return ERR_NOMEM;
+    if (!m) return ERR_NOMEM;
     m->on_done = a->on_done;
     m->owner = a->owner;
     the_model = m;
@@ -94,8 +92,7 @@ static void fake_unload(struct platform_model *m)
 {
     fake.n_unloaded++;
     fake.live_instances = 0;
-    if (the_model == m)
-        the_model = NULL;
+    if (the_model == m) the_model = NULL;
     mem_free(m);
 }
 

@@ -18,7 +18,10 @@ static struct budget budget;
 static struct model *load_model(int instances, int queue_cap, int *actual)
 {
     struct model_params p = {
-        .id = "m", .path = "/fake", .platform = &fake_platform, .queue_cap = queue_cap,
+        .id = "m",
+        .path = "/fake",
+        .platform = &fake_platform,
+        .queue_cap = queue_cap,
         .budget = &budget,
     };
     struct model *m;
@@ -142,10 +145,10 @@ static void test_resize_down_retires_busy_when_done(void **state)
     assert_int_equal(model_submit(m, b), POOL_ADMIT_RUN);
     struct errmsg err;
     assert_int_equal(model_resize(m, 1, &actual, &err), ERR_OK);
-    assert_int_equal(actual, 1);          // one idle removed, one busy retiring
+    assert_int_equal(actual, 1); // one idle removed, one busy retiring
     assert_int_equal(fake.live_instances, 2);
     assert_int_equal(request_outcome(a, NULL, NULL, NULL), FINISH_NONE); // never cut
-    fake_complete(1, FINISH_STOP);        // the retiring one goes away now
+    fake_complete(1, FINISH_STOP); // the retiring one goes away now
     assert_int_equal(fake.live_instances, 1);
     assert_int_equal(model_resize(m, 3, &actual, &err), ERR_OK);
     assert_int_equal(actual, 3);
@@ -245,8 +248,8 @@ static void test_failed_load_and_registry(void **state)
 {
     (void)state;
     fake.fail_load = 1;
-    struct model_params p = {.id = "bad", .path = "/x", .platform = &fake_platform,
-                             .budget = &budget};
+    struct model_params p = {
+        .id = "bad", .path = "/x", .platform = &fake_platform, .budget = &budget};
     struct model *m;
     assert_int_equal(model_new(&p, &m), ERR_OK);
     struct errmsg err;
@@ -310,15 +313,13 @@ static void test_alloc_failures_are_clean(void **state)
         gen_params_defaults(&gp);
         struct request *r = NULL;
         int rc = request_new(REQUEST_GENERATE, (int32_t[]){1}, 1, &gp, 4, &r);
-        struct model_params p = {.id = "m", .path = "/", .platform = &fake_platform,
-                                 .budget = &budget};
+        struct model_params p = {
+            .id = "m", .path = "/", .platform = &fake_platform, .budget = &budget};
         struct model *m = NULL;
         int rc2 = model_new(&p, &m);
         mem_fail_after(-1);
-        if (rc == ERR_OK)
-            request_release(r);
-        if (rc2 == ERR_OK)
-            model_release(m);
+        if (rc == ERR_OK) request_release(r);
+        if (rc2 == ERR_OK) model_release(m);
         assert_int_equal(mem_live_count(), live);
     }
 }

@@ -58,8 +58,7 @@ static int setup_all(void **state)
     }
     snprintf(model_path, sizeof model_path, "/tmp/llamapi-test-cpu-%d.gguf", (int)getpid());
     int rc = gguf_writer_to_file(w, model_path, &err);
-    if (rc != ERR_OK)
-        fprintf(stderr, "write: %s\n", err.msg);
+    if (rc != ERR_OK) fprintf(stderr, "write: %s\n", err.msg);
     gguf_writer_free(w);
     mutex_init(&done_mu);
     cond_init(&done_cv);
@@ -107,8 +106,7 @@ static void tokens_of(struct request *r, int32_t *out, int n)
         int k = request_wait_events(r, &cursor, ev, 64, -1, &fin);
         for (int i = 0; i < k && got < n; i++)
             out[got++] = ev[i].token;
-        if (k == 0 && fin != FINISH_NONE)
-            break;
+        if (k == 0 && fin != FINISH_NONE) break;
     }
     assert_int_equal(got, n);
 }
@@ -232,16 +230,14 @@ static void test_load_survives_every_allocation_failure(void **state)
         errmsg_clear(&err);
         mem_fail_after(n);
         int rc = cpu_platform.load(&a, &m, &err);
-        if (rc == ERR_OK)
-            rc = cpu_platform.add_instance(m, 0, &err) == ERR_OK ? ERR_OK : ERR_NOMEM;
+        if (rc == ERR_OK) rc = cpu_platform.add_instance(m, 0, &err) == ERR_OK ? ERR_OK : ERR_NOMEM;
         mem_fail_after(-1);
         if (m && rc == ERR_OK) {
             cpu_platform.unload(m);
             assert_int_equal(mem_live_count(), live);
             break;
         }
-        if (m)
-            cpu_platform.unload(m);
+        if (m) cpu_platform.unload(m);
         assert_int_not_equal(rc, ERR_OK);
         assert_int_equal(mem_live_count(), live); // nothing leaked on this failure
         n_failures++;

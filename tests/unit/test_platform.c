@@ -101,7 +101,7 @@ static void test_registry_and_claims(void **state)
     f = fopen(other, "wb");
     fwrite("NOPE", 1, 4, f);
     fclose(f);
-    assert_null(platform_detect(other));  // wrong magic
+    assert_null(platform_detect(other));                      // wrong magic
     assert_false(cpu_resolve_gguf(dir, found, sizeof found)); // two .gguf files: ambiguous
     assert_null(platform_detect("/nonexistent/path"));
     unlink(file);

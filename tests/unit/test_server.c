@@ -120,8 +120,8 @@ static void test_config_flags(void **state)
     assert_int_equal(c.request_queue_size, 32);
     config_deinit(&c);
 
-    char *ok[] = {"x", "--host", "0.0.0.0", "--port=8080", "--api-key", "a", "--api-key",
-                        "b", "-t", "3", "--log-format", "json", "-m", "/m.gguf"};
+    char *ok[] = {"x", "--host", "0.0.0.0", "--port=8080",  "--api-key", "a",  "--api-key",
+                  "b", "-t",     "3",       "--log-format", "json",      "-m", "/m.gguf"};
     assert_int_equal(parse(&c, &e, 14, ok), CONFIG_PARSE_OK);
     assert_string_equal(c.host, "0.0.0.0");
     assert_int_equal(c.port, 8080);
@@ -221,8 +221,7 @@ static void test_error_shape(void **state)
     json_t *j = api_error_json("invalid_request_error", "model_not_found", "model", "no \xff");
     assert_non_null(j);
     json_t *err = json_object_get(j, "error");
-    assert_string_equal(json_string_value(json_object_get(err, "type")),
-                        "invalid_request_error");
+    assert_string_equal(json_string_value(json_object_get(err, "type")), "invalid_request_error");
     assert_string_equal(json_string_value(json_object_get(err, "code")), "model_not_found");
     assert_string_equal(json_string_value(json_object_get(err, "param")), "model");
     assert_string_equal(json_string_value(json_object_get(err, "message")), "no ?");

@@ -10,7 +10,6 @@
 
 #include <immintrin.h>
 
-
 #define PF_TILES 1 // prefetch distance in tiles (see quants_avx2.c)
 
 /* Unsigned quants of one block and the offset subtracted from them (0 for the formats with a
