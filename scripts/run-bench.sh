@@ -64,3 +64,17 @@ for f in "${files[@]}"; do
           o = v[name " " test]
           printf "%-34s %6s %10.2f %10.2f %7.2f\n", name, test, o, ts, (ts > 0 ? o / ts : 0) }'
 done
+
+# Continuous batching: aggregate decode throughput with 1, 2, 4 and 8 sequences per step on the
+# Q8_0 model (the cpu platform batches its instances this way), against llama-batched-bench
+# (S_TG, the same sequences sharing each step) when that reference binary is built.
+q8=$models/qwen2.5-0.5b-shape-q8_0.gguf
+if [[ -s $q8 ]]; then
+    echo "== continuous batching, $threads threads, median of $runs runs"
+    "$build/bench/bench_batch" -t "$threads" -r "$runs" -n 32 "$q8"
+    if [[ -x $ref_bin/llama-batched-bench ]]; then
+        echo "-- reference llama-batched-bench (S_TG t/s)"
+        "$ref_bin/llama-batched-bench" -m "$q8" -t "$threads" -c 2048 -b 512 -ub 512 -npp 16 \
+            -ntg 32 -npl 1,2,4,8 2>/dev/null | grep -E '^\|' || true
+    fi
+fi
