@@ -17,7 +17,8 @@ enum log_level log_get_level(void)
     return global_level;
 }
 
-static void emit(const char *prefix, const char *fmt, va_list ap)
+__attribute__((format(printf, 2, 0))) static void emit(const char *prefix, const char *fmt,
+                                                       va_list ap)
 {
     char line[2048];
     int n = snprintf(line, sizeof line, "%s", prefix);
