@@ -15,6 +15,8 @@ static bool compile_check(const struct buf *g, const char *param, struct api_fai
     int rc = gbnf_compile(g->data ? g->data : "", g->len, &compiled, &err);
     gbnf_free(compiled);
     if (rc == ERR_OK) return true;
+    if (rc == ERR_NOMEM)
+        return api_failf(f, 500, NULL, NULL, "out of memory compiling the grammar");
     return api_failf(f, 400, "invalid_grammar", param, "%s: %s", param,
                      err.msg[0] ? err.msg : err_str(rc));
 }
@@ -27,6 +29,8 @@ static bool schema_grammar(const json_t *schema, const char *param, struct buf *
     int rc = json_schema_to_gbnf(schema, out, &err);
     if (rc == ERR_OK) return compile_check(out, param, f);
     buf_clear(out);
+    if (rc == ERR_NOMEM)
+        return api_failf(f, 500, NULL, NULL, "out of memory converting the schema");
     return api_failf(f, 400, rc == ERR_UNSUPPORTED ? "unsupported_schema" : "invalid_schema", param,
                      "%s", err.msg[0] ? err.msg : err_str(rc));
 }

@@ -170,10 +170,15 @@ static void start_request(struct platform_model *m, int i, struct request *r)
     if (r->params.grammar) {
         struct errmsg gerr;
         errmsg_clear(&gerr);
-        if (gbnf_compile(r->params.grammar, strlen(r->params.grammar), &in->grammar, &gerr) !=
-                ERR_OK ||
-            grammar_state_new(in->grammar, &in->gstate) != ERR_OK) {
-            fail_instance(in, 400, gerr.msg[0] ? gerr.msg : "invalid grammar");
+        int grc = gbnf_compile(r->params.grammar, strlen(r->params.grammar), &in->grammar, &gerr);
+        if (grc == ERR_OK) grc = grammar_state_new(in->grammar, &in->gstate);
+        if (grc != ERR_OK) {
+            // The API compiled this grammar already: only resources can fail here, or a
+            // grammar sent straight to the platform.
+            fail_instance(in, grc == ERR_NOMEM ? 500 : 400,
+                          grc == ERR_NOMEM ? "out of memory for the grammar"
+                          : gerr.msg[0]    ? gerr.msg
+                                           : "invalid grammar");
             return;
         }
     }
