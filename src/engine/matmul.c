@@ -108,8 +108,10 @@ int matmul_quantize_input(const float *x, int64_t n_tok, int64_t n_in, uint32_t 
         return ERR_INVALID;
     int64_t t0, t1;
     thread_range(n_tok, 1, ith, nth, &t0, &t1);
+    // Q8_0 activations are rounded as the reference's runtime rounds them (see quants.h).
+    quant_from_float_fn quantize = dot_type == QUANT_Q8_0 ? quant_q8_0_activations : tr->from_float;
     for (int64_t t = t0; t < t1; t++)
-        tr->from_float(x + t * n_in, (uint8_t *)out + (size_t)t * out_row_bytes, n_in);
+        quantize(x + t * n_in, (uint8_t *)out + (size_t)t * out_row_bytes, n_in);
     return ERR_OK;
 }
 

@@ -9,6 +9,7 @@
 
 #include "engine/gguf.h"
 #include "engine/quants/quants.h"
+#include "engine/quants/quants_internal.h"
 #include "util/err.h"
 #include "util/mem.h"
 
@@ -605,9 +606,34 @@ static int setup(void **state)
     return 0;
 }
 
+/* Activation Q8_0: the AVX2 and scalar versions write the same bytes, ties round to even
+ * (scale 127/amax), and the result dequantizes close to the input. */
+static void test_q8_0_activations_match_reference_rounding(void **state)
+{
+    (void)state;
+    enum { N = 32 * 40 };
+    float x[N];
+    for (int i = 0; i < N; i++)
+        x[i] = (float)((i * 7919) % 2001 - 1000) / 97.0f;
+    for (int j = 0; j < 32; j++) // one block of exact ties: amax 127 gives id 1
+        x[j] = j == 0 ? 127.0f : (float)(j % 2 ? j : -j) + 0.5f;
+    struct block_q8_0 a[N / 32], b[N / 32];
+    q8_0_activations_ref(x, a, N);
+    quant_q8_0_activations(x, b, N);
+    assert_memory_equal(a, b, sizeof a);
+    assert_int_equal(a[0].qs[1], 2);  // 1.5 -> 2 (even)
+    assert_int_equal(a[0].qs[2], -2); // -2.5 -> -2 (even)
+    assert_int_equal(a[0].qs[3], 4);  // 3.5 -> 4
+    float y[N];
+    quant_traits_ref(QUANT_Q8_0)->to_float(a, y, N);
+    for (int i = 32; i < N; i++)
+        assert_true(fabsf(y[i] - x[i]) <= 10.4f / 127.0f * 0.51f + 1e-3f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_q8_0_activations_match_reference_rounding),
         cmocka_unit_test(test_type_table),
         cmocka_unit_test(test_known_blocks_32),
         cmocka_unit_test(test_known_blocks_k),

@@ -199,3 +199,14 @@ const char *quant_simd_name(void)
 {
     return simd_name;
 }
+
+void quant_q8_0_activations(const float *x, void *y, int64_t n)
+{
+#if HAVE_AVX2_KERNELS
+    if (quant_using_avx2()) {
+        q8_0_activations_avx2(x, y, n);
+        return;
+    }
+#endif
+    q8_0_activations_ref(x, y, n);
+}

@@ -81,6 +81,13 @@ const struct quant_traits *quant_traits_ref(uint32_t type);
  * not a multiple of its block length, ERR_LIMIT on overflow. */
 int quant_row_bytes(uint32_t type, int64_t n, size_t *out);
 
+/* Quantizes n activations (a multiple of 32) to Q8_0 the way the reference's x86 runtime
+ * quantizes activations: scale 127/amax and round half to even. from_float rounds half away
+ * from zero with 1/d, as the reference writes weights into files; the two differ in the last
+ * bit of some quants, which is enough to flip near-tied greedy choices. Uses AVX2 when
+ * quant_init selected it (same bytes either way). Thread-safe; allocates nothing. */
+void quant_q8_0_activations(const float *x, void *y, int64_t n);
+
 /* True when the running CPU has AVX2+FMA+F16C and the SIMD variants are in use. */
 bool quant_using_avx2(void);
 

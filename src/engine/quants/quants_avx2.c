@@ -303,3 +303,29 @@ void q8_1_from_float_avx2(const float *x, void *y, int64_t n)
         b[i].s = _cvtss_sh(d * (float)qsum, 0);
     }
 }
+
+void q8_0_activations_avx2(const float *x, void *y, int64_t n)
+{
+    struct block_q8_0 *b = y;
+    for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
+        __m256 v[4];
+        __m256 amax = _mm256_setzero_ps();
+        for (int k = 0; k < 4; k++) {
+            v[k] = _mm256_loadu_ps(x + 8 * k);
+            amax = _mm256_max_ps(amax, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v[k]));
+        }
+        __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        m = _mm_max_ss(m, _mm_movehdup_ps(m));
+        const float mx = _mm_cvtss_f32(m);
+        const __m256 id = _mm256_set1_ps(mx != 0.0f ? 127.0f / mx : 0.0f);
+        __m256i q[4];
+        for (int k = 0; k < 4; k++) // cvtps rounds half to even in the default mode
+            q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], id));
+        __m256i p =
+            _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+        p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)b[i].qs, p);
+        b[i].d = _cvtss_sh(mx / 127.0f, 0);
+    }
+}

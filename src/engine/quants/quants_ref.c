@@ -409,3 +409,16 @@ void q8_1_from_float_ref(const float *x, void *y, int64_t n)
         b[i].s = f32_to_half(d * (float)qsum);
     }
 }
+
+void q8_0_activations_ref(const float *x, void *y, int64_t n)
+{
+    struct block_q8_0 *b = y;
+    for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
+        float max;
+        float amax = block_absmax(x, QK8_0, &max);
+        float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        for (int j = 0; j < QK8_0; j++)
+            b[i].qs[j] = (int8_t)nearbyintf(x[j] * id); // default rounding: half to even
+        b[i].d = f32_to_half(amax / 127.0f);
+    }
+}
