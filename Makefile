@@ -106,16 +106,16 @@ $(O)/tests/%: $(O)/tests/unit/%.o $(TEST_HELPER_OBJ) $(LIB)
 deps:
 	@scripts/install-deps.sh
 
-# Unit tests under ASan+UBSan, the threaded ones again under TSan, each fuzzer for a short
-# budget, then e2e against the release build; one summary line.
+# Unit tests under ASan+UBSan, the threaded ones again under TSan, each fuzzer over its seeds
+# plus a fixed-seed run of mutations, then e2e against the release build; one summary line.
 TSAN_TESTS ?= test_core test_cpu_model test_cpu_embed test_bert test_threadpool test_model test_content test_tokenizer
-TEST_FUZZ_SECONDS ?= 10
+TEST_FUZZ_RUNS ?= 30000 # per fuzzer, fixed seed: the same inputs on every run
 test: deps
 	@$(MAKE) --no-print-directory BUILD=asan tests tools
 	@$(MAKE) --no-print-directory BUILD=tsan $(addprefix build/tsan/tests/,$(filter $(TSAN_TESTS),$(TEST_SRC:tests/unit/%.c=%)))
 	@$(MAKE) --no-print-directory BUILD=fuzz CC=clang fuzzers
 	@$(MAKE) --no-print-directory BUILD=release all benches
-	@LLAMAPI_TSAN_DIR=build/tsan LLAMAPI_FUZZ_DIR=build/fuzz LLAMAPI_FUZZ_SECONDS=$(TEST_FUZZ_SECONDS) \
+	@LLAMAPI_TSAN_DIR=build/tsan LLAMAPI_FUZZ_DIR=build/fuzz LLAMAPI_FUZZ_RUNS=$(TEST_FUZZ_RUNS) \
 	  scripts/run-tests.sh build/asan build/release
 
 unit: tests tools

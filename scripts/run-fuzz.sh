@@ -15,7 +15,11 @@ for f in "$dir"/fuzz/fuzz_*; do
     work=$(mktemp -d)
     [[ -d tests/fuzz/corpus/$name ]] && cp -r tests/fuzz/corpus/"$name"/. "$work"/
     log="$dir/fuzz/$name.log"
-    if "$f" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
+    # FUZZ_RUNS set: a fixed seed and run count, so CI replays the same inputs every time (a
+    # regression check, not a hunt); otherwise fuzz for SECONDS.
+    budget=(-max_total_time="$seconds")
+    [[ -n ${FUZZ_RUNS:-} ]] && budget=(-seed=1 -runs="$FUZZ_RUNS")
+    if "$f" "${budget[@]}" -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
         -artifact_prefix="$dir/fuzz/$name-" "$work" >"$log" 2>&1; then
         passed=$((passed + 1))
         echo "ok   $name ($(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | grep -o '[0-9]*$' || echo '?') runs)"

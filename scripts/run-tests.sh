@@ -64,7 +64,8 @@ fi
 
 # Each fuzzer for a short budget, when built.
 if [[ $mode == all && -n ${LLAMAPI_FUZZ_DIR:-} ]]; then
-    if scripts/run-fuzz.sh "$LLAMAPI_FUZZ_DIR" "${LLAMAPI_FUZZ_SECONDS:-10}" >"$LLAMAPI_FUZZ_DIR/run.log" 2>&1; then
+    if FUZZ_RUNS=${LLAMAPI_FUZZ_RUNS:-30000} scripts/run-fuzz.sh "$LLAMAPI_FUZZ_DIR" 10 \
+        >"$LLAMAPI_FUZZ_DIR/run.log" 2>&1; then
         grep '^ok' "$LLAMAPI_FUZZ_DIR/run.log"
     else
         failures+=("fuzz"); cat "$LLAMAPI_FUZZ_DIR/run.log"

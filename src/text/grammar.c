@@ -285,6 +285,7 @@ static int expand(struct grammar_state *st, uint32_t n_work, uint32_t *id)
 
 static bool chars_match(const struct gbnf *g, const struct gbnf_elem *e, uint32_t cp)
 {
+    if (e->b == 0) return false; // an empty class ("[]"); a grammar may have no ranges at all
     const struct gbnf_range *r = g->ranges + e->a;
     for (uint32_t i = 0; i < e->b && r[i].lo <= cp; i++)
         if (cp <= r[i].hi) return true;
@@ -293,6 +294,7 @@ static bool chars_match(const struct gbnf *g, const struct gbnf_elem *e, uint32_
 
 static bool chars_overlap(const struct gbnf *g, const struct gbnf_elem *e, uint32_t lo, uint32_t hi)
 {
+    if (e->b == 0) return false;
     const struct gbnf_range *r = g->ranges + e->a;
     for (uint32_t i = 0; i < e->b && r[i].lo <= hi; i++)
         if (r[i].hi >= lo) return true;
