@@ -5,6 +5,7 @@
 
 #include "api/chat_session.h"
 #include "api/errors.h"
+#include "api/validate.h"
 #include "api/handlers.h"
 #include "api/ids.h"
 #include "api/openai_chat.h"
@@ -25,46 +26,13 @@ static void dumps_free(char *text)
     jfree(text);
 }
 
-static bool fail_nomem(struct api_fail *f)
-{
-    return api_failf(f, 500, NULL, NULL, "out of memory");
-}
-
-static bool fail_type(struct api_fail *f, const char *param, const char *expected, const json_t *v)
-{
-    return api_failf(f, 400, "invalid_type", param,
-                     "Invalid type for '%s': expected %s, but got %s.", param, expected,
-                     v ? v_type_name(v) : "nothing");
-}
-
-/* The string member key of obj, or NULL with f filled. */
-static const char *need_string(const json_t *obj, const char *key, const char *param,
-                               struct api_fail *f)
-{
-    char name[192];
-    snprintf(name, sizeof name, "%s.%s", param, key);
-    const json_t *v = json_object_get(obj, key);
-    if (!json_is_string(v)) {
-        fail_type(f, name, "a string", v);
-        return NULL;
-    }
-    return json_string_value(v);
-}
-
-/* Appends v (consumed). v NULL is a failure already recorded in f, or else out of memory. */
-static bool append_new(json_t *arr, json_t *v, struct api_fail *f)
-{
-    if (v && json_array_append_new(arr, v) == 0) return true;
-    return f->status ? false : fail_nomem(f);
-}
-
 static bool system_message(const json_t *sys, json_t *messages, struct api_fail *f)
 {
     if (!sys || json_is_null(sys)) return true;
     if (json_is_string(sys))
-        return append_new(messages, json_pack("{s:s, s:O}", "role", "system", "content", sys), f);
+        return v_append_new(messages, json_pack("{s:s, s:O}", "role", "system", "content", sys), f);
     if (!json_is_array(sys))
-        return fail_type(f, "system", "a string or an array of text blocks", sys);
+        return v_fail_type(f, "system", "a string or an array of text blocks", sys);
     json_t *parts = json_array();
     size_t i;
     const json_t *b;
@@ -72,20 +40,21 @@ static bool system_message(const json_t *sys, json_t *messages, struct api_fail 
     {
         char param[48];
         snprintf(param, sizeof param, "system[%zu]", i);
-        const char *type = need_string(b, "type", param, f);
+        const char *type = v_need_string(b, "type", param, f);
         if (!type || (strcmp(type, "text") != 0 &&
                       !api_failf(f, 400, "invalid_value", param,
                                  "'%s' must be a text block (got type '%.40s')", param, type))) {
             json_decref(parts);
             return false;
         }
-        const char *text = need_string(b, "text", param, f);
-        if (!text || !append_new(parts, json_pack("{s:s, s:s}", "type", "text", "text", text), f)) {
+        const char *text = v_need_string(b, "text", param, f);
+        if (!text ||
+            !v_append_new(parts, json_pack("{s:s, s:s}", "type", "text", "text", text), f)) {
             json_decref(parts);
             return false;
         }
     }
-    return append_new(messages, json_pack("{s:s, s:o}", "role", "system", "content", parts), f);
+    return v_append_new(messages, json_pack("{s:s, s:o}", "role", "system", "content", parts), f);
 }
 
 /* An image block as an image_url part with a data URL. */
@@ -95,10 +64,10 @@ static json_t *image_part(const json_t *block, const char *param, struct api_fai
     snprintf(sparam, sizeof sparam, "%s.source", param);
     const json_t *src = json_object_get(block, "source");
     if (!json_is_object(src)) {
-        fail_type(f, sparam, "an object", src);
+        v_fail_type(f, sparam, "an object", src);
         return NULL;
     }
-    const char *type = need_string(src, "type", sparam, f);
+    const char *type = v_need_string(src, "type", sparam, f);
     if (!type) return NULL;
     if (strcmp(type, "base64") != 0) {
         api_failf(f, 400, "unsupported_content_part_type", sparam,
@@ -107,8 +76,8 @@ static json_t *image_part(const json_t *block, const char *param, struct api_fai
                   sparam, type);
         return NULL;
     }
-    const char *media = need_string(src, "media_type", sparam, f);
-    const char *data = media ? need_string(src, "data", sparam, f) : NULL;
+    const char *media = v_need_string(src, "media_type", sparam, f);
+    const char *data = media ? v_need_string(src, "data", sparam, f) : NULL;
     if (!data) return NULL;
     struct buf url;
     buf_init(&url);
@@ -116,7 +85,7 @@ static json_t *image_part(const json_t *block, const char *param, struct api_fai
     if (buf_printf(&url, "data:%s;base64,%s", media, data) == ERR_OK)
         part = json_pack("{s:s, s:{s:s}}", "type", "image_url", "image_url", "url", url.data);
     buf_deinit(&url);
-    if (!part) fail_nomem(f);
+    if (!part) v_fail_nomem(f);
     return part;
 }
 
@@ -130,11 +99,11 @@ static json_t *tool_result_content(const json_t *block, const char *param, struc
     if (!content || json_is_null(content) || json_is_string(content)) {
         const char *s = content && json_is_string(content) ? json_string_value(content) : "";
         json_t *j = is_error ? json_sprintf("Error: %s", s) : json_string(s);
-        if (!j) fail_nomem(f);
+        if (!j) v_fail_nomem(f);
         return j;
     }
     if (!json_is_array(content)) {
-        fail_type(f, cparam, "a string or an array of blocks", content);
+        v_fail_type(f, cparam, "a string or an array of blocks", content);
         return NULL;
     }
     json_t *parts = json_array();
@@ -146,10 +115,10 @@ static json_t *tool_result_content(const json_t *block, const char *param, struc
     {
         char bparam[192];
         snprintf(bparam, sizeof bparam, "%s[%zu]", cparam, i);
-        const char *type = need_string(b, "type", bparam, f);
+        const char *type = v_need_string(b, "type", bparam, f);
         json_t *part = NULL;
         if (type && strcmp(type, "text") == 0) {
-            const char *text = need_string(b, "text", bparam, f);
+            const char *text = v_need_string(b, "text", bparam, f);
             part = text ? json_pack("{s:s, s:s}", "type", "text", "text", text) : NULL;
         } else if (type && strcmp(type, "image") == 0) {
             part = image_part(b, bparam, f);
@@ -159,7 +128,7 @@ static json_t *tool_result_content(const json_t *block, const char *param, struc
                       type);
         }
         if (!part || json_array_append_new(parts, part) != 0) {
-            if (!f->status) fail_nomem(f);
+            if (!f->status) v_fail_nomem(f);
             json_decref(parts);
             return NULL;
         }
@@ -170,29 +139,29 @@ static json_t *tool_result_content(const json_t *block, const char *param, struc
 static bool tool_result_message(const json_t *block, const char *param, json_t *messages,
                                 struct api_fail *f)
 {
-    const char *id = need_string(block, "tool_use_id", param, f);
+    const char *id = v_need_string(block, "tool_use_id", param, f);
     json_t *content = id ? tool_result_content(block, param, f) : NULL;
     if (!content) return false;
-    return append_new(
+    return v_append_new(
         messages,
         json_pack("{s:s, s:s, s:o}", "role", "tool", "tool_call_id", id, "content", content), f);
 }
 
 static bool tool_use_call(const json_t *block, const char *param, json_t *calls, struct api_fail *f)
 {
-    const char *id = need_string(block, "id", param, f);
-    const char *name = id ? need_string(block, "name", param, f) : NULL;
+    const char *id = v_need_string(block, "id", param, f);
+    const char *name = id ? v_need_string(block, "name", param, f) : NULL;
     if (!name) return false;
     const json_t *input = json_object_get(block, "input");
     char iparam[160];
     snprintf(iparam, sizeof iparam, "%s.input", param);
-    if (!json_is_object(input)) return fail_type(f, iparam, "an object", input);
+    if (!json_is_object(input)) return v_fail_type(f, iparam, "an object", input);
     char *args = json_dumps(input, JSON_COMPACT);
-    if (!args) return fail_nomem(f);
+    if (!args) return v_fail_nomem(f);
     json_t *call = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type", "function", "function",
                              "name", name, "arguments", args);
     dumps_free(args);
-    return append_new(calls, call, f);
+    return v_append_new(calls, call, f);
 }
 
 /* User content blocks: text and images gather into user messages; each tool_result becomes
@@ -203,29 +172,29 @@ static bool user_blocks(const json_t *content, const char *param, json_t *messag
     json_t *parts = json_array();
     size_t i;
     const json_t *b;
-    bool ok = parts != NULL || fail_nomem(f);
+    bool ok = parts != NULL || v_fail_nomem(f);
     json_array_foreach(content, i, b)
     {
         if (!ok) break;
         char bparam[96];
         snprintf(bparam, sizeof bparam, "%s[%zu]", param, i);
-        const char *type = need_string(b, "type", bparam, f);
+        const char *type = v_need_string(b, "type", bparam, f);
         if (!type) {
             ok = false;
         } else if (strcmp(type, "text") == 0) {
-            const char *text = need_string(b, "text", bparam, f);
-            ok =
-                text && append_new(parts, json_pack("{s:s, s:s}", "type", "text", "text", text), f);
+            const char *text = v_need_string(b, "text", bparam, f);
+            ok = text &&
+                 v_append_new(parts, json_pack("{s:s, s:s}", "type", "text", "text", text), f);
         } else if (strcmp(type, "image") == 0) {
             json_t *part = image_part(b, bparam, f);
-            ok = part && append_new(parts, part, f);
+            ok = part && v_append_new(parts, part, f);
         } else if (strcmp(type, "tool_result") == 0) {
             if (json_array_size(parts) > 0) {
                 // The message takes this array; later parts go into a new one.
-                ok = append_new(messages, json_pack("{s:s, s:o}", "role", "user", "content", parts),
-                                f);
+                ok = v_append_new(messages,
+                                  json_pack("{s:s, s:o}", "role", "user", "content", parts), f);
                 parts = json_array();
-                ok = ok && (parts != NULL || fail_nomem(f));
+                ok = ok && (parts != NULL || v_fail_nomem(f));
             }
             ok = ok && tool_result_message(b, bparam, messages, f);
         } else {
@@ -236,7 +205,7 @@ static bool user_blocks(const json_t *content, const char *param, json_t *messag
         }
     }
     if (ok && json_array_size(parts) > 0)
-        ok = append_new(messages, json_pack("{s:s, s:O}", "role", "user", "content", parts), f);
+        ok = v_append_new(messages, json_pack("{s:s, s:O}", "role", "user", "content", parts), f);
     json_decref(parts);
     return ok;
 }
@@ -250,7 +219,7 @@ static bool assistant_blocks(const json_t *content, const char *param, json_t *m
     buf_init(&text);
     buf_init(&reasoning);
     json_t *calls = json_array();
-    bool ok = calls != NULL || fail_nomem(f);
+    bool ok = calls != NULL || v_fail_nomem(f);
     size_t i;
     const json_t *b;
     json_array_foreach(content, i, b)
@@ -258,14 +227,14 @@ static bool assistant_blocks(const json_t *content, const char *param, json_t *m
         if (!ok) break;
         char bparam[96];
         snprintf(bparam, sizeof bparam, "%s[%zu]", param, i);
-        const char *type = need_string(b, "type", bparam, f);
+        const char *type = v_need_string(b, "type", bparam, f);
         const char *s = NULL;
         if (!type) {
             ok = false;
         } else if (strcmp(type, "text") == 0) {
-            ok = (s = need_string(b, "text", bparam, f)) && buf_append_cstr(&text, s) == ERR_OK;
+            ok = (s = v_need_string(b, "text", bparam, f)) && buf_append_cstr(&text, s) == ERR_OK;
         } else if (strcmp(type, "thinking") == 0) {
-            ok = (s = need_string(b, "thinking", bparam, f)) &&
+            ok = (s = v_need_string(b, "thinking", bparam, f)) &&
                  buf_append_cstr(&reasoning, s) == ERR_OK;
         } else if (strcmp(type, "tool_use") == 0) {
             ok = tool_use_call(b, bparam, calls, f);
@@ -275,7 +244,7 @@ static bool assistant_blocks(const json_t *content, const char *param, json_t *m
                            "redacted_thinking and tool_use",
                            bparam, type);
         }
-        if (!ok && !f->status) fail_nomem(f);
+        if (!ok && !f->status) v_fail_nomem(f);
     }
     json_t *msg = ok ? json_pack("{s:s, s:s%}", "role", "assistant", "content",
                                  text.data ? text.data : "", text.len)
@@ -283,7 +252,7 @@ static bool assistant_blocks(const json_t *content, const char *param, json_t *m
     if (msg && reasoning.len)
         json_object_set_new(msg, "reasoning_content", json_stringn(reasoning.data, reasoning.len));
     if (msg && json_array_size(calls) > 0) json_object_set(msg, "tool_calls", calls);
-    if (ok) ok = append_new(messages, msg, f);
+    if (ok) ok = v_append_new(messages, msg, f);
     json_decref(calls);
     buf_deinit(&text);
     buf_deinit(&reasoning);
@@ -294,8 +263,8 @@ static bool convert_message(const json_t *msg, size_t i, json_t *messages, struc
 {
     char param[48];
     snprintf(param, sizeof param, "messages[%zu]", i);
-    if (!json_is_object(msg)) return fail_type(f, param, "an object", msg);
-    const char *role = need_string(msg, "role", param, f);
+    if (!json_is_object(msg)) return v_fail_type(f, param, "an object", msg);
+    const char *role = v_need_string(msg, "role", param, f);
     if (!role) return false;
     bool is_user = strcmp(role, "user") == 0;
     if (!is_user && strcmp(role, "assistant") != 0)
@@ -305,9 +274,9 @@ static bool convert_message(const json_t *msg, size_t i, json_t *messages, struc
     char cparam[64];
     snprintf(cparam, sizeof cparam, "%s.content", param);
     if (json_is_string(content))
-        return append_new(messages, json_pack("{s:s, s:O}", "role", role, "content", content), f);
+        return v_append_new(messages, json_pack("{s:s, s:O}", "role", role, "content", content), f);
     if (!json_is_array(content))
-        return fail_type(f, cparam, "a string or an array of content blocks", content);
+        return v_fail_type(f, cparam, "a string or an array of content blocks", content);
     if (json_array_size(content) == 0)
         return api_failf(f, 400, "invalid_value", cparam, "'%s' must not be empty", cparam);
     return is_user ? user_blocks(content, cparam, messages, f)
@@ -322,22 +291,22 @@ static bool convert_tool_choice(const json_t *choice, struct anthropic_chat *out
     *hidden = false;
     out->is_parallel = true;
     if (!choice || json_is_null(choice)) return true;
-    if (!json_is_object(choice)) return fail_type(f, "tool_choice", "an object", choice);
-    const char *type = need_string(choice, "type", "tool_choice", f);
+    if (!json_is_object(choice)) return v_fail_type(f, "tool_choice", "an object", choice);
+    const char *type = v_need_string(choice, "type", "tool_choice", f);
     bool no_parallel = false;
     if (!type || !v_bool(choice, "disable_parallel_tool_use",
                          "tool_choice.disable_parallel_tool_use", &no_parallel, f))
         return false;
     out->is_parallel = !no_parallel;
     if (strcmp(type, "tool") == 0) {
-        const char *name = need_string(choice, "name", "tool_choice", f);
+        const char *name = v_need_string(choice, "name", "tool_choice", f);
         out->tool_choice =
             name ? json_pack("{s:s, s:{s:s}}", "type", "function", "function", "name", name) : NULL;
-        return name && (out->tool_choice || fail_nomem(f));
+        return name && (out->tool_choice || v_fail_nomem(f));
     }
     if (strcmp(type, "any") == 0) {
         out->tool_choice = json_string("required");
-        return out->tool_choice || fail_nomem(f);
+        return out->tool_choice || v_fail_nomem(f);
     }
     if (strcmp(type, "auto") != 0 && strcmp(type, "none") != 0)
         return api_failf(f, 400, "invalid_value", "tool_choice.type",
@@ -355,7 +324,7 @@ static bool convert_tools(const json_t *body, struct anthropic_chat *c, struct a
     bool hidden = false;
     if (!convert_tool_choice(json_object_get(body, "tool_choice"), c, &hidden, f)) return false;
     if (!tools || json_is_null(tools)) return true;
-    if (!json_is_array(tools)) return fail_type(f, "tools", "an array", tools);
+    if (!json_is_array(tools)) return v_fail_type(f, "tools", "an array", tools);
     json_t *arr = json_array();
     size_t i;
     const json_t *t;
@@ -364,7 +333,7 @@ static bool convert_tools(const json_t *body, struct anthropic_chat *c, struct a
         char param[48];
         snprintf(param, sizeof param, "tools[%zu]", i);
         const char *type = json_string_value(json_object_get(t, "type"));
-        const char *name = need_string(t, "name", param, f);
+        const char *name = v_need_string(t, "name", param, f);
         const json_t *schema = json_object_get(t, "input_schema");
         const json_t *desc = json_object_get(t, "description");
         json_t *fn = NULL;
@@ -374,15 +343,15 @@ static bool convert_tools(const json_t *body, struct anthropic_chat *c, struct a
                       "input_schema are supported",
                       param, type);
         else if (name && !json_is_object(schema))
-            fail_type(f, strcat(param, ".input_schema"), "an object", schema);
+            v_fail_type(f, strcat(param, ".input_schema"), "an object", schema);
         else if (name && desc && !json_is_string(desc))
-            fail_type(f, strcat(param, ".description"), "a string", desc);
+            v_fail_type(f, strcat(param, ".description"), "a string", desc);
         else if (name)
             fn = json_pack("{s:s, s:s, s:O}", "name", name, "description",
                            desc ? json_string_value(desc) : "", "parameters", schema);
         if (!fn ||
-            !append_new(arr, json_pack("{s:s, s:o}", "type", "function", "function", fn), f)) {
-            if (!f->status) fail_nomem(f);
+            !v_append_new(arr, json_pack("{s:s, s:o}", "type", "function", "function", fn), f)) {
+            if (!f->status) v_fail_nomem(f);
             json_decref(arr);
             return false;
         }
@@ -399,8 +368,8 @@ static bool convert_thinking(const json_t *body, int *out, struct api_fail *f)
     const json_t *th = json_object_get(body, "thinking");
     *out = -1;
     if (!th || json_is_null(th)) return true;
-    if (!json_is_object(th)) return fail_type(f, "thinking", "an object", th);
-    const char *type = need_string(th, "type", "thinking", f);
+    if (!json_is_object(th)) return v_fail_type(f, "thinking", "an object", th);
+    const char *type = v_need_string(th, "type", "thinking", f);
     if (!type) return false;
     if (strcmp(type, "disabled") == 0) {
         *out = 0;
@@ -424,15 +393,15 @@ bool anthropic_to_chat(const json_t *body, struct anthropic_chat *out, struct ap
     memset(out, 0, sizeof *out);
     const json_t *msgs = json_object_get(body, "messages");
     if (!v_require(body, "messages", "messages", f)) return false;
-    if (!json_is_array(msgs)) return fail_type(f, "messages", "an array", msgs);
+    if (!json_is_array(msgs)) return v_fail_type(f, "messages", "an array", msgs);
     if (json_array_size(msgs) == 0)
         return api_failf(f, 400, "invalid_value", "messages",
                          "'messages' must contain at least one message");
     const json_t *meta = json_object_get(body, "metadata");
     if (meta && !json_is_null(meta) && !json_is_object(meta))
-        return fail_type(f, "metadata", "an object", meta);
+        return v_fail_type(f, "metadata", "an object", meta);
     out->messages = json_array();
-    if (!out->messages) return fail_nomem(f);
+    if (!out->messages) return v_fail_nomem(f);
     bool ok = system_message(json_object_get(body, "system"), out->messages, f);
     size_t i;
     const json_t *m;
@@ -790,7 +759,7 @@ void api_anthropic_messages(const struct api_ctx *ctx, const struct api_request 
     struct api_fail f = {0};
     struct msg_call *c = mem_calloc(1, sizeof *c);
     if (!c) {
-        fail_nomem(&f);
+        v_fail_nomem(&f);
         respond_fail(&f, resp);
         return;
     }

@@ -8,38 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static bool fail_nomem(struct api_fail *f)
-{
-    return api_failf(f, 500, NULL, NULL, "out of memory");
-}
-
-static bool fail_type(struct api_fail *f, const char *param, const char *expected, const json_t *v)
-{
-    return api_failf(f, 400, "invalid_type", param,
-                     "Invalid type for '%s': expected %s, but got %s.", param, expected,
-                     v ? v_type_name(v) : "nothing");
-}
-
-static const char *need_string(const json_t *obj, const char *key, const char *param,
-                               struct api_fail *f)
-{
-    char name[192];
-    snprintf(name, sizeof name, "%s.%s", param, key);
-    const json_t *v = json_object_get(obj, key);
-    if (!json_is_string(v)) {
-        fail_type(f, name, "a string", v);
-        return NULL;
-    }
-    return json_string_value(v);
-}
-
-/* Appends v (consumed). v NULL is a failure already recorded in f, or else out of memory. */
-static bool append_new(json_t *arr, json_t *v, struct api_fail *f)
-{
-    if (v && json_array_append_new(arr, v) == 0) return true;
-    return f->status ? false : fail_nomem(f);
-}
-
 static bool is_type(const char *type, const char *want)
 {
     return type && strcmp(type, want) == 0;
@@ -60,7 +28,7 @@ static json_t *new_assistant(struct items_state *st, struct api_fail *f)
                             json_stringn(st->reasoning.data, st->reasoning.len));
         buf_clear(&st->reasoning);
     }
-    if (!append_new(st->messages, msg, f)) return NULL;
+    if (!v_append_new(st->messages, msg, f)) return NULL;
     st->assistant = msg;
     return msg;
 }
@@ -68,13 +36,13 @@ static json_t *new_assistant(struct items_state *st, struct api_fail *f)
 /* One content part as a chat part (user/system) or as text (assistant). */
 static json_t *convert_part(const json_t *part, const char *param, struct api_fail *f)
 {
-    const char *type = need_string(part, "type", param, f);
+    const char *type = v_need_string(part, "type", param, f);
     const char *text = NULL;
     if (!type) return NULL;
     if (is_type(type, "input_text") || is_type(type, "output_text") || is_type(type, "text"))
-        text = need_string(part, "text", param, f);
+        text = v_need_string(part, "text", param, f);
     else if (is_type(type, "refusal"))
-        text = need_string(part, "refusal", param, f);
+        text = v_need_string(part, "refusal", param, f);
     if (text) return json_pack("{s:s, s:s}", "type", "text", "text", text);
     if (is_type(type, "input_image")) {
         const json_t *url = json_object_get(part, "image_url");
@@ -96,7 +64,7 @@ static json_t *convert_part(const json_t *part, const char *param, struct api_fa
 static bool message_item(struct items_state *st, const json_t *item, const char *param,
                          struct api_fail *f)
 {
-    const char *role = need_string(item, "role", param, f);
+    const char *role = v_need_string(item, "role", param, f);
     if (!role) return false;
     bool is_assistant = is_type(role, "assistant");
     if (!is_assistant && !is_type(role, "user") && !is_type(role, "system") &&
@@ -107,7 +75,7 @@ static bool message_item(struct items_state *st, const json_t *item, const char 
     char cparam[128];
     snprintf(cparam, sizeof cparam, "%s.content", param);
     if (!json_is_string(content) && !json_is_array(content))
-        return fail_type(f, cparam, "a string or an array of content parts", content);
+        return v_fail_type(f, cparam, "a string or an array of content parts", content);
     json_t *parts = json_is_string(content) ? json_incref(content) : json_array();
     size_t i;
     const json_t *p;
@@ -115,14 +83,15 @@ static bool message_item(struct items_state *st, const json_t *item, const char 
     {
         char pparam[160];
         snprintf(pparam, sizeof pparam, "%s[%zu]", cparam, i);
-        if (!append_new(parts, convert_part(p, pparam, f), f)) {
+        if (!v_append_new(parts, convert_part(p, pparam, f), f)) {
             json_decref(parts);
             return false;
         }
     }
     if (!is_assistant) {
         st->assistant = NULL;
-        return append_new(st->messages, json_pack("{s:s, s:o}", "role", role, "content", parts), f);
+        return v_append_new(st->messages, json_pack("{s:s, s:o}", "role", role, "content", parts),
+                            f);
     }
     // Assistant history is plain text: join the text parts.
     struct buf text;
@@ -145,27 +114,27 @@ static bool message_item(struct items_state *st, const json_t *item, const char 
 static bool function_call_item(struct items_state *st, const json_t *item, const char *param,
                                struct api_fail *f)
 {
-    const char *call_id = need_string(item, "call_id", param, f);
-    const char *name = call_id ? need_string(item, "name", param, f) : NULL;
-    const char *args = name ? need_string(item, "arguments", param, f) : NULL;
+    const char *call_id = v_need_string(item, "call_id", param, f);
+    const char *name = call_id ? v_need_string(item, "name", param, f) : NULL;
+    const char *args = name ? v_need_string(item, "arguments", param, f) : NULL;
     if (!args) return false;
     json_t *msg = st->assistant ? st->assistant : new_assistant(st, f);
     if (!msg) return false;
     json_t *calls = json_object_get(msg, "tool_calls");
     if (!calls) {
         calls = json_array();
-        if (!calls || json_object_set_new(msg, "tool_calls", calls) != 0) return fail_nomem(f);
+        if (!calls || json_object_set_new(msg, "tool_calls", calls) != 0) return v_fail_nomem(f);
     }
-    return append_new(calls,
-                      json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", call_id, "type", "function",
-                                "function", "name", name, "arguments", args),
-                      f);
+    return v_append_new(calls,
+                        json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", call_id, "type", "function",
+                                  "function", "name", name, "arguments", args),
+                        f);
 }
 
 static bool function_output_item(struct items_state *st, const json_t *item, const char *param,
                                  struct api_fail *f)
 {
-    const char *call_id = need_string(item, "call_id", param, f);
+    const char *call_id = v_need_string(item, "call_id", param, f);
     if (!call_id) return false;
     json_t *out = json_object_get(item, "output");
     char oparam[128];
@@ -181,16 +150,16 @@ static bool function_output_item(struct items_state *st, const json_t *item, con
         {
             char pparam[160];
             snprintf(pparam, sizeof pparam, "%s[%zu]", oparam, i);
-            if (!append_new(content, convert_part(p, pparam, f), f)) {
+            if (!v_append_new(content, convert_part(p, pparam, f), f)) {
                 json_decref(content);
                 return false;
             }
         }
     } else {
-        return fail_type(f, oparam, "a string or an array of content parts", out);
+        return v_fail_type(f, oparam, "a string or an array of content parts", out);
     }
     st->assistant = NULL;
-    return append_new(
+    return v_append_new(
         st->messages,
         json_pack("{s:s, s:s, s:o}", "role", "tool", "tool_call_id", call_id, "content", content),
         f);
@@ -216,9 +185,9 @@ static bool reasoning_item(struct items_state *st, const json_t *item)
 static bool convert_item(struct items_state *st, const json_t *item, const char *param,
                          struct api_fail *f)
 {
-    if (!json_is_object(item)) return fail_type(f, param, "an object", item);
+    if (!json_is_object(item)) return v_fail_type(f, param, "an object", item);
     const json_t *t = json_object_get(item, "type");
-    if (t && !json_is_string(t)) return fail_type(f, param, "a string 'type'", t);
+    if (t && !json_is_string(t)) return v_fail_type(f, param, "a string 'type'", t);
     const char *type = t ? json_string_value(t) : "message";
     if (is_type(type, "message")) return message_item(st, item, param, f);
     if (is_type(type, "function_call")) return function_call_item(st, item, param, f);
@@ -255,8 +224,9 @@ static bool convert_input(const json_t *body, json_t *history, struct api_fail *
         return api_failf(f, 400, "missing_required_parameter", "input",
                          "Missing required parameter: 'input'.");
     if (json_is_string(input))
-        return append_new(history, json_pack("{s:s, s:O}", "role", "user", "content", input), f);
-    if (!json_is_array(input)) return fail_type(f, "input", "a string or an array of items", input);
+        return v_append_new(history, json_pack("{s:s, s:O}", "role", "user", "content", input), f);
+    if (!json_is_array(input))
+        return v_fail_type(f, "input", "a string or an array of items", input);
     return responses_items_to_chat(input, "input", history, f);
 }
 
@@ -274,17 +244,17 @@ static bool convert_tool_choice(const json_t *body, struct responses_chat *out, 
         return api_failf(f, 400, "invalid_value", "tool_choice",
                          "'tool_choice' must be none, auto, required or an object");
     if (!s && !json_is_object(choice))
-        return fail_type(f, "tool_choice", "a string or an object", choice);
+        return v_fail_type(f, "tool_choice", "a string or an object", choice);
     *hidden = is_type(s, "none");
     if (is_type(s, "required")) {
         out->tool_choice = json_string("required");
-        return out->tool_choice || fail_nomem(f);
+        return out->tool_choice || v_fail_nomem(f);
     }
     if (s || !is_type(json_string_value(json_object_get(choice, "type")), "function")) return true;
-    const char *name = need_string(choice, "name", "tool_choice", f);
+    const char *name = v_need_string(choice, "name", "tool_choice", f);
     out->tool_choice =
         name ? json_pack("{s:s, s:{s:s}}", "type", "function", "function", "name", name) : NULL;
-    return name && (out->tool_choice || fail_nomem(f));
+    return name && (out->tool_choice || v_fail_nomem(f));
 }
 
 /* Function tools (flat: {type, name, description, parameters, strict}) → chat tools. Named
@@ -297,7 +267,7 @@ static bool convert_tools(const json_t *body, struct responses_chat *c, struct a
     bool hidden = false;
     if (!convert_tool_choice(body, c, &hidden, f)) return false;
     if (!tools || json_is_null(tools)) return true;
-    if (!json_is_array(tools)) return fail_type(f, "tools", "an array", tools);
+    if (!json_is_array(tools)) return v_fail_type(f, "tools", "an array", tools);
     json_t *arr = json_array();
     size_t i;
     const json_t *t;
@@ -305,13 +275,13 @@ static bool convert_tools(const json_t *body, struct responses_chat *c, struct a
     {
         char param[48];
         snprintf(param, sizeof param, "tools[%zu]", i);
-        const char *type = need_string(t, "type", param, f);
+        const char *type = v_need_string(t, "type", param, f);
         const char *name = NULL;
         if (type && !is_type(type, "function"))
             api_failf(f, 400, "unsupported_value", param,
                       "'%s' has type '%.40s'; only function tools are supported", param, type);
         else if (type)
-            name = need_string(t, "name", param, f);
+            name = v_need_string(t, "name", param, f);
         json_t *params = json_object_get(t, "parameters");
         json_t *desc = json_object_get(t, "description");
         json_t *fn = name ? json_pack("{s:s}", "name", name) : NULL;
@@ -321,8 +291,8 @@ static bool convert_tools(const json_t *body, struct responses_chat *c, struct a
                                 json_is_object(params) ? json_incref(params)
                                                        : json_pack("{s:s}", "type", "object"));
         if (!fn ||
-            !append_new(arr, json_pack("{s:s, s:o}", "type", "function", "function", fn), f)) {
-            if (!f->status) fail_nomem(f);
+            !v_append_new(arr, json_pack("{s:s, s:o}", "type", "function", "function", fn), f)) {
+            if (!f->status) v_fail_nomem(f);
             json_decref(arr);
             return false;
         }
@@ -339,7 +309,7 @@ static bool convert_reasoning(const json_t *body, int *out, struct api_fail *f)
     const json_t *r = json_object_get(body, "reasoning");
     *out = -1;
     if (!r || json_is_null(r)) return true;
-    if (!json_is_object(r)) return fail_type(f, "reasoning", "an object", r);
+    if (!json_is_object(r)) return v_fail_type(f, "reasoning", "an object", r);
     const json_t *e = json_object_get(r, "effort");
     if (!e || json_is_null(e)) return true;
     const char *s = json_string_value(e);
@@ -366,7 +336,7 @@ static bool structured_object(const json_t *body, json_t **out, struct api_fail 
     static const char *const keys[] = {"grammar", "json_schema"};
     *out = NULL;
     json_t *o = json_object();
-    if (!o) return fail_nomem(f);
+    if (!o) return v_fail_nomem(f);
     int rc = 0;
     if (fmt && !json_is_null(fmt) &&
         !is_type(json_string_value(json_object_get(fmt, "type")), "text"))
@@ -377,7 +347,7 @@ static bool structured_object(const json_t *body, json_t **out, struct api_fail 
     }
     if (rc) {
         json_decref(o);
-        return fail_nomem(f);
+        return v_fail_nomem(f);
     }
     if (json_object_size(o) == 0)
         json_decref(o);
@@ -393,7 +363,7 @@ static bool check_unsupported(const json_t *body, struct api_fail *f)
     const json_t *fmt = json_object_get(text, "format");
     const char *type = json_string_value(json_object_get(fmt, "type"));
     if (text && !json_is_null(text) && !json_is_object(text))
-        return fail_type(f, "text", "an object", text);
+        return v_fail_type(f, "text", "an object", text);
     if (fmt && !json_is_null(fmt) && !is_type(type, "text") && !is_type(type, "json_schema") &&
         !is_type(type, "json_object"))
         return api_failf(f, 400, "invalid_value", "text.format.type",
@@ -407,7 +377,7 @@ static bool check_unsupported(const json_t *body, struct api_fail *f)
                          "the Conversations API is not supported; use previous_response_id");
     const json_t *ins = json_object_get(body, "instructions");
     if (ins && !json_is_null(ins) && !json_is_string(ins))
-        return fail_type(f, "instructions", "a string", ins);
+        return v_fail_type(f, "instructions", "a string", ins);
     return true;
 }
 
@@ -420,16 +390,16 @@ bool responses_to_chat(const json_t *body, const json_t *previous, struct respon
     out->messages = json_array();
     if (!out->history || !out->messages) {
         responses_chat_deinit(out);
-        return fail_nomem(f);
+        return v_fail_nomem(f);
     }
     const char *ins = json_string_value(json_object_get(body, "instructions"));
     bool ok = convert_input(body, out->history, f) && convert_tools(body, out, f) &&
               structured_object(body, &out->structured, f) &&
               convert_reasoning(body, &out->enable_thinking, f);
     if (ok && ins)
-        ok =
-            append_new(out->messages, json_pack("{s:s, s:s}", "role", "system", "content", ins), f);
-    if (ok && json_array_extend(out->messages, out->history) != 0) ok = fail_nomem(f);
+        ok = v_append_new(out->messages, json_pack("{s:s, s:s}", "role", "system", "content", ins),
+                          f);
+    if (ok && json_array_extend(out->messages, out->history) != 0) ok = v_fail_nomem(f);
     if (!ok) responses_chat_deinit(out);
     return ok;
 }

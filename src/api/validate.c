@@ -124,3 +124,33 @@ bool v_string(const json_t *obj, const char *key, const char *name, size_t max_l
     *out = json_string_value(v);
     return true;
 }
+
+bool v_fail_nomem(struct api_fail *f)
+{
+    return api_failf(f, 500, NULL, NULL, "out of memory");
+}
+
+bool v_fail_type(struct api_fail *f, const char *param, const char *expected, const json_t *v)
+{
+    return api_failf(f, 400, "invalid_type", param,
+                     "Invalid type for '%s': expected %s, but got %s.", param, expected,
+                     v_type_name(v));
+}
+
+const char *v_need_string(const json_t *obj, const char *key, const char *param, struct api_fail *f)
+{
+    char name[192];
+    snprintf(name, sizeof name, "%s.%s", param, key);
+    const json_t *v = json_object_get(obj, key);
+    if (!json_is_string(v)) {
+        v_fail_type(f, name, "a string", v);
+        return NULL;
+    }
+    return json_string_value(v);
+}
+
+bool v_append_new(json_t *arr, json_t *v, struct api_fail *f)
+{
+    if (v && json_array_append_new(arr, v) == 0) return true;
+    return f->status ? false : v_fail_nomem(f);
+}

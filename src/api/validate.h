@@ -38,6 +38,18 @@ bool v_string(const json_t *obj, const char *key, const char *name, size_t max_l
 /* Requires the key to be present; false with a "missing required parameter" failure. */
 bool v_require(const json_t *obj, const char *key, const char *name, struct api_fail *f);
 
+/* Shared failure helpers for request translations (Anthropic, Responses). Each returns
+ * false (NULL for v_need_string) so callers can return it directly.
+ * v_fail_nomem: 500 "out of memory". v_fail_type: 400 invalid_type naming param and the
+ * expected type. v_need_string: the string member key of obj (param.key on failure).
+ * v_append_new: appends v (consumed) to arr; v NULL means a failure already recorded in f,
+ * or else out of memory. */
+bool v_fail_nomem(struct api_fail *f);
+bool v_fail_type(struct api_fail *f, const char *param, const char *expected, const json_t *v);
+const char *v_need_string(const json_t *obj, const char *key, const char *param,
+                          struct api_fail *f);
+bool v_append_new(json_t *arr, json_t *v, struct api_fail *f);
+
 /* JSON type name as OpenAI reports it ("string", "integer", "object", …). */
 const char *v_type_name(const json_t *v);
 
