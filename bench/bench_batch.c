@@ -26,14 +26,14 @@ static double run_once(struct engine_model *m, struct threadpool *tp, int n_stre
         prompt[i] = (i * 7 + 3) % n_vocab;
     for (int s = 0; s < n_streams; s++) {
         if (engine_seq_new(m, 16 + n_gen + 1, &seq[s]) != ERR_OK) return -1;
-        items[s] = (struct engine_batch_item){seq[s], prompt, 16};
+        items[s] = (struct engine_batch_item){.seq = seq[s], .tokens = prompt, .n_tokens = 16};
     }
     engine_decode(m, tp, items, n_streams, &err);
     int64_t t0 = clock_now_ns();
     for (int step = 0; step < n_gen; step++) {
         for (int s = 0; s < n_streams; s++) {
             next[s] = (step * 31 + s * 17) % n_vocab; // the sampler is not what this measures
-            items[s] = (struct engine_batch_item){seq[s], &next[s], 1};
+            items[s] = (struct engine_batch_item){.seq = seq[s], .tokens = &next[s], .n_tokens = 1};
         }
         if (engine_decode(m, tp, items, n_streams, &err) != ERR_OK) {
             fprintf(stderr, "decode: %s\n", err.msg);

@@ -475,6 +475,36 @@ size_t engine_seq_bytes(const struct engine_model *m, int n_ctx)
     return total;
 }
 
+size_t engine_kv_bytes(const struct engine_model *m, int n_ctx)
+{
+    if (n_ctx < 1 || n_ctx > N_CTX_MAX) return 0;
+    size_t kv = cache_bytes(m, n_ctx), total;
+    return kv != 0 && size_add(kv, kv, &total) ? total : 0;
+}
+
+int engine_seq_new_view(struct engine_model *m, struct engine_seq **out)
+{
+    struct engine_seq *s = mem_calloc(1, sizeof *s);
+    if (!s) return ERR_NOMEM;
+    s->m = m;
+    s->is_view = true;
+    *out = s;
+    return ERR_OK;
+}
+
+int engine_seq_bind(struct engine_seq *s, void *kv, size_t kv_bytes, int n_ctx)
+{
+    const size_t need = engine_kv_bytes(s->m, n_ctx);
+    if (!s->is_view || need == 0 || kv_bytes < need || !kv || ((uintptr_t)kv & 1u) != 0)
+        return ERR_INVALID;
+    s->k_cache = kv;
+    s->v_cache = (uint16_t *)kv + need / 2 / sizeof(uint16_t);
+    s->n_ctx = n_ctx;
+    s->pos = 0;
+    s->has_logits = false;
+    return ERR_OK;
+}
+
 int engine_seq_new(struct engine_model *m, int n_ctx, struct engine_seq **out)
 {
     if (engine_seq_bytes(m, n_ctx) == 0) return ERR_INVALID;
@@ -498,8 +528,10 @@ int engine_seq_new(struct engine_model *m, int n_ctx, struct engine_seq **out)
 void engine_seq_free(struct engine_seq *s)
 {
     if (!s) return;
-    mem_free(s->k_cache);
-    mem_free(s->v_cache);
+    if (!s->is_view) {
+        mem_free(s->k_cache);
+        mem_free(s->v_cache);
+    }
     mem_free(s->logits);
     mem_free(s);
 }

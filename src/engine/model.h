@@ -73,25 +73,60 @@ int engine_seq_pos(const struct engine_seq *s);
 /* Capacity given to engine_seq_new(). Cannot fail. */
 int engine_seq_n_ctx(const struct engine_seq *s);
 
+/* Bytes of KV cache (keys and values, every layer, F16) n_ctx positions take. 0 when
+ * n_ctx < 1, n_ctx > 1 << 24 or the size overflows. Cannot fail otherwise. */
+size_t engine_kv_bytes(const struct engine_model *m, int n_ctx);
+
+/* A sequence with no memory of its own, for inputs that are embedded and then forgotten:
+ * engine_seq_bind() gives it a KV cache in caller memory before each use, so many short
+ * sequences can share one allocation. It has no logits: a decode item on it must ask for
+ * hidden states. ERR_NOMEM. Borrows m; caller frees with engine_seq_free() (which leaves the
+ * bound memory alone). */
+int engine_seq_new_view(struct engine_model *m, struct engine_seq **out);
+
+/* Empties a view sequence and places its KV cache for n_ctx positions at kv (kv_bytes >=
+ * engine_kv_bytes(m, n_ctx), 2-byte aligned; borrowed until the next bind or the free).
+ * ERR_INVALID (not a view, n_ctx out of range, too few bytes, misaligned). Cannot fail
+ * otherwise. */
+int engine_seq_bind(struct engine_seq *s, void *kv, size_t kv_bytes, int n_ctx);
+
 /* Keeps the first n_keep cached tokens and drops the rest (prompt-cache reuse; clamps n_keep to
  * 0..pos). The logits of the last decode become stale. Cannot fail. */
 void engine_seq_truncate(struct engine_seq *s, int n_keep);
 
+/* What a decode produces for one item. The hidden state of a token is the residual stream
+ * after the last layer and output_norm: what the logits matrix would multiply. Asking only for
+ * hidden states skips the logits product, the largest matmul of the pass. */
+enum engine_output {
+    ENGINE_OUTPUT_LOGITS = 0, // the last token's logits, kept in the sequence
+    ENGINE_OUTPUT_LAST,       // the last token's hidden state, written to hidden
+    ENGINE_OUTPUT_FIRST,      // the first token's hidden state, written to hidden
+    ENGINE_OUTPUT_SUM,        // every token's hidden state added to hidden, in token order (so
+                              // a sum over several chunked calls is the same at any chunking)
+};
+
 /* One sequence's share of a batch: its next tokens. */
 struct engine_batch_item {
-    struct engine_seq *seq; // appended to at its current position; each seq at most once
-    const int32_t *tokens;  // n_tokens ids, borrowed for the call
-    int n_tokens;           // >= 1
+    struct engine_seq *seq;    // appended to at its current position; each seq at most once
+    const int32_t *tokens;     // n_tokens ids, borrowed for the call
+    int n_tokens;              // >= 1
+    enum engine_output output; // zero: logits
+    float *hidden;             // (n_embd) floats for the hidden-state outputs, else unused
 };
 
 /* Appends each item's tokens to its sequence and runs one forward pass over all of them:
  * weight matrices are applied to the stacked tokens of every item at once, attention runs per
- * sequence over its own cache. Afterwards each item's sequence holds the logits of its last
- * token (engine_seq_logits). tp runs the kernels (any size; results are bit-identical for
- * every thread count). Errors, checked before anything changes (nothing is appended):
- * ERR_INVALID (no items, n_tokens < 1, a token id outside the vocabulary, a sequence of
- * another model or listed twice; err says which), ERR_LIMIT (more than ENGINE_BATCH_MAX tokens
- * in total, or an item would overflow its sequence's n_ctx). Allocates nothing. Not reentrant:
+ * sequence over its own cache (causal). Afterwards each ENGINE_OUTPUT_LOGITS item's sequence
+ * holds the logits of its last token (engine_seq_logits); the other items have their hidden
+ * output written (the sequence's logits become stale). The logits product runs only when some
+ * item wants logits, over every row kept for the batch's outputs. A token's hidden state does
+ * not depend on the other items of the batch. tp runs the kernels (any size; results are
+ * bit-identical for every thread count). Errors, checked before anything changes (nothing is
+ * appended): ERR_INVALID (no items, n_tokens < 1, a token id outside the vocabulary, a
+ * sequence of another model or listed twice, an unknown output, a hidden output without a
+ * buffer, logits asked of a view sequence; err says which), ERR_LIMIT (more than
+ * ENGINE_BATCH_MAX tokens in total, or an item would overflow its sequence's n_ctx).
+ * Allocates nothing. Not reentrant:
  * one thread at a time per model (the model's scheduler thread), because the batch scratch
  * belongs to the model. */
 int engine_decode(struct engine_model *m, struct threadpool *tp, struct engine_batch_item *items,

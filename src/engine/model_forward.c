@@ -301,21 +301,36 @@ static void rope_tables(const struct fwd *f)
     }
 }
 
-/* After the last layer's attention only each item's last token matters: move those rows of
- * x and attn to the front so the remaining steps compute n_items rows. */
-static void keep_last_rows(struct fwd *f)
+/* Rows of an item that its output needs after the last layer: [*first, *first + return). */
+static int kept_rows(const struct engine_batch_item *it, int *first)
+{
+    *first = it->output == ENGINE_OUTPUT_FIRST ? 0 : it->n_tokens - 1;
+    if (it->output != ENGINE_OUTPUT_SUM) return 1;
+    *first = 0;
+    return it->n_tokens;
+}
+
+/* After the last layer's attention only the rows the outputs need matter (each item's last
+ * token when it wants logits): move those rows of x and attn to the front, in item order, so
+ * the remaining steps compute fewer rows. Rows only move forward, so nothing is overwritten
+ * before it is moved. */
+static void keep_output_rows(struct fwd *f)
 {
     struct scratch *sc = &f->m->sc;
     const size_t e = (size_t)f->m->info.n_embd, qd = (size_t)f->m->q_dim;
-    int t = -1;
+    int row = 0, t0 = 0;
     for (int i = 0; i < f->n_items; i++) {
-        t += f->items[i].n_tokens;
-        if (t != i) {
-            memmove(sc->x + (size_t)i * e, sc->x + (size_t)t * e, e * sizeof(float));
-            memmove(sc->attn + (size_t)i * qd, sc->attn + (size_t)t * qd, qd * sizeof(float));
+        int first;
+        const int n = kept_rows(&f->items[i], &first);
+        for (int k = 0; k < n; k++, row++) {
+            const int t = t0 + first + k;
+            if (t == row) continue;
+            memmove(sc->x + (size_t)row * e, sc->x + (size_t)t * e, e * sizeof(float));
+            memmove(sc->attn + (size_t)row * qd, sc->attn + (size_t)t * qd, qd * sizeof(float));
         }
+        t0 += f->items[i].n_tokens;
     }
-    f->n_rows = f->n_items;
+    f->n_rows = row;
 }
 
 /* Runs a light step (elementwise work over n_rows rows) on the calling thread alone when there
@@ -356,7 +371,7 @@ static void run_layer(struct threadpool *tp, struct fwd *f, int il)
     run_matmul_group(tp, f, &L->plan_qkv, sc->q, sc->k, sc->v);
     run_light(tp, job_qkv_post, f, f->n_tok <= LIGHT_ROWS_MAX);
     run_light(tp, job_attention, f, attention_is_small(f));
-    if (il == m->info.n_layer - 1) keep_last_rows(f);
+    if (il == m->info.n_layer - 1) keep_output_rows(f);
     f->src = sc->attn;
     f->plan = &L->plan_o;
     run_light(tp, job_quant, f, f->n_rows <= LIGHT_ROWS_MAX);
@@ -382,6 +397,12 @@ static int check_batch(const struct engine_model *m, const struct engine_batch_i
             return errmsg_set(err, ERR_INVALID, "item %d: sequence of another model", i);
         if (it->n_tokens < 1 || !it->tokens)
             return errmsg_set(err, ERR_INVALID, "item %d: no tokens", i);
+        if (it->output < ENGINE_OUTPUT_LOGITS || it->output > ENGINE_OUTPUT_SUM)
+            return errmsg_set(err, ERR_INVALID, "item %d: unknown output %d", i, (int)it->output);
+        if (it->output != ENGINE_OUTPUT_LOGITS && !it->hidden)
+            return errmsg_set(err, ERR_INVALID, "item %d: no buffer for the hidden state", i);
+        if (it->output == ENGINE_OUTPUT_LOGITS && it->seq->is_view)
+            return errmsg_set(err, ERR_INVALID, "item %d: a view sequence has no logits", i);
         for (int j = 0; j < i; j++)
             if (items[j].seq == it->seq)
                 return errmsg_set(err, ERR_INVALID, "item %d: sequence listed twice", i);
@@ -398,6 +419,35 @@ static int check_batch(const struct engine_model *m, const struct engine_batch_i
     }
     *n_tok = (int)total;
     return ERR_OK;
+}
+
+/* Hands each item its output from the kept rows (xn: hidden states, logits: their products)
+ * and advances its sequence. */
+static void store_outputs(struct engine_model *m, const struct engine_batch_item *items,
+                          int n_items)
+{
+    const struct scratch *sc = &m->sc;
+    const size_t e = (size_t)m->info.n_embd, nv = (size_t)m->info.n_vocab;
+    for (int i = 0, row = 0; i < n_items; i++) {
+        const struct engine_batch_item *it = &items[i];
+        struct engine_seq *s = it->seq;
+        int first;
+        const int n = kept_rows(it, &first);
+        if (it->output == ENGINE_OUTPUT_LOGITS) {
+            memcpy(s->logits, sc->logits + (size_t)row * nv, nv * sizeof(float));
+        } else if (it->output == ENGINE_OUTPUT_SUM) {
+            for (int k = 0; k < n; k++) {
+                const float *h = sc->xn + (size_t)(row + k) * e;
+                for (size_t j = 0; j < e; j++)
+                    it->hidden[j] += h[j];
+            }
+        } else {
+            memcpy(it->hidden, sc->xn + (size_t)row * e, e * sizeof(float));
+        }
+        s->has_logits = it->output == ENGINE_OUTPUT_LOGITS;
+        s->pos += it->n_tokens;
+        row += n;
+    }
 }
 
 int engine_decode(struct engine_model *m, struct threadpool *tp, struct engine_batch_item *items,
@@ -417,17 +467,16 @@ int engine_decode(struct engine_model *m, struct threadpool *tp, struct engine_b
     run_light(tp, job_embed, &f, f.n_tok <= LIGHT_ROWS_MAX);
     for (int il = 0; il < m->info.n_layer; il++)
         run_layer(tp, &f, il);
+    // The final norm; its rows are quantized for the logits product only when it runs.
+    static const struct qplan no_plan;
+    bool any_logits = false;
+    for (int i = 0; i < n_items; i++)
+        any_logits |= items[i].output == ENGINE_OUTPUT_LOGITS;
     f.add = sc->proj;
     f.norm_w = m->output_norm;
-    f.plan = &m->plan_out;
+    f.plan = any_logits ? &m->plan_out : &no_plan;
     run_light(tp, job_norm_quant, &f, f.n_rows <= LIGHT_ROWS_MAX);
-    run_matmul_group(tp, &f, &m->plan_out, sc->logits, NULL, NULL);
-    for (int i = 0; i < n_items; i++) {
-        struct engine_seq *s = items[i].seq;
-        memcpy(s->logits, sc->logits + (size_t)i * m->info.n_vocab,
-               (size_t)m->info.n_vocab * sizeof(float));
-        s->pos += items[i].n_tokens;
-        s->has_logits = true;
-    }
+    if (any_logits) run_matmul_group(tp, &f, &m->plan_out, sc->logits, NULL, NULL);
+    store_outputs(m, items, n_items);
     return ERR_OK;
 }

@@ -95,9 +95,10 @@ struct engine_seq {
     int n_ctx;
     int pos; // tokens in the cache
     bool has_logits;
+    bool is_view;      // caches are borrowed (engine_seq_bind), no logits
     uint16_t *k_cache; // (n_layer, n_ctx, kv_dim) half bits
     uint16_t *v_cache; // (n_layer, n_ctx, kv_dim) half bits
-    float *logits;     // (n_vocab)
+    float *logits;     // (n_vocab), NULL for a view
 };
 
 #endif

@@ -37,6 +37,7 @@ struct ref_model {
     float *emb, *out, *on;
     struct ref_layer L[MAX_LAYERS];
     float *kc, *vc; // (layer, MAX_CTX, kvd)
+    float *hidden;  // (n_embd) the last ref_token's state after output_norm
 };
 
 static float *deq(const struct gguf *g, const char *name)
@@ -86,6 +87,7 @@ static void ref_load(struct ref_model *r, const struct gguf *g, const struct syn
     }
     r->kc = mem_calloc((size_t)p->n_layer * MAX_CTX * (size_t)r->kvd, sizeof(float));
     r->vc = mem_calloc((size_t)p->n_layer * MAX_CTX * (size_t)r->kvd, sizeof(float));
+    r->hidden = mem_calloc((size_t)p->n_embd, sizeof(float));
 }
 
 static void ref_free(struct ref_model *r)
@@ -100,6 +102,7 @@ static void ref_free(struct ref_model *r)
     }
     mem_free(r->kc);
     mem_free(r->vc);
+    mem_free(r->hidden);
 }
 
 static void matvec(const float *w, const float *x, int n_in, int n_out, const float *b, float *y)
@@ -197,6 +200,7 @@ static void ref_token(struct ref_model *r, int32_t tok, int pos, float *logits)
             x[i] += o[i];
     }
     norm(x, r->on, e, p->norm_eps, xn);
+    memcpy(r->hidden, xn, sizeof(float) * (size_t)e);
     matvec(r->out ? r->out : r->emb, xn, e, p->n_vocab, NULL, logits);
 }
 
@@ -369,7 +373,8 @@ static void test_batch_equals_single(void **state)
     }
     struct engine_batch_item items[3];
     for (int i = 0; i < 3; i++)
-        items[i] = (struct engine_batch_item){batched[i], toks[i], lens[i]};
+        items[i] =
+            (struct engine_batch_item){.seq = batched[i], .tokens = toks[i], .n_tokens = lens[i]};
     struct errmsg err;
     assert_int_equal(engine_decode(f->m, f->tp2, items, 3, &err), ERR_OK);
     for (int i = 0; i < 3; i++)
@@ -381,9 +386,9 @@ static void test_batch_equals_single(void **state)
     decode_one(f, f->tp2, alone[0], &next[0], 1);
     decode_one(f, f->tp2, alone[1], chunk, 3);
     decode_one(f, f->tp2, alone[2], &next[2], 1);
-    items[0] = (struct engine_batch_item){batched[0], &next[0], 1};
-    items[1] = (struct engine_batch_item){batched[1], chunk, 3};
-    items[2] = (struct engine_batch_item){batched[2], &next[2], 1};
+    items[0] = (struct engine_batch_item){.seq = batched[0], .tokens = &next[0], .n_tokens = 1};
+    items[1] = (struct engine_batch_item){.seq = batched[1], .tokens = chunk, .n_tokens = 3};
+    items[2] = (struct engine_batch_item){.seq = batched[2], .tokens = &next[2], .n_tokens = 1};
     assert_int_equal(engine_decode(f->m, f->tp2, items, 3, &err), ERR_OK);
     for (int i = 0; i < 3; i++) {
         assert_int_equal(engine_seq_pos(alone[i]), engine_seq_pos(batched[i]));
@@ -459,7 +464,8 @@ static void test_decode_errors(void **state)
     it.n_tokens = 0;
     assert_int_equal(engine_decode(f->m, f->tp2, &it, 1, &err), ERR_INVALID);
     assert_int_equal(engine_decode(f->m, f->tp2, &it, 0, &err), ERR_INVALID);
-    struct engine_batch_item two[2] = {{s, prompt, 1}, {s, prompt, 1}};
+    struct engine_batch_item two[2] = {{.seq = s, .tokens = prompt, .n_tokens = 1},
+                                       {.seq = s, .tokens = prompt, .n_tokens = 1}};
     assert_int_equal(engine_decode(f->m, f->tp2, two, 2, &err), ERR_INVALID);
     assert_int_equal(engine_seq_pos(s), 0); // nothing was appended
     // More than ENGINE_BATCH_MAX tokens in one call.
@@ -475,6 +481,193 @@ static void test_decode_errors(void **state)
     engine_seq_free(big);
     engine_seq_free(s);
     engine_seq_free(t);
+    fixture_free(f);
+}
+
+/* ---- hidden-state outputs (decoders as embedding models) ---- */
+
+/* A view sequence bound to the start of kv for n tokens. */
+static struct engine_seq *view_at(struct engine_model *m, void *kv, size_t cap, int n)
+{
+    struct engine_seq *v;
+    assert_int_equal(engine_seq_new_view(m, &v), ERR_OK);
+    assert_int_equal(engine_seq_bind(v, kv, cap, n), ERR_OK);
+    return v;
+}
+
+/* The LAST, FIRST and SUM outputs of the prompt against the float reference's states after
+ * output_norm, with the tolerance of the logits comparison for the type. */
+static void check_hidden_against_reference(const char *arch, const char *type, double tol)
+{
+    struct synth_params p = small_params(arch, type);
+    char path[64];
+    synth_file(&p, path, sizeof path);
+    struct engine_model *m;
+    struct errmsg err = {{0}};
+    assert_int_equal(engine_model_load(path, &m, &err), ERR_OK);
+    struct ref_model r;
+    ref_load(&r, engine_model_gguf(m), &p);
+    const int e = p.n_embd;
+    float *logits = mem_alloc((size_t)p.n_vocab * sizeof *logits);
+    float *first = mem_calloc((size_t)e, sizeof *first), *sum = mem_calloc((size_t)e, 4);
+    double *ref_sum = mem_calloc((size_t)e, sizeof *ref_sum);
+    for (int i = 0; i < N_PROMPT; i++) {
+        ref_token(&r, prompt[i], i, logits);
+        if (i == 0) memcpy(first, r.hidden, sizeof(float) * (size_t)e);
+        for (int j = 0; j < e; j++)
+            ref_sum[j] += r.hidden[j];
+    }
+    for (int j = 0; j < e; j++)
+        sum[j] = (float)ref_sum[j];
+    struct threadpool *tp;
+    assert_int_equal(threadpool_new(2, &tp), ERR_OK);
+    const size_t cap = 3 * engine_kv_bytes(m, N_PROMPT);
+    void *kv = mem_alloc(cap);
+    const size_t one = engine_kv_bytes(m, N_PROMPT);
+    struct engine_seq *v[3];
+    float *got = mem_calloc(3 * (size_t)e, sizeof *got);
+    struct engine_batch_item items[3];
+    const enum engine_output outs[3] = {ENGINE_OUTPUT_LAST, ENGINE_OUTPUT_FIRST, ENGINE_OUTPUT_SUM};
+    for (int i = 0; i < 3; i++) {
+        v[i] = view_at(m, (uint8_t *)kv + i * one, one, N_PROMPT);
+        items[i] = (struct engine_batch_item){.seq = v[i],
+                                              .tokens = prompt,
+                                              .n_tokens = N_PROMPT,
+                                              .output = outs[i],
+                                              .hidden = got + (size_t)i * e};
+    }
+    assert_int_equal(engine_decode(m, tp, items, 3, &err), ERR_OK);
+    const double e_last = rel_err(got, r.hidden, e), e_first = rel_err(got + e, first, e);
+    const double e_sum = rel_err(got + 2 * e, sum, e);
+    printf("%s %-5s hidden rel err last %.2e first %.2e sum %.2e (tol %.0e)\n", arch, type, e_last,
+           e_first, e_sum, tol);
+    assert_true(e_last <= tol && e_first <= tol && e_sum <= tol);
+    assert_null(engine_seq_logits(v[0])); // a view has no logits
+    assert_int_equal(engine_seq_pos(v[0]), N_PROMPT);
+    for (int i = 0; i < 3; i++)
+        engine_seq_free(v[i]);
+    mem_free(got);
+    mem_free(kv);
+    threadpool_free(tp);
+    mem_free(ref_sum);
+    mem_free(sum);
+    mem_free(first);
+    mem_free(logits);
+    ref_free(&r);
+    engine_model_free(m);
+    unlink(path);
+}
+
+static void test_hidden_reference(void **state)
+{
+    (void)state;
+    check_hidden_against_reference("qwen3", "f32", 2e-3);
+    check_hidden_against_reference("qwen3", "q8_0", 3e-2);
+    check_hidden_against_reference("qwen2", "f16", 3e-3);
+    check_hidden_against_reference("llama", "f32", 2e-3);
+}
+
+/* An input's hidden states are the same bits alone, in a batch with other inputs (views
+ * packed in one allocation), beside a generating sequence, and when fed in two chunks. */
+static void test_hidden_batch_independent(void **state)
+{
+    (void)state;
+    struct fixture *f = fixture_new("qwen3", "q4_k_m");
+    const int e = engine_model_info(f->m)->n_embd, nv = engine_model_info(f->m)->n_vocab;
+    const int32_t *toks[3] = {prompt, prompt + 2, prompt + 7};
+    const int lens[3] = {N_PROMPT, 5, 3};
+    const size_t cap = engine_kv_bytes(f->m, 2 * N_PROMPT);
+    void *kv = mem_alloc(cap);
+    float alone[3][256] = {{0}}, batched[3][256] = {{0}};
+    struct errmsg err;
+    for (int i = 0; i < 3; i++) {
+        struct engine_seq *v = view_at(f->m, kv, cap, lens[i]);
+        struct engine_batch_item it = {v, toks[i], lens[i], ENGINE_OUTPUT_SUM, alone[i]};
+        assert_int_equal(engine_decode(f->m, f->tp2, &it, 1, &err), ERR_OK);
+        engine_seq_free(v);
+    }
+    // Packed back to back in one allocation, next to an item that wants logits.
+    struct engine_seq *gen, *gen_alone, *v[3];
+    assert_int_equal(engine_seq_new(f->m, MAX_CTX, &gen), ERR_OK);
+    assert_int_equal(engine_seq_new(f->m, MAX_CTX, &gen_alone), ERR_OK);
+    decode_one(f, f->tp2, gen_alone, prompt, 4);
+    struct engine_batch_item items[4] = {{.seq = gen, .tokens = prompt, .n_tokens = 4}};
+    size_t off = 0;
+    for (int i = 0; i < 3; i++) {
+        const size_t b = engine_kv_bytes(f->m, lens[i]);
+        v[i] = view_at(f->m, (uint8_t *)kv + off, b, lens[i]);
+        off += b;
+        items[1 + i] =
+            (struct engine_batch_item){v[i], toks[i], lens[i], ENGINE_OUTPUT_SUM, batched[i]};
+    }
+    assert_int_equal(engine_decode(f->m, f->tp1, items, 4, &err), ERR_OK);
+    for (int i = 0; i < 3; i++)
+        assert_memory_equal(alone[i], batched[i], (size_t)e * sizeof(float));
+    assert_memory_equal(engine_seq_logits(gen), engine_seq_logits(gen_alone),
+                        (size_t)nv * sizeof(float));
+    // The first input in two chunks, with LAST beside SUM: the same sum and the same last state.
+    float chunked[256] = {0}, last[256], last_whole[256];
+    struct engine_seq *c = view_at(f->m, kv, cap, N_PROMPT);
+    struct engine_batch_item it = {c, prompt, 6, ENGINE_OUTPUT_SUM, chunked};
+    assert_int_equal(engine_decode(f->m, f->tp2, &it, 1, &err), ERR_OK);
+    it = (struct engine_batch_item){c, prompt + 6, N_PROMPT - 6, ENGINE_OUTPUT_SUM, chunked};
+    assert_int_equal(engine_decode(f->m, f->tp2, &it, 1, &err), ERR_OK);
+    assert_memory_equal(chunked, alone[0], (size_t)e * sizeof(float));
+    assert_int_equal(engine_seq_bind(c, kv, cap, N_PROMPT), ERR_OK); // empties it
+    it = (struct engine_batch_item){c, prompt, N_PROMPT, ENGINE_OUTPUT_LAST, last_whole};
+    assert_int_equal(engine_decode(f->m, f->tp2, &it, 1, &err), ERR_OK);
+    engine_seq_truncate(c, 6);
+    it = (struct engine_batch_item){c, prompt + 6, N_PROMPT - 6, ENGINE_OUTPUT_LAST, last};
+    assert_int_equal(engine_decode(f->m, f->tp2, &it, 1, &err), ERR_OK);
+    assert_memory_equal(last, last_whole, (size_t)e * sizeof(float));
+    // A regular sequence can give hidden states too; its logits are then stale.
+    it = (struct engine_batch_item){gen, prompt + 4, 2, ENGINE_OUTPUT_LAST, last};
+    assert_int_equal(engine_decode(f->m, f->tp2, &it, 1, &err), ERR_OK);
+    assert_null(engine_seq_logits(gen));
+    engine_seq_free(c);
+    for (int i = 0; i < 3; i++)
+        engine_seq_free(v[i]);
+    engine_seq_free(gen);
+    engine_seq_free(gen_alone);
+    mem_free(kv);
+    fixture_free(f);
+}
+
+static void test_hidden_errors(void **state)
+{
+    (void)state;
+    struct fixture *f = fixture_new("qwen2", "f32");
+    const size_t b = engine_kv_bytes(f->m, 8);
+    assert_int_equal(b, engine_model_info(f->m)->kv_bytes_per_token * 8);
+    assert_int_equal(engine_kv_bytes(f->m, 0), 0);
+    uint8_t *kv = mem_alloc(b + 2);
+    struct engine_seq *v, *s;
+    assert_int_equal(engine_seq_new_view(f->m, &v), ERR_OK);
+    assert_int_equal(engine_seq_new(f->m, 8, &s), ERR_OK);
+    assert_int_equal(engine_seq_bind(v, kv, b - 1, 8), ERR_INVALID);
+    assert_int_equal(engine_seq_bind(v, kv + 1, b, 8), ERR_INVALID);
+    assert_int_equal(engine_seq_bind(v, kv, b, 0), ERR_INVALID);
+    assert_int_equal(engine_seq_bind(s, kv, b, 8), ERR_INVALID); // owns its cache
+    assert_int_equal(engine_seq_bind(v, kv, b, 8), ERR_OK);
+    float h[256];
+    struct errmsg err;
+    struct engine_batch_item it = {.seq = v, .tokens = prompt, .n_tokens = 3};
+    assert_int_equal(engine_decode(f->m, f->tp2, &it, 1, &err), ERR_INVALID); // logits of a view
+    assert_non_null(strstr(err.msg, "view"));
+    it.output = ENGINE_OUTPUT_LAST;
+    assert_int_equal(engine_decode(f->m, f->tp2, &it, 1, &err), ERR_INVALID); // no buffer
+    it.hidden = h;
+    it.output = (enum engine_output)9;
+    assert_int_equal(engine_decode(f->m, f->tp2, &it, 1, &err), ERR_INVALID);
+    it.output = ENGINE_OUTPUT_FIRST;
+    it.n_tokens = 9;
+    assert_int_equal(engine_decode(f->m, f->tp2, &it, 1, &err), ERR_LIMIT); // bound for 8
+    assert_int_equal(engine_seq_pos(v), 0);
+    it.n_tokens = 8;
+    assert_int_equal(engine_decode(f->m, f->tp2, &it, 1, &err), ERR_OK);
+    engine_seq_free(v);
+    engine_seq_free(s);
+    mem_free(kv);
     fixture_free(f);
 }
 
@@ -725,6 +918,8 @@ int main(void)
         cmocka_unit_test(test_decode_errors),       cmocka_unit_test(test_info),
         cmocka_unit_test(test_load_errors),         cmocka_unit_test(test_load_alloc_failures),
         cmocka_unit_test(test_synth_layouts),       cmocka_unit_test(test_synth_vocab_from),
+        cmocka_unit_test(test_hidden_reference),    cmocka_unit_test(test_hidden_batch_independent),
+        cmocka_unit_test(test_hidden_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
