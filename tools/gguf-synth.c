@@ -30,6 +30,8 @@ static void usage(FILE *f)
             "                    or q4_k_m (Q4_K with Q6_K output, attn_v, ffn_down mix) (f32)\n"
             "  --seed N          random seed (1)\n"
             "  --vocab-from F    copy every tokenizer.* key from GGUF file F\n"
+            "  --pooling N       write <arch>.pooling_type N (0 none, 1 mean, 2 cls, 3 last,\n"
+            "                    4 rank); bert writes 1 unless given, decoders nothing\n"
             "  -o, --output F    output file (required)\n"
             "  -h, --help        this text\n"
             "Rows whose length is not a multiple of a type's block fall back like the reference\n"
@@ -89,6 +91,8 @@ static int parse_args(int argc, char **argv, struct synth_params *p, const char 
             p->type = v;
         else if (!strcmp(a, "--seed"))
             p->seed = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--pooling"))
+            bad = parse_int(v, &p->pooling_type);
         else if (!strcmp(a, "--vocab-from"))
             *vocab_path = v;
         else if (!strcmp(a, "-o") || !strcmp(a, "--output"))

@@ -38,7 +38,8 @@ struct manager_load {
     int queue_size;   // -1: the default
     int n_ctx;        // 0: model default within the cap
     bool force_embedding;
-    const json_t *default_params; // validated, or NULL
+    enum platform_pooling pooling; // embedding models: DEFAULT = the file's
+    const json_t *default_params;  // validated, or NULL
 };
 
 struct manager;

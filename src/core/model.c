@@ -24,6 +24,7 @@ struct model {
     json_t *default_params; // owned copy or NULL
     int n_ctx, n_threads;
     bool force_embedding;
+    enum platform_pooling pooling;
     const char *chat_template; // borrowed (outlives the model) or NULL
     int64_t created_unix_s;
     atomic_int status;     // enum model_status
@@ -41,6 +42,7 @@ int model_new(const struct model_params *p, struct model **out)
     m->n_ctx = p->n_ctx;
     m->n_threads = p->n_threads;
     m->force_embedding = p->force_embedding;
+    m->pooling = p->pooling;
     m->chat_template = p->chat_template;
     m->created_unix_s = clock_unix_s();
     atomic_init(&m->refs, 1);
@@ -111,6 +113,7 @@ int model_load(struct model *m, int n_instances, int *n_actual, struct errmsg *e
         .n_ctx = m->n_ctx,
         .n_threads = m->n_threads,
         .force_embedding = m->force_embedding,
+        .pooling = m->pooling,
         .chat_template = m->chat_template,
         .on_done = on_instance_done,
         .owner = m,

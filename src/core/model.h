@@ -21,10 +21,11 @@ struct model_params {
     int n_ctx;     // 0: the model's, capped at 4096
     int n_threads;
     bool force_embedding;
-    const char *chat_template;    // overrides the model's (name or source; borrowed, outlives
-                                  // the model) or NULL
-    const json_t *default_params; // validated object or NULL (copied)
-    struct budget *budget;        // borrowed; outlives the model
+    enum platform_pooling pooling; // embedding models: DEFAULT = the file's
+    const char *chat_template;     // overrides the model's (name or source; borrowed, outlives
+                                   // the model) or NULL
+    const json_t *default_params;  // validated object or NULL (copied)
+    struct budget *budget;         // borrowed; outlives the model
 };
 
 /* Creates a model in state LOADING with no platform model yet. ERR_NOMEM. refs = 1. */

@@ -31,6 +31,7 @@ struct synth_params synth_params_default(void)
         .norm_eps = 1e-5f,
         .type = "f32",
         .seed = 1,
+        .pooling_type = -1,
     };
     return p;
 }
@@ -295,9 +296,12 @@ static int add_hparams(struct synth *s, bool is_bert)
     if (rc == ERR_OK) rc = add_key_u32(s, "attention.head_count", (uint32_t)p->n_head);
     if (is_bert) {
         if (rc == ERR_OK) rc = add_key_f32(s, "attention.layer_norm_epsilon", p->norm_eps);
-        if (rc == ERR_OK) rc = add_key_u32(s, "pooling_type", 1); // mean
+        const int pooling = p->pooling_type >= 0 ? p->pooling_type : 1; // mean
+        if (rc == ERR_OK) rc = add_key_u32(s, "pooling_type", (uint32_t)pooling);
         return rc;
     }
+    if (rc == ERR_OK && p->pooling_type >= 0)
+        rc = add_key_u32(s, "pooling_type", (uint32_t)p->pooling_type);
     if (rc == ERR_OK) rc = add_key_u32(s, "attention.head_count_kv", (uint32_t)p->n_head_kv);
     if (rc == ERR_OK) rc = add_key_u32(s, "attention.key_length", (uint32_t)s->head_dim);
     if (rc == ERR_OK) rc = add_key_u32(s, "attention.value_length", (uint32_t)s->head_dim);

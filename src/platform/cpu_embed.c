@@ -5,6 +5,7 @@
 #include "platform/cpu_embed.h"
 
 #include "engine/bert.h"
+#include "engine/model.h"
 #include "engine/threadpool.h"
 #include "platform/vocab_gguf.h"
 #include "text/tokenizer.h"
@@ -13,11 +14,13 @@
 #include "util/mem.h"
 #include "util/thread.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#define BATCH_INPUTS_MAX 512       // inputs per encoder batch (staging rows)
-#define INSTANCE_BYTES   (1 << 16) // bookkeeping only: instances share the model's scratch
+#define BATCH_INPUTS_MAX 512       // inputs per batch (staging rows; >= ENGINE_BATCH_MAX)
+#define INSTANCE_BYTES   (1 << 16) // encoders: bookkeeping only, instances share the scratch
+#define DECODER_CTX_CAP  4096      // decoders: default context, as for chat models
 
 /* exists: changed only while idle (admin thread, under mu). The rest: owned by the scheduler
  * thread while req is set. */
@@ -27,23 +30,40 @@ struct instance {
     int n_inputs;        // inputs of req (1 when it set none)
     int next_input;      // first input not yet embedded
     int next_token;      // its offset in req->prompt
-    float *result;       // (n_inputs, n_embd) pooled vectors so far
+    float *result;       // (n_inputs, n_embd) pooled vectors so far (zeroed at start)
     double t_start_ms;
     enum finish_reason done; // set during a step; the instance is finished after it
+    // Decoders: inputs are packed into kv as view sequences from offset 0 each step; an input
+    // longer than a step's room runs in `carry` over several steps and keeps its place.
+    uint8_t *kv;              // (kv_bytes) changed only while idle, like exists
+    struct engine_seq *carry; // view; changed only while idle
+    bool is_carrying;         // input next_input is part-fed in carry
+    int carry_fed;            // its tokens fed so far
+    size_t kv_used;           // bytes of kv holding live inputs
 };
 
+/* Immutable after load, except the staging arrays (owned by the scheduler thread). */
 struct cpu_embed {
-    struct engine_encoder *enc;
+    struct engine_encoder *enc; // the model is an encoder, or
+    struct engine_model *dec;   // a decoder
+    enum engine_pooling pooling;
     struct tokenizer *tok;
     struct threadpool *tp;
-    int n_embd, n_ctx, n_vocab, n_batch_tokens;
+    int n_embd, n_ctx, n_ctx_train, n_vocab, n_batch_tokens;
+    size_t kv_bytes; // decoders: an instance's KV cache (n_ctx positions)
     platform_done_fn on_done;
     void *owner;
     // Batch staging, owned by the scheduler thread.
     const int32_t *in_ptr[BATCH_INPUTS_MAX];
     int in_len[BATCH_INPUTS_MAX];
     int in_inst[BATCH_INPUTS_MAX];
-    float *out; // (BATCH_INPUTS_MAX, n_embd)
+    float *out; // encoders: (BATCH_INPUTS_MAX, n_embd)
+    // Decoders: one item per input in a step, on its own view sequence.
+    struct engine_batch_item items[BATCH_INPUTS_MAX];
+    struct engine_seq *views[BATCH_INPUTS_MAX];
+    int item_input[BATCH_INPUTS_MAX]; // the input's index in its request
+    bool item_ends[BATCH_INPUTS_MAX]; // the item feeds the input's last token
+    float *discard;                   // (n_embd) cls chunks after the first write here
 
     struct mutex mu; // guards pending, is_stopping, instance existence
     struct cond cv;
@@ -53,14 +73,37 @@ struct cpu_embed {
     struct instance inst[CPU_EMBED_MAX_INSTANCES];
 };
 
-int cpu_embed_probe(const char *gguf_path, bool *out, struct errmsg *err)
+/* <arch>.pooling_type of a decoder file, or -1 when absent or not an integer. */
+static int file_pooling(const struct gguf *g)
+{
+    struct str arch;
+    char key[96];
+    int64_t v;
+    if (gguf_get_str(g, "general.architecture", &arch) != ERR_OK) return -1;
+    snprintf(key, sizeof key, "%.*s.pooling_type", (int)(arch.len < 64 ? arch.len : 64), arch.ptr);
+    return gguf_get_i64(g, key, &v) == ERR_OK && v >= 0 && v <= ENGINE_POOLING_RANK ? (int)v : -1;
+}
+
+/* Whether the file is an encoder, and its <arch>.pooling_type (see file_pooling). */
+static int probe(const char *gguf_path, bool *is_encoder, int *pooling, struct errmsg *err)
 {
     struct gguf *g;
     int rc = gguf_open(gguf_path, &g, err);
     if (rc != ERR_OK) return rc;
-    *out = engine_encoder_handles(g);
+    *is_encoder = engine_encoder_handles(g);
+    *pooling = file_pooling(g);
     gguf_close(g);
     return ERR_OK;
+}
+
+int cpu_embed_probe(const char *gguf_path, bool force_embedding, bool *out, struct errmsg *err)
+{
+    bool is_encoder;
+    int pooling;
+    int rc = probe(gguf_path, &is_encoder, &pooling, err);
+    // pooling_type none (0) says nothing about the kind: it is what a chat model would mean.
+    if (rc == ERR_OK) *out = is_encoder || force_embedding || pooling > ENGINE_POOLING_NONE;
+    return rc;
 }
 
 static int input_len(const struct request *r, int i)
@@ -110,10 +153,12 @@ static void start_request(struct cpu_embed *m, int i, struct request *r)
     in->n_inputs = r->input_lens ? r->n_inputs : 1;
     in->next_input = 0;
     in->next_token = 0;
+    in->is_carrying = false;
+    in->kv_used = 0;
     in->t_start_ms = clock_now_ms();
     request_mark_started(r);
     if (!validate(m, in)) return;
-    in->result = mem_alloc((size_t)in->n_inputs * (size_t)m->n_embd * sizeof(float));
+    in->result = mem_calloc((size_t)in->n_inputs * (size_t)m->n_embd, sizeof(float));
     if (!in->result) fail_instance(in, 500, "out of memory for the embeddings");
 }
 
@@ -167,7 +212,7 @@ static int build_batch(struct cpu_embed *m)
     return n;
 }
 
-static void run_step(struct cpu_embed *m)
+static void encoder_step(struct cpu_embed *m)
 {
     const int n = build_batch(m);
     if (n == 0) return;
@@ -187,6 +232,146 @@ static void run_step(struct cpu_embed *m)
         in->next_token += m->in_len[k];
         if (++in->next_input == in->n_inputs) in->done = FINISH_STOP;
     }
+}
+
+/* ---- decoders ---- */
+
+/* The engine output that feeds pooling for a chunk of an input starting at token `from`. */
+static enum engine_output chunk_output(const struct cpu_embed *m, int from, float *row,
+                                       float **hidden)
+{
+    *hidden = row;
+    switch (m->pooling) {
+    case ENGINE_POOLING_MEAN:
+        return ENGINE_OUTPUT_SUM;
+    case ENGINE_POOLING_CLS:
+        if (from == 0) return ENGINE_OUTPUT_FIRST;
+        *hidden = m->discard; // the first token's state was taken by the first chunk
+        return ENGINE_OUTPUT_LAST;
+    default:
+        return ENGINE_OUTPUT_LAST;
+    }
+}
+
+/* Stages one item: tokens [from, from + n) of input k (prompt offset off) of instance i. */
+static void stage_item(struct cpu_embed *m, int *n_items, int i, struct engine_seq *seq, int k,
+                       int off, int from, int n)
+{
+    struct instance *in = &m->inst[i];
+    float *hidden;
+    const enum engine_output out =
+        chunk_output(m, from, in->result + (size_t)k * m->n_embd, &hidden);
+    m->items[*n_items] = (struct engine_batch_item){
+        .seq = seq,
+        .tokens = in->req->prompt + off + from,
+        .n_tokens = n,
+        .output = out,
+        .hidden = hidden,
+    };
+    m->in_inst[*n_items] = i;
+    m->item_input[*n_items] = k;
+    m->item_ends[*n_items] = from + n == input_len(in->req, k);
+    (*n_items)++;
+}
+
+/* Stages instance i's next inputs into the room left in the step: first the rest of an input
+ * carried from earlier steps, then whole inputs packed after it in the instance's cache, then
+ * the head of one input too long for the room, which is carried on. Inputs always start at
+ * position 0 of a fresh view, so nothing of another input is ever attended to. */
+static void stage_instance(struct cpu_embed *m, int i, int *n_items, int *room)
+{
+    struct instance *in = &m->inst[i];
+    int k = in->next_input, off = in->next_token;
+    bool is_carry_busy = false;
+    if (in->is_carrying) {
+        const int len = input_len(in->req, k), left = len - in->carry_fed;
+        const int n = left < *room ? left : *room;
+        stage_item(m, n_items, i, in->carry, k, off, in->carry_fed, n);
+        *room -= n;
+        if (n < left) return;
+        is_carry_busy = true;
+        off += len;
+        k++;
+    } else {
+        in->kv_used = 0; // nothing live: pack from the start
+    }
+    for (; k<in->n_inputs && * room> 0 && *n_items < BATCH_INPUTS_MAX; k++) {
+        const int len = input_len(in->req, k);
+        const size_t bytes = engine_kv_bytes(m->dec, len);
+        if (in->kv_used + bytes > m->kv_bytes) return;
+        struct engine_seq *seq = len <= *room ? m->views[*n_items] : in->carry;
+        if (len > *room && is_carry_busy) return; // carry holds another input this step
+        (void)engine_seq_bind(seq, in->kv + in->kv_used, bytes, len); // sized just above
+        in->kv_used += bytes;
+        const int n = len <= *room ? len : *room;
+        stage_item(m, n_items, i, seq, k, off, 0, n);
+        *room -= n;
+        if (n < len) return; // carried on: the room is used up
+        off += len;
+    }
+}
+
+/* Divides a mean by its count and scales the vector to unit length (zero stays zero). */
+static void finish_vector(const struct cpu_embed *m, float *v, int n_tokens)
+{
+    double norm = 0.0;
+    for (int j = 0; j < m->n_embd; j++) {
+        if (m->pooling == ENGINE_POOLING_MEAN) v[j] /= (float)n_tokens;
+        norm += (double)v[j] * v[j];
+    }
+    const float inv = norm > 0.0 ? (float)(1.0 / sqrt(norm)) : 0.0f;
+    for (int j = 0; j < m->n_embd; j++)
+        v[j] *= inv;
+}
+
+/* Books the outcome of item t of a decode that succeeded. */
+static void item_done(struct cpu_embed *m, int t)
+{
+    struct instance *in = &m->inst[m->in_inst[t]];
+    const int k = m->item_input[t], len = input_len(in->req, k);
+    in->is_carrying = !m->item_ends[t];
+    if (in->is_carrying) {
+        in->carry_fed = engine_seq_pos(in->carry);
+        return;
+    }
+    finish_vector(m, in->result + (size_t)k * m->n_embd, len);
+    in->next_input = k + 1;
+    in->next_token += len;
+    if (in->next_input == in->n_inputs) in->done = FINISH_STOP;
+}
+
+static void decoder_step(struct cpu_embed *m)
+{
+    int n_items = 0, room = ENGINE_BATCH_MAX;
+    for (int i = 0; i < CPU_EMBED_MAX_INSTANCES && room > 0; i++) {
+        struct instance *in = &m->inst[i];
+        if (!in->req || in->done != FINISH_NONE) continue;
+        if (atomic_load(&in->req->is_cancelled)) {
+            in->done = FINISH_CANCELLED;
+            continue;
+        }
+        stage_instance(m, i, &n_items, &room);
+    }
+    if (n_items == 0) return;
+    struct errmsg err;
+    errmsg_clear(&err);
+    if (engine_decode(m->dec, m->tp, m->items, n_items, &err) != ERR_OK) {
+        log_error("embedding batch failed: %s", err.msg);
+        for (int t = 0; t < n_items; t++)
+            if (m->inst[m->in_inst[t]].done == FINISH_NONE)
+                fail_instance(&m->inst[m->in_inst[t]], 500, err.msg);
+        return;
+    }
+    for (int t = 0; t < n_items; t++)
+        item_done(m, t);
+}
+
+static void run_step(struct cpu_embed *m)
+{
+    if (m->dec)
+        decoder_step(m);
+    else
+        encoder_step(m);
 }
 
 /* Starts what was submitted; returns whether any instance is running. Takes mu. */
@@ -249,7 +434,8 @@ void cpu_embed_submit(struct cpu_embed *m, int instance, struct request *r)
 static int load_text(struct cpu_embed *m, struct errmsg *err)
 {
     struct vocab vocab;
-    int rc = vocab_load_gguf(engine_encoder_gguf(m->enc), &vocab, err);
+    const struct gguf *g = m->dec ? engine_model_gguf(m->dec) : engine_encoder_gguf(m->enc);
+    int rc = vocab_load_gguf(g, &vocab, err);
     if (rc != ERR_OK) return rc;
     rc = tok_new(&vocab, &m->tok, err);
     vocab_deinit(&vocab);
@@ -264,31 +450,116 @@ static void free_parts(struct cpu_embed *m)
 {
     threadpool_free(m->tp);
     mem_free(m->out);
+    mem_free(m->discard);
+    for (int i = 0; i < BATCH_INPUTS_MAX; i++)
+        engine_seq_free(m->views[i]);
     tok_free(m->tok);
     engine_encoder_free(m->enc);
+    engine_model_free(m->dec);
     mem_free(m);
+}
+
+static enum engine_pooling engine_pooling_of(enum platform_pooling p)
+{
+    switch (p) {
+    case PLATFORM_POOLING_NONE:
+        return ENGINE_POOLING_NONE;
+    case PLATFORM_POOLING_MEAN:
+        return ENGINE_POOLING_MEAN;
+    case PLATFORM_POOLING_CLS:
+        return ENGINE_POOLING_CLS;
+    case PLATFORM_POOLING_LAST:
+        return ENGINE_POOLING_LAST;
+    case PLATFORM_POOLING_RANK:
+        return ENGINE_POOLING_RANK;
+    default:
+        return ENGINE_POOLING_UNSPECIFIED;
+    }
+}
+
+static int load_encoder(struct cpu_embed *m, const char *path, const struct platform_load_args *a,
+                        struct errmsg *err)
+{
+    const struct engine_encoder_params p = {.pooling = engine_pooling_of(a->pooling)};
+    int rc = engine_encoder_load(path, &p, &m->enc, err);
+    if (rc != ERR_OK) return rc;
+    const struct engine_encoder_info *info = engine_encoder_info(m->enc);
+    m->n_embd = info->n_embd;
+    m->n_vocab = info->n_vocab;
+    m->n_batch_tokens = info->n_batch_tokens;
+    m->n_ctx_train = info->n_ctx_train;
+    m->n_ctx = a->n_ctx > 0 && a->n_ctx < info->n_ctx_train ? a->n_ctx : info->n_ctx_train;
+    m->pooling = info->pooling;
+    m->out = mem_alloc((size_t)BATCH_INPUTS_MAX * (size_t)m->n_embd * sizeof(float));
+    return m->out ? ERR_OK : ERR_NOMEM;
+}
+
+/* The load's pooling, else the file's, else last: with causal attention only the last token
+ * has seen the whole input, and that is the state decoder embedding models (Qwen3-Embedding)
+ * are trained to produce. */
+static int decoder_pooling(struct cpu_embed *m, enum platform_pooling asked, struct errmsg *err)
+{
+    int p = asked != PLATFORM_POOLING_DEFAULT ? (int)engine_pooling_of(asked)
+                                              : file_pooling(engine_model_gguf(m->dec));
+    if (asked == PLATFORM_POOLING_DEFAULT && p <= ENGINE_POOLING_NONE) p = ENGINE_POOLING_LAST;
+    if (p == ENGINE_POOLING_NONE || p == ENGINE_POOLING_RANK)
+        return errmsg_set(err, ERR_UNSUPPORTED,
+                          "pooling %s is not supported for a decoder (mean, cls or last)",
+                          p == ENGINE_POOLING_NONE ? "none" : "rank");
+    m->pooling = (enum engine_pooling)p;
+    return ERR_OK;
+}
+
+/* A decoder file that says its attention is bidirectional is a different graph. */
+static bool is_causal(const struct gguf *g, const char *arch)
+{
+    char key[96];
+    bool causal = true;
+    snprintf(key, sizeof key, "%s.attention.causal", arch);
+    return gguf_get_bool(g, key, &causal) != ERR_OK || causal;
+}
+
+static int load_decoder(struct cpu_embed *m, const char *path, const struct platform_load_args *a,
+                        struct errmsg *err)
+{
+    int rc = engine_model_load(path, &m->dec, err);
+    if (rc != ERR_OK) return rc;
+    const struct engine_model_info *info = engine_model_info(m->dec);
+    if (!is_causal(engine_model_gguf(m->dec), info->arch))
+        return errmsg_set(err, ERR_UNSUPPORTED, "non-causal %s models are not supported",
+                          info->arch);
+    rc = decoder_pooling(m, a->pooling, err);
+    if (rc != ERR_OK) return rc;
+    m->n_embd = info->n_embd;
+    m->n_vocab = info->n_vocab;
+    m->n_ctx_train = info->n_ctx_train;
+    m->n_ctx = a->n_ctx > 0 ? a->n_ctx : DECODER_CTX_CAP;
+    if (m->n_ctx > info->n_ctx_train) m->n_ctx = info->n_ctx_train;
+    m->kv_bytes = engine_kv_bytes(m->dec, m->n_ctx);
+    if (m->kv_bytes == 0)
+        return errmsg_set(err, ERR_LIMIT, "a %d-token KV cache is too large", m->n_ctx);
+    for (int i = 0; i < BATCH_INPUTS_MAX; i++)
+        if (engine_seq_new_view(m->dec, &m->views[i]) != ERR_OK) return ERR_NOMEM;
+    m->discard = mem_alloc((size_t)m->n_embd * sizeof(float));
+    return m->discard ? ERR_OK : ERR_NOMEM;
 }
 
 int cpu_embed_load(const char *gguf_path, const struct platform_load_args *a,
                    struct cpu_embed **out, struct errmsg *err)
 {
+    bool is_encoder = false;
+    int pooling_unused;
+    int rc = probe(gguf_path, &is_encoder, &pooling_unused, err);
+    if (rc != ERR_OK) return rc;
     struct cpu_embed *m = mem_calloc(1, sizeof *m);
     if (!m) return errmsg_set(err, ERR_NOMEM, "out of memory while loading the model");
-    const struct engine_encoder_params p = {.pooling = ENGINE_POOLING_UNSPECIFIED};
-    int rc = engine_encoder_load(gguf_path, &p, &m->enc, err);
-    if (rc != ERR_OK) goto out_free;
-    const struct engine_encoder_info *info = engine_encoder_info(m->enc);
-    m->n_embd = info->n_embd;
-    m->n_vocab = info->n_vocab;
-    m->n_batch_tokens = info->n_batch_tokens;
-    m->n_ctx = a->n_ctx > 0 && a->n_ctx < info->n_ctx_train ? a->n_ctx : info->n_ctx_train;
     m->on_done = a->on_done;
     m->owner = a->owner;
-    rc = load_text(m, err);
+    rc = is_encoder ? load_encoder(m, gguf_path, a, err) : load_decoder(m, gguf_path, a, err);
+    if (rc == ERR_OK) rc = load_text(m, err);
     if (rc != ERR_OK) goto out_free;
     const int n_threads = a->n_threads > 0 ? a->n_threads : thread_physical_core_count();
-    m->out = mem_alloc((size_t)BATCH_INPUTS_MAX * (size_t)m->n_embd * sizeof(float));
-    rc = m->out ? threadpool_new(n_threads, &m->tp) : ERR_NOMEM;
+    rc = threadpool_new(n_threads, &m->tp);
     if (rc == ERR_OK) rc = mutex_init(&m->mu);
     if (rc != ERR_OK) goto out_free;
     if (cond_init(&m->cv) != ERR_OK) {
@@ -312,27 +583,46 @@ out_free:
 
 void cpu_embed_describe(const struct cpu_embed *m, struct platform_model_desc *out)
 {
-    const struct engine_encoder_info *info = engine_encoder_info(m->enc);
     memset(out, 0, sizeof *out);
     out->tokenizer = m->tok;
     out->bos_text = "";
     out->eos_text = "";
     out->kind = MODEL_KIND_EMBEDDING;
     out->n_ctx = m->n_ctx;
-    out->n_ctx_train = info->n_ctx_train;
-    out->n_vocab = info->n_vocab;
-    out->n_embd = info->n_embd;
-    out->n_params = info->n_params;
-    out->file_size = info->file_size;
-    out->instance_bytes = INSTANCE_BYTES;
-    snprintf(out->arch, sizeof out->arch, "%s", info->arch);
+    out->n_ctx_train = m->n_ctx_train;
+    out->n_vocab = m->n_vocab;
+    out->n_embd = m->n_embd;
+    if (m->dec) {
+        const struct engine_model_info *info = engine_model_info(m->dec);
+        out->n_params = info->n_params;
+        out->file_size = info->file_size;
+        out->instance_bytes = m->kv_bytes + INSTANCE_BYTES;
+        snprintf(out->arch, sizeof out->arch, "%s", info->arch);
+    } else {
+        const struct engine_encoder_info *info = engine_encoder_info(m->enc);
+        out->n_params = info->n_params;
+        out->file_size = info->file_size;
+        out->instance_bytes = INSTANCE_BYTES;
+        snprintf(out->arch, sizeof out->arch, "%s", info->arch);
+    }
 }
 
 int cpu_embed_add_instance(struct cpu_embed *m, int instance, struct errmsg *err)
 {
     if (instance < 0 || instance >= CPU_EMBED_MAX_INSTANCES)
         return errmsg_set(err, ERR_INVALID, "instance index %d out of range", instance);
+    uint8_t *kv = NULL;
+    struct engine_seq *carry = NULL;
+    if (m->dec) {
+        kv = mem_alloc(m->kv_bytes);
+        if (!kv || engine_seq_new_view(m->dec, &carry) != ERR_OK) {
+            mem_free(kv);
+            return errmsg_set(err, ERR_NOMEM, "cannot allocate a %d-token KV cache", m->n_ctx);
+        }
+    }
     mutex_lock(&m->mu);
+    m->inst[instance].kv = kv;
+    m->inst[instance].carry = carry;
     m->inst[instance].exists = true;
     mutex_unlock(&m->mu);
     return ERR_OK;
@@ -341,8 +631,15 @@ int cpu_embed_add_instance(struct cpu_embed *m, int instance, struct errmsg *err
 void cpu_embed_remove_instance(struct cpu_embed *m, int instance)
 {
     mutex_lock(&m->mu);
-    m->inst[instance].exists = false;
+    struct instance *in = &m->inst[instance];
+    uint8_t *kv = in->kv;
+    struct engine_seq *carry = in->carry;
+    in->kv = NULL;
+    in->carry = NULL;
+    in->exists = false;
     mutex_unlock(&m->mu);
+    engine_seq_free(carry);
+    mem_free(kv);
 }
 
 void cpu_embed_unload(struct cpu_embed *m)
@@ -353,9 +650,11 @@ void cpu_embed_unload(struct cpu_embed *m)
     cond_signal(&m->cv);
     mutex_unlock(&m->mu);
     thread_join(&m->scheduler);
-    for (int i = 0; i < CPU_EMBED_MAX_INSTANCES; i++)
+    for (int i = 0; i < CPU_EMBED_MAX_INSTANCES; i++) {
         if (m->inst[i].req) // cannot happen: the core unloads idle models only
             finish_instance(m, i);
+        if (m->inst[i].exists) cpu_embed_remove_instance(m, i);
+    }
     cond_deinit(&m->cv);
     mutex_deinit(&m->mu);
     free_parts(m);

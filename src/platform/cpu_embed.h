@@ -1,7 +1,9 @@
-/* The cpu platform's embedding models: an engine encoder (engine/bert.h), its WordPiece
- * tokenizer, a kernel thread pool and one scheduler thread that runs the inputs of every busy
- * instance's REQUEST_EMBED request as shared encoder batches. cpu_model.c forwards the
- * struct platform calls here for encoder GGUFs; the contracts are those of platform.h. */
+/* The cpu platform's embedding models: an engine encoder (engine/bert.h) or a decoder
+ * (engine/model.h: llama, qwen2, qwen3 such as Qwen3-Embedding) whose final hidden states are
+ * pooled, with the model's tokenizer, a kernel thread pool and one scheduler thread that runs
+ * the inputs of every busy instance's REQUEST_EMBED request as shared batches. cpu_model.c
+ * forwards the struct platform calls here for embedding GGUFs; the contracts are those of
+ * platform.h. */
 #ifndef PLATFORM_CPU_EMBED_H
 #define PLATFORM_CPU_EMBED_H
 
@@ -13,18 +15,26 @@
 
 struct cpu_embed;
 
-/* Whether the GGUF at gguf_path is an encoder this module serves ("bert", "nomic-bert"):
+/* Whether the GGUF at gguf_path is an embedding model this module serves: an encoder ("bert",
+ * "nomic-bert"), or a decoder that declares <arch>.pooling_type mean, cls, last or rank (rank
+ * then fails to load as unsupported), or any decoder when force_embedding is set (--embedding).
  * ERR_OK with *out, or the reader's error (ERR_IO, ERR_FORMAT, ERR_NOMEM, …) with err saying
- * why — an allocation failure must not pass for "not an encoder". */
-int cpu_embed_probe(const char *gguf_path, bool *out, struct errmsg *err);
+ * why — an allocation failure must not pass for "not an embedding model". */
+int cpu_embed_probe(const char *gguf_path, bool force_embedding, bool *out, struct errmsg *err);
 
-/* Loads the encoder at gguf_path (a resolved file) with a's threads, context cap and
- * on_done. Codes of engine_encoder_load(), vocab_load_gguf() and tok_new(); ERR_NOMEM. The
- * context per instance is the encoder's n_ctx_train, lowered to a->n_ctx when that is set.
- * On success the caller frees *out with cpu_embed_unload(). */
+/* Loads the embedding model at gguf_path (a resolved file) with a's threads, context, pooling
+ * and on_done. Encoders: codes of engine_encoder_load(), the context is n_ctx_train lowered to
+ * a->n_ctx when that is set. Decoders: codes of engine_model_load(); ERR_UNSUPPORTED for
+ * pooling none or rank, or non-causal attention; the context is a->n_ctx, or the training
+ * context capped at 4096, and never above the training context; pooling is a->pooling, else
+ * the file's, else last (causal attention: only the last token has seen the whole input).
+ * Both: codes of vocab_load_gguf() and tok_new(); ERR_NOMEM. On success the caller frees *out
+ * with cpu_embed_unload(). */
 int cpu_embed_load(const char *gguf_path, const struct platform_load_args *a,
                    struct cpu_embed **out, struct errmsg *err);
 void cpu_embed_describe(const struct cpu_embed *m, struct platform_model_desc *out);
+/* Decoders: an instance owns a KV cache of the model's context, where its inputs are packed
+ * (ERR_NOMEM). Encoders: bookkeeping only. */
 int cpu_embed_add_instance(struct cpu_embed *m, int instance, struct errmsg *err);
 void cpu_embed_remove_instance(struct cpu_embed *m, int instance);
 /* Runs r (retained until on_done). A REQUEST_GENERATE request finishes with a 400 error; an

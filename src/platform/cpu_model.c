@@ -54,7 +54,7 @@ struct instance {
 };
 
 struct platform_model {
-    struct cpu_embed *embed; // set for encoder models: every call below is forwarded to it
+    struct cpu_embed *embed; // set for embedding models: every call below is forwarded to it
     struct engine_model *engine;
     struct tokenizer *tok;
     struct jinja_template *tmpl;
@@ -519,15 +519,12 @@ int cpu_model_load(const struct platform_load_args *a, struct platform_model **o
     char file[4096];
     if (!cpu_resolve_gguf(a->path, file, sizeof file))
         return errmsg_set(err, ERR_IO, "'%s' is not a GGUF file or a directory with one", a->path);
-    bool is_encoder = false;
-    int prc = cpu_embed_probe(file, &is_encoder, err);
+    bool is_embedding = false;
+    int prc = cpu_embed_probe(file, a->force_embedding, &is_embedding, err);
     if (prc != ERR_OK) return prc;
-    if (a->force_embedding && !is_encoder)
-        return errmsg_set(err, ERR_UNSUPPORTED,
-                          "serving a decoder model as an embedding model is not supported yet");
     struct platform_model *m = mem_calloc(1, sizeof *m);
     if (!m) return ERR_NOMEM;
-    if (is_encoder) {
+    if (is_embedding) {
         int erc = cpu_embed_load(file, a, &m->embed, err);
         if (erc != ERR_OK) {
             mem_free(m);

@@ -25,19 +25,32 @@ enum model_kind {
     MODEL_KIND_EMBEDDING = 1,
 };
 
+/* How an embedding model pools its final hidden states into one vector per input; the
+ * values after DEFAULT follow llama.cpp's `<arch>.pooling_type` order. */
+enum platform_pooling {
+    PLATFORM_POOLING_DEFAULT = 0, // the file's <arch>.pooling_type; when absent mean for
+                                  // encoders, last for decoders
+    PLATFORM_POOLING_NONE,        // per-token vectors: no platform serves it yet
+    PLATFORM_POOLING_MEAN,
+    PLATFORM_POOLING_CLS,
+    PLATFORM_POOLING_LAST,
+    PLATFORM_POOLING_RANK, // reranker heads: no platform serves it yet
+};
+
 /* Called by the platform (on its own thread, holding none of its locks) after it finished the
  * request running on instance; the core then gives the instance its next request. */
 typedef void (*platform_done_fn)(void *owner, int instance);
 
 struct platform_load_args {
-    const char *path;          // a model file or directory the platform claimed
-    int n_ctx;                 // context per instance; 0 = the model's, capped at 4096
-    int n_threads;             // compute threads; 0 = physical cores
-    int force_embedding;       // 1: serve a decoder as an embedding model (last-token pooling)
-    const char *chat_template; // a built-in template's name or Jinja source used instead of
-                               // the model's (borrowed for the call), or NULL
-    platform_done_fn on_done;  // never NULL
-    void *owner;               // passed to on_done
+    const char *path;              // a model file or directory the platform claimed
+    int n_ctx;                     // context per instance; 0 = the model's, capped at 4096
+    int n_threads;                 // compute threads; 0 = physical cores
+    int force_embedding;           // 1: serve a decoder as an embedding model
+    enum platform_pooling pooling; // embedding models only (ignored for chat models)
+    const char *chat_template;     // a built-in template's name or Jinja source used instead of
+                                   // the model's (borrowed for the call), or NULL
+    platform_done_fn on_done;      // never NULL
+    void *owner;                   // passed to on_done
 };
 
 struct tokenizer;

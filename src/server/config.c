@@ -114,8 +114,9 @@ static const struct opt options[] = {
     {"--embeddings", NULL, NULL, OPT_FLAG, FIELD(force_embedding), 0, 0, "same as --embedding",
      NULL, NULL},
     {"--pooling", NULL, NULL, OPT_CHOICE, FIELD(pooling), 0, 0,
-     "embedding pooling (accepted; the model's own is used)", "LLAMA_ARG_POOLING",
-     "none|mean|cls|last|rank"},
+     "pooling of the --model embedding models (default: the file's; else mean for encoders, "
+     "last for decoders; none and rank are refused)",
+     "LLAMA_ARG_POOLING", "none|mean|cls|last|rank"},
     {"--reranking", NULL, NULL, OPT_FLAG, FIELD(reranking), 0, 0,
      "reranking endpoint (accepted; not available yet)", "LLAMA_ARG_RERANKING", NULL},
     {"--rerank", NULL, NULL, OPT_FLAG, FIELD(reranking), 0, 0, "same as --reranking", NULL, NULL},

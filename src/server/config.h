@@ -48,7 +48,7 @@ struct server_config {
     int models_max;                 // --models-max (accepted; 0 = unlimited)
     int n_batch;                    // -b (accepted; the engine sizes its own batches)
     int n_ubatch;                   // -ub (accepted)
-    char pooling[16];               // --pooling: none, mean, cls, last, rank (accepted)
+    char pooling[16];               // --pooling: none, mean, cls, last, rank, or "" (the file's)
     char reasoning_format[32];      // --reasoning-format (accepted: none, deepseek, auto, …)
     char chat_template[8192];       // --chat-template: a built-in name or Jinja source, every model
     char chat_template_file[1024];  // --chat-template-file FILE

@@ -36,6 +36,15 @@ static void block_signals(sigset_t *set)
     signal(SIGPIPE, SIG_IGN);
 }
 
+/* --pooling as the platform's value ("" or unknown: the file's). */
+static enum platform_pooling pooling_from(const char *s)
+{
+    static const char *const names[] = {"none", "mean", "cls", "last", "rank"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(s, names[i]) == 0) return (enum platform_pooling)(PLATFORM_POOLING_NONE + i);
+    return PLATFORM_POOLING_DEFAULT;
+}
+
 /* Loads the -m models; a failure is fatal, as for llama-server. */
 static int load_startup_models(const struct server_config *config, struct manager *manager)
 {
@@ -58,7 +67,8 @@ static int load_startup_models(const struct server_config *config, struct manage
                                     .n_instances = config->n_parallel,
                                     .queue_size = -1,
                                     .n_ctx = config->n_ctx,
-                                    .force_embedding = config->force_embedding};
+                                    .force_embedding = config->force_embedding,
+                                    .pooling = pooling_from(config->pooling)};
         int actual = 0;
         enum load_failure why;
         struct errmsg err;

@@ -1,6 +1,9 @@
 /* platform/cpu_embed through the cpu platform table: tiny_bert loads as an embedding model,
  * a multi-input REQUEST_EMBED gives the engine's vectors in input order, and requests the
- * encoder cannot run finish with a 400 instead of running. */
+ * encoder cannot run finish with a 400 instead of running. Decoders as embedding models: a
+ * synthetic qwen3 declaring pooling last, and a plain qwen2 loaded with force_embedding, give
+ * the engine's pooled, normalized hidden states (last, mean, cls) for every input, whatever
+ * else shares the batch, including inputs longer than one decode step. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -8,6 +11,8 @@
 #include <cmocka.h>
 
 #include "engine/bert.h"
+#include "engine/model.h"
+#include "engine/synth.h"
 #include "engine/threadpool.h"
 #include "platform/cpu.h"
 #include "platform/platform.h"
@@ -150,11 +155,273 @@ static void test_request_inputs(void **state)
     request_release(r);
 }
 
+/* ---- decoders ---- */
+
+#define DEC_CTX 1024
+#define N_LONG  700 // more than one decode step (ENGINE_BATCH_MAX)
+
+/* Writes a synthetic decoder (pooling_type written when >= 0) to path. */
+static void write_decoder(const char *arch, int pooling_type, char *path, size_t cap)
+{
+    struct synth_params p = synth_params_default();
+    p.arch = arch;
+    p.n_ctx = DEC_CTX;
+    p.seed = 5;
+    p.n_head = 2; // 32-wide heads: the attention kernels' SIMD width, so long inputs are quick
+    p.n_head_kv = 1;
+    p.pooling_type = pooling_type;
+    p.n_vocab = synth_builtin_vocab_size(arch);
+    struct gguf_writer *w;
+    struct errmsg err;
+    errmsg_clear(&err);
+    assert_int_equal(synth_build(&p, &w, &err), ERR_OK);
+    snprintf(path, cap, "/tmp/llamapi-test-dembed-%s-%d-%d.gguf", arch, pooling_type,
+             (int)getpid());
+    assert_int_equal(gguf_writer_to_file(w, path, &err), ERR_OK);
+    gguf_writer_free(w);
+}
+
+static void normalize(float *v, int n)
+{
+    double s = 0;
+    for (int i = 0; i < n; i++)
+        s += (double)v[i] * v[i];
+    for (int i = 0; i < n; i++)
+        v[i] *= s > 0 ? (float)(1.0 / sqrt(s)) : 0.0f;
+}
+
+/* The engine's pooled vector of one input, computed directly: hidden states in chunks of at
+ * most one batch on a sequence of its own, pooled and normalized. */
+static void expected_vector(struct engine_model *em, struct threadpool *tp, const int32_t *ids,
+                            int n, enum platform_pooling pool, float *out)
+{
+    const int e = engine_model_info(em)->n_embd;
+    struct engine_seq *s;
+    assert_int_equal(engine_seq_new(em, DEC_CTX, &s), ERR_OK);
+    float junk[256];
+    memset(out, 0, sizeof(float) * (size_t)e);
+    for (int from = 0; from < n; from += ENGINE_BATCH_MAX) {
+        const int len = n - from < ENGINE_BATCH_MAX ? n - from : ENGINE_BATCH_MAX;
+        struct engine_batch_item it = {.seq = s, .tokens = ids + from, .n_tokens = len};
+        it.output = pool == PLATFORM_POOLING_MEAN  ? ENGINE_OUTPUT_SUM
+                    : pool == PLATFORM_POOLING_CLS ? ENGINE_OUTPUT_FIRST
+                                                   : ENGINE_OUTPUT_LAST;
+        it.hidden = pool == PLATFORM_POOLING_CLS && from > 0 ? junk : out;
+        struct errmsg err;
+        assert_int_equal(engine_decode(em, tp, &it, 1, &err), ERR_OK);
+    }
+    if (pool == PLATFORM_POOLING_MEAN)
+        for (int j = 0; j < e; j++)
+            out[j] /= (float)n;
+    normalize(out, e);
+    engine_seq_free(s);
+}
+
+static struct platform_model *load_embed(const char *path, int force, enum platform_pooling pool,
+                                         int n_instances, struct platform_model_desc *d)
+{
+    struct platform_load_args a = {.path = path,
+                                   .n_threads = 2,
+                                   .force_embedding = force,
+                                   .pooling = pool,
+                                   .on_done = on_done};
+    struct platform_model *m;
+    struct errmsg err;
+    errmsg_clear(&err);
+    if (cpu_platform.load(&a, &m, &err) != ERR_OK) fail_msg("load %s: %s", path, err.msg);
+    cpu_platform.describe(m, d);
+    for (int i = 0; i < n_instances; i++)
+        assert_int_equal(cpu_platform.add_instance(m, i, &err), ERR_OK);
+    return m;
+}
+
+/* Inputs of the decoder tests: a short one, a long one that spans decode steps, a one-token
+ * one and a medium one, back to back in ids. */
+static int decoder_inputs(int32_t *ids, int lens[4], int n_vocab)
+{
+    static const int l[4] = {9, N_LONG, 1, 37};
+    int n = 0;
+    for (int k = 0; k < 4; k++) {
+        lens[k] = l[k];
+        for (int j = 0; j < l[k]; j++, n++)
+            ids[n] = (int32_t)((n * 31 + k * 7 + 3) % n_vocab);
+    }
+    return n;
+}
+
+/* Runs the inputs as one request on instance 0 and, at the same time, each alone on other
+ * instances; every vector equals the engine's. */
+static void check_decoder_model(const char *path, int force, enum platform_pooling pool)
+{
+    struct platform_model_desc d;
+    struct platform_model *m = load_embed(path, force, pool, 5, &d);
+    assert_int_equal(d.kind, MODEL_KIND_EMBEDDING);
+    assert_int_equal(d.n_ctx, DEC_CTX);
+    assert_int_equal(d.n_embd, 64);
+    assert_non_null(d.tokenizer);
+    assert_true(d.instance_bytes >= (uint64_t)DEC_CTX * 2 * 32 * 2 * 2); // its KV cache
+    static int32_t ids[4 * N_LONG];
+    int lens[4];
+    const int n = decoder_inputs(ids, lens, d.n_vocab);
+    const int before = atomic_load(&n_done);
+    struct request *all = embed_request(ids, n, lens, 4, REQUEST_EMBED), *one[4];
+    cpu_platform.submit(m, 0, all);
+    for (int k = 0, off = 0; k < 4; off += lens[k], k++) {
+        one[k] = embed_request(ids + off, lens[k], NULL, 0, REQUEST_EMBED);
+        cpu_platform.submit(m, 1 + k, one[k]);
+    }
+    struct engine_model *em;
+    struct threadpool *tp;
+    struct errmsg err;
+    assert_int_equal(engine_model_load(path, &em, &err), ERR_OK);
+    assert_int_equal(threadpool_new(1, &tp), ERR_OK);
+    int status = 0;
+    assert_int_equal(wait_done(all, &status, &err), FINISH_STOP);
+    assert_int_equal(all->n_embedding, 4 * d.n_embd);
+    for (int k = 0, off = 0; k < 4; off += lens[k], k++) {
+        float want[64];
+        expected_vector(em, tp, ids + off, lens[k], pool, want);
+        assert_int_equal(wait_done(one[k], &status, &err), FINISH_STOP);
+        assert_memory_equal(one[k]->embedding, want, sizeof want);
+        assert_memory_equal(all->embedding + k * d.n_embd, want, sizeof want);
+        double norm = 0;
+        for (int j = 0; j < d.n_embd; j++)
+            norm += (double)want[j] * want[j];
+        assert_true(fabs(norm - 1.0) < 1e-5);
+        request_release(one[k]);
+    }
+    request_release(all);
+    // Chat on it is refused; so is an input beyond the context, naming the input.
+    struct request *r = embed_request(ids, 3, NULL, 0, REQUEST_GENERATE);
+    cpu_platform.submit(m, 0, r);
+    assert_int_equal(wait_done(r, &status, &err), FINISH_ERROR);
+    assert_int_equal(status, 400);
+    request_release(r);
+    static int32_t too_long[DEC_CTX + 2];
+    const int two[2] = {1, DEC_CTX + 1};
+    r = embed_request(too_long, DEC_CTX + 2, two, 2, REQUEST_EMBED);
+    cpu_platform.submit(m, 0, r);
+    assert_int_equal(wait_done(r, &status, &err), FINISH_ERROR);
+    assert_int_equal(status, 400);
+    assert_non_null(strstr(err.msg, "input 1"));
+    request_release(r);
+    while (atomic_load(&n_done) < before + 7)
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    for (int i = 0; i < 5; i++)
+        cpu_platform.remove_instance(m, i);
+    cpu_platform.unload(m);
+    threadpool_free(tp);
+    engine_model_free(em);
+}
+
+static void test_decoder_pooling_last(void **state)
+{
+    (void)state;
+    char path[128];
+    write_decoder("qwen3", 3, path, sizeof path);
+    check_decoder_model(path, 0, PLATFORM_POOLING_DEFAULT); // the file's: last
+    unlink(path);
+}
+
+static void test_decoder_pooling_mean_cls(void **state)
+{
+    (void)state;
+    char path[128];
+    write_decoder("qwen3", 3, path, sizeof path);
+    check_decoder_model(path, 0, PLATFORM_POOLING_MEAN); // the load's over the file's
+    check_decoder_model(path, 0, PLATFORM_POOLING_CLS);
+    unlink(path);
+}
+
+static void test_decoder_forced(void **state)
+{
+    (void)state;
+    char path[128];
+    write_decoder("qwen2", -1, path, sizeof path);
+    struct platform_model_desc d;
+    struct platform_model *m = load_embed(path, 0, PLATFORM_POOLING_LAST, 0, &d);
+    assert_int_equal(d.kind, MODEL_KIND_CHAT); // pooling alone does not make it one
+    cpu_platform.unload(m);
+    check_decoder_model(path, 1, PLATFORM_POOLING_DEFAULT); // last for decoders
+    check_decoder_model(path, 1, PLATFORM_POOLING_LAST);
+    unlink(path);
+}
+
+static void expect_load_error(const char *path, int force, enum platform_pooling pool,
+                              const char *what)
+{
+    struct platform_load_args a = {.path = path,
+                                   .n_threads = 1,
+                                   .force_embedding = force,
+                                   .pooling = pool,
+                                   .on_done = on_done};
+    struct platform_model *m = NULL;
+    struct errmsg err;
+    errmsg_clear(&err);
+    assert_int_equal(cpu_platform.load(&a, &m, &err), ERR_UNSUPPORTED);
+    assert_null(m);
+    if (!strstr(err.msg, what)) fail_msg("'%s' does not say '%s'", err.msg, what);
+}
+
+static void test_decoder_refusals(void **state)
+{
+    (void)state;
+    char path[128];
+    write_decoder("qwen3", 4, path, sizeof path); // a reranker
+    expect_load_error(path, 0, PLATFORM_POOLING_DEFAULT, "rank");
+    unlink(path);
+    write_decoder("llama", 0, path, sizeof path); // none: a chat model unless forced
+    struct platform_model_desc d;
+    struct platform_model *m = load_embed(path, 0, PLATFORM_POOLING_DEFAULT, 0, &d);
+    assert_int_equal(d.kind, MODEL_KIND_CHAT);
+    cpu_platform.unload(m);
+    m = load_embed(path, 1, PLATFORM_POOLING_DEFAULT, 0, &d);
+    assert_int_equal(d.kind, MODEL_KIND_EMBEDDING);
+    cpu_platform.unload(m);
+    expect_load_error(path, 1, PLATFORM_POOLING_NONE, "none");
+    expect_load_error(path, 1, PLATFORM_POOLING_RANK, "rank");
+    unlink(path);
+}
+
+/* Allocation failure at every step of a decoder embedding load and instance creation. */
+static void test_decoder_load_alloc_failures(void **state)
+{
+    (void)state;
+    char path[128];
+    write_decoder("qwen3", 3, path, sizeof path);
+    struct platform_load_args a = {.path = path, .n_threads = 1, .on_done = on_done};
+    const int64_t live = mem_live_count();
+    bool loaded = false;
+    int n = 0;
+    for (; !loaded; n++) {
+        struct platform_model *m = NULL;
+        struct errmsg err;
+        errmsg_clear(&err);
+        mem_fail_after(n);
+        int rc = cpu_platform.load(&a, &m, &err);
+        if (rc == ERR_OK) rc = cpu_platform.add_instance(m, 0, &err);
+        mem_fail_after(-1);
+        loaded = rc == ERR_OK;
+        if (!loaded) assert_int_equal(rc, ERR_NOMEM);
+        if (m && loaded) cpu_platform.remove_instance(m, 0);
+        cpu_platform.unload(m);
+        assert_int_equal(mem_live_count(), live);
+    }
+    printf("decoder embedding load: %d allocation failures, each cleaned up\n", n - 1);
+    assert_true(n > 500); // the views alone are 512 allocations
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_request_inputs),
         cmocka_unit_test(test_tiny_bert_requests),
+        cmocka_unit_test(test_decoder_pooling_last),
+        cmocka_unit_test(test_decoder_pooling_mean_cls),
+        cmocka_unit_test(test_decoder_forced),
+        cmocka_unit_test(test_decoder_refusals),
+        cmocka_unit_test(test_decoder_load_alloc_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
