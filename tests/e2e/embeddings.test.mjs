@@ -1,12 +1,15 @@
 // POST /v1/embeddings with the official OpenAI SDK against tiny_bert: single and batched
 // inputs, base64 equals float, order, the reference vectors, token-id inputs, truncation,
 // and the errors (empty input, wrong types, wrong model type both ways, context length).
+// Decoders as embedding models (synthetic, no ../shared needed): a qwen3 declaring
+// pooling_type last, and a plain qwen2 served with --embedding --pooling last.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import OpenAI from 'openai';
 import { startServer, errorOf, hasShared, sharedDir } from './lib/server.mjs';
+import { synthModel, SMALL } from './lib/models.mjs';
 
 const bertPath = path.join(sharedDir, 'models/bert/tiny_bert.gguf');
 const storiesPath = path.join(sharedDir, 'models/llama/stories260K.gguf');
@@ -184,5 +187,106 @@ describe('embeddings', { skip: hasShared ? false : 'skip: ../shared absent' }, (
       assert.equal(r.status, 200);
       assert.deepEqual(r.body.data[0].embedding, rs[0].body.data[0].embedding);
     }
+  });
+});
+
+// 64 wide, 32-wide heads, a 1024-token context so one input can span two decode steps.
+const DECODER = ['--layers', '2', '--embd', '64', '--heads', '2', '--heads-kv', '1', '--ffn', '128',
+  '--ctx', '1024', '--type', 'f16'];
+
+function norm(v) {
+  return Math.sqrt(v.reduce((s, x) => s + x * x, 0));
+}
+
+describe('decoder embedding models', () => {
+  let srv, forced, client, forcedClient;
+  before(async () => {
+    const qwen3 = synthModel('qwen3-embed', ['--arch', 'qwen3', ...DECODER, '--seed', '9', '--pooling', '3']);
+    const qwen2 = synthModel('qwen2-plain', ['--arch', 'qwen2', ...DECODER, '--seed', '4']);
+    const chat = synthModel('small', SMALL);
+    srv = await startServer(['-m', qwen3, '-m', chat, '--threads', '2']);
+    forced = await startServer(['--embedding', '--pooling', 'last', '-m', qwen2, '--threads', '2']);
+    client = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'none', maxRetries: 0 });
+    forcedClient = new OpenAI({ baseURL: `${forced.url}/v1`, apiKey: 'none', maxRetries: 0 });
+  });
+  after(async () => {
+    await srv?.stop();
+    await forced?.stop();
+  });
+
+  test('a qwen3 declaring pooling_type last is an embedding model; --embedding makes a qwen2 one', async () => {
+    const list = await (await fetch(`${srv.url}/v1/models`)).json();
+    assert.equal(list.data.find((x) => x.id === 'qwen3-embed').model_kind, 'embedding');
+    assert.equal(list.data.find((x) => x.id === 'small').model_kind, 'chat');
+    const f = await (await fetch(`${forced.url}/v1/models`)).json();
+    assert.equal(f.data.find((x) => x.id === 'qwen2-plain').model_kind, 'embedding');
+  });
+
+  test('vectors are normalized, n_embd long, in input order, and independent of the batch', async () => {
+    const texts = ['the cat sat on the mat', 'hello', 'a quick brown fox jumps over the lazy dog', 'hello'];
+    for (const [c, model] of [[client, 'qwen3-embed'], [forcedClient, 'qwen2-plain']]) {
+      const r = await c.embeddings.create({ model, input: texts, encoding_format: 'float' });
+      assert.equal(r.object, 'list');
+      assert.equal(r.model, model);
+      assert.equal(r.data.length, texts.length);
+      for (let i = 0; i < texts.length; i++) {
+        assert.equal(r.data[i].index, i);
+        assert.equal(r.data[i].embedding.length, 64);
+        assert.ok(Math.abs(norm(r.data[i].embedding) - 1) < 1e-5, `input ${i}`);
+        const alone = await c.embeddings.create({ model, input: texts[i], encoding_format: 'float' });
+        assert.deepEqual(alone.data[0].embedding, r.data[i].embedding, `input ${i} alone`);
+      }
+      assert.deepEqual(r.data[1].embedding, r.data[3].embedding);
+      assert.notDeepEqual(r.data[0].embedding, r.data[1].embedding);
+      assert.ok(r.usage.prompt_tokens > 0);
+      assert.equal(r.usage.total_tokens, r.usage.prompt_tokens);
+    }
+  });
+
+  test('an input longer than one decode step equals itself alone; base64 equals float', async () => {
+    const long = 'the cat sat on the mat and '.repeat(60);
+    const input = ['hello', long];
+    const f = await client.embeddings.create({ model: 'qwen3-embed', input, encoding_format: 'float' });
+    assert.ok(f.usage.prompt_tokens > 512 && f.usage.prompt_tokens <= 1024, `${f.usage.prompt_tokens} tokens`);
+    const alone = await client.embeddings.create({ model: 'qwen3-embed', input: long, encoding_format: 'float' });
+    assert.deepEqual(alone.data[0].embedding, f.data[1].embedding);
+    const b = await client.embeddings.create({ model: 'qwen3-embed', input }); // the SDK asks for base64
+    for (let i = 0; i < 2; i++)
+      assert.deepEqual(Array.from(b.data[i].embedding), f.data[i].embedding.map((x) => Math.fround(x)));
+  });
+
+  test('chat on a decoder embedding model is 400 wrong_model_type', async () => {
+    for (const [c, model] of [[client, 'qwen3-embed'], [forcedClient, 'qwen2-plain']]) {
+      await assert.rejects(
+        c.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }] }),
+        (err) => {
+          assert.equal(err.status, 400);
+          assert.equal(err.code, 'wrong_model_type');
+          return true;
+        },
+      );
+    }
+    await assert.rejects(client.embeddings.create({ model: 'small', input: 'hello' }), (err) => {
+      assert.equal(err.status, 400);
+      assert.equal(err.code, 'wrong_model_type');
+      return true;
+    });
+  });
+
+  test('an input beyond the context is context_length_exceeded', async () => {
+    const r = await fetch(`${srv.url}/v1/embeddings`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'qwen3-embed', input: ['hi', 'the cat sat '.repeat(400)] }),
+    });
+    assert.equal(r.status, 400);
+    const e = errorOf(await r.json());
+    assert.equal(e.code, 'context_length_exceeded');
+    assert.match(e.message, /Input 1/);
+  });
+
+  test('--pooling none is refused for a decoder at start-up', async () => {
+    const qwen2 = synthModel('qwen2-plain', ['--arch', 'qwen2', ...DECODER, '--seed', '4']);
+    await assert.rejects(startServer(['--embedding', '--pooling', 'none', '-m', qwen2]), /pooling none/);
   });
 });
