@@ -4,11 +4,18 @@
  * encoder's default capacity. With LLAMAPI_REF_BIN=<dir holding llama-embedding> the same
  * file and inputs (as text, one word token per word) run through the reference's
  * llama-embedding (its wall time minus that of a one-line run, i.e. without start-up and
- * load) and the ratio is printed. Usage: bench_embed [model-path] */
+ * load) and the ratio is printed. Then a decoder as an embedding model: a small synthetic
+ * qwen3 (4 layers of Qwen3-Embedding-0.6B's shape, its vocabulary size, F16) on the same two
+ * workloads with last-token pooling, packed into one KV allocation as the cpu platform does,
+ * against the same inputs decoded for logits in the same run (what the pass costs without
+ * skipping the output matrix), and against the reference's llama-embedding --pooling last.
+ * Usage: bench_embed [bert-model-path [decoder-model-path]] */
 #include "engine/bert.h"
 #include "engine/gguf.h"
 #include "engine/gguf_write.h"
+#include "engine/model.h"
 #include "engine/quants/quants.h"
+#include "engine/synth.h"
 #include "engine/threadpool.h"
 #include "platform/vocab_gguf.h"
 #include "text/tokenizer.h"
@@ -297,6 +304,223 @@ static void bench_one(struct engine_encoder *e, struct threadpool *tp, const str
     mem_free(out);
 }
 
+/* ---- a decoder as an embedding model ---- */
+
+#define DEC_SEQS (ENGINE_BATCH_MAX / 32) // inputs per decode call at 32 tokens
+
+/* Word-initial tokens of the synthetic model's tokenizer (letters only). */
+static int dec_words(const struct tokenizer *tok, struct str *out, int cap)
+{
+    int n = 0;
+    for (int32_t id = 0; id < tok_n_tokens(tok) && n < cap; id++) {
+        struct str s = tok_text(tok, id);
+        if (s.len < 5 || memcmp(s.ptr, "\xe2\x96\x81", 3) != 0) continue;
+        bool ok = true;
+        for (size_t i = 3; i < s.len && ok; i++)
+            ok = s.ptr[i] >= 'a' && s.ptr[i] <= 'z';
+        if (ok) out[n++] = (struct str){s.ptr + 3, s.len - 3};
+    }
+    return n;
+}
+
+/* n_inputs lines of random words, each tokenized by our tokenizer to exactly n_tokens ids
+ * (words are added while they fit, the rest padded with the last word's token). */
+static int dec_workload(struct workload *wl, const struct tokenizer *tok, int n_inputs,
+                        int n_tokens)
+{
+    struct str words[256];
+    const int n_words = dec_words(tok, words, 256);
+    wl->n_inputs = n_inputs;
+    wl->n_tokens = n_tokens;
+    wl->ids = mem_alloc((size_t)n_inputs * (size_t)n_tokens * sizeof *wl->ids);
+    buf_init(&wl->text);
+    if (!wl->ids || n_words == 0) return ERR_NOMEM;
+    struct buf line;
+    struct tok_ids ids;
+    buf_init(&line);
+    tok_ids_init(&ids);
+    for (int i = 0; i < n_inputs; i++) {
+        line.len = 0;
+        size_t n_ok = 0;
+        for (;;) {
+            const struct str w = words[next_u32() % (uint32_t)n_words];
+            const size_t before = line.len;
+            buf_append(&line, line.len ? " " : "", line.len ? 1 : 0);
+            buf_append(&line, w.ptr, w.len);
+            ids.n_ids = 0;
+            tok_encode(tok, (struct str){line.data, line.len}, true, false, &ids);
+            if ((int)ids.n_ids > n_tokens) {
+                line.len = before;
+                break;
+            }
+            n_ok = ids.n_ids;
+        }
+        ids.n_ids = 0;
+        tok_encode(tok, (struct str){line.data, line.len}, true, false, &ids);
+        int32_t *row = wl->ids + (size_t)i * n_tokens;
+        for (int j = 0; j < n_tokens; j++)
+            row[j] = ids.ids[j < (int)n_ok ? j : (int)n_ok - 1];
+        buf_append(&wl->text, line.data, line.len);
+        buf_append(&wl->text, "\n", 1);
+    }
+    buf_deinit(&line);
+    tok_ids_deinit(&ids);
+    return ERR_OK;
+}
+
+/* Seconds for one pass: inputs packed into decode calls of at most ENGINE_BATCH_MAX tokens,
+ * each on a view over kv (is_hidden: last-token hidden states) or on its own sequence
+ * (logits). */
+static double dec_run(struct engine_model *m, struct threadpool *tp, const struct workload *wl,
+                      bool is_hidden, struct engine_seq **seqs, uint8_t *kv, float *out)
+{
+    const int per_batch = ENGINE_BATCH_MAX / wl->n_tokens;
+    const size_t one = engine_kv_bytes(m, wl->n_tokens);
+    const int e = engine_model_info(m)->n_embd;
+    struct engine_batch_item items[DEC_SEQS];
+    struct errmsg err;
+    double t0 = clock_now_ms();
+    for (int i0 = 0; i0 < wl->n_inputs; i0 += per_batch) {
+        const int n = wl->n_inputs - i0 < per_batch ? wl->n_inputs - i0 : per_batch;
+        for (int k = 0; k < n; k++) {
+            if (is_hidden)
+                (void)engine_seq_bind(seqs[k], kv + (size_t)k * one, one, wl->n_tokens);
+            else
+                engine_seq_truncate(seqs[k], 0);
+            items[k] = (struct engine_batch_item){
+                .seq = seqs[k],
+                .tokens = wl->ids + (size_t)(i0 + k) * wl->n_tokens,
+                .n_tokens = wl->n_tokens,
+                .output = is_hidden ? ENGINE_OUTPUT_LAST : ENGINE_OUTPUT_LOGITS,
+                .hidden = out + (size_t)k * e,
+            };
+        }
+        if (engine_decode(m, tp, items, n, &err) != ERR_OK) {
+            fprintf(stderr, "decode: %s\n", err.msg);
+            return -1;
+        }
+    }
+    return (clock_now_ms() - t0) / 1000.0;
+}
+
+static double dec_best(struct engine_model *m, struct threadpool *tp, const struct workload *wl,
+                       bool is_hidden, struct engine_seq **seqs, uint8_t *kv, float *out)
+{
+    double best = 1e9;
+    (void)dec_run(m, tp, wl, is_hidden, seqs, kv, out); // warm-up
+    for (int r = 0; r < 3; r++) {
+        const double s = dec_run(m, tp, wl, is_hidden, seqs, kv, out);
+        if (s > 0 && s < best) best = s;
+    }
+    return best;
+}
+
+/* The reference's seconds for the workload (as run_reference, with last-token pooling). */
+static double dec_reference(const char *bin_dir, const char *model, const struct workload *wl)
+{
+    char txt[256], cmd[2048];
+    snprintf(txt, sizeof txt, "build/bench_embed_dec_%d.txt", wl->n_tokens);
+    FILE *f = fopen(txt, "w");
+    if (!f) return -1;
+    fwrite(wl->text.data, 1, wl->text.len, f);
+    fclose(f);
+    double best = 1e9, base = 1e9;
+    for (int r = 0; r < 3; r++) {
+        for (int one = 0; one < 2; one++) {
+            snprintf(cmd, sizeof cmd,
+                     "%s/llama-embedding -m %s %s%s -t %d -c 4096 -b 4096 -ub 512 --pooling last "
+                     "--embd-normalize 2 --embd-output-format json >/dev/null 2>&1",
+                     bin_dir, model, one ? "-p " : "-f ", one ? "word" : txt, N_THREADS);
+            const double t0 = clock_now_ms();
+            if (system(cmd) != 0) return -1;
+            const double s = (clock_now_ms() - t0) / 1000.0;
+            if (one)
+                base = s < base ? s : base;
+            else
+                best = s < best ? s : best;
+        }
+    }
+    return best > base ? best - base : -1;
+}
+
+static int bench_decoder(const char *path, const char *ref_bin)
+{
+    struct synth_params p = synth_params_default();
+    p.arch = "qwen3";
+    p.n_layer = 4;
+    p.n_embd = 1024;
+    p.n_head = 16;
+    p.n_head_kv = 8;
+    p.head_dim = 128;
+    p.n_ff = 3072;
+    p.n_vocab = 151669;
+    p.n_ctx = 32768;
+    p.tied = true;
+    p.rope_base = 1000000.0f;
+    p.norm_eps = 1e-6f;
+    p.type = "f16"; // the reference's native build crashes on Q8_0 here (its AMX path)
+    p.pooling_type = 3; // last
+    struct errmsg err;
+    struct gguf_writer *w;
+    FILE *exists = fopen(path, "rb");
+    if (exists) {
+        fclose(exists);
+    } else if (synth_build(&p, &w, &err) != ERR_OK ||
+               gguf_writer_to_file(w, path, &err) != ERR_OK) {
+        fprintf(stderr, "decoder model: %s\n", err.msg);
+        return 1;
+    }
+    struct engine_model *m;
+    struct tokenizer *tok;
+    struct threadpool *tp;
+    if (engine_model_load(path, &m, &err) != ERR_OK ||
+        vocab_tokenizer_from_file(path, &tok, &err) != ERR_OK ||
+        threadpool_new(N_THREADS, &tp) != ERR_OK) {
+        fprintf(stderr, "decoder load: %s\n", err.msg);
+        return 1;
+    }
+    printf("\nqwen3 decoder as an embedding model (4 layers of Qwen3-Embedding-0.6B's shape, "
+           "vocab %d, F16), last-token pooling, %d threads, batches of %d tokens\n",
+           p.n_vocab, N_THREADS, ENGINE_BATCH_MAX);
+    struct engine_seq *views[DEC_SEQS] = {0}, *seqs[DEC_SEQS] = {0};
+    uint8_t *kv = mem_alloc(engine_kv_bytes(m, ENGINE_BATCH_MAX));
+    float *out = mem_alloc((size_t)DEC_SEQS * (size_t)p.n_embd * sizeof(float));
+    for (int i = 0; i < DEC_SEQS; i++)
+        if (engine_seq_new_view(m, &views[i]) != ERR_OK ||
+            engine_seq_new(m, 512, &seqs[i]) != ERR_OK)
+            return 1;
+    static const int shapes[2][2] = {{64, 32}, {8, 512}};
+    for (int s = 0; s < 2 && kv && out; s++) {
+        struct workload wl;
+        if (dec_workload(&wl, tok, shapes[s][0], shapes[s][1]) == ERR_OK) {
+            const double h = dec_best(m, tp, &wl, true, views, kv, out);
+            const double l = dec_best(m, tp, &wl, false, seqs, kv, out);
+            printf("%2d inputs x %3d tokens: hidden states %.3f s, %.1f embeddings/s; "
+                   "with logits %.3f s; hidden/logits speed %.2f\n",
+                   wl.n_inputs, wl.n_tokens, h, wl.n_inputs / h, l, l / h);
+            const double rb = ref_bin ? dec_reference(ref_bin, path, &wl) : -1;
+            if (rb > 0)
+                printf("%2d inputs x %3d tokens: reference %.3f s, %.1f embeddings/s; "
+                       "llamapi/reference speed %.2f\n",
+                       wl.n_inputs, wl.n_tokens, rb, wl.n_inputs / rb, rb / h);
+            else if (ref_bin)
+                printf("reference run failed (see %s/llama-embedding)\n", ref_bin);
+        }
+        mem_free(wl.ids);
+        buf_deinit(&wl.text);
+    }
+    for (int i = 0; i < DEC_SEQS; i++) {
+        engine_seq_free(views[i]);
+        engine_seq_free(seqs[i]);
+    }
+    mem_free(out);
+    mem_free(kv);
+    threadpool_free(tp);
+    tok_free(tok);
+    engine_model_free(m);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *path = argc > 1 ? argv[1] : "build/bench_embed_bge_small.gguf";
@@ -333,5 +557,5 @@ int main(int argc, char **argv)
     tok_free(tok);
     threadpool_free(tp);
     engine_encoder_free(e);
-    return 0;
+    return bench_decoder(argc > 2 ? argv[2] : "build/bench_embed_qwen3_f16.gguf", ref_bin);
 }
