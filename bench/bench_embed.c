@@ -458,7 +458,7 @@ static int bench_decoder(const char *path, const char *ref_bin)
     p.tied = true;
     p.rope_base = 1000000.0f;
     p.norm_eps = 1e-6f;
-    p.type = "f16"; // the reference's native build crashes on Q8_0 here (its AMX path)
+    p.type = "f16";     // the reference's native build crashes on Q8_0 here (its AMX path)
     p.pooling_type = 3; // last
     struct errmsg err;
     struct gguf_writer *w;
