@@ -48,6 +48,7 @@ int gen_session_start(struct model *m, const int32_t *prompt, int n_prompt,
     struct errmsg err;
     errmsg_clear(&err);
     int rc = request_new(REQUEST_GENERATE, prompt, n_prompt, params, max_events, &s->req);
+    if (rc == ERR_OK && opt->has_slot) s->req->preferred_instance = opt->slot;
     if (rc == ERR_OK && opt->n_stops > 0)
         rc = stopstr_new(opt->stops, opt->n_stops, &s->stops, &err);
     if (rc == ERR_OK)
@@ -216,6 +217,13 @@ int gen_session_n_prompt(const struct gen_session *s)
 int gen_session_n_completion(const struct gen_session *s)
 {
     return s->n_completion;
+}
+
+int gen_session_instance(const struct gen_session *s)
+{
+    // Written by the pool before the platform started the request; read after it finished,
+    // which the request's mutex orders.
+    return s->req ? s->req->instance : -1;
 }
 
 void gen_session_timings(struct gen_session *s, struct request_timings *out)

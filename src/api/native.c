@@ -207,9 +207,18 @@ int native_call_start(const struct api_ctx *ctx, struct native_call *c, struct a
         .n_stops = c->np.p.n_stops,
         .reasoning = REASONING_FORMAT_NONE,
         .metrics = ctx->metrics,
+        .has_slot = c->np.id_slot >= 0,
+        .slot = c->np.id_slot,
     };
     return gen_session_start(c->model, c->prompt.ids, (int)c->prompt.n_ids, &c->np.p.gen, &opt,
                              &c->session, f);
+}
+
+/* The instance that ran the request (only asked once it produced output: see
+ * gen_session_instance), or the id_slot asked for when nothing ran. */
+static int native_slot(const struct native_call *c)
+{
+    return c->session ? gen_session_instance(c->session) : c->np.id_slot;
 }
 
 /* Text as a JSON string, invalid UTF-8 (a token holding part of a character) as U+FFFD. */
@@ -355,8 +364,8 @@ static json_t *result_json(struct native_call *c, bool is_final_stream)
         "{s:i, s:s%, s:o, s:i, s:b, s:s, s:s, s:s, s:i, s:i, s:i, s:o, s:o, s:b, s:o}", "index", 0,
         "content", is_final_stream ? "" : (c->content.data ? c->content.data : ""),
         is_final_stream ? (size_t)0 : c->content.len, "tokens",
-        with_tokens ? json_incref(c->tokens) : json_array(), "id_slot", c->np.id_slot, "stop", true,
-        "model", model_id(c->model), "stop_type", native_stop_type(c), "stopping_word",
+        with_tokens ? json_incref(c->tokens) : json_array(), "id_slot", native_slot(c), "stop",
+        true, "model", model_id(c->model), "stop_type", native_stop_type(c), "stopping_word",
         c->stopping_word ? c->stopping_word : "", "tokens_predicted", n_predicted,
         "tokens_evaluated", (int)c->prompt.n_ids, "tokens_cached", t.n_cached,
         "generation_settings", native_settings_json(c->model, &c->np), "prompt",
@@ -401,7 +410,7 @@ static enum sse_status completion_produce(void *ctx, struct buf *out, int timeou
     if (d.content.len || json_array_size(c->step_tokens)) {
         json_t *j = json_pack("{s:i, s:s%, s:O, s:b, s:i, s:i, s:i}", "index", 0, "content",
                               d.content.ptr, d.content.len, "tokens", c->step_tokens, "stop", false,
-                              "id_slot", c->np.id_slot, "tokens_predicted",
+                              "id_slot", native_slot(c), "tokens_predicted",
                               c->session ? gen_session_n_completion(c->session) : 0,
                               "tokens_evaluated", (int)c->prompt.n_ids);
         if (j && c->step_probs) json_object_set(j, "completion_probabilities", c->step_probs);

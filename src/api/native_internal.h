@@ -25,7 +25,7 @@ struct native_params {
     bool is_stream;
     bool return_tokens;
     bool cache_prompt;    // accepted; the cpu platform always reuses the longest prefix
-    int id_slot;          // accepted, -1 when absent; not used for routing
+    int id_slot;          // preferred instance (used when idle), -1 when absent
     int n_keep;           // accepted; the context is never shifted
     bool is_predict_none; // n_predict 0: evaluate nothing, answer empty
     struct buf grammar;   // GBNF from grammar/json_schema/response_format (owned); p.gen.grammar

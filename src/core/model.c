@@ -7,6 +7,7 @@
 #include "util/log.h"
 #include "util/mem.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <time.h>
 #include <string.h>
@@ -30,6 +31,16 @@ struct model {
     struct mutex admin_mu; // serializes load/resize/shutdown
 };
 
+/* Routing: the instance the request names (id_slot), else the one whose cache holds the
+ * longest prefix of its prompt (a multi-turn chat lands where its history is cached). */
+static int instance_affinity(void *ctx, int slot, const struct request *r)
+{
+    struct model *m = ctx;
+    if (r->preferred_instance == slot) return INT_MAX;
+    if (r->kind != REQUEST_GENERATE || !m->platform->cached_prefix) return 0;
+    return m->platform->cached_prefix(m->impl, slot, r->prompt, r->n_prompt);
+}
+
 int model_new(const struct model_params *p, struct model **out)
 {
     struct model *m = mem_calloc(1, sizeof *m);
@@ -50,6 +61,7 @@ int model_new(const struct model_params *p, struct model **out)
         if (!m->default_params) goto out_free;
     }
     if (pool_init(&m->pool, p->queue_cap) != ERR_OK) goto out_free;
+    pool_set_affinity(&m->pool, instance_affinity, m);
     if (mutex_init(&m->admin_mu) != ERR_OK) goto out_pool;
     *out = m;
     return ERR_OK;
@@ -223,6 +235,11 @@ void model_get_info(struct model *m, struct model_info *out)
     out->queue_depth = pool_queue_depth(&m->pool);
     out->busy_count = pool_busy_count(&m->pool);
     if (out->status != MODEL_STATUS_LOADING) out->desc = m->desc;
+}
+
+void model_slot_states(struct model *m, enum pool_slot *out)
+{
+    pool_slot_states(&m->pool, out);
 }
 
 const char *model_id(const struct model *m)
