@@ -27,8 +27,9 @@ struct model {
     bool force_embedding;
     const char *chat_template; // borrowed (outlives the model) or NULL
     int64_t created_unix_s;
-    atomic_int status;     // enum model_status
-    struct mutex admin_mu; // serializes load/resize/shutdown
+    atomic_llong last_used_ns; // monotonic time of the last submit (or of creation)
+    atomic_int status;         // enum model_status
+    struct mutex admin_mu;     // serializes load/resize/shutdown
 };
 
 /* Routing: the instance the request names (id_slot), else the one whose cache holds the
@@ -54,6 +55,7 @@ int model_new(const struct model_params *p, struct model **out)
     m->force_embedding = p->force_embedding;
     m->chat_template = p->chat_template;
     m->created_unix_s = clock_unix_s();
+    atomic_init(&m->last_used_ns, clock_now_ns());
     atomic_init(&m->refs, 1);
     atomic_init(&m->status, MODEL_STATUS_LOADING);
     if (p->default_params) {
@@ -172,6 +174,7 @@ enum pool_admit model_submit(struct model *m, struct request *r)
 {
     if (atomic_load(&m->status) != MODEL_STATUS_READY) return POOL_ADMIT_CLOSED;
     int instance = -1;
+    atomic_store(&m->last_used_ns, clock_now_ns());
     enum pool_admit a = pool_admit(&m->pool, r, &instance);
     if (a == POOL_ADMIT_RUN) m->platform->submit(m->impl, instance, r);
     return a;
@@ -231,6 +234,7 @@ void model_get_info(struct model *m, struct model_info *out)
     out->platform_id = m->platform->id;
     out->status = (enum model_status)atomic_load(&m->status);
     out->created_unix_s = m->created_unix_s;
+    out->last_used_ns = atomic_load(&m->last_used_ns);
     out->instance_count = pool_instance_count(&m->pool);
     out->queue_depth = pool_queue_depth(&m->pool);
     out->busy_count = pool_busy_count(&m->pool);

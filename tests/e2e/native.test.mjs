@@ -8,7 +8,7 @@ import { readFileSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { startServer, errorOf, hasShared, sharedDir } from './lib/server.mjs';
-import { synthModel, SMALL } from './lib/models.mjs';
+import { synthModel, SMALL, SLOW } from './lib/models.mjs';
 
 const stories = path.join(sharedDir, 'models', 'llama', 'stories260K.gguf');
 const goldenPath = path.join(sharedDir, 'golden', 'stories260K.greedy.json');
@@ -407,6 +407,59 @@ describe('router mode autoload', { skip: !hasShared && 'skip: ../shared is absen
     } finally {
       await srv.stop();
     }
+  });
+});
+
+describe('--models-max evicts the least recently used idle model', () => {
+  let dir, srv;
+  before(async () => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'llamapi-lru-'));
+    const slow = synthModel('slow', SLOW); // slow enough that two streams outlast a load
+    for (const name of ['a', 'b', 'c']) symlinkSync(slow, path.join(dir, `${name}.gguf`));
+    srv = await startServer(['--threads', '1', '--models-dir', dir, '--models-max', '2']);
+  });
+  after(async () => srv && (await srv.stop()));
+
+  const use = async (model) => {
+    const r = await post(srv, '/completion', { model, prompt: 'Hello', n_predict: 1 });
+    assert.equal(r.status, 200, r.text);
+  };
+  const loaded = async () => (await get(srv, '/models')).json.data
+    .filter((m) => m.status.value === 'loaded').map((m) => m.id).sort();
+
+  test('a third model unloads the one used longest ago, not the one used last', async () => {
+    await use('a');
+    await use('b');
+    assert.deepEqual(await loaded(), ['a', 'b']);
+    await use('a'); // now b is the least recently used
+    await use('c');
+    assert.deepEqual(await loaded(), ['a', 'c']);
+    const r = await post(srv, '/models/load', { model: 'b' });
+    assert.equal(r.status, 200, r.text);
+    assert.deepEqual(await loaded(), ['b', 'c'], 'a was used before c');
+  });
+
+  test('when every loaded model is busy the load is refused and nothing is unloaded', async () => {
+    const streams = ['b', 'c'].map((model) => {
+      const ac = new AbortController();
+      const done = fetch(`${srv.url}/completion`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model, prompt: 'Hello', n_predict: 100000, ignore_eos: true, stream: true }),
+        signal: ac.signal,
+      }).then(async (res) => {
+        const reader = res.body.getReader();
+        await reader.read();
+        return reader;
+      });
+      return { ac, done };
+    });
+    const readers = await Promise.all(streams.map((s) => s.done)); // both are generating
+    const e = assertError(await post(srv, '/models/load', { model: 'a' }), 400, 'model_load_failed');
+    assert.match(e.message, /--models-max/);
+    assert.deepEqual(await loaded(), ['b', 'c']);
+    for (const s of streams) s.ac.abort();
+    await Promise.all(readers.map((rd) => rd.cancel().catch(() => {})));
   });
 });
 
