@@ -514,6 +514,32 @@ describe('llama-server flags and disabled endpoints', () => {
     assert.equal(p.json.default_generation_settings.params.seed, 42, 'from -s');
   });
 
+  test('a stop string ends the answer at the token that completed it, in the count too', async () => {
+    const body = { prompt: 'hello', temperature: 0, n_predict: 40, ignore_eos: true, n_probs: 1 };
+    const full = await post(srv, '/completion', body);
+    assert.equal(full.status, 200, full.text);
+    const probs = full.json.completion_probabilities;
+    assert.equal(probs.length, 40);
+    // A stop string: the text of a later token that is plain ASCII, found by bytes.
+    const k = probs.findIndex((p, i) => i >= 10 && /^[\x21-\x7e]+$/.test(p.token));
+    assert.ok(k > 0, 'the answer has an ASCII token to stop at');
+    const bytes = Buffer.concat(probs.map((p) => Buffer.from(p.bytes)));
+    const stop = Buffer.from(probs[k].token);
+    const at = bytes.indexOf(stop);
+    let end = 0, n = 0;
+    while (end < at + stop.length) end += probs[n++].bytes.length; // tokens up to the stop's end
+    const r = await post(srv, '/completion', { ...body, n_probs: 0, stop: [probs[k].token] });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.stop_type, 'word');
+    // Content is text (bytes that are not UTF-8 show as U+FFFD), so compare it as text.
+    const rest = full.json.content.slice(r.json.content.length);
+    assert.ok(full.json.content.startsWith(r.json.content) && rest.startsWith(probs[k].token),
+      'the content is everything before the first occurrence of the stop string');
+    assert.ok(!r.json.content.includes(probs[k].token));
+    assert.equal(r.json.tokens_predicted, n, 'tokens after the stop are not counted');
+    assert.equal(r.json.timings.predicted_n, n);
+  });
+
   test('-n sets the default n_predict', async () => {
     const r = await post(srv, '/completion', { prompt: 'hello', temperature: 0, logit_bias: { 2: false } });
     assert.equal(r.status, 200, r.text);
