@@ -189,6 +189,17 @@ static const char *finish_name(struct gen_session *s, enum finish_reason f, bool
     return f == FINISH_LENGTH ? "length" : "stop";
 }
 
+/* Waits for a cancelled request to end (the platform checks at its next step), dropping the
+ * tokens it made meanwhile, so its timings are final when the answer is written. */
+static void wait_stopped(struct gen_session *s)
+{
+    struct gen_event scratch[8];
+    int cursor = s->cursor;
+    enum finish_reason fin = FINISH_NONE;
+    while (fin == FINISH_NONE)
+        request_wait_events(s->req, &cursor, scratch, 8, -1, &fin);
+}
+
 bool gen_session_next(struct gen_session *s, int timeout_ms, struct gen_delta *d)
 {
     memset(d, 0, sizeof *d);
@@ -210,6 +221,7 @@ bool gen_session_next(struct gen_session *s, int timeout_ms, struct gen_delta *d
     if (d->is_stop_string) {
         // The stop string ended the answer: stop the model now and finish here.
         request_cancel(s->req);
+        wait_stopped(s);
         is_final = true;
         fin = FINISH_STOP;
     }

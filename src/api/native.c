@@ -4,6 +4,7 @@
 #include "api/handlers.h"
 
 #include "api/errors.h"
+#include "api/logprobs.h"
 #include "api/metrics.h"
 #include "api/native_internal.h"
 #include "api/native_router.h"
@@ -222,58 +223,6 @@ static int native_slot(const struct native_call *c)
 }
 
 /* Text as a JSON string, invalid UTF-8 (a token holding part of a character) as U+FFFD. */
-static json_t *text_json(const char *s, size_t len)
-{
-    json_t *j = json_stringn(s, len);
-    if (j) return j;
-    struct buf b;
-    buf_init(&b);
-    j = native_utf8_sanitize(s, len, &b) == ERR_OK ? json_stringn(b.data ? b.data : "", b.len)
-                                                   : NULL;
-    buf_deinit(&b);
-    return j;
-}
-
-static json_t *piece_string(struct str piece)
-{
-    return text_json(piece.ptr, piece.len);
-}
-
-static json_t *bytes_json(struct str piece)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; a && i < piece.len; i++)
-        json_array_append_new(a, json_integer((unsigned char)piece.ptr[i]));
-    return a;
-}
-
-/* {id, token, bytes, logprob} — the shape of llama.cpp's probability entries. */
-static json_t *prob_entry(const struct tokenizer *tok, int32_t id, float logprob)
-{
-    struct str piece = tok_piece(tok, id);
-    return json_pack("{s:i, s:o, s:o, s:f}", "id", id, "token", piece_string(piece), "bytes",
-                     bytes_json(piece), "logprob", isfinite(logprob) ? (double)logprob : -1e30);
-}
-
-static json_t *probs_json(const struct native_call *c, const struct gen_event *ev, int n)
-{
-    const struct tokenizer *tok = model_desc(c->model)->tokenizer;
-    json_t *a = json_array();
-    for (int i = 0; a && i < n; i++) {
-        json_t *e = prob_entry(tok, ev[i].token, ev[i].logprob);
-        json_t *top = json_array();
-        for (int k = 0; top && k < ev[i].n_probs && k < GEN_MAX_PROBS; k++)
-            json_array_append_new(top, prob_entry(tok, ev[i].top[k].token, ev[i].top[k].logprob));
-        if (!e || !top || json_object_set_new(e, "top_logprobs", top) != 0 ||
-            json_array_append_new(a, e) != 0) {
-            json_decref(e);
-            json_decref(a);
-            return NULL;
-        }
-    }
-    return a;
-}
-
 static void record_step(struct native_call *c)
 {
     int n = 0;
@@ -281,7 +230,8 @@ static void record_step(struct native_call *c)
     json_decref(c->step_tokens);
     json_decref(c->step_probs);
     c->step_tokens = json_array();
-    c->step_probs = c->probs ? probs_json(c, ev, n) : NULL;
+    c->step_probs =
+        c->probs ? api_logprobs_json(model_desc(c->model)->tokenizer, ev, n, -1, true) : NULL;
     for (int i = 0; c->step_tokens && i < n; i++)
         json_array_append_new(c->step_tokens, json_integer(ev[i].token));
     if (c->np.is_stream) return;
@@ -369,7 +319,7 @@ static json_t *result_json(struct native_call *c, bool is_final_stream)
         c->stopping_word ? c->stopping_word : "", "tokens_predicted", n_predicted,
         "tokens_evaluated", (int)c->prompt.n_ids, "tokens_cached", t.n_cached,
         "generation_settings", native_settings_json(c->model, &c->np), "prompt",
-        text_json(prompt_text.data ? prompt_text.data : "", prompt_text.len), "truncated",
+        api_text_json(prompt_text.data ? prompt_text.data : "", prompt_text.len), "truncated",
         (int64_t)c->prompt.n_ids + n_predicted >= d->n_ctx, "timings",
         c->session ? api_timings_json(c->session)
                    : json_pack("{s:i, s:i, s:f, s:i, s:f}", "cache_n", 0, "prompt_n", 0,

@@ -6,6 +6,7 @@
 #include "api/errors.h"
 #include "api/handlers.h"
 #include "api/ids.h"
+#include "api/logprobs.h"
 #include "api/native_router.h"
 #include "api/params.h"
 #include "api/sse.h"
@@ -99,6 +100,8 @@ struct chat_call {
     int n_calls_sent;
     struct buf content; // accumulated (non-streaming)
     struct buf reasoning;
+    int top_logprobs; // alternatives per token with logprobs:true; -1 without logprobs
+    json_t *logprobs; // accumulated logprobs.content entries (non-streaming) or NULL
 };
 
 static void chat_call_free(void *p)
@@ -108,6 +111,7 @@ static void chat_call_free(void *p)
     model_release(c->model);
     buf_deinit(&c->content);
     buf_deinit(&c->reasoning);
+    json_decref(c->logprobs);
     mem_free(c);
 }
 
@@ -124,12 +128,29 @@ static json_t *tool_call_json(const struct toolcall *tc, int index, bool with_in
     return j;
 }
 
-static json_t *chunk_json(const struct chat_call *c, json_t *delta, const char *finish)
+/* This step's tokens as logprobs.content entries, or NULL without logprobs. */
+static json_t *step_logprobs(const struct chat_call *c)
 {
-    return json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:n, s:o}]}", "id", c->id, "object",
+    if (c->top_logprobs < 0) return NULL;
+    int n = 0;
+    const struct gen_event *ev = gen_session_events(c->session, &n);
+    return api_logprobs_json(model_desc(c->model)->tokenizer, ev, n, c->top_logprobs, false);
+}
+
+/* A chunk; logprobs (taken, may be NULL) becomes choices[0].logprobs.content. */
+static json_t *chunk_json_lp(const struct chat_call *c, json_t *delta, const char *finish,
+                             json_t *logprobs)
+{
+    return json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:o, s:o}]}", "id", c->id, "object",
                      "chat.completion.chunk", "created", (json_int_t)c->created, "model",
                      model_id(c->model), "choices", "index", 0, "delta", delta, "logprobs",
+                     logprobs ? json_pack("{s:o}", "content", logprobs) : json_null(),
                      "finish_reason", finish ? json_string(finish) : json_null());
+}
+
+static json_t *chunk_json(const struct chat_call *c, json_t *delta, const char *finish)
+{
+    return chunk_json_lp(c, delta, finish, NULL);
 }
 
 static int stream_delta(struct chat_call *c, const struct gen_delta *d, struct buf *out)
@@ -141,10 +162,15 @@ static int stream_delta(struct chat_call *c, const struct gen_delta *d, struct b
             chunk_json(c,
                        json_pack("{s:s%}", "reasoning_content", d->reasoning.ptr, d->reasoning.len),
                        NULL));
-    if (rc == ERR_OK && d->content.len)
+    // The step's logprobs ride on its content chunk, or on an empty delta when the text is
+    // held back (a possible stop string or tool call) or is reasoning.
+    json_t *lp = step_logprobs(c);
+    if (rc == ERR_OK && (d->content.len || (lp && json_array_size(lp))))
         rc = sse_append_json(
             out, NULL,
-            chunk_json(c, json_pack("{s:s%}", "content", d->content.ptr, d->content.len), NULL));
+            chunk_json_lp(c, json_pack("{s:s%}", "content", d->content.ptr, d->content.len), NULL,
+                          json_incref(lp)));
+    json_decref(lp);
     for (int i = 0; rc == ERR_OK && i < d->n_calls; i++) {
         json_t *tc = tool_call_json(&d->calls[i], d->call_index[i], true);
         rc =
@@ -190,6 +216,9 @@ static void respond_whole(struct chat_call *c, struct api_response *resp)
         gen_session_next(c->session, -1, &d);
         buf_append(&c->content, d.content.ptr, d.content.len);
         buf_append(&c->reasoning, d.reasoning.ptr, d.reasoning.len);
+        json_t *lp = step_logprobs(c);
+        if (lp && c->logprobs) json_array_extend(c->logprobs, lp);
+        json_decref(lp);
     } while (!d.is_done);
     if (!d.finish_reason) {
         api_error(resp, d.error_status ? d.error_status : 500,
@@ -209,11 +238,12 @@ static void respond_whole(struct chat_call *c, struct api_response *resp)
     if (msg && c->reasoning.len)
         json_object_set_new(msg, "reasoning_content",
                             json_stringn(c->reasoning.data, c->reasoning.len));
-    json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:n, s:s}], s:o, s:o}", "id", c->id,
+    json_t *logprobs = c->logprobs ? json_pack("{s:O}", "content", c->logprobs) : json_null();
+    json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:o, s:s}], s:o, s:o}", "id", c->id,
                           "object", "chat.completion", "created", (json_int_t)c->created, "model",
                           model_id(c->model), "choices", "index", 0, "message", msg, "logprobs",
-                          "finish_reason", d.finish_reason, "usage", api_usage_json(c->session),
-                          "timings", api_timings_json(c->session));
+                          logprobs, "finish_reason", d.finish_reason, "usage",
+                          api_usage_json(c->session), "timings", api_timings_json(c->session));
     api_respond_json(resp, 200, j);
 }
 
@@ -261,6 +291,28 @@ static bool parse_tools(json_t *body, json_t **tools_out, struct api_fail *f)
     return true;
 }
 
+/* logprobs / top_logprobs (0–20, only with logprobs:true, as OpenAI requires). The platform
+ * computes log-probabilities only when asked for alternatives, so at least one is asked. */
+static bool parse_logprobs(json_t *body, struct chat_call *c, struct gen_params *g,
+                           struct api_fail *f)
+{
+    bool want = false;
+    int64_t top = 0;
+    if (!v_bool(body, "logprobs", "logprobs", &want, f) ||
+        !v_int(body, "top_logprobs", "top_logprobs", 0, 20, &top, f))
+        return false;
+    const json_t *top_j = json_object_get(body, "top_logprobs");
+    if (!want && top_j && !json_is_null(top_j))
+        return api_failf(f, 400, "invalid_value", "top_logprobs",
+                         "'top_logprobs' requires 'logprobs' to be true.");
+    c->top_logprobs = want ? (int)top : -1;
+    if (!want) return true;
+    c->logprobs = json_array();
+    if (!c->logprobs) return api_failf(f, 500, NULL, NULL, "out of memory");
+    g->n_probs = top > 0 ? (int)top : 1;
+    return true;
+}
+
 static bool parse_flags(json_t *body, bool *stream, bool *include_usage, struct api_fail *f)
 {
     int64_t n = 1;
@@ -285,7 +337,7 @@ static bool start_chat(const struct api_ctx *ctx, json_t *body, struct chat_call
     if (!parse_flags(body, stream, &c->include_usage, f) ||
         !params_merge_base(ctx->gen_defaults, model_default_params(c->model), body, &names,
                            d->n_vocab, &p, f) ||
-        !parse_tools(body, &tools, f) ||
+        !parse_logprobs(body, c, &p.gen, f) || !parse_tools(body, &tools, f) ||
         !chat_messages_validate(c->model, json_object_get(body, "messages"), ctx->media_path, f))
         return false;
     const json_t *kwargs = json_object_get(body, "chat_template_kwargs");
