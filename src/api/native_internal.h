@@ -60,8 +60,10 @@ struct native_call {
     const char *stopping_word; // borrowed from the request, or NULL
     const char *finish_reason; // when done
     bool is_done;
-    bool is_oai;        // /v1/completions shapes
-    bool include_usage; // oai streaming: a usage chunk before [DONE]
+    bool is_oai;         // /v1/completions shapes
+    bool include_usage;  // oai streaming: a usage chunk before [DONE]
+    int oai_logprobs;    // /v1/completions `logprobs` (alternatives per token), -1 when absent
+    int oai_text_offset; // characters of completion text already described by logprobs
     char id[48];
     int64_t created;
 };

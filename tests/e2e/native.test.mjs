@@ -540,6 +540,34 @@ describe('llama-server flags and disabled endpoints', () => {
     assert.equal(r.json.timings.predicted_n, n);
   });
 
+  test('/v1/completions logprobs: tokens, token_logprobs, top_logprobs, text_offset; streamed too', async () => {
+    const body = { model: 'small', prompt: 'hello', temperature: 0, max_tokens: 8, logprobs: 3,
+      logit_bias: { 2: -100 } };
+    const r = await post(srv, '/v1/completions', body);
+    assert.equal(r.status, 200, r.text);
+    const lp = r.json.choices[0].logprobs;
+    assert.equal(lp.tokens.length, r.json.usage.completion_tokens);
+    assert.equal(lp.token_logprobs.length, lp.tokens.length);
+    let offset = 0;
+    for (let i = 0; i < lp.tokens.length; i++) {
+      assert.equal(lp.text_offset[i], offset);
+      offset += [...lp.tokens[i]].length;
+      const alts = Object.entries(lp.top_logprobs[i]);
+      assert.ok(alts.length >= 1 && alts.length <= 3);
+      const best = Math.max(...alts.map(([, v]) => v));
+      assert.ok(Math.abs(best - lp.token_logprobs[i]) < 1e-6, 'greedy picks the most likely');
+    }
+    const s = await post(srv, '/v1/completions', { ...body, stream: true });
+    const chunks = sseData(s.text).filter((d) => d !== '[DONE]').map((d) => JSON.parse(d));
+    const streamed = chunks.flatMap((c) => c.choices[0]?.logprobs?.tokens ?? []);
+    assert.deepEqual(streamed, lp.tokens);
+    const offsets = chunks.flatMap((c) => c.choices[0]?.logprobs?.text_offset ?? []);
+    assert.deepEqual(offsets, lp.text_offset);
+    const plain = await post(srv, '/v1/completions', { ...body, logprobs: undefined });
+    assert.equal(plain.json.choices[0].logprobs, null);
+    assertError(await post(srv, '/v1/completions', { ...body, logprobs: 6 }), 400, 'invalid_value');
+  });
+
   test('-n sets the default n_predict', async () => {
     const r = await post(srv, '/completion', { prompt: 'hello', temperature: 0, logit_bias: { 2: false } });
     assert.equal(r.status, 200, r.text);
