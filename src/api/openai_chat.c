@@ -2,7 +2,7 @@
  * OpenAI's chat completion shapes (plus llama.cpp's `timings`). */
 #include "api/openai_chat.h"
 
-#include "api/chat_prompt.h"
+#include "api/chat_session.h"
 #include "api/errors.h"
 #include "api/handlers.h"
 #include "api/ids.h"
@@ -10,7 +10,6 @@
 #include "api/native_router.h"
 #include "api/params.h"
 #include "api/sse.h"
-#include "api/structured.h"
 #include "util/clock.h"
 #include "util/mem.h"
 
@@ -326,59 +325,37 @@ static bool parse_flags(json_t *body, bool *stream, bool *include_usage, struct 
     return v_bool(so, "include_usage", "stream_options.include_usage", include_usage, f);
 }
 
-/* Validates the request, renders and tokenizes the prompt, and starts generation. */
+/* Validates the request's own fields, then renders, tokenizes and starts generation through
+ * chat_session_start (shared with the Anthropic and Responses endpoints). */
 static bool start_chat(const struct api_ctx *ctx, json_t *body, struct chat_call *c,
                        struct api_fail *f, bool *stream)
 {
     struct gen_request_params p;
     static const struct params_names names = {"max_tokens", "max_completion_tokens", "stop"};
     json_t *tools = NULL;
-    const struct platform_model_desc *d = model_desc(c->model);
+    bool parallel = true;
     if (!parse_flags(body, stream, &c->include_usage, f) ||
         !params_merge_base(ctx->gen_defaults, model_default_params(c->model), body, &names,
-                           d->n_vocab, &p, f) ||
+                           model_desc(c->model)->n_vocab, &p, f) ||
         !parse_logprobs(body, c, &p.gen, f) || !parse_tools(body, &tools, f) ||
-        !chat_messages_validate(c->model, json_object_get(body, "messages"), ctx->media_path, f))
+        !v_bool(body, "parallel_tool_calls", "parallel_tool_calls", &parallel, f))
         return false;
     const json_t *kwargs = json_object_get(body, "chat_template_kwargs");
-    struct chat_prompt_opts po = {
+    struct chat_session_args a = {
+        .model = c->model,
         .messages = json_object_get(body, "messages"),
         .tools = tools,
+        .params = &p,
         .enable_thinking = p.enable_thinking,
         .template_kwargs = json_is_object(kwargs) ? kwargs : NULL,
-        .add_generation_prompt = true,
-    };
-    bool parallel = true;
-    if (!v_bool(body, "parallel_tool_calls", "parallel_tool_calls", &parallel, f)) return false;
-    struct buf grammar;
-    buf_init(&grammar);
-    bool ok = structured_from_body(body, &grammar, f);
-    if (ok && tools && grammar.len == 0)
-        ok = structured_tool_grammar(tools, json_object_get(body, "tool_choice"), parallel,
-                                     toolcall_format_detect(d->chat_template_src), &grammar, f);
-    struct chat_prompt prompt;
-    if (!ok || chat_prompt_build(c->model, &po, &prompt, f) != ERR_OK) {
-        if (ok) chat_prompt_deinit(&prompt);
-        buf_deinit(&grammar);
-        return false;
-    }
-    p.gen.grammar = grammar.len ? grammar.data : NULL;
-    enum reasoning_format rf = reasoning_format_detect(d->chat_template_src);
-    struct gen_options opt = {
-        .stops = p.stops,
-        .n_stops = p.n_stops,
-        .parse_tools = tools != NULL,
-        .tool_format = toolcall_format_detect(d->chat_template_src),
-        .reasoning = rf,
-        .reasoning_starts_inside =
-            reasoning_prompt_opens(rf, prompt.text.data ? prompt.text.data : "", prompt.text.len),
+        .media_path = ctx->media_path,
+        .structured = body,
+        .tool_choice = tools ? json_object_get(body, "tool_choice") : NULL,
+        .is_parallel = parallel,
         .metrics = ctx->metrics,
     };
-    int rc = gen_session_start(c->model, prompt.ids.ids, (int)prompt.ids.n_ids, &p.gen, &opt,
-                               &c->session, f);
-    chat_prompt_deinit(&prompt);
-    buf_deinit(&grammar); // the request keeps its own copy
-    return rc == ERR_OK;
+    int n_prompt;
+    return chat_session_start(&a, &c->session, &n_prompt, f) == ERR_OK;
 }
 
 void api_chat_completions(const struct api_ctx *ctx, const struct api_request *req,
