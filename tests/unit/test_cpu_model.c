@@ -7,6 +7,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "core/model.h"
 #include "engine/synth.h"
 #include "platform/cpu.h"
 #include "platform/cpu_model.h"
@@ -267,6 +268,76 @@ static void test_load_survives_every_allocation_failure(void **state)
     assert_true(n_failures > 10);
 }
 
+/* Two clients, each with its own conversation, send requests back to back through the core
+ * on two instances with no queue: each finds an instance free every time (the instance is
+ * back in the pool before the reader wakes) and, after its first turn, the instance that
+ * holds its conversation (routing reads the idle instances' caches from the clients'
+ * threads; TSan checks that against the scheduler). */
+struct client {
+    struct model *m;
+    int32_t first;
+    int n_refused, n_failed, n_cold_turns;
+};
+
+static void *client_main(void *arg)
+{
+    struct client *c = arg;
+    int32_t prompt[40];
+    for (int k = 0; k < 40; k++)
+        prompt[k] = c->first + k;
+    for (int turn = 0; turn < 6; turn++) {
+        struct gen_params gp;
+        gen_params_defaults(&gp);
+        gp.temperature = 0;
+        gp.max_tokens = 2;
+        struct request *r;
+        if (request_new(REQUEST_GENERATE, prompt, 24 + turn * 2, &gp, 2, &r) != ERR_OK) break;
+        if (model_submit(c->m, r) != POOL_ADMIT_RUN) {
+            c->n_refused++;
+        } else {
+            struct request_timings t;
+            if (finished_outcome(r, NULL, &t) == FINISH_ERROR) c->n_failed++;
+            if (turn > 0 && t.n_cached < 24) c->n_cold_turns++;
+        }
+        request_release(r);
+    }
+    return NULL;
+}
+
+static void test_core_routes_back_to_back_conversations(void **state)
+{
+    (void)state;
+    struct budget budget;
+    budget_init(&budget, 1ull << 40);
+    struct model_params p = {
+        .id = "m",
+        .path = model_path,
+        .platform = &cpu_platform,
+        .queue_cap = 0,
+        .n_threads = 1,
+        .budget = &budget,
+    };
+    struct model *m;
+    assert_int_equal(model_new(&p, &m), ERR_OK);
+    int actual;
+    struct errmsg err;
+    assert_int_equal(model_load(m, 2, &actual, &err), ERR_OK);
+    assert_int_equal(actual, 2);
+    struct client c[2] = {{.m = m, .first = 50}, {.m = m, .first = 150}};
+    struct thread th[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(thread_start(&th[i], client_main, &c[i]), ERR_OK);
+    for (int i = 0; i < 2; i++)
+        thread_join(&th[i]);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(c[i].n_refused, 0);
+        assert_int_equal(c[i].n_failed, 0);
+        assert_int_equal(c[i].n_cold_turns, 0);
+    }
+    model_shutdown(m);
+    model_release(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -275,6 +346,7 @@ int main(void)
         cmocka_unit_test(test_cancel_stops_at_next_step),
         cmocka_unit_test(test_bad_requests_fail_cleanly),
         cmocka_unit_test(test_load_survives_every_allocation_failure),
+        cmocka_unit_test(test_core_routes_back_to_back_conversations),
     };
     return cmocka_run_group_tests(tests, setup_all, teardown_all);
 }
