@@ -43,12 +43,7 @@ struct model *native_model_acquire(const struct api_ctx *ctx, const struct api_r
     struct model *m = NULL;
     if (name) {
         m = api_acquire_model(ctx, name);
-        if (!m && native_router_autoload(ctx, name))
-            m = registry_acquire(manager_registry(ctx->manager), name);
-        if (!m)
-            return api_failf(f, 404, "model_not_found", "model", "The model '%s' does not exist",
-                             name),
-                   NULL;
+        if (!m && !(m = native_router_autoload(ctx, name, f))) return NULL;
     } else if (!(m = first_model(ctx, f))) {
         return NULL;
     }
@@ -379,7 +374,7 @@ static void run_call(const struct api_ctx *ctx, struct native_call *c, struct ap
 {
     struct api_fail f = {0};
     if (native_call_start(ctx, c, &f) != ERR_OK) {
-        api_fail_respond_retry(&f, resp);
+        api_fail_respond(&f, resp);
         native_call_free(c);
         return;
     }

@@ -195,7 +195,7 @@ void api_completions(const struct api_ctx *ctx, const struct api_request *req,
              native_call_start(ctx, c, &f) == ERR_OK;
     }
     if (!ok) {
-        api_fail_respond_retry(&f, resp);
+        api_fail_respond(&f, resp);
         native_call_free(c);
         return;
     }

@@ -163,18 +163,25 @@ void api_router_load(const struct api_ctx *ctx, const struct api_request *req,
         api_respond_json(resp, 200, json_pack("{s:b}", "success", 1));
 }
 
-bool native_router_autoload(const struct api_ctx *ctx, const char *name)
+static struct model *not_found(const char *name, struct api_fail *f)
+{
+    api_failf(f, 404, "model_not_found", "model", "The model '%s' does not exist", name);
+    return NULL;
+}
+
+struct model *native_router_autoload(const struct api_ctx *ctx, const char *name,
+                                     struct api_fail *f)
 {
     size_t stem;
     if (ctx->is_autoload_disabled || !ctx->models_dir || !name || !*name || strchr(name, '/') ||
         ends_with_gguf(name, &stem) || strlen(name) >= MODEL_ID_CAP)
-        return false;
+        return not_found(name ? name : "", f);
     char *path = mem_alloc(MODEL_PATH_CAP);
     struct errmsg err;
     errmsg_clear(&err);
     if (!path || resolve(ctx, name, path, &err) != ERR_OK) {
         mem_free(path);
-        return false;
+        return not_found(name, f);
     }
     struct manager_load args = {
         .id = name,
@@ -187,12 +194,20 @@ bool native_router_autoload(const struct api_ctx *ctx, const char *name)
     enum load_failure why = LOAD_FAIL_NONE;
     int rc = manager_load(ctx->manager, &args, &actual, &why, &err);
     mem_free(path);
-    if (rc != ERR_OK && why != LOAD_FAIL_EXISTS) {
-        log_warn("autoload of '%s' failed: %s", name, err.msg);
-        return false;
-    }
     if (rc == ERR_OK) log_info("autoloaded model '%s'", name);
-    return true;
+    if (rc == ERR_OK || why == LOAD_FAIL_EXISTS) {
+        struct model *m = registry_acquire(manager_registry(ctx->manager), name);
+        return m ? m : not_found(name, f); // unloaded again in between
+    }
+    log_warn("autoload of '%s' failed: %s", name, err.msg);
+    if (why == LOAD_FAIL_LIMIT) {
+        api_failf(f, 503, "models_busy", "model", "Cannot load '%s' now: %s", name, err.msg);
+        f->type = API_TYPE_UNAVAILABLE;
+        return NULL;
+    }
+    api_failf(f, 500, "model_load_failed", "model", "Cannot load '%s': %s", name, err.msg);
+    f->type = API_TYPE_SERVER;
+    return NULL;
 }
 
 void api_router_unload(const struct api_ctx *ctx, const struct api_request *req,

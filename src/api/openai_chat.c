@@ -40,12 +40,7 @@ struct model *api_resolve_model(const struct api_ctx *ctx, const json_t *body, e
     if (!v_require(body, key, "model", f) || !v_string(body, key, "model", 1024, &name, f))
         return NULL;
     struct model *m = api_acquire_model(ctx, name);
-    if (!m && native_router_autoload(ctx, name))
-        m = registry_acquire(manager_registry(ctx->manager), name);
-    if (!m) {
-        api_failf(f, 404, "model_not_found", "model", "The model '%s' does not exist", name);
-        return NULL;
-    }
+    if (!m && !(m = native_router_autoload(ctx, name, f))) return NULL;
     // A request for a model that is still loading waits for it (bounded), as llama-server's
     // clients expect while a start-up model loads.
     if (!model_wait_ready(m, API_LOADING_WAIT_MS)) {
@@ -60,12 +55,6 @@ struct model *api_resolve_model(const struct api_ctx *ctx, const json_t *body, e
     }
     model_release(m);
     return NULL;
-}
-
-void api_fail_respond_retry(const struct api_fail *f, struct api_response *resp)
-{
-    api_fail_respond(f, resp);
-    if (f->status == 429) api_response_add_header(resp, "Retry-After", "1");
 }
 
 json_t *api_timings_json(struct gen_session *s)
@@ -370,7 +359,7 @@ void api_chat_completions(const struct api_ctx *ctx, const struct api_request *r
     c->model = api_resolve_model(ctx, req->json, MODEL_KIND_CHAT, &f);
     bool stream = false;
     if (!c->model || !start_chat(ctx, req->json, c, &f, &stream)) {
-        api_fail_respond_retry(&f, resp);
+        api_fail_respond(&f, resp);
         chat_call_free(c);
         return;
     }

@@ -457,6 +457,10 @@ describe('--models-max evicts the least recently used idle model', () => {
     const readers = await Promise.all(streams.map((s) => s.done)); // both are generating
     const e = assertError(await post(srv, '/models/load', { model: 'a' }), 400, 'model_load_failed');
     assert.match(e.message, /--models-max/);
+    // A request that would autoload it is told to come back, not that the model is unknown.
+    const auto = await post(srv, '/completion', { model: 'a', prompt: 'Hello', n_predict: 1 });
+    assertError(auto, 503, 'models_busy');
+    assert.equal(auto.headers.get('retry-after'), '1');
     assert.deepEqual(await loaded(), ['b', 'c']);
     for (const s of streams) s.ac.abort();
     await Promise.all(readers.map((rd) => rd.cancel().catch(() => {})));
