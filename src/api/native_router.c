@@ -116,6 +116,22 @@ static int resolve(const struct api_ctx *ctx, const char *name, char *path, stru
     return manager_resolve_path(ctx->manager, with_ext, path, MODEL_PATH_CAP, err);
 }
 
+/* Loads the file at path as model id with the server's -np and -c. */
+static int load_as(const struct api_ctx *ctx, const char *id, const char *path,
+                   enum load_failure *why, struct errmsg *err)
+{
+    struct manager_load args = {
+        .id = id,
+        .path = path,
+        .n_instances = ctx->load_instances > 0 ? ctx->load_instances : 1,
+        .queue_size = -1,
+        .n_ctx = ctx->load_n_ctx,
+    };
+    int actual = 0;
+    *why = LOAD_FAIL_NONE;
+    return manager_load(ctx->manager, &args, &actual, why, err);
+}
+
 void api_router_load(const struct api_ctx *ctx, const struct api_request *req,
                      struct api_response *resp)
 {
@@ -140,16 +156,8 @@ void api_router_load(const struct api_ctx *ctx, const struct api_request *req,
         mem_free(path);
         return;
     }
-    struct manager_load args = {
-        .id = id,
-        .path = path,
-        .n_instances = ctx->load_instances > 0 ? ctx->load_instances : 1,
-        .queue_size = -1,
-        .n_ctx = ctx->load_n_ctx,
-    };
-    int actual = 0;
-    enum load_failure why = LOAD_FAIL_NONE;
-    rc = manager_load(ctx->manager, &args, &actual, &why, &err);
+    enum load_failure why;
+    rc = load_as(ctx, id, path, &why, &err);
     mem_free(path);
     if (rc != ERR_OK && why == LOAD_FAIL_EXISTS)
         api_error(resp, 400, API_TYPE_INVALID_REQUEST, "model_already_loaded", "model",
@@ -183,16 +191,8 @@ struct model *native_router_autoload(const struct api_ctx *ctx, const char *name
         mem_free(path);
         return not_found(name, f);
     }
-    struct manager_load args = {
-        .id = name,
-        .path = path,
-        .n_instances = ctx->load_instances > 0 ? ctx->load_instances : 1,
-        .queue_size = -1,
-        .n_ctx = ctx->load_n_ctx,
-    };
-    int actual = 0;
-    enum load_failure why = LOAD_FAIL_NONE;
-    int rc = manager_load(ctx->manager, &args, &actual, &why, &err);
+    enum load_failure why;
+    int rc = load_as(ctx, name, path, &why, &err);
     mem_free(path);
     if (rc == ERR_OK) log_info("autoloaded model '%s'", name);
     if (rc == ERR_OK || why == LOAD_FAIL_EXISTS) {
