@@ -78,3 +78,10 @@ if [[ -s $q8 ]]; then
             -ntg 32 -npl 1,2,4,8 2>/dev/null | grep -E '^\|' || true
     fi
 fi
+
+# Prompt cache: time to the first token for a new 512-token prompt against the same prompt
+# plus a 16-token turn on the instance that cached it (what a multi-turn chat does).
+if [[ -s $q8 ]]; then
+    echo "== prompt cache, $threads threads, median of $runs runs"
+    "$build/bench/bench_prompt_cache" -t "$threads" -r "$runs" -p 512 "$q8"
+fi

@@ -506,7 +506,7 @@ static void respond_fail(const struct api_fail *f, struct api_response *resp)
 {
     int status = f->status ? f->status : 400;
     api_respond_json(resp, status, anthropic_error_json(anthropic_error_type(status), f->message));
-    if (status == 429) api_response_add_header(resp, "Retry-After", "1");
+    if (status == 429 || status == 503) api_response_add_header(resp, "Retry-After", "1");
 }
 
 /* ---- the handlers ---- */

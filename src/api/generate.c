@@ -26,7 +26,8 @@ struct gen_session {
     int cursor;                    // events consumed
     int n_completion;              // tokens generated
     bool is_done;
-    struct buf text;          // scratch: this step's detokenized text
+    struct buf piece;         // scratch: one token's text
+    struct buf text;          // scratch: this step's text, up to a stop string
     struct buf content;       // scratch: this step's content after reasoning split
     struct buf reasoning_out; // scratch: this step's reasoning
     struct gen_event events[EVENTS_PER_STEP];
@@ -48,6 +49,7 @@ int gen_session_start(struct model *m, const int32_t *prompt, int n_prompt,
     struct errmsg err;
     errmsg_clear(&err);
     int rc = request_new(REQUEST_GENERATE, prompt, n_prompt, params, max_events, &s->req);
+    if (rc == ERR_OK && opt->has_slot) s->req->preferred_instance = opt->slot;
     if (rc == ERR_OK && opt->n_stops > 0)
         rc = stopstr_new(opt->stops, opt->n_stops, &s->stops, &err);
     if (rc == ERR_OK)
@@ -99,30 +101,55 @@ static void collect_events(const struct toolcall_events *ev, struct buf *plain, 
     }
 }
 
-/* Runs this step's raw text through stop strings, reasoning and tool-call parsing. */
-static void process_text(struct gen_session *s, const char *text, size_t len, bool is_final,
-                         struct gen_delta *d)
+/* Appends s->piece to s->text through the stop strings; true when one matched (the text
+ * then ends before it). */
+static bool append_until_stop(struct gen_session *s, struct gen_delta *d)
 {
-    struct str kept = {text, len};
-    if (s->stops) {
-        struct stopstr_result sr;
-        if (stopstr_feed(s->stops, text, len, &sr) == ERR_OK) {
-            kept = sr.emit;
-            if (sr.stop_index >= 0) {
-                d->is_stop_string = true;
-                d->stop_index = sr.stop_index;
-            }
-        }
-        // A stop string ends the answer; the held-back tail is emitted only at a natural end.
-        if (is_final && !d->is_stop_string && !stopstr_is_stopped(s->stops)) {
-            buf_clear(&s->text);
-            buf_append(&s->text, kept.ptr, kept.len);
-            struct str tail = {"", 0};
-            stopstr_flush(s->stops, &tail);
-            buf_append(&s->text, tail.ptr, tail.len);
-            kept = (struct str){s->text.data ? s->text.data : "", s->text.len};
-        }
+    if (!s->stops) {
+        buf_append(&s->text, s->piece.data, s->piece.len);
+        return false;
     }
+    struct stopstr_result sr;
+    if (stopstr_feed(s->stops, s->piece.data ? s->piece.data : "", s->piece.len, &sr) != ERR_OK)
+        return false; // the matcher's error is sticky: nothing more is emitted
+    buf_append(&s->text, sr.emit.ptr, sr.emit.len);
+    if (sr.stop_index < 0) return false;
+    d->is_stop_string = true;
+    d->stop_index = sr.stop_index;
+    return true;
+}
+
+/* Detokenizes the step's events one token at a time through the stop strings, so a stop
+ * string ends the answer at the token that completed it (tokens the model produced after it
+ * in the same step are not part of the answer or its count). The text that may be emitted is
+ * left in s->text; returns the number of events used. */
+static int detokenize_until_stop(struct gen_session *s, int n, bool is_final, struct gen_delta *d)
+{
+    buf_clear(&s->text);
+    for (int i = 0; i < n; i++) {
+        buf_clear(&s->piece);
+        tok_stream_push(&s->detok, s->events[i].token, &s->piece);
+        if (is_final && i == n - 1) tok_stream_flush(&s->detok, &s->piece);
+        if (append_until_stop(s, d)) return i + 1;
+    }
+    if (n == 0 && is_final) { // ended without a new event: what the detokenizer holds
+        buf_clear(&s->piece);
+        tok_stream_flush(&s->detok, &s->piece);
+        if (append_until_stop(s, d)) return 0;
+    }
+    // At a natural end the held-back tail (a partial stop string) is emitted too.
+    if (is_final && s->stops && !stopstr_is_stopped(s->stops)) {
+        struct str tail = {"", 0};
+        stopstr_flush(s->stops, &tail);
+        buf_append(&s->text, tail.ptr, tail.len);
+    }
+    return n;
+}
+
+/* Runs this step's kept text through reasoning and tool-call parsing. */
+static void process_text(struct gen_session *s, bool is_final, struct gen_delta *d)
+{
+    struct str kept = {s->text.data ? s->text.data : "", s->text.len};
     struct reasoning_delta rd = {{"", 0}, {"", 0}};
     buf_clear(&s->content);
     buf_clear(&s->reasoning_out);
@@ -162,6 +189,17 @@ static const char *finish_name(struct gen_session *s, enum finish_reason f, bool
     return f == FINISH_LENGTH ? "length" : "stop";
 }
 
+/* Waits for a cancelled request to end (the platform checks at its next step), dropping the
+ * tokens it made meanwhile, so its timings are final when the answer is written. */
+static void wait_stopped(struct gen_session *s)
+{
+    struct gen_event scratch[8];
+    int cursor = s->cursor;
+    enum finish_reason fin = FINISH_NONE;
+    while (fin == FINISH_NONE)
+        request_wait_events(s->req, &cursor, scratch, 8, -1, &fin);
+}
+
 bool gen_session_next(struct gen_session *s, int timeout_ms, struct gen_delta *d)
 {
     memset(d, 0, sizeof *d);
@@ -175,20 +213,15 @@ bool gen_session_next(struct gen_session *s, int timeout_ms, struct gen_delta *d
     enum finish_reason fin;
     int n = request_wait_events(s->req, &s->cursor, s->events, EVENTS_PER_STEP, timeout_ms, &fin);
     if (n == 0 && fin == FINISH_NONE) return false;
-    s->n_step_events = n;
-    buf_clear(&s->text);
-    for (int i = 0; i < n; i++)
-        tok_stream_push(&s->detok, s->events[i].token, &s->text);
-    s->n_completion += n;
     bool is_final = fin != FINISH_NONE;
-    if (is_final) tok_stream_flush(&s->detok, &s->text);
-    struct buf raw = s->text; // process_text reuses s->text as scratch
-    buf_init(&s->text);
-    process_text(s, raw.data ? raw.data : "", raw.len, is_final, d);
-    buf_deinit(&raw);
+    int used = detokenize_until_stop(s, n, is_final, d);
+    s->n_step_events = used;
+    s->n_completion += used;
+    process_text(s, is_final || d->is_stop_string, d);
     if (d->is_stop_string) {
         // The stop string ended the answer: stop the model now and finish here.
         request_cancel(s->req);
+        wait_stopped(s);
         is_final = true;
         fin = FINISH_STOP;
     }
@@ -218,9 +251,19 @@ int gen_session_n_completion(const struct gen_session *s)
     return s->n_completion;
 }
 
+int gen_session_instance(const struct gen_session *s)
+{
+    // Written by the pool before the platform started the request; read after it finished,
+    // which the request's mutex orders.
+    return s->req ? s->req->instance : -1;
+}
+
 void gen_session_timings(struct gen_session *s, struct request_timings *out)
 {
     request_outcome(s->req, NULL, NULL, out);
+    // After a stop string the model may have run a few tokens more in its last step; the
+    // answer (and so predicted_n, as usage) ends at the token that completed the stop.
+    if (s->is_done && out->n_predicted > s->n_completion) out->n_predicted = s->n_completion;
 }
 
 const struct gen_event *gen_session_events(const struct gen_session *s, int *n)
@@ -249,6 +292,7 @@ void gen_session_end(struct gen_session *s)
     stopstr_free(s->stops);
     reasoning_stream_free(s->reasoning);
     toolcall_stream_free(s->tools);
+    buf_deinit(&s->piece);
     buf_deinit(&s->text);
     buf_deinit(&s->content);
     buf_deinit(&s->reasoning_out);

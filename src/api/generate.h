@@ -25,6 +25,8 @@ struct gen_options {
     enum reasoning_format reasoning; // REASONING_FORMAT_NONE: everything is content
     bool reasoning_starts_inside;    // the prompt opened a reasoning block
     struct metrics *metrics;         // counters to update (borrowed; outlives the session) or NULL
+    bool has_slot;                   // run on instance `slot` when it is idle (id_slot)
+    int slot;
 };
 
 #define GEN_DELTA_MAX_CALLS 16
@@ -61,6 +63,8 @@ bool gen_session_next(struct gen_session *s, int timeout_ms, struct gen_delta *d
 /* Token counts and timings, valid once done. */
 int gen_session_n_prompt(const struct gen_session *s);
 int gen_session_n_completion(const struct gen_session *s);
+/* The instance the request ran on; call once gen_session_next reported is_done. */
+int gen_session_instance(const struct gen_session *s);
 void gen_session_timings(struct gen_session *s, struct request_timings *out);
 /* The token events the last gen_session_next() consumed (ids, and log-probabilities when
  * params.n_probs > 0), in order. Borrowed until the next gen_session_next(). Cannot fail. */

@@ -4,6 +4,7 @@
 #include "api/handlers.h"
 
 #include "api/errors.h"
+#include "api/logprobs.h"
 #include "api/metrics.h"
 #include "api/native_internal.h"
 #include "api/native_router.h"
@@ -42,12 +43,7 @@ struct model *native_model_acquire(const struct api_ctx *ctx, const struct api_r
     struct model *m = NULL;
     if (name) {
         m = api_acquire_model(ctx, name);
-        if (!m && native_router_autoload(ctx, name))
-            m = registry_acquire(manager_registry(ctx->manager), name);
-        if (!m)
-            return api_failf(f, 404, "model_not_found", "model", "The model '%s' does not exist",
-                             name),
-                   NULL;
+        if (!m && !(m = native_router_autoload(ctx, name, f))) return NULL;
     } else if (!(m = first_model(ctx, f))) {
         return NULL;
     }
@@ -207,64 +203,21 @@ int native_call_start(const struct api_ctx *ctx, struct native_call *c, struct a
         .n_stops = c->np.p.n_stops,
         .reasoning = REASONING_FORMAT_NONE,
         .metrics = ctx->metrics,
+        .has_slot = c->np.id_slot >= 0,
+        .slot = c->np.id_slot,
     };
     return gen_session_start(c->model, c->prompt.ids, (int)c->prompt.n_ids, &c->np.p.gen, &opt,
                              &c->session, f);
 }
 
+/* The instance that ran the request (only asked once it produced output: see
+ * gen_session_instance), or the id_slot asked for when nothing ran. */
+static int native_slot(const struct native_call *c)
+{
+    return c->session ? gen_session_instance(c->session) : c->np.id_slot;
+}
+
 /* Text as a JSON string, invalid UTF-8 (a token holding part of a character) as U+FFFD. */
-static json_t *text_json(const char *s, size_t len)
-{
-    json_t *j = json_stringn(s, len);
-    if (j) return j;
-    struct buf b;
-    buf_init(&b);
-    j = native_utf8_sanitize(s, len, &b) == ERR_OK ? json_stringn(b.data ? b.data : "", b.len)
-                                                   : NULL;
-    buf_deinit(&b);
-    return j;
-}
-
-static json_t *piece_string(struct str piece)
-{
-    return text_json(piece.ptr, piece.len);
-}
-
-static json_t *bytes_json(struct str piece)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; a && i < piece.len; i++)
-        json_array_append_new(a, json_integer((unsigned char)piece.ptr[i]));
-    return a;
-}
-
-/* {id, token, bytes, logprob} — the shape of llama.cpp's probability entries. */
-static json_t *prob_entry(const struct tokenizer *tok, int32_t id, float logprob)
-{
-    struct str piece = tok_piece(tok, id);
-    return json_pack("{s:i, s:o, s:o, s:f}", "id", id, "token", piece_string(piece), "bytes",
-                     bytes_json(piece), "logprob", isfinite(logprob) ? (double)logprob : -1e30);
-}
-
-static json_t *probs_json(const struct native_call *c, const struct gen_event *ev, int n)
-{
-    const struct tokenizer *tok = model_desc(c->model)->tokenizer;
-    json_t *a = json_array();
-    for (int i = 0; a && i < n; i++) {
-        json_t *e = prob_entry(tok, ev[i].token, ev[i].logprob);
-        json_t *top = json_array();
-        for (int k = 0; top && k < ev[i].n_probs && k < GEN_MAX_PROBS; k++)
-            json_array_append_new(top, prob_entry(tok, ev[i].top[k].token, ev[i].top[k].logprob));
-        if (!e || !top || json_object_set_new(e, "top_logprobs", top) != 0 ||
-            json_array_append_new(a, e) != 0) {
-            json_decref(e);
-            json_decref(a);
-            return NULL;
-        }
-    }
-    return a;
-}
-
 static void record_step(struct native_call *c)
 {
     int n = 0;
@@ -272,7 +225,8 @@ static void record_step(struct native_call *c)
     json_decref(c->step_tokens);
     json_decref(c->step_probs);
     c->step_tokens = json_array();
-    c->step_probs = c->probs ? probs_json(c, ev, n) : NULL;
+    c->step_probs =
+        c->probs ? api_logprobs_json(model_desc(c->model)->tokenizer, ev, n, -1, true) : NULL;
     for (int i = 0; c->step_tokens && i < n; i++)
         json_array_append_new(c->step_tokens, json_integer(ev[i].token));
     if (c->np.is_stream) return;
@@ -355,12 +309,12 @@ static json_t *result_json(struct native_call *c, bool is_final_stream)
         "{s:i, s:s%, s:o, s:i, s:b, s:s, s:s, s:s, s:i, s:i, s:i, s:o, s:o, s:b, s:o}", "index", 0,
         "content", is_final_stream ? "" : (c->content.data ? c->content.data : ""),
         is_final_stream ? (size_t)0 : c->content.len, "tokens",
-        with_tokens ? json_incref(c->tokens) : json_array(), "id_slot", c->np.id_slot, "stop", true,
-        "model", model_id(c->model), "stop_type", native_stop_type(c), "stopping_word",
+        with_tokens ? json_incref(c->tokens) : json_array(), "id_slot", native_slot(c), "stop",
+        true, "model", model_id(c->model), "stop_type", native_stop_type(c), "stopping_word",
         c->stopping_word ? c->stopping_word : "", "tokens_predicted", n_predicted,
         "tokens_evaluated", (int)c->prompt.n_ids, "tokens_cached", t.n_cached,
         "generation_settings", native_settings_json(c->model, &c->np), "prompt",
-        text_json(prompt_text.data ? prompt_text.data : "", prompt_text.len), "truncated",
+        api_text_json(prompt_text.data ? prompt_text.data : "", prompt_text.len), "truncated",
         (int64_t)c->prompt.n_ids + n_predicted >= d->n_ctx, "timings",
         c->session ? api_timings_json(c->session)
                    : json_pack("{s:i, s:i, s:f, s:i, s:f}", "cache_n", 0, "prompt_n", 0,
@@ -401,7 +355,7 @@ static enum sse_status completion_produce(void *ctx, struct buf *out, int timeou
     if (d.content.len || json_array_size(c->step_tokens)) {
         json_t *j = json_pack("{s:i, s:s%, s:O, s:b, s:i, s:i, s:i}", "index", 0, "content",
                               d.content.ptr, d.content.len, "tokens", c->step_tokens, "stop", false,
-                              "id_slot", c->np.id_slot, "tokens_predicted",
+                              "id_slot", native_slot(c), "tokens_predicted",
                               c->session ? gen_session_n_completion(c->session) : 0,
                               "tokens_evaluated", (int)c->prompt.n_ids);
         if (j && c->step_probs) json_object_set(j, "completion_probabilities", c->step_probs);
@@ -420,7 +374,7 @@ static void run_call(const struct api_ctx *ctx, struct native_call *c, struct ap
 {
     struct api_fail f = {0};
     if (native_call_start(ctx, c, &f) != ERR_OK) {
-        api_fail_respond_retry(&f, resp);
+        api_fail_respond(&f, resp);
         native_call_free(c);
         return;
     }

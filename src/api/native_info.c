@@ -258,11 +258,14 @@ void api_native_slots(const struct api_ctx *ctx, const struct api_request *req,
         model_release(m);
         return;
     }
+    enum pool_slot states[POOL_MAX_INSTANCES];
+    model_slot_states(m, states);
     json_t *a = json_array();
-    // The pool tells how many instances are busy, not which: busy ones are listed first.
-    for (int i = 0; a && i < info.instance_count; i++)
-        json_array_append_new(
-            a, slot_json(i, info.desc.n_ctx, i < info.busy_count, default_settings(ctx, m)));
+    for (int i = 0; a && i < POOL_MAX_INSTANCES; i++) {
+        if (states[i] == POOL_SLOT_EMPTY) continue;
+        bool is_busy = states[i] != POOL_SLOT_IDLE; // retiring ones still finish a request
+        json_array_append_new(a, slot_json(i, info.desc.n_ctx, is_busy, default_settings(ctx, m)));
+    }
     api_respond_json(resp, 200, a);
     model_release(m);
 }

@@ -25,7 +25,7 @@ struct native_params {
     bool is_stream;
     bool return_tokens;
     bool cache_prompt;    // accepted; the cpu platform always reuses the longest prefix
-    int id_slot;          // accepted, -1 when absent; not used for routing
+    int id_slot;          // preferred instance (used when idle), -1 when absent
     int n_keep;           // accepted; the context is never shifted
     bool is_predict_none; // n_predict 0: evaluate nothing, answer empty
     struct buf grammar;   // GBNF from grammar/json_schema/response_format (owned); p.gen.grammar
@@ -60,8 +60,10 @@ struct native_call {
     const char *stopping_word; // borrowed from the request, or NULL
     const char *finish_reason; // when done
     bool is_done;
-    bool is_oai;        // /v1/completions shapes
-    bool include_usage; // oai streaming: a usage chunk before [DONE]
+    bool is_oai;         // /v1/completions shapes
+    bool include_usage;  // oai streaming: a usage chunk before [DONE]
+    int oai_logprobs;    // /v1/completions `logprobs` (alternatives per token), -1 when absent
+    int oai_text_offset; // characters of completion text already described by logprobs
     char id[48];
     int64_t created;
 };

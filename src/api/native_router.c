@@ -116,6 +116,22 @@ static int resolve(const struct api_ctx *ctx, const char *name, char *path, stru
     return manager_resolve_path(ctx->manager, with_ext, path, MODEL_PATH_CAP, err);
 }
 
+/* Loads the file at path as model id with the server's -np and -c. */
+static int load_as(const struct api_ctx *ctx, const char *id, const char *path,
+                   enum load_failure *why, struct errmsg *err)
+{
+    struct manager_load args = {
+        .id = id,
+        .path = path,
+        .n_instances = ctx->load_instances > 0 ? ctx->load_instances : 1,
+        .queue_size = -1,
+        .n_ctx = ctx->load_n_ctx,
+    };
+    int actual = 0;
+    *why = LOAD_FAIL_NONE;
+    return manager_load(ctx->manager, &args, &actual, why, err);
+}
+
 void api_router_load(const struct api_ctx *ctx, const struct api_request *req,
                      struct api_response *resp)
 {
@@ -140,16 +156,8 @@ void api_router_load(const struct api_ctx *ctx, const struct api_request *req,
         mem_free(path);
         return;
     }
-    struct manager_load args = {
-        .id = id,
-        .path = path,
-        .n_instances = ctx->load_instances > 0 ? ctx->load_instances : 1,
-        .queue_size = -1,
-        .n_ctx = ctx->load_n_ctx,
-    };
-    int actual = 0;
-    enum load_failure why = LOAD_FAIL_NONE;
-    rc = manager_load(ctx->manager, &args, &actual, &why, &err);
+    enum load_failure why;
+    rc = load_as(ctx, id, path, &why, &err);
     mem_free(path);
     if (rc != ERR_OK && why == LOAD_FAIL_EXISTS)
         api_error(resp, 400, API_TYPE_INVALID_REQUEST, "model_already_loaded", "model",
@@ -163,36 +171,43 @@ void api_router_load(const struct api_ctx *ctx, const struct api_request *req,
         api_respond_json(resp, 200, json_pack("{s:b}", "success", 1));
 }
 
-bool native_router_autoload(const struct api_ctx *ctx, const char *name)
+static struct model *not_found(const char *name, struct api_fail *f)
+{
+    api_failf(f, 404, "model_not_found", "model", "The model '%s' does not exist", name);
+    return NULL;
+}
+
+struct model *native_router_autoload(const struct api_ctx *ctx, const char *name,
+                                     struct api_fail *f)
 {
     size_t stem;
     if (ctx->is_autoload_disabled || !ctx->models_dir || !name || !*name || strchr(name, '/') ||
         ends_with_gguf(name, &stem) || strlen(name) >= MODEL_ID_CAP)
-        return false;
+        return not_found(name ? name : "", f);
     char *path = mem_alloc(MODEL_PATH_CAP);
     struct errmsg err;
     errmsg_clear(&err);
     if (!path || resolve(ctx, name, path, &err) != ERR_OK) {
         mem_free(path);
-        return false;
+        return not_found(name, f);
     }
-    struct manager_load args = {
-        .id = name,
-        .path = path,
-        .n_instances = ctx->load_instances > 0 ? ctx->load_instances : 1,
-        .queue_size = -1,
-        .n_ctx = ctx->load_n_ctx,
-    };
-    int actual = 0;
-    enum load_failure why = LOAD_FAIL_NONE;
-    int rc = manager_load(ctx->manager, &args, &actual, &why, &err);
+    enum load_failure why;
+    int rc = load_as(ctx, name, path, &why, &err);
     mem_free(path);
-    if (rc != ERR_OK && why != LOAD_FAIL_EXISTS) {
-        log_warn("autoload of '%s' failed: %s", name, err.msg);
-        return false;
-    }
     if (rc == ERR_OK) log_info("autoloaded model '%s'", name);
-    return true;
+    if (rc == ERR_OK || why == LOAD_FAIL_EXISTS) {
+        struct model *m = registry_acquire(manager_registry(ctx->manager), name);
+        return m ? m : not_found(name, f); // unloaded again in between
+    }
+    log_warn("autoload of '%s' failed: %s", name, err.msg);
+    if (why == LOAD_FAIL_LIMIT) {
+        api_failf(f, 503, "models_busy", "model", "Cannot load '%s' now: %s", name, err.msg);
+        f->type = API_TYPE_UNAVAILABLE;
+        return NULL;
+    }
+    api_failf(f, 500, "model_load_failed", "model", "Cannot load '%s': %s", name, err.msg);
+    f->type = API_TYPE_SERVER;
+    return NULL;
 }
 
 void api_router_unload(const struct api_ctx *ctx, const struct api_request *req,

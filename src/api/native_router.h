@@ -4,13 +4,17 @@
 #define API_NATIVE_ROUTER_H
 
 #include "api/api.h"
+#include "api/validate.h"
 
 #include <stdbool.h>
 
-/* Loads the model called name from --models-dir (a bare name: no '/', found as NAME.gguf or
- * NAME) with the server's -np and -c, unless autoload is disabled. Blocks until loaded. True
- * when a model with that id is now registered (loaded here or by a concurrent request); false
- * when disabled, not found, or the load failed (logged). Thread-safe. */
-bool native_router_autoload(const struct api_ctx *ctx, const char *name);
+/* For a request naming a model that is not registered: loads NAME from --models-dir (a bare
+ * name: no '/', found as NAME.gguf or NAME) with the server's -np and -c, unless autoload is
+ * disabled, and returns a reference to it (loaded here or by a concurrent request). NULL
+ * with f filled: 404 model_not_found (disabled, not found), 503 models_busy (--models-max
+ * models are loaded and all are busy: retry later), 500 model_load_failed (the file does not
+ * load; logged). Blocks while loading. Thread-safe. */
+struct model *native_router_autoload(const struct api_ctx *ctx, const char *name,
+                                     struct api_fail *f);
 
 #endif

@@ -2,14 +2,14 @@
  * OpenAI's chat completion shapes (plus llama.cpp's `timings`). */
 #include "api/openai_chat.h"
 
-#include "api/chat_prompt.h"
+#include "api/chat_session.h"
 #include "api/errors.h"
 #include "api/handlers.h"
 #include "api/ids.h"
+#include "api/logprobs.h"
 #include "api/native_router.h"
 #include "api/params.h"
 #include "api/sse.h"
-#include "api/structured.h"
 #include "util/clock.h"
 #include "util/mem.h"
 
@@ -40,12 +40,7 @@ struct model *api_resolve_model(const struct api_ctx *ctx, const json_t *body, e
     if (!v_require(body, key, "model", f) || !v_string(body, key, "model", 1024, &name, f))
         return NULL;
     struct model *m = api_acquire_model(ctx, name);
-    if (!m && native_router_autoload(ctx, name))
-        m = registry_acquire(manager_registry(ctx->manager), name);
-    if (!m) {
-        api_failf(f, 404, "model_not_found", "model", "The model '%s' does not exist", name);
-        return NULL;
-    }
+    if (!m && !(m = native_router_autoload(ctx, name, f))) return NULL;
     // A request for a model that is still loading waits for it (bounded), as llama-server's
     // clients expect while a start-up model loads.
     if (!model_wait_ready(m, API_LOADING_WAIT_MS)) {
@@ -60,12 +55,6 @@ struct model *api_resolve_model(const struct api_ctx *ctx, const json_t *body, e
     }
     model_release(m);
     return NULL;
-}
-
-void api_fail_respond_retry(const struct api_fail *f, struct api_response *resp)
-{
-    api_fail_respond(f, resp);
-    if (f->status == 429) api_response_add_header(resp, "Retry-After", "1");
 }
 
 json_t *api_timings_json(struct gen_session *s)
@@ -99,6 +88,8 @@ struct chat_call {
     int n_calls_sent;
     struct buf content; // accumulated (non-streaming)
     struct buf reasoning;
+    int top_logprobs; // alternatives per token with logprobs:true; -1 without logprobs
+    json_t *logprobs; // accumulated logprobs.content entries (non-streaming) or NULL
 };
 
 static void chat_call_free(void *p)
@@ -108,6 +99,7 @@ static void chat_call_free(void *p)
     model_release(c->model);
     buf_deinit(&c->content);
     buf_deinit(&c->reasoning);
+    json_decref(c->logprobs);
     mem_free(c);
 }
 
@@ -124,12 +116,29 @@ static json_t *tool_call_json(const struct toolcall *tc, int index, bool with_in
     return j;
 }
 
-static json_t *chunk_json(const struct chat_call *c, json_t *delta, const char *finish)
+/* This step's tokens as logprobs.content entries, or NULL without logprobs. */
+static json_t *step_logprobs(const struct chat_call *c)
 {
-    return json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:n, s:o}]}", "id", c->id, "object",
+    if (c->top_logprobs < 0) return NULL;
+    int n = 0;
+    const struct gen_event *ev = gen_session_events(c->session, &n);
+    return api_logprobs_json(model_desc(c->model)->tokenizer, ev, n, c->top_logprobs, false);
+}
+
+/* A chunk; logprobs (taken, may be NULL) becomes choices[0].logprobs.content. */
+static json_t *chunk_json_lp(const struct chat_call *c, json_t *delta, const char *finish,
+                             json_t *logprobs)
+{
+    return json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:o, s:o}]}", "id", c->id, "object",
                      "chat.completion.chunk", "created", (json_int_t)c->created, "model",
                      model_id(c->model), "choices", "index", 0, "delta", delta, "logprobs",
+                     logprobs ? json_pack("{s:o}", "content", logprobs) : json_null(),
                      "finish_reason", finish ? json_string(finish) : json_null());
+}
+
+static json_t *chunk_json(const struct chat_call *c, json_t *delta, const char *finish)
+{
+    return chunk_json_lp(c, delta, finish, NULL);
 }
 
 static int stream_delta(struct chat_call *c, const struct gen_delta *d, struct buf *out)
@@ -141,10 +150,15 @@ static int stream_delta(struct chat_call *c, const struct gen_delta *d, struct b
             chunk_json(c,
                        json_pack("{s:s%}", "reasoning_content", d->reasoning.ptr, d->reasoning.len),
                        NULL));
-    if (rc == ERR_OK && d->content.len)
+    // The step's logprobs ride on its content chunk, or on an empty delta when the text is
+    // held back (a possible stop string or tool call) or is reasoning.
+    json_t *lp = step_logprobs(c);
+    if (rc == ERR_OK && (d->content.len || (lp && json_array_size(lp))))
         rc = sse_append_json(
             out, NULL,
-            chunk_json(c, json_pack("{s:s%}", "content", d->content.ptr, d->content.len), NULL));
+            chunk_json_lp(c, json_pack("{s:s%}", "content", d->content.ptr, d->content.len), NULL,
+                          json_incref(lp)));
+    json_decref(lp);
     for (int i = 0; rc == ERR_OK && i < d->n_calls; i++) {
         json_t *tc = tool_call_json(&d->calls[i], d->call_index[i], true);
         rc =
@@ -190,6 +204,9 @@ static void respond_whole(struct chat_call *c, struct api_response *resp)
         gen_session_next(c->session, -1, &d);
         buf_append(&c->content, d.content.ptr, d.content.len);
         buf_append(&c->reasoning, d.reasoning.ptr, d.reasoning.len);
+        json_t *lp = step_logprobs(c);
+        if (lp && c->logprobs) json_array_extend(c->logprobs, lp);
+        json_decref(lp);
     } while (!d.is_done);
     if (!d.finish_reason) {
         api_error(resp, d.error_status ? d.error_status : 500,
@@ -209,11 +226,12 @@ static void respond_whole(struct chat_call *c, struct api_response *resp)
     if (msg && c->reasoning.len)
         json_object_set_new(msg, "reasoning_content",
                             json_stringn(c->reasoning.data, c->reasoning.len));
-    json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:n, s:s}], s:o, s:o}", "id", c->id,
+    json_t *logprobs = c->logprobs ? json_pack("{s:O}", "content", c->logprobs) : json_null();
+    json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:o, s:s}], s:o, s:o}", "id", c->id,
                           "object", "chat.completion", "created", (json_int_t)c->created, "model",
                           model_id(c->model), "choices", "index", 0, "message", msg, "logprobs",
-                          "finish_reason", d.finish_reason, "usage", api_usage_json(c->session),
-                          "timings", api_timings_json(c->session));
+                          logprobs, "finish_reason", d.finish_reason, "usage",
+                          api_usage_json(c->session), "timings", api_timings_json(c->session));
     api_respond_json(resp, 200, j);
 }
 
@@ -261,6 +279,28 @@ static bool parse_tools(json_t *body, json_t **tools_out, struct api_fail *f)
     return true;
 }
 
+/* logprobs / top_logprobs (0–20, only with logprobs:true, as OpenAI requires). The platform
+ * computes log-probabilities only when asked for alternatives, so at least one is asked. */
+static bool parse_logprobs(json_t *body, struct chat_call *c, struct gen_params *g,
+                           struct api_fail *f)
+{
+    bool want = false;
+    int64_t top = 0;
+    if (!v_bool(body, "logprobs", "logprobs", &want, f) ||
+        !v_int(body, "top_logprobs", "top_logprobs", 0, 20, &top, f))
+        return false;
+    const json_t *top_j = json_object_get(body, "top_logprobs");
+    if (!want && top_j && !json_is_null(top_j))
+        return api_failf(f, 400, "invalid_value", "top_logprobs",
+                         "'top_logprobs' requires 'logprobs' to be true.");
+    c->top_logprobs = want ? (int)top : -1;
+    if (!want) return true;
+    c->logprobs = json_array();
+    if (!c->logprobs) return api_failf(f, 500, NULL, NULL, "out of memory");
+    g->n_probs = top > 0 ? (int)top : 1;
+    return true;
+}
+
 static bool parse_flags(json_t *body, bool *stream, bool *include_usage, struct api_fail *f)
 {
     int64_t n = 1;
@@ -274,59 +314,37 @@ static bool parse_flags(json_t *body, bool *stream, bool *include_usage, struct 
     return v_bool(so, "include_usage", "stream_options.include_usage", include_usage, f);
 }
 
-/* Validates the request, renders and tokenizes the prompt, and starts generation. */
+/* Validates the request's own fields, then renders, tokenizes and starts generation through
+ * chat_session_start (shared with the Anthropic and Responses endpoints). */
 static bool start_chat(const struct api_ctx *ctx, json_t *body, struct chat_call *c,
                        struct api_fail *f, bool *stream)
 {
     struct gen_request_params p;
     static const struct params_names names = {"max_tokens", "max_completion_tokens", "stop"};
     json_t *tools = NULL;
-    const struct platform_model_desc *d = model_desc(c->model);
+    bool parallel = true;
     if (!parse_flags(body, stream, &c->include_usage, f) ||
         !params_merge_base(ctx->gen_defaults, model_default_params(c->model), body, &names,
-                           d->n_vocab, &p, f) ||
-        !parse_tools(body, &tools, f) ||
-        !chat_messages_validate(c->model, json_object_get(body, "messages"), ctx->media_path, f))
+                           model_desc(c->model)->n_vocab, &p, f) ||
+        !parse_logprobs(body, c, &p.gen, f) || !parse_tools(body, &tools, f) ||
+        !v_bool(body, "parallel_tool_calls", "parallel_tool_calls", &parallel, f))
         return false;
     const json_t *kwargs = json_object_get(body, "chat_template_kwargs");
-    struct chat_prompt_opts po = {
+    struct chat_session_args a = {
+        .model = c->model,
         .messages = json_object_get(body, "messages"),
         .tools = tools,
+        .params = &p,
         .enable_thinking = p.enable_thinking,
         .template_kwargs = json_is_object(kwargs) ? kwargs : NULL,
-        .add_generation_prompt = true,
-    };
-    bool parallel = true;
-    if (!v_bool(body, "parallel_tool_calls", "parallel_tool_calls", &parallel, f)) return false;
-    struct buf grammar;
-    buf_init(&grammar);
-    bool ok = structured_from_body(body, &grammar, f);
-    if (ok && tools && grammar.len == 0)
-        ok = structured_tool_grammar(tools, json_object_get(body, "tool_choice"), parallel,
-                                     toolcall_format_detect(d->chat_template_src), &grammar, f);
-    struct chat_prompt prompt;
-    if (!ok || chat_prompt_build(c->model, &po, &prompt, f) != ERR_OK) {
-        if (ok) chat_prompt_deinit(&prompt);
-        buf_deinit(&grammar);
-        return false;
-    }
-    p.gen.grammar = grammar.len ? grammar.data : NULL;
-    enum reasoning_format rf = reasoning_format_detect(d->chat_template_src);
-    struct gen_options opt = {
-        .stops = p.stops,
-        .n_stops = p.n_stops,
-        .parse_tools = tools != NULL,
-        .tool_format = toolcall_format_detect(d->chat_template_src),
-        .reasoning = rf,
-        .reasoning_starts_inside =
-            reasoning_prompt_opens(rf, prompt.text.data ? prompt.text.data : "", prompt.text.len),
+        .media_path = ctx->media_path,
+        .structured = body,
+        .tool_choice = tools ? json_object_get(body, "tool_choice") : NULL,
+        .is_parallel = parallel,
         .metrics = ctx->metrics,
     };
-    int rc = gen_session_start(c->model, prompt.ids.ids, (int)prompt.ids.n_ids, &p.gen, &opt,
-                               &c->session, f);
-    chat_prompt_deinit(&prompt);
-    buf_deinit(&grammar); // the request keeps its own copy
-    return rc == ERR_OK;
+    int n_prompt;
+    return chat_session_start(&a, &c->session, &n_prompt, f) == ERR_OK;
 }
 
 void api_chat_completions(const struct api_ctx *ctx, const struct api_request *req,
@@ -341,7 +359,7 @@ void api_chat_completions(const struct api_ctx *ctx, const struct api_request *r
     c->model = api_resolve_model(ctx, req->json, MODEL_KIND_CHAT, &f);
     bool stream = false;
     if (!c->model || !start_chat(ctx, req->json, c, &f, &stream)) {
-        api_fail_respond_retry(&f, resp);
+        api_fail_respond(&f, resp);
         chat_call_free(c);
         return;
     }

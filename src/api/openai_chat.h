@@ -20,9 +20,6 @@ struct model *api_acquire_model(const struct api_ctx *ctx, const char *name);
 struct model *api_resolve_model(const struct api_ctx *ctx, const json_t *body, enum model_kind kind,
                                 struct api_fail *f);
 
-/* Responds with f, adding Retry-After to 429s. */
-void api_fail_respond_retry(const struct api_fail *f, struct api_response *resp);
-
 /* llama.cpp's `timings` object for a finished session. */
 json_t *api_timings_json(struct gen_session *s);
 

@@ -255,7 +255,7 @@ void api_embeddings(const struct api_ctx *ctx, const struct api_request *req,
     struct request *r = NULL;
     struct model *m = api_resolve_model(ctx, req->json, MODEL_KIND_EMBEDDING, &f);
     if (!m) {
-        api_fail_respond_retry(&f, resp);
+        api_fail_respond(&f, resp);
         return;
     }
     const json_t *input = json_object_get(req->json, "input");
@@ -270,7 +270,7 @@ void api_embeddings(const struct api_ctx *ctx, const struct api_request *req,
         else
             api_error(resp, 500, API_TYPE_SERVER, NULL, NULL, "out of memory");
     } else {
-        api_fail_respond_retry(&f, resp);
+        api_fail_respond(&f, resp);
     }
     request_release(r);
     inputs_deinit(&in);

@@ -281,7 +281,7 @@ void api_responses_create(const struct api_ctx *ctx, const struct api_request *r
     }
     bool stream = false;
     if (!start_response(ctx, req->json, c, &stream, &f)) {
-        api_fail_respond_retry(&f, resp);
+        api_fail_respond(&f, resp);
         resp_call_free(c);
         return;
     }

@@ -29,6 +29,8 @@ void api_fail_respond(const struct api_fail *f, struct api_response *resp)
     api_respond_json(resp, f->status ? f->status : 400,
                      api_error_json(f->type ? f->type : API_TYPE_INVALID_REQUEST, f->code,
                                     f->param[0] ? f->param : NULL, f->message));
+    // Both mean "not now": a full queue, or a model loading or no room to load one.
+    if (f->status == 429 || f->status == 503) api_response_add_header(resp, "Retry-After", "1");
 }
 
 const char *v_type_name(const json_t *v)

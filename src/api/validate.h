@@ -22,6 +22,7 @@ bool api_failf(struct api_fail *f, int status, const char *code, const char *par
                ...) __attribute__((format(printf, 5, 6)));
 
 /* Turns a failure into an error response. */
+/* Responds with f as an OpenAI-style error; 429 and 503 also get Retry-After: 1. */
 void api_fail_respond(const struct api_fail *f, struct api_response *resp);
 
 /* Getters: true when absent or valid (writing *out only when present and valid). `name` is

@@ -14,6 +14,7 @@ struct manager {
     struct manager_config config; // immutable
     struct registry *registry;
     struct budget budget;
+    struct mutex room_mu; // makes "evict if full, then register" one step for concurrent loads
 };
 
 int manager_new(const struct manager_config *c, struct manager **out)
@@ -22,6 +23,11 @@ int manager_new(const struct manager_config *c, struct manager **out)
     if (!m) return ERR_NOMEM;
     m->config = *c;
     if (registry_new(&m->registry) != ERR_OK) {
+        mem_free(m);
+        return ERR_NOMEM;
+    }
+    if (mutex_init(&m->room_mu) != ERR_OK) {
+        registry_free(m->registry);
         mem_free(m);
         return ERR_NOMEM;
     }
@@ -38,6 +44,7 @@ void manager_free(struct manager *m)
     for (int i = 0; i < n && i < REGISTRY_CAP; i++)
         manager_unload(m, infos[i].id);
     registry_free(m->registry);
+    mutex_deinit(&m->room_mu);
     mem_free(m);
 }
 
@@ -81,6 +88,44 @@ static int fail(enum load_failure *why, enum load_failure w, int rc)
     return rc;
 }
 
+/* The least recently used model that is ready and has nothing running or queued, or -1. */
+static int pick_idle_lru(const struct model_info *infos, int n)
+{
+    int best = -1;
+    for (int i = 0; i < n; i++) {
+        const struct model_info *e = &infos[i];
+        if (e->status != MODEL_STATUS_READY || e->busy_count > 0 || e->queue_depth > 0) continue;
+        if (best < 0 || e->last_used_ns < infos[best].last_used_ns) best = i;
+    }
+    return best;
+}
+
+/* With models_max set, unloads least recently used idle models until a new one fits. Caller
+ * holds room_mu. ERR_OK or ERR_LIMIT (every loaded model is busy). */
+static int make_room(struct manager *m, struct errmsg *err)
+{
+    if (m->config.models_max <= 0) return ERR_OK;
+    struct model_info *infos = mem_calloc(REGISTRY_CAP, sizeof *infos); // 300 KiB: not on a stack
+    if (!infos) return errmsg_set(err, ERR_NOMEM, "out of memory");
+    int rc = ERR_OK;
+    for (;;) {
+        int n = registry_list(m->registry, infos, REGISTRY_CAP);
+        if (n > REGISTRY_CAP) n = REGISTRY_CAP;
+        if (n < m->config.models_max) break;
+        int victim = pick_idle_lru(infos, n);
+        if (victim < 0) {
+            rc = errmsg_set(err, ERR_LIMIT,
+                            "%d models are loaded (--models-max) and none is idle to unload", n);
+            break;
+        }
+        log_info("unloading '%s', the least recently used idle model (--models-max %d)",
+                 infos[victim].id, m->config.models_max);
+        manager_unload(m, infos[victim].id); // ERR_NOT_FOUND: someone else did; look again
+    }
+    mem_free(infos);
+    return rc;
+}
+
 int manager_load(struct manager *m, const struct manager_load *a, int *n_actual,
                  enum load_failure *why, struct errmsg *err)
 {
@@ -118,7 +163,15 @@ int manager_load(struct manager *m, const struct manager_load *a, int *n_actual,
     struct model *model;
     if (model_new(&mp, &model) != ERR_OK)
         return fail(why, LOAD_FAIL_ENGINE, errmsg_set(err, ERR_NOMEM, "out of memory"));
+    mutex_lock(&m->room_mu);
+    rc = make_room(m, err);
+    if (rc != ERR_OK) {
+        mutex_unlock(&m->room_mu);
+        model_release(model);
+        return fail(why, LOAD_FAIL_LIMIT, rc);
+    }
     rc = registry_add(m->registry, model); // visible as "loading" while it loads
+    mutex_unlock(&m->room_mu);
     if (rc != ERR_OK) {
         model_release(model);
         if (rc == ERR_EXISTS)

@@ -16,6 +16,8 @@ struct manager_config {
     int n_threads;                   // 0: physical cores
     int n_ctx_max;                   // cap on per-instance context (0: 4096 default cap)
     uint64_t memory_limit;           // bytes; 0: 75% of available memory
+    int models_max;                  // > 0: a load beyond this many models first unloads the
+                                     // least recently used idle one (--models-max)
     const char *chat_template;       // every model's template instead of its own: a built-in
                                      // name or Jinja source (borrowed; outlives the manager)
 };
@@ -28,7 +30,8 @@ enum load_failure {
     LOAD_FAIL_NO_PLATFORM, // 400 platform_detection_failed
     LOAD_FAIL_UNAVAILABLE, // 400 unsupported_platform
     LOAD_FAIL_ENGINE,      // 500: the platform could not load it
-    LOAD_FAIL_LIMIT,       // 400/507: too many models
+    LOAD_FAIL_LIMIT,       // 400 too_many_models: the registry is full, or --models-max
+                           // models are loaded and none is idle
 };
 
 struct manager_load {
@@ -50,7 +53,8 @@ void manager_free(struct manager *m);
 
 struct registry *manager_registry(struct manager *m);
 
-/* Loads a model. ERR_OK with *n_actual (>= 1; < n_instances is a partial load), or an error
+/* Loads a model (first evicting the least recently used idle model when models_max are
+ * loaded). ERR_OK with *n_actual (>= 1; < n_instances is a partial load), or an error
  * with *why and err saying what went wrong. */
 int manager_load(struct manager *m, const struct manager_load *args, int *n_actual,
                  enum load_failure *why, struct errmsg *err);

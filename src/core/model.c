@@ -7,6 +7,7 @@
 #include "util/log.h"
 #include "util/mem.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <time.h>
 #include <string.h>
@@ -27,9 +28,20 @@ struct model {
     enum platform_pooling pooling;
     const char *chat_template; // borrowed (outlives the model) or NULL
     int64_t created_unix_s;
-    atomic_int status;     // enum model_status
-    struct mutex admin_mu; // serializes load/resize/shutdown
+    atomic_llong last_used_ns; // monotonic time of the last submit (or of creation)
+    atomic_int status;         // enum model_status
+    struct mutex admin_mu;     // serializes load/resize/shutdown
 };
+
+/* Routing: the instance the request names (id_slot), else the one whose cache holds the
+ * longest prefix of its prompt (a multi-turn chat lands where its history is cached). */
+static int instance_affinity(void *ctx, int slot, const struct request *r)
+{
+    struct model *m = ctx;
+    if (r->preferred_instance == slot) return INT_MAX;
+    if (r->kind != REQUEST_GENERATE || !m->platform->cached_prefix) return 0;
+    return m->platform->cached_prefix(m->impl, slot, r->prompt, r->n_prompt);
+}
 
 int model_new(const struct model_params *p, struct model **out)
 {
@@ -45,6 +57,7 @@ int model_new(const struct model_params *p, struct model **out)
     m->pooling = p->pooling;
     m->chat_template = p->chat_template;
     m->created_unix_s = clock_unix_s();
+    atomic_init(&m->last_used_ns, clock_now_ns());
     atomic_init(&m->refs, 1);
     atomic_init(&m->status, MODEL_STATUS_LOADING);
     if (p->default_params) {
@@ -52,6 +65,7 @@ int model_new(const struct model_params *p, struct model **out)
         if (!m->default_params) goto out_free;
     }
     if (pool_init(&m->pool, p->queue_cap) != ERR_OK) goto out_free;
+    pool_set_affinity(&m->pool, instance_affinity, m);
     if (mutex_init(&m->admin_mu) != ERR_OK) goto out_pool;
     *out = m;
     return ERR_OK;
@@ -163,6 +177,7 @@ enum pool_admit model_submit(struct model *m, struct request *r)
 {
     if (atomic_load(&m->status) != MODEL_STATUS_READY) return POOL_ADMIT_CLOSED;
     int instance = -1;
+    atomic_store(&m->last_used_ns, clock_now_ns());
     enum pool_admit a = pool_admit(&m->pool, r, &instance);
     if (a == POOL_ADMIT_RUN) m->platform->submit(m->impl, instance, r);
     return a;
@@ -222,10 +237,16 @@ void model_get_info(struct model *m, struct model_info *out)
     out->platform_id = m->platform->id;
     out->status = (enum model_status)atomic_load(&m->status);
     out->created_unix_s = m->created_unix_s;
+    out->last_used_ns = atomic_load(&m->last_used_ns);
     out->instance_count = pool_instance_count(&m->pool);
     out->queue_depth = pool_queue_depth(&m->pool);
     out->busy_count = pool_busy_count(&m->pool);
     if (out->status != MODEL_STATUS_LOADING) out->desc = m->desc;
+}
+
+void model_slot_states(struct model *m, enum pool_slot *out)
+{
+    pool_slot_states(&m->pool, out);
 }
 
 const char *model_id(const struct model *m)

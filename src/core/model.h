@@ -59,6 +59,8 @@ void model_release(struct model *m);
 /* Snapshot of the public facts. Thread-safe. */
 void model_get_info(struct model *m, struct model_info *out);
 const char *model_id(const struct model *m);
+/* Every instance slot's state (POOL_MAX_INSTANCES entries): which instance is busy. */
+void model_slot_states(struct model *m, enum pool_slot *out);
 /* Platform facts (kind, n_ctx, …); valid once READY. */
 const struct platform_model_desc *model_desc(const struct model *m);
 /* The platform model (borrowed; valid while the caller holds a reference, once READY). */

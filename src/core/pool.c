@@ -4,6 +4,8 @@
 
 #include "util/mem.h"
 
+#include <string.h>
+
 int pool_init(struct pool *p, int queue_cap)
 {
     *p = (struct pool){0};
@@ -46,6 +48,29 @@ static struct request *queue_pop_locked(struct pool *p)
     return r;
 }
 
+void pool_set_affinity(struct pool *p, pool_affinity_fn fn, void *ctx)
+{
+    mutex_lock(&p->mu);
+    p->affinity = fn;
+    p->affinity_ctx = ctx;
+    mutex_unlock(&p->mu);
+}
+
+/* The idle slot r should run on, or -1 when none is idle. */
+static int pick_idle_locked(struct pool *p, const struct request *r)
+{
+    int best = -1, best_score = 0;
+    for (int i = 0; i < POOL_MAX_INSTANCES; i++) {
+        if (p->slots[i] != POOL_SLOT_IDLE) continue;
+        int score = p->affinity ? p->affinity(p->affinity_ctx, i, r) : 0;
+        if (best < 0 || score > best_score) {
+            best = i;
+            best_score = score;
+        }
+    }
+    return best;
+}
+
 int pool_reserve_slot(struct pool *p)
 {
     // Reservation needs no state: EMPTY slots are only filled by pool_commit_slot, and the
@@ -77,15 +102,14 @@ enum pool_admit pool_admit(struct pool *p, struct request *r, int *instance)
         result = POOL_ADMIT_CLOSED;
         goto out;
     }
-    for (int i = 0; i < POOL_MAX_INSTANCES; i++) {
-        if (p->slots[i] == POOL_SLOT_IDLE) {
-            p->slots[i] = POOL_SLOT_BUSY;
-            p->running[i] = r;
-            r->instance = i;
-            *instance = i;
-            result = POOL_ADMIT_RUN;
-            goto out;
-        }
+    int i = pick_idle_locked(p, r);
+    if (i >= 0) {
+        p->slots[i] = POOL_SLOT_BUSY;
+        p->running[i] = r;
+        r->instance = i;
+        *instance = i;
+        result = POOL_ADMIT_RUN;
+        goto out;
     }
     if (p->queue_len < p->queue_cap) {
         request_retain(r);
@@ -226,4 +250,11 @@ int pool_queue_depth(struct pool *p)
     int n = p->queue_len;
     mutex_unlock(&p->mu);
     return n;
+}
+
+void pool_slot_states(struct pool *p, enum pool_slot *out)
+{
+    mutex_lock(&p->mu);
+    memcpy(out, p->slots, sizeof p->slots);
+    mutex_unlock(&p->mu);
 }

@@ -31,6 +31,10 @@ enum pool_release_result {
     POOL_RELEASE_RETIRE = 2, // the instance was retired: remove it from the platform
 };
 
+/* How well the idle instance `slot` suits r: higher wins, ties go to the lowest slot. Called
+ * with the pool's mutex held, so it must not call back into the pool. */
+typedef int (*pool_affinity_fn)(void *ctx, int slot, const struct request *r);
+
 /* Guarded by mu. */
 struct pool {
     struct mutex mu;
@@ -43,12 +47,17 @@ struct pool {
     int queue_head;
     int queue_len;
     bool is_closed;
+    pool_affinity_fn affinity; // NULL: the lowest idle slot
+    void *affinity_ctx;
 };
 
 /* ERR_OK or ERR_NOMEM. queue_cap may be 0 (no waiting: busy means 429). */
 int pool_init(struct pool *p, int queue_cap);
 /* Releases queued requests still held (there should be none after pool_close). */
 void pool_deinit(struct pool *p);
+
+/* Routes admitted requests by fn (set before the first admit). */
+void pool_set_affinity(struct pool *p, pool_affinity_fn fn, void *ctx);
 
 /* Reserves an empty slot for a new instance: its index, or -1 when all are used. The slot
  * stays EMPTY until pool_commit_slot (so a failed platform add leaves nothing behind). */
@@ -57,8 +66,9 @@ int pool_reserve_slot(struct pool *p);
  * request: returns it (the caller dispatches it on that slot) or NULL. */
 struct request *pool_commit_slot(struct pool *p, int slot);
 
-/* Admits a request: a free instance (RUN, *instance set, r->instance set), a queue place
- * (QUEUED; the pool retains r), FULL or CLOSED. */
+/* Admits a request: a free instance (RUN, *instance set, r->instance set; the idle one the
+ * affinity function scores highest), a queue place (QUEUED; the pool retains r), FULL or
+ * CLOSED. */
 enum pool_admit pool_admit(struct pool *p, struct request *r, int *instance);
 
 /* The request on instance ended. See enum pool_release_result. */
@@ -86,5 +96,8 @@ void pool_wait_idle(struct pool *p);
 int pool_instance_count(struct pool *p);
 int pool_queue_depth(struct pool *p);
 int pool_busy_count(struct pool *p);
+
+/* The state of every slot (POOL_MAX_INSTANCES entries), copied under the lock. */
+void pool_slot_states(struct pool *p, enum pool_slot *out);
 
 #endif

@@ -26,6 +26,7 @@ struct model_info {
     const char *platform_id; // static string of the platform
     enum model_status status;
     int64_t created_unix_s;
+    int64_t last_used_ns;            // monotonic clock of its last request (or of its load)
     int instance_count;              // instances in the pool (not retiring)
     int queue_depth;                 // requests waiting
     int busy_count;                  // instances running a request

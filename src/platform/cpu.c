@@ -85,5 +85,6 @@ const struct platform cpu_platform = {
     .add_instance = cpu_model_add_instance,
     .remove_instance = cpu_model_remove_instance,
     .submit = cpu_model_submit,
+    .cached_prefix = cpu_model_cached_prefix,
     .unload = cpu_model_unload,
 };

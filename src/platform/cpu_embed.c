@@ -32,7 +32,8 @@ struct instance {
     int next_token;      // its offset in req->prompt
     float *result;       // (n_inputs, n_embd) pooled vectors so far (zeroed at start)
     double t_start_ms;
-    enum finish_reason done; // set during a step; the instance is finished after it
+    enum finish_reason done;        // set during a step; the instance is finished after it
+    struct request_outcome failure; // when done == FINISH_ERROR: what the request is told
     // Decoders: inputs are packed into kv as view sequences from offset 0 each step; an input
     // longer than a step's room runs in `carry` over several steps and keeps its place.
     uint8_t *kv;              // (kv_bytes) changed only while idle, like exists
@@ -113,7 +114,8 @@ static int input_len(const struct request *r, int i)
 
 static void fail_instance(struct instance *in, int status, const char *msg)
 {
-    request_finish(in->req, FINISH_ERROR, status, msg);
+    if (in->done != FINISH_NONE) return; // the first outcome sticks
+    request_outcome_fail(&in->failure, status, msg);
     in->done = FINISH_ERROR;
 }
 
@@ -162,10 +164,14 @@ static void start_request(struct cpu_embed *m, int i, struct request *r)
     if (!in->result) fail_instance(in, 500, "out of memory for the embeddings");
 }
 
-static void finish_instance(struct cpu_embed *m, int i)
+/* Ends the running request of instance i: stores its embeddings and timings, frees its
+ * per-request state and returns it with its outcome (delivered with request_deliver after
+ * the instance went back to the pool: see struct request_outcome). */
+static struct request *finish_instance(struct cpu_embed *m, int i, struct request_outcome *out)
 {
     struct instance *in = &m->inst[i];
     struct request *r = in->req;
+    *out = in->failure;
     if (in->done == FINISH_STOP) {
         struct request_timings t = {
             .n_prompt = r->n_prompt,
@@ -173,17 +179,18 @@ static void finish_instance(struct cpu_embed *m, int i)
         };
         request_set_timings(r, &t);
         if (request_set_embedding(r, in->result, in->n_inputs * m->n_embd) != ERR_OK)
-            request_finish(r, FINISH_ERROR, 500, "out of memory for the embeddings");
+            request_outcome_fail(out, 500, "out of memory for the embeddings");
         else
-            request_finish(r, FINISH_STOP, 0, NULL);
+            out->reason = FINISH_STOP;
     } else if (in->done != FINISH_ERROR) {
-        request_finish(r, in->done, 0, NULL);
+        out->reason = in->done;
     }
     mem_free(in->result);
     in->result = NULL;
     in->req = NULL;
     in->done = FINISH_NONE;
-    request_release(r);
+    in->failure = (struct request_outcome){0};
+    return r;
 }
 
 /* Stages the next inputs of every running instance, in instance order, while they fit. */
@@ -414,8 +421,10 @@ static void *scheduler_main(void *arg)
         run_step(m);
         for (int i = 0; i < CPU_EMBED_MAX_INSTANCES; i++) {
             if (m->inst[i].req && m->inst[i].done != FINISH_NONE) {
-                finish_instance(m, i);
-                m->on_done(m->owner, i);
+                struct request_outcome o;
+                struct request *r = finish_instance(m, i, &o);
+                m->on_done(m->owner, i); // first: see struct request_outcome
+                request_deliver(r, &o);
             }
         }
     }
@@ -651,8 +660,10 @@ void cpu_embed_unload(struct cpu_embed *m)
     mutex_unlock(&m->mu);
     thread_join(&m->scheduler);
     for (int i = 0; i < CPU_EMBED_MAX_INSTANCES; i++) {
-        if (m->inst[i].req) // cannot happen: the core unloads idle models only
-            finish_instance(m, i);
+        if (m->inst[i].req) { // cannot happen: the core unloads idle models only
+            struct request_outcome o;
+            request_deliver(finish_instance(m, i, &o), &o);
+        }
         if (m->inst[i].exists) cpu_embed_remove_instance(m, i);
     }
     cond_deinit(&m->cv);

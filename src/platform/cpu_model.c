@@ -50,7 +50,8 @@ struct instance {
     struct gbnf *grammar; // compiled constraint of the running request, or NULL
     struct grammar_state *gstate;
     double t_start_ms, t_prompt_done_ms;
-    enum finish_reason done; // set during a step; the instance is finished after it
+    enum finish_reason done;        // set during a step; the instance is finished after it
+    struct request_outcome failure; // when done == FINISH_ERROR: what the request is told
 };
 
 struct platform_model {
@@ -81,7 +82,9 @@ struct platform_model {
     struct instance inst[CPU_MAX_INSTANCES];
 };
 
-static void finish_instance(struct platform_model *m, int i)
+/* Ends the running request of instance i: records its timings and outcome, frees its
+ * per-request state and returns it (the caller delivers it with request_deliver). */
+static struct request *finish_instance(struct platform_model *m, int i, struct request_outcome *out)
 {
     struct instance *in = &m->inst[i];
     struct request *r = in->req;
@@ -95,22 +98,26 @@ static void finish_instance(struct platform_model *m, int i)
         .predicted_ms = now - t_prompt,
     };
     request_set_timings(r, &t);
-    if (in->done != FINISH_ERROR) request_finish(r, in->done, 0, NULL);
     sampler_free(in->sampler);
     in->sampler = NULL;
     grammar_state_free(in->gstate);
     in->gstate = NULL;
     gbnf_free(in->grammar);
     in->grammar = NULL;
+    *out = in->failure;
+    out->reason = in->done;
     in->req = NULL;
     in->phase = PHASE_IDLE;
     in->done = FINISH_NONE;
-    request_release(r);
+    in->failure = (struct request_outcome){0};
+    return r;
 }
 
+/* The first outcome sticks (a later failure in the same step does not replace it). */
 static void fail_instance(struct instance *in, int status, const char *msg)
 {
-    request_finish(in->req, FINISH_ERROR, status, msg);
+    if (in->done != FINISH_NONE) return;
+    request_outcome_fail(&in->failure, status, msg);
     in->done = FINISH_ERROR;
 }
 
@@ -380,12 +387,24 @@ static void *scheduler_main(void *arg)
         run_step(m);
         for (int i = 0; i < CPU_MAX_INSTANCES; i++) {
             if (m->inst[i].req && m->inst[i].done != FINISH_NONE) {
-                finish_instance(m, i);
-                m->on_done(m->owner, i);
+                struct request_outcome o;
+                struct request *r = finish_instance(m, i, &o);
+                m->on_done(m->owner, i); // first: see struct request_outcome
+                request_deliver(r, &o);
             }
         }
     }
     return NULL;
+}
+
+int cpu_model_cached_prefix(struct platform_model *m, int instance, const int32_t *tokens, int n)
+{
+    // Safe without mu: the instance is idle (the scheduler does not touch it) and exists
+    // (the pool removes an instance only after taking it out of routing).
+    if (m->embed || instance < 0 || instance >= CPU_MAX_INSTANCES) return 0;
+    const struct instance *in = &m->inst[instance];
+    if (!in->exists) return 0;
+    return common_prefix(in->cached, engine_seq_pos(in->seq), tokens, n);
 }
 
 void cpu_model_submit(struct platform_model *m, int instance, struct request *r)
@@ -665,8 +684,10 @@ void cpu_model_unload(struct platform_model *m)
     mutex_unlock(&m->mu);
     thread_join(&m->scheduler);
     for (int i = 0; i < CPU_MAX_INSTANCES; i++) {
-        if (m->inst[i].req) // cannot happen: the core unloads idle models only
-            finish_instance(m, i);
+        if (m->inst[i].req) { // cannot happen: the core unloads idle models only
+            struct request_outcome o;
+            request_deliver(finish_instance(m, i, &o), &o);
+        }
         if (m->inst[i].exists) cpu_model_remove_instance(m, i);
     }
     cond_deinit(&m->cv);

@@ -13,6 +13,8 @@ void cpu_model_describe(const struct platform_model *m, struct platform_model_de
 int cpu_model_add_instance(struct platform_model *m, int instance, struct errmsg *err);
 void cpu_model_remove_instance(struct platform_model *m, int instance);
 void cpu_model_submit(struct platform_model *m, int instance, struct request *r);
+/* The platform's cached_prefix: the tokens of an idle instance's cache that start `tokens`. */
+int cpu_model_cached_prefix(struct platform_model *m, int instance, const int32_t *tokens, int n);
 void cpu_model_unload(struct platform_model *m);
 
 #endif

@@ -99,6 +99,10 @@ struct platform {
     void (*remove_instance)(struct platform_model *m, int instance);
     /* Starts r on an idle instance. The platform retains r until it calls on_done. */
     void (*submit)(struct platform_model *m, int instance, struct request *r);
+    /* How many leading tokens of `tokens` the idle instance already holds in its cache (0 when
+     * it keeps none). Used to route a request to the instance that can reuse most. Called from
+     * any thread while the instance is idle; must not block. May be NULL (no cache). */
+    int (*cached_prefix)(struct platform_model *m, int instance, const int32_t *tokens, int n);
     /* Frees the model; every instance is idle or removed. NULL is a no-op. */
     void (*unload)(struct platform_model *m);
 };

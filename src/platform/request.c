@@ -3,6 +3,7 @@
 
 #include "util/mem.h"
 
+#include <stdio.h>
 #include <string.h>
 
 void gen_params_defaults(struct gen_params *p)
@@ -28,6 +29,7 @@ int request_new(enum request_kind kind, const int32_t *prompt, int n_prompt,
     r->params = *params;
     r->params.grammar = NULL;
     r->instance = -1;
+    r->preferred_instance = -1;
     r->prompt = mem_calloc((size_t)n_prompt + 1, sizeof *r->prompt);
     r->events = mem_calloc((size_t)max_events + 1, sizeof *r->events);
     if (params->grammar) r->params.grammar = mem_strdup(params->grammar);
@@ -137,6 +139,21 @@ void request_finish(struct request *r, enum finish_reason reason, int error_stat
     }
     cond_broadcast(&r->cv);
     mutex_unlock(&r->mu);
+}
+
+void request_outcome_fail(struct request_outcome *o, int status, const char *msg)
+{
+    if (o->reason != FINISH_NONE) return;
+    o->reason = FINISH_ERROR;
+    o->error_status = status;
+    snprintf(o->error_msg, sizeof o->error_msg, "%s", msg ? msg : "");
+}
+
+void request_deliver(struct request *r, const struct request_outcome *o)
+{
+    bool is_error = o->reason == FINISH_ERROR;
+    request_finish(r, o->reason, is_error ? o->error_status : 0, is_error ? o->error_msg : NULL);
+    request_release(r);
 }
 
 int request_wait_events(struct request *r, int *cursor, struct gen_event *out, int max,

@@ -81,6 +81,7 @@ struct request {
     int n_inputs;             // prompt concatenates (owned); NULL/0: the prompt is one input
     atomic_bool is_cancelled; // set by the reader or by unload; checked every step
     int instance;             // instance index while running, -1 otherwise (owned by the pool)
+    int preferred_instance;   // run here when it is idle (llama.cpp's id_slot); -1: any
 
     /* Guarded by mu. */
     struct mutex mu;
@@ -120,6 +121,21 @@ int request_push_event(struct request *r, const struct gen_event *ev);
 int request_set_embedding(struct request *r, const float *v, int n);
 void request_finish(struct request *r, enum finish_reason reason, int error_status,
                     const char *message);
+
+/* How a request ended, held by the platform until it may wake the reader: a platform
+ * returns the instance to its pool first, so a client that sends its next request as soon as
+ * this one answers finds the instance (and its prompt cache) free instead of busy. */
+struct request_outcome {
+    enum finish_reason reason; // FINISH_NONE while running
+    int error_status;          // for FINISH_ERROR
+    char error_msg[ERRMSG_CAP];
+};
+
+/* Records a failure in o unless an outcome is already set (the first one sticks). */
+void request_outcome_fail(struct request_outcome *o, int status, const char *msg);
+
+/* request_finish with o, then request_release: the platform's last act on r. */
+void request_deliver(struct request *r, const struct request_outcome *o);
 
 /* Records the timings (writer side). */
 void request_set_timings(struct request *r, const struct request_timings *t);

@@ -96,6 +96,9 @@ static void read_id(const struct gguf *g, const char *key, int32_t n_tokens, tok
 {
     uint32_t v;
     if (gguf_get_u32(g, key, &v) != ERR_OK) return;
+    if (v == UINT32_MAX) { // how converters write "none" (-1 stored unsigned): no warning;
+        return;            // the default stays, as it does for any out-of-range id
+    }
     if (v >= (uint32_t)n_tokens) {
         log_warn("vocab: %s = %u is outside the vocab, keeping %d", key, v, (int)*id);
         return;

@@ -69,7 +69,9 @@ static const struct opt options[] = {
     {"--models-dir", NULL, "LLAMAPI_MODELS_DIR", OPT_STRING, FIELD(models_dir), 0, 0,
      "where model names are resolved", "LLAMA_ARG_MODELS_DIR", NULL},
     {"--models-max", NULL, "LLAMAPI_MODELS_MAX", OPT_INT, FIELD(models_max), 0, 64,
-     "models loaded at once (accepted; 0 = no limit)", "LLAMA_ARG_MODELS_MAX", NULL},
+     "models loaded at once; loading one more unloads the least recently used idle model (0 = no "
+     "limit)",
+     "LLAMA_ARG_MODELS_MAX", NULL},
     {"--no-models-autoload", NULL, NULL, OPT_FLAG, FIELD(no_models_autoload), 0, 0,
      "requests naming a model under --models-dir do not load it", NULL, NULL},
     {"--models-autoload", NULL, NULL, OPT_FLAG_NEG, FIELD(no_models_autoload), 0, 0,

@@ -116,6 +116,7 @@ static int serve(const struct server_config *config)
         .default_queue_size = config->request_queue_size,
         .n_threads = config->n_threads,
         .memory_limit = (uint64_t)config->memory_limit_mib << 20,
+        .models_max = config->models_max,
     };
     snprintf(mc.models_dir, sizeof mc.models_dir, "%s", config->models_dir);
     char *file_template = NULL; // freed after the manager, which borrows it

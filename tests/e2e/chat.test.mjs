@@ -130,6 +130,36 @@ describe('chat completions', () => {
     assert.equal(finish, 'stop');
   });
 
+  test('logprobs: one entry per completion token, top_logprobs alternatives, streaming equal', async () => {
+    const ask = { model: 'small', messages: user('Hello there'), max_tokens: 12, temperature: 0,
+      logit_bias: NO_EOS, logprobs: true, top_logprobs: 3 };
+    const r = await client.chat.completions.create(ask);
+    const lp = r.choices[0].logprobs.content;
+    assert.equal(lp.length, r.usage.completion_tokens);
+    for (const e of lp) {
+      assert.equal(e.top_logprobs.length, 3);
+      assert.ok(e.logprob <= 0);
+      const tops = e.top_logprobs.map((t) => t.logprob);
+      assert.deepEqual(tops, [...tops].sort((a, b) => b - a), 'alternatives are most likely first');
+      // Greedy: the chosen token is the most likely one.
+      assert.equal(e.token, e.top_logprobs[0].token);
+      assert.ok(Math.abs(e.logprob - e.top_logprobs[0].logprob) < 1e-6);
+    }
+    const content = Buffer.from(r.choices[0].message.content).toString();
+    assert.equal(Buffer.from(lp.flatMap((e) => e.bytes)).toString(), content);
+
+    const s = await client.chat.completions.create({ ...ask, stream: true });
+    const streamed = [];
+    for await (const c of s) streamed.push(...(c.choices[0]?.logprobs?.content ?? []));
+    assert.deepEqual(streamed.map((e) => e.token), lp.map((e) => e.token));
+
+    const plain = await client.chat.completions.create({ ...ask, logprobs: undefined, top_logprobs: undefined });
+    assert.equal(plain.choices[0].logprobs, null, 'no logprobs unless asked');
+    const none = await client.chat.completions.create({ ...ask, top_logprobs: 0 });
+    assert.deepEqual(none.choices[0].logprobs.content.map((e) => e.top_logprobs.length),
+      Array(none.usage.completion_tokens).fill(0));
+  });
+
   test('four concurrent streams all complete', async () => {
     const one = async () => {
       const s = await client.chat.completions.create({ model: 'small', messages: user('Hello there'),
@@ -185,6 +215,9 @@ describe('chat completions', () => {
     await bad({ ...ok, max_completion_tokens: 'x' }, 400, 'invalid_type', 'max_completion_tokens');
     await bad({ ...ok, stream: 'yes' }, 400, 'invalid_type', 'stream');
     await bad({ ...ok, stop: 7 }, 400, 'invalid_type', 'stop');
+    await bad({ ...ok, top_logprobs: 2 }, 400, 'invalid_value', 'top_logprobs');
+    await bad({ ...ok, logprobs: true, top_logprobs: 21 }, 400, 'invalid_value', 'top_logprobs');
+    await bad({ ...ok, logprobs: 'yes' }, 400, 'invalid_type', 'logprobs');
     await bad({ ...ok, stop: Array(17).fill('x') }, 400, 'invalid_value', 'stop');
     await bad({ ...ok, seed: 'x' }, 400, 'invalid_type', 'seed');
     await bad({ ...ok, n: 2 }, 400, 'invalid_value', 'n');

@@ -8,7 +8,7 @@ import { readFileSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { startServer, errorOf, hasShared, sharedDir } from './lib/server.mjs';
-import { synthModel, SMALL } from './lib/models.mjs';
+import { synthModel, SMALL, SLOW } from './lib/models.mjs';
 
 const stories = path.join(sharedDir, 'models', 'llama', 'stories260K.gguf');
 const goldenPath = path.join(sharedDir, 'golden', 'stories260K.greedy.json');
@@ -410,6 +410,63 @@ describe('router mode autoload', { skip: !hasShared && 'skip: ../shared is absen
   });
 });
 
+describe('--models-max evicts the least recently used idle model', () => {
+  let dir, srv;
+  before(async () => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'llamapi-lru-'));
+    const slow = synthModel('slow', SLOW); // slow enough that two streams outlast a load
+    for (const name of ['a', 'b', 'c']) symlinkSync(slow, path.join(dir, `${name}.gguf`));
+    srv = await startServer(['--threads', '1', '--models-dir', dir, '--models-max', '2']);
+  });
+  after(async () => srv && (await srv.stop()));
+
+  const use = async (model) => {
+    const r = await post(srv, '/completion', { model, prompt: 'Hello', n_predict: 1 });
+    assert.equal(r.status, 200, r.text);
+  };
+  const loaded = async () => (await get(srv, '/models')).json.data
+    .filter((m) => m.status.value === 'loaded').map((m) => m.id).sort();
+
+  test('a third model unloads the one used longest ago, not the one used last', async () => {
+    await use('a');
+    await use('b');
+    assert.deepEqual(await loaded(), ['a', 'b']);
+    await use('a'); // now b is the least recently used
+    await use('c');
+    assert.deepEqual(await loaded(), ['a', 'c']);
+    const r = await post(srv, '/models/load', { model: 'b' });
+    assert.equal(r.status, 200, r.text);
+    assert.deepEqual(await loaded(), ['b', 'c'], 'a was used before c');
+  });
+
+  test('when every loaded model is busy the load is refused and nothing is unloaded', async () => {
+    const streams = ['b', 'c'].map((model) => {
+      const ac = new AbortController();
+      const done = fetch(`${srv.url}/completion`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model, prompt: 'Hello', n_predict: 100000, ignore_eos: true, stream: true }),
+        signal: ac.signal,
+      }).then(async (res) => {
+        const reader = res.body.getReader();
+        await reader.read();
+        return reader;
+      });
+      return { ac, done };
+    });
+    const readers = await Promise.all(streams.map((s) => s.done)); // both are generating
+    const e = assertError(await post(srv, '/models/load', { model: 'a' }), 400, 'model_load_failed');
+    assert.match(e.message, /--models-max/);
+    // A request that would autoload it is told to come back, not that the model is unknown.
+    const auto = await post(srv, '/completion', { model: 'a', prompt: 'Hello', n_predict: 1 });
+    assertError(auto, 503, 'models_busy');
+    assert.equal(auto.headers.get('retry-after'), '1');
+    assert.deepEqual(await loaded(), ['b', 'c']);
+    for (const s of streams) s.ac.abort();
+    await Promise.all(readers.map((rd) => rd.cancel().catch(() => {})));
+  });
+});
+
 describe('/infill on a model with FIM tokens', { skip: !hasShared && 'skip: ../shared is absent' }, () => {
   let srv;
   before(async () => {
@@ -459,6 +516,60 @@ describe('llama-server flags and disabled endpoints', () => {
     assert.equal(p.json.default_generation_settings.n_ctx, 512);
     assert.equal(p.json.default_generation_settings.params.n_predict, 5, 'from -n');
     assert.equal(p.json.default_generation_settings.params.seed, 42, 'from -s');
+  });
+
+  test('a stop string ends the answer at the token that completed it, in the count too', async () => {
+    const body = { prompt: 'hello', temperature: 0, n_predict: 40, ignore_eos: true, n_probs: 1 };
+    const full = await post(srv, '/completion', body);
+    assert.equal(full.status, 200, full.text);
+    const probs = full.json.completion_probabilities;
+    assert.equal(probs.length, 40);
+    // A stop string: the text of a later token that is plain ASCII, found by bytes.
+    const k = probs.findIndex((p, i) => i >= 10 && /^[\x21-\x7e]+$/.test(p.token));
+    assert.ok(k > 0, 'the answer has an ASCII token to stop at');
+    const bytes = Buffer.concat(probs.map((p) => Buffer.from(p.bytes)));
+    const stop = Buffer.from(probs[k].token);
+    const at = bytes.indexOf(stop);
+    let end = 0, n = 0;
+    while (end < at + stop.length) end += probs[n++].bytes.length; // tokens up to the stop's end
+    const r = await post(srv, '/completion', { ...body, n_probs: 0, stop: [probs[k].token] });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.stop_type, 'word');
+    // Content is text (bytes that are not UTF-8 show as U+FFFD), so compare it as text.
+    const rest = full.json.content.slice(r.json.content.length);
+    assert.ok(full.json.content.startsWith(r.json.content) && rest.startsWith(probs[k].token),
+      'the content is everything before the first occurrence of the stop string');
+    assert.ok(!r.json.content.includes(probs[k].token));
+    assert.equal(r.json.tokens_predicted, n, 'tokens after the stop are not counted');
+    assert.equal(r.json.timings.predicted_n, n);
+  });
+
+  test('/v1/completions logprobs: tokens, token_logprobs, top_logprobs, text_offset; streamed too', async () => {
+    const body = { model: 'small', prompt: 'hello', temperature: 0, max_tokens: 8, logprobs: 3,
+      logit_bias: { 2: -100 } };
+    const r = await post(srv, '/v1/completions', body);
+    assert.equal(r.status, 200, r.text);
+    const lp = r.json.choices[0].logprobs;
+    assert.equal(lp.tokens.length, r.json.usage.completion_tokens);
+    assert.equal(lp.token_logprobs.length, lp.tokens.length);
+    let offset = 0;
+    for (let i = 0; i < lp.tokens.length; i++) {
+      assert.equal(lp.text_offset[i], offset);
+      offset += [...lp.tokens[i]].length;
+      const alts = Object.entries(lp.top_logprobs[i]);
+      assert.ok(alts.length >= 1 && alts.length <= 3);
+      const best = Math.max(...alts.map(([, v]) => v));
+      assert.ok(Math.abs(best - lp.token_logprobs[i]) < 1e-6, 'greedy picks the most likely');
+    }
+    const s = await post(srv, '/v1/completions', { ...body, stream: true });
+    const chunks = sseData(s.text).filter((d) => d !== '[DONE]').map((d) => JSON.parse(d));
+    const streamed = chunks.flatMap((c) => c.choices[0]?.logprobs?.tokens ?? []);
+    assert.deepEqual(streamed, lp.tokens);
+    const offsets = chunks.flatMap((c) => c.choices[0]?.logprobs?.text_offset ?? []);
+    assert.deepEqual(offsets, lp.text_offset);
+    const plain = await post(srv, '/v1/completions', { ...body, logprobs: undefined });
+    assert.equal(plain.json.choices[0].logprobs, null);
+    assertError(await post(srv, '/v1/completions', { ...body, logprobs: 6 }), 400, 'invalid_value');
   });
 
   test('-n sets the default n_predict', async () => {

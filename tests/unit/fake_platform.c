@@ -88,6 +88,15 @@ static void fake_submit(struct platform_model *m, int instance, struct request *
     fake.running[instance] = r;
 }
 
+static int fake_cached_prefix(struct platform_model *m, int instance, const int32_t *tokens, int n)
+{
+    (void)m;
+    int k = 0;
+    while (k < n && k < fake.n_cache[instance] && fake.cache[instance][k] == tokens[k])
+        k++;
+    return k;
+}
+
 static void fake_unload(struct platform_model *m)
 {
     fake.n_unloaded++;
@@ -100,6 +109,9 @@ void fake_complete(int instance, enum finish_reason reason)
 {
     struct request *r = fake.running[instance];
     fake.running[instance] = NULL;
+    int n = r->n_prompt < 8 ? r->n_prompt : 8;
+    memcpy(fake.cache[instance], r->prompt, (size_t)n * sizeof(int32_t));
+    fake.n_cache[instance] = n;
     request_finish(r, reason, 0, NULL);
     request_release(r);
     the_model->on_done(the_model->owner, instance);
@@ -116,5 +128,6 @@ const struct platform fake_platform = {
     .add_instance = fake_add,
     .remove_instance = fake_remove,
     .submit = fake_submit,
+    .cached_prefix = fake_cached_prefix,
     .unload = fake_unload,
 };

@@ -14,12 +14,15 @@ struct fake_state {
     int live_instances;
     int n_loaded, n_unloaded;
     struct request *running[64]; // submitted and not yet completed, by instance
+    int32_t cache[64][8];        // by instance: the first tokens of the last prompt it ran
+    int n_cache[64];
 };
 
 extern struct fake_state fake;
 
 void fake_reset(void);
-/* Finishes the request on instance with reason and tells the core. */
+/* Finishes the request on instance with reason and tells the core; the instance's cache then
+ * holds (the start of) that request's prompt, as a real platform's would. */
 void fake_complete(int instance, enum finish_reason reason);
 
 #endif

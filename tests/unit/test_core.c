@@ -31,14 +31,85 @@ static struct model *load_model(int instances, int queue_cap, int *actual)
     return m;
 }
 
-static struct request *new_request(void)
+static struct request *new_request_with(const int32_t *prompt, int n)
 {
     struct gen_params gp;
     gen_params_defaults(&gp);
-    int32_t prompt[3] = {1, 2, 3};
     struct request *r;
-    assert_int_equal(request_new(REQUEST_GENERATE, prompt, 3, &gp, 16, &r), ERR_OK);
+    assert_int_equal(request_new(REQUEST_GENERATE, prompt, n, &gp, 16, &r), ERR_OK);
     return r;
+}
+
+static struct request *new_request(void)
+{
+    const int32_t prompt[3] = {1, 2, 3};
+    return new_request_with(prompt, 3);
+}
+
+static int run_on(struct model *m, struct request *r)
+{
+    assert_int_equal(model_submit(m, r), POOL_ADMIT_RUN);
+    return r->instance;
+}
+
+/* A prompt goes to the idle instance whose cache holds most of it; id_slot wins over that;
+ * with nothing cached anywhere the lowest idle instance runs it. */
+static void test_routing_prefers_the_longest_cached_prefix(void **state)
+{
+    (void)state;
+    int actual;
+    struct model *m = load_model(3, 0, &actual);
+    assert_int_equal(actual, 3);
+    const int32_t a[] = {5, 6, 7, 8}, b[] = {9, 10, 11};
+    struct request *ra = new_request_with(a, 4), *rb = new_request_with(b, 3);
+    assert_int_equal(run_on(m, ra), 0);
+    assert_int_equal(run_on(m, rb), 1);
+    fake_complete(0, FINISH_STOP);
+    fake_complete(1, FINISH_STOP);
+
+    const int32_t b2[] = {9, 10, 12}, a2[] = {5, 6, 7, 1};
+    struct request *rb2 = new_request_with(b2, 3), *ra2 = new_request_with(a2, 4);
+    assert_int_equal(run_on(m, rb2), 1); // shares 2 tokens with instance 1, none with 0
+    assert_int_equal(run_on(m, ra2), 0); // instance 1 is busy; 0 shares 3 tokens
+    fake_complete(0, FINISH_STOP);
+    fake_complete(1, FINISH_STOP);
+
+    struct request *pinned = new_request_with(a, 4);
+    pinned->preferred_instance = 2;
+    assert_int_equal(run_on(m, pinned), 2);
+    struct request *busy_pin = new_request_with(b, 3);
+    busy_pin->preferred_instance = 2; // busy: falls back to the cache match
+    assert_int_equal(run_on(m, busy_pin), 1);
+    fake_complete(2, FINISH_STOP);
+    fake_complete(1, FINISH_STOP);
+
+    struct request *rs[] = {ra, rb, rb2, ra2, pinned, busy_pin};
+    for (size_t i = 0; i < sizeof rs / sizeof *rs; i++)
+        request_release(rs[i]);
+    model_shutdown(m);
+    model_release(m);
+}
+
+/* /slots needs to know which instance is busy, not just how many. */
+static void test_slot_states_name_the_busy_instance(void **state)
+{
+    (void)state;
+    int actual;
+    struct model *m = load_model(2, 0, &actual);
+    struct request *r = new_request();
+    r->preferred_instance = 1;
+    assert_int_equal(run_on(m, r), 1);
+    enum pool_slot st[POOL_MAX_INSTANCES];
+    model_slot_states(m, st);
+    assert_int_equal(st[0], POOL_SLOT_IDLE);
+    assert_int_equal(st[1], POOL_SLOT_BUSY);
+    assert_int_equal(st[2], POOL_SLOT_EMPTY);
+    fake_complete(1, FINISH_STOP);
+    model_slot_states(m, st);
+    assert_int_equal(st[1], POOL_SLOT_IDLE);
+    request_release(r);
+    model_shutdown(m);
+    model_release(m);
 }
 
 static int setup(void **state)
@@ -339,6 +410,8 @@ int main(void)
         cmocka_unit_test_setup(test_failed_load_and_registry, setup),
         cmocka_unit_test_setup(test_request_stream, setup),
         cmocka_unit_test_setup(test_alloc_failures_are_clean, setup),
+        cmocka_unit_test_setup(test_routing_prefers_the_longest_cached_prefix, setup),
+        cmocka_unit_test_setup(test_slot_states_name_the_busy_instance, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

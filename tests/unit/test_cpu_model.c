@@ -7,6 +7,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "core/model.h"
 #include "engine/synth.h"
 #include "platform/cpu.h"
 #include "platform/cpu_model.h"
@@ -40,6 +41,26 @@ static void wait_done(int n)
     while (n_done < n)
         cond_wait(&done_cv, &done_mu);
     mutex_unlock(&done_mu);
+}
+
+static int done_count(void)
+{
+    mutex_lock(&done_mu);
+    int n = n_done;
+    mutex_unlock(&done_mu);
+    return n;
+}
+
+/* Waits as a reader does (for the request's own outcome, not for on_done) and returns it. */
+static enum finish_reason finished_outcome(struct request *r, int *status,
+                                           struct request_timings *t)
+{
+    struct gen_event ev[64];
+    int cursor = 0;
+    enum finish_reason fin = FINISH_NONE;
+    while (fin == FINISH_NONE)
+        request_wait_events(r, &cursor, ev, 64, -1, &fin);
+    return request_outcome(r, status, NULL, t);
 }
 
 static int setup_all(void **state)
@@ -126,9 +147,11 @@ static void test_describe_and_generate(void **state)
     assert_non_null(strstr(d.description, "random weights"));
     struct request *r = greedy_request(20);
     cpu_platform.submit(m, 0, r);
-    wait_done(1);
     struct request_timings t;
-    assert_int_equal(request_outcome(r, NULL, NULL, &t), FINISH_LENGTH);
+    assert_int_equal(finished_outcome(r, NULL, &t), FINISH_LENGTH);
+    // The instance went back to its pool before the reader was woken, so a client's next
+    // request finds it free.
+    assert_int_equal(done_count(), 1);
     assert_int_equal(t.n_predicted, 20);
     assert_int_equal(t.n_prompt + t.n_cached, 6);
     int32_t first[20];
@@ -137,8 +160,8 @@ static void test_describe_and_generate(void **state)
     // The same prompt again reuses the cached prefix and gives the same tokens.
     r = greedy_request(20);
     cpu_platform.submit(m, 0, r);
-    wait_done(2);
-    assert_int_equal(request_outcome(r, NULL, NULL, &t), FINISH_LENGTH);
+    assert_int_equal(finished_outcome(r, NULL, &t), FINISH_LENGTH);
+    assert_int_equal(done_count(), 2);
     assert_int_equal(t.n_cached, 5);
     int32_t second[20];
     tokens_of(r, second, 20);
@@ -187,7 +210,7 @@ static void test_cancel_stops_at_next_step(void **state)
     cpu_platform.submit(m, 0, r);
     wait_done(1);
     struct request_timings t;
-    assert_int_equal(request_outcome(r, NULL, NULL, &t), FINISH_CANCELLED);
+    assert_int_equal(finished_outcome(r, NULL, &t), FINISH_CANCELLED);
     assert_true(t.n_predicted < 200);
     request_release(r);
     cpu_platform.unload(m);
@@ -206,14 +229,14 @@ static void test_bad_requests_fail_cleanly(void **state)
     cpu_platform.submit(m, 0, r);
     wait_done(1);
     int status = 0;
-    assert_int_equal(request_outcome(r, &status, NULL, NULL), FINISH_ERROR);
+    assert_int_equal(finished_outcome(r, &status, NULL), FINISH_ERROR);
     assert_int_equal(status, 400);
     request_release(r);
     gen_params_defaults(&gp);
     assert_int_equal(request_new(REQUEST_EMBED, (int32_t[]){1, 2}, 2, &gp, 8, &r), ERR_OK);
     cpu_platform.submit(m, 0, r);
     wait_done(2);
-    assert_int_equal(request_outcome(r, &status, NULL, NULL), FINISH_ERROR);
+    assert_int_equal(finished_outcome(r, &status, NULL), FINISH_ERROR);
     request_release(r);
     cpu_platform.unload(m);
 }
@@ -245,6 +268,76 @@ static void test_load_survives_every_allocation_failure(void **state)
     assert_true(n_failures > 10);
 }
 
+/* Two clients, each with its own conversation, send requests back to back through the core
+ * on two instances with no queue: each finds an instance free every time (the instance is
+ * back in the pool before the reader wakes) and, after its first turn, the instance that
+ * holds its conversation (routing reads the idle instances' caches from the clients'
+ * threads; TSan checks that against the scheduler). */
+struct client {
+    struct model *m;
+    int32_t first;
+    int n_refused, n_failed, n_cold_turns;
+};
+
+static void *client_main(void *arg)
+{
+    struct client *c = arg;
+    int32_t prompt[40];
+    for (int k = 0; k < 40; k++)
+        prompt[k] = c->first + k;
+    for (int turn = 0; turn < 6; turn++) {
+        struct gen_params gp;
+        gen_params_defaults(&gp);
+        gp.temperature = 0;
+        gp.max_tokens = 2;
+        struct request *r;
+        if (request_new(REQUEST_GENERATE, prompt, 24 + turn * 2, &gp, 2, &r) != ERR_OK) break;
+        if (model_submit(c->m, r) != POOL_ADMIT_RUN) {
+            c->n_refused++;
+        } else {
+            struct request_timings t;
+            if (finished_outcome(r, NULL, &t) == FINISH_ERROR) c->n_failed++;
+            if (turn > 0 && t.n_cached < 24) c->n_cold_turns++;
+        }
+        request_release(r);
+    }
+    return NULL;
+}
+
+static void test_core_routes_back_to_back_conversations(void **state)
+{
+    (void)state;
+    struct budget budget;
+    budget_init(&budget, 1ull << 40);
+    struct model_params p = {
+        .id = "m",
+        .path = model_path,
+        .platform = &cpu_platform,
+        .queue_cap = 0,
+        .n_threads = 1,
+        .budget = &budget,
+    };
+    struct model *m;
+    assert_int_equal(model_new(&p, &m), ERR_OK);
+    int actual;
+    struct errmsg err;
+    assert_int_equal(model_load(m, 2, &actual, &err), ERR_OK);
+    assert_int_equal(actual, 2);
+    struct client c[2] = {{.m = m, .first = 50}, {.m = m, .first = 150}};
+    struct thread th[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(thread_start(&th[i], client_main, &c[i]), ERR_OK);
+    for (int i = 0; i < 2; i++)
+        thread_join(&th[i]);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(c[i].n_refused, 0);
+        assert_int_equal(c[i].n_failed, 0);
+        assert_int_equal(c[i].n_cold_turns, 0);
+    }
+    model_shutdown(m);
+    model_release(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -253,6 +346,7 @@ int main(void)
         cmocka_unit_test(test_cancel_stops_at_next_step),
         cmocka_unit_test(test_bad_requests_fail_cleanly),
         cmocka_unit_test(test_load_survives_every_allocation_failure),
+        cmocka_unit_test(test_core_routes_back_to_back_conversations),
     };
     return cmocka_run_group_tests(tests, setup_all, teardown_all);
 }
