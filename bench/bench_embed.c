@@ -9,7 +9,7 @@
  * workloads with last-token pooling, packed into one KV allocation as the cpu platform does,
  * against the same inputs decoded for logits in the same run (what the pass costs without
  * skipping the output matrix), and against the reference's llama-embedding --pooling last.
- * Usage: bench_embed [bert-model-path [decoder-model-path]] */
+ * BENCH_EMBED_ONLY=bert or decoder runs one part. Usage: bench_embed [bert-path [decoder-path]] */
 #include "engine/bert.h"
 #include "engine/gguf.h"
 #include "engine/gguf_write.h"
@@ -525,8 +525,11 @@ int main(int argc, char **argv)
 {
     const char *path = argc > 1 ? argv[1] : "build/bench_embed_bge_small.gguf";
     const char *ref_bin = getenv("LLAMAPI_REF_BIN");
+    const char *only = getenv("BENCH_EMBED_ONLY"); // "bert" or "decoder"
+    const char *dec_path = argc > 2 ? argv[2] : "build/bench_embed_qwen3_f16.gguf";
     struct errmsg err;
     quant_init();
+    if (only && strcmp(only, "decoder") == 0) return bench_decoder(dec_path, ref_bin);
     if (write_model(path) != ERR_OK) {
         fprintf(stderr, "cannot write %s\n", path);
         return 1;
@@ -557,5 +560,5 @@ int main(int argc, char **argv)
     tok_free(tok);
     threadpool_free(tp);
     engine_encoder_free(e);
-    return bench_decoder(argc > 2 ? argv[2] : "build/bench_embed_qwen3_f16.gguf", ref_bin);
+    return only && strcmp(only, "bert") == 0 ? 0 : bench_decoder(dec_path, ref_bin);
 }
