@@ -10,6 +10,7 @@ import path from 'node:path';
 import OpenAI from 'openai';
 import { startServer, errorOf, hasShared, sharedDir } from './lib/server.mjs';
 import { synthModel, SMALL } from './lib/models.mjs';
+import { repoRoot } from './lib/server.mjs';
 
 const bertPath = path.join(sharedDir, 'models/bert/tiny_bert.gguf');
 const storiesPath = path.join(sharedDir, 'models/llama/stories260K.gguf');
@@ -289,4 +290,25 @@ describe('decoder embedding models', () => {
     const qwen2 = synthModel('qwen2-plain', ['--arch', 'qwen2', ...DECODER, '--seed', '4']);
     await assert.rejects(startServer(['--embedding', '--pooling', 'none', '-m', qwen2]), /pooling none/);
   });
+});
+
+describe('a real llama served with --embedding', { skip: hasShared ? false : 'skip: ../shared absent' }, () => {
+  const golden = JSON.parse(readFileSync(path.join(repoRoot, 'tests/data/stories260K-embeddings.json'), 'utf8'));
+  for (const pooling of ['last', 'mean']) {
+    test(`--pooling ${pooling} agrees with the reference's vectors`, async () => {
+      const srv = await startServer(['--embedding', '--pooling', pooling, '-m', storiesPath, '--threads', '2']);
+      try {
+        const cases = golden.cases.filter((c) => c.pooling === pooling);
+        const c = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'none', maxRetries: 0 });
+        const r = await c.embeddings.create({ model: 'stories260K', input: cases.map((x) => x.text), encoding_format: 'float' });
+        for (let i = 0; i < cases.length; i++) {
+          assert.equal(r.data[i].embedding.length, cases[i].embedding.length);
+          const cos = cosine(r.data[i].embedding, cases[i].embedding);
+          assert.ok(cos >= 0.999, `${pooling} input ${i}: cosine ${cos}`);
+        }
+      } finally {
+        await srv.stop();
+      }
+    });
+  }
 });
