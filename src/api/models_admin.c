@@ -75,6 +75,19 @@ static void respond_load_failure(enum load_failure why, const struct errmsg *err
     api_error(resp, 500, API_TYPE_SERVER, "model_load_failed", NULL, "%s", err->msg);
 }
 
+/* `pooling`: how an embedding model pools (mean, cls, last); absent or null: the file's. */
+static bool pooling_arg(const json_t *body, enum platform_pooling *out, struct api_fail *f)
+{
+    const char *name = NULL;
+    if (!v_string(body, "pooling", "pooling", 16, &name, f)) return false;
+    if (!name) return true;
+    if (platform_pooling_parse(name, out) != ERR_OK || *out == PLATFORM_POOLING_NONE ||
+        *out == PLATFORM_POOLING_RANK)
+        return api_failf(f, 400, "invalid_value", "pooling",
+                         "'pooling' must be \"mean\", \"cls\" or \"last\"");
+    return true;
+}
+
 void api_models_load(const struct api_ctx *ctx, const struct api_request *req,
                      struct api_response *resp)
 {
@@ -94,6 +107,10 @@ void api_models_load(const struct api_ctx *ctx, const struct api_request *req,
     if (ok && dp && json_is_object(dp))
         ok =
             v_int(dp, "max_context_len", "default_params.max_context_len", 16, 1 << 20, &n_ctx, &f);
+    bool embedding = false;
+    enum platform_pooling pooling = PLATFORM_POOLING_DEFAULT;
+    ok = ok && v_bool(body, "embedding", "embedding", &embedding, &f) &&
+         pooling_arg(body, &pooling, &f);
     if (!ok) {
         api_fail_respond(&f, resp);
         return;
@@ -104,6 +121,8 @@ void api_models_load(const struct api_ctx *ctx, const struct api_request *req,
         .n_instances = (int)n_instances,
         .queue_size = (int)queue,
         .n_ctx = (int)n_ctx,
+        .force_embedding = embedding,
+        .pooling = pooling,
         .default_params = json_is_object(dp) ? dp : NULL,
     };
     int actual = 0;

@@ -129,10 +129,14 @@ static void default_id_from_path(const char *path, char *out, size_t cap)
     if (n > 5 && strcmp(out + n - 5, ".gguf") == 0) out[n - 5] = '\0';
 }
 
+static const char load_usage[] = "usage: llamapi load PATH|NAME [--id ID] [--instances N] "
+                                 "[--queue-size N] [--embedding] [--pooling mean|cls|last]\n";
+
 int cli_cmd_load(const struct cli_opts *o, int argc, char **argv)
 {
-    const char *model = NULL, *id = NULL;
+    const char *model = NULL, *id = NULL, *pooling = NULL;
     long instances = 1, queue = -1;
+    bool embedding = false;
     for (int i = 0; i < argc; i++) {
         int bad = 0;
         if ((strcmp(argv[i], "--id") == 0 || strcmp(argv[i], "-a") == 0) && i + 1 < argc)
@@ -142,19 +146,21 @@ int cli_cmd_load(const struct cli_opts *o, int argc, char **argv)
             bad = parse_count(argv[i], argv[i + 1], &instances), i++;
         else if (strcmp(argv[i], "--queue-size") == 0 && i + 1 < argc)
             bad = parse_count(argv[i], argv[i + 1], &queue), i++;
+        else if (strcmp(argv[i], "--embedding") == 0)
+            embedding = true;
+        else if (strcmp(argv[i], "--pooling") == 0 && i + 1 < argc)
+            pooling = argv[++i]; // the server checks the name
         else if (argv[i][0] != '-' && !model)
             model = argv[i];
         else
             bad = 2;
         if (bad) {
-            fprintf(stderr, "usage: llamapi load PATH|NAME [--id ID] [--instances N] "
-                            "[--queue-size N]\n");
+            fputs(load_usage, stderr);
             return 2;
         }
     }
     if (!model) {
-        fprintf(stderr, "usage: llamapi load PATH|NAME [--id ID] [--instances N] "
-                        "[--queue-size N]\n");
+        fputs(load_usage, stderr);
         return 2;
     }
     char path[PATH_MAX], default_id[256];
@@ -163,6 +169,8 @@ int cli_cmd_load(const struct cli_opts *o, int argc, char **argv)
     json_t *body = json_pack("{s:s, s:s, s:I}", "model_id", id ? id : default_id, "model_path",
                              path, "instance_count", (json_int_t)instances);
     if (queue >= 0) json_object_set_new(body, "request_queue_size", json_integer(queue));
+    if (embedding) json_object_set_new(body, "embedding", json_true());
+    if (pooling) json_object_set_new(body, "pooling", json_string(pooling));
     json_t *j = NULL;
     int rc = call(o, "POST", "/v1/models/load", body, &j);
     json_decref(body);

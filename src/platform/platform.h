@@ -116,4 +116,8 @@ const struct platform *platform_find(const char *id);
 /* The first platform that claims path, or NULL when none does. */
 const struct platform *platform_detect(const char *path);
 
+/* A pooling by its llama.cpp name ("none", "mean", "cls", "last", "rank"). ERR_OK or
+ * ERR_INVALID (unknown name; *out untouched). */
+int platform_pooling_parse(const char *name, enum platform_pooling *out);
+
 #endif

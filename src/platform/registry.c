@@ -29,3 +29,15 @@ const struct platform *platform_detect(const char *path)
         if (platforms[i]->claims(path)) return platforms[i];
     return NULL;
 }
+
+int platform_pooling_parse(const char *name, enum platform_pooling *out)
+{
+    static const char *const names[] = {"none", "mean", "cls", "last", "rank"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (strcmp(name, names[i]) == 0) {
+            *out = (enum platform_pooling)(PLATFORM_POOLING_NONE + (int)i);
+            return ERR_OK;
+        }
+    }
+    return ERR_INVALID;
+}

@@ -36,13 +36,12 @@ static void block_signals(sigset_t *set)
     signal(SIGPIPE, SIG_IGN);
 }
 
-/* --pooling as the platform's value ("" or unknown: the file's). */
+/* --pooling as the platform's value ("": the file's; the option table allows only names). */
 static enum platform_pooling pooling_from(const char *s)
 {
-    static const char *const names[] = {"none", "mean", "cls", "last", "rank"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strcmp(s, names[i]) == 0) return (enum platform_pooling)(PLATFORM_POOLING_NONE + i);
-    return PLATFORM_POOLING_DEFAULT;
+    enum platform_pooling p = PLATFORM_POOLING_DEFAULT;
+    platform_pooling_parse(s, &p);
+    return p;
 }
 
 /* Loads the -m models; a failure is fatal, as for llama-server. */

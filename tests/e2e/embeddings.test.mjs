@@ -286,6 +286,35 @@ describe('decoder embedding models', () => {
     assert.match(e.message, /Input 1/);
   });
 
+  test('/v1/models/load with embedding and pooling serves a decoder as an embedding model', async () => {
+    const qwen2 = synthModel('qwen2-plain', ['--arch', 'qwen2', ...DECODER, '--seed', '4']);
+    const load = (body) => fetch(`${srv.url}/v1/models/load`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model_path: qwen2, ...body }),
+    });
+    let r = await load({ model_id: 'q2-last', embedding: true, pooling: 'last' });
+    assert.equal(r.status, 200, await r.text());
+    r = await load({ model_id: 'q2-mean', embedding: true, pooling: 'mean' });
+    assert.equal(r.status, 200, await r.text());
+    const list = await (await fetch(`${srv.url}/v1/models`)).json();
+    assert.equal(list.data.find((x) => x.id === 'q2-last').model_kind, 'embedding');
+    // The same weights as the --embedding --pooling last server: the same vectors.
+    const text = 'the cat sat on the mat';
+    const viaLoad = await client.embeddings.create({ model: 'q2-last', input: text, encoding_format: 'float' });
+    const viaFlag = await forcedClient.embeddings.create({ model: 'qwen2-plain', input: text, encoding_format: 'float' });
+    assert.deepEqual(viaLoad.data[0].embedding, viaFlag.data[0].embedding);
+    const mean = await client.embeddings.create({ model: 'q2-mean', input: text, encoding_format: 'float' });
+    assert.notDeepEqual(mean.data[0].embedding, viaLoad.data[0].embedding);
+    for (const bad of [{ pooling: 'none' }, { pooling: 'rank' }, { pooling: 7 }, { embedding: 'yes' }]) {
+      const e = await load({ model_id: 'q2-bad', embedding: true, ...bad });
+      assert.equal(e.status, 400);
+      assert.equal(errorOf(await e.json()).param, Object.keys(bad)[0]);
+    }
+    for (const id of ['q2-last', 'q2-mean'])
+      await fetch(`${srv.url}/v1/models/unload`, { method: 'POST', body: JSON.stringify({ model_id: id }) });
+  });
+
   test('--pooling none is refused for a decoder at start-up', async () => {
     const qwen2 = synthModel('qwen2-plain', ['--arch', 'qwen2', ...DECODER, '--seed', '4']);
     await assert.rejects(startServer(['--embedding', '--pooling', 'none', '-m', qwen2]), /pooling none/);
