@@ -302,7 +302,7 @@ static void stage_instance(struct cpu_embed *m, int i, int *n_items, int *room)
     } else {
         in->kv_used = 0; // nothing live: pack from the start
     }
-    for (; k<in->n_inputs && * room> 0 && *n_items < BATCH_INPUTS_MAX; k++) {
+    for (; k < in->n_inputs && (*room) > 0 && *n_items < BATCH_INPUTS_MAX; k++) {
         const int len = input_len(in->req, k);
         const size_t bytes = engine_kv_bytes(m->dec, len);
         if (in->kv_used + bytes > m->kv_bytes) return;
