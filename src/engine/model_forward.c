@@ -143,15 +143,28 @@ static void run_matmul_group(struct threadpool *tp, struct fwd *f, const struct 
     threadpool_run(tp, job_matmul, f);
 }
 
-/* Rotates one head in place with the token's cos/sin table. */
+/* Rotates one head in place with the token's cos/sin table. Each output is one fused
+ * multiply-add over one rounded product, as the reference's x86 build computes the rotation
+ * (its compiler contracts the expression): the first output fuses cos * x0, the second
+ * sin * x0 for NeOX pairs and cos * x1 for adjacent pairs, whose 4-pair vector loop does;
+ * an odd last adjacent pair is computed from two rounded products. Rounding differences here
+ * reach the last bits of every later activation. */
 static void rope_head(float *x, const float *cs, const float *sn, int n_rot, bool neox)
 {
     const int half = n_rot / 2;
     for (int i = 0; i < half; i++) {
         const int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
-        const float x0 = x[a], x1 = x[b];
-        x[a] = x0 * cs[i] - x1 * sn[i];
-        x[b] = x0 * sn[i] + x1 * cs[i];
+        const float x0 = x[a], x1 = x[b], c = cs[i], s = sn[i];
+        if (neox) {
+            x[a] = fmaf(c, x0, -(s * x1));
+            x[b] = fmaf(s, x0, c * x1);
+        } else if ((half & 1) && i == half - 1) {
+            x[a] = c * x0 - s * x1;
+            x[b] = c * x1 + s * x0;
+        } else {
+            x[a] = fmaf(c, x0, -(s * x1));
+            x[b] = fmaf(s, x0, c * x1);
+        }
     }
 }
 
@@ -222,7 +235,7 @@ static void attend_head(const struct fwd *f, int t, int h, float *out)
             vs = expf(sc - mx);
         }
         ops->mad_f16(hd, acc, vc + (size_t)j * kvd, vs);
-        sum = sum * ms + vs;
+        sum = fmaf(sum, ms, vs);
     }
     const float inv = 1.0f / sum;
     for (int i = 0; i < hd; i++)
@@ -250,12 +263,8 @@ static void job_swiglu_quant(void *arg, int ith, int nth)
     const int64_t n_ff = f->m->info.n_ff;
     int lo, hi;
     split(f->n_rows, ith, nth, &lo, &hi);
-    for (int t = lo; t < hi; t++) {
-        float *g = sc->gate + (size_t)t * n_ff;
-        const float *u = sc->up + (size_t)t * n_ff;
-        for (int64_t i = 0; i < n_ff; i++)
-            g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-    }
+    for (int t = lo; t < hi; t++)
+        ops_get()->swiglu(n_ff, sc->gate + (size_t)t * n_ff, sc->up + (size_t)t * n_ff);
     if (hi > lo) quantize_rows(f, sc->gate, n_ff, lo, hi);
 }
 
@@ -301,18 +310,20 @@ static void rope_tables(const struct fwd *f)
     }
 }
 
-/* After the last layer's attention only each item's last token matters: move those rows of
- * x and attn to the front so the remaining steps compute n_items rows. */
+/* After the last layer's attention output projection only each item's last token matters:
+ * move those rows of x and proj to the front so the remaining steps compute n_items rows.
+ * The projection itself still runs over every token, as in the reference, whose batched
+ * product sums in another order than its single-row one (see QUANT_VEC_ORDER). */
 static void keep_last_rows(struct fwd *f)
 {
     struct scratch *sc = &f->m->sc;
-    const size_t e = (size_t)f->m->info.n_embd, qd = (size_t)f->m->q_dim;
+    const size_t e = (size_t)f->m->info.n_embd;
     int t = -1;
     for (int i = 0; i < f->n_items; i++) {
         t += f->items[i].n_tokens;
         if (t != i) {
             memmove(sc->x + (size_t)i * e, sc->x + (size_t)t * e, e * sizeof(float));
-            memmove(sc->attn + (size_t)i * qd, sc->attn + (size_t)t * qd, qd * sizeof(float));
+            memmove(sc->proj + (size_t)i * e, sc->proj + (size_t)t * e, e * sizeof(float));
         }
     }
     f->n_rows = f->n_items;
@@ -356,11 +367,11 @@ static void run_layer(struct threadpool *tp, struct fwd *f, int il)
     run_matmul_group(tp, f, &L->plan_qkv, sc->q, sc->k, sc->v);
     run_light(tp, job_qkv_post, f, f->n_tok <= LIGHT_ROWS_MAX);
     run_light(tp, job_attention, f, attention_is_small(f));
-    if (il == m->info.n_layer - 1) keep_last_rows(f);
     f->src = sc->attn;
     f->plan = &L->plan_o;
     run_light(tp, job_quant, f, f->n_rows <= LIGHT_ROWS_MAX);
     run_matmul_group(tp, f, &L->plan_o, sc->proj, NULL, NULL);
+    if (il == m->info.n_layer - 1) keep_last_rows(f);
     f->add = sc->proj;
     f->norm_w = L->ffn_norm;
     f->plan = &L->plan_gu;

@@ -86,6 +86,13 @@ INLINE_ALWAYS int32_t hsum_i32x8(__m256i v)
     return _mm_cvtsi128_si32(s);
 }
 
+/* The lane sums of four vectors, as the four lanes of the result (exact integer adds). */
+INLINE_ALWAYS __m128i hsum4_i32x8(const __m256i p[4])
+{
+    __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
 INLINE_ALWAYS float load_half(const uint8_t *p)
 {
     uint16_t h;
