@@ -131,14 +131,15 @@ INLINE_ALWAYS void tile_q32_vnni_blocks(int type, const struct quant_tile *t, in
     const __m256i offset = _mm256_set1_epi8((char)quant_offset(type));
     for (int64_t b = 0; b < t->n / 32; b++) {
         __m256i q[QUANT_TILE_MAX];
-        float dxs[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        const uint8_t *blks[4];
+        for (int r = 0; r < 4; r++) // rows past NR repeat the last one; their lanes are unused
+            blks[r] = x + (r < NR ? r : NR - 1) * t->x_stride + (size_t)b * wsz;
         for (int r = 0; r < NR; r++) {
-            const uint8_t *blk = x + r * t->x_stride + (size_t)b * wsz;
+            const uint8_t *blk = blks[r];
             if (NC == 1) _mm_prefetch((const char *)blk + PF_TILES * NR * t->x_stride, _MM_HINT_T0);
             q[r] = block_quants_u(type, blk);
-            dxs[r] = load_half(blk);
         }
-        const __m128 dx = _mm_loadu_ps(dxs);
+        const __m128 dx = load_half4(blks);
         for (int c = 0; c < NC; c++) {
             const uint8_t *ablk = y + c * t->y_stride + (size_t)b * sizeof(struct block_q8_0);
             __m256i qy = _mm256_loadu_si256((const __m256i *)(ablk + 2));
@@ -148,7 +149,7 @@ INLINE_ALWAYS void tile_q32_vnni_blocks(int type, const struct quant_tile *t, in
             __m256i p[4];
             for (int r = 0; r < 4; r++)
                 p[r] = r < NR ? _mm256_dpbusd_avx_epi32(start, q[r], qy) : _mm256_setzero_si256();
-            const __m128 dot = _mm_cvtepi32_ps(hsum4_i32x8(p));
+            const __m128 dot = _mm_cvtepi32_ps(hsum4_small_i32x8(p));
             acc[c] = _mm_fmadd_ps(dot, _mm_mul_ps(dx, _mm_set1_ps(load_half(ablk))), acc[c]);
         }
     }
