@@ -22,6 +22,7 @@
 
 static void run_tiles(const struct matmul_args *a, quant_vec_dot_tile_fn tile_fn, size_t w_row,
                       const int64_t rc[4], int64_t tile_rows, int64_t tile_cols);
+static int reference_order(const struct matmul_args *a);
 
 static int64_t min_i64(int64_t a, int64_t b)
 {
@@ -74,12 +75,34 @@ void matmul_run(const struct matmul_args *a, int ith, int nth)
                   (int64_t[4]){r0, r1, c0, min_i64(c0 + chunk, a->n_tok)}, tile_rows, tile_cols);
 }
 
+/* The summation order of the reference's kernel for this product (see QUANT_ORDER_*): for
+ * float weights its single-row dot for one token or a shape its batched kernel refuses; for
+ * Q4_0 matrices with a multiple of 8 rows its interleaved kernels. */
+int matmul_order(uint32_t w_type, int64_t n_in, int64_t n_out, int64_t n_tok)
+{
+    switch (w_type) {
+    case QUANT_F32:
+    case QUANT_F16:
+        return n_tok < 2 || n_in % 8 != 0 || n_out % 4 != 0 ? QUANT_ORDER_VEC : QUANT_ORDER_LANES;
+    case QUANT_Q4_0:
+        return n_out % 8 == 0 ? QUANT_ORDER_BLOCKS : QUANT_ORDER_LANES;
+    default:
+        return QUANT_ORDER_LANES;
+    }
+}
+
+static int reference_order(const struct matmul_args *a)
+{
+    return matmul_order(a->w_type, a->n_in, a->n_out, a->n_tok);
+}
+
 /* Tiles over rows [rc[0], rc[1]) and tokens [rc[2], rc[3]). */
 static void run_tiles(const struct matmul_args *a, quant_vec_dot_tile_fn tile_fn, size_t w_row,
                       const int64_t rc[4], int64_t tile_rows, int64_t tile_cols)
 {
     const uint8_t *w = a->w;
     const uint8_t *x = a->x;
+    const int order = reference_order(a);
     for (int64_t r = rc[0]; r < rc[1]; r += tile_rows) {
         for (int64_t c = rc[2]; c < rc[3]; c += tile_cols) {
             struct quant_tile tile = {
@@ -92,6 +115,7 @@ static void run_tiles(const struct matmul_args *a, quant_vec_dot_tile_fn tile_fn
                 .s_stride = (size_t)a->n_out,
                 .n_rows = (int)min_i64(tile_rows, rc[1] - r),
                 .n_cols = (int)min_i64(tile_cols, rc[3] - c),
+                .order = order,
             };
             tile_fn(&tile);
         }
@@ -108,8 +132,10 @@ int matmul_quantize_input(const float *x, int64_t n_tok, int64_t n_in, uint32_t 
         return ERR_INVALID;
     int64_t t0, t1;
     thread_range(n_tok, 1, ith, nth, &t0, &t1);
-    // Q8_0 activations are rounded as the reference's runtime rounds them (see quants.h).
-    quant_from_float_fn quantize = dot_type == QUANT_Q8_0 ? quant_q8_0_activations : tr->from_float;
+    // Q8_0 / Q8_1 activations are rounded as the reference's runtime rounds them (quants.h).
+    quant_from_float_fn quantize = dot_type == QUANT_Q8_0   ? quant_q8_0_activations
+                                   : dot_type == QUANT_Q8_1 ? quant_q8_1_activations
+                                                            : tr->from_float;
     for (int64_t t = t0; t < t1; t++)
         quantize(x + t * n_in, (uint8_t *)out + (size_t)t * out_row_bytes, n_in);
     return ERR_OK;

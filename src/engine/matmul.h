@@ -35,6 +35,12 @@ void matmul_run(const struct matmul_args *a, int ith, int nth);
 int matmul_quantize_input(const float *x, int64_t n_tok, int64_t n_in, uint32_t dot_type, void *out,
                           size_t out_row_bytes, int ith, int nth);
 
+/* The summation order (QUANT_ORDER_* in engine/quants/quants.h) matmul_run uses for a product
+ * of this weight type and shape: the order of the kernel the reference's x86 build runs for
+ * it, so results agree with it bit for bit. Every tile of the product is computed in that
+ * order. Cannot fail. */
+int matmul_order(uint32_t w_type, int64_t n_in, int64_t n_out, int64_t n_tok);
+
 /* Bytes of one activation row of n_in elements in the dot type of w_type; 0 when w_type has no
  * vec_dot or n_in does not fit its block length. Cannot fail. */
 size_t matmul_input_row_bytes(uint32_t w_type, int64_t n_in);

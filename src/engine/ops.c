@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 uint16_t ops_f32_to_f16(float f)
@@ -58,23 +59,22 @@ float ops_f16_to_f32(uint16_t h)
 }
 
 /* Products in float, summed in double. */
-float ops_dot_f16_tail(int64_t i, int64_t n, const uint16_t *a, const uint16_t *b)
+double ops_dot_f16_tail(int64_t i, int64_t n, const uint16_t *a, const uint16_t *b, double sum)
 {
-    double s = 0.0;
     for (; i < n; i++)
-        s += (double)(ops_f16_to_f32(a[i]) * ops_f16_to_f32(b[i]));
-    return (float)s;
+        sum += (double)(ops_f16_to_f32(a[i]) * ops_f16_to_f32(b[i]));
+    return sum;
 }
 
 void ops_mad_f16_tail(int64_t i, int64_t n, uint16_t *y, const uint16_t *x, float s)
 {
     for (; i < n; i++)
-        y[i] = ops_f32_to_f16(ops_f16_to_f32(y[i]) + ops_f16_to_f32(x[i]) * s);
+        y[i] = ops_f32_to_f16(fmaf(ops_f16_to_f32(x[i]), s, ops_f16_to_f32(y[i])));
 }
 
 static float dot_f16_ref(int64_t n, const uint16_t *a, const uint16_t *b)
 {
-    return ops_dot_f16_tail(0, n, a, b);
+    return (float)ops_dot_f16_tail(0, n, a, b, 0.0);
 }
 
 static void mad_f16_ref(int64_t n, uint16_t *y, const uint16_t *x, float s)
@@ -94,11 +94,58 @@ static void f32_to_f16_ref(int64_t n, const float *x, uint16_t *y)
         y[i] = ops_f32_to_f16(x[i]);
 }
 
+static float bits_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static uint32_t f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+/* x = n ln2 + b with n integral (the 1.5 * 2^23 shift rounds x / ln2 to an integer whose
+ * bits land in the low mantissa), ln2 split in two parts; e^b by a polynomial in b and b^2;
+ * 2^n built in the exponent field. Scaling in two steps covers |n| > 126, where 2^n alone
+ * would overflow or go subnormal; |n| > 192 saturates to 0 or infinity. */
+float ops_expf_poly(float x)
+{
+    const float shift = 0x1.8p23f;
+    const float z = fmaf(x, 0x1.715476p+0f, shift);
+    const float n = z - shift;
+    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+    const uint32_t e = f32_bits(z) << 23;
+    const float k = bits_f32(e + f32_bits(1.0f));
+    const float u = b * b;
+    const float j = fmaf(
+        fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+        u, 0x1.ffffecp-1f * b);
+    if (!(fabsf(n) > 126.0f)) return fmaf(k, j, k);
+    const uint32_t g = n <= 0.0f ? 0x82000000u : 0u;
+    const float s1 = bits_f32(g + 0x7f000000u), s2 = bits_f32(e - g);
+    if (fabsf(n) > 192.0f) return s1 * s1;
+    return fmaf(s2, j, s2) * s1;
+}
+
+static void swiglu_ref(int64_t n, float *g, const float *u)
+{
+    const int64_t nv = n & ~(int64_t)7;
+    for (int64_t i = 0; i < nv; i++)
+        g[i] = g[i] / (1.0f + ops_expf_poly(0.0f - g[i])) * u[i];
+    for (int64_t i = nv; i < n; i++)
+        g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
 static const struct ops_kernels kernels_ref = {
     .dot_f16 = dot_f16_ref,
     .mad_f16 = mad_f16_ref,
     .scale_f16 = scale_f16_ref,
     .f32_to_f16 = f32_to_f16_ref,
+    .swiglu = swiglu_ref,
 };
 
 static const struct ops_kernels kernels_avx2 = {
@@ -106,6 +153,7 @@ static const struct ops_kernels kernels_avx2 = {
     .mad_f16 = ops_mad_f16_avx2,
     .scale_f16 = ops_scale_f16_avx2,
     .f32_to_f16 = ops_f32_to_f16_avx2,
+    .swiglu = ops_swiglu_avx2,
 };
 
 // Set once under pthread_once before any kernel thread reads it (the CPU feature flags).

@@ -18,6 +18,9 @@ struct ops_kernels {
     void (*scale_f16)(int64_t n, uint16_t *y, float s);
     /* y[i] = half(x[i]), round to nearest even. */
     void (*f32_to_f16)(int64_t n, const float *x, uint16_t *y);
+    /* g[i] = silu(g[i]) * u[i] with the reference's arithmetic: each full group of 8 uses
+     * its polynomial exponential (ops_expf_poly), the rest libm's expf. */
+    void (*swiglu)(int64_t n, float *g, const float *u);
 };
 
 /* Selects the AVX2+FMA+F16C variants when the CPU has them and LLAMAPI_NO_SIMD is not 1.
@@ -32,9 +35,15 @@ const struct ops_kernels *ops_ref(void);
 /* Scalar half <-> float conversions (round to nearest even). Cannot fail. */
 uint16_t ops_f32_to_f16(float f);
 float ops_f16_to_f32(uint16_t h);
-/* Scalar tails shared by both variants (exactly the reference's leftover loops). */
-float ops_dot_f16_tail(int64_t i, int64_t n, const uint16_t *a, const uint16_t *b);
+/* Scalar tails shared by both variants (exactly the reference's leftover loops): the dot
+ * tail adds each product to the running double sum of the SIMD part. */
+double ops_dot_f16_tail(int64_t i, int64_t n, const uint16_t *a, const uint16_t *b, double sum);
 void ops_mad_f16_tail(int64_t i, int64_t n, uint16_t *y, const uint16_t *x, float s);
+
+/* e^x as the reference's vectorized exponential computes it (a degree-5 polynomial on a
+ * range-reduced argument, with fused multiply-adds; within a few ulp of expf, but not equal
+ * to it). Scalar; the AVX2 swiglu gives the same bits per lane. Cannot fail. */
+float ops_expf_poly(float x);
 
 /* AVX2 variants (ops_avx2.c); only call when ops_have_avx2(). */
 bool ops_have_avx2(void);
@@ -42,5 +51,6 @@ float ops_dot_f16_avx2(int64_t n, const uint16_t *a, const uint16_t *b);
 void ops_mad_f16_avx2(int64_t n, uint16_t *y, const uint16_t *x, float s);
 void ops_scale_f16_avx2(int64_t n, uint16_t *y, float s);
 void ops_f32_to_f16_avx2(int64_t n, const float *x, uint16_t *y);
+void ops_swiglu_avx2(int64_t n, float *g, const float *u);
 
 #endif

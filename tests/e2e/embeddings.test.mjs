@@ -195,6 +195,14 @@ describe('embeddings', { skip: hasShared ? false : 'skip: ../shared absent' }, (
 const DECODER = ['--layers', '2', '--embd', '64', '--heads', '2', '--heads-kv', '1', '--ffn', '128',
   '--ctx', '1024', '--type', 'f16'];
 
+// F32/F16 products sum in another order for one token than for several (as the reference's
+// do), so a decoder's vector depends on its batch in the last bits only.
+function assertClose(a, b, msg) {
+  assert.equal(a.length, b.length, msg);
+  const worst = Math.max(...a.map((x, i) => Math.abs(x - b[i])));
+  assert.ok(worst <= 1e-6, `${msg}: differs by ${worst}`);
+}
+
 function norm(v) {
   return Math.sqrt(v.reduce((s, x) => s + x * x, 0));
 }
@@ -223,7 +231,7 @@ describe('decoder embedding models', () => {
     assert.equal(f.data.find((x) => x.id === 'qwen2-plain').model_kind, 'embedding');
   });
 
-  test('vectors are normalized, n_embd long, in input order, and independent of the batch', async () => {
+  test('vectors are normalized, n_embd long, in input order, and agree with the input alone', async () => {
     const texts = ['the cat sat on the mat', 'hello', 'a quick brown fox jumps over the lazy dog', 'hello'];
     for (const [c, model] of [[client, 'qwen3-embed'], [forcedClient, 'qwen2-plain']]) {
       const r = await c.embeddings.create({ model, input: texts, encoding_format: 'float' });
@@ -235,7 +243,7 @@ describe('decoder embedding models', () => {
         assert.equal(r.data[i].embedding.length, 64);
         assert.ok(Math.abs(norm(r.data[i].embedding) - 1) < 1e-5, `input ${i}`);
         const alone = await c.embeddings.create({ model, input: texts[i], encoding_format: 'float' });
-        assert.deepEqual(alone.data[0].embedding, r.data[i].embedding, `input ${i} alone`);
+        assertClose(alone.data[0].embedding, r.data[i].embedding, `input ${i} alone`);
       }
       assert.deepEqual(r.data[1].embedding, r.data[3].embedding);
       assert.notDeepEqual(r.data[0].embedding, r.data[1].embedding);
@@ -250,7 +258,7 @@ describe('decoder embedding models', () => {
     const f = await client.embeddings.create({ model: 'qwen3-embed', input, encoding_format: 'float' });
     assert.ok(f.usage.prompt_tokens > 512 && f.usage.prompt_tokens <= 1024, `${f.usage.prompt_tokens} tokens`);
     const alone = await client.embeddings.create({ model: 'qwen3-embed', input: long, encoding_format: 'float' });
-    assert.deepEqual(alone.data[0].embedding, f.data[1].embedding);
+    assertClose(alone.data[0].embedding, f.data[1].embedding, 'the long input alone');
     const b = await client.embeddings.create({ model: 'qwen3-embed', input }); // the SDK asks for base64
     for (let i = 0; i < 2; i++)
       assert.deepEqual(Array.from(b.data[i].embedding), f.data[i].embedding.map((x) => Math.fround(x)));

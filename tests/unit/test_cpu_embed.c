@@ -181,6 +181,14 @@ static void write_decoder(const char *arch, int pooling_type, char *path, size_t
     gguf_writer_free(w);
 }
 
+static double max_abs_diff(const float *a, const float *b, int n)
+{
+    double d = 0;
+    for (int i = 0; i < n; i++)
+        d = fabs((double)a[i] - b[i]) > d ? fabs((double)a[i] - b[i]) : d;
+    return d;
+}
+
 static void normalize(float *v, int n)
 {
     double s = 0;
@@ -282,8 +290,10 @@ static void check_decoder_model(const char *path, int force, enum platform_pooli
         float want[64];
         expected_vector(em, tp, ids + off, lens[k], pool, want);
         assert_int_equal(wait_done(one[k], &status, &err), FINISH_STOP);
-        assert_memory_equal(one[k]->embedding, want, sizeof want);
-        assert_memory_equal(all->embedding + k * d.n_embd, want, sizeof want);
+        // F32/F16 products sum in another order for one token than for several (as the
+        // reference's do), so a vector depends on its batch in the last bits only.
+        assert_true(max_abs_diff(one[k]->embedding, want, d.n_embd) <= 1e-6);
+        assert_true(max_abs_diff(all->embedding + k * d.n_embd, want, d.n_embd) <= 1e-6);
         double norm = 0;
         for (int j = 0; j < d.n_embd; j++)
             norm += (double)want[j] * want[j];

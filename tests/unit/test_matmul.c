@@ -85,49 +85,80 @@ static void run_split(const struct problem *p, float *y, int nth)
         matmul_run(&a, ith, nth);
 }
 
+/* One output at a time: the single dot, or the 1x1 tile in the product's summation order. */
 static void naive(const struct problem *p, float *y)
 {
     const struct quant_traits *tr = quant_traits_of(p->type);
+    const int order = matmul_order(p->type, p->n_in, p->n_out, p->n_tok);
     for (int64_t t = 0; t < p->n_tok; t++)
-        for (int64_t r = 0; r < p->n_out; r++)
-            tr->vec_dot(p->n_in, &y[t * p->n_out + r], p->w + (size_t)r * p->w_row,
-                        p->xq + (size_t)t * p->x_row);
+        for (int64_t r = 0; r < p->n_out; r++) {
+            const uint8_t *w = p->w + (size_t)r * p->w_row, *x = p->xq + (size_t)t * p->x_row;
+            float *out = &y[t * p->n_out + r];
+            if (!tr->vec_dot_tile) {
+                tr->vec_dot(p->n_in, out, w, x);
+                continue;
+            }
+            struct quant_tile one = {
+                .n = p->n_in, .x = w, .y = x, .s = out, .n_rows = 1, .n_cols = 1, .order = order};
+            tr->vec_dot_tile(&one);
+        }
+}
+
+/* The orders follow the reference's kernel choice: float weights use its single-row dot for
+ * one token or shapes its batched kernel refuses, Q4_0 its 8-row interleaved kernels. */
+static void test_matmul_order(void **state)
+{
+    (void)state;
+    assert_int_equal(matmul_order(QUANT_F32, 64, 64, 1), QUANT_ORDER_VEC);
+    assert_int_equal(matmul_order(QUANT_F32, 64, 64, 2), QUANT_ORDER_LANES);
+    assert_int_equal(matmul_order(QUANT_F16, 172, 64, 5), QUANT_ORDER_VEC);
+    assert_int_equal(matmul_order(QUANT_F16, 64, 6, 5), QUANT_ORDER_VEC);
+    assert_int_equal(matmul_order(QUANT_F16, 64, 8, 5), QUANT_ORDER_LANES);
+    assert_int_equal(matmul_order(QUANT_Q4_0, 64, 64, 1), QUANT_ORDER_BLOCKS);
+    assert_int_equal(matmul_order(QUANT_Q4_0, 64, 64, 9), QUANT_ORDER_BLOCKS);
+    assert_int_equal(matmul_order(QUANT_Q4_0, 64, 172, 1), QUANT_ORDER_LANES);
+    assert_int_equal(matmul_order(QUANT_Q8_0, 64, 64, 1), QUANT_ORDER_LANES);
+    assert_int_equal(matmul_order(QUANT_BF16, 64, 64, 1), QUANT_ORDER_LANES);
 }
 
 static void test_matmul_equals_vec_dot_loop(void **state)
 {
     (void)state;
-    for (size_t k = 0; k < N_TYPES; k++) {
-        const struct quant_traits *tr = quant_traits_of(types[k]);
-        int64_t n_in = tr->block_len == 1 ? 37 : 2 * tr->block_len;
-        for (int64_t n_tok = 1; n_tok <= 17; n_tok++) {
-            struct problem p;
-            problem_make(&p, types[k], n_in, 13, n_tok);
-            for (int nth = 1; nth <= 3; nth++) {
-                for (int ith = 0; ith < nth; ith++)
-                    assert_int_equal(matmul_quantize_input(p.xf, n_tok, n_in, tr->dot_type, p.xq,
-                                                           p.x_row, ith, nth),
-                                     ERR_OK);
-                size_t ny = (size_t)(p.n_out * n_tok);
-                float *y1 = mem_alloc(ny * sizeof(float)), *y2 = mem_alloc(ny * sizeof(float));
-                float *yn = mem_alloc(ny * sizeof(float));
-                assert_true(y1 && y2 && yn);
-                memset(y1, 0xff, ny * sizeof(float)); // NaN: every output must be written
-                run_split(&p, y1, nth);
-                run_split(&p, y2, nth);
-                naive(&p, yn);
-                assert_memory_equal(y1, y2, ny * sizeof(float));
-                for (size_t i = 0; i < ny; i++)
-                    if (memcmp(&y1[i], &yn[i], sizeof(float)) != 0)
-                        fail_msg("%s n_tok=%lld nth=%d out %zu: %.9g vs %.9g", tr->name,
-                                 (long long)n_tok, nth, i, y1[i], yn[i]);
-                mem_free(y1);
-                mem_free(y2);
-                mem_free(yn);
+    // 13 rows and (float types) 37-wide rows are shapes where the reference's kernels pick
+    // another summation order than for 16 rows of 64 (see matmul_order).
+    for (size_t k = 0; k < N_TYPES; k++)
+        for (int shape = 0; shape < 2; shape++) {
+            const struct quant_traits *tr = quant_traits_of(types[k]);
+            int64_t n_in = tr->block_len == 1 ? (shape ? 64 : 37) : 2 * tr->block_len;
+            const int64_t n_out = shape ? 16 : 13;
+            for (int64_t n_tok = 1; n_tok <= 17; n_tok++) {
+                struct problem p;
+                problem_make(&p, types[k], n_in, n_out, n_tok);
+                for (int nth = 1; nth <= 3; nth++) {
+                    for (int ith = 0; ith < nth; ith++)
+                        assert_int_equal(matmul_quantize_input(p.xf, n_tok, n_in, tr->dot_type,
+                                                               p.xq, p.x_row, ith, nth),
+                                         ERR_OK);
+                    size_t ny = (size_t)(p.n_out * n_tok);
+                    float *y1 = mem_alloc(ny * sizeof(float)), *y2 = mem_alloc(ny * sizeof(float));
+                    float *yn = mem_alloc(ny * sizeof(float));
+                    assert_true(y1 && y2 && yn);
+                    memset(y1, 0xff, ny * sizeof(float)); // NaN: every output must be written
+                    run_split(&p, y1, nth);
+                    run_split(&p, y2, nth);
+                    naive(&p, yn);
+                    assert_memory_equal(y1, y2, ny * sizeof(float));
+                    for (size_t i = 0; i < ny; i++)
+                        if (memcmp(&y1[i], &yn[i], sizeof(float)) != 0)
+                            fail_msg("%s n_tok=%lld nth=%d out %zu: %.9g vs %.9g", tr->name,
+                                     (long long)n_tok, nth, i, y1[i], yn[i]);
+                    mem_free(y1);
+                    mem_free(y2);
+                    mem_free(yn);
+                }
+                problem_free(&p);
             }
-            problem_free(&p);
         }
-    }
 }
 
 /* Widely spaced activation rows make the token chunks small (a few tokens each), so the
@@ -251,6 +282,7 @@ static int setup(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matmul_order),
         cmocka_unit_test(test_matmul_equals_vec_dot_loop),
         cmocka_unit_test(test_matmul_threads),
         cmocka_unit_test(test_matmul_token_chunks),

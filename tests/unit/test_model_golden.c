@@ -2,13 +2,16 @@
  * stories260K models (F32, F16, Q8_0, Q5_0, Q5_1, Q4_0, Q4_1) and the v1 file against v3. A
  * separate binary from test_model because it is the slow one under ASan.
  *
- * The comparison: every case must reproduce the reference's greedy ids for at least the first
- * 48 of 64 tokens and at least 3 of the 4 cases all 64; for F32 all 64 in every case. Past a
- * near-tie (two tokens within a few hundredths of a nat) the two implementations may pick
- * differently: their accumulation orders differ, and the half-precision attention accumulator
- * turns last-bit differences into visible ones. F32 log-probabilities: the chosen token within
- * 2e-3 of the reference, the other top-5 entries within 5e-3 (measured at worst: 1.2e-3 and
- * 3.0e-3; most entries agree to 1e-4). */
+ * Strict: every case of every type reproduces all 64 greedy ids, and for every type the
+ * log-probabilities of the first 16 positions (the chosen token and the other top-5 entries)
+ * agree within 1e-3 (the issue's bound for F32; the quantized types meet it too). The engine
+ * follows the reference's x86 (AVX2) arithmetic op by op, so its logits equal the reference's
+ * bit for bit on these cases; what remains is the goldens' printing to 5 decimals. Measured
+ * worst errors (chosen / top 5): F32 5.8e-6 / 6.2e-6, F16 6.0e-6 / 6.1e-6, Q8_0 5.7e-6 /
+ * 6.0e-6, Q5_0 5.8e-6 / 6.2e-6, Q5_1 5.7e-6 / 5.7e-6, Q4_0 6.4e-6 / 6.3e-6, Q4_1 5.9e-6 /
+ * 6.5e-6. The bound keeps room for libm differences in the few expf/cosf/sinf calls. The
+ * scalar kernels (no AVX2, or LLAMAPI_NO_SIMD=1) sum in element order instead, so without
+ * the SIMD kernels the comparison is skipped. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -16,6 +19,7 @@
 #include <cmocka.h>
 
 #include "engine/model.h"
+#include "engine/quants/quants.h"
 #include "engine/threadpool.h"
 #include "util/mem.h"
 
@@ -56,9 +60,8 @@ static void skip_unless(const char *path)
 
 /* Decodes one golden case greedily; returns the number of generated tokens equal to the
  * reference's before the first difference, and records log-probability errors (chosen token,
- * others) when lp_tol > 0. */
-static int run_case(struct engine_model *m, struct threadpool *tp, json_t *c, double lp_tol,
-                    double max_lp_err[2])
+ * others). */
+static int run_case(struct engine_model *m, struct threadpool *tp, json_t *c, double max_lp_err[2])
 {
     json_t *prompt = json_object_get(c, "prompt_tokens"), *want = json_object_get(c, "tokens");
     json_t *tops = json_object_get(c, "top_logprobs");
@@ -78,7 +81,7 @@ static int run_case(struct engine_model *m, struct threadpool *tp, json_t *c, do
     for (int i = 0; i < n_gen; i++) {
         const float *logits = engine_seq_logits(s);
         int32_t tok = argmax(logits, n_vocab);
-        if (lp_tol > 0 && (size_t)i < json_array_size(tops)) {
+        if ((size_t)i < json_array_size(tops)) {
             log_softmax(logits, n_vocab, lp);
             json_t *top = json_object_get(json_array_get(tops, (size_t)i), "top");
             for (size_t k = 0; k < json_array_size(top); k++) {
@@ -103,11 +106,18 @@ static int run_case(struct engine_model *m, struct threadpool *tp, json_t *c, do
     return matched;
 }
 
-static void golden(const char *model_path, const char *golden_path, double lp_tol,
-                   bool must_match_all)
+#define LP_TOL 1e-3 // log-probability bound, chosen token and top 5
+
+static void golden(const char *model_path, const char *golden_path)
 {
     skip_unless(model_path);
     skip_unless(golden_path);
+    quant_init();
+    if (!quant_using_avx2()) {
+        printf("skip: the goldens hold the reference's x86 SIMD arithmetic; scalar kernels in "
+               "use\n");
+        skip();
+    }
     json_error_t jerr;
     json_t *root = json_load_file(golden_path, 0, &jerr);
     assert_non_null(root);
@@ -120,31 +130,28 @@ static void golden(const char *model_path, const char *golden_path, double lp_to
     assert_true(json_array_size(cases) > 0);
     double max_lp_err[2] = {0.0, 0.0};
     const int n_cases = (int)json_array_size(cases);
-    int n_full = 0, n_matched = 0, n_total = 0, min_prefix = 1 << 30;
+    int n_full = 0, n_matched = 0, n_total = 0;
     for (int i = 0; i < n_cases; i++) {
         json_t *c = json_array_get(cases, (size_t)i);
         int n_gen = (int)json_array_size(json_object_get(c, "tokens"));
-        int matched = run_case(m, tp, c, lp_tol, max_lp_err);
+        assert_int_equal(n_gen, 64);
+        int matched = run_case(m, tp, c, max_lp_err);
         if (matched < n_gen)
             printf("%s case %d: first difference at generated token %d\n", model_path, i, matched);
         n_full += matched == n_gen;
         n_matched += matched;
         n_total += n_gen;
-        min_prefix = matched < min_prefix ? matched : min_prefix;
     }
     threadpool_free(tp);
     engine_model_free(m);
     json_decref(root);
     printf("%s: %d of %d cases match all tokens, %d of %d tokens before the first miss\n",
            model_path, n_full, n_cases, n_matched, n_total);
-    if (lp_tol > 0) {
-        printf("%s: log-prob error %.2e (chosen) %.2e (top 5)\n", model_path, max_lp_err[0],
-               max_lp_err[1]);
-        assert_true(max_lp_err[0] <= lp_tol);
-        assert_true(max_lp_err[1] <= 2.5 * lp_tol);
-    }
-    assert_true(min_prefix >= 48);
-    assert_true(n_full >= (must_match_all ? n_cases : n_cases - 1));
+    printf("%s: log-prob error %.2e (chosen) %.2e (top 5)\n", model_path, max_lp_err[0],
+           max_lp_err[1]);
+    assert_int_equal(n_full, n_cases);
+    assert_true(max_lp_err[0] <= LP_TOL);
+    assert_true(max_lp_err[1] <= LP_TOL);
 }
 
 #define SM "../shared/models/llama/"
@@ -153,43 +160,43 @@ static void golden(const char *model_path, const char *golden_path, double lp_to
 static void test_golden_f32(void **state)
 {
     (void)state;
-    golden(SM "stories260K.gguf", SG "stories260K.greedy.json", 2e-3, true);
+    golden(SM "stories260K.gguf", SG "stories260K.greedy.json");
 }
 static void test_golden_f16(void **state)
 {
     (void)state;
-    golden(SM "stories260K-F16.gguf", SG "stories260K-F16.greedy.json", 0, false);
+    golden(SM "stories260K-F16.gguf", SG "stories260K-F16.greedy.json");
 }
 static void test_golden_q8_0(void **state)
 {
     (void)state;
-    golden(SM "stories260K-Q8_0.gguf", SG "stories260K-Q8_0.greedy.json", 0, false);
+    golden(SM "stories260K-Q8_0.gguf", SG "stories260K-Q8_0.greedy.json");
 }
 static void test_golden_q5_0(void **state)
 {
     (void)state;
-    golden(SM "stories260K-Q5_0.gguf", SG "stories260K-Q5_0.greedy.json", 0, false);
+    golden(SM "stories260K-Q5_0.gguf", SG "stories260K-Q5_0.greedy.json");
 }
 static void test_golden_q5_1(void **state)
 {
     (void)state;
-    golden(SM "stories260K-Q5_1.gguf", SG "stories260K-Q5_1.greedy.json", 0, false);
+    golden(SM "stories260K-Q5_1.gguf", SG "stories260K-Q5_1.greedy.json");
 }
 static void test_golden_q4_0(void **state)
 {
     (void)state;
-    golden(SM "stories260K-Q4_0.gguf", SG "stories260K-Q4_0.greedy.json", 0, false);
+    golden(SM "stories260K-Q4_0.gguf", SG "stories260K-Q4_0.greedy.json");
 }
 static void test_golden_q4_1(void **state)
 {
     (void)state;
-    golden(SM "stories260K-Q4_1.gguf", SG "stories260K-Q4_1.greedy.json", 0, false);
+    golden(SM "stories260K-Q4_1.gguf", SG "stories260K-Q4_1.greedy.json");
 }
 static void test_golden_v1_file(void **state)
 {
     (void)state;
     // Same weights in the GGUF v1 layout (context 512): the same greedy continuation.
-    golden(SM "tinyllamas-stories-260k-f32.gguf", SG "stories260K.greedy.json", 2e-3, true);
+    golden(SM "tinyllamas-stories-260k-f32.gguf", SG "stories260K.greedy.json");
 }
 
 int main(void)

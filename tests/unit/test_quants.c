@@ -456,6 +456,86 @@ static void test_vec_dot_tile(void **state)
     }
 }
 
+/* The other summation orders (QUANT_ORDER_VEC for float weights, QUANT_ORDER_BLOCKS for Q4_0):
+ * every tile shape equals the 1x1 tile bit for bit, and the result stays within float
+ * rounding of the scalar reference. Lengths cover the float order's tails (n mod 32 of 0, 3,
+ * 4, 7, 12). */
+static void test_vec_dot_tile_orders(void **state)
+{
+    (void)state;
+    static const struct {
+        uint32_t type;
+        int order;
+    } cs[] = {{QUANT_F32, QUANT_ORDER_VEC},
+              {QUANT_F16, QUANT_ORDER_VEC},
+              {QUANT_Q4_0, QUANT_ORDER_BLOCKS}};
+    static const int64_t lens[] = {32, 35, 64, 68, 71, 172, 224};
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        const struct quant_traits *tr = quant_traits_of(cs[i].type);
+        const struct quant_traits *ref = quant_traits_ref(cs[i].type);
+        if (!tr->vec_dot_tile) continue; // scalar build: orders do not apply
+        const struct quant_traits *dt = quant_traits_of(tr->dot_type);
+        for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+            const int64_t n = lens[l];
+            if (n % tr->block_len) continue;
+            size_t wb = row_bytes(cs[i].type, n), ab = row_bytes(tr->dot_type, n);
+            uint8_t *w = mem_alloc(4 * wb), *a = mem_alloc(4 * ab);
+            float f[256], mag[4][4];
+            assert_true(w && a);
+            float wf[4][256], af[4][256];
+            for (int r = 0; r < 4; r++) {
+                fill_random(f, n, 1.0f);
+                tr->from_float(f, w + r * wb, n);
+                ref->to_float(w + r * wb, wf[r], n);
+                fill_random(f, n, 2.0f);
+                dt->from_float(f, a + r * ab, n);
+                quant_traits_ref(tr->dot_type)->to_float(a + r * ab, af[r], n);
+            }
+            for (int r = 0; r < 4; r++)
+                for (int c = 0; c < 4; c++) {
+                    mag[r][c] = 0.0f;
+                    for (int64_t j = 0; j < n; j++)
+                        mag[r][c] += fabsf(wf[r][j] * af[c][j]);
+                }
+            for (int nr = 1; nr <= QUANT_TILE_MAX; nr++)
+                for (int nc = 1; nc <= QUANT_TILE_MAX; nc++) {
+                    float s[4 * 5];
+                    struct quant_tile t = {.n = n,
+                                           .x = w,
+                                           .x_stride = wb,
+                                           .y = a,
+                                           .y_stride = ab,
+                                           .s = s,
+                                           .s_stride = 5,
+                                           .n_rows = nr,
+                                           .n_cols = nc,
+                                           .order = cs[i].order};
+                    tr->vec_dot_tile(&t);
+                    for (int r = 0; r < nr; r++)
+                        for (int c = 0; c < nc; c++) {
+                            float one, want;
+                            struct quant_tile t1 = t;
+                            t1.x = w + r * wb;
+                            t1.y = a + c * ab;
+                            t1.s = &one;
+                            t1.n_rows = t1.n_cols = 1;
+                            tr->vec_dot_tile(&t1);
+                            if (memcmp(&one, &s[c * 5 + r], sizeof one) != 0)
+                                fail_msg("%s order %d n=%lld tile %dx%d (%d,%d): %.9g vs %.9g",
+                                         tr->name, cs[i].order, (long long)n, nr, nc, r, c,
+                                         s[c * 5 + r], one);
+                            ref->vec_dot(n, &want, w + r * wb, a + c * ab);
+                            if (!(fabsf(one - want) <= 2e-6f * mag[r][c] + 1e-6f))
+                                fail_msg("%s order %d n=%lld: %.9g vs ref %.9g", tr->name,
+                                         cs[i].order, (long long)n, one, want);
+                        }
+                }
+            mem_free(w);
+            mem_free(a);
+        }
+    }
+}
+
 /* The stories260K files were quantized by llama.cpp from the F32 file: dequantized tensors
  * must be close to it, and re-quantizing the F32 data must reproduce the file's bytes (the
  * 32-element formats use ggml's reference rounding, which we follow). */
@@ -630,6 +710,35 @@ static void test_q8_0_activations_match_reference_rounding(void **state)
         assert_true(fabsf(y[i] - x[i]) <= 10.4f / 127.0f * 0.51f + 1e-3f);
 }
 
+/* Activation Q8_1: quants as for Q8_0 (ties to even), d = amax / 127 and s = d * sum(q);
+ * the AVX2 and scalar versions write the same bytes. */
+static void test_q8_1_activations_match_reference_rounding(void **state)
+{
+    (void)state;
+    enum { N = 32 * 40 };
+    float x[N];
+    for (int i = 0; i < N; i++)
+        x[i] = (float)((i * 7919) % 2001 - 1000) / 89.0f;
+    for (int j = 0; j < 32; j++)
+        x[j] = j == 0 ? 127.0f : (float)(j % 2 ? j : -j) + 0.5f;
+    struct block_q8_1 a[N / 32], b[N / 32];
+    q8_1_activations_ref(x, a, N);
+    quant_q8_1_activations(x, b, N);
+    assert_memory_equal(a, b, sizeof a);
+    assert_int_equal(a[0].qs[1], 2);  // 1.5 -> 2 (even)
+    assert_int_equal(a[0].qs[2], -2); // -2.5 -> -2 (even)
+    for (int i = 0; i < N / 32; i++) {
+        int sum = 0;
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++) {
+            sum += a[i].qs[j];
+            amax = fmaxf(amax, fabsf(x[32 * i + j]));
+        }
+        assert_int_equal(a[i].d, f32_to_half(amax / 127.0f));
+        assert_int_equal(a[i].s, f32_to_half(amax / 127.0f * (float)sum));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -642,6 +751,8 @@ int main(void)
         cmocka_unit_test(test_degenerate_rows),
         cmocka_unit_test(test_vec_dot),
         cmocka_unit_test(test_vec_dot_tile),
+        cmocka_unit_test(test_vec_dot_tile_orders),
+        cmocka_unit_test(test_q8_1_activations_match_reference_rounding),
         cmocka_unit_test(test_vnni_equals_avx2),
         cmocka_unit_test(test_from_float_simd_matches_ref),
         cmocka_unit_test(test_cross_check_stories260k),

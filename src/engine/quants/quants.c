@@ -210,3 +210,14 @@ void quant_q8_0_activations(const float *x, void *y, int64_t n)
 #endif
     q8_0_activations_ref(x, y, n);
 }
+
+void quant_q8_1_activations(const float *x, void *y, int64_t n)
+{
+#if HAVE_AVX2_KERNELS
+    if (quant_using_avx2()) {
+        q8_1_activations_avx2(x, y, n);
+        return;
+    }
+#endif
+    q8_1_activations_ref(x, y, n);
+}

@@ -50,7 +50,28 @@ struct quant_tile {
     size_t s_stride; // floats between output rows (one output row per activation row)
     int n_rows;      // 1..QUANT_TILE_MAX weight rows
     int n_cols;      // 1..QUANT_TILE_MAX activation rows
+    int order;       // QUANT_ORDER_*: how partial sums are combined (0: the default)
 };
+
+/* Summation orders, mirroring the kernels the reference's x86 (AVX2) build runs for a product,
+ * so that results agree bit for bit (the AVX2 kernels; the scalar references sum in element
+ * order and ignore this):
+ * - QUANT_ORDER_LANES (0): the default. Float weights: one 8-lane FMA chain per output, lanes
+ *   added high half onto low, then pairs (the reference's batched product, used for two or
+ *   more tokens when rows are a multiple of 8 long and there are a multiple of 4 rows).
+ *   32-element blocks: the block's int8 products summed into 8 int32 lanes, each scaled by
+ *   dx*dy into an 8-lane float FMA chain, added the same way at the end (its dot product).
+ * - QUANT_ORDER_VEC, float weights: the reference's single-row dot - four 8-lane chains over
+ *   each 32 elements, combined as (c0 + c2) + (c1 + c3), lanes high onto low then two
+ *   horizontal adds, the remaining elements added one by one: for F32 weights in float,
+ *   rounded products for all but the last (n mod 4), which are fused; for F16 in double.
+ * - QUANT_ORDER_BLOCKS, Q4_0: one float per output, each block's exact integer dot converted
+ *   and fused in as acc += idot * (dx*dy) (its kernels for Q4_0 matrices with a multiple of 8
+ *   rows, which it stores interleaved by 8 rows).
+ * matmul_run picks the order from the product's type and shape. */
+#define QUANT_ORDER_LANES  0
+#define QUANT_ORDER_VEC    1
+#define QUANT_ORDER_BLOCKS 2
 typedef void (*quant_vec_dot_tile_fn)(const struct quant_tile *t);
 
 struct quant_traits {
@@ -87,6 +108,10 @@ int quant_row_bytes(uint32_t type, int64_t n, size_t *out);
  * bit of some quants, which is enough to flip near-tied greedy choices. Uses AVX2 when
  * quant_init selected it (same bytes either way). Thread-safe; allocates nothing. */
 void quant_q8_0_activations(const float *x, void *y, int64_t n);
+
+/* The same for Q8_1 (the activations of Q4_1 / Q5_1 weights): quants as
+ * quant_q8_0_activations, d = amax / 127 and s = d * (sum of the quants), both stored as half. */
+void quant_q8_1_activations(const float *x, void *y, int64_t n);
 
 /* True when the running CPU has AVX2+FMA+F16C and the SIMD variants are in use. */
 bool quant_using_avx2(void);

@@ -82,14 +82,91 @@ INLINE_ALWAYS void tile_float(int type, const struct quant_tile *t, int NR, int 
     }
 }
 
+/* Four chains reduced as (c0 + c2) + (c1 + c3), then lanes: high half onto low, two
+ * horizontal adds (QUANT_ORDER_VEC). */
+INLINE_ALWAYS float reduce_vec4(const __m256 c[4])
+{
+    __m256 v = _mm256_add_ps(_mm256_add_ps(c[0], c[2]), _mm256_add_ps(c[1], c[3]));
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_hadd_ps(h, h);
+    h = _mm_hadd_ps(h, h);
+    return _mm_cvtss_f32(h);
+}
+
+/* QUANT_ORDER_VEC for NR x NC outputs. */
+INLINE_ALWAYS void tile_float_vec(int type, const struct quant_tile *t, int NR, int NC)
+{
+    const size_t esz = type == QUANT_F32 ? 4 : 2;
+    const uint8_t *x = t->x;
+    const uint8_t *y = t->y;
+    const int64_t np = t->n & ~(int64_t)31;
+    __m256 acc[QUANT_TILE_MAX][QUANT_TILE_MAX][4];
+    for (int r = 0; r < NR; r++)
+        for (int c = 0; c < NC; c++)
+            for (int j = 0; j < 4; j++)
+                acc[r][c][j] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < np; i += 32) {
+        for (int j = 0; j < 4; j++) {
+            __m256 w[QUANT_TILE_MAX];
+            for (int r = 0; r < NR; r++) {
+                const uint8_t *p = x + r * t->x_stride + (size_t)(i + 8 * j) * esz;
+                if (NC == 1 && j == 0)
+                    _mm_prefetch((const char *)p + PF_TILES * NR * t->x_stride, _MM_HINT_T0);
+                w[r] = load_w8(type, p);
+            }
+            for (int c = 0; c < NC; c++) {
+                __m256 a = _mm256_loadu_ps((const float *)(y + c * t->y_stride) + i + 8 * j);
+                for (int r = 0; r < NR; r++)
+                    acc[r][c][j] = _mm256_fmadd_ps(w[r], a, acc[r][c][j]);
+            }
+        }
+    }
+    for (int r = 0; r < NR; r++) {
+        const uint8_t *w = x + r * t->x_stride;
+        for (int c = 0; c < NC; c++) {
+            const uint8_t *a = y + c * t->y_stride;
+            const float head = np > 0 ? reduce_vec4(acc[r][c]) : 0.0f;
+            float out;
+            if (type == QUANT_F32) {
+                float sum = head;
+                const int64_t fused = t->n - ((t->n - np) & 3);
+                int64_t j = np;
+                for (; j < fused; j++) {
+                    const float p =
+                        load_w1(type, w + (size_t)j * 4) * load_w1(QUANT_F32, a + 4 * j);
+                    sum += p;
+                }
+                for (; j < t->n; j++)
+                    sum = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(load_w1(type, w + (size_t)j * 4)),
+                                                     _mm_set_ss(load_w1(QUANT_F32, a + 4 * j)),
+                                                     _mm_set_ss(sum)));
+                out = sum;
+            } else {
+                double sum = head;
+                for (int64_t j = np; j < t->n; j++)
+                    sum += (double)(load_w1(type, w + (size_t)j * esz) *
+                                    load_w1(QUANT_F32, a + 4 * j));
+                out = (float)sum;
+            }
+            t->s[c * t->s_stride + r] = out;
+        }
+    }
+}
+
 static void tile_f32(const struct quant_tile *t)
 {
-    TILE_SWITCH(tile_float, QUANT_F32, t);
+    if (t->order == QUANT_ORDER_VEC)
+        TILE_SWITCH(tile_float_vec, QUANT_F32, t);
+    else
+        TILE_SWITCH(tile_float, QUANT_F32, t);
 }
 
 static void tile_f16(const struct quant_tile *t)
 {
-    TILE_SWITCH(tile_float, QUANT_F16, t);
+    if (t->order == QUANT_ORDER_VEC)
+        TILE_SWITCH(tile_float_vec, QUANT_F16, t);
+    else
+        TILE_SWITCH(tile_float, QUANT_F16, t);
 }
 
 static void tile_bf16(const struct quant_tile *t)
@@ -196,6 +273,49 @@ INLINE_ALWAYS void tile_q32(int type, const struct quant_tile *t, int NR, int NC
             t->s[c * t->s_stride + r] = hsum_f32x8(acc[r][c]) + macc[r][c];
 }
 
+/* QUANT_ORDER_BLOCKS for a format without a min: per block the exact integer dot of each
+ * (row, token), fused into one float per output with the block's dx*dy; the rows of a token
+ * share one 4-lane accumulator. */
+INLINE_ALWAYS void tile_q32_blocks(int type, const struct quant_tile *t, int NR, int NC)
+{
+    const size_t wsz = block_size_of(type);
+    const uint8_t *x = t->x;
+    const uint8_t *y = t->y;
+    __m128 acc[QUANT_TILE_MAX];
+    for (int c = 0; c < NC; c++)
+        acc[c] = _mm_setzero_ps();
+    const int64_t nb = t->n / 32;
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i q[QUANT_TILE_MAX], aq_abs[QUANT_TILE_MAX];
+        const uint8_t *blks[4];
+        for (int r = 0; r < 4; r++) // rows past NR repeat the last one; their lanes are unused
+            blks[r] = x + (r < NR ? r : NR - 1) * t->x_stride + (size_t)b * wsz;
+        for (int r = 0; r < NR; r++) {
+            const uint8_t *blk = blks[r];
+            if (NC == 1) _mm_prefetch((const char *)blk + PF_TILES * NR * t->x_stride, _MM_HINT_T0);
+            q[r] = block_quants(type, blk);
+            aq_abs[r] = _mm256_sign_epi8(q[r], q[r]);
+        }
+        const __m128 dx = load_half4(blks);
+        for (int c = 0; c < NC; c++) {
+            const uint8_t *ablk = y + c * t->y_stride + (size_t)b * sizeof(struct block_q8_0);
+            __m256i qy = _mm256_loadu_si256((const __m256i *)(ablk + 2));
+            __m256i p[4];
+            for (int r = 0; r < 4; r++)
+                p[r] = r < NR ? madd_u8_i8(aq_abs[r], _mm256_sign_epi8(qy, q[r]))
+                              : _mm256_setzero_si256();
+            const __m128 dot = _mm_cvtepi32_ps(hsum4_small_i32x8(p));
+            acc[c] = _mm_fmadd_ps(dot, _mm_mul_ps(dx, _mm_set1_ps(load_half(ablk))), acc[c]);
+        }
+    }
+    for (int c = 0; c < NC; c++) {
+        float out[4];
+        _mm_storeu_ps(out, acc[c]);
+        for (int r = 0; r < NR; r++)
+            t->s[c * t->s_stride + r] = out[r];
+    }
+}
+
 static void tile_q8_0(const struct quant_tile *t)
 {
     TILE_SWITCH(tile_q32, QUANT_Q8_0, t);
@@ -203,7 +323,10 @@ static void tile_q8_0(const struct quant_tile *t)
 
 static void tile_q4_0(const struct quant_tile *t)
 {
-    TILE_SWITCH(tile_q32, QUANT_Q4_0, t);
+    if (t->order == QUANT_ORDER_BLOCKS)
+        TILE_SWITCH(tile_q32_blocks, QUANT_Q4_0, t);
+    else
+        TILE_SWITCH(tile_q32, QUANT_Q4_0, t);
 }
 
 static void tile_q4_1(const struct quant_tile *t)
@@ -299,6 +422,43 @@ void q8_1_from_float_avx2(const float *x, void *y, int64_t n)
     for (int64_t i = 0; i < n / QK8_1; i++, x += QK8_1) {
         int qsum;
         float d = quantize_block_8bit(x, b[i].qs, &qsum);
+        b[i].d = _cvtss_sh(d, 0);
+        b[i].s = _cvtss_sh(d * (float)qsum, 0);
+    }
+}
+
+/* 32 activations to int8 quants at qs as the reference's runtime quantizes them (scale
+ * 127/amax, round half to even); returns amax and the quant sum in *qsum. */
+INLINE_ALWAYS float quantize_block_act(const float *x, int8_t *qs, int *qsum)
+{
+    __m256 v[4];
+    __m256 amax = _mm256_setzero_ps();
+    for (int k = 0; k < 4; k++) {
+        v[k] = _mm256_loadu_ps(x + 8 * k);
+        amax = _mm256_max_ps(amax, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v[k]));
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    const float mx = _mm_cvtss_f32(m);
+    const __m256 id = _mm256_set1_ps(mx != 0.0f ? 127.0f / mx : 0.0f);
+    __m256i q[4];
+    for (int k = 0; k < 4; k++) // cvtps rounds half to even in the default mode
+        q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], id));
+    *qsum =
+        hsum_i32x8(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+    __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256((__m256i *)qs, p);
+    return mx;
+}
+
+void q8_1_activations_avx2(const float *x, void *y, int64_t n)
+{
+    struct block_q8_1 *b = y;
+    for (int64_t i = 0; i < n / QK8_1; i++, x += QK8_1) {
+        int qsum;
+        const float d = quantize_block_act(x, b[i].qs, &qsum) / 127.0f;
         b[i].d = _cvtss_sh(d, 0);
         b[i].s = _cvtss_sh(d * (float)qsum, 0);
     }

@@ -86,6 +86,29 @@ INLINE_ALWAYS int32_t hsum_i32x8(__m256i v)
     return _mm_cvtsi128_si32(s);
 }
 
+/* The lane sums of four vectors, as the four lanes of the result, for lanes of magnitude at
+ * most 4096 (Q4_0 block dots: 4 products of |q| <= 8 and |y| <= 127) so that sums of 4 fit
+ * int16: pairs are packed to 16 bits and summed by madd, twice, then the halves added.
+ * Exact, and fewer shuffles than horizontal adds. */
+INLINE_ALWAYS __m128i hsum4_small_i32x8(const __m256i p[4])
+{
+    const __m256i one = _mm256_set1_epi16(1);
+    __m256i a = _mm256_madd_epi16(_mm256_packs_epi32(p[0], p[1]), one);
+    __m256i b = _mm256_madd_epi16(_mm256_packs_epi32(p[2], p[3]), one);
+    __m256i h = _mm256_madd_epi16(_mm256_packs_epi32(a, b), one);
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+/* The half-precision scales of four blocks as floats. */
+INLINE_ALWAYS __m128 load_half4(const uint8_t *const blk[4])
+{
+    uint16_t h[4];
+    for (int r = 0; r < 4; r++)
+        memcpy(&h[r], blk[r], 2);
+    return _mm_cvtph_ps(
+        _mm_setr_epi16((short)h[0], (short)h[1], (short)h[2], (short)h[3], 0, 0, 0, 0));
+}
+
 INLINE_ALWAYS float load_half(const uint8_t *p)
 {
     uint16_t h;

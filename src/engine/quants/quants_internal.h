@@ -235,6 +235,8 @@ QUANT_DECL_VNNI(q8_0)
 void q8_0_from_float_avx2(const float *x, void *y, int64_t n);
 void q8_0_activations_avx2(const float *x, void *y, int64_t n);
 void q8_0_activations_ref(const float *x, void *y, int64_t n);
+void q8_1_activations_avx2(const float *x, void *y, int64_t n);
+void q8_1_activations_ref(const float *x, void *y, int64_t n);
 void q8_1_from_float_avx2(const float *x, void *y, int64_t n);
 void q8_K_from_float_avx2(const float *x, void *y, int64_t n);
 #undef QUANT_DECL_AVX2

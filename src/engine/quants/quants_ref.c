@@ -422,3 +422,21 @@ void q8_0_activations_ref(const float *x, void *y, int64_t n)
         b[i].d = f32_to_half(amax / 127.0f);
     }
 }
+
+void q8_1_activations_ref(const float *x, void *y, int64_t n)
+{
+    struct block_q8_1 *b = y;
+    for (int64_t i = 0; i < n / QK8_1; i++, x += QK8_1) {
+        float max;
+        float amax = block_absmax(x, QK8_1, &max);
+        float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        int qsum = 0;
+        for (int j = 0; j < QK8_1; j++) {
+            b[i].qs[j] = (int8_t)nearbyintf(x[j] * id); // default rounding: half to even
+            qsum += b[i].qs[j];
+        }
+        const float d = amax / 127.0f;
+        b[i].d = f32_to_half(d);
+        b[i].s = f32_to_half(d * (float)qsum);
+    }
+}

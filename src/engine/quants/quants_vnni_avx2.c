@@ -118,10 +118,56 @@ INLINE_ALWAYS void tile_q32_vnni(int type, const struct quant_tile *t, int NR, i
             t->s[c * t->s_stride + r] = hsum_f32x8(acc[r][c]) + macc[r][c];
 }
 
+/* QUANT_ORDER_BLOCKS (formats without a min), the same shape as tile_q32_blocks in
+ * quants_avx2.c: exact integer block dots fused into one float per output. */
+INLINE_ALWAYS void tile_q32_vnni_blocks(int type, const struct quant_tile *t, int NR, int NC)
+{
+    const size_t wsz = block_size_of(type);
+    const uint8_t *x = t->x;
+    const uint8_t *y = t->y;
+    __m128 acc[QUANT_TILE_MAX];
+    for (int c = 0; c < NC; c++)
+        acc[c] = _mm_setzero_ps();
+    const __m256i offset = _mm256_set1_epi8((char)quant_offset(type));
+    for (int64_t b = 0; b < t->n / 32; b++) {
+        __m256i q[QUANT_TILE_MAX];
+        const uint8_t *blks[4];
+        for (int r = 0; r < 4; r++) // rows past NR repeat the last one; their lanes are unused
+            blks[r] = x + (r < NR ? r : NR - 1) * t->x_stride + (size_t)b * wsz;
+        for (int r = 0; r < NR; r++) {
+            const uint8_t *blk = blks[r];
+            if (NC == 1) _mm_prefetch((const char *)blk + PF_TILES * NR * t->x_stride, _MM_HINT_T0);
+            q[r] = block_quants_u(type, blk);
+        }
+        const __m128 dx = load_half4(blks);
+        for (int c = 0; c < NC; c++) {
+            const uint8_t *ablk = y + c * t->y_stride + (size_t)b * sizeof(struct block_q8_0);
+            __m256i qy = _mm256_loadu_si256((const __m256i *)(ablk + 2));
+            __m256i start = _mm256_setzero_si256();
+            if (quant_offset(type) != 0)
+                start = _mm256_sub_epi32(start, _mm256_dpbusd_avx_epi32(start, offset, qy));
+            __m256i p[4];
+            for (int r = 0; r < 4; r++)
+                p[r] = r < NR ? _mm256_dpbusd_avx_epi32(start, q[r], qy) : _mm256_setzero_si256();
+            const __m128 dot = _mm_cvtepi32_ps(hsum4_small_i32x8(p));
+            acc[c] = _mm_fmadd_ps(dot, _mm_mul_ps(dx, _mm_set1_ps(load_half(ablk))), acc[c]);
+        }
+    }
+    for (int c = 0; c < NC; c++) {
+        float out[4];
+        _mm_storeu_ps(out, acc[c]);
+        for (int r = 0; r < NR; r++)
+            t->s[c * t->s_stride + r] = out[r];
+    }
+}
+
 #define VNNI_ENTRY_POINTS(ty, TYPE)                                                                \
     static void tile_##ty(const struct quant_tile *t)                                              \
     {                                                                                              \
-        TILE_SWITCH(tile_q32_vnni, TYPE, t);                                                       \
+        if (TYPE == QUANT_Q4_0 && t->order == QUANT_ORDER_BLOCKS)                                  \
+            TILE_SWITCH(tile_q32_vnni_blocks, TYPE, t);                                            \
+        else                                                                                       \
+            TILE_SWITCH(tile_q32_vnni, TYPE, t);                                                   \
     }                                                                                              \
     void ty##_vec_dot_tile_vnni(const struct quant_tile *tile)                                     \
     {                                                                                              \
