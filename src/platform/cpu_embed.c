@@ -1,12 +1,15 @@
-/* cpu platform embedding models. Threads: the scheduler thread owns every running instance's
- * state and the batch staging arrays; admin calls (add/remove instance) touch only idle
- * instances under mu; submit hands a request over through `pending` under mu. The scheduler
- * calls on_done holding no lock. */
+/* cpu platform embedding models. Threads: the scheduler thread (platform/cpu_sched.c) owns
+ * every running instance's state and the batch staging arrays; admin calls (add/remove
+ * instance) touch only idle instances, under the scheduler's mu; submit hands a request over
+ * through the scheduler. */
 #include "platform/cpu_embed.h"
+
+#include "platform/cpu_sched.h"
 
 #include "engine/bert.h"
 #include "engine/model.h"
 #include "engine/threadpool.h"
+#include "platform/cpu_sched.h"
 #include "platform/vocab_gguf.h"
 #include "text/tokenizer.h"
 #include "util/clock.h"
@@ -17,6 +20,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+
+_Static_assert(CPU_EMBED_MAX_INSTANCES == CPU_SCHED_MAX_INSTANCES, "one slot per instance");
 
 #define BATCH_INPUTS_MAX 512       // inputs per batch (staging rows; >= ENGINE_BATCH_MAX)
 #define INSTANCE_BYTES   (1 << 16) // encoders: bookkeeping only, instances share the scratch
@@ -52,8 +57,6 @@ struct cpu_embed {
     struct threadpool *tp;
     int n_embd, n_ctx, n_ctx_train, n_vocab, n_batch_tokens;
     size_t kv_bytes; // decoders: an instance's KV cache (n_ctx positions)
-    platform_done_fn on_done;
-    void *owner;
     // Batch staging, owned by the scheduler thread.
     const int32_t *in_ptr[BATCH_INPUTS_MAX];
     int in_len[BATCH_INPUTS_MAX];
@@ -66,11 +69,7 @@ struct cpu_embed {
     bool item_ends[BATCH_INPUTS_MAX]; // the item feeds the input's last token
     float *discard;                   // (n_embd) cls chunks after the first write here
 
-    struct mutex mu; // guards pending, is_stopping, instance existence
-    struct cond cv;
-    struct request *pending[CPU_EMBED_MAX_INSTANCES];
-    bool is_stopping;
-    struct thread scheduler;
+    struct cpu_sched sched; // its mu also guards instance existence
     struct instance inst[CPU_EMBED_MAX_INSTANCES];
 };
 
@@ -381,63 +380,39 @@ static void run_step(struct cpu_embed *m)
         encoder_step(m);
 }
 
-/* Starts what was submitted; returns whether any instance is running. Takes mu. */
-static bool take_pending(struct cpu_embed *m, bool wait)
+/* The scheduler's view of this model (see cpu_sched_ops). */
+static void sched_start_request(void *model, int i, struct request *r)
 {
-    struct request *start[CPU_EMBED_MAX_INSTANCES] = {0};
-    mutex_lock(&m->mu);
-    for (;;) {
-        bool any = false;
-        for (int i = 0; i < CPU_EMBED_MAX_INSTANCES; i++) {
-            start[i] = m->pending[i];
-            m->pending[i] = NULL;
-            any |= start[i] != NULL;
-        }
-        if (any || !wait || m->is_stopping) break;
-        cond_wait(&m->cv, &m->mu);
-    }
-    mutex_unlock(&m->mu);
-    bool active = false;
-    for (int i = 0; i < CPU_EMBED_MAX_INSTANCES; i++) {
-        if (start[i]) start_request(m, i, start[i]);
-        active |= m->inst[i].req != NULL;
-    }
-    return active;
+    start_request(model, i, r);
 }
 
-static void *scheduler_main(void *arg)
+static bool sched_is_running(const void *model, int i)
 {
-    struct cpu_embed *m = arg;
-    bool active = false;
-    for (;;) {
-        active = take_pending(m, !active);
-        if (!active) {
-            mutex_lock(&m->mu);
-            bool stop = m->is_stopping;
-            mutex_unlock(&m->mu);
-            if (stop) break;
-            continue;
-        }
-        run_step(m);
-        for (int i = 0; i < CPU_EMBED_MAX_INSTANCES; i++) {
-            if (m->inst[i].req && m->inst[i].done != FINISH_NONE) {
-                struct request_outcome o;
-                struct request *r = finish_instance(m, i, &o);
-                m->on_done(m->owner, i); // first: see struct request_outcome
-                request_deliver(r, &o);
-            }
-        }
-    }
-    return NULL;
+    return ((const struct cpu_embed *)model)->inst[i].req != NULL;
 }
+
+static void sched_step(void *model)
+{
+    run_step(model);
+}
+
+static struct request *sched_take_finished(void *model, int i, struct request_outcome *out)
+{
+    struct cpu_embed *m = model;
+    if (!m->inst[i].req || m->inst[i].done == FINISH_NONE) return NULL;
+    return finish_instance(m, i, out);
+}
+
+static const struct cpu_sched_ops sched_ops = {
+    .start = sched_start_request,
+    .is_running = sched_is_running,
+    .step = sched_step,
+    .take_finished = sched_take_finished,
+};
 
 void cpu_embed_submit(struct cpu_embed *m, int instance, struct request *r)
 {
-    request_retain(r);
-    mutex_lock(&m->mu);
-    m->pending[instance] = r;
-    cond_signal(&m->cv);
-    mutex_unlock(&m->mu);
+    cpu_sched_submit(&m->sched, instance, r);
 }
 
 static int load_text(struct cpu_embed *m, struct errmsg *err)
@@ -562,27 +537,15 @@ int cpu_embed_load(const char *gguf_path, const struct platform_load_args *a,
     if (rc != ERR_OK) return rc;
     struct cpu_embed *m = mem_calloc(1, sizeof *m);
     if (!m) return errmsg_set(err, ERR_NOMEM, "out of memory while loading the model");
-    m->on_done = a->on_done;
-    m->owner = a->owner;
     rc = is_encoder ? load_encoder(m, gguf_path, a, err) : load_decoder(m, gguf_path, a, err);
     if (rc == ERR_OK) rc = load_text(m, err);
     if (rc != ERR_OK) goto out_free;
     const int n_threads = a->n_threads > 0 ? a->n_threads : thread_physical_core_count();
     rc = threadpool_new(n_threads, &m->tp);
-    if (rc == ERR_OK) rc = mutex_init(&m->mu);
+    if (rc == ERR_OK) rc = cpu_sched_start(&m->sched, &sched_ops, m, a->on_done, a->owner);
     if (rc != ERR_OK) goto out_free;
-    if (cond_init(&m->cv) != ERR_OK) {
-        rc = ERR_NOMEM;
-        goto out_mutex;
-    }
-    rc = thread_start(&m->scheduler, scheduler_main, m);
-    if (rc != ERR_OK) goto out_cond;
     *out = m;
     return ERR_OK;
-out_cond:
-    cond_deinit(&m->cv);
-out_mutex:
-    mutex_deinit(&m->mu);
 out_free:
     free_parts(m);
     if (rc == ERR_NOMEM && !err->msg[0])
@@ -629,24 +592,24 @@ int cpu_embed_add_instance(struct cpu_embed *m, int instance, struct errmsg *err
             return errmsg_set(err, ERR_NOMEM, "cannot allocate a %d-token KV cache", m->n_ctx);
         }
     }
-    mutex_lock(&m->mu);
+    mutex_lock(&m->sched.mu);
     m->inst[instance].kv = kv;
     m->inst[instance].carry = carry;
     m->inst[instance].exists = true;
-    mutex_unlock(&m->mu);
+    mutex_unlock(&m->sched.mu);
     return ERR_OK;
 }
 
 void cpu_embed_remove_instance(struct cpu_embed *m, int instance)
 {
-    mutex_lock(&m->mu);
+    mutex_lock(&m->sched.mu);
     struct instance *in = &m->inst[instance];
     uint8_t *kv = in->kv;
     struct engine_seq *carry = in->carry;
     in->kv = NULL;
     in->carry = NULL;
     in->exists = false;
-    mutex_unlock(&m->mu);
+    mutex_unlock(&m->sched.mu);
     engine_seq_free(carry);
     mem_free(kv);
 }
@@ -654,11 +617,7 @@ void cpu_embed_remove_instance(struct cpu_embed *m, int instance)
 void cpu_embed_unload(struct cpu_embed *m)
 {
     if (!m) return;
-    mutex_lock(&m->mu);
-    m->is_stopping = true;
-    cond_signal(&m->cv);
-    mutex_unlock(&m->mu);
-    thread_join(&m->scheduler);
+    cpu_sched_stop(&m->sched);
     for (int i = 0; i < CPU_EMBED_MAX_INSTANCES; i++) {
         if (m->inst[i].req) { // cannot happen: the core unloads idle models only
             struct request_outcome o;
@@ -666,7 +625,6 @@ void cpu_embed_unload(struct cpu_embed *m)
         }
         if (m->inst[i].exists) cpu_embed_remove_instance(m, i);
     }
-    cond_deinit(&m->cv);
-    mutex_deinit(&m->mu);
+    cpu_sched_deinit(&m->sched);
     free_parts(m);
 }

@@ -1,6 +1,6 @@
-/* cpu platform models. Threads: the scheduler thread owns every running instance's state;
- * admin calls (add/remove instance) touch only idle instances; submit hands a request over
- * through `pending` under mu. The scheduler calls on_done holding no lock. */
+/* cpu platform models. Threads: the scheduler thread (platform/cpu_sched.c) owns every
+ * running instance's state; admin calls (add/remove instance) touch only idle instances, under
+ * the scheduler's mu; submit hands a request over through the scheduler. */
 #include "platform/cpu_model.h"
 
 #include "engine/model.h"
@@ -8,6 +8,7 @@
 #include "engine/threadpool.h"
 #include "platform/cpu.h"
 #include "platform/cpu_embed.h"
+#include "platform/cpu_sched.h"
 #include "platform/vocab_gguf.h"
 #include "text/chat_template.h"
 #include "text/gbnf.h"
@@ -24,7 +25,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define CPU_MAX_INSTANCES 64
+#define CPU_MAX_INSTANCES CPU_SCHED_MAX_INSTANCES
 #define CPU_DEFAULT_CTX   4096
 
 enum phase {
@@ -66,19 +67,13 @@ struct platform_model {
     struct threadpool *tp;
     int n_ctx;
     int n_vocab;
-    platform_done_fn on_done;
-    void *owner;
     float *logits;                // (n_vocab) scheduler scratch: the sampler edits in place
     struct grammar_vocab *gvocab; // token bytes as a trie, for grammar masks
     uint32_t *mask;               // (mask words) scheduler scratch for grammar masks
     struct engine_batch_item items[CPU_MAX_INSTANCES];
     int item_instance[CPU_MAX_INSTANCES];
 
-    struct mutex mu; // guards pending, is_stopping, instance existence
-    struct cond cv;
-    struct request *pending[CPU_MAX_INSTANCES];
-    bool is_stopping;
-    struct thread scheduler;
+    struct cpu_sched sched; // its mu also guards instance existence
     struct instance inst[CPU_MAX_INSTANCES];
 };
 
@@ -347,55 +342,35 @@ static void run_step(struct platform_model *m)
     }
 }
 
-/* Starts what was submitted; returns whether any instance is running. Takes mu. */
-static bool take_pending(struct platform_model *m, bool wait)
+/* The scheduler's view of this model (see cpu_sched_ops). */
+static void sched_start_request(void *model, int i, struct request *r)
 {
-    struct request *start[CPU_MAX_INSTANCES] = {0};
-    mutex_lock(&m->mu);
-    for (;;) {
-        bool any = false;
-        for (int i = 0; i < CPU_MAX_INSTANCES; i++) {
-            start[i] = m->pending[i];
-            m->pending[i] = NULL;
-            any |= start[i] != NULL;
-        }
-        if (any || !wait || m->is_stopping) break;
-        cond_wait(&m->cv, &m->mu);
-    }
-    mutex_unlock(&m->mu);
-    bool active = false;
-    for (int i = 0; i < CPU_MAX_INSTANCES; i++) {
-        if (start[i]) start_request(m, i, start[i]);
-        active |= m->inst[i].req != NULL;
-    }
-    return active;
+    start_request(model, i, r);
 }
 
-static void *scheduler_main(void *arg)
+static bool sched_is_running(const void *model, int i)
 {
-    struct platform_model *m = arg;
-    bool active = false;
-    for (;;) {
-        active = take_pending(m, !active);
-        if (!active) {
-            mutex_lock(&m->mu);
-            bool stop = m->is_stopping;
-            mutex_unlock(&m->mu);
-            if (stop) break;
-            continue;
-        }
-        run_step(m);
-        for (int i = 0; i < CPU_MAX_INSTANCES; i++) {
-            if (m->inst[i].req && m->inst[i].done != FINISH_NONE) {
-                struct request_outcome o;
-                struct request *r = finish_instance(m, i, &o);
-                m->on_done(m->owner, i); // first: see struct request_outcome
-                request_deliver(r, &o);
-            }
-        }
-    }
-    return NULL;
+    return ((const struct platform_model *)model)->inst[i].req != NULL;
 }
+
+static void sched_step(void *model)
+{
+    run_step(model);
+}
+
+static struct request *sched_take_finished(void *model, int i, struct request_outcome *out)
+{
+    struct platform_model *m = model;
+    if (!m->inst[i].req || m->inst[i].done == FINISH_NONE) return NULL;
+    return finish_instance(m, i, out);
+}
+
+static const struct cpu_sched_ops sched_ops = {
+    .start = sched_start_request,
+    .is_running = sched_is_running,
+    .step = sched_step,
+    .take_finished = sched_take_finished,
+};
 
 int cpu_model_cached_prefix(struct platform_model *m, int instance, const int32_t *tokens, int n)
 {
@@ -413,11 +388,7 @@ void cpu_model_submit(struct platform_model *m, int instance, struct request *r)
         cpu_embed_submit(m->embed, instance, r);
         return;
     }
-    request_retain(r);
-    mutex_lock(&m->mu);
-    m->pending[instance] = r;
-    cond_signal(&m->cv);
-    mutex_unlock(&m->mu);
+    cpu_sched_submit(&m->sched, instance, r);
 }
 
 static char *copy_token_text(const struct tokenizer *t, tok_id id)
@@ -562,8 +533,6 @@ int cpu_model_load(const struct platform_load_args *a, struct platform_model **o
     const struct engine_model_info *info = engine_model_info(m->engine);
     m->n_vocab = info->n_vocab;
     m->n_ctx = pick_n_ctx(info, a->n_ctx);
-    m->on_done = a->on_done;
-    m->owner = a->owner;
     rc = load_text(m, a->chat_template, err);
     if (rc == ERR_OK) rc = load_grammar_vocab(m);
     if (rc != ERR_OK) goto out_free;
@@ -571,22 +540,10 @@ int cpu_model_load(const struct platform_load_args *a, struct platform_model **o
     m->logits = mem_calloc((size_t)m->n_vocab, sizeof *m->logits);
     rc = m->logits ? threadpool_new(n_threads, &m->tp) : ERR_NOMEM;
     if (rc != ERR_OK) goto out_free;
-    if (mutex_init(&m->mu) != ERR_OK) {
-        rc = ERR_NOMEM;
-        goto out_free;
-    }
-    if (cond_init(&m->cv) != ERR_OK) {
-        rc = ERR_NOMEM;
-        goto out_mutex;
-    }
-    rc = thread_start(&m->scheduler, scheduler_main, m);
-    if (rc != ERR_OK) goto out_cond;
+    rc = cpu_sched_start(&m->sched, &sched_ops, m, a->on_done, a->owner);
+    if (rc != ERR_OK) goto out_free;
     *out = m;
     return ERR_OK;
-out_cond:
-    cond_deinit(&m->cv);
-out_mutex:
-    mutex_deinit(&m->mu);
 out_free:
     free_parts(m);
     if (rc == ERR_NOMEM && !err->msg[0])
@@ -644,11 +601,11 @@ int cpu_model_add_instance(struct platform_model *m, int instance, struct errmsg
         mem_free(cached);
         return errmsg_set(err, rc, "cannot allocate a %d-token KV cache", m->n_ctx);
     }
-    mutex_lock(&m->mu);
+    mutex_lock(&m->sched.mu);
     m->inst[instance].seq = seq;
     m->inst[instance].cached = cached;
     m->inst[instance].exists = true;
-    mutex_unlock(&m->mu);
+    mutex_unlock(&m->sched.mu);
     return ERR_OK;
 }
 
@@ -658,14 +615,14 @@ void cpu_model_remove_instance(struct platform_model *m, int instance)
         cpu_embed_remove_instance(m->embed, instance);
         return;
     }
-    mutex_lock(&m->mu);
+    mutex_lock(&m->sched.mu);
     struct instance *in = &m->inst[instance];
     struct engine_seq *seq = in->seq;
     int32_t *cached = in->cached;
     in->seq = NULL;
     in->cached = NULL;
     in->exists = false;
-    mutex_unlock(&m->mu);
+    mutex_unlock(&m->sched.mu);
     engine_seq_free(seq);
     mem_free(cached);
 }
@@ -678,11 +635,7 @@ void cpu_model_unload(struct platform_model *m)
         mem_free(m);
         return;
     }
-    mutex_lock(&m->mu);
-    m->is_stopping = true;
-    cond_signal(&m->cv);
-    mutex_unlock(&m->mu);
-    thread_join(&m->scheduler);
+    cpu_sched_stop(&m->sched);
     for (int i = 0; i < CPU_MAX_INSTANCES; i++) {
         if (m->inst[i].req) { // cannot happen: the core unloads idle models only
             struct request_outcome o;
@@ -690,7 +643,6 @@ void cpu_model_unload(struct platform_model *m)
         }
         if (m->inst[i].exists) cpu_model_remove_instance(m, i);
     }
-    cond_deinit(&m->cv);
-    mutex_deinit(&m->mu);
+    cpu_sched_deinit(&m->sched);
     free_parts(m);
 }
