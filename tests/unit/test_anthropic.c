@@ -14,28 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static json_t *parse(const char *text)
-{
-    json_error_t e;
-    json_t *j = json_loads(text, JSON_DECODE_ANY, &e);
-    if (!j) fail_msg("bad test JSON at %d: %s", e.position, e.text);
-    return j;
-}
-
-static void assert_json_eq(const json_t *got, const char *want_text)
-{
-    json_t *want = parse(want_text);
-    if (!json_equal(got, want)) {
-        char *g = json_dumps(got, JSON_COMPACT | JSON_SORT_KEYS);
-        char *w = json_dumps(want, JSON_COMPACT | JSON_SORT_KEYS);
-        print_error("got:  %s\nwant: %s\n", g, w);
-        mem_free(g); // jansson allocates through mem_ in this binary
-        mem_free(w);
-        json_decref(want);
-        fail();
-    }
-    json_decref(want);
-}
+#include "json_assert.h"
 
 static const char *tool_conversation =
     "{\"model\":\"m\",\"max_tokens\":10,"
@@ -62,7 +41,7 @@ static const char *tool_conversation =
 static void test_tool_conversation(void **state)
 {
     (void)state;
-    json_t *body = parse(tool_conversation);
+    json_t *body = test_json_parse(tool_conversation);
     struct anthropic_chat c;
     struct api_fail f = {0};
     assert_true(anthropic_to_chat(body, &c, &f));
@@ -89,15 +68,15 @@ static void test_tool_conversation(void **state)
 static void test_text_image_and_options(void **state)
 {
     (void)state;
-    json_t *body =
-        parse("{\"system\":\"S\",\"tool_choice\":{\"type\":\"none\"},\"thinking\":{\"type\":"
-              "\"disabled\"},"
-              "\"tools\":[{\"name\":\"t\",\"input_schema\":{\"type\":\"object\"}}],"
-              "\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
-              "{\"type\":\"image\",\"source\":{\"type\":\"base64\",\"media_type\":\"image/png\","
-              "\"data\":\"AAAA\"}}]},"
-              "{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"x\","
-              "\"is_error\":true,\"content\":\"boom\"}]}]}");
+    json_t *body = test_json_parse(
+        "{\"system\":\"S\",\"tool_choice\":{\"type\":\"none\"},\"thinking\":{\"type\":"
+        "\"disabled\"},"
+        "\"tools\":[{\"name\":\"t\",\"input_schema\":{\"type\":\"object\"}}],"
+        "\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
+        "{\"type\":\"image\",\"source\":{\"type\":\"base64\",\"media_type\":\"image/png\","
+        "\"data\":\"AAAA\"}}]},"
+        "{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"x\","
+        "\"is_error\":true,\"content\":\"boom\"}]}]}");
     struct anthropic_chat c;
     struct api_fail f = {0};
     assert_true(anthropic_to_chat(body, &c, &f));
@@ -128,7 +107,7 @@ static void test_tool_choice(void **state)
                  "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":%s,"
                  "\"tools\":[{\"name\":\"t\",\"input_schema\":{\"type\":\"object\"}}]}",
                  cases[i][0]);
-        json_t *body = parse(text);
+        json_t *body = test_json_parse(text);
         struct anthropic_chat c;
         struct api_fail f = {0};
         assert_true(anthropic_to_chat(body, &c, &f));
@@ -182,7 +161,7 @@ static void test_refusals(void **state)
          "metadata"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        json_t *body = parse(cases[i].body);
+        json_t *body = test_json_parse(cases[i].body);
         struct anthropic_chat c;
         struct api_fail f = {0};
         if (anthropic_to_chat(body, &c, &f)) fail_msg("case %zu accepted", i);
@@ -366,7 +345,7 @@ static void test_stream_events(void **state)
 static void test_allocation_failures(void **state)
 {
     (void)state;
-    json_t *body = parse(tool_conversation);
+    json_t *body = test_json_parse(tool_conversation);
     int64_t base = mem_live_count();
     bool succeeded = false;
     for (int64_t n = 0; n < 2000 && !succeeded; n++) {

@@ -14,28 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static json_t *parse(const char *text)
-{
-    json_error_t e;
-    json_t *j = json_loads(text, JSON_DECODE_ANY, &e);
-    if (!j) fail_msg("bad test JSON at %d: %s", e.position, e.text);
-    return j;
-}
-
-static void assert_json_eq(const json_t *got, const char *want_text)
-{
-    json_t *want = parse(want_text);
-    if (!json_equal(got, want)) {
-        char *g = json_dumps(got, JSON_COMPACT | JSON_SORT_KEYS);
-        char *w = json_dumps(want, JSON_COMPACT | JSON_SORT_KEYS);
-        print_error("got:  %s\nwant: %s\n", g, w);
-        mem_free(g); // jansson allocates through mem_ in this binary
-        mem_free(w);
-        json_decref(want);
-        fail();
-    }
-    json_decref(want);
-}
+#include "json_assert.h"
 
 static const char *items_body =
     "{\"model\":\"m\",\"instructions\":\"Be brief.\",\"reasoning\":{\"effort\":\"high\"},"
@@ -58,7 +37,7 @@ static const char *items_body =
 static void test_items(void **state)
 {
     (void)state;
-    json_t *body = parse(items_body);
+    json_t *body = test_json_parse(items_body);
     struct responses_chat c;
     struct api_fail f = {0};
     assert_true(responses_to_chat(body, NULL, &c, &f));
@@ -88,12 +67,12 @@ static void test_items(void **state)
 static void test_string_input_previous_and_options(void **state)
 {
     (void)state;
-    json_t *prev = parse("[{\"role\":\"user\",\"content\":\"hi\"},"
-                         "{\"role\":\"assistant\",\"content\":\"hello\"}]");
-    json_t *body =
-        parse("{\"input\":\"again\",\"reasoning\":{\"effort\":\"minimal\"},"
-              "\"tool_choice\":\"none\",\"tools\":[{\"type\":\"function\",\"name\":\"t\"}],"
-              "\"text\":{\"format\":{\"type\":\"text\"}}}");
+    json_t *prev = test_json_parse("[{\"role\":\"user\",\"content\":\"hi\"},"
+                                   "{\"role\":\"assistant\",\"content\":\"hello\"}]");
+    json_t *body = test_json_parse(
+        "{\"input\":\"again\",\"reasoning\":{\"effort\":\"minimal\"},"
+        "\"tool_choice\":\"none\",\"tools\":[{\"type\":\"function\",\"name\":\"t\"}],"
+        "\"text\":{\"format\":{\"type\":\"text\"}}}");
     struct responses_chat c;
     struct api_fail f = {0};
     assert_true(responses_to_chat(body, prev, &c, &f));
@@ -145,7 +124,7 @@ static void test_refusals(void **state)
         {"{\"input\":\"x\",\"instructions\":3}", "invalid_type", "instructions"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        json_t *body = parse(cases[i].body);
+        json_t *body = test_json_parse(cases[i].body);
         struct responses_chat c;
         struct api_fail f = {0};
         if (responses_to_chat(body, NULL, &c, &f)) fail_msg("case %zu accepted", i);
@@ -160,11 +139,12 @@ static void test_refusals(void **state)
 static void test_tool_choice_and_structured(void **state)
 {
     (void)state;
-    json_t *body = parse("{\"input\":\"x\",\"tools\":[{\"type\":\"function\",\"name\":\"t\"}],"
-                         "\"tool_choice\":{\"type\":\"function\",\"name\":\"t\"},"
-                         "\"parallel_tool_calls\":false,\"grammar\":\"root ::= \\\"a\\\"\","
-                         "\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"n\","
-                         "\"schema\":{\"type\":\"object\"}}}}");
+    json_t *body =
+        test_json_parse("{\"input\":\"x\",\"tools\":[{\"type\":\"function\",\"name\":\"t\"}],"
+                        "\"tool_choice\":{\"type\":\"function\",\"name\":\"t\"},"
+                        "\"parallel_tool_calls\":false,\"grammar\":\"root ::= \\\"a\\\"\","
+                        "\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"n\","
+                        "\"schema\":{\"type\":\"object\"}}}}");
     struct responses_chat c;
     struct api_fail f = {0};
     assert_true(responses_to_chat(body, NULL, &c, &f));
@@ -175,7 +155,7 @@ static void test_tool_choice_and_structured(void **state)
                    "\"schema\":{\"type\":\"object\"}},\"grammar\":\"root ::= \\\"a\\\"\"}");
     responses_chat_deinit(&c);
     json_decref(body);
-    body = parse(
+    body = test_json_parse(
         "{\"input\":\"x\",\"tool_choice\":\"required\",\"text\":{\"format\":{\"type\":\"text\"}}}");
     assert_true(responses_to_chat(body, NULL, &c, &f));
     assert_json_eq(c.tool_choice, "\"required\"");
@@ -239,8 +219,8 @@ static void test_output_items(void **state)
 static void test_allocation_failures(void **state)
 {
     (void)state;
-    json_t *body = parse(items_body);
-    json_t *prev = parse("[{\"role\":\"user\",\"content\":\"hi\"}]");
+    json_t *body = test_json_parse(items_body);
+    json_t *prev = test_json_parse("[{\"role\":\"user\",\"content\":\"hi\"}]");
     int64_t base = mem_live_count();
     bool succeeded = false;
     for (int64_t n = 0; n < 4000 && !succeeded; n++) {
