@@ -80,5 +80,8 @@ void api_chat_input_tokens(const struct api_ctx *ctx, const struct api_request *
 /* openai_embed.c */
 void api_embeddings(const struct api_ctx *ctx, const struct api_request *req,
                     struct api_response *resp);
+/* native_embed.c: llama.cpp's /embedding and /embeddings */
+void api_native_embeddings(const struct api_ctx *ctx, const struct api_request *req,
+                           struct api_response *resp);
 
 #endif

@@ -20,13 +20,21 @@
 
 #define MAX_LISTED 64
 
-static struct model *first_model(const struct api_ctx *ctx, struct api_fail *f)
+/* The first loaded model of the kind the endpoint serves, else the first model (which the
+ * caller then refuses as the wrong type). */
+static struct model *first_model(const struct api_ctx *ctx, enum model_kind kind,
+                                 struct api_fail *f)
 {
     struct registry *reg = manager_registry(ctx->manager);
     struct model_info *infos = mem_calloc(MAX_LISTED, sizeof *infos);
     if (!infos) return api_failf(f, 500, NULL, NULL, "out of memory"), NULL;
     int n = registry_list(reg, infos, MAX_LISTED);
-    struct model *m = n > 0 ? registry_acquire(reg, infos[0].id) : NULL;
+    if (n > MAX_LISTED) n = MAX_LISTED;
+    int pick = 0;
+    while (pick < n && (infos[pick].status != MODEL_STATUS_READY || infos[pick].desc.kind != kind))
+        pick++;
+    if (pick == n) pick = 0;
+    struct model *m = n > 0 ? registry_acquire(reg, infos[pick].id) : NULL;
     mem_free(infos);
     if (!m)
         api_failf(f, 404, "model_not_found", "model",
@@ -44,7 +52,7 @@ struct model *native_model_acquire(const struct api_ctx *ctx, const struct api_r
     if (name) {
         m = api_acquire_model(ctx, name);
         if (!m && !(m = native_router_autoload(ctx, name, f))) return NULL;
-    } else if (!(m = first_model(ctx, f))) {
+    } else if (!(m = first_model(ctx, kind, f))) {
         return NULL;
     }
     if (!model_wait_ready(m, API_LOADING_WAIT_MS)) {

@@ -10,7 +10,7 @@
 #include "core/model.h"
 
 /* The model a native request names: `model` in the body (when body is not NULL), else the
- * query argument `model`, else the first registered model. A new reference, or NULL with f
+ * query argument `model`, else the first loaded model of that kind (else the first model). A new reference, or NULL with f
  * filled: 404 model_not_found (unknown, or none loaded), 503 model_loading, 400
  * wrong_model_type. */
 struct model *native_model_acquire(const struct api_ctx *ctx, const struct api_request *req,

@@ -1,7 +1,8 @@
-/* POST /v1/embeddings in OpenAI's shape: `input` as a string, an array of strings, an array
+/* POST /v1/embeddings in OpenAI's shape, and the input handling the native /embedding shares: `input` as a string, an array of strings, an array
  * of token ids or an array of such arrays; `encoding_format` float or base64 (little-endian
  * f32 bytes); plus `truncate` (keep the first context's worth of tokens instead of a 400).
  * All inputs of a call run as one request through the model's pool and queue. */
+#include "api/embed.h"
 #include "api/errors.h"
 #include "api/handlers.h"
 #include "api/openai_chat.h"
@@ -16,20 +17,14 @@
 
 #define EMBED_MAX_INPUTS 2048 // inputs per call, OpenAI's limit
 
-/* The call's inputs, tokenized and concatenated. */
-struct embed_inputs {
-    struct tok_ids ids; // every input's tokens, back to back
-    int *lens;          // (n) tokens per input
-    int n;
-};
-
 struct embed_ctx {
     const struct platform_model_desc *desc;
     bool is_truncate;
+    const char *name; // the request field holding the inputs
     struct embed_inputs *in;
 };
 
-static void inputs_deinit(struct embed_inputs *in)
+void embed_inputs_deinit(struct embed_inputs *in)
 {
     tok_ids_deinit(&in->ids);
     mem_free(in->lens);
@@ -46,7 +41,7 @@ static bool fit_context(const struct embed_ctx *c, int i, size_t start, bool fro
         return true;
     }
     if (!c->is_truncate)
-        return api_failf(f, 400, "context_length_exceeded", "input",
+        return api_failf(f, 400, "context_length_exceeded", c->name,
                          "Input %d has %zu tokens, more than the model's context of %d tokens. "
                          "Shorten it or set 'truncate': true.",
                          i, n, n_ctx);
@@ -105,29 +100,30 @@ static bool is_token_array(const json_t *a)
     return json_array_size(a) > 0;
 }
 
-/* Parses `input` into c->in. */
+/* Parses the inputs (field c->name) into c->in. */
 static bool parse_input(const struct embed_ctx *c, const json_t *input, struct api_fail *f)
 {
+    const char *name = c->name;
     char param[32];
     const bool is_single = json_is_string(input) || is_token_array(input);
     const size_t n = is_single ? 1 : json_array_size(input);
     if (!json_is_string(input) && !json_is_array(input))
-        return api_failf(f, 400, "invalid_type", "input",
-                         "Invalid type for 'input': expected a string or an array, but got %s.",
+        return api_failf(f, 400, "invalid_type", name,
+                         "Invalid type for '%s': expected a string or an array, but got %s.", name,
                          v_type_name(input));
-    if (n == 0) return api_failf(f, 400, "invalid_value", "input", "'input' must not be empty.");
+    if (n == 0) return api_failf(f, 400, "invalid_value", name, "'%s' must not be empty.", name);
     if (n > EMBED_MAX_INPUTS)
-        return api_failf(f, 400, "invalid_value", "input",
-                         "'input' has %zu items; at most %d are allowed per request.", n,
+        return api_failf(f, 400, "invalid_value", name,
+                         "'%s' has %zu items; at most %d are allowed per request.", name, n,
                          EMBED_MAX_INPUTS);
     c->in->lens = mem_calloc(n, sizeof *c->in->lens);
     if (!c->in->lens) return api_failf(f, 500, NULL, NULL, "out of memory");
     c->in->n = (int)n;
-    if (json_is_string(input)) return add_text(c, 0, input, "input", f);
-    if (is_single) return add_tokens(c, 0, input, "input", f);
+    if (json_is_string(input)) return add_text(c, 0, input, name, f);
+    if (is_single) return add_tokens(c, 0, input, name, f);
     for (size_t i = 0; i < n; i++) {
         const json_t *item = json_array_get(input, i);
-        snprintf(param, sizeof param, "input[%zu]", i);
+        snprintf(param, sizeof param, "%s[%zu]", name, i);
         bool ok = json_is_string(item)  ? add_text(c, (int)i, item, param, f)
                   : json_is_array(item) ? add_tokens(c, (int)i, item, param, f)
                                         : api_failf(f, 400, "invalid_type", param,
@@ -140,8 +136,7 @@ static bool parse_input(const struct embed_ctx *c, const json_t *input, struct a
 }
 
 /* encoding_format, dimensions (accepted, not applied), user, truncate. */
-static bool parse_options(const json_t *body, bool *is_base64, bool *is_truncate,
-                          struct api_fail *f)
+bool embed_parse_options(const json_t *body, bool *is_base64, bool *is_truncate, struct api_fail *f)
 {
     const char *fmt = "float", *user = NULL;
     int64_t dims = 0;
@@ -157,10 +152,16 @@ static bool parse_options(const json_t *body, bool *is_base64, bool *is_truncate
     return true;
 }
 
-/* Submits the inputs and waits for the vectors. On success *out is the finished request (one
- * reference, the caller releases it). */
-static bool run_request(struct model *m, const struct embed_inputs *in, struct request **out,
-                        struct api_fail *f)
+bool embed_parse_inputs(const struct model *m, const json_t *inputs, const char *name,
+                        bool is_truncate, struct embed_inputs *out, struct api_fail *f)
+{
+    const struct embed_ctx c = {
+        .desc = model_desc(m), .is_truncate = is_truncate, .name = name, .in = out};
+    return parse_input(&c, inputs, f);
+}
+
+bool embed_run(struct model *m, const struct embed_inputs *in, struct request **out,
+               struct api_fail *f)
 {
     struct gen_params params;
     gen_params_defaults(&params);
@@ -202,8 +203,7 @@ static bool run_request(struct model *m, const struct embed_inputs *in, struct r
     return true;
 }
 
-/* One vector as a JSON array of numbers or a base64 string of little-endian f32. */
-static json_t *vector_json(const float *v, int n, bool is_base64)
+json_t *embed_vector_json(const float *v, int n, bool is_base64)
 {
     if (!is_base64) {
         json_t *a = json_array();
@@ -234,7 +234,7 @@ static json_t *response_json(struct model *m, struct request *r, int n_inputs, b
     const int d = model_desc(m)->n_embd;
     json_t *data = json_array();
     for (int i = 0; data && i < n_inputs; i++) {
-        json_t *vec = vector_json(r->embedding + (size_t)i * d, d, is_base64);
+        json_t *vec = embed_vector_json(r->embedding + (size_t)i * d, d, is_base64);
         if (!vec || json_array_append_new(data, json_pack("{s:s, s:o, s:i}", "object", "embedding",
                                                           "embedding", vec, "index", i)) != 0) {
             json_decref(data);
@@ -253,16 +253,21 @@ void api_embeddings(const struct api_ctx *ctx, const struct api_request *req,
     struct embed_inputs in = {0};
     bool is_base64 = false, is_truncate = false;
     struct request *r = NULL;
+    // As llama-server: `content` instead of `input` asks for its native answer shape.
+    if (!json_object_get(req->json, "input") && json_object_get(req->json, "content")) {
+        api_native_embeddings(ctx, req, resp);
+        return;
+    }
     struct model *m = api_resolve_model(ctx, req->json, MODEL_KIND_EMBEDDING, &f);
     if (!m) {
         api_fail_respond(&f, resp);
         return;
     }
     const json_t *input = json_object_get(req->json, "input");
-    bool ok = parse_options(req->json, &is_base64, &is_truncate, &f) &&
-              v_require(req->json, "input", "input", &f);
-    const struct embed_ctx c = {.desc = model_desc(m), .is_truncate = is_truncate, .in = &in};
-    ok = ok && parse_input(&c, input, &f) && run_request(m, &in, &r, &f);
+    bool ok = embed_parse_options(req->json, &is_base64, &is_truncate, &f) &&
+              v_require(req->json, "input", "input", &f) &&
+              embed_parse_inputs(m, input, "input", is_truncate, &in, &f) &&
+              embed_run(m, &in, &r, &f);
     if (ok) {
         json_t *j = response_json(m, r, in.n, is_base64);
         if (j)
@@ -273,6 +278,6 @@ void api_embeddings(const struct api_ctx *ctx, const struct api_request *req,
         api_fail_respond(&f, resp);
     }
     request_release(r);
-    inputs_deinit(&in);
+    embed_inputs_deinit(&in);
     model_release(m);
 }

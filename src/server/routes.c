@@ -88,6 +88,8 @@ static const struct route table[] = {
     {"POST", "/v1/responses", api_responses_create, ROUTE_BODY_JSON, false},
     {"POST", "/v1/responses/input_tokens", api_responses_input_tokens, ROUTE_BODY_JSON, false},
     {"POST", "/v1/embeddings", api_embeddings, ROUTE_BODY_JSON, false},
+    {"POST", "/embedding", api_native_embeddings, ROUTE_BODY_JSON, false},
+    {"POST", "/embeddings", api_native_embeddings, ROUTE_BODY_JSON, false},
 };
 
 const struct route *routes_table(size_t *n_routes)

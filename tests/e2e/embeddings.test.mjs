@@ -323,6 +323,41 @@ describe('decoder embedding models', () => {
       await fetch(`${srv.url}/v1/models/unload`, { method: 'POST', body: JSON.stringify({ model_id: id }) });
   });
 
+  test("llama.cpp's /embedding and /embeddings: content, the native shape, embd_normalize", async () => {
+    const post = async (route, body) => {
+      const r = await fetch(`${srv.url}${route}`, { method: 'POST', body: JSON.stringify(body) });
+      return { status: r.status, json: await r.json() };
+    };
+    const oai = await client.embeddings.create({ model: 'qwen3-embed', input: 'hello', encoding_format: 'float' });
+    // No model named: the first embedding model (the chat model loaded beside it is skipped).
+    const one = await post('/embedding', { content: 'hello' });
+    assert.equal(one.status, 200, JSON.stringify(one.json));
+    assert.equal(one.json.length, 1);
+    assert.equal(one.json[0].index, 0);
+    assert.equal(one.json[0].embedding.length, 1, 'one pooled row');
+    assertClose(one.json[0].embedding[0], oai.data[0].embedding, 'the same vector as /v1/embeddings');
+    const two = await post('/embeddings', { model: 'qwen3-embed', input: ['hello', 'the cat'] });
+    assert.deepEqual(two.json.map((e) => e.index), [0, 1]);
+    const viaV1 = await post('/v1/embeddings', { model: 'qwen3-embed', content: 'hello' });
+    assert.ok(Array.isArray(viaV1.json), '`content` on /v1/embeddings answers in the native shape');
+    const v = oai.data[0].embedding;
+    const sum = (xs) => xs.reduce((a, b) => a + b, 0);
+    const taxi = (await post('/embedding', { content: 'hello', embd_normalize: 1 })).json[0].embedding[0];
+    assert.ok(Math.abs(sum(taxi.map(Math.abs)) - 1) < 1e-5);
+    const maxAbs = (await post('/embedding', { content: 'hello', embd_normalize: 0 })).json[0].embedding[0];
+    assert.ok(Math.abs(Math.max(...maxAbs.map(Math.abs)) - 32760) < 0.05);
+    const p3 = (await post('/embedding', { content: 'hello', embd_normalize: 3 })).json[0].embedding[0];
+    assert.ok(Math.abs(Math.cbrt(sum(p3.map((x) => Math.abs(x) ** 3))) - 1) < 1e-5);
+    for (const [a, b] of [[taxi, v], [maxAbs, v], [p3, v]]) assert.ok(cosine(a, b) > 0.99999, 'a rescaling');
+    let e = await post('/embedding', { content: 'hello', embd_normalize: -1 });
+    assert.equal(e.status, 400);
+    assert.equal(errorOf(e.json).param, 'embd_normalize');
+    e = await post('/embedding', {});
+    assert.equal(e.status, 400);
+    e = await post('/embedding', { model: 'small', content: 'hello' });
+    assert.equal(errorOf(e.json).code, 'wrong_model_type');
+  });
+
   test('--pooling none is refused for a decoder at start-up', async () => {
     const qwen2 = synthModel('qwen2-plain', ['--arch', 'qwen2', ...DECODER, '--seed', '4']);
     await assert.rejects(startServer(['--embedding', '--pooling', 'none', '-m', qwen2]), /pooling none/);
