@@ -50,6 +50,8 @@ struct quant_tile {
     size_t s_stride; // floats between output rows (one output row per activation row)
     int n_rows;      // 1..QUANT_TILE_MAX weight rows
     int n_cols;      // 1..QUANT_TILE_MAX activation rows
+    bool is_stream;  // first pass over these weight rows: prefetch the next tile's rows
+                     // (always done when n_cols == 1); the result does not depend on it
 };
 typedef void (*quant_vec_dot_tile_fn)(const struct quant_tile *t);
 

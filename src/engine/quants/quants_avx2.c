@@ -60,7 +60,7 @@ INLINE_ALWAYS void tile_float(int type, const struct quant_tile *t, int NR, int 
         __m256 w[QUANT_TILE_MAX];
         for (int r = 0; r < NR; r++) {
             const uint8_t *p = x + r * t->x_stride + (size_t)i * esz;
-            if (NC == 1) // batched tiles revisit rows from cache; only a matvec streams
+            if (NC == 1 || t->is_stream) // later tiles of the rows read them from cache
                 _mm_prefetch((const char *)p + PF_TILES * NR * t->x_stride, _MM_HINT_T0);
             w[r] = load_w8(type, p);
         }
@@ -171,7 +171,7 @@ INLINE_ALWAYS void tile_q32(int type, const struct quant_tile *t, int NR, int NC
         for (int r = 0; r < NR; r++) {
             const uint8_t *blk = x + r * t->x_stride + (size_t)b * wsz;
             // the next tile's rows: keeps enough of the weight stream in flight from DRAM
-            if (NC == 1) // batched tiles revisit rows from cache; only a matvec streams
+            if (NC == 1 || t->is_stream) // later tiles of the rows read them from cache
                 _mm_prefetch((const char *)blk + PF_TILES * NR * t->x_stride, _MM_HINT_T0);
             q[r] = block_quants(type, blk);
             aq_abs[r] = has_min(type) ? q[r] : _mm256_sign_epi8(q[r], q[r]);

@@ -92,7 +92,7 @@ INLINE_ALWAYS void tile_q32_vnni(int type, const struct quant_tile *t, int NR, i
         float mx[QUANT_TILE_MAX]; // the weight block's min (formats with a min)
         for (int r = 0; r < NR; r++) {
             const uint8_t *blk = x + r * t->x_stride + (size_t)b * wsz;
-            if (NC == 1) // batched tiles revisit rows from cache; only a matvec streams
+            if (NC == 1 || t->is_stream) // later tiles of the rows read them from cache
                 _mm_prefetch((const char *)blk + PF_TILES * NR * t->x_stride, _MM_HINT_T0);
             q[r] = block_quants_u(type, blk);
             dx[r] = _mm256_set1_ps(load_half(blk));
