@@ -14,6 +14,8 @@
  * (about 50 us of work, a few dispatches' worth on a busy machine). */
 #define LIGHT_ROWS_MAX   4
 #define ATTN_INLINE_KEYS 2048
+/* Row ranges per thread in a weight product (see run_matmul_group). */
+#define MATMUL_CHUNKS_PER_THREAD 4
 
 /* State of one decode call, shared read-only by the kernel threads of each step. */
 struct fwd {
@@ -140,7 +142,11 @@ static void run_matmul_group(struct threadpool *tp, struct fwd *f, const struct 
     f->mm_y[0] = y0;
     f->mm_y[1] = y1;
     f->mm_y[2] = y2;
-    threadpool_run(tp, job_matmul, f);
+    // Several row ranges per thread: whichever thread is running takes the next one, so a
+    // thread the OS deschedules (a loaded machine) holds back at most one range.
+    const int n_threads = threadpool_size(tp);
+    threadpool_run_chunks(tp, job_matmul, f,
+                          n_threads > 1 ? MATMUL_CHUNKS_PER_THREAD * n_threads : 1);
 }
 
 /* Rotates one head in place with the token's cos/sin table, rounding as the reference's x86

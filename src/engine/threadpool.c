@@ -1,6 +1,8 @@
-/* Thread pool: a run is published by bumping an atomic generation counter; workers spin on it
- * for a while (the forward pass dispatches hundreds of runs per token, microseconds apart) and
- * then sleep on a condition variable, so an idle server does not burn CPU. */
+/* Thread pool: a run is a set of numbered chunks that the caller and the workers claim from one
+ * atomic counter, so a thread the OS has descheduled simply claims nothing and the others do
+ * its share. Idle workers spin briefly (the forward pass dispatches hundreds of runs per token,
+ * microseconds apart), then yield their time slice, then sleep on a condition variable, so a
+ * busy machine or an idle server does not lose CPU to spinning. */
 #include "engine/threadpool.h"
 
 #include "util/err.h"
@@ -10,27 +12,43 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #define THREADS_MAX 512
-#define SPIN_ITERS  (1 << 17) // pause loops (roughly a few ms) before a worker sleeps
+#define CHUNKS_MAX  (1 << 20)
+/* Idle worker: this many pause loops (about 10 ns each here, so ~40 us: longer than the gaps
+ * between the runs of one decode step), then this many sched_yield calls (~0.4 us each when
+ * nothing else wants the CPU, so ~2 ms more), then it sleeps. Yielding instead of spinning is
+ * what lets a worker that shares a core with the dispatching thread (2 threads on a loaded
+ * 2-core machine) hand that core back at once. */
+#define SPIN_PAUSES 4096
+#define SPIN_YIELDS 4096
+/* Dispatcher waiting for chunks claimed by others: pause loops before it starts yielding. */
+#define DONE_PAUSES (1 << 14)
 
 struct worker {
     struct threadpool *tp;
     struct thread thread;
-    int ith;
 };
 
-/* fn/arg are written by the dispatching thread before gen is bumped (release) and read by
- * workers after they see the new gen (acquire). sleeping and stop are guarded by mu for the
- * wait itself; gen and n_done are lock-free. */
+/* One word holds the run's generation (high 32 bits) and the next unclaimed chunk (low 32), so
+ * a claim is one compare-and-swap that fails whenever a newer run was published. fn, arg and
+ * n_chunks are written by the dispatching thread only between runs (every chunk of the
+ * previous run finished) and before the release that publishes the new generation; a worker
+ * reads them after an acquire of work and uses them only when its claim of that same (gen,
+ * chunk) succeeds, which proves they were not rewritten in between. They are atomics so that a
+ * late worker reading them while the next run is being set up is not a data race. sleeping and
+ * stop are guarded by mu for the wait itself. */
 struct threadpool {
     int n_threads;
-    threadpool_fn fn;
-    void *arg;
-    atomic_uint gen;     // bumped once per run
-    atomic_int n_done;   // workers finished with the current run
-    atomic_int sleeping; // workers in (or entering) cond_wait
+    _Atomic(threadpool_fn) fn;
+    _Atomic(void *) arg;
+    atomic_int n_chunks;
+    _Atomic uint64_t work; // (generation << 32) | next chunk to claim
+    atomic_int n_done;     // chunks of the current run that have returned
+    atomic_int sleeping;   // workers in (or entering) cond_wait
     atomic_bool stop;
+    uint32_t gen; // last published generation; written by the dispatching thread only
     struct mutex mu;
     struct cond cv;
     struct worker *workers; // n_threads - 1
@@ -44,42 +62,71 @@ static inline void cpu_relax(void)
 #endif
 }
 
-/* Waits until gen differs from seen; returns the new value. */
-static unsigned wait_gen(struct threadpool *tp, unsigned seen)
+static uint32_t gen_of(uint64_t work)
 {
-    for (int i = 0; i < SPIN_ITERS; i++) {
-        unsigned g = atomic_load_explicit(&tp->gen, memory_order_acquire);
+    return (uint32_t)(work >> 32);
+}
+
+/* Waits until the published generation differs from seen; returns the new one. */
+static uint32_t wait_gen(struct threadpool *tp, uint32_t seen)
+{
+    for (int i = 0; i < SPIN_PAUSES + SPIN_YIELDS; i++) {
+        uint32_t g = gen_of(atomic_load_explicit(&tp->work, memory_order_acquire));
         if (g != seen) return g;
-        cpu_relax();
+        if (i < SPIN_PAUSES)
+            cpu_relax();
+        else
+            sched_yield();
     }
     mutex_lock(&tp->mu);
-    atomic_fetch_add(&tp->sleeping, 1); // seq_cst: pairs with the dispatcher's gen bump
-    unsigned g;
-    while ((g = atomic_load(&tp->gen)) == seen)
+    atomic_fetch_add(&tp->sleeping, 1); // seq_cst: pairs with the dispatcher's publish
+    uint32_t g;
+    while ((g = gen_of(atomic_load(&tp->work))) == seen)
         cond_wait(&tp->cv, &tp->mu);
     atomic_fetch_sub(&tp->sleeping, 1);
     mutex_unlock(&tp->mu);
     return g;
 }
 
+/* Claims and runs chunks of generation gen until none is left or a newer run replaced it. */
+static void run_chunks(struct threadpool *tp, uint32_t gen)
+{
+    uint64_t w = atomic_load_explicit(&tp->work, memory_order_acquire);
+    for (;;) {
+        if (gen_of(w) != gen) return;
+        const uint32_t k = (uint32_t)w;
+        const int n = atomic_load_explicit(&tp->n_chunks, memory_order_relaxed);
+        threadpool_fn fn = atomic_load_explicit(&tp->fn, memory_order_relaxed);
+        void *arg = atomic_load_explicit(&tp->arg, memory_order_relaxed);
+        if (k >= (uint32_t)n) return;
+        // On failure w is reloaded and the fields are read again for what it now says.
+        if (!atomic_compare_exchange_weak_explicit(&tp->work, &w, w + 1, memory_order_acq_rel,
+                                                   memory_order_acquire))
+            continue;
+        fn(arg, (int)k, n);
+        atomic_fetch_add_explicit(&tp->n_done, 1, memory_order_release);
+        w = atomic_load_explicit(&tp->work, memory_order_acquire);
+    }
+}
+
 static void *worker_main(void *p)
 {
     struct worker *w = p;
     struct threadpool *tp = w->tp;
-    unsigned seen = 0; // gen before any run; reading it here could skip a run published early
+    uint32_t seen = 0; // gen before any run; reading it here could skip a run published early
     for (;;) {
         seen = wait_gen(tp, seen);
         if (atomic_load_explicit(&tp->stop, memory_order_acquire)) break;
-        tp->fn(tp->arg, w->ith, tp->n_threads);
-        atomic_fetch_add_explicit(&tp->n_done, 1, memory_order_release);
+        run_chunks(tp, seen);
     }
     return NULL;
 }
 
-/* Publishes a new generation and wakes sleepers. */
+/* Publishes generation ++gen with chunk 0 next and wakes sleepers. */
 static void publish(struct threadpool *tp)
 {
-    atomic_fetch_add(&tp->gen, 1); // seq_cst, see wait_gen
+    tp->gen++;
+    atomic_store(&tp->work, (uint64_t)tp->gen << 32); // seq_cst, see wait_gen
     if (atomic_load(&tp->sleeping) > 0) {
         mutex_lock(&tp->mu);
         cond_broadcast(&tp->cv);
@@ -93,7 +140,10 @@ int threadpool_new(int n_threads, struct threadpool **out)
     struct threadpool *tp = mem_calloc(1, sizeof *tp);
     if (!tp) return ERR_NOMEM;
     tp->n_threads = n_threads;
-    atomic_init(&tp->gen, 0);
+    atomic_init(&tp->fn, NULL);
+    atomic_init(&tp->arg, NULL);
+    atomic_init(&tp->n_chunks, 0);
+    atomic_init(&tp->work, 0);
     atomic_init(&tp->n_done, 0);
     atomic_init(&tp->sleeping, 0);
     atomic_init(&tp->stop, false);
@@ -104,7 +154,6 @@ int threadpool_new(int n_threads, struct threadpool **out)
     for (int i = 1; i < n_threads; i++) {
         struct worker *w = &tp->workers[i - 1];
         w->tp = tp;
-        w->ith = i;
         if (thread_start(&w->thread, worker_main, w) != ERR_OK) {
             threadpool_free(tp); // joins the ones already started
             return ERR_NOMEM;
@@ -140,24 +189,31 @@ int threadpool_size(const struct threadpool *tp)
     return tp->n_threads;
 }
 
-void threadpool_run(struct threadpool *tp, threadpool_fn fn, void *arg)
+void threadpool_run_chunks(struct threadpool *tp, threadpool_fn fn, void *arg, int n_chunks)
 {
-    if (tp->n_threads == 1) {
-        fn(arg, 0, 1);
+    if (n_chunks < 1 || n_chunks > CHUNKS_MAX) return;
+    if (tp->n_threads == 1 || n_chunks == 1) {
+        for (int k = 0; k < n_chunks; k++)
+            fn(arg, k, n_chunks);
         return;
     }
-    tp->fn = fn;
-    tp->arg = arg;
+    atomic_store_explicit(&tp->fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&tp->arg, arg, memory_order_relaxed);
+    atomic_store_explicit(&tp->n_chunks, n_chunks, memory_order_relaxed);
     atomic_store_explicit(&tp->n_done, 0, memory_order_relaxed);
-    publish(tp);
-    fn(arg, 0, tp->n_threads);
-    const int n_workers = tp->n_threads - 1;
-    // Workers are normally spinning and finish within microseconds of us; on a loaded machine
-    // one may have been descheduled, so yield instead of spinning forever.
-    for (unsigned i = 0; atomic_load_explicit(&tp->n_done, memory_order_acquire) < n_workers; i++) {
-        if (i < (1u << 14))
+    publish(tp); // releases the stores above
+    run_chunks(tp, tp->gen);
+    // Every chunk is claimed; wait for the ones other threads are still running. A thread
+    // descheduled in the middle of its chunk is waited for: yield so it can get the CPU.
+    for (unsigned i = 0; atomic_load_explicit(&tp->n_done, memory_order_acquire) < n_chunks; i++) {
+        if (i < DONE_PAUSES)
             cpu_relax();
         else
             sched_yield();
     }
+}
+
+void threadpool_run(struct threadpool *tp, threadpool_fn fn, void *arg)
+{
+    threadpool_run_chunks(tp, fn, arg, tp->n_threads);
 }

@@ -409,7 +409,7 @@ static void test_vec_dot(void **state)
     }
 }
 
-/* Tiles of every shape equal the single dot bit for bit. */
+/* Tiles of every shape equal the single dot bit for bit, streaming (prefetching) or not. */
 static void test_vec_dot_tile(void **state)
 {
     (void)state;
@@ -428,28 +428,28 @@ static void test_vec_dot_tile(void **state)
             fill_random(f, n, 2.0f);
             dt->from_float(f, a + 3 + r * ab, n);
         }
-        for (int nr = 1; nr <= QUANT_TILE_MAX; nr++) {
-            for (int nc = 1; nc <= QUANT_TILE_MAX; nc++) {
-                float s[4 * 5];
-                struct quant_tile t = {.n = n,
-                                       .x = w + 1,
-                                       .x_stride = wb,
-                                       .y = a + 3,
-                                       .y_stride = ab,
-                                       .s = s,
-                                       .s_stride = 5,
-                                       .n_rows = nr,
-                                       .n_cols = nc};
-                tr->vec_dot_tile(&t);
-                for (int r = 0; r < nr; r++)
-                    for (int c = 0; c < nc; c++) {
-                        float one;
-                        tr->vec_dot(n, &one, w + 1 + r * wb, a + 3 + c * ab);
-                        if (memcmp(&one, &s[c * 5 + r], sizeof one) != 0)
-                            fail_msg("%s tile %dx%d (%d,%d): %.9g vs %.9g", tr->name, nr, nc, r, c,
-                                     s[c * 5 + r], one);
-                    }
-            }
+        for (int k = 0; k < 2 * QUANT_TILE_MAX * QUANT_TILE_MAX; k++) {
+            const int nr = k / 2 / QUANT_TILE_MAX + 1, nc = k / 2 % QUANT_TILE_MAX + 1;
+            float s[4 * 5];
+            struct quant_tile t = {.n = n,
+                                   .x = w + 1,
+                                   .x_stride = wb,
+                                   .y = a + 3,
+                                   .y_stride = ab,
+                                   .s = s,
+                                   .s_stride = 5,
+                                   .n_rows = nr,
+                                   .n_cols = nc,
+                                   .is_stream = k % 2};
+            tr->vec_dot_tile(&t);
+            for (int r = 0; r < nr; r++)
+                for (int c = 0; c < nc; c++) {
+                    float one;
+                    tr->vec_dot(n, &one, w + 1 + r * wb, a + 3 + c * ab);
+                    if (memcmp(&one, &s[c * 5 + r], sizeof one) != 0)
+                        fail_msg("%s tile %dx%d%s (%d,%d): %.9g vs %.9g", tr->name, nr, nc,
+                                 t.is_stream ? " streaming" : "", r, c, s[c * 5 + r], one);
+                }
         }
         mem_free(w);
         mem_free(a);

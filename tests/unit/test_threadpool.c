@@ -1,5 +1,7 @@
-/* engine/threadpool: every thread runs each dispatch exactly once with its own (ith, nth), runs
- * complete before threadpool_run returns, and a pool survives many back-to-back runs. */
+/* engine/threadpool: every chunk of a run is called exactly once with its own (ith, nth), runs
+ * complete before the dispatch returns, chunks go to whichever thread is free (a long chunk on
+ * one thread does not hold back the others), and a pool survives many back-to-back runs and
+ * sleeps between them. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -11,6 +13,7 @@
 #include "util/mem.h"
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <time.h>
 
 struct job {
@@ -68,6 +71,106 @@ static void test_wakes_after_sleep(void **state)
     threadpool_free(tp);
 }
 
+#define CHUNKS_TESTED 64
+
+struct chunk_job {
+    atomic_int calls[CHUNKS_TESTED];
+    atomic_int bad;
+    int64_t sum[CHUNKS_TESTED]; // per chunk, written without locks
+    int round, n_chunks;
+};
+
+static void chunk_fn(void *arg, int ith, int nth)
+{
+    struct chunk_job *j = arg;
+    if (nth != j->n_chunks || ith < 0 || ith >= nth) {
+        atomic_fetch_add(&j->bad, 1);
+        return;
+    }
+    atomic_fetch_add(&j->calls[ith], 1);
+    j->sum[ith] += j->round;
+}
+
+/* Any chunk count, above or below the thread count, runs each chunk once per dispatch, and
+ * what the chunks wrote without atomics is visible to the caller afterwards. */
+static void test_chunks_each_once(void **state)
+{
+    (void)state;
+    static const int counts[] = {1, 2, 3, 7, CHUNKS_TESTED};
+    for (int n = 1; n <= 3; n++) {
+        struct threadpool *tp;
+        assert_int_equal(threadpool_new(n, &tp), ERR_OK);
+        for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+            struct chunk_job j = {.n_chunks = counts[c]};
+            for (int r = 0; r < 300; r++) {
+                j.round = r;
+                threadpool_run_chunks(tp, chunk_fn, &j, counts[c]);
+                for (int k = 0; k < counts[c]; k++)
+                    assert_int_equal(atomic_load(&j.calls[k]), r + 1);
+            }
+            assert_int_equal(atomic_load(&j.bad), 0);
+            for (int k = 0; k < counts[c]; k++)
+                assert_int_equal(j.sum[k], 299 * 300 / 2);
+        }
+        // out-of-range counts do nothing
+        struct chunk_job j = {.n_chunks = 0};
+        threadpool_run_chunks(tp, chunk_fn, &j, 0);
+        threadpool_run_chunks(tp, chunk_fn, &j, -3);
+        assert_int_equal(atomic_load(&j.bad), 0);
+        threadpool_free(tp);
+    }
+}
+
+struct stall_job {
+    atomic_int n_done_others; // chunks other than 0 that returned
+    atomic_bool is_waiting;   // chunk 0 started
+    int n_chunks;
+    bool saw_all; // written by chunk 0 only
+};
+
+static void stall_fn(void *arg, int ith, int nth)
+{
+    struct stall_job *j = arg;
+    (void)nth;
+    if (ith != 0) {
+        atomic_fetch_add(&j->n_done_others, 1);
+        return;
+    }
+    // Chunk 0 holds its thread until the other thread has done every other chunk (with a
+    // generous time limit, so a broken pool fails instead of hanging).
+    atomic_store(&j->is_waiting, true);
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        if (atomic_load(&j->n_done_others) == j->n_chunks - 1) {
+            j->saw_all = true;
+            return;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - t0.tv_sec > 10) return;
+        nanosleep(&(struct timespec){.tv_nsec = 100 * 1000}, NULL);
+    }
+}
+
+/* A thread stuck in one chunk (as a descheduled one would be) does not keep its share of the
+ * run: the other thread claims every remaining chunk, whichever thread chunk 0 landed on. */
+static void test_busy_thread_does_not_hold_chunks(void **state)
+{
+    (void)state;
+    struct threadpool *tp;
+    assert_int_equal(threadpool_new(2, &tp), ERR_OK);
+    for (int r = 0; r < 20; r++) {
+        struct stall_job j = {.n_chunks = 16};
+        atomic_init(&j.n_done_others, 0);
+        atomic_init(&j.is_waiting, false);
+        threadpool_run_chunks(tp, stall_fn, &j, j.n_chunks);
+        assert_true(atomic_load(&j.is_waiting));
+        assert_true(j.saw_all);
+        assert_int_equal(atomic_load(&j.n_done_others), j.n_chunks - 1);
+    }
+    threadpool_free(tp);
+}
+
 static void test_bad_args_and_alloc_failure(void **state)
 {
     (void)state;
@@ -93,6 +196,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_thread_once),
         cmocka_unit_test(test_wakes_after_sleep),
+        cmocka_unit_test(test_chunks_each_once),
+        cmocka_unit_test(test_busy_thread_does_not_hold_chunks),
         cmocka_unit_test(test_bad_args_and_alloc_failure),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

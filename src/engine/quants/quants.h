@@ -51,6 +51,8 @@ struct quant_tile {
     int n_rows;      // 1..QUANT_TILE_MAX weight rows
     int n_cols;      // 1..QUANT_TILE_MAX activation rows
     int order;       // QUANT_ORDER_*: how partial sums are combined (0: the default)
+    bool is_stream;  // first pass over these weight rows: prefetch the next tile's rows
+                     // (always done when n_cols == 1); the result does not depend on it
 };
 
 /* Summation orders, mirroring the kernels the reference's x86 (AVX2) build runs for a product,

@@ -60,7 +60,7 @@ INLINE_ALWAYS void tile_float(int type, const struct quant_tile *t, int NR, int 
         __m256 w[QUANT_TILE_MAX];
         for (int r = 0; r < NR; r++) {
             const uint8_t *p = x + r * t->x_stride + (size_t)i * esz;
-            if (NC == 1) // batched tiles revisit rows from cache; only a matvec streams
+            if (NC == 1 || t->is_stream) // later tiles of the rows read them from cache
                 _mm_prefetch((const char *)p + PF_TILES * NR * t->x_stride, _MM_HINT_T0);
             w[r] = load_w8(type, p);
         }
@@ -110,7 +110,7 @@ INLINE_ALWAYS void tile_float_vec(int type, const struct quant_tile *t, int NR, 
             __m256 w[QUANT_TILE_MAX];
             for (int r = 0; r < NR; r++) {
                 const uint8_t *p = x + r * t->x_stride + (size_t)(i + 8 * j) * esz;
-                if (NC == 1 && j == 0)
+                if ((NC == 1 || t->is_stream) && j == 0)
                     _mm_prefetch((const char *)p + PF_TILES * NR * t->x_stride, _MM_HINT_T0);
                 w[r] = load_w8(type, p);
             }
@@ -248,7 +248,7 @@ INLINE_ALWAYS void tile_q32(int type, const struct quant_tile *t, int NR, int NC
         for (int r = 0; r < NR; r++) {
             const uint8_t *blk = x + r * t->x_stride + (size_t)b * wsz;
             // the next tile's rows: keeps enough of the weight stream in flight from DRAM
-            if (NC == 1) // batched tiles revisit rows from cache; only a matvec streams
+            if (NC == 1 || t->is_stream) // later tiles of the rows read them from cache
                 _mm_prefetch((const char *)blk + PF_TILES * NR * t->x_stride, _MM_HINT_T0);
             q[r] = block_quants(type, blk);
             aq_abs[r] = has_min(type) ? q[r] : _mm256_sign_epi8(q[r], q[r]);
@@ -292,7 +292,8 @@ INLINE_ALWAYS void tile_q32_blocks(int type, const struct quant_tile *t, int NR,
             blks[r] = x + (r < NR ? r : NR - 1) * t->x_stride + (size_t)b * wsz;
         for (int r = 0; r < NR; r++) {
             const uint8_t *blk = blks[r];
-            if (NC == 1) _mm_prefetch((const char *)blk + PF_TILES * NR * t->x_stride, _MM_HINT_T0);
+            if (NC == 1 || t->is_stream) // later tiles of the rows read them from cache
+                _mm_prefetch((const char *)blk + PF_TILES * NR * t->x_stride, _MM_HINT_T0);
             q[r] = block_quants(type, blk);
             aq_abs[r] = _mm256_sign_epi8(q[r], q[r]);
         }

@@ -167,7 +167,7 @@ INLINE_ALWAYS void tile_k(int type, const struct quant_tile *t, int NR, int NC)
         for (int r = 0; r < NR; r++) {
             const uint8_t *blk = x + r * t->x_stride + (size_t)b * wsz;
             for (size_t off = 0; off < wsz; off += 64)
-                if (NC == 1) // batched tiles revisit rows from cache; only a matvec streams
+                if (NC == 1 || t->is_stream) // later tiles of the rows read them from cache
                     _mm_prefetch((const char *)blk + off + PF_TILES * NR * t->x_stride,
                                  _MM_HINT_T0);
             kprep(type, blk, &k[r]);

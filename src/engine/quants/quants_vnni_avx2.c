@@ -92,7 +92,7 @@ INLINE_ALWAYS void tile_q32_vnni(int type, const struct quant_tile *t, int NR, i
         float mx[QUANT_TILE_MAX]; // the weight block's min (formats with a min)
         for (int r = 0; r < NR; r++) {
             const uint8_t *blk = x + r * t->x_stride + (size_t)b * wsz;
-            if (NC == 1) // batched tiles revisit rows from cache; only a matvec streams
+            if (NC == 1 || t->is_stream) // later tiles of the rows read them from cache
                 _mm_prefetch((const char *)blk + PF_TILES * NR * t->x_stride, _MM_HINT_T0);
             q[r] = block_quants_u(type, blk);
             dx[r] = _mm256_set1_ps(load_half(blk));
@@ -136,7 +136,8 @@ INLINE_ALWAYS void tile_q32_vnni_blocks(int type, const struct quant_tile *t, in
             blks[r] = x + (r < NR ? r : NR - 1) * t->x_stride + (size_t)b * wsz;
         for (int r = 0; r < NR; r++) {
             const uint8_t *blk = blks[r];
-            if (NC == 1) _mm_prefetch((const char *)blk + PF_TILES * NR * t->x_stride, _MM_HINT_T0);
+            if (NC == 1 || t->is_stream) // later tiles of the rows read them from cache
+                _mm_prefetch((const char *)blk + PF_TILES * NR * t->x_stride, _MM_HINT_T0);
             q[r] = block_quants_u(type, blk);
         }
         const __m128 dx = load_half4(blks);
