@@ -20,8 +20,9 @@ count() { # $1 = log file; adds cmocka's counts
     local p f s
     p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$1" | tail -1)
     f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$1" | tail -1)
-    s=$(grep -c '^\[  SKIPPED \]' "$1")
-    passed=$((passed + ${p:-0} - s)); failed=$((failed + ${f:-0})); skipped=$((skipped + s))
+    # cmocka's summary: "[  SKIPPED ] N test(s), listed below:" (PASSED excludes them).
+    s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$1" | tail -1)
+    passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0})); skipped=$((skipped + ${s:-0}))
 }
 
 if [[ $mode != e2e-only ]]; then
