@@ -2,6 +2,7 @@
 #include "api/sse.h"
 
 #include "api/errors.h"
+#include "util/clock.h"
 #include "util/err.h"
 #include "util/mem.h"
 
@@ -19,6 +20,24 @@ struct sse_stream {
     bool is_ended;
 };
 
+/* Fills pending from the producer. A step may produce nothing visible (text held back as a
+ * possible stop string, part of a UTF-8 character), so the producer is asked again until it
+ * gives something, ends, or the stream has been quiet for the keep-alive interval: only then
+ * is a comment line sent, so clients see keep-alives on long silences, not between tokens. */
+static void fill(struct sse_stream *s)
+{
+    const double start = clock_now_ms();
+    for (;;) {
+        const int left = SSE_KEEPALIVE_MS - (int)(clock_now_ms() - start);
+        s->is_ended = s->produce(s->ctx, &s->pending, left > 1 ? left : 1) == SSE_END;
+        if (s->pending.len > 0 || s->is_ended) return;
+        if (clock_now_ms() - start >= SSE_KEEPALIVE_MS) {
+            buf_append_cstr(&s->pending, ": keep-alive\n\n");
+            return;
+        }
+    }
+}
+
 static long sse_read(void *cls, char *out, size_t max)
 {
     struct sse_stream *s = cls;
@@ -26,8 +45,7 @@ static long sse_read(void *cls, char *out, size_t max)
         if (s->is_ended) return -1;
         buf_clear(&s->pending);
         s->offset = 0;
-        s->is_ended = s->produce(s->ctx, &s->pending, SSE_KEEPALIVE_MS) == SSE_END;
-        if (s->pending.len == 0 && !s->is_ended) buf_append_cstr(&s->pending, ": keep-alive\n\n");
+        fill(s);
     }
     size_t n = s->pending.len - s->offset;
     if (n > max) n = max;
