@@ -131,46 +131,30 @@ static int load_hparams(const struct ld *l, const struct engine_encoder_params *
     return l->e->is_nomic ? load_rope(l) : ERR_OK;
 }
 
-static const char *tname(const struct gguf_tensor *t, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "%.*s", (int)(t->name.len > 80 ? 80 : t->name.len), t->name.ptr);
-    return buf;
-}
-
-static const struct gguf_tensor *find_tensor(const struct ld *l, const char *name, int layer,
-                                             char *full, size_t cap)
-{
-    if (layer >= 0)
-        snprintf(full, cap, "blk.%d.%s", layer, name);
-    else
-        snprintf(full, cap, "%s", name);
-    return gguf_find_tensor(l->e->gguf, full);
-}
-
 /* A 2-D matrix of n_in columns; n_out < 0 accepts any row count in 1..-n_out. need_dot: it is
  * multiplied (else only rows are looked up, which needs to_float only). */
 static int load_wmat(const struct ld *l, const char *name, int layer, int64_t n_in, int64_t n_out,
                      bool need_dot, struct bert_wmat *w)
 {
     char nb[96];
-    const struct gguf_tensor *t = find_tensor(l, name, layer, nb, sizeof nb);
+    const struct gguf_tensor *t = gguf_find_layer_tensor(l->e->gguf, name, layer, nb, sizeof nb);
     if (!t) return errmsg_set(l->err, ERR_FORMAT, "missing tensor '%s'", nb);
     bool rows_ok = n_out < 0 ? t->ne[1] >= 1 && t->ne[1] <= -n_out : t->ne[1] == n_out;
     if (t->ne[0] != n_in || !rows_ok || t->ne[2] != 1 || t->ne[3] != 1)
         return errmsg_set(l->err, ERR_FORMAT,
                           "tensor '%s': shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]",
-                          tname(t, nb, sizeof nb), (long long)t->ne[0], (long long)t->ne[1],
-                          (long long)t->ne[2], (long long)t->ne[3], (long long)n_in,
-                          (long long)(n_out < 0 ? -n_out : n_out));
+                          gguf_tensor_name(t, nb, sizeof nb), (long long)t->ne[0],
+                          (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
+                          (long long)n_in, (long long)(n_out < 0 ? -n_out : n_out));
     const struct quant_traits *tr = quant_traits_of(t->type);
     if (!tr || !tr->to_float || (need_dot && !tr->vec_dot))
         return errmsg_set(l->err, ERR_UNSUPPORTED, "tensor '%s': type %s is not supported",
-                          tname(t, nb, sizeof nb),
+                          gguf_tensor_name(t, nb, sizeof nb),
                           gguf_type_name(t->type) ? gguf_type_name(t->type) : "unknown");
     if (n_in % tr->block_len != 0)
         return errmsg_set(l->err, ERR_UNSUPPORTED,
                           "tensor '%s': rows of %lld are not whole %s blocks",
-                          tname(t, nb, sizeof nb), (long long)n_in, tr->name);
+                          gguf_tensor_name(t, nb, sizeof nb), (long long)n_in, tr->name);
     *w = (struct bert_wmat){.data = t->data, .type = t->type, .n_in = n_in, .n_out = t->ne[1]};
     return ERR_OK;
 }
@@ -180,13 +164,13 @@ static int load_vec(const struct ld *l, const char *name, int layer, int64_t n, 
                     const float **out)
 {
     char nb[96];
-    const struct gguf_tensor *t = find_tensor(l, name, layer, nb, sizeof nb);
+    const struct gguf_tensor *t = gguf_find_layer_tensor(l->e->gguf, name, layer, nb, sizeof nb);
     *out = NULL;
     if (!t) return required ? errmsg_set(l->err, ERR_FORMAT, "missing tensor '%s'", nb) : ERR_OK;
     if (t->ne[0] != n || t->ne[1] != 1 || t->ne[2] != 1 || t->ne[3] != 1)
         return errmsg_set(l->err, ERR_FORMAT, "tensor '%s': shape [%lld, %lld], expected [%lld]",
-                          tname(t, nb, sizeof nb), (long long)t->ne[0], (long long)t->ne[1],
-                          (long long)n);
+                          gguf_tensor_name(t, nb, sizeof nb), (long long)t->ne[0],
+                          (long long)t->ne[1], (long long)n);
     if (t->type == QUANT_F32 && ((uintptr_t)t->data % sizeof(float)) == 0) {
         *out = t->data;
         return ERR_OK;
@@ -194,7 +178,7 @@ static int load_vec(const struct ld *l, const char *name, int layer, int64_t n, 
     const struct quant_traits *tr = quant_traits_of(t->type);
     if (!tr || !tr->to_float || n % tr->block_len != 0)
         return errmsg_set(l->err, ERR_UNSUPPORTED, "tensor '%s': type %s is not supported",
-                          tname(t, nb, sizeof nb),
+                          gguf_tensor_name(t, nb, sizeof nb),
                           gguf_type_name(t->type) ? gguf_type_name(t->type) : "unknown");
     struct engine_encoder *e = l->e;
     void **owned = mem_realloc(e->owned, (size_t)(e->n_owned + 1) * sizeof *owned);
@@ -214,7 +198,7 @@ static int load_qkv(const struct ld *l, int il)
     struct bert_layer *L = &l->e->layers[il];
     const int64_t d = l->e->info.n_embd;
     char nb[96];
-    if (find_tensor(l, "attn_qkv.weight", il, nb, sizeof nb)) {
+    if (gguf_find_layer_tensor(l->e->gguf, "attn_qkv.weight", il, nb, sizeof nb)) {
         int rc = load_wmat(l, "attn_qkv.weight", il, d, 3 * d, true, &L->wqkv);
         return rc == ERR_OK ? load_vec(l, "attn_qkv.bias", il, 3 * d, false, &L->bqkv) : rc;
     }
@@ -402,16 +386,6 @@ static void fill_gelu(float *tab)
     }
 }
 
-static int64_t count_params(const struct gguf *g)
-{
-    int64_t n = 0;
-    for (int64_t i = 0; i < gguf_tensor_count(g); i++) {
-        const struct gguf_tensor *t = gguf_tensor_at(g, i);
-        n += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]; // bounded by the reader
-    }
-    return n;
-}
-
 static int load_all(const struct ld *l, const struct engine_encoder_params *p)
 {
     struct engine_encoder *e = l->e;
@@ -458,7 +432,7 @@ int engine_encoder_load(const char *path, const struct engine_encoder_params *p,
         return rc;
     }
     fill_gelu(e->gelu);
-    e->info.n_params = count_params(e->gguf);
+    e->info.n_params = gguf_param_count(e->gguf);
     e->info.file_size = gguf_file_size(e->gguf);
     *out = e;
     return ERR_OK;

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -863,4 +864,30 @@ const struct gguf_tensor *gguf_find_tensor(const struct gguf *g, const char *nam
 {
     int64_t idx = hash_find(g, g->tensor_hash, g->tensor_hash_cap, tensor_name_at, name);
     return idx < 0 ? NULL : &g->tensors[idx];
+}
+
+const struct gguf_tensor *gguf_find_layer_tensor(const struct gguf *g, const char *name, int layer,
+                                                 char *full, size_t cap)
+{
+    if (layer >= 0)
+        snprintf(full, cap, "blk.%d.%s", layer, name);
+    else
+        snprintf(full, cap, "%s", name);
+    return gguf_find_tensor(g, full);
+}
+
+const char *gguf_tensor_name(const struct gguf_tensor *t, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%.*s", (int)(t->name.len > 80 ? 80 : t->name.len), t->name.ptr);
+    return buf;
+}
+
+int64_t gguf_param_count(const struct gguf *g)
+{
+    int64_t n = 0;
+    for (int64_t i = 0; i < g->n_tensors; i++) {
+        const struct gguf_tensor *t = &g->tensors[i];
+        n += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]; // each bounded when the file was read
+    }
+    return n;
 }

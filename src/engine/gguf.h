@@ -109,5 +109,13 @@ int gguf_get_arr_i64(const struct gguf *g, const char *key, int64_t i, int64_t *
 int64_t gguf_tensor_count(const struct gguf *g);
 const struct gguf_tensor *gguf_tensor_at(const struct gguf *g, int64_t idx);
 const struct gguf_tensor *gguf_find_tensor(const struct gguf *g, const char *name);
+/* The tensor `blk.<layer>.<name>` (layer >= 0) or `<name>` (layer < 0), or NULL; the full name
+ * is written to full (cap bytes, truncated) for messages. */
+const struct gguf_tensor *gguf_find_layer_tensor(const struct gguf *g, const char *name, int layer,
+                                                 char *full, size_t cap);
+/* The tensor's name as a C string in buf (at most 80 characters), for messages. */
+const char *gguf_tensor_name(const struct gguf_tensor *t, char *buf, size_t cap);
+/* Elements in all tensors (the model's parameter count). */
+int64_t gguf_param_count(const struct gguf *g);
 
 #endif

@@ -158,47 +158,30 @@ static int load_hparams(struct engine_model *m, struct errmsg *err)
     return ERR_OK;
 }
 
-static const struct gguf_tensor *find_tensor(const struct engine_model *m, const char *name,
-                                             int layer)
-{
-    char full[96];
-    if (layer >= 0)
-        snprintf(full, sizeof full, "blk.%d.%s", layer, name);
-    else
-        snprintf(full, sizeof full, "%s", name);
-    return gguf_find_tensor(m->gguf, full);
-}
-
-static const char *tname(const struct gguf_tensor *t, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "%.*s", (int)(t->name.len > 80 ? 80 : t->name.len), t->name.ptr);
-    return buf;
-}
-
 /* A matrix (n_out, n_in) usable by matmul. need_dot: it is multiplied (not only looked up). */
 static int load_wmat(struct engine_model *m, const char *name, int layer, int64_t n_in,
                      int64_t n_out, struct wmat *w, struct errmsg *err)
 {
     char nb[96];
-    const struct gguf_tensor *t = find_tensor(m, name, layer);
+    char full[96];
+    const struct gguf_tensor *t = gguf_find_layer_tensor(m->gguf, name, layer, full, sizeof full);
     if (!t) {
-        if (layer >= 0) snprintf(nb, sizeof nb, "blk.%d.%s", layer, name);
-        return errmsg_set(err, ERR_FORMAT, "missing tensor '%s'", layer >= 0 ? nb : name);
+        return errmsg_set(err, ERR_FORMAT, "missing tensor '%s'", full);
     }
     if (t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != 1 || t->ne[3] != 1)
         return errmsg_set(
             err, ERR_FORMAT, "tensor '%s': shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]",
-            tname(t, nb, sizeof nb), (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
-            (long long)t->ne[3], (long long)n_in, (long long)n_out);
+            gguf_tensor_name(t, nb, sizeof nb), (long long)t->ne[0], (long long)t->ne[1],
+            (long long)t->ne[2], (long long)t->ne[3], (long long)n_in, (long long)n_out);
     const struct quant_traits *tr = quant_traits_of(t->type);
     if (!tr || !tr->vec_dot || !tr->to_float)
         return errmsg_set(err, ERR_UNSUPPORTED, "tensor '%s': type %s is not supported",
-                          tname(t, nb, sizeof nb),
+                          gguf_tensor_name(t, nb, sizeof nb),
                           gguf_type_name(t->type) ? gguf_type_name(t->type) : "unknown");
     if (n_in % tr->block_len != 0)
         return errmsg_set(err, ERR_UNSUPPORTED,
                           "tensor '%s': rows of %lld are not whole %s blocks (re-quantize it)",
-                          tname(t, nb, sizeof nb), (long long)n_in, tr->name);
+                          gguf_tensor_name(t, nb, sizeof nb), (long long)n_in, tr->name);
     w->data = t->data;
     w->type = t->type;
     w->n_in = n_in;
@@ -211,17 +194,17 @@ static int load_vec(struct engine_model *m, const char *name, int layer, int64_t
                     const float **out, struct errmsg *err)
 {
     char nb[96];
-    const struct gguf_tensor *t = find_tensor(m, name, layer);
+    char full[96];
+    const struct gguf_tensor *t = gguf_find_layer_tensor(m->gguf, name, layer, full, sizeof full);
     *out = NULL;
     if (!t) {
         if (!required) return ERR_OK;
-        if (layer >= 0) snprintf(nb, sizeof nb, "blk.%d.%s", layer, name);
-        return errmsg_set(err, ERR_FORMAT, "missing tensor '%s'", layer >= 0 ? nb : name);
+        return errmsg_set(err, ERR_FORMAT, "missing tensor '%s'", full);
     }
     if (t->ne[0] != n || t->ne[1] != 1 || t->ne[2] != 1 || t->ne[3] != 1)
         return errmsg_set(err, ERR_FORMAT, "tensor '%s': shape [%lld, %lld], expected [%lld]",
-                          tname(t, nb, sizeof nb), (long long)t->ne[0], (long long)t->ne[1],
-                          (long long)n);
+                          gguf_tensor_name(t, nb, sizeof nb), (long long)t->ne[0],
+                          (long long)t->ne[1], (long long)n);
     if (t->type == QUANT_F32 && ((uintptr_t)t->data % sizeof(float)) == 0) {
         *out = t->data;
         return ERR_OK;
@@ -229,7 +212,7 @@ static int load_vec(struct engine_model *m, const char *name, int layer, int64_t
     const struct quant_traits *tr = quant_traits_of(t->type);
     if (!tr || !tr->to_float || n % tr->block_len != 0)
         return errmsg_set(err, ERR_UNSUPPORTED, "tensor '%s': type %s is not supported",
-                          tname(t, nb, sizeof nb),
+                          gguf_tensor_name(t, nb, sizeof nb),
                           gguf_type_name(t->type) ? gguf_type_name(t->type) : "unknown");
     void **owned = mem_realloc(m->owned, (size_t)(m->n_owned + 1) * sizeof *owned);
     if (!owned) return errmsg_set(err, ERR_NOMEM, "out of memory");
@@ -394,16 +377,6 @@ static int load_globals(struct engine_model *m, struct errmsg *err)
     return rc;
 }
 
-static int64_t count_params(const struct gguf *g)
-{
-    int64_t n = 0;
-    for (int64_t i = 0; i < gguf_tensor_count(g); i++) {
-        const struct gguf_tensor *t = gguf_tensor_at(g, i);
-        n += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]; // bounded by the reader
-    }
-    return n;
-}
-
 int engine_model_load(const char *path, struct engine_model **out, struct errmsg *err)
 {
     quant_init();
@@ -426,7 +399,7 @@ int engine_model_load(const char *path, struct engine_model **out, struct errmsg
         engine_model_free(m);
         return rc;
     }
-    m->info.n_params = count_params(m->gguf);
+    m->info.n_params = gguf_param_count(m->gguf);
     m->info.file_size = gguf_file_size(m->gguf);
     *out = m;
     return ERR_OK;
