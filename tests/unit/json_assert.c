@@ -7,6 +7,9 @@
 
 #include "json_assert.h"
 
+#include <stdio.h>
+#include <string.h>
+
 json_t *test_json_parse(const char *text)
 {
     json_error_t e;
@@ -30,4 +33,26 @@ void assert_json_eq(const json_t *got, const char *want_text)
         fail();
     }
     json_decref(want);
+}
+
+json_t *test_sse_events(const struct buf *b)
+{
+    json_t *list = json_array();
+    const char *p = b->data ? b->data : "";
+    while (*p) {
+        char name[96];
+        int n = 0;
+        assert_int_equal(sscanf(p, "event: %95s\n%n", name, &n), 1);
+        p += n;
+        assert_true(strncmp(p, "data: ", 6) == 0);
+        p += 6;
+        const char *end = strstr(p, "\n\n");
+        assert_non_null(end);
+        json_t *data = json_loadb(p, (size_t)(end - p), 0, NULL);
+        assert_non_null(data);
+        assert_string_equal(json_string_value(json_object_get(data, "type")), name);
+        json_array_append_new(list, data);
+        p = end + 2;
+    }
+    return list;
 }

@@ -229,29 +229,6 @@ static void test_stop_reasons_and_errors(void **state)
     json_decref(e);
 }
 
-/* The events of a buffer as (name, data) pairs; checks the SSE framing on the way. */
-static json_t *sse_events(const struct buf *b)
-{
-    json_t *list = json_array();
-    const char *p = b->data ? b->data : "";
-    while (*p) {
-        char name[64];
-        int n = 0;
-        assert_int_equal(sscanf(p, "event: %63s\n%n", name, &n), 1);
-        p += n;
-        assert_true(strncmp(p, "data: ", 6) == 0);
-        p += 6;
-        const char *end = strstr(p, "\n\n");
-        assert_non_null(end);
-        json_t *data = json_loadb(p, (size_t)(end - p), 0, NULL);
-        assert_non_null(data);
-        assert_string_equal(json_string_value(json_object_get(data, "type")), name);
-        json_array_append_new(list, data);
-        p = end + 2;
-    }
-    return list;
-}
-
 static const char *ev_type(const json_t *list, size_t i)
 {
     return json_string_value(json_object_get(json_array_get(list, i), "type"));
@@ -279,7 +256,7 @@ static void test_stream_events(void **state)
     assert_int_equal(anthropic_stream_finish(&st, "tool_use", NULL,
                                              json_pack("{s:i}", "output_tokens", 9), &out),
                      ERR_OK);
-    json_t *ev = sse_events(&out);
+    json_t *ev = test_sse_events(&out);
     static const char *const want[] = {
         "message_start",       "ping",
         "content_block_start", "content_block_delta",
@@ -329,7 +306,7 @@ static void test_stream_events(void **state)
     struct anthropic_stream empty = {0};
     assert_int_equal(
         anthropic_stream_finish(&empty, "end_turn", json_string("x"), json_object(), &out), ERR_OK);
-    ev = sse_events(&out);
+    ev = test_sse_events(&out);
     assert_int_equal(json_array_size(ev), 4);
     assert_string_equal(ev_type(ev, 0), "content_block_start");
     assert_string_equal(ev_type(ev, 1), "content_block_stop");

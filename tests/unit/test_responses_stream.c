@@ -13,28 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* (type, data) of each event; checks the framing and that data.type names the event. */
-static json_t *sse_events(const struct buf *b)
-{
-    json_t *list = json_array();
-    const char *p = b->data ? b->data : "";
-    while (*p) {
-        char name[96];
-        int n = 0;
-        assert_int_equal(sscanf(p, "event: %95s\n%n", name, &n), 1);
-        p += n;
-        assert_true(strncmp(p, "data: ", 6) == 0);
-        p += 6;
-        const char *end = strstr(p, "\n\n");
-        assert_non_null(end);
-        json_t *data = json_loadb(p, (size_t)(end - p), 0, NULL);
-        assert_non_null(data);
-        assert_string_equal(json_string_value(json_object_get(data, "type")), name);
-        json_array_append_new(list, data);
-        p = end + 2;
-    }
-    return list;
-}
+#include "json_assert.h"
 
 static const char *str_of(const json_t *o, const char *key)
 {
@@ -69,7 +48,7 @@ static void test_mixed_output(void **state)
     for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
         assert_int_equal(responses_stream_delta(&st, &steps[i], &out), ERR_OK);
     assert_int_equal(responses_stream_close(&st, &out), ERR_OK);
-    json_t *ev = sse_events(&out);
+    json_t *ev = test_sse_events(&out);
     static const char *const want[] = {
         "response.created",
         "response.output_item.added",
@@ -156,7 +135,7 @@ static void test_empty_answer(void **state)
     struct buf out;
     buf_init(&out);
     assert_int_equal(responses_stream_close(&st, &out), ERR_OK);
-    json_t *ev = sse_events(&out);
+    json_t *ev = test_sse_events(&out);
     assert_int_equal(json_array_size(ev), 5); // added, part added, text done, part done, item done
     assert_string_equal(str_of(json_array_get(ev, 0), "type"), "response.output_item.added");
     assert_string_equal(str_of(json_array_get(ev, 4), "type"), "response.output_item.done");
