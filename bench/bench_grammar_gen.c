@@ -6,12 +6,11 @@
  * three modes in turn, `runs` times, so machine load hits all alike; prints the median decode
  * tokens/s of each and its ratio to the unconstrained run.
  *   bench_grammar_gen [-t THREADS] [-n TOKENS] [-r RUNS] MODEL */
-#include "platform/cpu.h"
+#include "cpu_bench.h"
 #include "text/json_schema.h"
 #include "text/tokenizer.h"
 #include "util/buf.h"
 #include "util/mem.h"
-#include "util/thread.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,20 +18,6 @@
 
 #define MAX_RUNS      15
 #define PROMPT_TOKENS 32
-
-static struct mutex done_mu;
-static struct cond done_cv;
-static int n_done;
-
-static void on_done(void *owner, int instance)
-{
-    (void)owner;
-    (void)instance;
-    mutex_lock(&done_mu);
-    n_done++;
-    cond_broadcast(&done_cv);
-    mutex_unlock(&done_mu);
-}
 
 struct gen_result {
     double tok_per_s; // decode speed (prompt excluded)
@@ -72,14 +57,7 @@ static bool generate(struct platform_model *m, const struct platform_model_desc 
     struct request *r;
     if (request_new(REQUEST_GENERATE, prompt, PROMPT_TOKENS, &gp, n_tokens + 1, &r) != ERR_OK)
         return false;
-    mutex_lock(&done_mu);
-    int want = n_done + 1;
-    mutex_unlock(&done_mu);
-    cpu_platform.submit(m, 0, r);
-    mutex_lock(&done_mu);
-    while (n_done < want)
-        cond_wait(&done_cv, &done_mu);
-    mutex_unlock(&done_mu);
+    bench_run(m, r);
     struct request_timings t;
     struct errmsg err;
     errmsg_clear(&err);
@@ -143,24 +121,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: bench_grammar_gen [-t THREADS] [-n TOKENS] [-r RUNS] MODEL\n");
         return 2;
     }
-    mutex_init(&done_mu);
-    cond_init(&done_cv);
-    struct platform_load_args a = {
-        .path = argv[i],
-        .n_ctx = PROMPT_TOKENS + n_tokens + 8,
-        .n_threads = n_threads,
-        .on_done = on_done,
-    };
-    struct platform_model *m;
-    struct errmsg err;
-    errmsg_clear(&err);
-    if (cpu_platform.load(&a, &m, &err) != ERR_OK ||
-        cpu_platform.add_instance(m, 0, &err) != ERR_OK) {
-        fprintf(stderr, "%s: %s\n", argv[i], err.msg);
-        return 1;
-    }
     struct platform_model_desc d;
-    cpu_platform.describe(m, &d);
+    struct platform_model *m = bench_load(argv[i], PROMPT_TOKENS + n_tokens + 8, n_threads, &d);
+    if (!m) return 1;
     struct buf any, schema, ints;
     buf_init(&any);
     buf_init(&schema);
@@ -195,7 +158,6 @@ int main(int argc, char **argv)
     buf_deinit(&any);
     buf_deinit(&schema);
     buf_deinit(&ints);
-    cpu_platform.remove_instance(m, 0);
-    cpu_platform.unload(m);
+    bench_unload(m);
     return 0;
 }
