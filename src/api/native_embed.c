@@ -74,8 +74,13 @@ void api_native_embeddings(const struct api_ctx *ctx, const struct api_request *
     struct request *r = NULL;
     bool is_base64 = false, is_truncate = false;
     int64_t norm = 2;
-    bool ok = m && embed_parse_options(body, &is_base64, &is_truncate, &f) &&
-              parse_normalize(body, &norm, &f);
+    bool ok = m && (!embed_is_reranker(m) ||
+                    api_failf(&f, 400, "wrong_model_type", "model",
+                              "The model '%s' is a reranker and cannot produce embeddings; "
+                              "use POST /rerank",
+                              model_id(m)));
+    ok = ok && embed_parse_options(body, &is_base64, &is_truncate, &f) &&
+         parse_normalize(body, &norm, &f);
     if (ok && !json_object_get(body, field))
         ok = api_failf(&f, 400, "missing_required_parameter", "content",
                        "\"input\" or \"content\" must be provided");

@@ -35,7 +35,7 @@ struct instance {
     int n_inputs;        // inputs of req (1 when it set none)
     int next_input;      // first input not yet embedded
     int next_token;      // its offset in req->prompt
-    float *result;       // (n_inputs, n_embd) pooled vectors so far (zeroed at start)
+    float *result;       // (n_inputs, n_out) pooled vectors or scores so far (zeroed at start)
     double t_start_ms;
     enum finish_reason done;        // set during a step; the instance is finished after it
     struct request_outcome failure; // when done == FINISH_ERROR: what the request is told
@@ -56,12 +56,16 @@ struct cpu_embed {
     struct tokenizer *tok;
     struct threadpool *tp;
     int n_embd, n_ctx, n_ctx_train, n_vocab, n_batch_tokens;
+    int n_out;             // floats per input in a result: n_embd, or a reranker's n_cls_out
+    int n_cls_out;         // rerankers: scores per input; 0 otherwise
+    char *rerank_template; // tokenizer.chat_template.rerank (owned), or NULL
+    int32_t rerank_bos, rerank_eos, rerank_sep; // pair layout ids, -1 when left out
     size_t kv_bytes; // decoders: an instance's KV cache (n_ctx positions)
     // Batch staging, owned by the scheduler thread.
     const int32_t *in_ptr[BATCH_INPUTS_MAX];
     int in_len[BATCH_INPUTS_MAX];
     int in_inst[BATCH_INPUTS_MAX];
-    float *out; // encoders: (BATCH_INPUTS_MAX, n_embd)
+    float *out; // encoders: (BATCH_INPUTS_MAX, n_out)
     // Decoders: one item per input in a step, on its own view sequence.
     struct engine_batch_item items[BATCH_INPUTS_MAX];
     struct engine_seq *views[BATCH_INPUTS_MAX];
@@ -159,7 +163,7 @@ static void start_request(struct cpu_embed *m, int i, struct request *r)
     in->t_start_ms = clock_now_ms();
     request_mark_started(r);
     if (!validate(m, in)) return;
-    in->result = mem_calloc((size_t)in->n_inputs * (size_t)m->n_embd, sizeof(float));
+    in->result = mem_calloc((size_t)in->n_inputs * (size_t)m->n_out, sizeof(float));
     if (!in->result) fail_instance(in, 500, "out of memory for the embeddings");
 }
 
@@ -177,7 +181,7 @@ static struct request *finish_instance(struct cpu_embed *m, int i, struct reques
             .prompt_ms = clock_now_ms() - in->t_start_ms,
         };
         request_set_timings(r, &t);
-        if (request_set_embedding(r, in->result, in->n_inputs * m->n_embd) != ERR_OK)
+        if (request_set_embedding(r, in->result, in->n_inputs * m->n_out) != ERR_OK)
             request_outcome_fail(out, 500, "out of memory for the embeddings");
         else
             out->reason = FINISH_STOP;
@@ -233,8 +237,8 @@ static void encoder_step(struct cpu_embed *m)
     }
     for (int k = 0; k < n; k++) {
         struct instance *in = &m->inst[m->in_inst[k]];
-        memcpy(in->result + (size_t)in->next_input * m->n_embd, m->out + (size_t)k * m->n_embd,
-               (size_t)m->n_embd * sizeof(float));
+        memcpy(in->result + (size_t)in->next_input * m->n_out, m->out + (size_t)k * m->n_out,
+               (size_t)m->n_out * sizeof(float));
         in->next_token += m->in_len[k];
         if (++in->next_input == in->n_inputs) in->done = FINISH_STOP;
     }
@@ -415,6 +419,22 @@ void cpu_embed_submit(struct cpu_embed *m, int instance, struct request *r)
     cpu_sched_submit(&m->sched, instance, r);
 }
 
+/* A reranker's pair layout (see platform_model_desc): the rerank template when the file has
+ * one, and the ids llama.cpp's server puts around query and document per the vocab flags. */
+static int load_rerank_layout(struct cpu_embed *m, const struct gguf *g, const struct vocab *v)
+{
+    const struct tok_specials *sp = tok_specials(m->tok);
+    const tok_id bos = sp->bos != TOK_ID_NONE ? sp->bos : sp->cls;
+    const tok_id eos = sp->eos != TOK_ID_NONE ? sp->eos : sp->sep;
+    m->rerank_bos = v->add_bos ? bos : TOK_ID_NONE;
+    m->rerank_eos = v->add_eos ? eos : TOK_ID_NONE;
+    m->rerank_sep = v->add_sep ? sp->sep : TOK_ID_NONE;
+    struct str t;
+    if (gguf_get_str(g, "tokenizer.chat_template.rerank", &t) != ERR_OK) return ERR_OK;
+    m->rerank_template = mem_strndup(t.ptr, t.len);
+    return m->rerank_template ? ERR_OK : ERR_NOMEM;
+}
+
 static int load_text(struct cpu_embed *m, struct errmsg *err)
 {
     struct vocab vocab;
@@ -422,7 +442,9 @@ static int load_text(struct cpu_embed *m, struct errmsg *err)
     int rc = vocab_load_gguf(g, &vocab, err);
     if (rc != ERR_OK) return rc;
     rc = tok_new(&vocab, &m->tok, err);
+    if (rc == ERR_OK && m->n_cls_out > 0) rc = load_rerank_layout(m, g, &vocab);
     vocab_deinit(&vocab);
+    if (rc == ERR_NOMEM) errmsg_set(err, rc, "out of memory while loading the vocabulary");
     if (rc != ERR_OK) return rc;
     if (tok_n_tokens(m->tok) > m->n_vocab)
         return errmsg_set(err, ERR_FORMAT, "the vocabulary has %d tokens but the model %d",
@@ -435,6 +457,7 @@ static void free_parts(struct cpu_embed *m)
     threadpool_free(m->tp);
     mem_free(m->out);
     mem_free(m->discard);
+    mem_free(m->rerank_template);
     for (int i = 0; i < BATCH_INPUTS_MAX; i++)
         engine_seq_free(m->views[i]);
     tok_free(m->tok);
@@ -474,7 +497,9 @@ static int load_encoder(struct cpu_embed *m, const char *path, const struct plat
     m->n_ctx_train = info->n_ctx_train;
     m->n_ctx = a->n_ctx > 0 && a->n_ctx < info->n_ctx_train ? a->n_ctx : info->n_ctx_train;
     m->pooling = info->pooling;
-    m->out = mem_alloc((size_t)BATCH_INPUTS_MAX * (size_t)m->n_embd * sizeof(float));
+    m->n_out = info->n_out;
+    m->n_cls_out = info->n_cls_out;
+    m->out = mem_alloc((size_t)BATCH_INPUTS_MAX * (size_t)m->n_out * sizeof(float));
     return m->out ? ERR_OK : ERR_NOMEM;
 }
 
@@ -515,6 +540,7 @@ static int load_decoder(struct cpu_embed *m, const char *path, const struct plat
     rc = decoder_pooling(m, a->pooling, err);
     if (rc != ERR_OK) return rc;
     m->n_embd = info->n_embd;
+    m->n_out = info->n_embd;
     m->n_vocab = info->n_vocab;
     m->n_ctx_train = info->n_ctx_train;
     m->n_ctx = a->n_ctx > 0 ? a->n_ctx : DECODER_CTX_CAP;
@@ -564,6 +590,11 @@ void cpu_embed_describe(const struct cpu_embed *m, struct platform_model_desc *o
     out->n_ctx_train = m->n_ctx_train;
     out->n_vocab = m->n_vocab;
     out->n_embd = m->n_embd;
+    out->n_cls_out = m->n_cls_out;
+    out->rerank_template = m->rerank_template;
+    out->rerank_bos = m->n_cls_out > 0 ? m->rerank_bos : TOK_ID_NONE;
+    out->rerank_eos = m->n_cls_out > 0 ? m->rerank_eos : TOK_ID_NONE;
+    out->rerank_sep = m->n_cls_out > 0 ? m->rerank_sep : TOK_ID_NONE;
     if (m->dec) {
         const struct engine_model_info *info = engine_model_info(m->dec);
         out->n_params = info->n_params;

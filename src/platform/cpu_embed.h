@@ -24,7 +24,9 @@ int cpu_embed_probe(const char *gguf_path, bool force_embedding, bool *out, stru
 
 /* Loads the embedding model at gguf_path (a resolved file) with a's threads, context, pooling
  * and on_done. Encoders: codes of engine_encoder_load(), the context is n_ctx_train lowered to
- * a->n_ctx when that is set. Decoders: codes of engine_model_load(); ERR_UNSUPPORTED for
+ * a->n_ctx when that is set; with pooling rank (a->pooling or the file's) the model is a
+ * reranker: its results are n_cls_out scores per input and describe() gives n_cls_out and the
+ * pair layout (tokenizer.chat_template.rerank, the vocab's add_bos/add_eos/add_sep ids). Decoders: codes of engine_model_load(); ERR_UNSUPPORTED for
  * pooling none or rank, or non-causal attention; the context is a->n_ctx, or the training
  * context capped at 4096, and never above the training context; pooling is a->pooling, else
  * the file's, else last (causal attention: only the last token has seen the whole input).
