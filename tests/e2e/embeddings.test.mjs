@@ -314,11 +314,15 @@ describe('decoder embedding models', () => {
     assert.deepEqual(viaLoad.data[0].embedding, viaFlag.data[0].embedding);
     const mean = await client.embeddings.create({ model: 'q2-mean', input: text, encoding_format: 'float' });
     assert.notDeepEqual(mean.data[0].embedding, viaLoad.data[0].embedding);
-    for (const bad of [{ pooling: 'none' }, { pooling: 'rank' }, { pooling: 7 }, { embedding: 'yes' }]) {
+    for (const bad of [{ pooling: 'none' }, { pooling: 'sideways' }, { pooling: 7 }, { embedding: 'yes' }]) {
       const e = await load({ model_id: 'q2-bad', embedding: true, ...bad });
       assert.equal(e.status, 400);
       assert.equal(errorOf(await e.json()).param, Object.keys(bad)[0]);
     }
+    // Rank (a reranker's head) is a valid pooling, but not one a decoder is served with.
+    const rank = await load({ model_id: 'q2-rank', embedding: true, pooling: 'rank' });
+    assert.equal(rank.status, 500);
+    assert.match(errorOf(await rank.json()).message, /pooling rank/);
     for (const id of ['q2-last', 'q2-mean'])
       await fetch(`${srv.url}/v1/models/unload`, { method: 'POST', body: JSON.stringify({ model_id: id }) });
   });
