@@ -3,7 +3,9 @@
  * encoder cannot run finish with a 400 instead of running. Decoders as embedding models: a
  * synthetic qwen3 declaring pooling last, and a plain qwen2 loaded with force_embedding, give
  * the engine's pooled, normalized hidden states (last, mean, cls) for every input, whatever
- * else shares the batch, including inputs longer than one decode step. */
+ * else shares the batch, including inputs longer than one decode step. A synthetic bert
+ * reranker (pooling rank) gives one score per input, the encoder's, whatever shares its batch,
+ * and describes its pair layout from the vocab flags and its rerank template. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -422,6 +424,127 @@ static void test_decoder_load_alloc_failures(void **state)
     unlink(path);
 }
 
+/* ---- rerankers ---- */
+
+/* Writes a synthetic bert reranker (one score); extra string key/value when key is set. */
+static void write_reranker(char *path, size_t cap, const char *key, const char *value, bool add_eos)
+{
+    struct synth_params p = synth_params_default();
+    p.arch = "bert";
+    p.n_embd = 32;
+    p.n_head = 2;
+    p.n_ff = 64;
+    p.n_ctx = 64;
+    p.seed = 3;
+    p.n_cls_out = 1;
+    p.n_vocab = synth_builtin_vocab_size("bert");
+    struct gguf_writer *w;
+    struct errmsg err;
+    errmsg_clear(&err);
+    assert_int_equal(synth_build(&p, &w, &err), ERR_OK);
+    if (key) assert_int_equal(gguf_writer_add_str(w, key, value), ERR_OK);
+    if (add_eos) assert_int_equal(gguf_writer_add_bool(w, "tokenizer.ggml.add_eos_token", 1), 0);
+    snprintf(path, cap, "/tmp/llamapi-test-rerank-%d-%d.gguf", key != NULL, (int)getpid());
+    assert_int_equal(gguf_writer_to_file(w, path, &err), ERR_OK);
+    gguf_writer_free(w);
+}
+
+/* Three inputs in one request on instance 0 and each alone on instances 1..3: one score per
+ * input, bit-identical to the encoder's for that input alone. */
+static void test_reranker(void **state)
+{
+    (void)state;
+    char path[128];
+    write_reranker(path, sizeof path, NULL, NULL, false);
+    struct platform_model_desc d;
+    struct platform_model *m = load_embed(path, 0, PLATFORM_POOLING_DEFAULT, 4, &d);
+    assert_int_equal(d.kind, MODEL_KIND_EMBEDDING);
+    assert_int_equal(d.n_cls_out, 1);
+    assert_int_equal(d.n_embd, 32);
+    assert_null(d.rerank_template);
+    assert_int_equal(d.rerank_bos, 2); // bos_token_id; bert vocabs add bos and sep, not eos
+    assert_int_equal(d.rerank_eos, -1);
+    assert_int_equal(d.rerank_sep, 3);
+    static const int32_t ids[] = {2, 5, 6, 3, 7, 8, 2, 9, 3, 5, 5, 6, 10, 11, 12, 2, 7, 3};
+    const int lens[3] = {6, 3, 9};
+    const int before = atomic_load(&n_done);
+    struct request *all = embed_request(ids, 18, lens, 3, REQUEST_EMBED), *one[3];
+    cpu_platform.submit(m, 0, all);
+    for (int k = 0, off = 0; k < 3; off += lens[k], k++) {
+        one[k] = embed_request(ids + off, lens[k], NULL, 0, REQUEST_EMBED);
+        cpu_platform.submit(m, 1 + k, one[k]);
+    }
+    struct engine_encoder *enc;
+    struct threadpool *tp;
+    struct errmsg err;
+    assert_int_equal(engine_encoder_load(path, NULL, &enc, &err), ERR_OK);
+    assert_int_equal(threadpool_new(1, &tp), ERR_OK);
+    int status = 0;
+    assert_int_equal(wait_done(all, &status, &err), FINISH_STOP);
+    assert_int_equal(all->n_embedding, 3);
+    for (int k = 0, off = 0; k < 3; off += lens[k], k++) {
+        const int32_t *in = ids + off;
+        float want;
+        assert_int_equal(engine_encoder_embed(enc, tp, &in, &lens[k], 1, &want, &err), ERR_OK);
+        assert_int_equal(wait_done(one[k], &status, &err), FINISH_STOP);
+        assert_int_equal(one[k]->n_embedding, 1);
+        assert_memory_equal(&one[k]->embedding[0], &want, sizeof want);
+        assert_memory_equal(&all->embedding[k], &want, sizeof want);
+        request_release(one[k]);
+    }
+    assert_true(all->embedding[0] != all->embedding[1]);
+    request_release(all);
+    while (atomic_load(&n_done) < before + 4)
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    for (int i = 0; i < 4; i++)
+        cpu_platform.remove_instance(m, i);
+    cpu_platform.unload(m);
+    // The same file pooled as embeddings is no reranker.
+    m = load_embed(path, 0, PLATFORM_POOLING_CLS, 0, &d);
+    assert_int_equal(d.n_cls_out, 0);
+    assert_int_equal(d.rerank_bos, -1);
+    cpu_platform.unload(m);
+    threadpool_free(tp);
+    engine_encoder_free(enc);
+    unlink(path);
+}
+
+/* The rerank template is the file's; add_eos_token adds eos, which bert vocabs lack: sep. */
+static void test_reranker_layout(void **state)
+{
+    (void)state;
+    char path[128];
+    static const char tmpl[] = "[CLS]{query}[SEP]{document}[SEP]";
+    write_reranker(path, sizeof path, "tokenizer.chat_template.rerank", tmpl, true);
+    struct platform_model_desc d;
+    struct platform_model *m = load_embed(path, 0, PLATFORM_POOLING_DEFAULT, 0, &d);
+    assert_non_null(d.rerank_template);
+    assert_string_equal(d.rerank_template, tmpl);
+    assert_int_equal(d.rerank_bos, 2);
+    assert_int_equal(d.rerank_eos, 3);
+    assert_int_equal(d.rerank_sep, 3);
+    cpu_platform.unload(m);
+    // Allocation failure at every step of the load, the template's copy included.
+    struct platform_load_args a = {.path = path, .n_threads = 1, .on_done = on_done};
+    const int64_t live = mem_live_count();
+    bool loaded = false;
+    int n = 0;
+    for (; !loaded; n++) {
+        m = NULL;
+        struct errmsg err;
+        errmsg_clear(&err);
+        mem_fail_after(n);
+        int rc = cpu_platform.load(&a, &m, &err);
+        mem_fail_after(-1);
+        loaded = rc == ERR_OK;
+        if (!loaded) assert_int_equal(rc, ERR_NOMEM);
+        cpu_platform.unload(m);
+        assert_int_equal(mem_live_count(), live);
+    }
+    printf("reranker load: %d allocation failures, each cleaned up\n", n - 1);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -432,6 +555,8 @@ int main(void)
         cmocka_unit_test(test_decoder_forced),
         cmocka_unit_test(test_decoder_refusals),
         cmocka_unit_test(test_decoder_load_alloc_failures),
+        cmocka_unit_test(test_reranker),
+        cmocka_unit_test(test_reranker_layout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
