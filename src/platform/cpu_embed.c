@@ -7,7 +7,9 @@
 #include "platform/cpu_sched.h"
 
 #include "engine/bert.h"
+#include "engine/matmul.h"
 #include "engine/model.h"
+#include "engine/quants/quants.h"
 #include "engine/threadpool.h"
 #include "platform/cpu_sched.h"
 #include "platform/vocab_gguf.h"
@@ -72,6 +74,12 @@ struct cpu_embed {
     int item_input[BATCH_INPUTS_MAX]; // the input's index in its request
     bool item_ends[BATCH_INPUTS_MAX]; // the item feeds the input's last token
     float *discard;                   // (n_embd) cls chunks after the first write here
+    // Decoder rerankers (qwen3): the last token's state of each item, and cls.output.
+    float *rank_hidden;    // (BATCH_INPUTS_MAX, n_embd)
+    const void *cls_out;   // (n_cls_out, n_embd) rows of cls_out_type, mapped
+    uint32_t cls_out_type; // enum quant_type with a vec_dot
+    void *cls_x;           // (cls_x_bytes) the state converted for cls_out's dot
+    size_t cls_x_bytes;
 
     struct cpu_sched sched; // its mu also guards instance existence
     struct instance inst[CPU_EMBED_MAX_INSTANCES];
@@ -269,8 +277,9 @@ static void stage_item(struct cpu_embed *m, int *n_items, int i, struct engine_s
 {
     struct instance *in = &m->inst[i];
     float *hidden;
-    const enum engine_output out =
-        chunk_output(m, from, in->result + (size_t)k * m->n_embd, &hidden);
+    float *row = m->n_cls_out > 0 ? m->rank_hidden + (size_t)*n_items * m->n_embd
+                                  : in->result + (size_t)k * m->n_embd;
+    const enum engine_output out = chunk_output(m, from, row, &hidden);
     m->items[*n_items] = (struct engine_batch_item){
         .seq = seq,
         .tokens = in->req->prompt + off + from,
@@ -334,6 +343,33 @@ static void finish_vector(const struct cpu_embed *m, float *v, int n_tokens)
         v[j] *= inv;
 }
 
+/* A decoder reranker's scores from the last token's state h: cls.output then a softmax over
+ * the outputs (llama.cpp's qwen3 rank pooling), into out (n_cls_out). */
+static void rank_scores(struct cpu_embed *m, const float *h, float *out)
+{
+    const uint32_t dot = quant_traits_of(m->cls_out_type)->dot_type;
+    (void)matmul_quantize_input(h, 1, m->n_embd, dot, m->cls_x, m->cls_x_bytes, 0, 1);
+    const struct matmul_args a = {.w = m->cls_out,
+                                  .w_type = m->cls_out_type,
+                                  .n_in = m->n_embd,
+                                  .n_out = m->n_cls_out,
+                                  .x = m->cls_x,
+                                  .x_row_bytes = m->cls_x_bytes,
+                                  .n_tok = 1,
+                                  .y = out};
+    matmul_run(&a, 0, 1);
+    float mx = out[0];
+    for (int j = 1; j < m->n_cls_out; j++)
+        mx = out[j] > mx ? out[j] : mx;
+    double sum = 0.0;
+    for (int j = 0; j < m->n_cls_out; j++) {
+        out[j] = expf(out[j] - mx);
+        sum += out[j];
+    }
+    for (int j = 0; j < m->n_cls_out; j++)
+        out[j] = (float)(out[j] / sum);
+}
+
 /* Books the outcome of item t of a decode that succeeded. */
 static void item_done(struct cpu_embed *m, int t)
 {
@@ -344,7 +380,10 @@ static void item_done(struct cpu_embed *m, int t)
         in->carry_fed = engine_seq_pos(in->carry);
         return;
     }
-    finish_vector(m, in->result + (size_t)k * m->n_embd, len);
+    if (m->n_cls_out > 0)
+        rank_scores(m, m->rank_hidden + (size_t)t * m->n_embd, in->result + (size_t)k * m->n_out);
+    else
+        finish_vector(m, in->result + (size_t)k * m->n_embd, len);
     in->next_input = k + 1;
     in->next_token += len;
     if (in->next_input == in->n_inputs) in->done = FINISH_STOP;
@@ -458,6 +497,8 @@ static void free_parts(struct cpu_embed *m)
     mem_free(m->out);
     mem_free(m->discard);
     mem_free(m->rerank_template);
+    mem_free(m->rank_hidden);
+    mem_free(m->cls_x);
     for (int i = 0; i < BATCH_INPUTS_MAX; i++)
         engine_seq_free(m->views[i]);
     tok_free(m->tok);
@@ -505,18 +546,60 @@ static int load_encoder(struct cpu_embed *m, const char *path, const struct plat
 
 /* The load's pooling, else the file's, else last: with causal attention only the last token
  * has seen the whole input, and that is the state decoder embedding models (Qwen3-Embedding)
- * are trained to produce. */
+ * are trained to produce. Rank is qwen3's reranker head (Qwen3-Reranker) only: llama.cpp's
+ * other decoders have none. */
 static int decoder_pooling(struct cpu_embed *m, enum platform_pooling asked, struct errmsg *err)
 {
     int p = asked != PLATFORM_POOLING_DEFAULT ? (int)engine_pooling_of(asked)
                                               : file_pooling(engine_model_gguf(m->dec));
     if (asked == PLATFORM_POOLING_DEFAULT && p <= ENGINE_POOLING_NONE) p = ENGINE_POOLING_LAST;
-    if (p == ENGINE_POOLING_NONE || p == ENGINE_POOLING_RANK)
+    const char *arch = engine_model_info(m->dec)->arch;
+    if (p == ENGINE_POOLING_NONE || (p == ENGINE_POOLING_RANK && strcmp(arch, "qwen3") != 0))
         return errmsg_set(err, ERR_UNSUPPORTED,
-                          "pooling %s is not supported for a decoder (mean, cls or last)",
-                          p == ENGINE_POOLING_NONE ? "none" : "rank");
+                          "pooling %s is not supported for a %s decoder (mean, cls or last%s)",
+                          p == ENGINE_POOLING_NONE ? "none" : "rank", arch,
+                          p == ENGINE_POOLING_RANK ? "; rank on qwen3 rerankers" : "");
     m->pooling = (enum engine_pooling)p;
     return ERR_OK;
+}
+
+/* A qwen3 reranker's head: cls.output (n_cls_out rows of n_embd, n_cls_out the number of
+ * <arch>.classifier.output_labels, else 1) and the scratch its product needs. */
+static int load_decoder_head(struct cpu_embed *m, struct errmsg *err)
+{
+    const struct gguf *g = engine_model_gguf(m->dec);
+    const char *arch = engine_model_info(m->dec)->arch;
+    char key[96];
+    enum gguf_value_type et;
+    int64_t n = 0;
+    snprintf(key, sizeof key, "%s.classifier.output_labels", arch);
+    int rc = gguf_get_arr(g, key, &et, &n);
+    if (rc == ERR_NOT_FOUND || (rc == ERR_OK && n == 0))
+        n = 1;
+    else if (rc != ERR_OK || n > m->n_embd)
+        return errmsg_set(err, ERR_FORMAT, "key '%s': not an array of 1..%d labels", key,
+                          m->n_embd);
+    const struct gguf_tensor *t = gguf_find_tensor(g, "cls.output.weight");
+    if (!t)
+        return errmsg_set(err, ERR_FORMAT,
+                          "pooling rank needs the reranker head 'cls.output.weight'");
+    if (t->ne[0] != m->n_embd || t->ne[1] != n || t->ne[2] != 1 || t->ne[3] != 1)
+        return errmsg_set(err, ERR_FORMAT,
+                          "tensor 'cls.output.weight': shape [%lld, %lld], expected [%d, %lld]",
+                          (long long)t->ne[0], (long long)t->ne[1], m->n_embd, (long long)n);
+    const struct quant_traits *tr = quant_traits_of(t->type);
+    m->cls_x_bytes = tr && tr->vec_dot ? matmul_input_row_bytes(t->type, m->n_embd) : 0;
+    if (m->cls_x_bytes == 0)
+        return errmsg_set(err, ERR_UNSUPPORTED,
+                          "tensor 'cls.output.weight': type %s is not supported",
+                          gguf_type_name(t->type) ? gguf_type_name(t->type) : "unknown");
+    m->cls_out = t->data;
+    m->cls_out_type = t->type;
+    m->n_cls_out = (int)n;
+    m->n_out = (int)n;
+    m->cls_x = mem_alloc(m->cls_x_bytes);
+    m->rank_hidden = mem_alloc((size_t)BATCH_INPUTS_MAX * (size_t)m->n_embd * sizeof(float));
+    return m->cls_x && m->rank_hidden ? ERR_OK : ERR_NOMEM;
 }
 
 /* A decoder file that says its attention is bidirectional is a different graph. */
@@ -545,6 +628,8 @@ static int load_decoder(struct cpu_embed *m, const char *path, const struct plat
     m->n_ctx_train = info->n_ctx_train;
     m->n_ctx = a->n_ctx > 0 ? a->n_ctx : DECODER_CTX_CAP;
     if (m->n_ctx > info->n_ctx_train) m->n_ctx = info->n_ctx_train;
+    if (m->pooling == ENGINE_POOLING_RANK) rc = load_decoder_head(m, err);
+    if (rc != ERR_OK) return rc;
     m->kv_bytes = engine_kv_bytes(m->dec, m->n_ctx);
     if (m->kv_bytes == 0)
         return errmsg_set(err, ERR_LIMIT, "a %d-token KV cache is too large", m->n_ctx);

@@ -35,7 +35,7 @@ enum platform_pooling {
     PLATFORM_POOLING_CLS,
     PLATFORM_POOLING_LAST,
     PLATFORM_POOLING_RANK, // a reranker's classification head: scores per input instead of
-                           // a vector (cpu: bert encoders)
+                           // a vector (cpu: bert encoders, qwen3 decoders)
 };
 
 /* Called by the platform (on its own thread, holding none of its locks) after it finished the

@@ -1,8 +1,8 @@
 // POST /rerank, /reranking, /v1/rerank and /v1/reranking against synthetic rerankers written
 // by gguf-synth --cls-out: the answer's shape (Jina's, and TEI's with `texts`), ordering,
 // top_n, return_text, usage, scores independent of the other documents, every 400 path, the
-// model choice, --reranking and /v1/models/load {pooling: "rank"}; with ../shared, the
-// reference implementation's scores for a reranker on a real BERT vocabulary.
+// model choice, --reranking and /v1/models/load {pooling: "rank"}; a qwen3 reranker (last
+// token, cls.output, softmax); the reference implementation's scores.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -257,29 +257,67 @@ describe('--reranking and /v1/models/load {pooling: "rank"}', () => {
   });
 });
 
-describe("the reference implementation's scores", { skip: hasShared ? false : 'skip: ../shared absent' }, () => {
-  const golden = JSON.parse(readFileSync(path.join(repoRoot, 'tests/data/rerank-reference.json'), 'utf8'));
+describe('a qwen3 reranker (last token, cls.output, softmax)', () => {
   let srv;
+  const DEC = ['--layers', '2', '--embd', '64', '--heads', '4', '--heads-kv', '2', '--ffn', '128', '--ctx', '512'];
   before(async () => {
-    const args = golden.gguf_synth_args.map((a) => a.replace(/^\.\.\/shared\//, `${sharedDir}/`));
-    srv = await startServer(['-m', synthModel('rr-bge', args), '--threads', '2']);
+    const q3 = synthModel('rr-q3', ['--arch', 'qwen3', ...DEC, '--cls-out', '2', '--seed', '13']);
+    srv = await startServer(['-m', q3, '--threads', '2']);
   });
   after(async () => {
     await srv?.stop();
   });
 
-  test('every score within 1e-3 of the reference, the same order and token count', async () => {
-    for (const c of golden.cases) {
-      const r = await post(srv.url, '/v1/rerank', { query: c.query, documents: c.documents });
-      assert.equal(r.status, 200, JSON.stringify(r.body));
-      assert.equal(r.body.usage.prompt_tokens, c.prompt_tokens);
-      const got = scoresOf(r.body, c.documents.length);
-      for (let i = 0; i < got.length; i++) {
-        const rel = Math.abs(got[i] - c.scores[i]) / Math.abs(c.scores[i]);
-        assert.ok(rel <= 1e-3, `"${c.query}" document ${i}: ${got[i]} vs ${c.scores[i]} (${rel})`);
-      }
-      const order = c.scores.map((s, i) => [s, i]).sort((a, b) => b[0] - a[0]).map((x) => x[1]);
-      assert.deepEqual(r.body.results.map((x) => x.index), order);
+  test('scores are probabilities, sorted, and do not depend on the other documents', async () => {
+    const docs = ['there was a little girl', 'the cat sat', 'and then they went home', ''];
+    const r = await post(srv.url, '/v1/rerank', { query: 'Once upon a time', documents: docs });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.equal(r.body.results.length, docs.length);
+    for (let i = 0; i < docs.length; i++) {
+      const x = r.body.results[i];
+      assert.ok(x.relevance_score > 0 && x.relevance_score < 1);
+      if (i > 0) assert.ok(r.body.results[i - 1].relevance_score >= x.relevance_score);
+      const one = await post(srv.url, '/v1/rerank', { query: 'Once upon a time', documents: [docs[x.index]] });
+      assert.ok(Math.abs(one.body.results[0].relevance_score - x.relevance_score) < 1e-6);
     }
   });
+
+  test('--reranking on a decoder other than qwen3 is refused at start-up', async () => {
+    const qwen2 = synthModel('rr-qwen2', ['--arch', 'qwen2', ...DEC, '--seed', '14']);
+    await assert.rejects(startServer(['--reranking', '-m', qwen2]), /pooling rank/);
+  });
 });
+
+// The reference's scores for each synthetic reranker (tests/data/rerank-reference.json: a
+// bert on the bge vocabulary from ../shared, a qwen3 with a two-label head on the built-in
+// vocabulary), each case sent as one request.
+const golden = JSON.parse(readFileSync(path.join(repoRoot, 'tests/data/rerank-reference.json'), 'utf8'));
+for (const model of golden.models) {
+  const needsShared = model.gguf_synth_args.some((a) => a.startsWith('../shared/'));
+  const skip = needsShared && !hasShared ? 'skip: ../shared absent' : false;
+  describe(`the reference implementation's scores: ${model.name}`, { skip }, () => {
+    let srv;
+    before(async () => {
+      const args = model.gguf_synth_args.map((a) => a.replace(/^\.\.\/shared\//, `${sharedDir}/`));
+      srv = await startServer(['-m', synthModel(model.name, args), '--threads', '2']);
+    });
+    after(async () => {
+      await srv?.stop();
+    });
+
+    test('every score within 1e-3 of the reference, the same order and token count', async () => {
+      for (const c of model.cases) {
+        const r = await post(srv.url, '/v1/rerank', { query: c.query, documents: c.documents });
+        assert.equal(r.status, 200, JSON.stringify(r.body));
+        assert.equal(r.body.usage.prompt_tokens, c.prompt_tokens);
+        const got = scoresOf(r.body, c.documents.length);
+        for (let i = 0; i < got.length; i++) {
+          const rel = Math.abs(got[i] - c.scores[i]) / Math.abs(c.scores[i]);
+          assert.ok(rel <= 1e-3, `"${c.query}" document ${i}: ${got[i]} vs ${c.scores[i]} (${rel})`);
+        }
+        const order = c.scores.map((s, i) => [s, i]).sort((a, b) => b[0] - a[0]).map((x) => x[1]);
+        assert.deepEqual(r.body.results.map((x) => x.index), order);
+      }
+    });
+  });
+}

@@ -14,6 +14,7 @@
 
 #include "engine/bert.h"
 #include "engine/model.h"
+#include "engine/quants/quants.h"
 #include "engine/synth.h"
 #include "engine/threadpool.h"
 #include "platform/cpu.h"
@@ -200,6 +201,25 @@ static void normalize(float *v, int n)
         v[i] *= s > 0 ? (float)(1.0 / sqrt(s)) : 0.0f;
 }
 
+/* The last token's hidden state of one input (unnormalized), in chunks of at most one batch. */
+static void last_hidden(struct engine_model *em, struct threadpool *tp, const int32_t *ids, int n,
+                        float *out)
+{
+    struct engine_seq *s;
+    assert_int_equal(engine_seq_new(em, DEC_CTX, &s), ERR_OK);
+    for (int from = 0; from < n; from += ENGINE_BATCH_MAX) {
+        const int len = n - from < ENGINE_BATCH_MAX ? n - from : ENGINE_BATCH_MAX;
+        struct engine_batch_item it = {.seq = s,
+                                       .tokens = ids + from,
+                                       .n_tokens = len,
+                                       .output = ENGINE_OUTPUT_LAST,
+                                       .hidden = out};
+        struct errmsg err;
+        assert_int_equal(engine_decode(em, tp, &it, 1, &err), ERR_OK);
+    }
+    engine_seq_free(s);
+}
+
 /* The engine's pooled vector of one input, computed directly: hidden states in chunks of at
  * most one batch on a sequence of its own, pooled and normalized. */
 static void expected_vector(struct engine_model *em, struct threadpool *tp, const int32_t *ids,
@@ -359,6 +379,22 @@ static void test_decoder_forced(void **state)
     unlink(path);
 }
 
+static void expect_load_error_rc(const char *path, int force, enum platform_pooling pool, int code,
+                                 const char *what)
+{
+    struct platform_load_args a = {.path = path,
+                                   .n_threads = 1,
+                                   .force_embedding = force,
+                                   .pooling = pool,
+                                   .on_done = on_done};
+    struct platform_model *m = NULL;
+    struct errmsg err;
+    errmsg_clear(&err);
+    assert_int_equal(cpu_platform.load(&a, &m, &err), code);
+    assert_null(m);
+    if (!strstr(err.msg, what)) fail_msg("'%s' does not say '%s'", err.msg, what);
+}
+
 static void expect_load_error(const char *path, int force, enum platform_pooling pool,
                               const char *what)
 {
@@ -379,7 +415,10 @@ static void test_decoder_refusals(void **state)
 {
     (void)state;
     char path[128];
-    write_decoder("qwen3", 4, path, sizeof path); // a reranker
+    write_decoder("qwen3", 4, path, sizeof path); // a reranker without its head
+    expect_load_error_rc(path, 0, PLATFORM_POOLING_DEFAULT, ERR_FORMAT, "cls.output.weight");
+    unlink(path);
+    write_decoder("llama", 4, path, sizeof path); // rank is qwen3's only
     expect_load_error(path, 0, PLATFORM_POOLING_DEFAULT, "rank");
     unlink(path);
     write_decoder("llama", 0, path, sizeof path); // none: a chat model unless forced
@@ -425,6 +464,92 @@ static void test_decoder_load_alloc_failures(void **state)
 }
 
 /* ---- rerankers ---- */
+
+/* A qwen3 reranker (two labels): each input's scores are the softmax of cls.output times the
+ * last token's state, computed here from the engine's hidden state in plain floats, whatever
+ * else shares the batch, including an input longer than one decode step. */
+static void test_decoder_reranker(void **state)
+{
+    (void)state;
+    struct synth_params p = synth_params_default();
+    p.arch = "qwen3";
+    p.n_ctx = DEC_CTX;
+    p.seed = 7;
+    p.n_head = 2;
+    p.n_head_kv = 1;
+    p.n_cls_out = 2;
+    p.n_vocab = synth_builtin_vocab_size("qwen3");
+    struct gguf_writer *w;
+    struct errmsg err;
+    errmsg_clear(&err);
+    assert_int_equal(synth_build(&p, &w, &err), ERR_OK);
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/llamapi-test-rerank-qwen3-%d.gguf", (int)getpid());
+    assert_int_equal(gguf_writer_to_file(w, path, &err), ERR_OK);
+    gguf_writer_free(w);
+    struct platform_model_desc d;
+    struct platform_model *m = load_embed(path, 0, PLATFORM_POOLING_DEFAULT, 5, &d);
+    assert_int_equal(d.kind, MODEL_KIND_EMBEDDING);
+    assert_int_equal(d.n_cls_out, 2);
+    assert_int_equal(d.rerank_bos, 1); // the built-in llama vocab adds bos only
+    assert_int_equal(d.rerank_eos, -1);
+    assert_int_equal(d.rerank_sep, -1);
+    static int32_t ids[4 * N_LONG];
+    int lens[4];
+    const int n = decoder_inputs(ids, lens, d.n_vocab);
+    const int before = atomic_load(&n_done);
+    struct request *all = embed_request(ids, n, lens, 4, REQUEST_EMBED), *one[4];
+    cpu_platform.submit(m, 0, all);
+    for (int k = 0, off = 0; k < 4; off += lens[k], k++) {
+        one[k] = embed_request(ids + off, lens[k], NULL, 0, REQUEST_EMBED);
+        cpu_platform.submit(m, 1 + k, one[k]);
+    }
+    struct engine_model *em;
+    struct threadpool *tp;
+    assert_int_equal(engine_model_load(path, &em, &err), ERR_OK);
+    assert_int_equal(threadpool_new(1, &tp), ERR_OK);
+    const struct gguf_tensor *t = gguf_find_tensor(engine_model_gguf(em), "cls.output.weight");
+    assert_non_null(t);
+    float head[2 * 64];
+    quant_traits_of(t->type)->to_float(t->data, head, 2 * 64);
+    int status = 0;
+    assert_int_equal(wait_done(all, &status, &err), FINISH_STOP);
+    assert_int_equal(all->n_embedding, 4 * 2);
+    for (int k = 0, off = 0; k < 4; off += lens[k], k++) {
+        float h[64], want[2];
+        last_hidden(em, tp, ids + off, lens[k], h);
+        double z[2], mx, sum = 0;
+        for (int o = 0; o < 2; o++) {
+            z[o] = 0;
+            for (int j = 0; j < 64; j++)
+                z[o] += (double)head[o * 64 + j] * h[j];
+        }
+        mx = z[0] > z[1] ? z[0] : z[1];
+        for (int o = 0; o < 2; o++)
+            sum += exp(z[o] - mx);
+        for (int o = 0; o < 2; o++)
+            want[o] = (float)(exp(z[o] - mx) / sum);
+        assert_int_equal(wait_done(one[k], &status, &err), FINISH_STOP);
+        assert_int_equal(one[k]->n_embedding, 2);
+        if (max_abs_diff(one[k]->embedding, want, 2) > 1e-5 ||
+            max_abs_diff(all->embedding + 2 * k, want, 2) > 1e-5)
+            fail_msg("input %d: %g %g alone, %g %g batched, want %g %g", k,
+                     (double)one[k]->embedding[0], (double)one[k]->embedding[1],
+                     (double)all->embedding[2 * k], (double)all->embedding[2 * k + 1],
+                     (double)want[0], (double)want[1]);
+        assert_true(fabs(all->embedding[2 * k] + all->embedding[2 * k + 1] - 1.0) < 1e-6);
+        request_release(one[k]);
+    }
+    request_release(all);
+    while (atomic_load(&n_done) < before + 5)
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    for (int i = 0; i < 5; i++)
+        cpu_platform.remove_instance(m, i);
+    cpu_platform.unload(m);
+    threadpool_free(tp);
+    engine_model_free(em);
+    unlink(path);
+}
 
 /* Writes a synthetic bert reranker (one score); extra string key/value when key is set. */
 static void write_reranker(char *path, size_t cap, const char *key, const char *value, bool add_eos)
@@ -556,6 +681,7 @@ int main(void)
         cmocka_unit_test(test_decoder_refusals),
         cmocka_unit_test(test_decoder_load_alloc_failures),
         cmocka_unit_test(test_reranker),
+        cmocka_unit_test(test_decoder_reranker),
         cmocka_unit_test(test_reranker_layout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
