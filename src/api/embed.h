@@ -30,7 +30,8 @@ bool embed_parse_inputs(const struct model *m, const json_t *inputs, const char 
                         bool is_truncate, struct embed_inputs *out, struct api_fail *f);
 
 /* Submits the inputs as one request and waits for the vectors (L2-normalized, n_embd each, in
- * input order; for a reranker n_cls_out scores each, see embed_width). On success *out is the finished request (the caller releases it); 429
+ * input order; for a reranker n_cls_out scores each, see embed_width; with the model's
+ * is_per_token one unnormalized vector per token of every input, in order). On success *out is the finished request (the caller releases it); 429
  * queue_full, 404 while unloading, or the platform's error otherwise. */
 bool embed_run(struct model *m, const struct embed_inputs *in, struct request **out,
                struct api_fail *f);

@@ -194,7 +194,9 @@ bool embed_run(struct model *m, const struct embed_inputs *in, struct request **
         request_wait_events(r, &cursor, NULL, 0, -1, &fin);
     struct errmsg err;
     fin = request_outcome(r, &status, &err, NULL);
-    if (fin != FINISH_STOP || r->n_embedding != in->n * embed_width(m)) {
+    const int64_t want = model_desc(m)->is_per_token ? (int64_t)in->ids.n_ids * embed_width(m)
+                                                     : (int64_t)in->n * embed_width(m);
+    if (fin != FINISH_STOP || r->n_embedding != want) {
         request_release(r);
         return api_failf(f, status >= 400 ? status : 500, NULL, NULL, "%s",
                          err.msg[0] ? err.msg : "the embedding request did not finish");
@@ -286,6 +288,11 @@ void api_embeddings(const struct api_ctx *ctx, const struct api_request *req,
     }
     const json_t *input = json_object_get(req->json, "input");
     bool ok = !embed_is_reranker(m) || refuse_reranker(m, &f);
+    if (ok && model_desc(m)->is_per_token)
+        ok = api_failf(&f, 400, "wrong_model_type", "model",
+                       "The model '%s' has pooling 'none' (a vector per token), which is not "
+                       "OpenAI-compatible; use POST /embedding or another pooling",
+                       model_id(m));
     ok = ok && embed_parse_options(req->json, &is_base64, &is_truncate, &f) &&
          v_require(req->json, "input", "input", &f) &&
          embed_parse_inputs(m, input, "input", is_truncate, &in, &f) && embed_run(m, &in, &r, &f);

@@ -57,7 +57,7 @@ static int hp_int(const struct ld *l, const char *suffix, int64_t def, int64_t l
 }
 
 /* Pooling: the parameter, else <arch>.pooling_type, else mean (what BERT sentence models
- * use). Vector-per-input kinds and, for bert, the reranker head. */
+ * use): none, a vector per input, or for bert the reranker head. */
 static int load_pooling(const struct ld *l, enum engine_pooling requested)
 {
     int pooling = ENGINE_POOLING_MEAN;
@@ -70,10 +70,9 @@ static int load_pooling(const struct ld *l, enum engine_pooling requested)
     if (pooling == ENGINE_POOLING_RANK && l->e->is_nomic)
         return errmsg_set(l->err, ERR_UNSUPPORTED,
                           "rank pooling is not supported for nomic-bert (no classification head)");
-    if (pooling != ENGINE_POOLING_MEAN && pooling != ENGINE_POOLING_CLS &&
-        pooling != ENGINE_POOLING_LAST && pooling != ENGINE_POOLING_RANK)
+    if (pooling < ENGINE_POOLING_NONE || pooling > ENGINE_POOLING_RANK)
         return errmsg_set(l->err, ERR_UNSUPPORTED,
-                          "pooling type %d is not supported (mean, cls, last and rank are)",
+                          "pooling type %d is not supported (none, mean, cls, last and rank are)",
                           pooling);
     l->e->info.pooling = (enum engine_pooling)pooling;
     return ERR_OK;

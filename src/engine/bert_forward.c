@@ -452,7 +452,8 @@ static void run_layer(struct threadpool *tp, struct fwd *f, int il)
     else
         run_matmul(tp, f, &L->plan_qkv, sc->q, sc->k, sc->v);
     threadpool_run(tp, job_qkv_post, f);
-    if (is_last && e->info.pooling != ENGINE_POOLING_MEAN) keep_pooled_rows(f);
+    if (is_last && e->info.pooling != ENGINE_POOLING_MEAN && e->info.pooling != ENGINE_POOLING_NONE)
+        keep_pooled_rows(f);
     threadpool_run(tp, job_attention, f);
     f->src = sc->attn;
     f->plan = &L->plan_o;
@@ -603,6 +604,8 @@ int engine_encoder_embed(struct engine_encoder *e, struct threadpool *tp,
         run_layer(tp, &f, il);
     if (e->info.pooling == ENGINE_POOLING_RANK)
         run_head(tp, &f, out);
+    else if (e->info.pooling == ENGINE_POOLING_NONE)
+        memcpy(out, sc->x, sizeof(float) * (size_t)n_tok * (size_t)e->info.n_embd);
     else
         pool_rows(&f, out);
     return ERR_OK;

@@ -37,7 +37,8 @@ struct instance {
     int n_inputs;        // inputs of req (1 when it set none)
     int next_input;      // first input not yet embedded
     int next_token;      // its offset in req->prompt
-    float *result;       // (n_inputs, n_out) pooled vectors or scores so far (zeroed at start)
+    float *result;       // (n_inputs, n_out) pooled vectors or scores so far (zeroed at start);
+                         // per token (n_prompt, n_embd)
     double t_start_ms;
     enum finish_reason done;        // set during a step; the instance is finished after it
     struct request_outcome failure; // when done == FINISH_ERROR: what the request is told
@@ -60,6 +61,7 @@ struct cpu_embed {
     int n_embd, n_ctx, n_ctx_train, n_vocab, n_batch_tokens;
     int n_out;             // floats per input in a result: n_embd, or a reranker's n_cls_out
     int n_cls_out;         // rerankers: scores per input; 0 otherwise
+    bool is_per_token;     // encoders with pooling none: results are per token
     char *rerank_template; // tokenizer.chat_template.rerank (owned), or NULL
     int32_t rerank_bos, rerank_eos, rerank_sep; // pair layout ids, -1 when left out
     size_t kv_bytes; // decoders: an instance's KV cache (n_ctx positions)
@@ -67,7 +69,7 @@ struct cpu_embed {
     const int32_t *in_ptr[BATCH_INPUTS_MAX];
     int in_len[BATCH_INPUTS_MAX];
     int in_inst[BATCH_INPUTS_MAX];
-    float *out; // encoders: (BATCH_INPUTS_MAX, n_out)
+    float *out; // encoders: (BATCH_INPUTS_MAX, n_out), per token (n_batch_tokens, n_embd)
     // Decoders: one item per input in a step, on its own view sequence.
     struct engine_batch_item items[BATCH_INPUTS_MAX];
     struct engine_seq *views[BATCH_INPUTS_MAX];
@@ -158,6 +160,12 @@ static bool validate(struct cpu_embed *m, struct instance *in)
     return true;
 }
 
+/* Rows of a request's result: one per input, or per token. */
+static int result_rows(const struct cpu_embed *m, const struct request *r)
+{
+    return m->is_per_token ? r->n_prompt : (r->input_lens ? r->n_inputs : 1);
+}
+
 static void start_request(struct cpu_embed *m, int i, struct request *r)
 {
     struct instance *in = &m->inst[i];
@@ -171,7 +179,7 @@ static void start_request(struct cpu_embed *m, int i, struct request *r)
     in->t_start_ms = clock_now_ms();
     request_mark_started(r);
     if (!validate(m, in)) return;
-    in->result = mem_calloc((size_t)in->n_inputs * (size_t)m->n_out, sizeof(float));
+    in->result = mem_calloc((size_t)result_rows(m, r) * (size_t)m->n_out, sizeof(float));
     if (!in->result) fail_instance(in, 500, "out of memory for the embeddings");
 }
 
@@ -189,7 +197,7 @@ static struct request *finish_instance(struct cpu_embed *m, int i, struct reques
             .prompt_ms = clock_now_ms() - in->t_start_ms,
         };
         request_set_timings(r, &t);
-        if (request_set_embedding(r, in->result, in->n_inputs * m->n_out) != ERR_OK)
+        if (request_set_embedding(r, in->result, result_rows(m, r) * m->n_out) != ERR_OK)
             request_outcome_fail(out, 500, "out of memory for the embeddings");
         else
             out->reason = FINISH_STOP;
@@ -243,10 +251,16 @@ static void encoder_step(struct cpu_embed *m)
                 fail_instance(&m->inst[m->in_inst[k]], 500, err.msg);
         return;
     }
-    for (int k = 0; k < n; k++) {
+    for (int k = 0, row = 0; k < n; k++) {
         struct instance *in = &m->inst[m->in_inst[k]];
-        memcpy(in->result + (size_t)in->next_input * m->n_out, m->out + (size_t)k * m->n_out,
-               (size_t)m->n_out * sizeof(float));
+        if (m->is_per_token) { // the input's token rows, at its tokens' offset
+            memcpy(in->result + (size_t)in->next_token * m->n_out, m->out + (size_t)row * m->n_out,
+                   (size_t)m->in_len[k] * (size_t)m->n_out * sizeof(float));
+            row += m->in_len[k];
+        } else {
+            memcpy(in->result + (size_t)in->next_input * m->n_out, m->out + (size_t)k * m->n_out,
+                   (size_t)m->n_out * sizeof(float));
+        }
         in->next_token += m->in_len[k];
         if (++in->next_input == in->n_inputs) in->done = FINISH_STOP;
     }
@@ -540,7 +554,9 @@ static int load_encoder(struct cpu_embed *m, const char *path, const struct plat
     m->pooling = info->pooling;
     m->n_out = info->n_out;
     m->n_cls_out = info->n_cls_out;
-    m->out = mem_alloc((size_t)BATCH_INPUTS_MAX * (size_t)m->n_out * sizeof(float));
+    m->is_per_token = info->pooling == ENGINE_POOLING_NONE;
+    const int rows = m->is_per_token ? m->n_batch_tokens : BATCH_INPUTS_MAX;
+    m->out = mem_alloc((size_t)rows * (size_t)m->n_out * sizeof(float));
     return m->out ? ERR_OK : ERR_NOMEM;
 }
 
@@ -676,6 +692,7 @@ void cpu_embed_describe(const struct cpu_embed *m, struct platform_model_desc *o
     out->n_vocab = m->n_vocab;
     out->n_embd = m->n_embd;
     out->n_cls_out = m->n_cls_out;
+    out->is_per_token = m->is_per_token;
     out->rerank_template = m->rerank_template;
     out->rerank_bos = m->n_cls_out > 0 ? m->rerank_bos : TOK_ID_NONE;
     out->rerank_eos = m->n_cls_out > 0 ? m->rerank_eos : TOK_ID_NONE;

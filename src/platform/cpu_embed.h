@@ -25,7 +25,8 @@ int cpu_embed_probe(const char *gguf_path, bool force_embedding, bool *out, stru
 /* Loads the embedding model at gguf_path (a resolved file) with a's threads, context, pooling
  * and on_done. Encoders: codes of engine_encoder_load(), the context is n_ctx_train lowered to
  * a->n_ctx when that is set; with pooling rank (a->pooling or the file's) the model is a
- * reranker: its results are n_cls_out scores per input and describe() gives n_cls_out and the
+ * reranker: its results are n_cls_out scores per input; with pooling none, one unnormalized
+ * vector per token (describe() says is_per_token) and describe() gives n_cls_out and the
  * pair layout (tokenizer.chat_template.rerank, the vocab's add_bos/add_eos/add_sep ids). Decoders: codes of engine_model_load(); ERR_UNSUPPORTED for
  * pooling none, rank on another arch than qwen3, or non-causal attention; ERR_FORMAT for rank
  * without a `cls.output.weight` of n_cls_out rows (qwen3 rank: the last token's state through

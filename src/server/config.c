@@ -117,7 +117,7 @@ static const struct opt options[] = {
      NULL, NULL},
     {"--pooling", NULL, NULL, OPT_CHOICE, FIELD(pooling), 0, 0,
      "pooling of the --model embedding models (default: the file's; else mean for encoders, "
-     "last for decoders; none and rank are refused)",
+     "last for decoders; none: per-token vectors on /embedding, encoders only; rank: rerankers)",
      "LLAMA_ARG_POOLING", "none|mean|cls|last|rank"},
     {"--reranking", NULL, NULL, OPT_FLAG, FIELD(reranking), 0, 0,
      "serve the --model models as rerankers (embedding models with pooling rank) for "

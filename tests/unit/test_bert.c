@@ -779,6 +779,74 @@ static void test_rank_head(void **state)
     unlink(path);
 }
 
+/* Pooling none: a row per token of every input, unnormalized; their mean, normalized, is the
+ * mean-pooled vector, the first row normalized the cls-pooled one, for every input of a batch. */
+static void test_pooling_none(void **state)
+{
+    (void)state;
+    char path[128];
+    tmp_path(path, sizeof path, "none");
+    struct synth s = synth_default();
+    write_model(&s, path);
+    struct tokenizer *tok = tokenizer_of(path);
+    struct engine_encoder *none, *mean, *cls;
+    struct threadpool *tp;
+    struct errmsg err;
+    struct engine_encoder_params p = {.pooling = ENGINE_POOLING_NONE};
+    assert_int_equal(engine_encoder_load(path, &p, &none, &err), ERR_OK);
+    p.pooling = ENGINE_POOLING_MEAN;
+    assert_int_equal(engine_encoder_load(path, &p, &mean, &err), ERR_OK);
+    p.pooling = ENGINE_POOLING_CLS;
+    assert_int_equal(engine_encoder_load(path, &p, &cls, &err), ERR_OK);
+    assert_int_equal(engine_encoder_info(none)->pooling, ENGINE_POOLING_NONE);
+    assert_int_equal(engine_encoder_info(none)->n_out, 32);
+    assert_int_equal(threadpool_new(2, &tp), ERR_OK);
+    struct tok_ids ids[N_SENT];
+    const int32_t *ptrs[N_SENT];
+    int lens[N_SENT], total = 0;
+    for (int i = 0; i < N_SENT; i++) {
+        encode(tok, k_sentences[i], &ids[i]);
+        ptrs[i] = ids[i].ids;
+        lens[i] = (int)ids[i].n_ids;
+        total += lens[i];
+    }
+    float *rows = mem_alloc(sizeof(float) * (size_t)total * 32);
+    float pooled_m[N_SENT * 32], pooled_c[N_SENT * 32];
+    assert_non_null(rows);
+    assert_int_equal(engine_encoder_embed(none, tp, ptrs, lens, N_SENT, rows, &err), ERR_OK);
+    assert_int_equal(engine_encoder_embed(mean, tp, ptrs, lens, N_SENT, pooled_m, &err), ERR_OK);
+    assert_int_equal(engine_encoder_embed(cls, tp, ptrs, lens, N_SENT, pooled_c, &err), ERR_OK);
+    for (int i = 0, off = 0; i < N_SENT; off += lens[i], i++) {
+        float m[32] = {0}, c[32];
+        double nm = 0, nc = 0, n0 = 0;
+        for (int k = 0; k < 32; k++) {
+            for (int t = 0; t < lens[i]; t++)
+                m[k] += rows[(size_t)(off + t) * 32 + k] / (float)lens[i];
+            c[k] = rows[(size_t)off * 32 + k];
+            nm += (double)m[k] * m[k];
+            nc += (double)c[k] * c[k];
+        }
+        for (int k = 0; k < 32; k++) {
+            m[k] = (float)(m[k] / sqrt(nm));
+            c[k] = (float)(c[k] / sqrt(nc));
+            n0 += (double)rows[(size_t)off * 32 + k] * rows[(size_t)off * 32 + k];
+        }
+        assert_true(fabs(n0 - 1.0) > 1e-3); // not normalized
+        if (max_abs_diff(m, pooled_m + i * 32, 32) > 1e-5 ||
+            max_abs_diff(c, pooled_c + i * 32, 32) > 1e-5)
+            fail_msg("input %d: token rows disagree with the pooled vectors", i);
+    }
+    for (int i = 0; i < N_SENT; i++)
+        tok_ids_deinit(&ids[i]);
+    mem_free(rows);
+    threadpool_free(tp);
+    engine_encoder_free(none);
+    engine_encoder_free(mean);
+    engine_encoder_free(cls);
+    tok_free(tok);
+    unlink(path);
+}
+
 static void test_synthetic_quantized(void **state)
 {
     (void)state;
@@ -956,8 +1024,9 @@ static void test_load_errors(void **state)
     s.drop_bias = false;
     s.head = 0;
     s.n_labels = 0;
+    s.pooling = 7;
+    expect_load_error(&s, ENGINE_POOLING_UNSPECIFIED, ERR_FORMAT, "pooling_type");
     s.pooling = -1;
-    expect_load_error(&s, ENGINE_POOLING_NONE, ERR_UNSUPPORTED, "pooling");
     s.n_head = 5; // 32 does not split into 5 heads
     expect_load_error(&s, ENGINE_POOLING_UNSPECIFIED, ERR_FORMAT, "heads");
     struct engine_encoder *e = NULL;
@@ -1001,12 +1070,12 @@ static void test_load_alloc_failures(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tiny_bert_golden),    cmocka_unit_test(test_synthetic_f32),
-        cmocka_unit_test(test_synthetic_pooling),   cmocka_unit_test(test_synthetic_quantized),
-        cmocka_unit_test(test_synthetic_nomic),     cmocka_unit_test(test_batch_equals_single),
-        cmocka_unit_test(test_rank_head),           cmocka_unit_test(test_long_inputs),
-        cmocka_unit_test(test_embed_errors),        cmocka_unit_test(test_load_errors),
-        cmocka_unit_test(test_load_alloc_failures),
+        cmocka_unit_test(test_tiny_bert_golden),  cmocka_unit_test(test_synthetic_f32),
+        cmocka_unit_test(test_synthetic_pooling), cmocka_unit_test(test_synthetic_quantized),
+        cmocka_unit_test(test_synthetic_nomic),   cmocka_unit_test(test_batch_equals_single),
+        cmocka_unit_test(test_rank_head),         cmocka_unit_test(test_pooling_none),
+        cmocka_unit_test(test_long_inputs),       cmocka_unit_test(test_embed_errors),
+        cmocka_unit_test(test_load_errors),       cmocka_unit_test(test_load_alloc_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -628,6 +628,30 @@ static void test_reranker(void **state)
     m = load_embed(path, 0, PLATFORM_POOLING_CLS, 0, &d);
     assert_int_equal(d.n_cls_out, 0);
     assert_int_equal(d.rerank_bos, -1);
+    assert_false(d.is_per_token);
+    cpu_platform.unload(m);
+    // Pooling none: a vector per token of every input, the encoder's.
+    m = load_embed(path, 0, PLATFORM_POOLING_NONE, 1, &d);
+    assert_true(d.is_per_token);
+    assert_int_equal(d.n_cls_out, 0);
+    all = embed_request(ids, 18, lens, 3, REQUEST_EMBED);
+    cpu_platform.submit(m, 0, all);
+    assert_int_equal(wait_done(all, &status, &err), FINISH_STOP);
+    assert_int_equal(all->n_embedding, 18 * 32);
+    struct engine_encoder *none;
+    const struct engine_encoder_params np = {.pooling = ENGINE_POOLING_NONE};
+    assert_int_equal(engine_encoder_load(path, &np, &none, &err), ERR_OK);
+    for (int k = 0, off = 0; k < 3; off += lens[k], k++) {
+        const int32_t *in = ids + off;
+        float rows[9 * 32];
+        assert_int_equal(engine_encoder_embed(none, tp, &in, &lens[k], 1, rows, &err), ERR_OK);
+        assert_memory_equal(all->embedding + off * 32, rows, sizeof(float) * 32 * (size_t)lens[k]);
+    }
+    engine_encoder_free(none);
+    request_release(all);
+    while (atomic_load(&n_done) < before + 5)
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    cpu_platform.remove_instance(m, 0);
     cpu_platform.unload(m);
     threadpool_free(tp);
     engine_encoder_free(enc);
