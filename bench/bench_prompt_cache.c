@@ -3,10 +3,9 @@
  * through the cpu platform's scheduler as the server runs it. Prints both (median of the
  * runs), the tokens the second one reused (cache_n) and the speed-up.
  *   bench_prompt_cache [-t THREADS] [-p PROMPT_TOKENS] [-r RUNS] MODEL */
-#include "platform/cpu.h"
+#include "cpu_bench.h"
 #include "util/clock.h"
 #include "util/mem.h"
-#include "util/thread.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,20 +13,6 @@
 
 #define TURN_TOKENS 16
 #define MAX_RUNS    15
-
-static struct mutex done_mu;
-static struct cond done_cv;
-static int n_done;
-
-static void on_done(void *owner, int instance)
-{
-    (void)owner;
-    (void)instance;
-    mutex_lock(&done_mu);
-    n_done++;
-    cond_broadcast(&done_cv);
-    mutex_unlock(&done_mu);
-}
 
 /* Runs one request for a single token; returns the wall time to its end in ms (-1 on error). */
 static double first_token_ms(struct platform_model *m, const int32_t *prompt, int n,
@@ -39,15 +24,8 @@ static double first_token_ms(struct platform_model *m, const int32_t *prompt, in
     gp.max_tokens = 1;
     struct request *r;
     if (request_new(REQUEST_GENERATE, prompt, n, &gp, 1, &r) != ERR_OK) return -1;
-    mutex_lock(&done_mu);
-    int want = n_done + 1;
-    mutex_unlock(&done_mu);
     int64_t t0 = clock_now_ns();
-    cpu_platform.submit(m, 0, r);
-    mutex_lock(&done_mu);
-    while (n_done < want)
-        cond_wait(&done_cv, &done_mu);
-    mutex_unlock(&done_mu);
+    bench_run(m, r);
     struct gen_event ev;
     int cursor = 0;
     enum finish_reason fin = FINISH_NONE;
@@ -82,24 +60,9 @@ int main(int argc, char **argv)
                         "MODEL\n");
         return 2;
     }
-    mutex_init(&done_mu);
-    cond_init(&done_cv);
-    struct platform_load_args a = {
-        .path = argv[i],
-        .n_ctx = n_prompt + TURN_TOKENS + 8,
-        .n_threads = n_threads,
-        .on_done = on_done,
-    };
-    struct platform_model *m;
-    struct errmsg err;
-    errmsg_clear(&err);
-    if (cpu_platform.load(&a, &m, &err) != ERR_OK ||
-        cpu_platform.add_instance(m, 0, &err) != ERR_OK) {
-        fprintf(stderr, "%s: %s\n", argv[i], err.msg);
-        return 1;
-    }
     struct platform_model_desc d;
-    cpu_platform.describe(m, &d);
+    struct platform_model *m = bench_load(argv[i], n_prompt + TURN_TOKENS + 8, n_threads, &d);
+    if (!m) return 1;
     int32_t *prompt = mem_alloc((size_t)(n_prompt + TURN_TOKENS) * sizeof *prompt);
     if (!prompt) return 1;
     double cold[MAX_RUNS], warm[MAX_RUNS];
@@ -125,7 +88,6 @@ int main(int argc, char **argv)
            name, n_prompt, cold[runs / 2], warm[runs / 2], TURN_TOKENS, cache_n,
            warm[runs / 2] > 0 ? cold[runs / 2] / warm[runs / 2] : 0);
     mem_free(prompt);
-    cpu_platform.remove_instance(m, 0);
-    cpu_platform.unload(m);
+    bench_unload(m);
     return 0;
 }

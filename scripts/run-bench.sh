@@ -85,3 +85,21 @@ if [[ -s $q8 ]]; then
     echo "== prompt cache, $threads threads, median of $runs runs"
     "$build/bench/bench_prompt_cache" -t "$threads" -r "$runs" -p 512 "$q8"
 fi
+
+# Structured output: decode speed with and without a grammar on the Q8_0 model with the real
+# qwen2 vocabulary (151936 tokens, from ../shared when present; the built-in vocabulary's
+# <extra_N> pieces would make the grammar's vocabulary trie unrealistically regular).
+qwen2_vocab=../shared/models/vocab/ggml-vocab-qwen2.gguf
+gq8=$models/qwen2.5-0.5b-shape-q8_0-qwen2vocab.gguf
+if [[ -s $qwen2_vocab && ! -s $gq8 ]]; then
+    echo "generating $gq8"
+    "$build/bin/gguf-synth" --arch qwen2 --layers 24 --embd 896 --heads 14 --heads-kv 2 \
+        --ffn 4864 --ctx 32768 --tied --rope-base 1000000 --eps 1e-6 --type q8_0 --seed 1 \
+        --vocab-from "$qwen2_vocab" -o "$gq8.tmp" && mv "$gq8.tmp" "$gq8"
+fi
+if [[ -s $gq8 ]]; then
+    echo "== structured output, $threads threads, median of $((runs + 2)) runs"
+    "$build/bench/bench_grammar_gen" -t "$threads" -r "$((runs + 2))" -n 64 "$gq8"
+else
+    echo "== structured output: skipped ($qwen2_vocab not found)"
+fi

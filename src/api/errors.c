@@ -51,3 +51,22 @@ void api_error(struct api_response *resp, int status, const char *type, const ch
     va_end(ap);
     api_respond_json(resp, status, api_error_json(type, code, param, message));
 }
+
+static int outcome_status(int status)
+{
+    return status >= 400 ? status : 500;
+}
+
+json_t *api_outcome_error_json(int status, const char *message)
+{
+    status = outcome_status(status);
+    if (status == 404)
+        return api_error_json(API_TYPE_INVALID_REQUEST, "model_not_found", "model", message);
+    return api_error_json(status >= 500 ? API_TYPE_SERVER : API_TYPE_INVALID_REQUEST, NULL, NULL,
+                          message);
+}
+
+void api_outcome_error(struct api_response *resp, int status, const char *message)
+{
+    api_respond_json(resp, outcome_status(status), api_outcome_error_json(status, message));
+}

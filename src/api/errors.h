@@ -18,6 +18,12 @@
  * reference or NULL on allocation failure. */
 json_t *api_error_json(const char *type, const char *code, const char *param, const char *message);
 
+/* The error of a request that ended in an error outcome (status from the platform or the core,
+ * 0 meaning 500): server_error from 500 on, else invalid_request_error; a 404 means the model
+ * went away (it was unloaded while the request waited or ran) and says model_not_found. */
+json_t *api_outcome_error_json(int status, const char *message);
+void api_outcome_error(struct api_response *resp, int status, const char *message);
+
 /* Sets resp to an error with the given status; message is printf-formatted. */
 void api_error(struct api_response *resp, int status, const char *type, const char *code,
                const char *param, const char *fmt, ...) __attribute__((format(printf, 6, 7)));

@@ -334,8 +334,7 @@ static json_t *result_json(struct native_call *c, bool is_final_stream)
 
 static json_t *error_json(const struct gen_delta *d)
 {
-    return api_error_json(d->error_status >= 500 ? API_TYPE_SERVER : API_TYPE_INVALID_REQUEST, NULL,
-                          NULL, d->error_message);
+    return api_outcome_error_json(d->error_status, d->error_message);
 }
 
 static void respond_whole(struct native_call *c, struct api_response *resp)
@@ -345,9 +344,7 @@ static void respond_whole(struct native_call *c, struct api_response *resp)
         native_call_step(c, -1, &d);
     } while (!d.is_done);
     if (!d.finish_reason) {
-        api_error(resp, d.error_status ? d.error_status : 500,
-                  d.error_status >= 500 ? API_TYPE_SERVER : API_TYPE_INVALID_REQUEST, NULL, NULL,
-                  "%s", d.error_message);
+        api_outcome_error(resp, d.error_status, d.error_message);
         return;
     }
     api_respond_json(resp, 200, result_json(c, false));

@@ -91,9 +91,7 @@ static void respond_whole(struct native_call *c, struct api_response *resp)
         native_call_step(c, -1, &d);
     } while (!d.is_done);
     if (!d.finish_reason) {
-        api_error(resp, d.error_status ? d.error_status : 500,
-                  d.error_status >= 500 ? API_TYPE_SERVER : API_TYPE_INVALID_REQUEST, NULL, NULL,
-                  "%s", d.error_message);
+        api_outcome_error(resp, d.error_status, d.error_message);
         return;
     }
     struct str text = {c->content.data ? c->content.data : "", c->content.len};
@@ -116,10 +114,7 @@ static enum sse_status oai_produce(void *ctx, struct buf *out, int timeout_ms)
         return SSE_END;
     if (!d.is_done) return SSE_MORE;
     if (!d.finish_reason) {
-        sse_append_json(
-            out, "error",
-            api_error_json(d.error_status >= 500 ? API_TYPE_SERVER : API_TYPE_INVALID_REQUEST, NULL,
-                           NULL, d.error_message));
+        sse_append_json(out, "error", api_outcome_error_json(d.error_status, d.error_message));
         return SSE_END;
     }
     struct str empty = {"", 0};

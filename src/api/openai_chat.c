@@ -171,10 +171,7 @@ static int stream_delta(struct chat_call *c, const struct gen_delta *d, struct b
 static void stream_end(struct chat_call *c, const struct gen_delta *d, struct buf *out)
 {
     if (!d->finish_reason) {
-        sse_append_json(
-            out, "error",
-            api_error_json(d->error_status >= 500 ? API_TYPE_SERVER : API_TYPE_INVALID_REQUEST,
-                           NULL, NULL, d->error_message));
+        sse_append_json(out, "error", api_outcome_error_json(d->error_status, d->error_message));
         return;
     }
     sse_append_json(out, NULL, chunk_json(c, json_object(), d->finish_reason));
@@ -209,9 +206,7 @@ static void respond_whole(struct chat_call *c, struct api_response *resp)
         json_decref(lp);
     } while (!d.is_done);
     if (!d.finish_reason) {
-        api_error(resp, d.error_status ? d.error_status : 500,
-                  d.error_status >= 500 ? API_TYPE_SERVER : API_TYPE_INVALID_REQUEST, NULL, NULL,
-                  "%s", d.error_message);
+        api_outcome_error(resp, d.error_status, d.error_message);
         return;
     }
     int n_calls;

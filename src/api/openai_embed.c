@@ -198,7 +198,9 @@ bool embed_run(struct model *m, const struct embed_inputs *in, struct request **
                                                      : (int64_t)in->n * embed_width(m);
     if (fin != FINISH_STOP || r->n_embedding != want) {
         request_release(r);
-        return api_failf(f, status >= 400 ? status : 500, NULL, NULL, "%s",
+        status = status >= 400 ? status : 500;
+        return api_failf(f, status, status == 404 ? "model_not_found" : NULL,
+                         status == 404 ? "model" : NULL, "%s",
                          err.msg[0] ? err.msg : "the embedding request did not finish");
     }
     *out = r;

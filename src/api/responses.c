@@ -189,9 +189,7 @@ static void respond_whole(struct resp_call *c, struct api_response *resp)
         buf_append(&c->reasoning, d.reasoning.ptr, d.reasoning.len);
     } while (!d.is_done);
     if (!d.finish_reason) {
-        int status = d.error_status ? d.error_status : 500;
-        api_error(resp, status, status >= 500 ? API_TYPE_SERVER : API_TYPE_INVALID_REQUEST, NULL,
-                  NULL, "%s", d.error_message);
+        api_outcome_error(resp, d.error_status, d.error_message);
         return;
     }
     struct responses_output o = {

@@ -1,5 +1,6 @@
 /* llamapi: the command-line client. Server-facing subcommands talk HTTP to llamapi-server;
  * `serve` runs the server in the foreground; local tools (tokenize, template, …) read files. */
+#include "cli/cmd_chat.h"
 #include "cli/cmd_template.h"
 #include "cli/cmd_tokenize.h"
 #include "cli/commands.h"
@@ -18,9 +19,12 @@ static void usage(FILE *f)
                "  serve [FLAGS]          run llamapi-server in the foreground (same flags)\n"
                "  platforms              list platforms and detected chips\n"
                "  ps                     list loaded models\n"
-               "  load PATH|NAME [--id ID] [--instances N] [--queue-size N]\n"
+               "  load PATH|NAME [--id ID] [--instances N] [--queue-size N] [--embedding]\n"
+               "       [--pooling mean|cls|last]\n"
                "  unload ID\n"
                "  resize ID INSTANCES\n"
+               "  chat MODEL [-p PROMPT] [--system TEXT] [--max-tokens N] [--temperature T]\n"
+               "       [--seed N]   talk to a model: one turn with -p, else a line per turn\n"
                "  tokenize -m FILE.gguf [--ids|--pieces] [--no-special] [--add-bos] [-p TEXT]\n"
                "  detokenize -m FILE.gguf IDS...\n"
                "  template render (--template FILE.jinja | -m FILE.gguf) --context CTX.json\n"
@@ -70,7 +74,7 @@ struct command {
 
 static const struct command commands[] = {
     {"platforms", cli_cmd_platforms}, {"ps", cli_cmd_ps},         {"load", cli_cmd_load},
-    {"unload", cli_cmd_unload},       {"resize", cli_cmd_resize},
+    {"unload", cli_cmd_unload},       {"resize", cli_cmd_resize}, {"chat", cli_cmd_chat},
 };
 
 int main(int argc, char **argv)

@@ -205,7 +205,8 @@ void model_shutdown(struct model *m)
             request_release(queued[i]);
         }
     }
-    pool_cancel_running(&m->pool);
+    // Running requests get the same answer as queued ones, not a bare cancellation.
+    pool_fail_running(&m->pool, 404, msg);
     pool_wait_idle(&m->pool);
     mutex_unlock(&m->admin_mu);
 }

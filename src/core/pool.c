@@ -197,11 +197,14 @@ int pool_close(struct pool *p, struct request **out, int max)
     return n;
 }
 
-void pool_cancel_running(struct pool *p)
+void pool_fail_running(struct pool *p, int status, const char *msg)
 {
     mutex_lock(&p->mu);
-    for (int i = 0; i < POOL_MAX_INSTANCES; i++)
-        if (p->running[i]) request_cancel(p->running[i]);
+    for (int i = 0; i < POOL_MAX_INSTANCES; i++) {
+        if (!p->running[i]) continue;
+        request_finish(p->running[i], FINISH_ERROR, status, msg);
+        request_cancel(p->running[i]);
+    }
     mutex_unlock(&p->mu);
 }
 

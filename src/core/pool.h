@@ -86,8 +86,9 @@ bool pool_remove_queued(struct pool *p, struct request *r);
  * out (up to max; the queue never holds more than its cap) and returns their count. */
 int pool_close(struct pool *p, struct request **out, int max);
 
-/* Asks every running request to stop at its next step. */
-void pool_cancel_running(struct pool *p);
+/* Ends every running request with FINISH_ERROR, status and msg (its reader wakes now) and
+ * asks it to stop at its next step. */
+void pool_fail_running(struct pool *p, int status, const char *msg);
 
 /* Waits until no slot is BUSY or RETIRING. */
 void pool_wait_idle(struct pool *p);

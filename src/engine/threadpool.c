@@ -16,6 +16,7 @@
 
 #define THREADS_MAX 512
 #define CHUNKS_MAX  (1 << 20)
+#define CLOSED      UINT32_MAX // the next chunk of a closed run: no claim is possible
 /* Idle worker: this many pause loops (about 10 ns each here, so ~40 us: longer than the gaps
  * between the runs of one decode step), then this many sched_yield calls (~0.4 us each when
  * nothing else wants the CPU, so ~2 ms more), then it sleeps. Yielding instead of spinning is
@@ -32,13 +33,17 @@ struct worker {
 };
 
 /* One word holds the run's generation (high 32 bits) and the next unclaimed chunk (low 32), so
- * a claim is one compare-and-swap that fails whenever a newer run was published. fn, arg and
- * n_chunks are written by the dispatching thread only between runs (every chunk of the
- * previous run finished) and before the release that publishes the new generation; a worker
- * reads them after an acquire of work and uses them only when its claim of that same (gen,
- * chunk) succeeds, which proves they were not rewritten in between. They are atomics so that a
- * late worker reading them while the next run is being set up is not a data race. sleeping and
- * stop are guarded by mu for the wait itself. */
+ * a claim is one compare-and-swap that fails whenever the word moved on. Between runs the
+ * dispatching thread first closes the finished run (a generation of its own whose next chunk
+ * is CLOSED, more than any run has), then writes fn, arg and n_chunks with release, then
+ * publishes the new generation at chunk 0. A worker reads the word, then those fields with
+ * acquire, and uses them only when its claim of that same (gen, chunk) succeeds: had it read
+ * a field of a later run, the close before that write would be visible to its claim, which
+ * would then fail. Without the close, a worker holding a finished run's word (every chunk
+ * claimed) could read the next run's larger chunk count and claim a chunk past the end of the
+ * finished run that nobody waited for. They are atomics so that a late worker reading them
+ * while the next run is being set up is not a data race. sleeping and stop are guarded by mu
+ * for the wait itself. */
 struct threadpool {
     int n_threads;
     _Atomic(threadpool_fn) fn;
@@ -95,9 +100,9 @@ static void run_chunks(struct threadpool *tp, uint32_t gen)
     for (;;) {
         if (gen_of(w) != gen) return;
         const uint32_t k = (uint32_t)w;
-        const int n = atomic_load_explicit(&tp->n_chunks, memory_order_relaxed);
-        threadpool_fn fn = atomic_load_explicit(&tp->fn, memory_order_relaxed);
-        void *arg = atomic_load_explicit(&tp->arg, memory_order_relaxed);
+        const int n = atomic_load_explicit(&tp->n_chunks, memory_order_acquire);
+        threadpool_fn fn = atomic_load_explicit(&tp->fn, memory_order_acquire);
+        void *arg = atomic_load_explicit(&tp->arg, memory_order_acquire);
         if (k >= (uint32_t)n) return;
         // On failure w is reloaded and the fields are read again for what it now says.
         if (!atomic_compare_exchange_weak_explicit(&tp->work, &w, w + 1, memory_order_acq_rel,
@@ -120,6 +125,14 @@ static void *worker_main(void *p)
         run_chunks(tp, seen);
     }
     return NULL;
+}
+
+/* Ends the last run for good: no claim of it can succeed after this (see struct threadpool).
+ * Its generation is one of its own, so waiting workers see it and find nothing to claim. */
+static void close_run(struct threadpool *tp)
+{
+    tp->gen++;
+    atomic_store(&tp->work, (uint64_t)tp->gen << 32 | CLOSED);
 }
 
 /* Publishes generation ++gen with chunk 0 next and wakes sleepers. */
@@ -197,9 +210,10 @@ void threadpool_run_chunks(struct threadpool *tp, threadpool_fn fn, void *arg, i
             fn(arg, k, n_chunks);
         return;
     }
-    atomic_store_explicit(&tp->fn, fn, memory_order_relaxed);
-    atomic_store_explicit(&tp->arg, arg, memory_order_relaxed);
-    atomic_store_explicit(&tp->n_chunks, n_chunks, memory_order_relaxed);
+    close_run(tp);
+    atomic_store_explicit(&tp->fn, fn, memory_order_release);
+    atomic_store_explicit(&tp->arg, arg, memory_order_release);
+    atomic_store_explicit(&tp->n_chunks, n_chunks, memory_order_release);
     atomic_store_explicit(&tp->n_done, 0, memory_order_relaxed);
     publish(tp); // releases the stores above
     run_chunks(tp, tp->gen);

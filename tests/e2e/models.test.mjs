@@ -220,9 +220,26 @@ describe('model management', () => {
       text += new TextDecoder().decode(value);
     }
     assert.ok(!text.includes('[DONE]'), 'a cut stream does not claim completion');
-    assert.match(text, /event: error/);
+    const event = text.match(/event: error\ndata: (.*)\n/);
+    assert.ok(event, 'the stream ends with an error event');
+    const { error } = JSON.parse(event[1]);
+    assert.equal(error.code, 'model_not_found');
+    assert.equal(error.message, "model 'u' was unloaded");
     await expectError(await post(srv, '/v1/chat/completions', chatBody('u')), 404, 'model_not_found', 'model');
     assert.equal((await fetch(`${srv.url}/health`)).status, 200);
+  });
+
+  test('unload during a whole (non-streamed) answer is 404 model_not_found, not a server error', async () => {
+    await post(srv, '/v1/models/load', { model_id: 'w', model_path: slow });
+    const pending = post(srv, '/v1/chat/completions', chatBody('w', { max_tokens: 3000 }));
+    // Unload once the request runs (the model's /slots say so), so it is cut mid-generation.
+    for (let i = 0; i < 100; i++) {
+      const slots = await (await fetch(`${srv.url}/slots?model=w`)).json();
+      if (Array.isArray(slots) && slots.some((s) => s.is_processing)) break;
+      await new Promise((ok) => setTimeout(ok, 20));
+    }
+    assert.equal((await post(srv, '/v1/models/unload', { model_id: 'w' })).status, 200);
+    await expectError(await pending, 404, 'model_not_found', 'model');
   });
 
   test('a client that disconnects mid-stream frees its instance', async () => {

@@ -171,6 +171,57 @@ static void test_busy_thread_does_not_hold_chunks(void **state)
     threadpool_free(tp);
 }
 
+struct phase_job {
+    atomic_bool is_open; // set by the dispatcher around its run
+    atomic_int calls[CHUNKS_TESTED];
+    atomic_int strays; // chunks run outside their run, or with another run's chunk count
+    int n_chunks;
+};
+
+static void phase_fn(void *arg, int ith, int nth)
+{
+    struct phase_job *j = arg;
+    if (!atomic_load(&j->is_open) || nth != j->n_chunks || ith < 0 || ith >= nth)
+        atomic_fetch_add(&j->strays, 1);
+    else
+        atomic_fetch_add(&j->calls[ith], 1);
+}
+
+/* Back-to-back runs of different functions, arguments and chunk counts, as a forward pass
+ * dispatches them: no chunk ever runs before its run starts or after it returned, none runs
+ * twice, and a chunk count from the next run never lets a thread claim a chunk of this one
+ * (a worker reading the next run's larger count while this run's chunks were all claimed used
+ * to run a chunk nobody waited for). */
+static void test_runs_never_overlap(void **state)
+{
+    (void)state;
+    struct threadpool *tp;
+    assert_int_equal(threadpool_new(2, &tp), ERR_OK);
+    static struct phase_job jobs[2];
+    const int counts[2] = {2, 8};
+    for (int i = 0; i < 2; i++) {
+        jobs[i].n_chunks = counts[i];
+        atomic_init(&jobs[i].is_open, false);
+        atomic_init(&jobs[i].strays, 0);
+        for (int k = 0; k < CHUNKS_TESTED; k++)
+            atomic_init(&jobs[i].calls[k], 0);
+    }
+    const int runs = 200000;
+    int bad = 0;
+    for (int r = 0; r < runs && bad == 0; r++) {
+        struct phase_job *j = &jobs[r & 1];
+        atomic_store(&j->is_open, true);
+        threadpool_run_chunks(tp, phase_fn, j, j->n_chunks);
+        atomic_store(&j->is_open, false);
+        for (int k = 0; k < j->n_chunks; k++)
+            bad += atomic_exchange(&j->calls[k], 0) != 1;
+    }
+    threadpool_free(tp);
+    assert_int_equal(bad, 0);
+    assert_int_equal(atomic_load(&jobs[0].strays), 0);
+    assert_int_equal(atomic_load(&jobs[1].strays), 0);
+}
+
 static void test_bad_args_and_alloc_failure(void **state)
 {
     (void)state;
@@ -198,6 +249,7 @@ int main(void)
         cmocka_unit_test(test_wakes_after_sleep),
         cmocka_unit_test(test_chunks_each_once),
         cmocka_unit_test(test_busy_thread_does_not_hold_chunks),
+        cmocka_unit_test(test_runs_never_overlap),
         cmocka_unit_test(test_bad_args_and_alloc_failure),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
