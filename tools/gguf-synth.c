@@ -32,6 +32,9 @@ static void usage(FILE *f)
             "  --vocab-from F    copy every tokenizer.* key from GGUF file F\n"
             "  --pooling N       write <arch>.pooling_type N (0 none, 1 mean, 2 cls, 3 last,\n"
             "                    4 rank); bert writes 1 unless given, decoders nothing\n"
+            "  --cls-out N       a reranker's classification head with N outputs and N\n"
+            "                    classifier.output_labels; bert: cls + cls.output, decoders:\n"
+            "                    cls.output; pooling_type 4 unless --pooling says otherwise\n"
             "  -o, --output F    output file (required)\n"
             "  -h, --help        this text\n"
             "Rows whose length is not a multiple of a type's block fall back like the reference\n"
@@ -93,6 +96,8 @@ static int parse_args(int argc, char **argv, struct synth_params *p, const char 
             p->seed = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--pooling"))
             bad = parse_int(v, &p->pooling_type);
+        else if (!strcmp(a, "--cls-out"))
+            bad = parse_int(v, &p->n_cls_out);
         else if (!strcmp(a, "--vocab-from"))
             *vocab_path = v;
         else if (!strcmp(a, "-o") || !strcmp(a, "--output"))

@@ -30,10 +30,17 @@ bool embed_parse_inputs(const struct model *m, const json_t *inputs, const char 
                         bool is_truncate, struct embed_inputs *out, struct api_fail *f);
 
 /* Submits the inputs as one request and waits for the vectors (L2-normalized, n_embd each, in
- * input order). On success *out is the finished request (the caller releases it); 429
+ * input order; for a reranker n_cls_out scores each, see embed_width; with the model's
+ * is_per_token one unnormalized vector per token of every input, in order). On success *out is the finished request (the caller releases it); 429
  * queue_full, 404 while unloading, or the platform's error otherwise. */
 bool embed_run(struct model *m, const struct embed_inputs *in, struct request **out,
                struct api_fail *f);
+
+/* Floats per input in a finished request of model m: n_embd, or a reranker's n_cls_out. */
+int embed_width(const struct model *m);
+
+/* True when m is a reranker (an embedding model with pooling rank). */
+bool embed_is_reranker(const struct model *m);
 
 /* One vector as a JSON array of numbers, or a base64 string of its little-endian f32 bytes. */
 json_t *embed_vector_json(const float *v, int n, bool is_base64);

@@ -84,4 +84,8 @@ void api_embeddings(const struct api_ctx *ctx, const struct api_request *req,
 void api_native_embeddings(const struct api_ctx *ctx, const struct api_request *req,
                            struct api_response *resp);
 
+/* rerank.c: /rerank, /reranking, /v1/rerank, /v1/reranking */
+void api_rerank(const struct api_ctx *ctx, const struct api_request *req,
+                struct api_response *resp);
+
 #endif

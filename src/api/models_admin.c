@@ -75,16 +75,16 @@ static void respond_load_failure(enum load_failure why, const struct errmsg *err
     api_error(resp, 500, API_TYPE_SERVER, "model_load_failed", NULL, "%s", err->msg);
 }
 
-/* `pooling`: how an embedding model pools (mean, cls, last); absent or null: the file's. */
+/* `pooling`: how an embedding model pools (none, mean, cls, last, or rank for a reranker); absent or
+ * null: the file's. */
 static bool pooling_arg(const json_t *body, enum platform_pooling *out, struct api_fail *f)
 {
     const char *name = NULL;
     if (!v_string(body, "pooling", "pooling", 16, &name, f)) return false;
     if (!name) return true;
-    if (platform_pooling_parse(name, out) != ERR_OK || *out == PLATFORM_POOLING_NONE ||
-        *out == PLATFORM_POOLING_RANK)
+    if (platform_pooling_parse(name, out) != ERR_OK)
         return api_failf(f, 400, "invalid_value", "pooling",
-                         "'pooling' must be \"mean\", \"cls\" or \"last\"");
+                         "'pooling' must be \"none\", \"mean\", \"cls\", \"last\" or \"rank\"");
     return true;
 }
 
@@ -121,7 +121,7 @@ void api_models_load(const struct api_ctx *ctx, const struct api_request *req,
         .n_instances = (int)n_instances,
         .queue_size = (int)queue,
         .n_ctx = (int)n_ctx,
-        .force_embedding = embedding,
+        .force_embedding = embedding || pooling == PLATFORM_POOLING_RANK, // as --reranking
         .pooling = pooling,
         .default_params = json_is_object(dp) ? dp : NULL,
     };

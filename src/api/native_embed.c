@@ -1,7 +1,8 @@
 /* llama.cpp's POST /embedding and /embeddings: the inputs in `content` (or `input`), the
  * model optional (the first embedding model), and the answer a bare array
- * [{index, embedding: [[…]]}] — one row per input, as the reference gives for pooled models —
- * normalized as `embd_normalize` asks. */
+ * [{index, embedding: [[…]]}] — one row per input for pooled models, normalized as
+ * `embd_normalize` asks; with pooling none one unnormalized row per token, as the reference
+ * gives them. */
 #include "api/handlers.h"
 
 #include "api/embed.h"
@@ -33,6 +34,29 @@ static void renormalize(float *v, int n, int p)
         v[i] = (float)(v[i] * k);
 }
 
+/* Pooling none: each input's token vectors as they are (the reference ignores embd_normalize). */
+static json_t *per_token_response(struct model *m, struct request *r, const struct embed_inputs *in)
+{
+    const int d = model_desc(m)->n_embd;
+    json_t *a = json_array();
+    for (int i = 0, off = 0; a && i < in->n; off += in->lens[i], i++) {
+        json_t *rows = json_array();
+        for (int t = 0; rows && t < in->lens[i]; t++) {
+            json_t *v = embed_vector_json(r->embedding + (size_t)(off + t) * d, d, false);
+            if (!v || json_array_append_new(rows, v) != 0) {
+                json_decref(rows);
+                rows = NULL;
+            }
+        }
+        if (!rows ||
+            json_array_append_new(a, json_pack("{s:i, s:o}", "index", i, "embedding", rows)) != 0) {
+            json_decref(a);
+            a = NULL;
+        }
+    }
+    return a;
+}
+
 static json_t *native_response(struct model *m, struct request *r, int n_inputs, int norm)
 {
     const int d = model_desc(m)->n_embd;
@@ -52,11 +76,12 @@ static json_t *native_response(struct model *m, struct request *r, int n_inputs,
     return a;
 }
 
-static bool parse_normalize(const json_t *body, int64_t *norm, struct api_fail *f)
+static bool parse_normalize(const json_t *body, bool is_per_token, int64_t *norm,
+                            struct api_fail *f)
 {
     *norm = 2;
     if (!v_int(body, "embd_normalize", "embd_normalize", -1, 64, norm, f)) return false;
-    if (*norm == -1)
+    if (*norm == -1 && !is_per_token)
         return api_failf(f, 400, "unsupported_value", "embd_normalize",
                          "embd_normalize -1 (no normalization) is not supported: vectors are "
                          "pooled and L2-normalized by the platform");
@@ -74,14 +99,21 @@ void api_native_embeddings(const struct api_ctx *ctx, const struct api_request *
     struct request *r = NULL;
     bool is_base64 = false, is_truncate = false;
     int64_t norm = 2;
-    bool ok = m && embed_parse_options(body, &is_base64, &is_truncate, &f) &&
-              parse_normalize(body, &norm, &f);
+    bool ok = m && (!embed_is_reranker(m) ||
+                    api_failf(&f, 400, "wrong_model_type", "model",
+                              "The model '%s' is a reranker and cannot produce embeddings; "
+                              "use POST /rerank",
+                              model_id(m)));
+    ok = ok && embed_parse_options(body, &is_base64, &is_truncate, &f) &&
+         parse_normalize(body, model_desc(m)->is_per_token, &norm, &f);
     if (ok && !json_object_get(body, field))
         ok = api_failf(&f, 400, "missing_required_parameter", "content",
                        "\"input\" or \"content\" must be provided");
     ok = ok && embed_parse_inputs(m, json_object_get(body, field), field, is_truncate, &in, &f) &&
          embed_run(m, &in, &r, &f);
-    json_t *j = ok ? native_response(m, r, in.n, (int)norm) : NULL;
+    json_t *j = !ok                           ? NULL
+                : model_desc(m)->is_per_token ? per_token_response(m, r, &in)
+                                              : native_response(m, r, in.n, (int)norm);
     if (j)
         api_respond_json(resp, 200, j);
     else if (ok)

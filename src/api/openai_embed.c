@@ -194,7 +194,9 @@ bool embed_run(struct model *m, const struct embed_inputs *in, struct request **
         request_wait_events(r, &cursor, NULL, 0, -1, &fin);
     struct errmsg err;
     fin = request_outcome(r, &status, &err, NULL);
-    if (fin != FINISH_STOP || r->n_embedding != in->n * model_desc(m)->n_embd) {
+    const int64_t want = model_desc(m)->is_per_token ? (int64_t)in->ids.n_ids * embed_width(m)
+                                                     : (int64_t)in->n * embed_width(m);
+    if (fin != FINISH_STOP || r->n_embedding != want) {
         request_release(r);
         status = status >= 400 ? status : 500;
         return api_failf(f, status, status == 404 ? "model_not_found" : NULL,
@@ -203,6 +205,17 @@ bool embed_run(struct model *m, const struct embed_inputs *in, struct request **
     }
     *out = r;
     return true;
+}
+
+int embed_width(const struct model *m)
+{
+    const struct platform_model_desc *d = model_desc(m);
+    return d->n_cls_out > 0 ? d->n_cls_out : d->n_embd;
+}
+
+bool embed_is_reranker(const struct model *m)
+{
+    return model_desc(m)->kind == MODEL_KIND_EMBEDDING && model_desc(m)->n_cls_out > 0;
 }
 
 json_t *embed_vector_json(const float *v, int n, bool is_base64)
@@ -248,6 +261,16 @@ static json_t *response_json(struct model *m, struct request *r, int n_inputs, b
                      r->n_prompt);
 }
 
+/* A reranker's outputs are scores, not vectors: llama-server would hand out n_embd floats
+ * of which only the first is meaningful; we send the client to the rerank endpoint. */
+static bool refuse_reranker(const struct model *m, struct api_fail *f)
+{
+    return api_failf(f, 400, "wrong_model_type", "model",
+                     "The model '%s' is a reranker and cannot produce embeddings; use POST "
+                     "/v1/rerank",
+                     model_id(m));
+}
+
 void api_embeddings(const struct api_ctx *ctx, const struct api_request *req,
                     struct api_response *resp)
 {
@@ -266,10 +289,15 @@ void api_embeddings(const struct api_ctx *ctx, const struct api_request *req,
         return;
     }
     const json_t *input = json_object_get(req->json, "input");
-    bool ok = embed_parse_options(req->json, &is_base64, &is_truncate, &f) &&
-              v_require(req->json, "input", "input", &f) &&
-              embed_parse_inputs(m, input, "input", is_truncate, &in, &f) &&
-              embed_run(m, &in, &r, &f);
+    bool ok = !embed_is_reranker(m) || refuse_reranker(m, &f);
+    if (ok && model_desc(m)->is_per_token)
+        ok = api_failf(&f, 400, "wrong_model_type", "model",
+                       "The model '%s' has pooling 'none' (a vector per token), which is not "
+                       "OpenAI-compatible; use POST /embedding or another pooling",
+                       model_id(m));
+    ok = ok && embed_parse_options(req->json, &is_base64, &is_truncate, &f) &&
+         v_require(req->json, "input", "input", &f) &&
+         embed_parse_inputs(m, input, "input", is_truncate, &in, &f) && embed_run(m, &in, &r, &f);
     if (ok) {
         json_t *j = response_json(m, r, in.n, is_base64);
         if (j)

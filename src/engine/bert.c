@@ -57,7 +57,7 @@ static int hp_int(const struct ld *l, const char *suffix, int64_t def, int64_t l
 }
 
 /* Pooling: the parameter, else <arch>.pooling_type, else mean (what BERT sentence models
- * use). Only the vector-per-input kinds are supported. */
+ * use): none, a vector per input, or for bert the reranker head. */
 static int load_pooling(const struct ld *l, enum engine_pooling requested)
 {
     int pooling = ENGINE_POOLING_MEAN;
@@ -67,10 +67,13 @@ static int load_pooling(const struct ld *l, enum engine_pooling requested)
     else
         rc = hp_int(l, "pooling_type", ENGINE_POOLING_MEAN, 0, 4, &pooling);
     if (rc != ERR_OK) return rc;
-    if (pooling != ENGINE_POOLING_MEAN && pooling != ENGINE_POOLING_CLS &&
-        pooling != ENGINE_POOLING_LAST)
+    if (pooling == ENGINE_POOLING_RANK && l->e->is_nomic)
         return errmsg_set(l->err, ERR_UNSUPPORTED,
-                          "pooling type %d is not supported (mean, cls and last are)", pooling);
+                          "rank pooling is not supported for nomic-bert (no classification head)");
+    if (pooling < ENGINE_POOLING_NONE || pooling > ENGINE_POOLING_RANK)
+        return errmsg_set(l->err, ERR_UNSUPPORTED,
+                          "pooling type %d is not supported (none, mean, cls, last and rank are)",
+                          pooling);
     l->e->info.pooling = (enum engine_pooling)pooling;
     return ERR_OK;
 }
@@ -256,6 +259,43 @@ static int load_globals(const struct ld *l)
     return ERR_OK;
 }
 
+/* Rank pooling's classification head, as llama.cpp's bert graph applies it: an optional dense
+ * `cls` (n_embd -> n_embd, + bias, tanh) and an optional `cls.output` (n_embd -> n_cls_out,
+ * + bias); n_cls_out is the number of <arch>.classifier.output_labels (1 when absent). */
+static int load_head(const struct ld *l)
+{
+    struct engine_encoder *e = l->e;
+    const int64_t d = e->info.n_embd;
+    char key[96];
+    enum gguf_value_type et;
+    int64_t n_labels = 0;
+    e->info.n_out = e->info.n_embd;
+    if (e->info.pooling != ENGINE_POOLING_RANK) return ERR_OK;
+    snprintf(key, sizeof key, "%s.classifier.output_labels", e->arch_name);
+    int rc = gguf_get_arr(e->gguf, key, &et, &n_labels);
+    if (rc == ERR_NOT_FOUND || (rc == ERR_OK && n_labels == 0))
+        n_labels = 1;
+    else if (rc != ERR_OK || n_labels > d)
+        return errmsg_set(l->err, ERR_FORMAT, "key '%s': not an array of 1..%lld labels", key,
+                          (long long)d);
+    e->info.n_cls_out = (int)n_labels;
+    const bool has_cls = gguf_find_tensor(e->gguf, "cls.weight") != NULL;
+    const bool has_out = gguf_find_tensor(e->gguf, "cls.output.weight") != NULL;
+    if (!has_cls && !has_out)
+        return errmsg_set(l->err, ERR_FORMAT,
+                          "rank pooling needs a classification head ('cls.weight' or "
+                          "'cls.output.weight')");
+    rc = ERR_OK;
+    if (has_cls) rc = load_wmat(l, "cls.weight", -1, d, d, true, &e->cls);
+    if (rc == ERR_OK && has_cls) rc = load_vec(l, "cls.bias", -1, d, false, &e->cls_b);
+    if (rc == ERR_OK && has_out)
+        rc = load_wmat(l, "cls.output.weight", -1, d, n_labels, true, &e->cls_out);
+    if (rc == ERR_OK && has_out)
+        rc = load_vec(l, "cls.output.bias", -1, n_labels, false, &e->cls_out_b);
+    if (rc == ERR_OK) e->info.n_out = e->info.n_cls_out;
+    return rc;
+}
+
 /* Groups the weights reading one activation matrix by dot type. */
 static int plan_build(struct bert_plan *p, const struct bert_wmat *const *ws, int n,
                       size_t *row_cap, struct errmsg *err)
@@ -300,6 +340,9 @@ static int plan_all(struct engine_encoder *e, struct errmsg *err)
                                 : plan_build(&L->plan_up, up, 1, &cap, err);
         if (rc == ERR_OK) rc = plan_build(&L->plan_down, down, 1, &cap, err);
     }
+    const struct bert_wmat *cls[1] = {&e->cls}, *cls_out[1] = {&e->cls_out};
+    if (rc == ERR_OK && e->cls.data) rc = plan_build(&e->plan_cls, cls, 1, &cap, err);
+    if (rc == ERR_OK && e->cls_out.data) rc = plan_build(&e->plan_cls_out, cls_out, 1, &cap, err);
     e->sc.slot_row_cap = (cap + 63) & ~(size_t)63;
     for (int il = 0; il < e->info.n_layer && rc == ERR_OK; il++) {
         const struct bert_layer *L = &e->layers[il];
@@ -411,6 +454,7 @@ static int load_all(const struct ld *l, const struct engine_encoder_params *p)
     if (!e->layers) return errmsg_set(l->err, ERR_NOMEM, "out of memory");
     for (int il = 0; rc == ERR_OK && il < e->info.n_layer; il++)
         rc = load_layer(l, il);
+    if (rc == ERR_OK) rc = load_head(l);
     if (rc == ERR_OK) rc = plan_all(e, l->err);
     if (rc == ERR_OK) rc = alloc_scratch(e, l->err);
     return rc;

@@ -1,8 +1,9 @@
 /* BERT-family encoders for sentence embeddings, in llama.cpp's GGUF form: `bert` (BERT,
  * MiniLM, bge, e5, gte: token + position + token-type embeddings, post-LayerNorm blocks with
  * bidirectional attention and a tanh-GELU FFN) and `nomic-bert` (fused QKV, NeoX RoPE instead
- * of position embeddings, SwiGLU FFN); one pooled, L2-normalized vector per input. Not a
- * decoder (model.h) and not a tokenizer (text/). */
+ * of position embeddings, SwiGLU FFN); one pooled, L2-normalized vector per input, or with
+ * rank pooling (cross-encoder rerankers such as bge-reranker, `bert` only) the classification
+ * head's scores. Not a decoder (model.h) and not a tokenizer (text/). */
 #ifndef ENGINE_BERT_H
 #define ENGINE_BERT_H
 
@@ -17,11 +18,12 @@
  * `<arch>.pooling_type` numbering. */
 enum engine_pooling {
     ENGINE_POOLING_UNSPECIFIED = -1, // load parameter only: take the file's (mean when absent)
-    ENGINE_POOLING_NONE = 0,         // per-token vectors: not supported by the encoder
+    ENGINE_POOLING_NONE = 0,         // no pooling: every token's final state
     ENGINE_POOLING_MEAN = 1,         // mean over every position, [CLS] and [SEP] included
     ENGINE_POOLING_CLS = 2,          // the first token's state
     ENGINE_POOLING_LAST = 3,         // the last token's state
-    ENGINE_POOLING_RANK = 4,         // reranker head: not supported
+    ENGINE_POOLING_RANK = 4,         // reranker: the first token's state through the
+                                     // classification head (cls, cls.output), bert only
 };
 
 /* Tokens one engine_encoder_embed() call takes in total when the caller asks for no other
@@ -44,13 +46,17 @@ struct engine_encoder_info {
     int n_vocab;      // rows of token_embd
     int n_ctx_train;  // most tokens per input: <arch>.context_length, or the position_embd
                       // rows when fewer
-    int n_embd;       // hidden width = length of every output vector
+    int n_embd;       // hidden width
     int n_layer;
     int n_head;
     int head_dim; // n_embd / n_head
     int n_ff;
     float norm_eps;              // <arch>.attention.layer_norm_epsilon
-    enum engine_pooling pooling; // MEAN, CLS or LAST
+    enum engine_pooling pooling; // MEAN, CLS, LAST or RANK
+    int n_out;                   // floats per output row: n_embd, or with RANK n_cls_out
+                                 // (with NONE a row per token, else per input)
+    int n_cls_out;               // RANK: scores per input (the length of
+                                 // <arch>.classifier.output_labels, else 1); 0 otherwise
     int n_batch_tokens;          // most tokens per embed call, over all its inputs
     int64_t n_params;            // weight elements over all tensors
     size_t file_size;            // bytes of the GGUF file
@@ -65,8 +71,9 @@ bool engine_encoder_handles(const struct gguf *g);
 
 /* Loads and validates an encoder; p may be NULL (defaults). ERR_IO / ERR_FORMAT /
  * ERR_UNSUPPORTED / ERR_LIMIT from the reader; ERR_FORMAT for missing or inconsistent
- * hyperparameters or tensor shapes; ERR_UNSUPPORTED for another architecture, a tensor type
- * without kernels, or pooling none / rank; ERR_INVALID for bad params; ERR_NOMEM. err names
+ * hyperparameters or tensor shapes (for rank pooling also a file with neither `cls.weight`
+ * nor `cls.output.weight`); ERR_UNSUPPORTED for another architecture, a tensor type without
+ * kernels, or rank pooling on nomic-bert; ERR_INVALID for bad params; ERR_NOMEM. err names
  * the key or tensor. Allocates the batch scratch (n_batch_tokens rows of every activation)
  * and a 64K-entry GELU table. On success *out is the caller's; free with engine_encoder_free. */
 int engine_encoder_load(const char *path, const struct engine_encoder_params *p,
@@ -85,8 +92,11 @@ const struct gguf *engine_encoder_gguf(const struct engine_encoder *e);
 /* Embeds n_inputs token sequences in one forward pass: weight matrices run over the stacked
  * tokens of every input, attention runs within each input (bidirectional). inputs[i] holds
  * n_tokens[i] ids (borrowed for the call), usually [CLS] … [SEP] from the tokenizer; token
- * type 0 and positions 0..n-1 are used. out receives n_inputs rows of n_embd floats, each
- * pooled and L2-normalized (a zero vector stays zero). tp runs the kernels (any size).
+ * type 0 and positions 0..n-1 are used. out receives n_inputs rows of info.n_out floats: each
+ * pooled and L2-normalized (a zero vector stays zero); with pooling none one row per token
+ * instead (every input's tokens in order), unnormalized; with rank pooling the scores of the
+ * classification head, raw (tanh(cls * h + b) then cls.output, as far as the file has them;
+ * the first n_cls_out values when it has no cls.output). tp runs the kernels (any size).
  * Errors, checked before any work: ERR_INVALID (n_inputs < 1, an input with no tokens, a token
  * id outside the vocabulary; err says which input), ERR_LIMIT (an input longer than
  * n_ctx_train, or more than n_batch_tokens tokens in total; the caller splits the batch).

@@ -1,6 +1,7 @@
 /* The BERT forward pass over a batch of inputs: embeddings + LayerNorm, then per layer Q/K/V
  * (+bias), bidirectional attention within each input, output projection, residual +
- * LayerNorm, GELU FFN, residual + LayerNorm; finally pooling and L2 normalization. Weight
+ * LayerNorm, GELU FFN, residual + LayerNorm; finally pooling and L2 normalization, or the
+ * reranker's classification head on the first token's state. Weight
  * products run once over all stacked tokens; each step is one threadpool run split by rows. */
 #include "engine/bert_internal.h"
 #include "engine/matmul.h"
@@ -23,8 +24,9 @@ struct fwd {
     const int32_t *const *inputs;
     const int *n_tokens;
     int n_inputs;
-    int n_tok;  // stacked tokens
-    int n_rows; // rows still computed (n_tok, or n_inputs once only pooled rows remain)
+    int n_tok;      // stacked tokens
+    int n_rows;     // rows still computed (n_tok, or n_inputs once only pooled rows remain)
+    bool is_pooled; // only the pooled rows remain: one per input
     const struct bert_layer *L;
     // step parameters
     const float *src;  // rows to quantize
@@ -141,8 +143,11 @@ static void job_matmul(void *arg, int ith, int nth)
 {
     const struct fwd *f = arg;
     const struct bert_plan *p = f->plan;
-    for (int t0 = 0; t0 < f->n_rows; t0 += MATMUL_CHUNK) {
-        const int n = f->n_rows - t0 < MATMUL_CHUNK ? f->n_rows - t0 : MATMUL_CHUNK;
+    // The kernels' summation order depends on the token count (as the reference's does): a
+    // pooled row goes alone so its bits do not depend on the other inputs of the batch.
+    const int chunk = f->is_pooled ? 1 : MATMUL_CHUNK;
+    for (int t0 = 0; t0 < f->n_rows; t0 += chunk) {
+        const int n = f->n_rows - t0 < chunk ? f->n_rows - t0 : chunk;
         for (int i = 0; i < p->n_w; i++) {
             const struct bert_wmat *w = p->w[i];
             const size_t xb = p->slot_row_bytes[p->w_slot[i]];
@@ -432,6 +437,7 @@ static void keep_pooled_rows(struct fwd *f)
     }
     sc->q_start[f->n_inputs] = f->n_inputs;
     f->n_rows = f->n_inputs;
+    f->is_pooled = true;
 }
 
 static void run_layer(struct threadpool *tp, struct fwd *f, int il)
@@ -446,7 +452,8 @@ static void run_layer(struct threadpool *tp, struct fwd *f, int il)
     else
         run_matmul(tp, f, &L->plan_qkv, sc->q, sc->k, sc->v);
     threadpool_run(tp, job_qkv_post, f);
-    if (is_last && e->info.pooling != ENGINE_POOLING_MEAN) keep_pooled_rows(f);
+    if (is_last && e->info.pooling != ENGINE_POOLING_MEAN && e->info.pooling != ENGINE_POOLING_NONE)
+        keep_pooled_rows(f);
     threadpool_run(tp, job_attention, f);
     f->src = sc->attn;
     f->plan = &L->plan_o;
@@ -468,6 +475,56 @@ static void run_layer(struct threadpool *tp, struct fwd *f, int il)
     f->norm_b = L->out_norm_b;
     f->plan = is_last ? NULL : &e->layers[il + 1].plan_qkv;
     threadpool_run(tp, job_residual_norm, f);
+}
+
+/* Step: y = tanh(y + cls.bias) over the head's dense output (n_rows, n_embd), quantized for
+ * cls.output when the file has it. Split by rows. */
+static void job_cls_act(void *arg, int ith, int nth)
+{
+    const struct fwd *f = arg;
+    const struct engine_encoder *e = f->e;
+    const int d = e->info.n_embd;
+    int lo, hi;
+    split(f->n_rows, ith, nth, &lo, &hi);
+    for (int t = lo; t < hi; t++) {
+        float *y = e->sc.proj + (size_t)t * d;
+        for (int i = 0; i < d; i++)
+            y[i] = tanhf(y[i] + (e->cls_b ? e->cls_b[i] : 0.0f));
+    }
+    quantize_rows(f, e->sc.proj, d, lo, hi);
+}
+
+/* Rank pooling: the pooled rows (one per input, at the front of x) through the classification
+ * head into out (n_inputs, n_cls_out), unnormalized. */
+static void run_head(struct threadpool *tp, struct fwd *f, float *out)
+{
+    struct engine_encoder *e = f->e;
+    struct bert_scratch *sc = &e->sc;
+    const int d = e->info.n_embd, n_out = e->info.n_cls_out;
+    const float *h = sc->x, *bias = NULL;
+    int width = d;
+    if (e->cls.data) {
+        f->src = sc->x;
+        f->plan = &e->plan_cls;
+        threadpool_run(tp, job_quant, f);
+        run_matmul(tp, f, &e->plan_cls, sc->proj, NULL, NULL);
+        f->plan = e->cls_out.data ? &e->plan_cls_out : NULL;
+        threadpool_run(tp, job_cls_act, f);
+        h = sc->proj;
+    } else if (e->cls_out.data) {
+        f->src = sc->x;
+        f->plan = &e->plan_cls_out;
+        threadpool_run(tp, job_quant, f);
+    }
+    if (e->cls_out.data) {
+        run_matmul(tp, f, &e->plan_cls_out, sc->q, NULL, NULL);
+        h = sc->q;
+        bias = e->cls_out_b;
+        width = n_out;
+    }
+    for (int i = 0; i < f->n_inputs; i++)
+        for (int k = 0; k < n_out; k++)
+            out[(size_t)i * n_out + k] = h[(size_t)i * width + k] + (bias ? bias[k] : 0.0f);
 }
 
 /* Pools rows into out (n_inputs, n_embd) and L2-normalizes each vector. */
@@ -545,6 +602,11 @@ int engine_encoder_embed(struct engine_encoder *e, struct threadpool *tp,
     threadpool_run(tp, job_embed, &f);
     for (int il = 0; il < e->info.n_layer; il++)
         run_layer(tp, &f, il);
-    pool_rows(&f, out);
+    if (e->info.pooling == ENGINE_POOLING_RANK)
+        run_head(tp, &f, out);
+    else if (e->info.pooling == ENGINE_POOLING_NONE)
+        memcpy(out, sc->x, sizeof(float) * (size_t)n_tok * (size_t)e->info.n_embd);
+    else
+        pool_rows(&f, out);
     return ERR_OK;
 }

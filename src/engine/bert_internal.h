@@ -84,6 +84,12 @@ struct engine_encoder {
     struct bert_wmat type_embd; // (n_types, n_embd); data NULL when absent (row 0 is used)
     const float *embd_norm_w, *embd_norm_b; // token_embd_norm (n_embd)
     struct bert_layer *layers;              // n_layer
+    // Rank pooling's classification head; data NULL for a part the file does not have.
+    struct bert_wmat cls;     // (n_embd, n_embd) dense layer before the tanh
+    const float *cls_b;       // (n_embd) or NULL
+    struct bert_wmat cls_out; // (n_cls_out, n_embd) output projection
+    const float *cls_out_b;   // (n_cls_out) or NULL
+    struct bert_plan plan_cls, plan_cls_out;
     float *gelu;  // (65536) tanh-GELU of every half value, rounded to half
     void **owned; // converted copies of small vectors, freed at unload
     int n_owned;

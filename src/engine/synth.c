@@ -246,6 +246,21 @@ static int add_layer_bert(struct synth *s, int il)
     return rc;
 }
 
+/* The classification head: bert's dense cls layer (tanh follows it) and the cls.output
+ * projection; decoders (Qwen3-Reranker) have the projection only. */
+static int add_head(struct synth *s, bool is_bert)
+{
+    const int64_t e = s->p->n_embd;
+    int rc = ERR_OK;
+    if (is_bert) {
+        rc = add_mat(s, "cls.weight", e, e, s->type);
+        if (rc == ERR_OK) rc = add_vec(s, "cls.bias", e, 0.1f, 0.0f);
+    }
+    if (rc == ERR_OK) rc = add_mat(s, "cls.output.weight", e, s->p->n_cls_out, s->type);
+    if (rc == ERR_OK && is_bert) rc = add_vec(s, "cls.output.bias", s->p->n_cls_out, 0.1f, 0.0f);
+    return rc;
+}
+
 static int add_globals(struct synth *s, bool is_bert)
 {
     const struct synth_params *p = s->p;
@@ -283,6 +298,26 @@ static int add_key_f32(struct synth *s, const char *suffix, float v)
     return gguf_writer_add_f32(s->w, key, v);
 }
 
+/* <arch>.classifier.output_labels: "LABEL_0" … as converted classifier heads name them. */
+static int add_labels(struct synth *s)
+{
+    const int n = s->p->n_cls_out;
+    char key[96], *text = mem_alloc((size_t)n * 16);
+    struct str *labels = mem_alloc((size_t)n * sizeof *labels);
+    int rc = ERR_NOMEM;
+    if (text && labels) {
+        for (int i = 0; i < n; i++) {
+            int len = snprintf(text + (size_t)i * 16, 16, "LABEL_%d", i);
+            labels[i] = (struct str){text + (size_t)i * 16, (size_t)len};
+        }
+        snprintf(key, sizeof key, "%s.classifier.output_labels", s->p->arch);
+        rc = gguf_writer_add_arr_str(s->w, key, labels, n);
+    }
+    mem_free(text);
+    mem_free(labels);
+    return rc;
+}
+
 static int add_hparams(struct synth *s, bool is_bert)
 {
     const struct synth_params *p = s->p;
@@ -294,14 +329,18 @@ static int add_hparams(struct synth *s, bool is_bert)
     if (rc == ERR_OK) rc = add_key_u32(s, "block_count", (uint32_t)p->n_layer);
     if (rc == ERR_OK) rc = add_key_u32(s, "feed_forward_length", (uint32_t)p->n_ff);
     if (rc == ERR_OK) rc = add_key_u32(s, "attention.head_count", (uint32_t)p->n_head);
+    if (rc == ERR_OK && p->n_cls_out > 0) rc = add_labels(s);
+    const int rank_or_none = p->n_cls_out > 0 ? 4 : -1;
     if (is_bert) {
         if (rc == ERR_OK) rc = add_key_f32(s, "attention.layer_norm_epsilon", p->norm_eps);
-        const int pooling = p->pooling_type >= 0 ? p->pooling_type : 1; // mean
+        const int pooling = p->pooling_type >= 0 ? p->pooling_type
+                            : rank_or_none >= 0  ? rank_or_none
+                                                 : 1; // mean
         if (rc == ERR_OK) rc = add_key_u32(s, "pooling_type", (uint32_t)pooling);
         return rc;
     }
-    if (rc == ERR_OK && p->pooling_type >= 0)
-        rc = add_key_u32(s, "pooling_type", (uint32_t)p->pooling_type);
+    const int pooling = p->pooling_type >= 0 ? p->pooling_type : rank_or_none;
+    if (rc == ERR_OK && pooling >= 0) rc = add_key_u32(s, "pooling_type", (uint32_t)pooling);
     if (rc == ERR_OK) rc = add_key_u32(s, "attention.head_count_kv", (uint32_t)p->n_head_kv);
     if (rc == ERR_OK) rc = add_key_u32(s, "attention.key_length", (uint32_t)s->head_dim);
     if (rc == ERR_OK) rc = add_key_u32(s, "attention.value_length", (uint32_t)s->head_dim);
@@ -424,6 +463,13 @@ static int add_builtin_vocab(struct synth *s, bool is_bert)
         if (rc == ERR_OK) rc = gguf_writer_add_u32(s->w, "tokenizer.ggml.cls_token_id", 2);
         if (rc == ERR_OK) rc = gguf_writer_add_u32(s->w, "tokenizer.ggml.seperator_token_id", 3);
         if (rc == ERR_OK) rc = gguf_writer_add_u32(s->w, "tokenizer.ggml.padding_token_id", 0);
+        // A reranker's pair layout starts with bos, which llama.cpp takes from bos_token_id
+        // (101 by default for bert vocabs, outside this one), and llama.cpp loads a bert
+        // only with a token type count.
+        if (rc == ERR_OK && s->p->n_cls_out > 0)
+            rc = gguf_writer_add_u32(s->w, "tokenizer.ggml.bos_token_id", 2);
+        if (rc == ERR_OK && s->p->n_cls_out > 0)
+            rc = gguf_writer_add_u32(s->w, "tokenizer.ggml.token_type_count", 2);
         return rc;
     }
     const uint32_t im_end = (uint32_t)(259 + N_SPM_PIECES + 1);
@@ -491,7 +537,8 @@ static int check_params(const struct synth_params *p, struct synth *s, struct er
     if (!p->type || !parse_type(p->type, &s->type, &s->is_mix))
         return errmsg_set(err, ERR_INVALID, "unknown tensor type '%s'", p->type ? p->type : "");
     if (p->n_layer < 1 || p->n_embd < 1 || p->n_head < 1 || p->n_ff < 1 || p->n_ctx < 1 ||
-        p->n_vocab < 1 || (!is_bert && (p->n_head_kv < 1 || p->n_head % p->n_head_kv != 0)))
+        p->n_vocab < 1 || p->n_cls_out < 0 || p->n_cls_out > p->n_embd ||
+        (!is_bert && (p->n_head_kv < 1 || p->n_head % p->n_head_kv != 0)))
         return errmsg_set(err, ERR_INVALID, "bad shape (every size >= 1, heads %% kv heads == 0)");
     s->head_dim = p->head_dim > 0 ? p->head_dim : p->n_embd / p->n_head;
     if (s->head_dim < 2 || s->head_dim % 2 != 0 ||
@@ -525,6 +572,7 @@ int synth_build(const struct synth_params *params, struct gguf_writer **out, str
     if (rc == ERR_OK) rc = add_globals(&s, is_bert);
     for (int il = 0; il < p.n_layer && rc == ERR_OK; il++)
         rc = is_bert ? add_layer_bert(&s, il) : add_layer_decoder(&s, il);
+    if (rc == ERR_OK && p.n_cls_out > 0) rc = add_head(&s, is_bert);
     if (rc != ERR_OK) {
         gguf_writer_free(s.w);
         return rc;

@@ -31,11 +31,16 @@ struct synth_params {
                       // "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", or the mix "q4_k_m"
     uint64_t seed;
     const struct gguf *vocab_from; // borrowed; NULL: the built-in tokenizer
-    int pooling_type;              // <arch>.pooling_type written when >= 0 (bert: 1 when < 0)
+    int pooling_type;              // <arch>.pooling_type written when >= 0 (bert: 1 when < 0,
+                                   // 4 with n_cls_out)
+    int n_cls_out; // > 0: a reranker's classification head with this many outputs and
+                   // <arch>.classifier.output_labels (bert: cls + cls.output with biases,
+                   // decoders: cls.output), pooling_type 4 unless pooling_type says otherwise
 };
 
 /* Defaults: llama, 2 layers, 64 wide, 4 heads / 2 KV heads, ffn 128, built-in vocab, ctx 256,
- * separate output, rope base 10000, eps 1e-5, f32, seed 1, no pooling_type. Cannot fail. */
+ * separate output, rope base 10000, eps 1e-5, f32, seed 1, no pooling_type, no head. Cannot
+ * fail. */
 struct synth_params synth_params_default(void);
 
 /* Smallest n_vocab the built-in tokenizer accepts for arch. Cannot fail. */

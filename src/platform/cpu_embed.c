@@ -7,7 +7,9 @@
 #include "platform/cpu_sched.h"
 
 #include "engine/bert.h"
+#include "engine/matmul.h"
 #include "engine/model.h"
+#include "engine/quants/quants.h"
 #include "engine/threadpool.h"
 #include "platform/cpu_sched.h"
 #include "platform/vocab_gguf.h"
@@ -35,7 +37,8 @@ struct instance {
     int n_inputs;        // inputs of req (1 when it set none)
     int next_input;      // first input not yet embedded
     int next_token;      // its offset in req->prompt
-    float *result;       // (n_inputs, n_embd) pooled vectors so far (zeroed at start)
+    float *result;       // (n_inputs, n_out) pooled vectors or scores so far (zeroed at start);
+                         // per token (n_prompt, n_embd)
     double t_start_ms;
     enum finish_reason done;        // set during a step; the instance is finished after it
     struct request_outcome failure; // when done == FINISH_ERROR: what the request is told
@@ -56,18 +59,29 @@ struct cpu_embed {
     struct tokenizer *tok;
     struct threadpool *tp;
     int n_embd, n_ctx, n_ctx_train, n_vocab, n_batch_tokens;
+    int n_out;             // floats per input in a result: n_embd, or a reranker's n_cls_out
+    int n_cls_out;         // rerankers: scores per input; 0 otherwise
+    bool is_per_token;     // encoders with pooling none: results are per token
+    char *rerank_template; // tokenizer.chat_template.rerank (owned), or NULL
+    int32_t rerank_bos, rerank_eos, rerank_sep; // pair layout ids, -1 when left out
     size_t kv_bytes; // decoders: an instance's KV cache (n_ctx positions)
     // Batch staging, owned by the scheduler thread.
     const int32_t *in_ptr[BATCH_INPUTS_MAX];
     int in_len[BATCH_INPUTS_MAX];
     int in_inst[BATCH_INPUTS_MAX];
-    float *out; // encoders: (BATCH_INPUTS_MAX, n_embd)
+    float *out; // encoders: (BATCH_INPUTS_MAX, n_out), per token (n_batch_tokens, n_embd)
     // Decoders: one item per input in a step, on its own view sequence.
     struct engine_batch_item items[BATCH_INPUTS_MAX];
     struct engine_seq *views[BATCH_INPUTS_MAX];
     int item_input[BATCH_INPUTS_MAX]; // the input's index in its request
     bool item_ends[BATCH_INPUTS_MAX]; // the item feeds the input's last token
     float *discard;                   // (n_embd) cls chunks after the first write here
+    // Decoder rerankers (qwen3): the last token's state of each item, and cls.output.
+    float *rank_hidden;    // (BATCH_INPUTS_MAX, n_embd)
+    const void *cls_out;   // (n_cls_out, n_embd) rows of cls_out_type, mapped
+    uint32_t cls_out_type; // enum quant_type with a vec_dot
+    void *cls_x;           // (cls_x_bytes) the state converted for cls_out's dot
+    size_t cls_x_bytes;
 
     struct cpu_sched sched; // its mu also guards instance existence
     struct instance inst[CPU_EMBED_MAX_INSTANCES];
@@ -146,6 +160,12 @@ static bool validate(struct cpu_embed *m, struct instance *in)
     return true;
 }
 
+/* Rows of a request's result: one per input, or per token. */
+static int result_rows(const struct cpu_embed *m, const struct request *r)
+{
+    return m->is_per_token ? r->n_prompt : (r->input_lens ? r->n_inputs : 1);
+}
+
 static void start_request(struct cpu_embed *m, int i, struct request *r)
 {
     struct instance *in = &m->inst[i];
@@ -159,7 +179,7 @@ static void start_request(struct cpu_embed *m, int i, struct request *r)
     in->t_start_ms = clock_now_ms();
     request_mark_started(r);
     if (!validate(m, in)) return;
-    in->result = mem_calloc((size_t)in->n_inputs * (size_t)m->n_embd, sizeof(float));
+    in->result = mem_calloc((size_t)result_rows(m, r) * (size_t)m->n_out, sizeof(float));
     if (!in->result) fail_instance(in, 500, "out of memory for the embeddings");
 }
 
@@ -177,7 +197,7 @@ static struct request *finish_instance(struct cpu_embed *m, int i, struct reques
             .prompt_ms = clock_now_ms() - in->t_start_ms,
         };
         request_set_timings(r, &t);
-        if (request_set_embedding(r, in->result, in->n_inputs * m->n_embd) != ERR_OK)
+        if (request_set_embedding(r, in->result, result_rows(m, r) * m->n_out) != ERR_OK)
             request_outcome_fail(out, 500, "out of memory for the embeddings");
         else
             out->reason = FINISH_STOP;
@@ -231,10 +251,16 @@ static void encoder_step(struct cpu_embed *m)
                 fail_instance(&m->inst[m->in_inst[k]], 500, err.msg);
         return;
     }
-    for (int k = 0; k < n; k++) {
+    for (int k = 0, row = 0; k < n; k++) {
         struct instance *in = &m->inst[m->in_inst[k]];
-        memcpy(in->result + (size_t)in->next_input * m->n_embd, m->out + (size_t)k * m->n_embd,
-               (size_t)m->n_embd * sizeof(float));
+        if (m->is_per_token) { // the input's token rows, at its tokens' offset
+            memcpy(in->result + (size_t)in->next_token * m->n_out, m->out + (size_t)row * m->n_out,
+                   (size_t)m->in_len[k] * (size_t)m->n_out * sizeof(float));
+            row += m->in_len[k];
+        } else {
+            memcpy(in->result + (size_t)in->next_input * m->n_out, m->out + (size_t)k * m->n_out,
+                   (size_t)m->n_out * sizeof(float));
+        }
         in->next_token += m->in_len[k];
         if (++in->next_input == in->n_inputs) in->done = FINISH_STOP;
     }
@@ -265,8 +291,9 @@ static void stage_item(struct cpu_embed *m, int *n_items, int i, struct engine_s
 {
     struct instance *in = &m->inst[i];
     float *hidden;
-    const enum engine_output out =
-        chunk_output(m, from, in->result + (size_t)k * m->n_embd, &hidden);
+    float *row = m->n_cls_out > 0 ? m->rank_hidden + (size_t)*n_items * m->n_embd
+                                  : in->result + (size_t)k * m->n_embd;
+    const enum engine_output out = chunk_output(m, from, row, &hidden);
     m->items[*n_items] = (struct engine_batch_item){
         .seq = seq,
         .tokens = in->req->prompt + off + from,
@@ -330,6 +357,33 @@ static void finish_vector(const struct cpu_embed *m, float *v, int n_tokens)
         v[j] *= inv;
 }
 
+/* A decoder reranker's scores from the last token's state h: cls.output then a softmax over
+ * the outputs (llama.cpp's qwen3 rank pooling), into out (n_cls_out). */
+static void rank_scores(struct cpu_embed *m, const float *h, float *out)
+{
+    const uint32_t dot = quant_traits_of(m->cls_out_type)->dot_type;
+    (void)matmul_quantize_input(h, 1, m->n_embd, dot, m->cls_x, m->cls_x_bytes, 0, 1);
+    const struct matmul_args a = {.w = m->cls_out,
+                                  .w_type = m->cls_out_type,
+                                  .n_in = m->n_embd,
+                                  .n_out = m->n_cls_out,
+                                  .x = m->cls_x,
+                                  .x_row_bytes = m->cls_x_bytes,
+                                  .n_tok = 1,
+                                  .y = out};
+    matmul_run(&a, 0, 1);
+    float mx = out[0];
+    for (int j = 1; j < m->n_cls_out; j++)
+        mx = out[j] > mx ? out[j] : mx;
+    double sum = 0.0;
+    for (int j = 0; j < m->n_cls_out; j++) {
+        out[j] = expf(out[j] - mx);
+        sum += out[j];
+    }
+    for (int j = 0; j < m->n_cls_out; j++)
+        out[j] = (float)(out[j] / sum);
+}
+
 /* Books the outcome of item t of a decode that succeeded. */
 static void item_done(struct cpu_embed *m, int t)
 {
@@ -340,7 +394,10 @@ static void item_done(struct cpu_embed *m, int t)
         in->carry_fed = engine_seq_pos(in->carry);
         return;
     }
-    finish_vector(m, in->result + (size_t)k * m->n_embd, len);
+    if (m->n_cls_out > 0)
+        rank_scores(m, m->rank_hidden + (size_t)t * m->n_embd, in->result + (size_t)k * m->n_out);
+    else
+        finish_vector(m, in->result + (size_t)k * m->n_embd, len);
     in->next_input = k + 1;
     in->next_token += len;
     if (in->next_input == in->n_inputs) in->done = FINISH_STOP;
@@ -415,6 +472,22 @@ void cpu_embed_submit(struct cpu_embed *m, int instance, struct request *r)
     cpu_sched_submit(&m->sched, instance, r);
 }
 
+/* A reranker's pair layout (see platform_model_desc): the rerank template when the file has
+ * one, and the ids llama.cpp's server puts around query and document per the vocab flags. */
+static int load_rerank_layout(struct cpu_embed *m, const struct gguf *g, const struct vocab *v)
+{
+    const struct tok_specials *sp = tok_specials(m->tok);
+    const tok_id bos = sp->bos != TOK_ID_NONE ? sp->bos : sp->cls;
+    const tok_id eos = sp->eos != TOK_ID_NONE ? sp->eos : sp->sep;
+    m->rerank_bos = v->add_bos ? bos : TOK_ID_NONE;
+    m->rerank_eos = v->add_eos ? eos : TOK_ID_NONE;
+    m->rerank_sep = v->add_sep ? sp->sep : TOK_ID_NONE;
+    struct str t;
+    if (gguf_get_str(g, "tokenizer.chat_template.rerank", &t) != ERR_OK) return ERR_OK;
+    m->rerank_template = mem_strndup(t.ptr, t.len);
+    return m->rerank_template ? ERR_OK : ERR_NOMEM;
+}
+
 static int load_text(struct cpu_embed *m, struct errmsg *err)
 {
     struct vocab vocab;
@@ -422,7 +495,9 @@ static int load_text(struct cpu_embed *m, struct errmsg *err)
     int rc = vocab_load_gguf(g, &vocab, err);
     if (rc != ERR_OK) return rc;
     rc = tok_new(&vocab, &m->tok, err);
+    if (rc == ERR_OK && m->n_cls_out > 0) rc = load_rerank_layout(m, g, &vocab);
     vocab_deinit(&vocab);
+    if (rc == ERR_NOMEM) errmsg_set(err, rc, "out of memory while loading the vocabulary");
     if (rc != ERR_OK) return rc;
     if (tok_n_tokens(m->tok) > m->n_vocab)
         return errmsg_set(err, ERR_FORMAT, "the vocabulary has %d tokens but the model %d",
@@ -435,6 +510,9 @@ static void free_parts(struct cpu_embed *m)
     threadpool_free(m->tp);
     mem_free(m->out);
     mem_free(m->discard);
+    mem_free(m->rerank_template);
+    mem_free(m->rank_hidden);
+    mem_free(m->cls_x);
     for (int i = 0; i < BATCH_INPUTS_MAX; i++)
         engine_seq_free(m->views[i]);
     tok_free(m->tok);
@@ -474,24 +552,70 @@ static int load_encoder(struct cpu_embed *m, const char *path, const struct plat
     m->n_ctx_train = info->n_ctx_train;
     m->n_ctx = a->n_ctx > 0 && a->n_ctx < info->n_ctx_train ? a->n_ctx : info->n_ctx_train;
     m->pooling = info->pooling;
-    m->out = mem_alloc((size_t)BATCH_INPUTS_MAX * (size_t)m->n_embd * sizeof(float));
+    m->n_out = info->n_out;
+    m->n_cls_out = info->n_cls_out;
+    m->is_per_token = info->pooling == ENGINE_POOLING_NONE;
+    const int rows = m->is_per_token ? m->n_batch_tokens : BATCH_INPUTS_MAX;
+    m->out = mem_alloc((size_t)rows * (size_t)m->n_out * sizeof(float));
     return m->out ? ERR_OK : ERR_NOMEM;
 }
 
 /* The load's pooling, else the file's, else last: with causal attention only the last token
  * has seen the whole input, and that is the state decoder embedding models (Qwen3-Embedding)
- * are trained to produce. */
+ * are trained to produce. Rank is qwen3's reranker head (Qwen3-Reranker) only: llama.cpp's
+ * other decoders have none. */
 static int decoder_pooling(struct cpu_embed *m, enum platform_pooling asked, struct errmsg *err)
 {
     int p = asked != PLATFORM_POOLING_DEFAULT ? (int)engine_pooling_of(asked)
                                               : file_pooling(engine_model_gguf(m->dec));
     if (asked == PLATFORM_POOLING_DEFAULT && p <= ENGINE_POOLING_NONE) p = ENGINE_POOLING_LAST;
-    if (p == ENGINE_POOLING_NONE || p == ENGINE_POOLING_RANK)
+    const char *arch = engine_model_info(m->dec)->arch;
+    if (p == ENGINE_POOLING_NONE || (p == ENGINE_POOLING_RANK && strcmp(arch, "qwen3") != 0))
         return errmsg_set(err, ERR_UNSUPPORTED,
-                          "pooling %s is not supported for a decoder (mean, cls or last)",
-                          p == ENGINE_POOLING_NONE ? "none" : "rank");
+                          "pooling %s is not supported for a %s decoder (mean, cls or last%s)",
+                          p == ENGINE_POOLING_NONE ? "none" : "rank", arch,
+                          p == ENGINE_POOLING_RANK ? "; rank on qwen3 rerankers" : "");
     m->pooling = (enum engine_pooling)p;
     return ERR_OK;
+}
+
+/* A qwen3 reranker's head: cls.output (n_cls_out rows of n_embd, n_cls_out the number of
+ * <arch>.classifier.output_labels, else 1) and the scratch its product needs. */
+static int load_decoder_head(struct cpu_embed *m, struct errmsg *err)
+{
+    const struct gguf *g = engine_model_gguf(m->dec);
+    const char *arch = engine_model_info(m->dec)->arch;
+    char key[96];
+    enum gguf_value_type et;
+    int64_t n = 0;
+    snprintf(key, sizeof key, "%s.classifier.output_labels", arch);
+    int rc = gguf_get_arr(g, key, &et, &n);
+    if (rc == ERR_NOT_FOUND || (rc == ERR_OK && n == 0))
+        n = 1;
+    else if (rc != ERR_OK || n > m->n_embd)
+        return errmsg_set(err, ERR_FORMAT, "key '%s': not an array of 1..%d labels", key,
+                          m->n_embd);
+    const struct gguf_tensor *t = gguf_find_tensor(g, "cls.output.weight");
+    if (!t)
+        return errmsg_set(err, ERR_FORMAT,
+                          "pooling rank needs the reranker head 'cls.output.weight'");
+    if (t->ne[0] != m->n_embd || t->ne[1] != n || t->ne[2] != 1 || t->ne[3] != 1)
+        return errmsg_set(err, ERR_FORMAT,
+                          "tensor 'cls.output.weight': shape [%lld, %lld], expected [%d, %lld]",
+                          (long long)t->ne[0], (long long)t->ne[1], m->n_embd, (long long)n);
+    const struct quant_traits *tr = quant_traits_of(t->type);
+    m->cls_x_bytes = tr && tr->vec_dot ? matmul_input_row_bytes(t->type, m->n_embd) : 0;
+    if (m->cls_x_bytes == 0)
+        return errmsg_set(err, ERR_UNSUPPORTED,
+                          "tensor 'cls.output.weight': type %s is not supported",
+                          gguf_type_name(t->type) ? gguf_type_name(t->type) : "unknown");
+    m->cls_out = t->data;
+    m->cls_out_type = t->type;
+    m->n_cls_out = (int)n;
+    m->n_out = (int)n;
+    m->cls_x = mem_alloc(m->cls_x_bytes);
+    m->rank_hidden = mem_alloc((size_t)BATCH_INPUTS_MAX * (size_t)m->n_embd * sizeof(float));
+    return m->cls_x && m->rank_hidden ? ERR_OK : ERR_NOMEM;
 }
 
 /* A decoder file that says its attention is bidirectional is a different graph. */
@@ -515,10 +639,13 @@ static int load_decoder(struct cpu_embed *m, const char *path, const struct plat
     rc = decoder_pooling(m, a->pooling, err);
     if (rc != ERR_OK) return rc;
     m->n_embd = info->n_embd;
+    m->n_out = info->n_embd;
     m->n_vocab = info->n_vocab;
     m->n_ctx_train = info->n_ctx_train;
     m->n_ctx = a->n_ctx > 0 ? a->n_ctx : DECODER_CTX_CAP;
     if (m->n_ctx > info->n_ctx_train) m->n_ctx = info->n_ctx_train;
+    if (m->pooling == ENGINE_POOLING_RANK) rc = load_decoder_head(m, err);
+    if (rc != ERR_OK) return rc;
     m->kv_bytes = engine_kv_bytes(m->dec, m->n_ctx);
     if (m->kv_bytes == 0)
         return errmsg_set(err, ERR_LIMIT, "a %d-token KV cache is too large", m->n_ctx);
@@ -564,6 +691,12 @@ void cpu_embed_describe(const struct cpu_embed *m, struct platform_model_desc *o
     out->n_ctx_train = m->n_ctx_train;
     out->n_vocab = m->n_vocab;
     out->n_embd = m->n_embd;
+    out->n_cls_out = m->n_cls_out;
+    out->is_per_token = m->is_per_token;
+    out->rerank_template = m->rerank_template;
+    out->rerank_bos = m->n_cls_out > 0 ? m->rerank_bos : TOK_ID_NONE;
+    out->rerank_eos = m->n_cls_out > 0 ? m->rerank_eos : TOK_ID_NONE;
+    out->rerank_sep = m->n_cls_out > 0 ? m->rerank_sep : TOK_ID_NONE;
     if (m->dec) {
         const struct engine_model_info *info = engine_model_info(m->dec);
         out->n_params = info->n_params;

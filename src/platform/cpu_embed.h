@@ -17,15 +17,20 @@ struct cpu_embed;
 
 /* Whether the GGUF at gguf_path is an embedding model this module serves: an encoder ("bert",
  * "nomic-bert"), or a decoder that declares <arch>.pooling_type mean, cls, last or rank (rank
- * then fails to load as unsupported), or any decoder when force_embedding is set (--embedding).
+ * loads for qwen3 rerankers only), or any decoder when force_embedding is set (--embedding).
  * ERR_OK with *out, or the reader's error (ERR_IO, ERR_FORMAT, ERR_NOMEM, …) with err saying
  * why — an allocation failure must not pass for "not an embedding model". */
 int cpu_embed_probe(const char *gguf_path, bool force_embedding, bool *out, struct errmsg *err);
 
 /* Loads the embedding model at gguf_path (a resolved file) with a's threads, context, pooling
  * and on_done. Encoders: codes of engine_encoder_load(), the context is n_ctx_train lowered to
- * a->n_ctx when that is set. Decoders: codes of engine_model_load(); ERR_UNSUPPORTED for
- * pooling none or rank, or non-causal attention; the context is a->n_ctx, or the training
+ * a->n_ctx when that is set; with pooling rank (a->pooling or the file's) the model is a
+ * reranker: its results are n_cls_out scores per input; with pooling none, one unnormalized
+ * vector per token (describe() says is_per_token) and describe() gives n_cls_out and the
+ * pair layout (tokenizer.chat_template.rerank, the vocab's add_bos/add_eos/add_sep ids). Decoders: codes of engine_model_load(); ERR_UNSUPPORTED for
+ * pooling none, rank on another arch than qwen3, or non-causal attention; ERR_FORMAT for rank
+ * without a `cls.output.weight` of n_cls_out rows (qwen3 rank: the last token's state through
+ * cls.output and a softmax, as llama.cpp scores Qwen3-Reranker); the context is a->n_ctx, or the training
  * context capped at 4096, and never above the training context; pooling is a->pooling, else
  * the file's, else last (causal attention: only the last token has seen the whole input).
  * Both: codes of vocab_load_gguf() and tok_new(); ERR_NOMEM. On success the caller frees *out

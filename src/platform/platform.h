@@ -30,11 +30,12 @@ enum model_kind {
 enum platform_pooling {
     PLATFORM_POOLING_DEFAULT = 0, // the file's <arch>.pooling_type; when absent mean for
                                   // encoders, last for decoders
-    PLATFORM_POOLING_NONE,        // per-token vectors: no platform serves it yet
+    PLATFORM_POOLING_NONE,        // per-token vectors, unnormalized (cpu: encoders)
     PLATFORM_POOLING_MEAN,
     PLATFORM_POOLING_CLS,
     PLATFORM_POOLING_LAST,
-    PLATFORM_POOLING_RANK, // reranker heads: no platform serves it yet
+    PLATFORM_POOLING_RANK, // a reranker's classification head: scores per input instead of
+                           // a vector (cpu: bert encoders, qwen3 decoders)
 };
 
 /* Called by the platform (on its own thread, holding none of its locks) after it finished the
@@ -68,7 +69,17 @@ struct platform_model_desc {
     int n_ctx; // context per instance
     int n_ctx_train;
     int n_vocab;
-    int n_embd;
+    int n_embd;        // hidden width (the length of an embedding model's vectors)
+    bool is_per_token; // pooling none: a vector per token of every input, unnormalized
+    int n_cls_out;     // rerankers (embedding kind, pooling rank): scores per input, the first
+                       // is the relevance score; 0 for every other model
+    // Rerankers: how a (query, document) pair becomes one input, as llama.cpp's server lays
+    // it out. With a template, its {query} and {document} are replaced and the result is
+    // tokenized with special tokens parsed and none added; else the input is
+    // [bos] query [eos] [sep] document [eos], each bracketed id present when the vocab's
+    // add_bos / add_eos / add_sep flag says so (eos falls back to sep), -1 when left out.
+    const char *rerank_template; // tokenizer.chat_template.rerank, or NULL
+    int32_t rerank_bos, rerank_eos, rerank_sep;
     int64_t n_params;
     uint64_t file_size;      // bytes
     uint64_t instance_bytes; // memory one more instance costs
@@ -97,7 +108,9 @@ struct platform {
     int (*add_instance)(struct platform_model *m, int instance, struct errmsg *err);
     /* Frees an idle instance. */
     void (*remove_instance)(struct platform_model *m, int instance);
-    /* Starts r on an idle instance. The platform retains r until it calls on_done. */
+    /* Starts r on an idle instance. The platform retains r until it calls on_done. An
+     * embedding request finishes with r's embedding holding n_inputs rows of n_embd floats
+     * (n_cls_out scores for a reranker; with is_per_token n_prompt rows, one per token). */
     void (*submit)(struct platform_model *m, int instance, struct request *r);
     /* How many leading tokens of `tokens` the idle instance already holds in its cache (0 when
      * it keeps none). Used to route a request to the instance that can reuse most. Called from

@@ -117,10 +117,12 @@ static const struct opt options[] = {
      NULL, NULL},
     {"--pooling", NULL, NULL, OPT_CHOICE, FIELD(pooling), 0, 0,
      "pooling of the --model embedding models (default: the file's; else mean for encoders, "
-     "last for decoders; none and rank are refused)",
+     "last for decoders; none: per-token vectors on /embedding, encoders only; rank: rerankers)",
      "LLAMA_ARG_POOLING", "none|mean|cls|last|rank"},
     {"--reranking", NULL, NULL, OPT_FLAG, FIELD(reranking), 0, 0,
-     "reranking endpoint (accepted; not available yet)", "LLAMA_ARG_RERANKING", NULL},
+     "serve the --model models as rerankers (embedding models with pooling rank) for "
+     "/v1/rerank",
+     "LLAMA_ARG_RERANKING", NULL},
     {"--rerank", NULL, NULL, OPT_FLAG, FIELD(reranking), 0, 0, "same as --reranking", NULL, NULL},
     {"--metrics", NULL, "LLAMAPI_METRICS", OPT_FLAG, FIELD(metrics_enabled), 0, 0,
      "enable GET /metrics (Prometheus)", "LLAMA_ARG_ENDPOINT_METRICS", NULL},
@@ -441,6 +443,11 @@ int config_parse(struct server_config *c, int argc, char **argv, struct errmsg *
         if (o->kind == OPT_HELP) result = CONFIG_PARSE_HELP;
         if (o->kind == OPT_VERSION && result == CONFIG_PARSE_OK) result = CONFIG_PARSE_VERSION;
         rc = apply(c, o, value, err);
+    }
+    // As llama-server: --reranking is an embedding model with the reranker's pooling.
+    if (rc == ERR_OK && c->reranking) {
+        c->force_embedding = true;
+        snprintf(c->pooling, sizeof c->pooling, "rank");
     }
     return rc == ERR_OK ? result : rc;
 }

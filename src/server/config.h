@@ -43,7 +43,7 @@ struct server_config {
     bool slots_disabled;            // --no-slots: GET /slots answers 501
     bool props_enabled;             // --props (accepted; POST /props is not implemented)
     bool force_embedding;           // --embedding(s): serve the -m models as embedding models
-    bool reranking;                 // --reranking (accepted; no rerank endpoint yet)
+    bool reranking;                 // --reranking: sets force_embedding and pooling "rank"
     bool no_models_autoload;        // --no-models-autoload: requests never load models themselves
     int models_max;                 // --models-max (accepted; 0 = unlimited)
     int n_batch;                    // -b (accepted; the engine sizes its own batches)

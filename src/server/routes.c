@@ -90,6 +90,10 @@ static const struct route table[] = {
     {"POST", "/v1/embeddings", api_embeddings, ROUTE_BODY_JSON, false},
     {"POST", "/embedding", api_native_embeddings, ROUTE_BODY_JSON, false},
     {"POST", "/embeddings", api_native_embeddings, ROUTE_BODY_JSON, false},
+    {"POST", "/rerank", api_rerank, ROUTE_BODY_JSON, false},
+    {"POST", "/reranking", api_rerank, ROUTE_BODY_JSON, false},
+    {"POST", "/v1/rerank", api_rerank, ROUTE_BODY_JSON, false},
+    {"POST", "/v1/reranking", api_rerank, ROUTE_BODY_JSON, false},
 };
 
 const struct route *routes_table(size_t *n_routes)

@@ -2,7 +2,8 @@
 // inputs, base64 equals float, order, the reference vectors, token-id inputs, truncation,
 // and the errors (empty input, wrong types, wrong model type both ways, context length).
 // Decoders as embedding models (synthetic, no ../shared needed): a qwen3 declaring
-// pooling_type last, and a plain qwen2 served with --embedding --pooling last.
+// pooling_type last, and a plain qwen2 served with --embedding --pooling last. A synthetic
+// bert with --pooling none: per-token vectors on /embedding, refused on /v1/embeddings.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -314,10 +315,17 @@ describe('decoder embedding models', () => {
     assert.deepEqual(viaLoad.data[0].embedding, viaFlag.data[0].embedding);
     const mean = await client.embeddings.create({ model: 'q2-mean', input: text, encoding_format: 'float' });
     assert.notDeepEqual(mean.data[0].embedding, viaLoad.data[0].embedding);
-    for (const bad of [{ pooling: 'none' }, { pooling: 'rank' }, { pooling: 7 }, { embedding: 'yes' }]) {
+    for (const bad of [{ pooling: 'sideways' }, { pooling: 7 }, { embedding: 'yes' }]) {
       const e = await load({ model_id: 'q2-bad', embedding: true, ...bad });
       assert.equal(e.status, 400);
       assert.equal(errorOf(await e.json()).param, Object.keys(bad)[0]);
+    }
+    // None (per-token vectors) and rank (a reranker's head) are valid poolings, but not ones
+    // a qwen2 decoder is served with.
+    for (const pooling of ['none', 'rank']) {
+      const r = await load({ model_id: `q2-${pooling}`, embedding: true, pooling });
+      assert.equal(r.status, 500);
+      assert.match(errorOf(await r.json()).message, new RegExp(`pooling ${pooling}`));
     }
     for (const id of ['q2-last', 'q2-mean'])
       await fetch(`${srv.url}/v1/models/unload`, { method: 'POST', body: JSON.stringify({ model_id: id }) });
@@ -383,4 +391,62 @@ describe('a real llama served with --embedding', { skip: hasShared ? false : 'sk
       }
     });
   }
+});
+
+describe('--pooling none: a vector per token on /embedding', () => {
+  let none, mean, cls;
+  const BERT = ['--arch', 'bert', '--layers', '2', '--embd', '64', '--heads', '4', '--ffn', '128', '--ctx', '64', '--seed', '15'];
+  before(async () => {
+    const bert = synthModel('bert-none', BERT);
+    none = await startServer(['--pooling', 'none', '-m', bert, '--threads', '2']);
+    mean = await startServer(['--pooling', 'mean', '-m', bert, '--threads', '2']);
+    cls = await startServer(['--pooling', 'cls', '-m', bert, '--threads', '2']);
+  });
+  after(async () => {
+    await none?.stop();
+    await mean?.stop();
+    await cls?.stop();
+  });
+  const post = async (srv, route, body) => {
+    const r = await fetch(`${srv.url}${route}`, { method: 'POST', body: JSON.stringify(body) });
+    return { status: r.status, json: await r.json() };
+  };
+  const unit = (v) => {
+    const n = Math.sqrt(v.reduce((s, x) => s + x * x, 0));
+    return v.map((x) => x / n);
+  };
+
+  test('each input has a row per token, unnormalized; their mean is the mean-pooled vector', async () => {
+    const texts = ['hello world', 'the world is a world', 'a'];
+    const r = await post(none, '/embedding', { content: texts });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    assert.equal(r.json.length, 3);
+    const m = await post(mean, '/embedding', { content: texts });
+    const c = await post(cls, '/embedding', { content: texts });
+    for (let i = 0; i < 3; i++) {
+      const rows = r.json[i].embedding;
+      assert.equal(r.json[i].index, i);
+      assert.equal(rows.length, texts[i].split(' ').length + 2); // [CLS] words [SEP]
+      for (const row of rows) assert.equal(row.length, 64);
+      const norm = Math.sqrt(rows[0].reduce((s, x) => s + x * x, 0));
+      assert.ok(Math.abs(norm - 1) > 1e-3, 'not normalized');
+      const avg = rows[0].map((_, k) => rows.reduce((s, row) => s + row[k], 0) / rows.length);
+      const want = m.json[i].embedding[0];
+      unit(avg).forEach((x, k) => assert.ok(Math.abs(x - want[k]) < 1e-5, `mean ${i}[${k}]`));
+      unit(rows[0]).forEach((x, k) => assert.ok(Math.abs(x - c.json[i].embedding[0][k]) < 1e-5));
+    }
+    // embd_normalize does not apply to token vectors (-1 included), as in the reference.
+    const e = await post(none, '/embedding', { content: 'hello world', embd_normalize: -1 });
+    assert.equal(e.status, 200);
+    assert.deepEqual(e.json[0].embedding, r.json[0].embedding);
+  });
+
+  test('/v1/embeddings refuses a per-token model', async () => {
+    const r = await post(none, '/v1/embeddings', { model: 'bert-none', input: 'hello' });
+    assert.equal(r.status, 400);
+    assert.equal(errorOf(r.json).code, 'wrong_model_type');
+    assert.match(errorOf(r.json).message, /pooling 'none'/);
+    const ok = await post(none, '/embedding', { content: 'a' });
+    assert.equal(ok.status, 200);
+  });
 });

@@ -41,6 +41,10 @@ struct synth {
     const char *skip_tensor; // leave this tensor out (error tests)
     bool bge;                // copy the bge vocabulary, else the built-in one
     bool nomic;              // nomic-bert: fused QKV, RoPE (no position_embd), SwiGLU, no biases
+    int head;                // rank head: 0 none, 1 cls + cls.output, 2 cls only, 3 cls.output only
+    uint32_t head_type;      // type of the head matrices
+    int n_labels;      // > 0: bert.classifier.output_labels with this many labels (else 1 row)
+    int head_bad_rows; // > 0: cls.output gets this many rows instead (shape errors)
 };
 
 static const char *const k_builtin[] = {
@@ -150,6 +154,30 @@ static void add_nomic_layer(struct gguf_writer *w, const struct synth *s, int il
     add_norms(w, s, il);
 }
 
+/* The reranker's classification head and its label names, as s->head says. */
+static void add_head(struct gguf_writer *w, const struct synth *s)
+{
+    const int64_t d = s->n_embd;
+    const int64_t n_out = s->head_bad_rows > 0 ? s->head_bad_rows
+                          : s->n_labels > 0    ? s->n_labels
+                                               : 1;
+    if (s->n_labels > 0) {
+        struct str labels[8];
+        for (int i = 0; i < s->n_labels && i < 8; i++)
+            labels[i] = (struct str){"LABEL", 5};
+        assert_int_equal(
+            gguf_writer_add_arr_str(w, "bert.classifier.output_labels", labels, s->n_labels), 0);
+    }
+    if (s->head == 1 || s->head == 2) {
+        add_tensor(w, s, "cls.weight", s->head_type, d, d, 0.4f, 0.0f);
+        add_tensor(w, s, "cls.bias", QUANT_F32, d, 1, 0.2f, 0.0f);
+    }
+    if (s->head == 1 || s->head == 3) {
+        add_tensor(w, s, "cls.output.weight", s->head_type, d, n_out, 0.5f, 0.0f);
+        add_tensor(w, s, "cls.output.bias", QUANT_F32, n_out, 1, 0.3f, 0.1f);
+    }
+}
+
 static void write_model(const struct synth *s, const char *path)
 {
     struct gguf_writer *w;
@@ -208,6 +236,7 @@ static void write_model(const struct synth *s, const char *path)
             add_tensor(w, s, name, s->vec_type, d, 1, 0.1f, 0.0f);
         }
     }
+    add_head(w, s);
     struct errmsg err;
     assert_int_equal(gguf_writer_to_file(w, path, &err), ERR_OK);
     gguf_writer_free(w);
@@ -438,7 +467,53 @@ static void ref_layer(const struct ref *r, int il, float *x, int n)
         mem_free(bufs[kk]);
 }
 
-/* One input's pooled, normalized embedding (d floats) from the file at path. */
+/* The classification head on the first token's state x (d floats): tanh(cls x + b) when the
+ * file has cls, then cls.output x + b when it has that; the first n_out values into out. */
+static void ref_head(const struct ref *r, const float *x, float *out)
+{
+    float *cw = ref_tensor(r, "cls.weight", -1), *cb = ref_tensor(r, "cls.bias", -1);
+    float *ow = ref_tensor(r, "cls.output.weight", -1);
+    float *ob = ref_tensor(r, "cls.output.bias", -1);
+    const struct gguf_tensor *t = gguf_find_tensor(r->g, "cls.output.weight");
+    const int n_out = t ? (int)t->ne[1] : 1;
+    float h[64], y[64];
+    memcpy(h, x, sizeof(float) * (size_t)r->d);
+    if (cw) {
+        ref_linear(x, 1, cw, cb, r->d, r->d, h);
+        for (int i = 0; i < r->d; i++)
+            h[i] = tanhf(h[i]);
+    }
+    if (ow) {
+        ref_linear(h, 1, ow, ob, r->d, n_out, y);
+        memcpy(h, y, sizeof(float) * (size_t)n_out);
+    }
+    memcpy(out, h, sizeof(float) * (size_t)n_out);
+    float *all[] = {cw, cb, ow, ob};
+    for (int i = 0; i < 4; i++)
+        mem_free(all[i]);
+}
+
+/* Mean, cls or last pooling of n hidden states x (n, d), L2-normalized, into out. */
+static void ref_pool(const float *x, int n, int d, int pooling, float *out)
+{
+    double norm = 0.0;
+    for (int i = 0; i < d; i++) {
+        double s = 0.0;
+        if (pooling == ENGINE_POOLING_MEAN)
+            for (int t = 0; t < n; t++)
+                s += x[t * d + i];
+        s = pooling == ENGINE_POOLING_MEAN  ? s / n
+            : pooling == ENGINE_POOLING_CLS ? x[i]
+                                            : x[(n - 1) * d + i];
+        out[i] = (float)s;
+        norm += s * s;
+    }
+    for (int i = 0; i < d; i++)
+        out[i] = (float)(out[i] / sqrt(norm));
+}
+
+/* One input's pooled, normalized embedding (d floats) from the file at path; with rank pooling
+ * the head's raw scores. */
 static void ref_embed(const char *path, const int32_t *ids, int n, int pooling, float *out)
 {
     struct gguf *g;
@@ -477,20 +552,10 @@ static void ref_embed(const char *path, const int32_t *ids, int n, int pooling, 
     }
     for (int il = 0; il < r.n_layer; il++)
         ref_layer(&r, il, x, n);
-    double norm = 0.0;
-    for (int i = 0; i < d; i++) {
-        double s = 0.0;
-        if (pooling == ENGINE_POOLING_MEAN)
-            for (int t = 0; t < n; t++)
-                s += x[t * d + i];
-        s = pooling == ENGINE_POOLING_MEAN  ? s / n
-            : pooling == ENGINE_POOLING_CLS ? x[i]
-                                            : x[(n - 1) * d + i];
-        out[i] = (float)s;
-        norm += s * s;
-    }
-    for (int i = 0; i < d; i++)
-        out[i] = (float)(out[i] / sqrt(norm));
+    if (pooling == ENGINE_POOLING_RANK)
+        ref_head(&r, x, out);
+    else
+        ref_pool(x, n, d, pooling, out);
     float *all[] = {tok, pos, typ, nw, nb, x};
     for (int i = 0; i < 6; i++)
         mem_free(all[i]);
@@ -606,7 +671,7 @@ static void check_against_ref(const struct synth *s, const char *tag, enum engin
     errmsg_clear(&err);
     if (engine_encoder_load(path, &p, &e, &err) != ERR_OK) fail_msg("load: %s", err.msg);
     assert_int_equal(threadpool_new(2, &tp), ERR_OK);
-    const int d = s->n_embd;
+    const int d = engine_encoder_info(e)->n_out;
     double worst_cos = 1.0, worst_diff = 0.0;
     const int eff = pool == ENGINE_POOLING_UNSPECIFIED ? (s->pooling >= 0 ? s->pooling : 1) : pool;
     assert_int_equal(engine_encoder_info(e)->pooling, eff);
@@ -677,6 +742,111 @@ static void test_synthetic_nomic(void **state)
     unlink(path);
 }
 
+/* Rank pooling: the head's scores against the reference, for every head layout. */
+static void test_rank_head(void **state)
+{
+    (void)state;
+    struct synth s = synth_default();
+    s.head = 1;
+    s.head_type = QUANT_F32;
+    s.pooling = ENGINE_POOLING_RANK;
+    check_against_ref(&s, "rank", ENGINE_POOLING_UNSPECIFIED, -1.0, 5e-4);
+    s.head = 2; // cls only: the first value of the tanh layer
+    check_against_ref(&s, "rank_cls", ENGINE_POOLING_UNSPECIFIED, -1.0, 5e-4);
+    s.head = 3; // cls.output only, three labels
+    s.n_labels = 3;
+    check_against_ref(&s, "rank_out3", ENGINE_POOLING_RANK, 0.999999, 5e-4);
+    s.head = 1;
+    s.head_type = QUANT_Q8_0;
+    s.wtype = QUANT_F16;
+    check_against_ref(&s, "rank_q8", ENGINE_POOLING_UNSPECIFIED, 0.999, 3e-2);
+    char path[128];
+    tmp_path(path, sizeof path, "rank_info");
+    write_model(&s, path);
+    struct engine_encoder *e;
+    struct errmsg err;
+    assert_int_equal(engine_encoder_load(path, NULL, &e, &err), ERR_OK);
+    assert_int_equal(engine_encoder_info(e)->pooling, ENGINE_POOLING_RANK);
+    assert_int_equal(engine_encoder_info(e)->n_cls_out, 3);
+    assert_int_equal(engine_encoder_info(e)->n_out, 3);
+    engine_encoder_free(e);
+    // The same file pooled as embeddings ignores the head.
+    struct engine_encoder_params p = {.pooling = ENGINE_POOLING_CLS};
+    assert_int_equal(engine_encoder_load(path, &p, &e, &err), ERR_OK);
+    assert_int_equal(engine_encoder_info(e)->n_out, 32);
+    assert_int_equal(engine_encoder_info(e)->n_cls_out, 0);
+    engine_encoder_free(e);
+    unlink(path);
+}
+
+/* Pooling none: a row per token of every input, unnormalized; their mean, normalized, is the
+ * mean-pooled vector, the first row normalized the cls-pooled one, for every input of a batch. */
+static void test_pooling_none(void **state)
+{
+    (void)state;
+    char path[128];
+    tmp_path(path, sizeof path, "none");
+    struct synth s = synth_default();
+    write_model(&s, path);
+    struct tokenizer *tok = tokenizer_of(path);
+    struct engine_encoder *none, *mean, *cls;
+    struct threadpool *tp;
+    struct errmsg err;
+    struct engine_encoder_params p = {.pooling = ENGINE_POOLING_NONE};
+    assert_int_equal(engine_encoder_load(path, &p, &none, &err), ERR_OK);
+    p.pooling = ENGINE_POOLING_MEAN;
+    assert_int_equal(engine_encoder_load(path, &p, &mean, &err), ERR_OK);
+    p.pooling = ENGINE_POOLING_CLS;
+    assert_int_equal(engine_encoder_load(path, &p, &cls, &err), ERR_OK);
+    assert_int_equal(engine_encoder_info(none)->pooling, ENGINE_POOLING_NONE);
+    assert_int_equal(engine_encoder_info(none)->n_out, 32);
+    assert_int_equal(threadpool_new(2, &tp), ERR_OK);
+    struct tok_ids ids[N_SENT];
+    const int32_t *ptrs[N_SENT];
+    int lens[N_SENT], total = 0;
+    for (int i = 0; i < N_SENT; i++) {
+        encode(tok, k_sentences[i], &ids[i]);
+        ptrs[i] = ids[i].ids;
+        lens[i] = (int)ids[i].n_ids;
+        total += lens[i];
+    }
+    float *rows = mem_alloc(sizeof(float) * (size_t)total * 32);
+    float pooled_m[N_SENT * 32], pooled_c[N_SENT * 32];
+    assert_non_null(rows);
+    assert_int_equal(engine_encoder_embed(none, tp, ptrs, lens, N_SENT, rows, &err), ERR_OK);
+    assert_int_equal(engine_encoder_embed(mean, tp, ptrs, lens, N_SENT, pooled_m, &err), ERR_OK);
+    assert_int_equal(engine_encoder_embed(cls, tp, ptrs, lens, N_SENT, pooled_c, &err), ERR_OK);
+    for (int i = 0, off = 0; i < N_SENT; off += lens[i], i++) {
+        float m[32] = {0}, c[32];
+        double nm = 0, nc = 0, n0 = 0;
+        for (int k = 0; k < 32; k++) {
+            for (int t = 0; t < lens[i]; t++)
+                m[k] += rows[(size_t)(off + t) * 32 + k] / (float)lens[i];
+            c[k] = rows[(size_t)off * 32 + k];
+            nm += (double)m[k] * m[k];
+            nc += (double)c[k] * c[k];
+        }
+        for (int k = 0; k < 32; k++) {
+            m[k] = (float)(m[k] / sqrt(nm));
+            c[k] = (float)(c[k] / sqrt(nc));
+            n0 += (double)rows[(size_t)off * 32 + k] * rows[(size_t)off * 32 + k];
+        }
+        assert_true(fabs(n0 - 1.0) > 1e-3); // not normalized
+        if (max_abs_diff(m, pooled_m + i * 32, 32) > 1e-5 ||
+            max_abs_diff(c, pooled_c + i * 32, 32) > 1e-5)
+            fail_msg("input %d: token rows disagree with the pooled vectors", i);
+    }
+    for (int i = 0; i < N_SENT; i++)
+        tok_ids_deinit(&ids[i]);
+    mem_free(rows);
+    threadpool_free(tp);
+    engine_encoder_free(none);
+    engine_encoder_free(mean);
+    engine_encoder_free(cls);
+    tok_free(tok);
+    unlink(path);
+}
+
 static void test_synthetic_quantized(void **state)
 {
     (void)state;
@@ -690,13 +860,11 @@ static void test_synthetic_quantized(void **state)
 }
 
 /* Several inputs in one call (3 threads) give the same bits as each alone (1 thread). */
-static void test_batch_equals_single(void **state)
+static void check_batch_equals_single(const struct synth *s)
 {
-    (void)state;
     char path[128];
     tmp_path(path, sizeof path, "batch");
-    struct synth s = synth_default();
-    write_model(&s, path);
+    write_model(s, path);
     struct tokenizer *tok = tokenizer_of(path);
     struct engine_encoder *e;
     struct threadpool *tp1, *tp3;
@@ -708,6 +876,7 @@ static void test_batch_equals_single(void **state)
     const int32_t *ptrs[N_SENT];
     int lens[N_SENT];
     float batch[N_SENT * 32], alone[32];
+    const int w = engine_encoder_info(e)->n_out;
     for (int i = 0; i < N_SENT; i++) {
         encode(tok, k_sentences[i], &ids[i]);
         ptrs[i] = ids[i].ids;
@@ -716,8 +885,8 @@ static void test_batch_equals_single(void **state)
     assert_int_equal(engine_encoder_embed(e, tp3, ptrs, lens, N_SENT, batch, &err), ERR_OK);
     for (int i = 0; i < N_SENT; i++) {
         assert_int_equal(engine_encoder_embed(e, tp1, &ptrs[i], &lens[i], 1, alone, &err), ERR_OK);
-        double md = max_abs_diff(alone, batch + i * 32, 32);
-        if (memcmp(alone, batch + i * 32, sizeof alone) != 0)
+        double md = max_abs_diff(alone, batch + i * w, w);
+        if (memcmp(alone, batch + i * w, sizeof(float) * (size_t)w) != 0)
             fail_msg("input %d: batch differs from alone by %.3e", i, md);
     }
     for (int i = 0; i < N_SENT; i++)
@@ -727,6 +896,17 @@ static void test_batch_equals_single(void **state)
     engine_encoder_free(e);
     tok_free(tok);
     unlink(path);
+}
+
+static void test_batch_equals_single(void **state)
+{
+    (void)state;
+    struct synth s = synth_default();
+    check_batch_equals_single(&s);
+    s.pooling = ENGINE_POOLING_RANK; // a reranker's scores do not depend on batch neighbours
+    s.head = 1;
+    s.head_type = QUANT_F16;
+    check_batch_equals_single(&s);
 }
 
 /* Inputs longer than one attention key block and query block, batched with a short one. */
@@ -829,10 +1009,24 @@ static void test_load_errors(void **state)
     s.skip_tensor = "token_embd_norm.bias";
     expect_load_error(&s, ENGINE_POOLING_UNSPECIFIED, ERR_FORMAT, "token_embd_norm.bias");
     s.skip_tensor = NULL;
-    s.pooling = ENGINE_POOLING_RANK;
-    expect_load_error(&s, ENGINE_POOLING_UNSPECIFIED, ERR_UNSUPPORTED, "pooling");
+    s.pooling = ENGINE_POOLING_RANK; // no head
+    expect_load_error(&s, ENGINE_POOLING_UNSPECIFIED, ERR_FORMAT, "classification head");
+    s.head = 1;
+    s.n_labels = 2;
+    s.head_type = QUANT_F32;
+    s.head_bad_rows = 3; // two labels, three output rows
+    expect_load_error(&s, ENGINE_POOLING_UNSPECIFIED, ERR_FORMAT, "cls.output.weight");
+    s.head_bad_rows = 0;
+    s.nomic = true;
+    s.drop_bias = true;
+    expect_load_error(&s, ENGINE_POOLING_UNSPECIFIED, ERR_UNSUPPORTED, "nomic-bert");
+    s.nomic = false;
+    s.drop_bias = false;
+    s.head = 0;
+    s.n_labels = 0;
+    s.pooling = 7;
+    expect_load_error(&s, ENGINE_POOLING_UNSPECIFIED, ERR_FORMAT, "pooling_type");
     s.pooling = -1;
-    expect_load_error(&s, ENGINE_POOLING_NONE, ERR_UNSUPPORTED, "pooling");
     s.n_head = 5; // 32 does not split into 5 heads
     expect_load_error(&s, ENGINE_POOLING_UNSPECIFIED, ERR_FORMAT, "heads");
     struct engine_encoder *e = NULL;
@@ -879,6 +1073,7 @@ int main(void)
         cmocka_unit_test(test_tiny_bert_golden),  cmocka_unit_test(test_synthetic_f32),
         cmocka_unit_test(test_synthetic_pooling), cmocka_unit_test(test_synthetic_quantized),
         cmocka_unit_test(test_synthetic_nomic),   cmocka_unit_test(test_batch_equals_single),
+        cmocka_unit_test(test_rank_head),         cmocka_unit_test(test_pooling_none),
         cmocka_unit_test(test_long_inputs),       cmocka_unit_test(test_embed_errors),
         cmocka_unit_test(test_load_errors),       cmocka_unit_test(test_load_alloc_failures),
     };

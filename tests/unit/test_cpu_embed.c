@@ -3,7 +3,9 @@
  * encoder cannot run finish with a 400 instead of running. Decoders as embedding models: a
  * synthetic qwen3 declaring pooling last, and a plain qwen2 loaded with force_embedding, give
  * the engine's pooled, normalized hidden states (last, mean, cls) for every input, whatever
- * else shares the batch, including inputs longer than one decode step. */
+ * else shares the batch, including inputs longer than one decode step. A synthetic bert
+ * reranker (pooling rank) gives one score per input, the encoder's, whatever shares its batch,
+ * and describes its pair layout from the vocab flags and its rerank template. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -12,6 +14,7 @@
 
 #include "engine/bert.h"
 #include "engine/model.h"
+#include "engine/quants/quants.h"
 #include "engine/synth.h"
 #include "engine/threadpool.h"
 #include "platform/cpu.h"
@@ -198,6 +201,25 @@ static void normalize(float *v, int n)
         v[i] *= s > 0 ? (float)(1.0 / sqrt(s)) : 0.0f;
 }
 
+/* The last token's hidden state of one input (unnormalized), in chunks of at most one batch. */
+static void last_hidden(struct engine_model *em, struct threadpool *tp, const int32_t *ids, int n,
+                        float *out)
+{
+    struct engine_seq *s;
+    assert_int_equal(engine_seq_new(em, DEC_CTX, &s), ERR_OK);
+    for (int from = 0; from < n; from += ENGINE_BATCH_MAX) {
+        const int len = n - from < ENGINE_BATCH_MAX ? n - from : ENGINE_BATCH_MAX;
+        struct engine_batch_item it = {.seq = s,
+                                       .tokens = ids + from,
+                                       .n_tokens = len,
+                                       .output = ENGINE_OUTPUT_LAST,
+                                       .hidden = out};
+        struct errmsg err;
+        assert_int_equal(engine_decode(em, tp, &it, 1, &err), ERR_OK);
+    }
+    engine_seq_free(s);
+}
+
 /* The engine's pooled vector of one input, computed directly: hidden states in chunks of at
  * most one batch on a sequence of its own, pooled and normalized. */
 static void expected_vector(struct engine_model *em, struct threadpool *tp, const int32_t *ids,
@@ -357,6 +379,22 @@ static void test_decoder_forced(void **state)
     unlink(path);
 }
 
+static void expect_load_error_rc(const char *path, int force, enum platform_pooling pool, int code,
+                                 const char *what)
+{
+    struct platform_load_args a = {.path = path,
+                                   .n_threads = 1,
+                                   .force_embedding = force,
+                                   .pooling = pool,
+                                   .on_done = on_done};
+    struct platform_model *m = NULL;
+    struct errmsg err;
+    errmsg_clear(&err);
+    assert_int_equal(cpu_platform.load(&a, &m, &err), code);
+    assert_null(m);
+    if (!strstr(err.msg, what)) fail_msg("'%s' does not say '%s'", err.msg, what);
+}
+
 static void expect_load_error(const char *path, int force, enum platform_pooling pool,
                               const char *what)
 {
@@ -377,7 +415,10 @@ static void test_decoder_refusals(void **state)
 {
     (void)state;
     char path[128];
-    write_decoder("qwen3", 4, path, sizeof path); // a reranker
+    write_decoder("qwen3", 4, path, sizeof path); // a reranker without its head
+    expect_load_error_rc(path, 0, PLATFORM_POOLING_DEFAULT, ERR_FORMAT, "cls.output.weight");
+    unlink(path);
+    write_decoder("llama", 4, path, sizeof path); // rank is qwen3's only
     expect_load_error(path, 0, PLATFORM_POOLING_DEFAULT, "rank");
     unlink(path);
     write_decoder("llama", 0, path, sizeof path); // none: a chat model unless forced
@@ -422,6 +463,237 @@ static void test_decoder_load_alloc_failures(void **state)
     unlink(path);
 }
 
+/* ---- rerankers ---- */
+
+/* A qwen3 reranker (two labels): each input's scores are the softmax of cls.output times the
+ * last token's state, computed here from the engine's hidden state in plain floats, whatever
+ * else shares the batch, including an input longer than one decode step. */
+static void test_decoder_reranker(void **state)
+{
+    (void)state;
+    struct synth_params p = synth_params_default();
+    p.arch = "qwen3";
+    p.n_ctx = DEC_CTX;
+    p.seed = 7;
+    p.n_head = 2;
+    p.n_head_kv = 1;
+    p.n_cls_out = 2;
+    p.n_vocab = synth_builtin_vocab_size("qwen3");
+    struct gguf_writer *w;
+    struct errmsg err;
+    errmsg_clear(&err);
+    assert_int_equal(synth_build(&p, &w, &err), ERR_OK);
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/llamapi-test-rerank-qwen3-%d.gguf", (int)getpid());
+    assert_int_equal(gguf_writer_to_file(w, path, &err), ERR_OK);
+    gguf_writer_free(w);
+    struct platform_model_desc d;
+    struct platform_model *m = load_embed(path, 0, PLATFORM_POOLING_DEFAULT, 5, &d);
+    assert_int_equal(d.kind, MODEL_KIND_EMBEDDING);
+    assert_int_equal(d.n_cls_out, 2);
+    assert_int_equal(d.rerank_bos, 1); // the built-in llama vocab adds bos only
+    assert_int_equal(d.rerank_eos, -1);
+    assert_int_equal(d.rerank_sep, -1);
+    static int32_t ids[4 * N_LONG];
+    int lens[4];
+    const int n = decoder_inputs(ids, lens, d.n_vocab);
+    const int before = atomic_load(&n_done);
+    struct request *all = embed_request(ids, n, lens, 4, REQUEST_EMBED), *one[4];
+    cpu_platform.submit(m, 0, all);
+    for (int k = 0, off = 0; k < 4; off += lens[k], k++) {
+        one[k] = embed_request(ids + off, lens[k], NULL, 0, REQUEST_EMBED);
+        cpu_platform.submit(m, 1 + k, one[k]);
+    }
+    struct engine_model *em;
+    struct threadpool *tp;
+    assert_int_equal(engine_model_load(path, &em, &err), ERR_OK);
+    assert_int_equal(threadpool_new(1, &tp), ERR_OK);
+    const struct gguf_tensor *t = gguf_find_tensor(engine_model_gguf(em), "cls.output.weight");
+    assert_non_null(t);
+    float head[2 * 64];
+    quant_traits_of(t->type)->to_float(t->data, head, 2 * 64);
+    int status = 0;
+    assert_int_equal(wait_done(all, &status, &err), FINISH_STOP);
+    assert_int_equal(all->n_embedding, 4 * 2);
+    for (int k = 0, off = 0; k < 4; off += lens[k], k++) {
+        float h[64], want[2];
+        last_hidden(em, tp, ids + off, lens[k], h);
+        double z[2], mx, sum = 0;
+        for (int o = 0; o < 2; o++) {
+            z[o] = 0;
+            for (int j = 0; j < 64; j++)
+                z[o] += (double)head[o * 64 + j] * h[j];
+        }
+        mx = z[0] > z[1] ? z[0] : z[1];
+        for (int o = 0; o < 2; o++)
+            sum += exp(z[o] - mx);
+        for (int o = 0; o < 2; o++)
+            want[o] = (float)(exp(z[o] - mx) / sum);
+        assert_int_equal(wait_done(one[k], &status, &err), FINISH_STOP);
+        assert_int_equal(one[k]->n_embedding, 2);
+        if (max_abs_diff(one[k]->embedding, want, 2) > 1e-5 ||
+            max_abs_diff(all->embedding + 2 * k, want, 2) > 1e-5)
+            fail_msg("input %d: %g %g alone, %g %g batched, want %g %g", k,
+                     (double)one[k]->embedding[0], (double)one[k]->embedding[1],
+                     (double)all->embedding[2 * k], (double)all->embedding[2 * k + 1],
+                     (double)want[0], (double)want[1]);
+        assert_true(fabs(all->embedding[2 * k] + all->embedding[2 * k + 1] - 1.0) < 1e-6);
+        request_release(one[k]);
+    }
+    request_release(all);
+    while (atomic_load(&n_done) < before + 5)
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    for (int i = 0; i < 5; i++)
+        cpu_platform.remove_instance(m, i);
+    cpu_platform.unload(m);
+    threadpool_free(tp);
+    engine_model_free(em);
+    unlink(path);
+}
+
+/* Writes a synthetic bert reranker (one score); extra string key/value when key is set. */
+static void write_reranker(char *path, size_t cap, const char *key, const char *value, bool add_eos)
+{
+    struct synth_params p = synth_params_default();
+    p.arch = "bert";
+    p.n_embd = 32;
+    p.n_head = 2;
+    p.n_ff = 64;
+    p.n_ctx = 64;
+    p.seed = 3;
+    p.n_cls_out = 1;
+    p.n_vocab = synth_builtin_vocab_size("bert");
+    struct gguf_writer *w;
+    struct errmsg err;
+    errmsg_clear(&err);
+    assert_int_equal(synth_build(&p, &w, &err), ERR_OK);
+    if (key) assert_int_equal(gguf_writer_add_str(w, key, value), ERR_OK);
+    if (add_eos) assert_int_equal(gguf_writer_add_bool(w, "tokenizer.ggml.add_eos_token", 1), 0);
+    snprintf(path, cap, "/tmp/llamapi-test-rerank-%d-%d.gguf", key != NULL, (int)getpid());
+    assert_int_equal(gguf_writer_to_file(w, path, &err), ERR_OK);
+    gguf_writer_free(w);
+}
+
+/* Three inputs in one request on instance 0 and each alone on instances 1..3: one score per
+ * input, bit-identical to the encoder's for that input alone. */
+static void test_reranker(void **state)
+{
+    (void)state;
+    char path[128];
+    write_reranker(path, sizeof path, NULL, NULL, false);
+    struct platform_model_desc d;
+    struct platform_model *m = load_embed(path, 0, PLATFORM_POOLING_DEFAULT, 4, &d);
+    assert_int_equal(d.kind, MODEL_KIND_EMBEDDING);
+    assert_int_equal(d.n_cls_out, 1);
+    assert_int_equal(d.n_embd, 32);
+    assert_null(d.rerank_template);
+    assert_int_equal(d.rerank_bos, 2); // bos_token_id; bert vocabs add bos and sep, not eos
+    assert_int_equal(d.rerank_eos, -1);
+    assert_int_equal(d.rerank_sep, 3);
+    static const int32_t ids[] = {2, 5, 6, 3, 7, 8, 2, 9, 3, 5, 5, 6, 10, 11, 12, 2, 7, 3};
+    const int lens[3] = {6, 3, 9};
+    const int before = atomic_load(&n_done);
+    struct request *all = embed_request(ids, 18, lens, 3, REQUEST_EMBED), *one[3];
+    cpu_platform.submit(m, 0, all);
+    for (int k = 0, off = 0; k < 3; off += lens[k], k++) {
+        one[k] = embed_request(ids + off, lens[k], NULL, 0, REQUEST_EMBED);
+        cpu_platform.submit(m, 1 + k, one[k]);
+    }
+    struct engine_encoder *enc;
+    struct threadpool *tp;
+    struct errmsg err;
+    assert_int_equal(engine_encoder_load(path, NULL, &enc, &err), ERR_OK);
+    assert_int_equal(threadpool_new(1, &tp), ERR_OK);
+    int status = 0;
+    assert_int_equal(wait_done(all, &status, &err), FINISH_STOP);
+    assert_int_equal(all->n_embedding, 3);
+    for (int k = 0, off = 0; k < 3; off += lens[k], k++) {
+        const int32_t *in = ids + off;
+        float want;
+        assert_int_equal(engine_encoder_embed(enc, tp, &in, &lens[k], 1, &want, &err), ERR_OK);
+        assert_int_equal(wait_done(one[k], &status, &err), FINISH_STOP);
+        assert_int_equal(one[k]->n_embedding, 1);
+        assert_memory_equal(&one[k]->embedding[0], &want, sizeof want);
+        assert_memory_equal(&all->embedding[k], &want, sizeof want);
+        request_release(one[k]);
+    }
+    assert_true(all->embedding[0] != all->embedding[1]);
+    request_release(all);
+    while (atomic_load(&n_done) < before + 4)
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    for (int i = 0; i < 4; i++)
+        cpu_platform.remove_instance(m, i);
+    cpu_platform.unload(m);
+    // The same file pooled as embeddings is no reranker.
+    m = load_embed(path, 0, PLATFORM_POOLING_CLS, 0, &d);
+    assert_int_equal(d.n_cls_out, 0);
+    assert_int_equal(d.rerank_bos, -1);
+    assert_false(d.is_per_token);
+    cpu_platform.unload(m);
+    // Pooling none: a vector per token of every input, the encoder's.
+    m = load_embed(path, 0, PLATFORM_POOLING_NONE, 1, &d);
+    assert_true(d.is_per_token);
+    assert_int_equal(d.n_cls_out, 0);
+    all = embed_request(ids, 18, lens, 3, REQUEST_EMBED);
+    cpu_platform.submit(m, 0, all);
+    assert_int_equal(wait_done(all, &status, &err), FINISH_STOP);
+    assert_int_equal(all->n_embedding, 18 * 32);
+    struct engine_encoder *none;
+    const struct engine_encoder_params np = {.pooling = ENGINE_POOLING_NONE};
+    assert_int_equal(engine_encoder_load(path, &np, &none, &err), ERR_OK);
+    for (int k = 0, off = 0; k < 3; off += lens[k], k++) {
+        const int32_t *in = ids + off;
+        float rows[9 * 32];
+        assert_int_equal(engine_encoder_embed(none, tp, &in, &lens[k], 1, rows, &err), ERR_OK);
+        assert_memory_equal(all->embedding + off * 32, rows, sizeof(float) * 32 * (size_t)lens[k]);
+    }
+    engine_encoder_free(none);
+    request_release(all);
+    while (atomic_load(&n_done) < before + 5)
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    cpu_platform.remove_instance(m, 0);
+    cpu_platform.unload(m);
+    threadpool_free(tp);
+    engine_encoder_free(enc);
+    unlink(path);
+}
+
+/* The rerank template is the file's; add_eos_token adds eos, which bert vocabs lack: sep. */
+static void test_reranker_layout(void **state)
+{
+    (void)state;
+    char path[128];
+    static const char tmpl[] = "[CLS]{query}[SEP]{document}[SEP]";
+    write_reranker(path, sizeof path, "tokenizer.chat_template.rerank", tmpl, true);
+    struct platform_model_desc d;
+    struct platform_model *m = load_embed(path, 0, PLATFORM_POOLING_DEFAULT, 0, &d);
+    assert_non_null(d.rerank_template);
+    assert_string_equal(d.rerank_template, tmpl);
+    assert_int_equal(d.rerank_bos, 2);
+    assert_int_equal(d.rerank_eos, 3);
+    assert_int_equal(d.rerank_sep, 3);
+    cpu_platform.unload(m);
+    // Allocation failure at every step of the load, the template's copy included.
+    struct platform_load_args a = {.path = path, .n_threads = 1, .on_done = on_done};
+    const int64_t live = mem_live_count();
+    bool loaded = false;
+    int n = 0;
+    for (; !loaded; n++) {
+        m = NULL;
+        struct errmsg err;
+        errmsg_clear(&err);
+        mem_fail_after(n);
+        int rc = cpu_platform.load(&a, &m, &err);
+        mem_fail_after(-1);
+        loaded = rc == ERR_OK;
+        if (!loaded) assert_int_equal(rc, ERR_NOMEM);
+        cpu_platform.unload(m);
+        assert_int_equal(mem_live_count(), live);
+    }
+    printf("reranker load: %d allocation failures, each cleaned up\n", n - 1);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -432,6 +704,9 @@ int main(void)
         cmocka_unit_test(test_decoder_forced),
         cmocka_unit_test(test_decoder_refusals),
         cmocka_unit_test(test_decoder_load_alloc_failures),
+        cmocka_unit_test(test_reranker),
+        cmocka_unit_test(test_decoder_reranker),
+        cmocka_unit_test(test_reranker_layout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

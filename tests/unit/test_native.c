@@ -471,6 +471,19 @@ static void test_llama_server_flags(void **state)
     assert_int_equal(parse_args(&c, 3, slots, &e), CONFIG_PARSE_OK);
     assert_false(c.slots_disabled);
     config_deinit(&c);
+
+    // --reranking is an embedding model with rank pooling, whatever --pooling said.
+    char *rerank[] = {"x", "--reranking", "--pooling", "mean"};
+    assert_int_equal(parse_args(&c, 4, rerank, &e), CONFIG_PARSE_OK);
+    assert_true(c.reranking);
+    assert_true(c.force_embedding);
+    assert_string_equal(c.pooling, "rank");
+    config_deinit(&c);
+    char *no_rerank[] = {"x", "--pooling", "cls"};
+    assert_int_equal(parse_args(&c, 3, no_rerank, &e), CONFIG_PARSE_OK);
+    assert_false(c.force_embedding);
+    assert_string_equal(c.pooling, "cls");
+    config_deinit(&c);
 }
 
 static void test_llama_server_flag_errors(void **state)
