@@ -192,6 +192,10 @@ static struct jv concat_str(struct rstate *st, struct jv a, struct jv b)
 static struct jv repeat(struct rstate *st, struct jv seq, int64_t times)
 {
     if (times < 0) times = 0;
+    // An empty sequence repeated is empty however large times is: without this, '' * 10**17
+    // loops 10**17 times copying nothing (the size limit below cannot catch it).
+    const size_t len = seq.kind == JV_STR ? seq.u.s.n : seq.u.l->n;
+    if (len == 0) times = 0;
     if (seq.kind == JV_STR) {
         if (seq.u.s.n && (uint64_t)times >
                              (st->arena->max_bytes ? st->arena->max_bytes : SIZE_MAX) / seq.u.s.n) {

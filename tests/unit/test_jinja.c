@@ -616,6 +616,13 @@ static void test_limits(void **state)
                                  NULL, &small, &out, &err),
                      ERR_LIMIT);
     buf_deinit(&out);
+    // an empty sequence repeated a huge number of times is empty at once (it used to loop)
+    assert_int_equal(render_with("{{ '' * 100000000000000000 }}{{ [] * 100000000000000000 }}"
+                                 "{{ 44444444444 * 4444444 * 'abc'[2:-6] }}x",
+                                 NULL, &few_steps, &out, &err),
+                     ERR_OK);
+    assert_string_equal(out.data, "[]x");
+    buf_deinit(&out);
     // deep nesting in the source is refused at parse time, not by exhausting the stack
     struct buf src;
     buf_init(&src);
