@@ -42,8 +42,10 @@ static struct model *first_model(const struct api_ctx *ctx, enum model_kind kind
     return m;
 }
 
-struct model *native_model_acquire(const struct api_ctx *ctx, const struct api_request *req,
-                                   const json_t *body, enum model_kind kind, struct api_fail *f)
+/* native_model_acquire, where any_kind accepts every model that has a tokenizer. */
+static struct model *acquire(const struct api_ctx *ctx, const struct api_request *req,
+                             const json_t *body, enum model_kind kind, bool any_kind,
+                             struct api_fail *f)
 {
     const char *name = NULL;
     if (body && !v_string(body, "model", "model", 1024, &name, f)) return NULL;
@@ -58,7 +60,7 @@ struct model *native_model_acquire(const struct api_ctx *ctx, const struct api_r
     if (!model_wait_ready(m, API_LOADING_WAIT_MS)) {
         api_failf(f, 503, "model_loading", "model", "The model '%s' is still loading", model_id(m));
         f->type = API_TYPE_UNAVAILABLE;
-    } else if (model_desc(m)->kind != kind || !model_desc(m)->tokenizer) {
+    } else if ((!any_kind && model_desc(m)->kind != kind) || !model_desc(m)->tokenizer) {
         api_failf(f, 400, "wrong_model_type", "model", "The model '%s' cannot serve this endpoint",
                   model_id(m));
     } else {
@@ -66,6 +68,19 @@ struct model *native_model_acquire(const struct api_ctx *ctx, const struct api_r
     }
     model_release(m);
     return NULL;
+}
+
+struct model *native_model_acquire(const struct api_ctx *ctx, const struct api_request *req,
+                                   const json_t *body, enum model_kind kind, struct api_fail *f)
+{
+    return acquire(ctx, req, body, kind, false, f);
+}
+
+struct model *native_model_acquire_tokenizer(const struct api_ctx *ctx,
+                                             const struct api_request *req, const json_t *body,
+                                             struct api_fail *f)
+{
+    return acquire(ctx, req, body, MODEL_KIND_CHAT, true, f);
 }
 
 static int encode_cb(const void *ctx, struct str text, bool add_special, bool parse_special,

@@ -16,6 +16,12 @@
 struct model *native_model_acquire(const struct api_ctx *ctx, const struct api_request *req,
                                    const json_t *body, enum model_kind kind, struct api_fail *f);
 
+/* The same for endpoints that only need the model's tokenizer (/tokenize, /detokenize): any
+ * kind of model that has one; unnamed, the first chat model, else the first model. */
+struct model *native_model_acquire_tokenizer(const struct api_ctx *ctx,
+                                             const struct api_request *req, const json_t *body,
+                                             struct api_fail *f);
+
 /* A tokenizer callback over the model's tokenizer (borrowed while the model is held). */
 void native_tokenizer_of(const struct model *m, struct native_tokenizer *out);
 

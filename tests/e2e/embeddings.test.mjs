@@ -179,6 +179,20 @@ describe('embeddings', { skip: hasShared ? false : 'skip: ../shared absent' }, (
     );
   });
 
+  test('/tokenize and /detokenize serve an embedding model too (its ids, as embedded)', async () => {
+    const tok = await fetch(`${srv.url}/tokenize`, {
+      method: 'POST', body: JSON.stringify({ model: 'tiny_bert', content: expected.cases[0].text, add_special: true }),
+    });
+    assert.equal(tok.status, 200);
+    const { tokens } = await tok.json();
+    assert.deepEqual(tokens, expected.cases[0].token_ids);
+    const detok = await fetch(`${srv.url}/detokenize`, {
+      method: 'POST', body: JSON.stringify({ model: 'tiny_bert', tokens: tokens.slice(1, -1) }),
+    });
+    assert.equal(detok.status, 200);
+    assert.equal((await detok.json()).content.trim(), expected.cases[0].text);
+  });
+
   test('concurrent calls all succeed with the same vectors', async () => {
     const text = expected.cases[4].text;
     const rs = await Promise.all(
