@@ -12,6 +12,7 @@
 #include "api/sse.h"
 #include "api/structured.h"
 #include "core/manager.h"
+#include "text/json_text.h"
 #include "util/mem.h"
 
 #include <math.h>
@@ -301,15 +302,16 @@ json_t *native_settings_json(const struct model *m, const struct native_params *
     for (int i = 0; lb && i < g->n_logit_bias; i++)
         json_array_append_new(lb, json_pack("{s:i, s:o}", "token", g->logit_bias[i].token, "bias",
                                             isfinite(g->logit_bias[i].bias)
-                                                ? json_real(g->logit_bias[i].bias)
+                                                ? json_real(json_text_float(g->logit_bias[i].bias))
                                                 : json_false()));
     return json_pack("{s:i, s:I, s:f, s:i, s:f, s:f, s:i, s:f, s:f, s:f, s:o, s:i, s:i, s:b, "
                      "s:b, s:i, s:o, s:s, s:s, s:b}",
                      "n_predict", g->max_tokens, "seed", (json_int_t)g->seed, "temperature",
-                     (double)g->temperature, "top_k", g->top_k, "top_p", (double)g->top_p, "min_p",
-                     (double)g->min_p, "repeat_last_n", g->repeat_last_n, "repeat_penalty",
-                     (double)g->repeat_penalty, "presence_penalty", (double)g->presence_penalty,
-                     "frequency_penalty", (double)g->frequency_penalty, "stop", stop_list_json(np),
+                     json_text_float(g->temperature), "top_k", g->top_k, "top_p",
+                     json_text_float(g->top_p), "min_p", json_text_float(g->min_p), "repeat_last_n",
+                     g->repeat_last_n, "repeat_penalty", json_text_float(g->repeat_penalty),
+                     "presence_penalty", json_text_float(g->presence_penalty), "frequency_penalty",
+                     json_text_float(g->frequency_penalty), "stop", stop_list_json(np),
                      "max_tokens", g->max_tokens, "n_keep", np->n_keep, "ignore_eos", g->ignore_eos,
                      "stream", np->is_stream, "n_probs", g->n_probs, "logit_bias", lb, "grammar",
                      np->grammar.len ? np->grammar.data : "", "model", model_id(m), "cache_prompt",

@@ -12,6 +12,7 @@
 #include "api/validate.h"
 #include "core/manager.h"
 #include "core/registry.h"
+#include "text/json_text.h"
 #include "util/buf.h"
 #include "util/mem.h"
 
@@ -228,8 +229,9 @@ static int by_score(const void *a, const void *b)
 
 static json_t *result_json(const struct rerank_req *q, const struct scored *s)
 {
-    if (!q->is_tei) return json_pack("{s:i, s:f}", "index", s->index, "relevance_score", s->score);
-    json_t *o = json_pack("{s:i, s:f}", "index", s->index, "score", s->score);
+    const double score = json_text_float(s->score);
+    if (!q->is_tei) return json_pack("{s:i, s:f}", "index", s->index, "relevance_score", score);
+    json_t *o = json_pack("{s:i, s:f}", "index", s->index, "score", score);
     if (o && q->return_text) json_object_set(o, "text", json_array_get(q->docs, (size_t)s->index));
     return o;
 }
