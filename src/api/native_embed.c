@@ -114,12 +114,7 @@ void api_native_embeddings(const struct api_ctx *ctx, const struct api_request *
     json_t *j = !ok                           ? NULL
                 : model_desc(m)->is_per_token ? per_token_response(m, r, &in)
                                               : native_response(m, r, in.n, (int)norm);
-    if (j)
-        api_respond_json(resp, 200, j);
-    else if (ok)
-        api_error(resp, 500, API_TYPE_SERVER, NULL, NULL, "out of memory");
-    else
-        api_fail_respond(&f, resp);
+    api_respond_result(resp, j, ok, &f);
     request_release(r);
     embed_inputs_deinit(&in);
     model_release(m);

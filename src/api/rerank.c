@@ -274,13 +274,7 @@ void api_rerank(const struct api_ctx *ctx, const struct api_request *req, struct
     bool ok = v_string(req->json, "model", "model", 1024, &q.model, &f) &&
               (m = acquire_reranker(ctx, req, q.model, &f)) && parse_request(req->json, &q, &f) &&
               build_inputs(m, &q, &in, &f) && embed_run(m, &in, &r, &f);
-    json_t *j = ok ? response_json(m, &q, r, in.n) : NULL;
-    if (j)
-        api_respond_json(resp, 200, j);
-    else if (ok)
-        api_error(resp, 500, API_TYPE_SERVER, NULL, NULL, "out of memory");
-    else
-        api_fail_respond(&f, resp);
+    api_respond_result(resp, ok ? response_json(m, &q, r, in.n) : NULL, ok, &f);
     request_release(r);
     embed_inputs_deinit(&in);
     model_release(m);
