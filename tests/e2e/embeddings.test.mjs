@@ -455,6 +455,18 @@ describe('--pooling none: a vector per token on /embedding', () => {
     assert.deepEqual(e.json[0].embedding, r.json[0].embedding);
   });
 
+  test('per-token answers are bounded: at most 16384 tokens per request', async () => {
+    // 300 inputs of ~62 tokens each (the context is 64): ~18,600 tokens of vectors
+    const long = Array(60).fill('w').join(' ');
+    const r = await post(none, '/embedding', { content: Array(300).fill(long) });
+    assert.equal(r.status, 400);
+    assert.equal(errorOf(r.json).code, 'invalid_value');
+    assert.match(errorOf(r.json).message, /at most 16384/);
+    const ok = await post(none, '/embedding', { content: Array(200).fill(long) });
+    assert.equal(ok.status, 200);
+    assert.equal(ok.json.length, 200);
+  });
+
   test('/v1/embeddings refuses a per-token model', async () => {
     const r = await post(none, '/v1/embeddings', { model: 'bert-none', input: 'hello' });
     assert.equal(r.status, 400);
