@@ -107,16 +107,17 @@ deps:
 	@scripts/install-deps.sh
 
 # Unit tests under ASan+UBSan, the threaded ones again under TSan, each fuzzer over its seeds
-# plus a fixed-seed run of mutations, then e2e against the release build; one summary line.
+# plus a fixed-seed run of mutations, then e2e against the release build and again against the
+# ASan+UBSan one (every server must exit cleanly, with no sanitizer report); one summary line.
 TSAN_TESTS ?= test_core test_cpu_model test_cpu_embed test_bert test_threadpool test_model test_content test_tokenizer
 TEST_FUZZ_RUNS ?= 30000 # per fuzzer, fixed seed: the same inputs on every run
 test: deps
-	@$(MAKE) --no-print-directory BUILD=asan tests tools
+	@$(MAKE) --no-print-directory BUILD=asan all tests tools
 	@$(MAKE) --no-print-directory BUILD=tsan $(addprefix build/tsan/tests/,$(filter $(TSAN_TESTS),$(TEST_SRC:tests/unit/%.c=%)))
 	@$(MAKE) --no-print-directory BUILD=fuzz CC=clang fuzzers
 	@$(MAKE) --no-print-directory BUILD=release all benches
 	@LLAMAPI_TSAN_DIR=build/tsan LLAMAPI_FUZZ_DIR=build/fuzz LLAMAPI_FUZZ_RUNS=$(TEST_FUZZ_RUNS) \
-	  scripts/run-tests.sh build/asan build/release
+	  LLAMAPI_E2E_ASAN_DIR=build/asan scripts/run-tests.sh build/asan build/release
 
 unit: tests tools
 	@scripts/run-tests.sh --unit-only $(O) $(O)

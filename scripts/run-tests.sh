@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every unit test binary (from the first build dir) and the e2e suite (against the
-# server in the second build dir), then prints one summary line "N passed, N failed".
+# server in the second build dir; again against LLAMAPI_E2E_ASAN_DIR's when set), then prints
+# one summary line "N passed, N failed".
 #   scripts/run-tests.sh [--unit-only|--e2e-only] UNIT_BUILD_DIR E2E_BUILD_DIR
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -76,23 +77,35 @@ if [[ $mode == all && -n ${LLAMAPI_FUZZ_DIR:-} ]]; then
     passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
 fi
 
-if [[ $mode != unit-only && -f tests/e2e/package.json ]]; then
-    export LLAMAPI_SERVER_BIN=$PWD/$e2e_dir/bin/llamapi-server
-    export LLAMAPI_CLI_BIN=$PWD/$e2e_dir/bin/llamapi
-    export LLAMAPI_TOOLS_DIR=$PWD/$e2e_dir/bin
-    log="$e2e_dir/logs/e2e.log"
+# The e2e suite against the server in dir $1 (label $2); a sanitizer build also sets
+# LLAMAPI_E2E_SANITIZER so every server must exit cleanly with no report.
+run_e2e() {
+    local dir=$1 label=$2
+    export LLAMAPI_SERVER_BIN=$PWD/$dir/bin/llamapi-server
+    export LLAMAPI_CLI_BIN=$PWD/$dir/bin/llamapi
+    export LLAMAPI_TOOLS_DIR=$PWD/$dir/bin
+    local log="$dir/logs/e2e.log"
     mkdir -p "$(dirname "$log")"
     (cd tests/e2e && node --test --test-concurrency=1 --test-reporter=tap) >"$log" 2>&1
-    rc=$?
+    local rc=$? p f s
     p=$(sed -n 's/^# pass \([0-9]*\)/\1/p' "$log" | tail -1)
     f=$(sed -n 's/^# fail \([0-9]*\)/\1/p' "$log" | tail -1)
     s=$(sed -n 's/^# skip \([0-9]*\)/\1/p' "$log" | tail -1)
     passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0})); skipped=$((skipped + ${s:-0}))
-    grep -E '^# (Subtest|pass|fail|skip|tests)' "$log" | tail -4
+    echo "$label: ${p:-0} passed, ${f:-0} failed, ${s:-0} skipped"
     if ((rc != 0)); then
-        failures+=("e2e")
+        failures+=("$label")
         [[ -n ${f:-} && $f != 0 ]] || failed=$((failed + 1))
-        echo "--- e2e failed (exit $rc):"; grep -B2 -A25 '^not ok' "$log" | head -150
+        echo "--- $label failed (exit $rc):"; grep -B2 -A25 '^not ok' "$log" | head -150
+    fi
+}
+
+if [[ $mode != unit-only && -f tests/e2e/package.json ]]; then
+    run_e2e "$e2e_dir" e2e
+    # Again against the ASan+UBSan server, when built: memory errors in request handling only
+    # show there (a stream reading a freed request body answered plausibly in release).
+    if [[ -n ${LLAMAPI_E2E_ASAN_DIR:-} ]]; then
+        LLAMAPI_E2E_SANITIZER=asan run_e2e "$LLAMAPI_E2E_ASAN_DIR" e2e-asan
     fi
 fi
 

@@ -12,6 +12,10 @@ export const serverBin =
 export const cliBin = process.env.LLAMAPI_CLI_BIN ?? path.join(repoRoot, 'build/release/bin/llamapi');
 export const toolsDir = process.env.LLAMAPI_TOOLS_DIR ?? path.join(repoRoot, 'build/release/bin');
 export const sharedDir = path.resolve(repoRoot, '..', 'shared');
+// Set (to "asan") when the server under test is a sanitizer build: stop() then also requires
+// a clean exit with no sanitizer report, and checks that measure memory by RSS (which the
+// sanitizer's quarantine inflates) leave leaks to LeakSanitizer at that exit.
+export const sanitizer = process.env.LLAMAPI_E2E_SANITIZER ?? '';
 export const hasShared = existsSync(path.join(sharedDir, 'models'));
 
 // Resolves once the server listens and (unless waitReady is false) its start-up models loaded.
@@ -46,7 +50,15 @@ export async function startServer(args = [], { env = {}, timeoutMs = 20000, wait
     exited,
     async stop() {
       if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
-      return exited;
+      const end = await exited;
+      if (sanitizer) {
+        const report = /(ERROR: (Address|Leak)Sanitizer|runtime error:)[\s\S]*/.exec(log);
+        if (report || end.code !== 0) {
+          throw new Error(`server (${sanitizer}) exited with ${end.code ?? end.signal}:\n` +
+            (report ? report[0].slice(0, 6000) : log.slice(-3000)));
+        }
+      }
+      return end;
     },
   };
 }
