@@ -139,7 +139,9 @@ bool native_params_parse(const struct api_ctx *ctx, const struct model *m, json_
     json_t *b = normalize_body(body, names);
     if (!b) return api_failf(f, 500, NULL, NULL, "out of memory");
     const struct platform_model_desc *d = model_desc(m);
-    // Stop strings stay borrowed from body: the copy shares its values.
+    // Stop strings stay borrowed from body (the copy shares its values), so the parameters
+    // hold a reference on it until native_params_deinit.
+    out->body = json_incref(body);
     bool ok = params_merge_base(ctx->gen_defaults, model_default_params(m), b, names, d->n_vocab,
                                 &out->p, f);
     json_decref(b);
@@ -153,6 +155,9 @@ void native_params_deinit(struct native_params *np)
 {
     buf_deinit(&np->grammar);
     np->p.gen.grammar = NULL;
+    json_decref(np->body);
+    np->body = NULL;
+    np->p.n_stops = 0;
 }
 
 struct native_call *native_call_new(struct model *m)

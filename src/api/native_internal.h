@@ -30,6 +30,8 @@ struct native_params {
     bool is_predict_none; // n_predict 0: evaluate nothing, answer empty
     struct buf grammar;   // GBNF from grammar/json_schema/response_format (owned); p.gen.grammar
                           // points into it
+    json_t *body;         // a reference on the request body p.stops point into: a stream
+                          // outlives the handler that owned the body
 };
 
 /* Parses and merges every generation field of body (server defaults <- model default_params
