@@ -55,13 +55,11 @@ struct model *native_model_acquire(const struct api_ctx *ctx, const struct api_r
     } else if (!(m = first_model(ctx, kind, f))) {
         return NULL;
     }
-    if (!model_wait_ready(m, API_LOADING_WAIT_MS)) {
-        api_failf(f, 503, "model_loading", "model", "The model '%s' is still loading", model_id(m));
-        f->type = API_TYPE_UNAVAILABLE;
-    } else if (model_desc(m)->kind != kind || !model_desc(m)->tokenizer) {
+    bool is_ready = api_model_wait_ready(m, f); // else f is filled
+    if (is_ready && (model_desc(m)->kind != kind || !model_desc(m)->tokenizer)) {
         api_failf(f, 400, "wrong_model_type", "model", "The model '%s' cannot serve this endpoint",
                   model_id(m));
-    } else {
+    } else if (is_ready) {
         return m;
     }
     model_release(m);
