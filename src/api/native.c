@@ -20,9 +20,9 @@
 
 #define MAX_LISTED 64
 
-/* The first loaded model of the kind the endpoint serves, else the first model (which the
- * caller then refuses as the wrong type). */
-static struct model *first_model(const struct api_ctx *ctx, enum model_kind kind,
+/* The first loaded model of the kind the endpoint serves, else (is_any_kind) the first loaded
+ * model, else the first model (which the caller then refuses as the wrong type). */
+static struct model *first_model(const struct api_ctx *ctx, enum model_kind kind, bool is_any_kind,
                                  struct api_fail *f)
 {
     struct registry *reg = manager_registry(ctx->manager);
@@ -33,6 +33,8 @@ static struct model *first_model(const struct api_ctx *ctx, enum model_kind kind
     int pick = 0;
     while (pick < n && (infos[pick].status != MODEL_STATUS_READY || infos[pick].desc.kind != kind))
         pick++;
+    for (int i = 0; pick == n && is_any_kind && i < n; i++)
+        if (infos[i].status == MODEL_STATUS_READY) pick = i;
     if (pick == n) pick = 0;
     struct model *m = n > 0 ? registry_acquire(reg, infos[pick].id) : NULL;
     mem_free(infos);
@@ -42,8 +44,9 @@ static struct model *first_model(const struct api_ctx *ctx, enum model_kind kind
     return m;
 }
 
-struct model *native_model_acquire(const struct api_ctx *ctx, const struct api_request *req,
-                                   const json_t *body, enum model_kind kind, struct api_fail *f)
+static struct model *acquire(const struct api_ctx *ctx, const struct api_request *req,
+                             const json_t *body, enum model_kind kind, bool is_any_kind,
+                             struct api_fail *f)
 {
     const char *name = NULL;
     if (body && !v_string(body, "model", "model", 1024, &name, f)) return NULL;
@@ -52,11 +55,11 @@ struct model *native_model_acquire(const struct api_ctx *ctx, const struct api_r
     if (name) {
         m = api_acquire_model(ctx, name);
         if (!m && !(m = native_router_autoload(ctx, name, f))) return NULL;
-    } else if (!(m = first_model(ctx, kind, f))) {
+    } else if (!(m = first_model(ctx, kind, is_any_kind, f))) {
         return NULL;
     }
     bool is_ready = api_model_wait_ready(m, f); // else f is filled
-    if (is_ready && (model_desc(m)->kind != kind || !model_desc(m)->tokenizer)) {
+    if (is_ready && ((!is_any_kind && model_desc(m)->kind != kind) || !model_desc(m)->tokenizer)) {
         api_failf(f, 400, "wrong_model_type", "model", "The model '%s' cannot serve this endpoint",
                   model_id(m));
     } else if (is_ready) {
@@ -64,6 +67,18 @@ struct model *native_model_acquire(const struct api_ctx *ctx, const struct api_r
     }
     model_release(m);
     return NULL;
+}
+
+struct model *native_model_acquire(const struct api_ctx *ctx, const struct api_request *req,
+                                   const json_t *body, enum model_kind kind, struct api_fail *f)
+{
+    return acquire(ctx, req, body, kind, false, f);
+}
+
+struct model *native_model_acquire_any(const struct api_ctx *ctx, const struct api_request *req,
+                                       const json_t *body, struct api_fail *f)
+{
+    return acquire(ctx, req, body, MODEL_KIND_CHAT, true, f);
 }
 
 static int encode_cb(const void *ctx, struct str text, bool add_special, bool parse_special,

@@ -15,6 +15,11 @@
  * wrong_model_type. */
 struct model *native_model_acquire(const struct api_ctx *ctx, const struct api_request *req,
                                    const json_t *body, enum model_kind kind, struct api_fail *f);
+/* As native_model_acquire for the routes any model with a tokenizer serves, as llama-server
+ * serves them for embedding models too (/tokenize, /detokenize, /props, /slots): a model of
+ * either kind; the first ready model when none is named. */
+struct model *native_model_acquire_any(const struct api_ctx *ctx, const struct api_request *req,
+                                       const json_t *body, struct api_fail *f);
 
 /* A tokenizer callback over the model's tokenizer (borrowed while the model is held). */
 void native_tokenizer_of(const struct model *m, struct native_tokenizer *out);
