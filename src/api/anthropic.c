@@ -10,6 +10,7 @@
 #include "api/ids.h"
 #include "api/openai_chat.h"
 #include "api/sse.h"
+#include "text/json_text.h"
 #include "util/mem.h"
 
 #include <stdio.h>
@@ -156,7 +157,7 @@ static bool tool_use_call(const json_t *block, const char *param, json_t *calls,
     char iparam[160];
     snprintf(iparam, sizeof iparam, "%s.input", param);
     if (!json_is_object(input)) return v_fail_type(f, iparam, "an object", input);
-    char *args = json_dumps(input, JSON_COMPACT);
+    char *args = json_text_dumps(input, JSON_COMPACT);
     if (!args) return v_fail_nomem(f);
     json_t *call = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type", "function", "function",
                              "name", name, "arguments", args);

@@ -2,6 +2,7 @@
 #include "api/logprobs.h"
 
 #include "api/native_prompt.h"
+#include "text/json_text.h"
 #include "util/buf.h"
 
 #include <math.h>
@@ -30,9 +31,9 @@ static json_t *entry_json(const struct tokenizer *tok, int32_t id, float logprob
 {
     struct str piece = tok_piece(tok, id);
     // JSON has no -Infinity: a banned token reports a very large negative number instead.
-    json_t *e =
-        json_pack("{s:o, s:o, s:f}", "token", api_text_json(piece.ptr, piece.len), "bytes",
-                  bytes_json(piece), "logprob", isfinite(logprob) ? (double)logprob : -1e30);
+    json_t *e = json_pack("{s:o, s:o, s:f}", "token", api_text_json(piece.ptr, piece.len), "bytes",
+                          bytes_json(piece), "logprob",
+                          isfinite(logprob) ? json_text_float(logprob) : -1e30);
     if (e && with_id && json_object_set_new(e, "id", json_integer(id)) != 0) {
         json_decref(e);
         return NULL;

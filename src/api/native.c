@@ -12,6 +12,7 @@
 #include "api/sse.h"
 #include "api/structured.h"
 #include "core/manager.h"
+#include "text/json_text.h"
 #include "util/mem.h"
 
 #include <math.h>
@@ -20,9 +21,9 @@
 
 #define MAX_LISTED 64
 
-/* The first loaded model of the kind the endpoint serves, else (is_any_kind) the first loaded
+/* The first loaded model of the kind the endpoint serves, else (any_kind) the first loaded
  * model, else the first model (which the caller then refuses as the wrong type). */
-static struct model *first_model(const struct api_ctx *ctx, enum model_kind kind, bool is_any_kind,
+static struct model *first_model(const struct api_ctx *ctx, enum model_kind kind, bool any_kind,
                                  struct api_fail *f)
 {
     struct registry *reg = manager_registry(ctx->manager);
@@ -33,7 +34,7 @@ static struct model *first_model(const struct api_ctx *ctx, enum model_kind kind
     int pick = 0;
     while (pick < n && (infos[pick].status != MODEL_STATUS_READY || infos[pick].desc.kind != kind))
         pick++;
-    for (int i = 0; pick == n && is_any_kind && i < n; i++)
+    for (int i = 0; pick == n && any_kind && i < n; i++)
         if (infos[i].status == MODEL_STATUS_READY) pick = i;
     if (pick == n) pick = 0;
     struct model *m = n > 0 ? registry_acquire(reg, infos[pick].id) : NULL;
@@ -44,8 +45,9 @@ static struct model *first_model(const struct api_ctx *ctx, enum model_kind kind
     return m;
 }
 
+/* native_model_acquire, where any_kind accepts every model that has a tokenizer. */
 static struct model *acquire(const struct api_ctx *ctx, const struct api_request *req,
-                             const json_t *body, enum model_kind kind, bool is_any_kind,
+                             const json_t *body, enum model_kind kind, bool any_kind,
                              struct api_fail *f)
 {
     const char *name = NULL;
@@ -55,11 +57,11 @@ static struct model *acquire(const struct api_ctx *ctx, const struct api_request
     if (name) {
         m = api_acquire_model(ctx, name);
         if (!m && !(m = native_router_autoload(ctx, name, f))) return NULL;
-    } else if (!(m = first_model(ctx, kind, is_any_kind, f))) {
+    } else if (!(m = first_model(ctx, kind, any_kind, f))) {
         return NULL;
     }
     bool is_ready = api_model_wait_ready(m, f); // else f is filled
-    if (is_ready && ((!is_any_kind && model_desc(m)->kind != kind) || !model_desc(m)->tokenizer)) {
+    if (is_ready && ((!any_kind && model_desc(m)->kind != kind) || !model_desc(m)->tokenizer)) {
         api_failf(f, 400, "wrong_model_type", "model", "The model '%s' cannot serve this endpoint",
                   model_id(m));
     } else if (is_ready) {
@@ -75,8 +77,9 @@ struct model *native_model_acquire(const struct api_ctx *ctx, const struct api_r
     return acquire(ctx, req, body, kind, false, f);
 }
 
-struct model *native_model_acquire_any(const struct api_ctx *ctx, const struct api_request *req,
-                                       const json_t *body, struct api_fail *f)
+struct model *native_model_acquire_tokenizer(const struct api_ctx *ctx,
+                                             const struct api_request *req, const json_t *body,
+                                             struct api_fail *f)
 {
     return acquire(ctx, req, body, MODEL_KIND_CHAT, true, f);
 }
@@ -304,15 +307,16 @@ json_t *native_settings_json(const struct model *m, const struct native_params *
     for (int i = 0; lb && i < g->n_logit_bias; i++)
         json_array_append_new(lb, json_pack("{s:i, s:o}", "token", g->logit_bias[i].token, "bias",
                                             isfinite(g->logit_bias[i].bias)
-                                                ? json_real(g->logit_bias[i].bias)
+                                                ? json_real(json_text_float(g->logit_bias[i].bias))
                                                 : json_false()));
     return json_pack("{s:i, s:I, s:f, s:i, s:f, s:f, s:i, s:f, s:f, s:f, s:o, s:i, s:i, s:b, "
                      "s:b, s:i, s:o, s:s, s:s, s:b}",
                      "n_predict", g->max_tokens, "seed", (json_int_t)g->seed, "temperature",
-                     (double)g->temperature, "top_k", g->top_k, "top_p", (double)g->top_p, "min_p",
-                     (double)g->min_p, "repeat_last_n", g->repeat_last_n, "repeat_penalty",
-                     (double)g->repeat_penalty, "presence_penalty", (double)g->presence_penalty,
-                     "frequency_penalty", (double)g->frequency_penalty, "stop", stop_list_json(np),
+                     json_text_float(g->temperature), "top_k", g->top_k, "top_p",
+                     json_text_float(g->top_p), "min_p", json_text_float(g->min_p), "repeat_last_n",
+                     g->repeat_last_n, "repeat_penalty", json_text_float(g->repeat_penalty),
+                     "presence_penalty", json_text_float(g->presence_penalty), "frequency_penalty",
+                     json_text_float(g->frequency_penalty), "stop", stop_list_json(np),
                      "max_tokens", g->max_tokens, "n_keep", np->n_keep, "ignore_eos", g->ignore_eos,
                      "stream", np->is_stream, "n_probs", g->n_probs, "logit_bias", lb, "grammar",
                      np->grammar.len ? np->grammar.data : "", "model", model_id(m), "cache_prompt",

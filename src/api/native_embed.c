@@ -88,6 +88,21 @@ static bool parse_normalize(const json_t *body, bool is_per_token, int64_t *norm
     return true;
 }
 
+/* Per-token answers grow with every token (n_embd floats each, ~20 bytes of JSON per float):
+ * a request of 2048 full-context inputs would need gigabytes. One request holds at most this
+ * many tokens in total when the model answers per token. */
+#define PER_TOKEN_MAX_TOKENS 16384
+
+static bool per_token_within_limit(const struct model *m, const struct embed_inputs *in,
+                                   const char *field, struct api_fail *f)
+{
+    if (!model_desc(m)->is_per_token || in->ids.n_ids <= PER_TOKEN_MAX_TOKENS) return true;
+    return api_failf(f, 400, "invalid_value", field,
+                     "The inputs have %zu tokens; a model that answers per token takes at most %d "
+                     "per request.",
+                     in->ids.n_ids, PER_TOKEN_MAX_TOKENS);
+}
+
 void api_native_embeddings(const struct api_ctx *ctx, const struct api_request *req,
                            struct api_response *resp)
 {
@@ -110,16 +125,11 @@ void api_native_embeddings(const struct api_ctx *ctx, const struct api_request *
         ok = api_failf(&f, 400, "missing_required_parameter", "content",
                        "\"input\" or \"content\" must be provided");
     ok = ok && embed_parse_inputs(m, json_object_get(body, field), field, is_truncate, &in, &f) &&
-         embed_run(m, &in, &r, &f);
+         per_token_within_limit(m, &in, field, &f) && embed_run(m, &in, &r, &f);
     json_t *j = !ok                           ? NULL
                 : model_desc(m)->is_per_token ? per_token_response(m, r, &in)
                                               : native_response(m, r, in.n, (int)norm);
-    if (j)
-        api_respond_json(resp, 200, j);
-    else if (ok)
-        api_error(resp, 500, API_TYPE_SERVER, NULL, NULL, "out of memory");
-    else
-        api_fail_respond(&f, resp);
+    api_respond_result(resp, j, ok, &f);
     request_release(r);
     embed_inputs_deinit(&in);
     model_release(m);

@@ -13,9 +13,10 @@
 #include "util/clock.h"
 #include "util/mem.h"
 
+#include <math.h>
 #include <stdio.h>
-#include <time.h>
 #include <string.h>
+#include <time.h>
 
 struct model *api_acquire_model(const struct api_ctx *ctx, const char *name)
 {
@@ -68,6 +69,13 @@ struct model *api_resolve_model(const struct api_ctx *ctx, const json_t *body, e
     return NULL;
 }
 
+/* Milliseconds to the microsecond, rates to a thousandth: more digits are clock noise, and
+ * these print short. */
+static double thousandths(double v)
+{
+    return round(v * 1000.0) / 1000.0;
+}
+
 json_t *api_timings_json(struct gen_session *s)
 {
     struct request_timings t;
@@ -75,8 +83,9 @@ json_t *api_timings_json(struct gen_session *s)
     double pps = t.prompt_ms > 0 ? 1000.0 * t.n_prompt / t.prompt_ms : 0;
     double gps = t.predicted_ms > 0 ? 1000.0 * t.n_predicted / t.predicted_ms : 0;
     return json_pack("{s:i, s:i, s:f, s:f, s:i, s:f, s:f}", "cache_n", t.n_cached, "prompt_n",
-                     t.n_prompt, "prompt_ms", t.prompt_ms, "prompt_per_second", pps, "predicted_n",
-                     t.n_predicted, "predicted_ms", t.predicted_ms, "predicted_per_second", gps);
+                     t.n_prompt, "prompt_ms", thousandths(t.prompt_ms), "prompt_per_second",
+                     thousandths(pps), "predicted_n", t.n_predicted, "predicted_ms",
+                     thousandths(t.predicted_ms), "predicted_per_second", thousandths(gps));
 }
 
 json_t *api_usage_json(struct gen_session *s)

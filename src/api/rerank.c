@@ -12,6 +12,7 @@
 #include "api/validate.h"
 #include "core/manager.h"
 #include "core/registry.h"
+#include "text/json_text.h"
 #include "util/buf.h"
 #include "util/mem.h"
 
@@ -226,8 +227,9 @@ static int by_score(const void *a, const void *b)
 
 static json_t *result_json(const struct rerank_req *q, const struct scored *s)
 {
-    if (!q->is_tei) return json_pack("{s:i, s:f}", "index", s->index, "relevance_score", s->score);
-    json_t *o = json_pack("{s:i, s:f}", "index", s->index, "score", s->score);
+    const double score = json_text_float(s->score);
+    if (!q->is_tei) return json_pack("{s:i, s:f}", "index", s->index, "relevance_score", score);
+    json_t *o = json_pack("{s:i, s:f}", "index", s->index, "score", score);
     if (o && q->return_text) json_object_set(o, "text", json_array_get(q->docs, (size_t)s->index));
     return o;
 }
@@ -270,13 +272,7 @@ void api_rerank(const struct api_ctx *ctx, const struct api_request *req, struct
     bool ok = v_string(req->json, "model", "model", 1024, &q.model, &f) &&
               (m = acquire_reranker(ctx, req, q.model, &f)) && parse_request(req->json, &q, &f) &&
               build_inputs(m, &q, &in, &f) && embed_run(m, &in, &r, &f);
-    json_t *j = ok ? response_json(m, &q, r, in.n) : NULL;
-    if (j)
-        api_respond_json(resp, 200, j);
-    else if (ok)
-        api_error(resp, 500, API_TYPE_SERVER, NULL, NULL, "out of memory");
-    else
-        api_fail_respond(&f, resp);
+    api_respond_result(resp, ok ? response_json(m, &q, r, in.n) : NULL, ok, &f);
     request_release(r);
     embed_inputs_deinit(&in);
     model_release(m);

@@ -1,6 +1,7 @@
 /* Response helpers shared by every handler. */
 #include "api/api.h"
 
+#include "text/json_text.h"
 #include "util/mem.h"
 
 #include <stdio.h>
@@ -18,7 +19,7 @@ static void respond_oom(struct api_response *resp)
 
 void api_respond_json(struct api_response *resp, int status, json_t *j)
 {
-    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    char *text = j ? json_text_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     if (!text) {
         respond_oom(resp);

@@ -10,6 +10,7 @@
 #include "api/responses_convert.h"
 #include "api/responses_stream.h"
 #include "api/sse.h"
+#include "text/json_text.h"
 #include "util/clock.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -83,8 +84,8 @@ static json_t *response_json(const struct resp_call *c, const char *status, json
         echo(b, "max_output_tokens", json_null()), "previous_response_id",
         echo(b, "previous_response_id", json_null()), "parallel_tool_calls",
         echo(b, "parallel_tool_calls", json_true()), "temperature",
-        echo(b, "temperature", json_real(c->params.gen.temperature)), "top_p",
-        echo(b, "top_p", json_real(c->params.gen.top_p)), "tool_choice",
+        echo(b, "temperature", json_real(json_text_float(c->params.gen.temperature))), "top_p",
+        echo(b, "top_p", json_real(json_text_float(c->params.gen.top_p))), "tool_choice",
         echo(b, "tool_choice", json_string("auto")), "tools", echo(b, "tools", json_array()),
         "reasoning", echo(b, "reasoning", json_pack("{s:n, s:n}", "effort", "summary")), "store",
         c->is_store, "text", "format", "type", "text", "metadata",

@@ -2,6 +2,7 @@
 #include "api/sse.h"
 
 #include "api/errors.h"
+#include "text/json_text.h"
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/mem.h"
@@ -82,7 +83,7 @@ void sse_respond(struct api_response *resp, sse_produce_fn produce, sse_free_fn 
 
 int sse_append_json(struct buf *out, const char *event, json_t *j)
 {
-    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    char *text = j ? json_text_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     if (!text) return ERR_NOMEM;
     int rc = ERR_OK;

@@ -33,6 +33,16 @@ void api_fail_respond(const struct api_fail *f, struct api_response *resp)
     if (f->status == 429 || f->status == 503) api_response_add_header(resp, "Retry-After", "1");
 }
 
+void api_respond_result(struct api_response *resp, json_t *j, bool ok, const struct api_fail *f)
+{
+    if (j)
+        api_respond_json(resp, 200, j);
+    else if (ok)
+        api_error(resp, 500, API_TYPE_SERVER, NULL, NULL, "out of memory");
+    else
+        api_fail_respond(f, resp);
+}
+
 const char *v_type_name(const json_t *v)
 {
     if (!v) return "nothing";

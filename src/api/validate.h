@@ -25,6 +25,10 @@ bool api_failf(struct api_fail *f, int status, const char *code, const char *par
 /* Responds with f as an OpenAI-style error; 429 and 503 also get Retry-After: 1. */
 void api_fail_respond(const struct api_fail *f, struct api_response *resp);
 
+/* The end of a handler that built its answer j (consumed) after steps that set ok: 200 with j;
+ * without j, the failure f when a step failed, else 500 out of memory (building j failed). */
+void api_respond_result(struct api_response *resp, json_t *j, bool ok, const struct api_fail *f);
+
 /* Getters: true when absent or valid (writing *out only when present and valid). `name` is
  * the param reported on failure. Integers must be JSON integers; numbers accept both. */
 bool v_int(const json_t *obj, const char *key, const char *name, int64_t min, int64_t max,

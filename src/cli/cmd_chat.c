@@ -252,3 +252,60 @@ int cli_cmd_chat(const struct cli_opts *o, int argc, char **argv)
     json_decref(c.params);
     return rc;
 }
+
+/* The model `run` talks to: --id, else MODEL itself when that is a loaded model's id, else
+ * the id MODEL's file name gives; loaded from MODEL first when the server does not have it. */
+static int ensure_loaded(const struct cli_opts *o, const char *model, const char *id, char *out,
+                         size_t cap)
+{
+    int status = id ? 0 : cli_model_status(o, model);
+    if (status < 0) return 1;
+    if (status == 200) {
+        snprintf(out, cap, "%s", model);
+        return 0;
+    }
+    if (id)
+        snprintf(out, cap, "%s", id);
+    else
+        cli_default_id(model, out, cap);
+    status = cli_model_status(o, out);
+    if (status < 0) return 1;
+    if (status == 200) return 0;
+    char path[4096];
+    cli_model_path_arg(model, path, sizeof path);
+    json_t *body = json_pack("{s:s, s:s}", "model_id", out, "model_path", path);
+    int rc = body ? cli_post_load(o, body, stderr) : 1; // stdout carries only the answers
+    json_decref(body);
+    return rc;
+}
+
+int cli_cmd_run(const struct cli_opts *o, int argc, char **argv)
+{
+    // chat's arguments with MODEL replaced by the id, and --id taken out
+    char **args = calloc((size_t)argc + 1, sizeof *args);
+    if (!args) return 1;
+    const char *model = NULL, *id = NULL;
+    int n = 0, model_at = -1;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--id") == 0 && i + 1 < argc) {
+            id = argv[++i];
+        } else if (argv[i][0] != '-' && !model) {
+            model = argv[i];
+            model_at = n;
+            args[n++] = argv[i];
+        } else {
+            args[n++] = argv[i];
+            if (argv[i][0] == '-' && i + 1 < argc) args[n++] = argv[++i]; // the option's value
+        }
+    }
+    int rc = 2;
+    char resolved[512];
+    if (!model)
+        fprintf(stderr, "usage: llamapi run PATH|NAME|ID [--id ID] [chat options]\n");
+    else if ((rc = ensure_loaded(o, model, id, resolved, sizeof resolved)) == 0) {
+        args[model_at] = resolved;
+        rc = cli_cmd_chat(o, n, args);
+    }
+    free(args);
+    return rc;
+}

@@ -10,4 +10,9 @@
  * usage error. */
 int cli_cmd_chat(const struct cli_opts *o, int argc, char **argv);
 
+/* `llamapi run PATH|NAME|ID [--id ID] [chat options]`: chat with the model, loading it first
+ * (one instance, id from --id or the file name) when the server does not have it, like
+ * `ollama run`. Returns as cli_cmd_chat, or 1 when the load failed. */
+int cli_cmd_run(const struct cli_opts *o, int argc, char **argv);
+
 #endif

@@ -2,6 +2,7 @@
 #define _XOPEN_SOURCE 700 // realpath()
 #include "cli/commands.h"
 
+#include <curl/curl.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
@@ -10,7 +11,7 @@
 
 /* Sends the request; on success leaves the parsed body in *out (NULL for non-JSON). Prints
  * errors itself. Returns the exit status. */
-static int call(const struct cli_opts *o, const char *method, const char *path, json_t *body,
+static int call(const struct cli_opts *o, const char *method, const char *path, const json_t *body,
                 json_t **out)
 {
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
@@ -109,9 +110,7 @@ static int parse_count(const char *flag, const char *v, long *out)
     return 0;
 }
 
-/* A path that exists locally is sent absolute (the server may run elsewhere in the tree);
- * anything else is sent as given and resolved by the server under its --models-dir. */
-static void model_path_arg(const char *arg, char *out, size_t cap)
+void cli_model_path_arg(const char *arg, char *out, size_t cap)
 {
     char resolved[PATH_MAX];
     if (realpath(arg, resolved))
@@ -120,7 +119,7 @@ static void model_path_arg(const char *arg, char *out, size_t cap)
         snprintf(out, cap, "%s", arg);
 }
 
-static void default_id_from_path(const char *path, char *out, size_t cap)
+void cli_default_id(const char *path, char *out, size_t cap)
 {
     const char *base = strrchr(path, '/');
     base = base && base[1] ? base + 1 : path;
@@ -164,19 +163,44 @@ int cli_cmd_load(const struct cli_opts *o, int argc, char **argv)
         return 2;
     }
     char path[PATH_MAX], default_id[256];
-    model_path_arg(model, path, sizeof path);
-    default_id_from_path(model, default_id, sizeof default_id);
+    cli_model_path_arg(model, path, sizeof path);
+    cli_default_id(model, default_id, sizeof default_id);
     json_t *body = json_pack("{s:s, s:s, s:I}", "model_id", id ? id : default_id, "model_path",
                              path, "instance_count", (json_int_t)instances);
     if (queue >= 0) json_object_set_new(body, "request_queue_size", json_integer(queue));
     if (embedding) json_object_set_new(body, "embedding", json_true());
     if (pooling) json_object_set_new(body, "pooling", json_string(pooling));
+    int rc = cli_post_load(o, body, stdout);
+    json_decref(body);
+    return rc;
+}
+
+int cli_post_load(const struct cli_opts *o, const json_t *body, FILE *say)
+{
     json_t *j = NULL;
     int rc = call(o, "POST", "/v1/models/load", body, &j);
-    json_decref(body);
-    if (j) printf("%s\n", json_string_value(json_object_get(j, "message")));
+    if (j) fprintf(say, "%s\n", json_string_value(json_object_get(j, "message")));
     json_decref(j);
     return rc;
+}
+
+int cli_model_status(const struct cli_opts *o, const char *id)
+{
+    char *escaped = curl_easy_escape(NULL, id, 0);
+    if (!escaped) return -1;
+    char path[1024];
+    snprintf(path, sizeof path, "/v1/models/%s", escaped);
+    curl_free(escaped);
+    struct buf resp;
+    buf_init(&resp);
+    struct errmsg err;
+    errmsg_clear(&err);
+    int status = 0;
+    int rc = client_request(&o->client, "GET", path, NULL, &status, &resp, &err);
+    buf_deinit(&resp);
+    if (rc == ERR_OK) return status;
+    fprintf(stderr, "llamapi: %s\n", err.msg[0] ? err.msg : err_str(rc));
+    return -1;
 }
 
 int cli_cmd_unload(const struct cli_opts *o, int argc, char **argv)

@@ -25,6 +25,7 @@ static void usage(FILE *f)
                "  resize ID INSTANCES\n"
                "  chat MODEL [-p PROMPT] [--system TEXT] [--max-tokens N] [--temperature T]\n"
                "       [--seed N]   talk to a model: one turn with -p, else a line per turn\n"
+               "  run PATH|NAME|ID [--id ID] [chat options]   load the model if needed, then chat\n"
                "  tokenize -m FILE.gguf [--ids|--pieces] [--no-special] [--add-bos] [-p TEXT]\n"
                "  detokenize -m FILE.gguf IDS...\n"
                "  template render (--template FILE.jinja | -m FILE.gguf) --context CTX.json\n"
@@ -73,8 +74,13 @@ struct command {
 };
 
 static const struct command commands[] = {
-    {"platforms", cli_cmd_platforms}, {"ps", cli_cmd_ps},         {"load", cli_cmd_load},
-    {"unload", cli_cmd_unload},       {"resize", cli_cmd_resize}, {"chat", cli_cmd_chat},
+    {"platforms", cli_cmd_platforms},
+    {"ps", cli_cmd_ps},
+    {"load", cli_cmd_load},
+    {"unload", cli_cmd_unload},
+    {"resize", cli_cmd_resize},
+    {"chat", cli_cmd_chat},
+    {"run", cli_cmd_run},
 };
 
 int main(int argc, char **argv)

@@ -3,14 +3,10 @@
  * Gemma); message normalization follows llama.cpp's common/chat.cpp. */
 #include "text/chat_template.h"
 
+#include "text/json_text.h"
+
 #include <stdint.h>
 #include <string.h>
-
-/* jansson takes non-const pointers even where it only reads or adds a reference. */
-static json_t *unconst(const json_t *j)
-{
-    return (json_t *)(uintptr_t)j;
-}
 
 static const struct {
     const char *name;
@@ -121,7 +117,7 @@ static int normalize_message(const json_t *in, json_t **out, struct errmsg *err,
 {
     if (!json_is_object(in))
         return errmsg_set(err, ERR_INVALID, "messages[%zu] must be an object", idx);
-    json_t *m = json_copy(unconst(in)); // shallow: values are shared, replaced below
+    json_t *m = json_copy(json_unconst(in)); // shallow: values are shared, replaced below
     if (!m) return errmsg_set(err, ERR_NOMEM, "out of memory");
     const json_t *content = json_object_get(m, "content");
     int rc = ERR_OK;
@@ -162,14 +158,14 @@ int chat_template_context(const json_t *messages, const json_t *tools,
         json_t *nm = NULL;
         if (rc != ERR_OK) break;
         if (opts->keep_raw_messages)
-            nm = json_incref(unconst(m));
+            nm = json_incref(json_unconst(m));
         else if ((rc = normalize_message(m, &nm, err, i)) != ERR_OK)
             break;
         if (json_array_append_new(msgs, nm) != 0) rc = ERR_NOMEM;
     }
     if (rc == ERR_OK) rc = json_object_set(ctx, "messages", msgs) == 0 ? ERR_OK : ERR_NOMEM;
     if (rc == ERR_OK && json_is_array(tools) && json_array_size(tools) > 0)
-        rc = json_object_set(ctx, "tools", unconst(tools)) == 0 ? ERR_OK : ERR_NOMEM;
+        rc = json_object_set(ctx, "tools", json_unconst(tools)) == 0 ? ERR_OK : ERR_NOMEM;
     if (rc == ERR_OK)
         rc = json_object_set_new(ctx, "add_generation_prompt",
                                  json_boolean(opts->add_generation_prompt)) == 0
@@ -182,7 +178,7 @@ int chat_template_context(const json_t *messages, const json_t *tools,
                  ? ERR_OK
                  : ERR_NOMEM;
     if (rc == ERR_OK && json_is_object(opts->extra))
-        rc = json_object_update(ctx, unconst(opts->extra)) == 0 ? ERR_OK : ERR_NOMEM;
+        rc = json_object_update(ctx, json_unconst(opts->extra)) == 0 ? ERR_OK : ERR_NOMEM;
     json_decref(msgs);
     if (rc != ERR_OK) {
         json_decref(ctx);

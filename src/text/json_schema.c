@@ -4,6 +4,7 @@
  * common/json-schema-to-grammar.cpp (whitespace rule, property order, number shapes). */
 #include "text/json_schema.h"
 #include "text/json_regex.h"
+#include "text/json_text.h"
 
 #include "util/mem.h"
 
@@ -79,11 +80,6 @@ static const struct {
 };
 
 /* jansson's object iteration takes a non-const pointer but does not modify the object. */
-static json_t *iterable(const json_t *j)
-{
-    return (json_t *)(uintptr_t)j;
-}
-
 struct ref_rule {
     char *ref;  // the $ref string (owned)
     char *name; // its rule name (owned)
@@ -217,7 +213,7 @@ static int append_literal(struct buf *b, const char *s, size_t n)
 /* A literal of the compact JSON text of v (for const and enum). */
 static int append_json_literal(struct buf *b, const json_t *v)
 {
-    char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    char *text = json_text_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
     if (!text) return ERR_NOMEM;
     int rc = append_literal(b, text, strlen(text));
     free(text); // allocated by jansson
@@ -279,7 +275,7 @@ static int check_keywords(struct conv *c, const json_t *schema)
 {
     const char *key;
     const json_t *v;
-    json_object_foreach(iterable(schema), key, v)
+    json_object_foreach(json_unconst(schema), key, v)
     {
         bool is_noop = !strcmp(key, "uniqueItems") && json_is_false(v);
         if (!is_noop && is_in(key, unsupported)) return fail_unsupported(c, key, NULL);
@@ -749,7 +745,7 @@ static int collect_props(struct conv *c, const json_t *properties, const json_t 
     size_t n = 0, i;
     const char *key;
     const json_t *v;
-    json_object_foreach(iterable(properties), key, v)
+    json_object_foreach(json_unconst(properties), key, v)
     {
         bool req = required && is_required(required, key);
         if (json_is_false(v)) { // the property must not appear
@@ -1089,7 +1085,7 @@ static int check_alone(struct conv *c, const json_t *schema, const char *keyword
 {
     const char *key;
     const json_t *v;
-    json_object_foreach(iterable(schema), key, v)
+    json_object_foreach(json_unconst(schema), key, v)
     {
         if (!strcmp(key, keyword) || is_in(key, annotations)) continue;
         bool is_type_ok =

@@ -5,6 +5,7 @@
 #include "text/toolcall.h"
 
 #include "text/holdback.h"
+#include "text/json_text.h"
 #include "util/buf.h"
 #include "util/err.h"
 #include "util/mem.h"
@@ -153,11 +154,11 @@ static bool jscan_run(struct jscan *j, const char *s, size_t len, size_t *at)
 /* Compact serialisation into mem_alloc'd storage. NULL on allocation failure. */
 static char *json_compact(const json_t *v)
 {
-    size_t n = json_dumpb(v, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY);
+    size_t n = json_text_dumpb(v, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY);
     if (n == 0) return NULL;
     char *p = mem_alloc(n + 1);
     if (!p) return NULL;
-    json_dumpb(v, p, n, JSON_COMPACT | JSON_ENCODE_ANY);
+    json_text_dumpb(v, p, n, JSON_COMPACT | JSON_ENCODE_ANY);
     p[n] = '\0';
     return p;
 }

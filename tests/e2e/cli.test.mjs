@@ -1,6 +1,7 @@
 // The `llamapi` CLI against a real server: the management commands (tables and --json), their
-// errors, the hint when no server runs, and `chat` (one turn with -p, a prompt loop on stdin
-// that keeps the history) giving exactly what the chat API gives for the same conversation.
+// errors, the hint when no server runs, `chat` (one turn with -p, a prompt loop on stdin that
+// keeps the history) giving exactly what the chat API gives for the same conversation, and
+// `run` (load the model when the server does not have it, then chat).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -22,6 +23,10 @@ async function chatApi(messages, extra = {}) {
   });
   assert.equal(r.status, 200);
   return (await r.json()).choices[0].message.content;
+}
+
+async function modelIds() {
+  return (await (await fetch(`${srv.url}/v1/models`)).json()).data.map((d) => d.id);
 }
 
 // The CLI ends an answer with a newline unless the answer already does.
@@ -103,4 +108,30 @@ test('chat with an unknown model exits 1 with the server message', () => {
   const r = cli(['chat', 'nope', '-p', 'hi']);
   assert.equal(r.status, 1);
   assert.match(r.stderr, /server answered 404: The model 'nope' does not exist/);
+});
+
+test('run loads a model file the server does not have, then chats; later runs reuse it', async () => {
+  const expected = await chatApi([{ role: 'user', content: 'Go' }]); // same weights as 'm'
+  const first = cli(['run', model, '-p', 'Go', '--temperature', '0', '--max-tokens', '12']);
+  assert.equal(first.status, 0, first.stderr);
+  assert.match(first.stderr, /model 'small' loaded/);
+  assert.equal(first.stdout, asPrinted(expected), 'stdout carries the answer alone');
+  assert.ok((await modelIds()).includes('small'));
+  const again = cli(['run', model, '-p', 'Go', '--temperature', '0', '--max-tokens', '12']);
+  assert.equal(again.status, 0, again.stderr);
+  assert.doesNotMatch(again.stderr, /loaded/);
+  assert.equal(again.stdout, asPrinted(expected));
+  const byId = cli(['run', 'small', '-p', 'Go', '--temperature', '0', '--max-tokens', '12']);
+  assert.equal(byId.stdout, asPrinted(expected));
+  const named = cli(['run', model, '--id', 'named', '-p', 'Go', '--temperature', '0', '--max-tokens', '12']);
+  assert.match(named.stderr, /model 'named' loaded/);
+  assert.equal(named.stdout, asPrinted(expected));
+  for (const id of ['small', 'named']) assert.equal(cli(['unload', id]).status, 0);
+});
+
+test('run of a file that does not exist exits 1 with the server message', () => {
+  const r = cli(['run', '/nonexistent/model.gguf', '-p', 'hi']);
+  assert.equal(r.status, 1);
+  assert.match(r.stderr, /does not exist/);
+  assert.equal(cli(['run']).status, 2);
 });

@@ -179,6 +179,20 @@ describe('embeddings', { skip: hasShared ? false : 'skip: ../shared absent' }, (
     );
   });
 
+  test('/tokenize and /detokenize serve an embedding model too (its ids, as embedded)', async () => {
+    const tok = await fetch(`${srv.url}/tokenize`, {
+      method: 'POST', body: JSON.stringify({ model: 'tiny_bert', content: expected.cases[0].text, add_special: true }),
+    });
+    assert.equal(tok.status, 200);
+    const { tokens } = await tok.json();
+    assert.deepEqual(tokens, expected.cases[0].token_ids);
+    const detok = await fetch(`${srv.url}/detokenize`, {
+      method: 'POST', body: JSON.stringify({ model: 'tiny_bert', tokens: tokens.slice(1, -1) }),
+    });
+    assert.equal(detok.status, 200);
+    assert.equal((await detok.json()).content.trim(), expected.cases[0].text);
+  });
+
   test('concurrent calls all succeed with the same vectors', async () => {
     const text = expected.cases[4].text;
     const rs = await Promise.all(
@@ -417,7 +431,7 @@ describe('--pooling none: a vector per token on /embedding', () => {
   };
 
   test('an embedding-only server serves /tokenize, /detokenize, /props and /slots, as llama-server does', async () => {
-    // They answered 400 wrong_model_type: the model lookup asked for a chat model.
+    // /props and /slots answered 400 wrong_model_type: their lookup asked for a chat model.
     const t = await post(mean, '/tokenize', { content: 'hello world', add_special: true });
     assert.equal(t.status, 200, JSON.stringify(t.json));
     assert.equal(t.json.tokens.length, 4); // [CLS] hello world [SEP]
@@ -459,6 +473,18 @@ describe('--pooling none: a vector per token on /embedding', () => {
     const e = await post(none, '/embedding', { content: 'hello world', embd_normalize: -1 });
     assert.equal(e.status, 200);
     assert.deepEqual(e.json[0].embedding, r.json[0].embedding);
+  });
+
+  test('per-token answers are bounded: at most 16384 tokens per request', async () => {
+    // 300 inputs of ~62 tokens each (the context is 64): ~18,600 tokens of vectors
+    const long = Array(60).fill('w').join(' ');
+    const r = await post(none, '/embedding', { content: Array(300).fill(long) });
+    assert.equal(r.status, 400);
+    assert.equal(errorOf(r.json).code, 'invalid_value');
+    assert.match(errorOf(r.json).message, /at most 16384/);
+    const ok = await post(none, '/embedding', { content: Array(200).fill(long) });
+    assert.equal(ok.status, 200);
+    assert.equal(ok.json.length, 200);
   });
 
   test('/v1/embeddings refuses a per-token model', async () => {

@@ -59,6 +59,13 @@ describe('responses', () => {
     assert.equal(counted.input_tokens, r.usage.input_tokens);
   });
 
+  test('echoed sampling defaults read as set (0.8, 0.95), not as float32 digits', async () => {
+    const r = await fetch(`${srv.url}/v1/responses`, { method: 'POST',
+      body: JSON.stringify({ model: 'small', input: 'Hello', max_output_tokens: 2 }) });
+    const text = await r.text();
+    assert.match(text, /"temperature":0\.8,"top_p":0\.95,/);
+  });
+
   test('streaming: event order, sequence numbers, deltas add up to the final text', async () => {
     const stream = await client.responses.create({ model: 'small', input: 'Tell me a story', stream: true,
       max_output_tokens: 10, temperature: 0, logit_bias: NO_EOS });

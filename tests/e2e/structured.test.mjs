@@ -91,6 +91,17 @@ function suite(label, modelArgs, messages) {
       }
     });
 
+    test('decimal enum and const values are written as given, not with 17 digits', async () => {
+      const schema = { type: 'object', properties: { v: { enum: [0.1, 2.5, 37.7749] }, c: { const: 0.7 } },
+        required: ['v', 'c'] };
+      for (let seed = 1; seed <= 3; seed++) {
+        const r = await client.chat.completions.create({ model: 'm', messages, seed, temperature: 1, max_tokens: 200,
+          response_format: { type: 'json_schema', json_schema: { name: 'd', schema } } });
+        const text = r.choices[0].message.content;
+        assert.match(text, /"v"\s*:\s*(0\.1|2\.5|37\.7749)\s*,\s*"c"\s*:\s*0\.7\s*\}\s*$/, text);
+      }
+    });
+
     test('streamed structured output is the same JSON', async () => {
       const body = { model: 'm', messages, seed: 3, temperature: 1, max_tokens: 2000,
         response_format: { type: 'json_schema', json_schema: { name: 'p', schema: PERSON } } };

@@ -398,17 +398,7 @@ static void expect_load_error_rc(const char *path, int force, enum platform_pool
 static void expect_load_error(const char *path, int force, enum platform_pooling pool,
                               const char *what)
 {
-    struct platform_load_args a = {.path = path,
-                                   .n_threads = 1,
-                                   .force_embedding = force,
-                                   .pooling = pool,
-                                   .on_done = on_done};
-    struct platform_model *m = NULL;
-    struct errmsg err;
-    errmsg_clear(&err);
-    assert_int_equal(cpu_platform.load(&a, &m, &err), ERR_UNSUPPORTED);
-    assert_null(m);
-    if (!strstr(err.msg, what)) fail_msg("'%s' does not say '%s'", err.msg, what);
+    expect_load_error_rc(path, force, pool, ERR_UNSUPPORTED, what);
 }
 
 static void test_decoder_refusals(void **state)
