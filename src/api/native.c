@@ -21,9 +21,9 @@
 
 #define MAX_LISTED 64
 
-/* The first loaded model of the kind the endpoint serves, else the first model (which the
- * caller then refuses as the wrong type). */
-static struct model *first_model(const struct api_ctx *ctx, enum model_kind kind,
+/* The first loaded model of the kind the endpoint serves, else (any_kind) the first loaded
+ * model, else the first model (which the caller then refuses as the wrong type). */
+static struct model *first_model(const struct api_ctx *ctx, enum model_kind kind, bool any_kind,
                                  struct api_fail *f)
 {
     struct registry *reg = manager_registry(ctx->manager);
@@ -34,6 +34,8 @@ static struct model *first_model(const struct api_ctx *ctx, enum model_kind kind
     int pick = 0;
     while (pick < n && (infos[pick].status != MODEL_STATUS_READY || infos[pick].desc.kind != kind))
         pick++;
+    for (int i = 0; pick == n && any_kind && i < n; i++)
+        if (infos[i].status == MODEL_STATUS_READY) pick = i;
     if (pick == n) pick = 0;
     struct model *m = n > 0 ? registry_acquire(reg, infos[pick].id) : NULL;
     mem_free(infos);
@@ -55,16 +57,14 @@ static struct model *acquire(const struct api_ctx *ctx, const struct api_request
     if (name) {
         m = api_acquire_model(ctx, name);
         if (!m && !(m = native_router_autoload(ctx, name, f))) return NULL;
-    } else if (!(m = first_model(ctx, kind, f))) {
+    } else if (!(m = first_model(ctx, kind, any_kind, f))) {
         return NULL;
     }
-    if (!model_wait_ready(m, API_LOADING_WAIT_MS)) {
-        api_failf(f, 503, "model_loading", "model", "The model '%s' is still loading", model_id(m));
-        f->type = API_TYPE_UNAVAILABLE;
-    } else if ((!any_kind && model_desc(m)->kind != kind) || !model_desc(m)->tokenizer) {
+    bool is_ready = api_model_wait_ready(m, f); // else f is filled
+    if (is_ready && ((!any_kind && model_desc(m)->kind != kind) || !model_desc(m)->tokenizer)) {
         api_failf(f, 400, "wrong_model_type", "model", "The model '%s' cannot serve this endpoint",
                   model_id(m));
-    } else {
+    } else if (is_ready) {
         return m;
     }
     model_release(m);
@@ -155,7 +155,9 @@ bool native_params_parse(const struct api_ctx *ctx, const struct model *m, json_
     json_t *b = normalize_body(body, names);
     if (!b) return api_failf(f, 500, NULL, NULL, "out of memory");
     const struct platform_model_desc *d = model_desc(m);
-    // Stop strings stay borrowed from body: the copy shares its values.
+    // Stop strings stay borrowed from body (the copy shares its values), so the parameters
+    // hold a reference on it until native_params_deinit.
+    out->body = json_incref(body);
     bool ok = params_merge_base(ctx->gen_defaults, model_default_params(m), b, names, d->n_vocab,
                                 &out->p, f);
     json_decref(b);
@@ -169,6 +171,9 @@ void native_params_deinit(struct native_params *np)
 {
     buf_deinit(&np->grammar);
     np->p.gen.grammar = NULL;
+    json_decref(np->body);
+    np->body = NULL;
+    np->p.n_stops = 0;
 }
 
 struct native_call *native_call_new(struct model *m)

@@ -209,7 +209,7 @@ void api_native_props(const struct api_ctx *ctx, const struct api_request *req,
                       struct api_response *resp)
 {
     struct api_fail f = {0};
-    struct model *m = native_model_acquire(ctx, req, NULL, MODEL_KIND_CHAT, &f);
+    struct model *m = native_model_acquire_tokenizer(ctx, req, NULL, &f);
     if (!m) {
         api_fail_respond(&f, resp);
         return;
@@ -244,7 +244,7 @@ void api_native_slots(const struct api_ctx *ctx, const struct api_request *req,
                   "This server has the slots endpoint disabled (--no-slots).");
         return;
     }
-    struct model *m = native_model_acquire(ctx, req, NULL, MODEL_KIND_CHAT, &f);
+    struct model *m = native_model_acquire_tokenizer(ctx, req, NULL, &f);
     if (!m) {
         api_fail_respond(&f, resp);
         return;

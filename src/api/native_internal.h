@@ -11,13 +11,17 @@
 
 /* The model a native request names: `model` in the body (when body is not NULL), else the
  * query argument `model`, else the first loaded model of that kind (else the first model). A new reference, or NULL with f
- * filled: 404 model_not_found (unknown, or none loaded), 503 model_loading, 400
+ * filled: 404 model_not_found (unknown, none loaded, or gone while waited for), 503
+ * model_loading, 400
  * wrong_model_type. */
 struct model *native_model_acquire(const struct api_ctx *ctx, const struct api_request *req,
                                    const json_t *body, enum model_kind kind, struct api_fail *f);
 
-/* The same for endpoints that only need the model's tokenizer (/tokenize, /detokenize): any
- * kind of model that has one; unnamed, the first chat model, else the first model. */
+/* The same for endpoints that only need the model's tokenizer (/tokenize, /detokenize) or
+ * describe it (/props, /slots), as llama-server serves them for embedding models too: any
+ * kind of model that has one; unnamed, the first ready chat model, else the first ready
+ * model, else the first model. 404 model_not_found also when the model was unloaded or
+ * failed to load while the request waited for it. */
 struct model *native_model_acquire_tokenizer(const struct api_ctx *ctx,
                                              const struct api_request *req, const json_t *body,
                                              struct api_fail *f);
@@ -36,6 +40,8 @@ struct native_params {
     bool is_predict_none; // n_predict 0: evaluate nothing, answer empty
     struct buf grammar;   // GBNF from grammar/json_schema/response_format (owned); p.gen.grammar
                           // points into it
+    json_t *body;         // a reference on the request body p.stops point into: a stream
+                          // outlives the handler that owned the body
 };
 
 /* Parses and merges every generation field of body (server defaults <- model default_params

@@ -33,6 +33,19 @@ struct model *api_acquire_model(const struct api_ctx *ctx, const char *name)
     return m;
 }
 
+bool api_model_wait_ready(struct model *m, struct api_fail *f)
+{
+    if (model_wait_ready(m, API_LOADING_WAIT_MS)) return true;
+    if (model_is_loading(m)) {
+        api_failf(f, 503, "model_loading", "model", "The model '%s' is still loading", model_id(m));
+        f->type = API_TYPE_UNAVAILABLE;
+    } else {
+        api_failf(f, 404, "model_not_found", "model",
+                  "The model '%s' was unloaded or failed to load", model_id(m));
+    }
+    return false;
+}
+
 struct model *api_resolve_model(const struct api_ctx *ctx, const json_t *body, enum model_kind kind,
                                 struct api_fail *f)
 {
@@ -44,14 +57,12 @@ struct model *api_resolve_model(const struct api_ctx *ctx, const json_t *body, e
     if (!m && !(m = native_router_autoload(ctx, name, f))) return NULL;
     // A request for a model that is still loading waits for it (bounded), as llama-server's
     // clients expect while a start-up model loads.
-    if (!model_wait_ready(m, API_LOADING_WAIT_MS)) {
-        api_failf(f, 503, "model_loading", "model", "The model '%s' is still loading", name);
-        f->type = "unavailable_error";
-    } else if (model_desc(m)->kind != kind) {
+    bool is_ready = api_model_wait_ready(m, f); // else f is filled
+    if (is_ready && (model_desc(m)->kind != kind)) {
         api_failf(f, 400, "wrong_model_type", "model",
                   "The model '%s' is a%s model and cannot serve this endpoint", name,
                   model_desc(m)->kind == MODEL_KIND_EMBEDDING ? "n embedding" : " chat");
-    } else {
+    } else if (is_ready) {
         return m;
     }
     model_release(m);

@@ -14,6 +14,11 @@
  * name not registered yet is waited for (bounded). */
 struct model *api_acquire_model(const struct api_ctx *ctx, const char *name);
 
+/* Waits (bounded) for m to finish loading. True when it is ready; else f is filled: 503
+ * model_loading when it is still loading, 404 model_not_found when its load failed or it was
+ * unloaded meanwhile (the request holds a reference to a model that is gone). */
+bool api_model_wait_ready(struct model *m, struct api_fail *f);
+
 /* Resolves the request's model ("model", or "model_id") to a ready model of the wanted kind.
  * NULL with f filled: 400 missing/invalid, 404 model_not_found, 400 wrong_model_type,
  * 503 model_loading. The caller releases the reference. */

@@ -108,15 +108,13 @@ static struct model *acquire_reranker(const struct api_ctx *ctx, const struct ap
     } else if (!(m = first_reranker(ctx, f))) {
         return NULL;
     }
-    if (!model_wait_ready(m, API_LOADING_WAIT_MS)) {
-        api_failf(f, 503, "model_loading", "model", "The model '%s' is still loading", model_id(m));
-        f->type = API_TYPE_UNAVAILABLE;
-    } else if (!embed_is_reranker(m) || !model_desc(m)->tokenizer) {
+    bool is_ready = api_model_wait_ready(m, f); // else f is filled
+    if (is_ready && (!embed_is_reranker(m) || !model_desc(m)->tokenizer)) {
         api_failf(f, 400, "wrong_model_type", "model",
                   "The model '%s' is not a reranker (serve one with --reranking or load it "
                   "with \"pooling\": \"rank\")",
                   model_id(m));
-    } else {
+    } else if (is_ready) {
         return m;
     }
     model_release(m);

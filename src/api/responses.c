@@ -110,10 +110,15 @@ static void store_answer(struct resp_call *c, const json_t *output)
     if (rc != ERR_OK) log_warn("response %s not stored: %s", c->id, err_str(rc));
 }
 
-/* Structured-output failures name response_format (json_schema nested), which here is the
- * flat text.format. */
-static void rename_format_param(struct api_fail *f)
+/* Chat's failures in this API's names: structured-output failures name response_format
+ * (json_schema nested), which here is the flat text.format; a prompt over the context names
+ * messages, which here is input. */
+static void rename_chat_param(struct api_fail *f)
 {
+    if (strcmp(f->param, "messages") == 0) {
+        snprintf(f->param, sizeof f->param, "input");
+        return;
+    }
     static const char *const prefixes[] = {"response_format.json_schema", "response_format"};
     for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
         size_t n = strlen(prefixes[i]);
@@ -177,7 +182,7 @@ static bool start_response(const struct api_ctx *ctx, json_t *body, struct resp_
     int n_prompt = 0;
     int rc = chat_session_start(&a, &c->session, &n_prompt, f);
     responses_chat_deinit(&chat);
-    rename_format_param(f);
+    rename_chat_param(f);
     return rc == ERR_OK;
 }
 

@@ -148,6 +148,9 @@ int model_load(struct model *m, int n_instances, int *n_actual, struct errmsg *e
             atomic_store(&m->status, MODEL_STATUS_READY);
         }
     }
+    // A failed model never becomes ready: requests that found it while it loaded stop
+    // waiting now instead of at their timeout.
+    if (rc != ERR_OK) atomic_store(&m->status, MODEL_STATUS_UNLOADING);
     mutex_unlock(&m->admin_mu);
     return rc;
 }
@@ -278,6 +281,11 @@ const json_t *model_default_params(const struct model *m)
 bool model_is_ready(struct model *m)
 {
     return atomic_load(&m->status) == MODEL_STATUS_READY;
+}
+
+bool model_is_loading(struct model *m)
+{
+    return atomic_load(&m->status) == MODEL_STATUS_LOADING;
 }
 
 bool model_wait_ready(struct model *m, int timeout_ms)

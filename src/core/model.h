@@ -70,7 +70,10 @@ const struct platform *model_platform(const struct model *m);
 const json_t *model_default_params(const struct model *m);
 bool model_is_ready(struct model *m);
 
-/* Waits up to timeout_ms while the model is still loading. True when it is READY. */
+/* Waits up to timeout_ms while the model is still loading. True when it is READY; false when
+ * the wait timed out (model_is_loading() still true) or the model is gone: its load failed or
+ * it is being unloaded. */
 bool model_wait_ready(struct model *m, int timeout_ms);
+bool model_is_loading(struct model *m);
 
 #endif

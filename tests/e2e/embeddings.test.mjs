@@ -430,6 +430,26 @@ describe('--pooling none: a vector per token on /embedding', () => {
     return v.map((x) => x / n);
   };
 
+  test('an embedding-only server serves /tokenize, /detokenize, /props and /slots, as llama-server does', async () => {
+    // /props and /slots answered 400 wrong_model_type: their lookup asked for a chat model.
+    const t = await post(mean, '/tokenize', { content: 'hello world', add_special: true });
+    assert.equal(t.status, 200, JSON.stringify(t.json));
+    assert.equal(t.json.tokens.length, 4); // [CLS] hello world [SEP]
+    const d = await post(mean, '/detokenize', { tokens: t.json.tokens.slice(1, -1) });
+    assert.equal(d.status, 200, JSON.stringify(d.json));
+    assert.match(d.json.content, /hello world/);
+    const props = await fetch(`${mean.url}/props`);
+    assert.equal(props.status, 200);
+    assert.equal((await props.json()).total_slots, 1);
+    const slots = await fetch(`${mean.url}/slots`);
+    assert.equal(slots.status, 200);
+    assert.equal((await slots.json()).length, 1);
+    // Generation stays refused.
+    const c = await post(mean, '/completion', { prompt: 'hello', n_predict: 1 });
+    assert.equal(c.status, 400);
+    assert.equal(c.json.error.code, 'wrong_model_type');
+  });
+
   test('each input has a row per token, unnormalized; their mean is the mean-pooled vector', async () => {
     const texts = ['hello world', 'the world is a world', 'a'];
     const r = await post(none, '/embedding', { content: texts });

@@ -544,6 +544,30 @@ describe('llama-server flags and disabled endpoints', () => {
     assert.equal(r.json.timings.predicted_n, n);
   });
 
+  test('a streamed stop ends with the stop string itself in stopping_word and generation_settings', async () => {
+    // The stop strings point into the request body, which a stream outlives: the final
+    // chunk once showed freed memory ("Content-Type", control bytes) in both fields.
+    const body = { prompt: 'hello', temperature: 0, n_predict: 40, ignore_eos: true, n_probs: 1 };
+    const full = await post(srv, '/completion', body);
+    assert.equal(full.status, 200, full.text);
+    const tok = full.json.completion_probabilities.find((p, i) => i >= 5 && /^[\x21-\x7e]+$/.test(p.token));
+    assert.ok(tok, 'the answer has an ASCII token to stop at');
+    const stop = [tok.token, 'never-in-the-answer-' + 'z'.repeat(40)];
+    for (let i = 0; i < 3; i++) {
+      const [s, other] = await Promise.all([
+        post(srv, '/completion', { ...body, n_probs: 0, stop, stream: true }),
+        post(srv, '/tokenize', { content: 'x'.repeat(200) }),
+      ]);
+      assert.equal(s.status, 200, s.text);
+      assert.equal(other.status, 200);
+      const last = JSON.parse(sseData(s.text).at(-1));
+      assert.equal(last.stop, true);
+      assert.equal(last.stop_type, 'word');
+      assert.equal(last.stopping_word, tok.token);
+      assert.deepEqual(last.generation_settings.stop, stop);
+    }
+  });
+
   test('/v1/completions logprobs: tokens, token_logprobs, top_logprobs, text_offset; streamed too', async () => {
     const body = { model: 'small', prompt: 'hello', temperature: 0, max_tokens: 8, logprobs: 3,
       logit_bias: { 2: -100 } };

@@ -220,6 +220,17 @@ describe('responses', () => {
     assert.equal(chat.usage.prompt_tokens, body.input_tokens);
   });
 
+  test('an input over the context is 400 context_length_exceeded naming input (not chat\'s messages)', async () => {
+    const r = await fetch(`${srv.url}/v1/responses`, {
+      method: 'POST',
+      body: JSON.stringify({ model: 'small', input: 'hello '.repeat(6000), max_output_tokens: 4 }),
+    });
+    assert.equal(r.status, 400);
+    const e = (await r.json()).error;
+    assert.equal(e.code, 'context_length_exceeded');
+    assert.equal(e.param, 'input');
+  });
+
   test('refusals: bad formats, unknown tools, non-function tools, unknown model, bad types', async () => {
     const bad = async (params, status, code, param) => {
       await assert.rejects(client.responses.create({ model: 'small', ...params }), (err) => {

@@ -6,6 +6,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "api/openai_chat.h"
 #include "core/model.h"
 #include "core/registry.h"
 #include "fake_platform.h"
@@ -355,6 +356,55 @@ static void test_failed_load_and_registry(void **state)
     registry_free(reg);
 }
 
+static long elapsed_ms(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (t1.tv_sec - t0->tv_sec) * 1000 + (t1.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+/* A request that found the model while it loaded waits for it; a failed load or an unload
+ * ends that wait at once and says the model is gone, not "still loading" (a failed load
+ * used to stay LOADING, so its waiters sat out their whole timeout and then got 503). */
+static void test_waiters_learn_a_failed_load_or_unload(void **state)
+{
+    (void)state;
+    fake.fail_load = 1;
+    struct model_params p = {
+        .id = "bad", .path = "/x", .platform = &fake_platform, .budget = &budget};
+    struct model *m;
+    assert_int_equal(model_new(&p, &m), ERR_OK);
+    assert_true(model_is_loading(m));
+    struct errmsg err;
+    int actual;
+    assert_int_equal(model_load(m, 1, &actual, &err), ERR_FORMAT);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_false(model_wait_ready(m, 3000));
+    assert_true(elapsed_ms(&t0) < 1000);
+    assert_false(model_is_loading(m));
+    struct api_fail f = {0};
+    assert_false(api_model_wait_ready(m, &f));
+    assert_int_equal(f.status, 404);
+    assert_string_equal(f.code, "model_not_found");
+    model_release(m);
+
+    fake.fail_load = 0;
+    struct model *good = load_model(1, 1, &actual);
+    assert_true(model_wait_ready(good, 3000));
+    assert_false(model_is_loading(good));
+    model_shutdown(good);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_false(model_wait_ready(good, 3000));
+    assert_true(elapsed_ms(&t0) < 1000);
+    assert_false(model_is_loading(good));
+    f = (struct api_fail){0};
+    assert_false(api_model_wait_ready(good, &f));
+    assert_int_equal(f.status, 404);
+    assert_string_equal(f.message, "The model 'm' was unloaded or failed to load");
+    model_release(good);
+}
+
 static void test_request_stream(void **state)
 {
     (void)state;
@@ -414,6 +464,7 @@ int main(void)
         cmocka_unit_test_setup(test_failed_load_and_registry, setup),
         cmocka_unit_test_setup(test_request_stream, setup),
         cmocka_unit_test_setup(test_alloc_failures_are_clean, setup),
+        cmocka_unit_test_setup(test_waiters_learn_a_failed_load_or_unload, setup),
         cmocka_unit_test_setup(test_routing_prefers_the_longest_cached_prefix, setup),
         cmocka_unit_test_setup(test_slot_states_name_the_busy_instance, setup),
     };
