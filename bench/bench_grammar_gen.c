@@ -3,7 +3,8 @@
  * grammar, under a JSON schema's grammar and under an array of integers (the worst case: the
  * sampled token is almost never a digit, so every step masks the vocabulary). Sampling at temperature 0.8 with fixed seeds, so
  * the grammar rejects many sampled tokens and pays the full vocabulary mask there. Runs the
- * three modes in turn, `runs` times, so machine load hits all alike; prints the median decode
+ * modes in turn, `runs` times (each round starting with another mode), so machine load hits
+ * all alike; prints the median decode
  * tokens/s of each and its ratio to the unconstrained run.
  *   bench_grammar_gen [-t THREADS] [-n TOKENS] [-r RUNS] MODEL */
 #include "cpu_bench.h"
@@ -136,8 +137,10 @@ int main(int argc, char **argv)
     char *grammars[N_MODES] = {NULL, any.data, schema.data, ints.data};
     double speed[N_MODES][MAX_RUNS];
     int n_pred[N_MODES] = {0};
+    // Each round starts with another mode, so no mode always runs first (cold) or last.
     for (int r = 0; r < runs; r++)
-        for (int g = 0; g < N_MODES; g++) {
+        for (int k = 0; k < N_MODES; k++) {
+            const int g = (k + r) % N_MODES;
             struct gen_result res;
             if (!generate(m, &d, grammars[g], n_tokens, r + 1, names[g], &res)) return 1;
             speed[g][r] = res.tok_per_s;
