@@ -203,6 +203,7 @@ static void respond_whole(struct resp_call *c, struct api_response *resp)
         .text = {c->text.data, c->text.len},
     };
     o.calls = gen_session_calls(c->session, &o.n_calls);
+    o.is_incomplete = strcmp(final_status(&d), "incomplete") == 0;
     json_t *output = responses_output_json(&o);
     if (output) store_answer(c, output);
     api_respond_json(resp, 200, response_json(c, final_status(&d), output, usage_json(c)));
@@ -228,9 +229,10 @@ static void stream_end(struct resp_call *c, const struct gen_delta *d, struct bu
             out);
         return;
     }
+    const char *status = final_status(d);
+    c->stream.is_incomplete = strcmp(status, "incomplete") == 0;
     if (responses_stream_close(&c->stream, out) != ERR_OK) return;
     store_answer(c, c->stream.output);
-    const char *status = final_status(d);
     responses_stream_event(
         &c->stream, strcmp(status, "completed") == 0 ? "response.completed" : "response.incomplete",
         json_pack("{s:o}", "response",

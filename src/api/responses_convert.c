@@ -454,7 +454,8 @@ json_t *responses_output_json(const struct responses_output *o)
     if (o->text.len || (o->n_calls == 0 && o->reasoning.len == 0)) {
         api_make_id("msg_", id, sizeof id);
         struct str text = {o->text.len ? o->text.ptr : "", o->text.len};
-        rc |= json_array_append_new(out, responses_message_item(id, "completed", text));
+        rc |= json_array_append_new(
+            out, responses_message_item(id, o->is_incomplete ? "incomplete" : "completed", text));
     }
     for (int i = 0; i < o->n_calls; i++) {
         char call_id[48];

@@ -53,11 +53,13 @@ struct responses_output {
     struct str text;
     const struct toolcall *calls;
     int n_calls;
+    bool is_incomplete; // cut short (max_output_tokens): the message item says "incomplete"
 };
 
 /* The output array: a reasoning item (when there is reasoning), a message (when there is text
- * or nothing else), one function_call per call (call_id from the call's id or a new
- * "call_…"). Item ids are new ("rs_…", "msg_…", "fc_…"). NULL on allocation failure. */
+ * or nothing else; status "incomplete" when the output was cut short, as OpenAI marks it),
+ * one function_call per call (call_id from the call's id or a new "call_…"). Item ids are new
+ * ("rs_…", "msg_…", "fc_…"). NULL on allocation failure. */
 json_t *responses_output_json(const struct responses_output *o);
 
 #endif

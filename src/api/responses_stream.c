@@ -77,8 +77,10 @@ static int close_item(struct responses_stream *st, struct buf *out)
                                               "output_index", idx, "content_index", 0, "part",
                                               part_json(st->open, text)),
                                     out);
-    json_t *item = is_reasoning ? responses_reasoning_item(st->item_id, text)
-                                : responses_message_item(st->item_id, "completed", text);
+    json_t *item =
+        is_reasoning ? responses_reasoning_item(st->item_id, text)
+                     : responses_message_item(st->item_id,
+                                              st->is_incomplete ? "incomplete" : "completed", text);
     if (rc == ERR_OK)
         rc = finish_item(st, idx, item, out);
     else

@@ -9,11 +9,13 @@
 #include "util/buf.h"
 
 struct responses_stream {
-    int seq;          // the next sequence_number
-    json_t *output;   // owned: finished output items, in order
-    int open;         // 0 none, 1 reasoning, 2 message: the item being written
-    char item_id[48]; // its id
-    struct buf text;  // its text so far
+    int seq;            // the next sequence_number
+    json_t *output;     // owned: finished output items, in order
+    int open;           // 0 none, 1 reasoning, 2 message: the item being written
+    char item_id[48];   // its id
+    struct buf text;    // its text so far
+    bool is_incomplete; // set before responses_stream_close when the answer was cut short: the
+                        // last message item then says "incomplete"
 };
 
 /* Starts with seq 0 and no output. ERR_NOMEM. Release with responses_stream_deinit(). */

@@ -46,6 +46,7 @@ describe('responses', () => {
     const msg = r.output[0];
     assert.equal(msg.type, 'message');
     assert.equal(msg.role, 'assistant');
+    assert.equal(msg.status, 'incomplete', 'the cut message says so, as OpenAI marks it');
     assert.match(msg.id, /^msg_/);
     assert.equal(msg.content[0].type, 'output_text');
     assert.deepEqual(msg.content[0].annotations, []);
@@ -87,6 +88,8 @@ describe('responses', () => {
     assert.equal(final.status, 'incomplete');
     assert.equal(final.output[0].content[0].text, text);
     assert.equal(final.output[0].id, events[2].item.id);
+    assert.equal(final.output[0].status, 'incomplete');
+    assert.equal(events.find((e) => e.type === 'response.output_item.done').item.status, 'incomplete');
     assert.equal(final.usage.output_tokens, 10);
     const whole = await client.responses.create({ model: 'small', input: 'Tell me a story', max_output_tokens: 10,
       temperature: 0, logit_bias: NO_EOS });
@@ -106,6 +109,7 @@ describe('responses', () => {
     const final = await stream.finalResponse();
     assert.equal(final.status, 'completed');
     assert.equal(final.incomplete_details, null);
+    assert.equal(final.output[0].status, 'completed');
     assert.equal(final.output_text, text.slice(0, text.indexOf(stop)));
     assert.equal(deltas, final.output_text);
   });

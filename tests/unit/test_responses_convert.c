@@ -208,6 +208,15 @@ static void test_output_items(void **state)
     json_decref(history);
     json_decref(out);
 
+    // Cut short: the message says so; its calls are complete.
+    o.is_incomplete = true;
+    out = responses_output_json(&o);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(out, 1), "status")),
+                        "incomplete");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(out, 2), "status")),
+                        "completed");
+    json_decref(out);
+
     struct responses_output empty = {.text = {NULL, 0}};
     out = responses_output_json(&empty);
     assert_int_equal(json_array_size(out), 1);

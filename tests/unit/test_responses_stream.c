@@ -122,6 +122,40 @@ static void test_mixed_output(void **state)
     const json_t *last = json_array_get(st.output, 3);
     assert_string_equal(str_of(json_array_get(json_object_get(last, "content"), 0), "text"),
                         "Done");
+    assert_string_equal(str_of(json_array_get(st.output, 1), "status"), "completed");
+    assert_string_equal(str_of(last, "status"), "completed");
+    json_decref(ev);
+    buf_deinit(&out);
+    responses_stream_deinit(&st);
+}
+
+/* An answer cut short (max_output_tokens) marks the message it ends in "incomplete", as OpenAI
+ * does; the items finished before it stay completed. */
+static void test_cut_answer(void **state)
+{
+    (void)state;
+    struct responses_stream st;
+    assert_int_equal(responses_stream_init(&st), ERR_OK);
+    struct buf out;
+    buf_init(&out);
+    char name[] = "noop", args[] = "{}";
+    struct toolcall call = {name, args, NULL};
+    struct responses_output steps[] = {
+        {.text = {"Sure", 4}, .calls = &call, .n_calls = 1},
+        {.text = {"Then", 4}},
+    };
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
+        assert_int_equal(responses_stream_delta(&st, &steps[i], &out), ERR_OK);
+    st.is_incomplete = true;
+    assert_int_equal(responses_stream_close(&st, &out), ERR_OK);
+    assert_int_equal(json_array_size(st.output), 3);
+    assert_string_equal(str_of(json_array_get(st.output, 0), "status"), "completed");
+    assert_string_equal(str_of(json_array_get(st.output, 1), "status"), "completed");
+    assert_string_equal(str_of(json_array_get(st.output, 2), "status"), "incomplete");
+    json_t *ev = test_sse_events(&out);
+    const json_t *done = json_array_get(ev, json_array_size(ev) - 1);
+    assert_string_equal(str_of(done, "type"), "response.output_item.done");
+    assert_string_equal(str_of(json_object_get(done, "item"), "status"), "incomplete");
     json_decref(ev);
     buf_deinit(&out);
     responses_stream_deinit(&st);
@@ -151,6 +185,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mixed_output),
+        cmocka_unit_test(test_cut_answer),
         cmocka_unit_test(test_empty_answer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
