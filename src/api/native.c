@@ -21,9 +21,8 @@
 
 #define MAX_LISTED 64
 
-/* The first loaded model of the kind the endpoint serves, else (any_kind) the first loaded
- * model, else the first model (which the caller then refuses as the wrong type). */
-static struct model *first_model(const struct api_ctx *ctx, enum model_kind kind, bool any_kind,
+/* The model an unnamed request gets (see struct native_fit), acquired; NULL with f filled. */
+static struct model *first_model(const struct api_ctx *ctx, const struct native_fit *fit,
                                  struct api_fail *f)
 {
     struct registry *reg = manager_registry(ctx->manager);
@@ -32,9 +31,10 @@ static struct model *first_model(const struct api_ctx *ctx, enum model_kind kind
     int n = registry_list(reg, infos, MAX_LISTED);
     if (n > MAX_LISTED) n = MAX_LISTED;
     int pick = 0;
-    while (pick < n && (infos[pick].status != MODEL_STATUS_READY || infos[pick].desc.kind != kind))
+    while (pick < n &&
+           (infos[pick].status != MODEL_STATUS_READY || !fit->prefer(&infos[pick].desc)))
         pick++;
-    for (int i = 0; pick == n && any_kind && i < n; i++)
+    for (int i = 0; pick == n && fit->any_ready && i < n; i++)
         if (infos[i].status == MODEL_STATUS_READY) pick = i;
     if (pick == n) pick = 0;
     struct model *m = n > 0 ? registry_acquire(reg, infos[pick].id) : NULL;
@@ -45,10 +45,9 @@ static struct model *first_model(const struct api_ctx *ctx, enum model_kind kind
     return m;
 }
 
-/* native_model_acquire, where any_kind accepts every model that has a tokenizer. */
-static struct model *acquire(const struct api_ctx *ctx, const struct api_request *req,
-                             const json_t *body, enum model_kind kind, bool any_kind,
-                             struct api_fail *f)
+struct model *native_model_acquire_fit(const struct api_ctx *ctx, const struct api_request *req,
+                                       const json_t *body, const struct native_fit *fit,
+                                       struct api_fail *f)
 {
     const char *name = NULL;
     if (body && !v_string(body, "model", "model", 1024, &name, f)) return NULL;
@@ -57,31 +56,51 @@ static struct model *acquire(const struct api_ctx *ctx, const struct api_request
     if (name) {
         m = api_acquire_model(ctx, name);
         if (!m && !(m = native_router_autoload(ctx, name, f))) return NULL;
-    } else if (!(m = first_model(ctx, kind, any_kind, f))) {
+    } else if (!(m = first_model(ctx, fit, f))) {
         return NULL;
     }
     bool is_ready = api_model_wait_ready(m, f); // else f is filled
-    if (is_ready && ((!any_kind && model_desc(m)->kind != kind) || !model_desc(m)->tokenizer)) {
-        api_failf(f, 400, "wrong_model_type", "model", "The model '%s' cannot serve this endpoint",
-                  model_id(m));
-    } else if (is_ready) {
+    if (is_ready && (!fit->fits(model_desc(m)) || !model_desc(m)->tokenizer))
+        api_failf(f, 400, "wrong_model_type", "model", "The model '%s' %s", model_id(m),
+                  fit->refusal);
+    else if (is_ready)
         return m;
-    }
     model_release(m);
     return NULL;
+}
+
+static bool is_chat(const struct platform_model_desc *d)
+{
+    return d->kind == MODEL_KIND_CHAT;
+}
+
+static bool is_embedding(const struct platform_model_desc *d)
+{
+    return d->kind == MODEL_KIND_EMBEDDING;
+}
+
+static bool is_any(const struct platform_model_desc *d)
+{
+    (void)d;
+    return true;
 }
 
 struct model *native_model_acquire(const struct api_ctx *ctx, const struct api_request *req,
                                    const json_t *body, enum model_kind kind, struct api_fail *f)
 {
-    return acquire(ctx, req, body, kind, false, f);
+    static const struct native_fit chat = {is_chat, is_chat, false, "cannot serve this endpoint"};
+    static const struct native_fit embedding = {is_embedding, is_embedding, false,
+                                                "cannot serve this endpoint"};
+    return native_model_acquire_fit(ctx, req, body, kind == MODEL_KIND_CHAT ? &chat : &embedding,
+                                    f);
 }
 
 struct model *native_model_acquire_tokenizer(const struct api_ctx *ctx,
                                              const struct api_request *req, const json_t *body,
                                              struct api_fail *f)
 {
-    return acquire(ctx, req, body, MODEL_KIND_CHAT, true, f);
+    static const struct native_fit any = {is_any, is_chat, true, "cannot serve this endpoint"};
+    return native_model_acquire_fit(ctx, req, body, &any, f);
 }
 
 static int encode_cb(const void *ctx, struct str text, bool add_special, bool parse_special,

@@ -1,4 +1,4 @@
-/* Shared between the llama.cpp-compatible endpoint files (native*.c): model selection,
+/* Shared between the llama.cpp-compatible endpoint files (native*.c, rerank.c): model selection,
  * request parameters, and the generation call that /completion, /infill and /v1/completions
  * drive. Not for other files. */
 #ifndef API_NATIVE_INTERNAL_H
@@ -9,11 +9,26 @@
 #include "api/params.h"
 #include "core/model.h"
 
-/* The model a native request names: `model` in the body (when body is not NULL), else the
- * query argument `model`, else the first loaded model of that kind (else the first model). A new reference, or NULL with f
- * filled: 404 model_not_found (unknown, none loaded, or gone while waited for), 503
- * model_loading, 400
- * wrong_model_type. */
+/* Which models an endpoint serves. A model must have a tokenizer and satisfy `fits`; a request
+ * that names none gets the first ready model that satisfies `prefer`, else (any_ready) the
+ * first ready model, else the first model — waited for while it loads, then refused with
+ * "The model '<id>' <refusal>" when it does not fit. */
+struct native_fit {
+    bool (*fits)(const struct platform_model_desc *d);
+    bool (*prefer)(const struct platform_model_desc *d);
+    bool any_ready;
+    const char *refusal;
+};
+
+/* The model a request names: `model` in the body (when body is not NULL), else the query
+ * argument `model`, else the one fit picks; autoloaded when the router may. A new reference,
+ * or NULL with f filled: 404 model_not_found (unknown, none loaded, or gone while waited for),
+ * 503 model_loading, 400 wrong_model_type. */
+struct model *native_model_acquire_fit(const struct api_ctx *ctx, const struct api_request *req,
+                                       const json_t *body, const struct native_fit *fit,
+                                       struct api_fail *f);
+
+/* native_model_acquire_fit for the models of one kind. */
 struct model *native_model_acquire(const struct api_ctx *ctx, const struct api_request *req,
                                    const json_t *body, enum model_kind kind, struct api_fail *f);
 

@@ -7,11 +7,8 @@
 #include "api/embed.h"
 #include "api/errors.h"
 #include "api/handlers.h"
-#include "api/native_router.h"
-#include "api/openai_chat.h"
+#include "api/native_internal.h"
 #include "api/validate.h"
-#include "core/manager.h"
-#include "core/registry.h"
 #include "text/json_text.h"
 #include "util/buf.h"
 #include "util/mem.h"
@@ -68,58 +65,15 @@ int rerank_format_pair(const struct platform_model_desc *d, struct str query, st
 
 /* ---- model selection ---- */
 
-/* The first ready reranker, else NULL with f filled (404 when nothing is loaded, 400
- * wrong_model_type when only other models are). */
-static struct model *first_reranker(const struct api_ctx *ctx, struct api_fail *f)
+static bool is_reranker(const struct platform_model_desc *d)
 {
-    struct registry *reg = manager_registry(ctx->manager);
-    struct model_info *infos = mem_calloc(REGISTRY_CAP, sizeof *infos);
-    if (!infos) return api_failf(f, 500, NULL, NULL, "out of memory"), NULL;
-    int n = registry_list(reg, infos, REGISTRY_CAP);
-    if (n > REGISTRY_CAP) n = REGISTRY_CAP;
-    int pick = 0;
-    while (pick < n &&
-           (infos[pick].status != MODEL_STATUS_READY ||
-            infos[pick].desc.kind != MODEL_KIND_EMBEDDING || infos[pick].desc.n_cls_out < 1))
-        pick++;
-    struct model *m = pick < n ? registry_acquire(reg, infos[pick].id) : NULL;
-    mem_free(infos);
-    if (m) return m;
-    if (n == 0)
-        api_failf(f, 404, "model_not_found", "model",
-                  "No model is loaded (start with --reranking -m FILE)");
-    else
-        api_failf(f, 400, "wrong_model_type", "model",
-                  "No reranking model is loaded: start the server with --reranking or load "
-                  "one with \"pooling\": \"rank\"");
-    return NULL;
+    return d->kind == MODEL_KIND_EMBEDDING && d->n_cls_out > 0;
 }
 
-/* The model the request names (`model`, else the query's `model`), else the first reranker;
- * ready and a reranker. A new reference, or NULL with f filled. */
-static struct model *acquire_reranker(const struct api_ctx *ctx, const struct api_request *req,
-                                      const char *name, struct api_fail *f)
-{
-    if (!name && req->query) name = req->query(req->conn, "model");
-    struct model *m = NULL;
-    if (name) {
-        m = api_acquire_model(ctx, name);
-        if (!m && !(m = native_router_autoload(ctx, name, f))) return NULL;
-    } else if (!(m = first_reranker(ctx, f))) {
-        return NULL;
-    }
-    bool is_ready = api_model_wait_ready(m, f); // else f is filled
-    if (is_ready && (!embed_is_reranker(m) || !model_desc(m)->tokenizer)) {
-        api_failf(f, 400, "wrong_model_type", "model",
-                  "The model '%s' is not a reranker (serve one with --reranking or load it "
-                  "with \"pooling\": \"rank\")",
-                  model_id(m));
-    } else if (is_ready) {
-        return m;
-    }
-    model_release(m);
-    return NULL;
-}
+static const struct native_fit reranker = {
+    is_reranker, is_reranker, false,
+    "is not a reranker (serve one with --reranking or load it with "
+    "\"pooling\": \"rank\")"};
 
 /* ---- request ---- */
 
@@ -269,9 +223,9 @@ void api_rerank(const struct api_ctx *ctx, const struct api_request *req, struct
     struct embed_inputs in = {0};
     struct request *r = NULL;
     struct model *m = NULL;
-    bool ok = v_string(req->json, "model", "model", 1024, &q.model, &f) &&
-              (m = acquire_reranker(ctx, req, q.model, &f)) && parse_request(req->json, &q, &f) &&
-              build_inputs(m, &q, &in, &f) && embed_run(m, &in, &r, &f);
+    bool ok = (m = native_model_acquire_fit(ctx, req, req->json, &reranker, &f)) &&
+              parse_request(req->json, &q, &f) && build_inputs(m, &q, &in, &f) &&
+              embed_run(m, &in, &r, &f);
     api_respond_result(resp, ok ? response_json(m, &q, r, in.n) : NULL, ok, &f);
     request_release(r);
     embed_inputs_deinit(&in);
