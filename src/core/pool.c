@@ -57,13 +57,22 @@ void pool_set_affinity(struct pool *p, pool_affinity_fn fn, void *ctx)
 }
 
 /* The idle slot r should run on, or -1 when none is idle. */
+static void mark_used_locked(struct pool *p, int slot)
+{
+    p->last_used[slot] = ++p->use_clock;
+}
+
+/* The idle slot with the best affinity; among equal ones the least recently used (then the
+ * lowest), so a request that matches no cache goes to an instance holding nothing, or the
+ * oldest conversation, rather than evicting the one a client just used. */
 static int pick_idle_locked(struct pool *p, const struct request *r)
 {
     int best = -1, best_score = 0;
     for (int i = 0; i < POOL_MAX_INSTANCES; i++) {
         if (p->slots[i] != POOL_SLOT_IDLE) continue;
         int score = p->affinity ? p->affinity(p->affinity_ctx, i, r) : 0;
-        if (best < 0 || score > best_score) {
+        if (best < 0 || score > best_score ||
+            (score == best_score && p->last_used[i] < p->last_used[best])) {
             best = i;
             best_score = score;
         }
@@ -89,7 +98,11 @@ struct request *pool_commit_slot(struct pool *p, int slot)
     struct request *next = p->is_closed ? NULL : queue_pop_locked(p);
     p->slots[slot] = next ? POOL_SLOT_BUSY : POOL_SLOT_IDLE;
     p->running[slot] = next;
-    if (next) next->instance = slot;
+    p->last_used[slot] = 0; // a new instance: nothing cached
+    if (next) {
+        next->instance = slot;
+        mark_used_locked(p, slot);
+    }
     mutex_unlock(&p->mu);
     return next;
 }
@@ -107,6 +120,7 @@ enum pool_admit pool_admit(struct pool *p, struct request *r, int *instance)
         p->slots[i] = POOL_SLOT_BUSY;
         p->running[i] = r;
         r->instance = i;
+        mark_used_locked(p, i);
         *instance = i;
         result = POOL_ADMIT_RUN;
         goto out;
@@ -134,6 +148,7 @@ enum pool_release_result pool_release(struct pool *p, int instance, struct reque
     } else if (!p->is_closed && (*next = queue_pop_locked(p)) != NULL) {
         (*next)->instance = instance;
         p->running[instance] = *next;
+        mark_used_locked(p, instance);
         result = POOL_RELEASE_NEXT;
     } else {
         p->slots[instance] = POOL_SLOT_IDLE;

@@ -8,6 +8,7 @@
 #include "util/thread.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #define POOL_MAX_INSTANCES 64
 
@@ -47,8 +48,11 @@ struct pool {
     int queue_head;
     int queue_len;
     bool is_closed;
-    pool_affinity_fn affinity; // NULL: the lowest idle slot
+    pool_affinity_fn affinity; // NULL: every idle slot scores the same
     void *affinity_ctx;
+    uint64_t last_used[POOL_MAX_INSTANCES]; // use_clock when the slot last got a request; 0:
+                                            // never since its instance was created
+    uint64_t use_clock;
 };
 
 /* ERR_OK or ERR_NOMEM. queue_cap may be 0 (no waiting: busy means 429). */

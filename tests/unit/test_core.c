@@ -91,6 +91,32 @@ static void test_routing_prefers_the_longest_cached_prefix(void **state)
     model_release(m);
 }
 
+/* A request that matches no cache goes to the least recently used idle instance (one holding
+ * nothing first), not the lowest: it used to take instance 0 and evict the conversation a
+ * client had just run there while instance 1 sat empty. */
+static void test_routing_spares_the_last_conversation(void **state)
+{
+    (void)state;
+    int actual;
+    struct model *m = load_model(2, 0, &actual);
+    const int32_t a[] = {5, 6, 7, 8}, b[] = {9, 10, 11}, c[] = {20, 21};
+    struct request *ra = new_request_with(a, 4), *rb = new_request_with(b, 3);
+    assert_int_equal(run_on(m, ra), 0);
+    fake_complete(0, FINISH_STOP);
+    assert_int_equal(run_on(m, rb), 1); // both idle, nothing shared: the unused one
+    fake_complete(1, FINISH_STOP);
+    struct request *ra2 = new_request_with(a, 4), *rc = new_request_with(c, 2);
+    assert_int_equal(run_on(m, ra2), 0); // back to its conversation
+    fake_complete(0, FINISH_STOP);
+    assert_int_equal(run_on(m, rc), 1); // instance 1 was used longer ago
+    fake_complete(1, FINISH_STOP);
+    struct request *rs[] = {ra, rb, ra2, rc};
+    for (size_t i = 0; i < sizeof rs / sizeof *rs; i++)
+        request_release(rs[i]);
+    model_shutdown(m);
+    model_release(m);
+}
+
 /* /slots needs to know which instance is busy, not just how many. */
 static void test_slot_states_name_the_busy_instance(void **state)
 {
@@ -466,6 +492,7 @@ int main(void)
         cmocka_unit_test_setup(test_alloc_failures_are_clean, setup),
         cmocka_unit_test_setup(test_waiters_learn_a_failed_load_or_unload, setup),
         cmocka_unit_test_setup(test_routing_prefers_the_longest_cached_prefix, setup),
+        cmocka_unit_test_setup(test_routing_spares_the_last_conversation, setup),
         cmocka_unit_test_setup(test_slot_states_name_the_busy_instance, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
