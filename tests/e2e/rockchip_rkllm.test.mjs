@@ -251,6 +251,26 @@ test('client disconnect aborts the run; the handle is free again soon after', as
   assert.equal(r2.body.actual_instance_count, 2);
 });
 
+test('shrinking while every instance is busy retires one when its run ends', async () => {
+  const slow = () => chat({ ...user('FAKE_SLOW'), max_tokens: 10 });
+  const busy = [slow(), slow()];
+  await new Promise((res) => setTimeout(res, 50));
+  const r = await post(srv, '/v1/models/resize', { model_id: 'q', instance_count: 1 });
+  assert.equal(r.status, 200);
+  for (const b of await Promise.all(busy)) assert.equal(b.status, 200, JSON.stringify(b.body));
+  let m;
+  for (let k = 0; k < 50; k++) {
+    m = await (await fetch(`${srv.url}/v1/models/q`)).json();
+    if (m.instance_count === 1) break;
+    await new Promise((res) => setTimeout(res, 20));
+  }
+  assert.equal(m.instance_count, 1);
+  assert.equal((await chat(user('after the shrink'))).status, 200);
+  const g = await post(srv, '/v1/models/resize', { model_id: 'q', instance_count: 2 });
+  assert.equal(g.body.actual_instance_count, 2);
+  noViolations(srv);
+});
+
 test('requests beyond the instances queue; each handle runs one at a time', async () => {
   const all = await Promise.all(Array.from({ length: 8 }, (_, i) => chat(user(`parallel ${i}`))));
   for (const r of all) assert.equal(r.status, 200, JSON.stringify(r.body));
