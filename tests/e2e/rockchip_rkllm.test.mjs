@@ -279,6 +279,19 @@ test('requests beyond the instances queue; each handle runs one at a time', asyn
   noViolations(srv);
 });
 
+test('a busy instance with no queue room is 429, as on cpu', async () => {
+  let r = await post(srv, '/v1/models/load', { model_id: 'z', model_path: 'qwen3', instance_count: 1,
+    request_queue_size: 0 });
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  const slow = post(srv, '/v1/chat/completions', { model: 'z', ...user('FAKE_SLOW'), max_tokens: 15 });
+  await new Promise((res) => setTimeout(res, 100));
+  r = await post(srv, '/v1/chat/completions', { model: 'z', ...user('me too') });
+  assert.equal(r.status, 429);
+  assert.equal(r.body.error.code, 'queue_full');
+  assert.equal((await slow).status, 200);
+  assert.equal((await post(srv, '/v1/models/unload', { model_id: 'z' })).status, 200);
+});
+
 test('unload during a run aborts it, waits for it, then destroys the handles', async () => {
   // A second model on the same runtime: its handle gets a base_domain_id of its own (the fake
   // refuses one in use).
