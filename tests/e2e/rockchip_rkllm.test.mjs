@@ -396,6 +396,13 @@ test('ABI 1.2: init-time sampling; a request asking for other values is refused'
     assert.match(r.body.error.message, /ABI 1\.2/);
     r = await post(s, '/v1/chat/completions', { model: 'm', ...user('same'), temperature: 0.8, top_k: 40 });
     assert.equal(r.status, 200, 'the init-time values themselves are fine');
+    // default_params that 1.2 cannot apply are refused too, not dropped.
+    r = await post(s, '/v1/models/load', { model_id: 'd', model_path: 'qwen3', default_params: { top_p: 0.5 } });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    r = await post(s, '/v1/chat/completions', { model: 'd', ...user('defaults') });
+    assert.equal(r.status, 400);
+    assert.equal(r.body.error.param, 'default_params.top_p');
+    assert.match(r.body.error.message, /ABI 1\.2/);
     // max_tokens on 1.2: counted by us, the run aborted.
     r = await post(s, '/v1/chat/completions', { model: 'm', ...user('FAKE_SLOW'), max_tokens: 4 });
     assert.equal(r.status, 200);
