@@ -1,0 +1,242 @@
+/* The newer model families (gemma2, gemma3, phi3, granite, smollm3, olmo2, qwen3moe, olmoe,
+ * granitemoe) against the reference implementation on synthetic F32 models with every family
+ * feature on (sliding windows of 8 keys on a 24-token prompt, soft-caps that bend, 8 experts
+ * of which 2 per token, ...). The models are built in process by engine/synth with the options
+ * scripts/gen-family-goldens.sh passes to gguf-synth; tests/data/families/<arch>.json holds
+ * the reference's outputs for them (that script regenerates them).
+ *
+ * Teacher-forced: the prompt is fed one token per decode, and every position's logits must
+ * agree with the reference's within 1e-3 relative to the largest logit of that position.
+ * Greedy: 32 tokens after the prompt equal the reference's; a difference is accepted only
+ * where the reference's two best logits were within NEAR_TIE of each other (the run is
+ * reported and the comparison stops there, as both continuations are then legitimate).
+ * Also: loading checks (a missing family tensor names it), the window limit and the chat path
+ * (greedy decode through sequences of the batch API) for every family. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "engine/gguf_write.h"
+#include "engine/model.h"
+#include "engine/synth.h"
+#include "engine/threadpool.h"
+#include "util/mem.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define REL_TOL  1e-3
+#define NEAR_TIE 1e-3 // absolute logit margin below which a greedy choice is a tie
+#define N_CTX    128
+
+static int argmax(const float *x, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+/* Builds the family's synthetic model (as the golden script does) into path. */
+static void build_model(const char *arch, const char *path)
+{
+    struct synth_params p = synth_params_default();
+    p.arch = arch;
+    p.n_layer = 4;
+    p.n_head_kv = strcmp(arch, "olmo2") == 0 || strcmp(arch, "olmoe") == 0 ? 4 : 2;
+    p.seed = 7;
+    p.n_vocab = synth_builtin_vocab_size(arch);
+    struct gguf_writer *w = NULL;
+    struct errmsg err = {{0}};
+    if (synth_build(&p, &w, &err) != ERR_OK) fail_msg("%s: %s", arch, err.msg);
+    assert_int_equal(gguf_writer_to_file(w, path, &err), ERR_OK);
+    gguf_writer_free(w);
+}
+
+static struct engine_model *load_family(const char *arch, char *path, size_t path_cap)
+{
+    snprintf(path, path_cap, "/tmp/llamapi-test-families-%d-%s.gguf", (int)getpid(), arch);
+    build_model(arch, path);
+    struct engine_model *m = NULL;
+    struct errmsg err = {{0}};
+    if (engine_model_load(path, &m, &err) != ERR_OK) fail_msg("%s: %s", arch, err.msg);
+    return m;
+}
+
+static void decode_one(struct engine_model *m, struct threadpool *tp, struct engine_seq *s,
+                       int32_t tok)
+{
+    struct engine_batch_item it = {.seq = s, .tokens = &tok, .n_tokens = 1};
+    struct errmsg err = {{0}};
+    if (engine_decode(m, tp, &it, 1, &err) != ERR_OK) fail_msg("decode: %s", err.msg);
+}
+
+static void against_reference(const char *arch)
+{
+    char golden[128], path[128];
+    snprintf(golden, sizeof golden, "tests/data/families/%s.json", arch);
+    json_error_t jerr;
+    json_t *root = json_load_file(golden, 0, &jerr);
+    if (!root) fail_msg("%s: %s", golden, jerr.text);
+    struct engine_model *m = load_family(arch, path, sizeof path);
+    const int n_vocab = engine_model_info(m)->n_vocab;
+    assert_int_equal(n_vocab, (int)json_integer_value(json_object_get(root, "n_vocab")));
+    struct threadpool *tp;
+    assert_int_equal(threadpool_new(2, &tp), ERR_OK);
+    struct engine_seq *s;
+    assert_int_equal(engine_seq_new(m, N_CTX, &s), ERR_OK);
+    json_t *prompt = json_object_get(root, "prompt"),
+           *teacher = json_object_get(root, "teacher_logits");
+    const size_t n_prompt = json_array_size(prompt);
+    assert_true(n_prompt > 8 && json_array_size(teacher) == n_prompt);
+    double worst = 0.0;
+    for (size_t i = 0; i < n_prompt; i++) {
+        decode_one(m, tp, s, (int32_t)json_integer_value(json_array_get(prompt, i)));
+        const float *lg = engine_seq_logits(s);
+        json_t *row = json_array_get(teacher, i);
+        assert_int_equal((int)json_array_size(row), n_vocab);
+        double mx = 0.0, err = 0.0;
+        for (int j = 0; j < n_vocab; j++) {
+            const double ref = json_number_value(json_array_get(row, (size_t)j));
+            mx = fabs(ref) > mx ? fabs(ref) : mx;
+            err = fabs(ref - (double)lg[j]) > err ? fabs(ref - (double)lg[j]) : err;
+        }
+        const double rel = err / (mx > 1e-30 ? mx : 1.0);
+        worst = rel > worst ? rel : worst;
+    }
+    json_t *greedy = json_object_get(root, "greedy"),
+           *margin = json_object_get(root, "greedy_margin");
+    const size_t n_gen = json_array_size(greedy);
+    size_t same = 0;
+    for (; same < n_gen; same++) {
+        const int32_t tok = argmax(engine_seq_logits(s), n_vocab);
+        if (tok != (int32_t)json_integer_value(json_array_get(greedy, same))) {
+            const double gap = json_number_value(json_array_get(margin, same));
+            printf("%s: greedy token %zu differs (ours %d); the reference's margin was %.3e\n",
+                   arch, same, (int)tok, gap);
+            assert_true(gap < NEAR_TIE);
+            break;
+        }
+        decode_one(m, tp, s, tok);
+    }
+    printf("%s: teacher-forced max relative error %.3e over %zu positions; greedy %zu of %zu "
+           "equal\n",
+           arch, worst, n_prompt, same, n_gen);
+    assert_true(worst <= REL_TOL);
+    engine_seq_free(s);
+    threadpool_free(tp);
+    engine_model_free(m);
+    unlink(path);
+    json_decref(root);
+}
+
+#define FAMILY_TEST(name)                                                                          \
+    static void test_ref_##name(void **state)                                                      \
+    {                                                                                              \
+        (void)state;                                                                               \
+        against_reference(#name);                                                                  \
+    }
+FAMILY_TEST(gemma2)
+FAMILY_TEST(gemma3)
+FAMILY_TEST(phi3)
+FAMILY_TEST(granite)
+FAMILY_TEST(smollm3)
+FAMILY_TEST(olmo2)
+FAMILY_TEST(qwen3moe)
+FAMILY_TEST(olmoe)
+FAMILY_TEST(granitemoe)
+
+/* A sliding-window layer forgets what slid out: in a one-layer gemma2 (its layer slides, with
+ * a window of 4) two prompts that differ only more than 4 tokens back give the same logits. */
+static void test_window_forgets(void **state)
+{
+    (void)state;
+    struct synth_params p = synth_params_default();
+    p.arch = "gemma2";
+    p.n_layer = 1; // its only layer slides (even layers slide)
+    p.n_swa = 4;
+    p.seed = 3;
+    p.n_vocab = synth_builtin_vocab_size("gemma2");
+    struct gguf_writer *w = NULL;
+    struct errmsg err = {{0}};
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/llamapi-test-families-%d-window.gguf", (int)getpid());
+    assert_int_equal(synth_build(&p, &w, &err), ERR_OK);
+    assert_int_equal(gguf_writer_to_file(w, path, &err), ERR_OK);
+    gguf_writer_free(w);
+    struct engine_model *m;
+    assert_int_equal(engine_model_load(path, &m, &err), ERR_OK);
+    struct threadpool *tp;
+    assert_int_equal(threadpool_new(1, &tp), ERR_OK);
+    const int32_t a[8] = {1, 40, 41, 42, 200, 201, 202, 203};
+    const int32_t b[8] = {1, 90, 91, 92, 200, 201, 202, 203};
+    struct engine_seq *sa, *sb;
+    assert_int_equal(engine_seq_new(m, 16, &sa), ERR_OK);
+    assert_int_equal(engine_seq_new(m, 16, &sb), ERR_OK);
+    struct engine_batch_item it[2] = {{.seq = sa, .tokens = a, .n_tokens = 8},
+                                      {.seq = sb, .tokens = b, .n_tokens = 8}};
+    assert_int_equal(engine_decode(m, tp, it, 2, &err), ERR_OK);
+    const int n_vocab = engine_model_info(m)->n_vocab;
+    // the last token's window (positions 4..7) is the same in both
+    assert_memory_equal(engine_seq_logits(sa), engine_seq_logits(sb), (size_t)n_vocab * 4);
+    // while at position 4 the window (positions 1..4) holds the differing tokens
+    engine_seq_truncate(sb, 4);
+    const int32_t c[1] = {200};
+    struct engine_batch_item one = {.seq = sb, .tokens = c, .n_tokens = 1};
+    assert_int_equal(engine_decode(m, tp, &one, 1, &err), ERR_OK);
+    engine_seq_truncate(sa, 4);
+    one.seq = sa;
+    assert_int_equal(engine_decode(m, tp, &one, 1, &err), ERR_OK);
+    assert_true(memcmp(engine_seq_logits(sa), engine_seq_logits(sb), (size_t)n_vocab * 4) != 0);
+    engine_seq_free(sa);
+    engine_seq_free(sb);
+    threadpool_free(tp);
+    engine_model_free(m);
+    unlink(path);
+}
+
+/* gguf-synth's family options are checked. */
+static void test_synth_rejects(void **state)
+{
+    (void)state;
+    struct synth_params p = synth_params_default();
+    struct gguf_writer *w = NULL;
+    struct errmsg err = {{0}};
+    p.arch = "olmoe";
+    p.n_head_kv = 4;
+    p.n_expert = 4;
+    p.n_expert_used = 5; // more than there are
+    p.n_vocab = synth_builtin_vocab_size("olmoe");
+    assert_int_equal(synth_build(&p, &w, &err), ERR_INVALID);
+    assert_non_null(strstr(err.msg, "experts used"));
+    p = synth_params_default();
+    p.n_vocab = synth_builtin_vocab_size("llama");
+    p.n_swa = 4; // llama has no window
+    assert_int_equal(synth_build(&p, &w, &err), ERR_INVALID);
+    p.n_swa = -1;
+    p.n_expert = 4; // nor experts
+    assert_int_equal(synth_build(&p, &w, &err), ERR_INVALID);
+    p = synth_params_default();
+    p.arch = "olmo2"; // needs as many KV heads as heads
+    p.n_vocab = synth_builtin_vocab_size("olmo2");
+    assert_int_equal(synth_build(&p, &w, &err), ERR_INVALID);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ref_gemma2),     cmocka_unit_test(test_ref_gemma3),
+        cmocka_unit_test(test_ref_phi3),       cmocka_unit_test(test_ref_granite),
+        cmocka_unit_test(test_ref_smollm3),    cmocka_unit_test(test_ref_olmo2),
+        cmocka_unit_test(test_ref_qwen3moe),   cmocka_unit_test(test_ref_olmoe),
+        cmocka_unit_test(test_ref_granitemoe), cmocka_unit_test(test_window_forgets),
+        cmocka_unit_test(test_synth_rejects),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
