@@ -1,0 +1,100 @@
+// Every newer model family (gemma2, gemma3, phi3, granite, smollm3, olmo2, qwen3moe, olmoe,
+// granitemoe) loads from a synthetic gguf-synth model with its features on and chats through
+// /v1/chat/completions, streamed and not; and a prompt cache longer than a sliding window is
+// reused without changing the answer.
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { startServer } from './lib/server.mjs';
+import { synthModel } from './lib/models.mjs';
+
+const NO_EOS = { 2: -100 };
+const FAMILIES = ['gemma2', 'gemma3', 'phi3', 'granite', 'smollm3', 'olmo2', 'qwen3moe', 'olmoe',
+  'granitemoe'];
+
+function familyArgs(arch) {
+  const kv = arch === 'olmo2' || arch === 'olmoe' ? '4' : '2';
+  return ['--arch', arch, '--layers', '4', '--embd', '64', '--heads', '4', '--heads-kv', kv,
+    '--ffn', '128', '--ctx', '1024', '--type', 'f16', '--seed', '5'];
+}
+
+async function chat(srv, body) {
+  const r = await fetch(`${srv.url}/v1/chat/completions`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body),
+  });
+  return { status: r.status, body: r.headers.get('content-type')?.includes('json') ? await r.json() : await r.text() };
+}
+
+describe('model families', () => {
+  let srv;
+  const paths = {};
+  before(async () => {
+    srv = await startServer(['--threads', '1']);
+    for (const arch of FAMILIES) {
+      paths[arch] = synthModel(`fam-${arch}`, familyArgs(arch));
+      const r = await fetch(`${srv.url}/v1/models/load`, {
+        method: 'POST', headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model_id: arch, model_path: paths[arch] }),
+      });
+      assert.equal(r.status, 200, `${arch}: ${await r.text()}`);
+    }
+  });
+  after(async () => {
+    await srv.stop();
+  });
+
+  for (const arch of FAMILIES) {
+    test(`${arch} loads and chats, streamed and not`, async () => {
+      const body = { model: arch, messages: [{ role: 'user', content: 'Hello there, how are you?' }],
+        max_tokens: 10, temperature: 0, logit_bias: NO_EOS };
+      const r = await chat(srv, body);
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      assert.equal(r.body.choices[0].finish_reason, 'length');
+      assert.equal(r.body.usage.completion_tokens, 10);
+      const text = r.body.choices[0].message.content;
+      assert.equal(typeof text, 'string');
+      const s = await chat(srv, { ...body, stream: true });
+      assert.equal(s.status, 200);
+      let streamed = '';
+      for (const line of s.body.split('\n')) {
+        if (!line.startsWith('data: ') || line === 'data: [DONE]') continue;
+        const ev = JSON.parse(line.slice(6));
+        streamed += ev.choices?.[0]?.delta?.content ?? '';
+      }
+      assert.equal(streamed, text, 'greedy stream equals the whole answer');
+      const m = await (await fetch(`${srv.url}/v1/models/${arch}`)).json();
+      assert.equal(m.status, 'ready');
+      assert.equal(m.meta.n_embd, 64);
+    });
+  }
+});
+
+describe('sliding window and the prompt cache', () => {
+  test('a cached prefix longer than the window gives the answer a fresh instance gives', async () => {
+    const model = synthModel('fam-gemma3-swa', [...familyArgs('gemma3'), '--swa', '4']);
+    const long = 'Hello world and the you was it is of to and the world hello '.repeat(4);
+    const first = [{ role: 'user', content: long }];
+    const second = [...first, { role: 'assistant', content: 'the world' },
+      { role: 'user', content: 'and you?' }];
+    const body = (messages) => ({ model: 'g', messages, max_tokens: 12, temperature: 0, logit_bias: NO_EOS });
+    const warm = await startServer(['--threads', '1', '-m', model, '--alias', 'g', '-np', '1']);
+    let cached;
+    try {
+      await chat(warm, body(first));
+      cached = await chat(warm, body(second));
+    } finally {
+      await warm.stop();
+    }
+    assert.equal(cached.status, 200);
+    assert.ok(cached.body.usage.prompt_tokens_details.cached_tokens > 8,
+      'the second request reuses more than a window of cached prompt');
+    const cold = await startServer(['--threads', '1', '-m', model, '--alias', 'g', '-np', '1']);
+    let fresh;
+    try {
+      fresh = await chat(cold, body(second));
+    } finally {
+      await cold.stop();
+    }
+    assert.equal(fresh.body.usage.prompt_tokens_details.cached_tokens ?? 0, 0);
+    assert.equal(cached.body.choices[0].message.content, fresh.body.choices[0].message.content);
+  });
+});
