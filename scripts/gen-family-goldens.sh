@@ -24,7 +24,7 @@ c++ -O2 -o "$tmp/reference-logits" -x c scripts/reference-logits.c -x none \
 prompt="1"
 for i in $(seq 1 23); do prompt="$prompt $(( (i * 53 + 7) % 290 + 3 ))"; done
 mkdir -p "$out"
-for arch in gemma2 gemma3 phi3 granite smollm3 olmo2 qwen3moe olmoe granitemoe; do
+for arch in gemma2 gemma3 phi3 granite smollm3 olmo2 qwen3moe olmoe granitemoe gpt-oss; do
     kv=2
     case $arch in olmo2|olmoe) kv=4 ;; esac
     "$synth" --arch "$arch" --layers 4 --heads-kv "$kv" --type f32 --seed 7 -o "$tmp/$arch.gguf"

@@ -79,7 +79,8 @@ static int load_rope_scaling(struct engine_model *m, const struct hp *h)
         rc = hp_float(h, "rope.scale_linear", 0.0f, false, &factor); // older files
     if (rc != ERR_OK) return rc;
     if (str_eq_cstr(type, "none") || factor == 0.0f || factor == 1.0f) return ERR_OK;
-    if (!str_eq_cstr(type, "linear"))
+    m->feat.is_yarn = str_eq_cstr(type, "yarn");
+    if (!str_eq_cstr(type, "linear") && !m->feat.is_yarn)
         return errmsg_set(h->err, ERR_UNSUPPORTED, "rope scaling type '%.*s' is not supported",
                           (int)type.len, type.ptr);
     if (!(factor > 0.0f))
@@ -105,6 +106,7 @@ static int load_arch(struct engine_model *m, struct errmsg *err)
         {"granite", MODEL_ARCH_GRANITE, false}, {"smollm3", MODEL_ARCH_SMOLLM3, false},
         {"olmo2", MODEL_ARCH_OLMO2, true},      {"qwen3moe", MODEL_ARCH_QWEN3MOE, true},
         {"olmoe", MODEL_ARCH_OLMOE, true},      {"granitemoe", MODEL_ARCH_GRANITEMOE, false},
+        {"gpt-oss", MODEL_ARCH_GPTOSS, true},
     };
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
         if (str_eq_cstr(arch, archs[i].name)) {
@@ -301,6 +303,18 @@ static int load_moe(struct engine_model *m, int il, struct layer *L, struct errm
     if (rc == ERR_OK)
         rc = moe_load_experts(m->gguf, "ffn_down_exps.weight", il, fe, e, ft->n_expert, L->exp_down,
                               err);
+    if (rc == ERR_OK && m->arch == MODEL_ARCH_GPTOSS) {
+        rc = load_vec(m, "ffn_gate_inp.bias", il, ft->n_expert, true, &L->gate_inp_b, err);
+        if (rc == ERR_OK)
+            rc = moe_load_bias(m->gguf, "ffn_gate_exps.bias", il, fe, ft->n_expert, &L->exp_gate_b,
+                               err);
+        if (rc == ERR_OK)
+            rc =
+                moe_load_bias(m->gguf, "ffn_up_exps.bias", il, fe, ft->n_expert, &L->exp_up_b, err);
+        if (rc == ERR_OK)
+            rc = moe_load_bias(m->gguf, "ffn_down_exps.bias", il, e, ft->n_expert, &L->exp_down_b,
+                               err);
+    }
     if (rc == ERR_OK && fs > 0) {
         rc = load_wmat(m, "ffn_gate_shexp.weight", il, e, fs, &L->sh_gate, err);
         if (rc == ERR_OK) rc = load_wmat(m, "ffn_up_shexp.weight", il, e, fs, &L->sh_up, err);
@@ -321,9 +335,13 @@ static int load_layer(struct engine_model *m, int il, struct errmsg *err)
                              a == MODEL_ARCH_OLMOE;
     const int64_t hd = m->info.head_dim;
     const int64_t qn = ft->qk_norm_full ? qd : hd, kn = ft->qk_norm_full ? kvd : hd;
+    // gpt-oss names its FFN norm post_attention_norm
+    const char *ffn_norm =
+        a == MODEL_ARCH_GPTOSS ? "post_attention_norm.weight" : "ffn_norm.weight";
     int rc = load_vec(m, "attn_norm.weight", il, e, !ft->no_pre_norm, &L->attn_norm, err);
-    if (rc == ERR_OK)
-        rc = load_vec(m, "ffn_norm.weight", il, e, !ft->no_pre_norm, &L->ffn_norm, err);
+    if (rc == ERR_OK) rc = load_vec(m, ffn_norm, il, e, !ft->no_pre_norm, &L->ffn_norm, err);
+    if (rc == ERR_OK && a == MODEL_ARCH_GPTOSS)
+        rc = load_vec(m, "attn_sinks.weight", il, m->info.n_head, true, &L->sinks, err);
     if (rc == ERR_OK) rc = load_qkv(m, il, L, err);
     if (rc == ERR_OK) rc = load_wmat(m, "attn_output.weight", il, qd, e, &L->wo, err);
     if (rc == ERR_OK && ft->n_expert > 0)

@@ -72,7 +72,8 @@ static int load_swa_layers(struct engine_model *m, int def_pattern, struct errms
 
 bool model_arch_is_moe(enum model_arch arch)
 {
-    return arch == MODEL_ARCH_QWEN3MOE || arch == MODEL_ARCH_OLMOE || arch == MODEL_ARCH_GRANITEMOE;
+    return arch == MODEL_ARCH_QWEN3MOE || arch == MODEL_ARCH_OLMOE ||
+           arch == MODEL_ARCH_GRANITEMOE || arch == MODEL_ARCH_GPTOSS;
 }
 
 static int load_granite(struct engine_model *m, struct model_feat *f, struct errmsg *err)
@@ -124,6 +125,23 @@ static int load_gemma(struct engine_model *m, struct model_feat *f, struct errms
     return rc;
 }
 
+/* YaRN's constants as the reference derives them: the original context, the ramp's betas, and
+ * the attention factor (its magnitude correction for the scale factor, divided back out
+ * because the rotation applies it again, times rope.scaling.attn_factor). */
+static int load_yarn(struct engine_model *m, struct model_feat *f, struct errmsg *err)
+{
+    int rc = get_int(m, "rope.scaling.original_context_length", m->info.n_ctx_train, 1, INT32_MAX,
+                     &f->n_ctx_orig, err);
+    f->yarn_beta_fast = 32.0f;
+    f->yarn_beta_slow = 1.0f;
+    const float factor = 1.0f / m->rope_freq_scale;
+    float a = factor <= 1.0f ? 1.0f : 0.1f * logf(factor) + 1.0f;
+    a *= 1.0f / (1.0f + 0.1f * logf(factor));
+    a *= f->rope_attn_factor != 0.0f ? f->rope_attn_factor : 1.0f;
+    f->yarn_attn_factor = a;
+    return rc;
+}
+
 int model_arch_load(struct engine_model *m, struct errmsg *err)
 {
     struct model_feat *f = &m->feat;
@@ -167,11 +185,23 @@ int model_arch_load(struct engine_model *m, struct errmsg *err)
     case MODEL_ARCH_OLMOE:
         f->qk_norm_full = true;
         break;
+    case MODEL_ARCH_GPTOSS:
+        f->kq_scale = 1.0f / sqrtf((float)m->n_rot);
+        f->softmax_selected = true;
+        f->swiglu_oai = true;
+        rc = get_int(m, "attention.sliding_window", -1, -1, INT32_MAX, &f->n_swa, err);
+        if (rc == ERR_OK && f->n_swa < 0)
+            rc = errmsg_set(err, ERR_FORMAT, "missing key 'gpt-oss.attention.sliding_window'");
+        if (rc == ERR_OK) rc = load_swa_layers(m, 2, err);
+        if (rc == ERR_OK)
+            rc = get_f32(m, "rope.freq_base_swa", m->rope_base, &m->rope_base_swa, err);
+        break;
     default:
         break;
     }
     // LongRoPE's (or any converter's) cos/sin multiplier
     if (rc == ERR_OK) rc = get_f32(m, "rope.scaling.attn_factor", 0.0f, &f->rope_attn_factor, err);
+    if (rc == ERR_OK && f->is_yarn) rc = load_yarn(m, f, err);
     if (rc == ERR_OK && model_arch_is_moe(m->arch)) {
         rc = get_int(m, "expert_count", 0, 1, 4096, &f->n_expert, err);
         if (rc == ERR_OK && f->n_expert < 1)

@@ -33,8 +33,9 @@ struct fwd {
     const float *add;    // rows added to the residual first, or NULL
     const struct qplan *plan;
     float *mm_y[QPLAN_MAX];
-    float *post_y;          // job_post_block: rows changed in place
-    const float *post_bias; // added to them first, or NULL
+    const float *gate_bias, *up_bias; // job_swiglu_quant: added to gate / up rows first
+    float *post_y;                    // job_post_block: rows changed in place
+    const float *post_bias;           // added to them first, or NULL
 };
 
 static void split(int n, int ith, int nth, int *lo, int *hi)
@@ -266,9 +267,23 @@ static void attend_head(const struct fwd *f, int t, int h, float *out)
         ops->mad_f16(hd, acc, vc + (size_t)j * kvd, vs);
         sum = fmaf(sum, ms, vs);
     }
+    for (int i = 0; i < hd; i++)
+        out[i] = ops_f16_to_f32(acc[i]);
+    if (f->L->sinks) { // gpt-oss: one more logit per head with nothing to add to the values
+        const float sk = f->L->sinks[h];
+        float ms = 1.0f, vs = 1.0f;
+        if (sk > mx) {
+            ms = expf(mx - sk);
+            for (int i = 0; i < hd; i++)
+                out[i] *= ms;
+        } else {
+            vs = expf(sk - mx);
+        }
+        sum = fmaf(sum, ms, vs);
+    }
     const float inv = 1.0f / sum;
     for (int i = 0; i < hd; i++)
-        out[i] = ops_f16_to_f32(acc[i]) * inv;
+        out[i] *= inv;
 }
 
 /* Step: attention for every (token, head) pair, split in contiguous ranges of pairs. */
@@ -305,6 +320,18 @@ static void geglu(int64_t n, float *gate, const float *up)
     }
 }
 
+/* gpt-oss's activation: gate clamped above at 7, up clamped to +-7, then
+ * gate * sigmoid(1.702 gate) * (up + 1). */
+static void swiglu_oai(int64_t n, float *gate, const float *up)
+{
+    const float alpha = 1.702f, limit = 7.0f;
+    for (int64_t i = 0; i < n; i++) {
+        const float x = gate[i] < limit ? gate[i] : limit;
+        const float y = up[i] < -limit ? -limit : up[i] > limit ? limit : up[i];
+        gate[i] = x / (1.0f + expf(alpha * (-x))) * (y + 1.0f);
+    }
+}
+
 /* Step: gate = silu(gate) * up (or the GELU form), then quantize gate for the plan's down
  * matrix, whose input width is the FFN's. Split by rows. */
 static void job_swiglu_quant(void *arg, int ith, int nth)
@@ -315,10 +342,17 @@ static void job_swiglu_quant(void *arg, int ith, int nth)
     int lo, hi;
     split(f->n_rows, ith, nth, &lo, &hi);
     for (int t = lo; t < hi; t++) {
-        if (f->m->feat.geglu)
-            geglu(n_ff, sc->gate + (size_t)t * n_ff, sc->up + (size_t)t * n_ff);
+        float *g = sc->gate + (size_t)t * n_ff, *u = sc->up + (size_t)t * n_ff;
+        for (int64_t i = 0; f->gate_bias && i < n_ff; i++) {
+            g[i] += f->gate_bias[i];
+            u[i] += f->up_bias[i];
+        }
+        if (f->m->feat.swiglu_oai)
+            swiglu_oai(n_ff, g, u);
+        else if (f->m->feat.geglu)
+            geglu(n_ff, g, u);
         else
-            ops_get()->swiglu(n_ff, sc->gate + (size_t)t * n_ff, sc->up + (size_t)t * n_ff);
+            ops_get()->swiglu(n_ff, g, u);
     }
     if (hi > lo) quantize_rows(f, sc->gate, n_ff, lo, hi);
 }
@@ -377,14 +411,26 @@ static void job_embed(void *arg, int ith, int nth)
 static void rope_tables(const struct fwd *f)
 {
     const struct engine_model *m = f->m;
+    const struct model_feat *ft = &m->feat;
     const int half = m->n_rot / 2, stride = half + 1;
-    const bool has_swa = m->feat.n_swa > 0;
-    const float mscale = m->feat.rope_attn_factor != 0.0f ? m->feat.rope_attn_factor : 1.0f;
+    const bool has_swa = ft->n_swa > 0;
+    float mscale = ft->rope_attn_factor != 0.0f ? ft->rope_attn_factor : 1.0f;
+    if (ft->is_yarn) mscale = ft->yarn_attn_factor;
     for (int set = 0; set < (has_swa ? 2 : 1); set++) {
         const float base = set ? m->rope_base_swa : m->rope_base;
         const float fscale = set ? m->rope_scale_swa : m->rope_freq_scale;
         const float theta_scale = powf(base, -2.0f / (float)m->n_rot);
         const size_t off = (size_t)set * ENGINE_BATCH_MAX * (size_t)stride;
+        float corr[2] = {0.0f, 0.0f}, ms = mscale;
+        if (ft->is_yarn) { // the pairs between corr[0] and corr[1] ramp from one rule to the other
+            const float n = (float)m->n_rot, orig = (float)ft->n_ctx_orig,
+                        pi2 = 2.0f * 3.14159265358979323846f;
+            const float lo = floorf(n * logf(orig / (ft->yarn_beta_fast * pi2)) / (2 * logf(base)));
+            const float hi = ceilf(n * logf(orig / (ft->yarn_beta_slow * pi2)) / (2 * logf(base)));
+            corr[0] = lo > 0.0f ? lo : 0.0f;
+            corr[1] = hi < n - 1 ? hi : n - 1;
+            ms *= 1.0f + 0.1f * logf(1.0f / fscale);
+        }
         for (int t = 0; t < f->n_tok; t++) {
             float theta = (float)m->sc.tok_pos[t];
             float *cs = m->sc.rope_cos + off + (size_t)t * stride;
@@ -392,13 +438,19 @@ static void rope_tables(const struct fwd *f)
             const float *factors = m->rope_freqs;
             if (!factors && m->rope_long && m->rope_short) {
                 const struct engine_seq *s = f->items[m->sc.tok_item[t]].seq;
-                factors = s->n_ctx > m->feat.n_ctx_orig ? m->rope_long : m->rope_short;
+                factors = s->n_ctx > ft->n_ctx_orig ? m->rope_long : m->rope_short;
             }
             for (int i = 0; i < half; i++) {
                 const float ff = factors ? factors[i] : 1.0f;
-                const float a = fscale * (theta / ff);
-                cs[i] = cosf(a) * mscale;
-                sn[i] = sinf(a) * mscale;
+                const float extrap = theta / ff;
+                float a = fscale * extrap;
+                if (ft->is_yarn) {
+                    const float y = (float)(i - corr[0]) / fmaxf(0.001f, corr[1] - corr[0]);
+                    const float mix = 1.0f - fminf(1.0f, fmaxf(0.0f, y));
+                    a = a * (1.0f - mix) + extrap * mix;
+                }
+                cs[i] = cosf(a) * ms;
+                sn[i] = sinf(a) * ms;
                 theta *= theta_scale;
             }
         }
@@ -486,7 +538,11 @@ static void run_expert(struct threadpool *tp, struct fwd *f, const struct layer 
     run_light(tp, job_quant, f, n <= LIGHT_ROWS_MAX);
     run_matmul_group(tp, f, &gu, sc->gate, sc->up, NULL);
     f->plan = &down;
+    const size_t fe = (size_t)f->m->feat.n_ff_exp;
+    f->gate_bias = L->exp_gate_b ? L->exp_gate_b + (size_t)x * fe : NULL;
+    f->up_bias = L->exp_up_b ? L->exp_up_b + (size_t)x * fe : NULL;
     run_light(tp, job_swiglu_quant, f, n <= LIGHT_ROWS_MAX);
+    f->gate_bias = f->up_bias = NULL;
     run_matmul_group(tp, f, &down, sc->moe_x, NULL, NULL);
 }
 
@@ -503,9 +559,17 @@ static void run_moe(struct threadpool *tp, struct fwd *f, const struct layer *L)
     const int n_rows = f->n_rows, k = ft->n_expert_used;
     const size_t e = (size_t)m->info.n_embd;
     run_matmul_group(tp, f, &L->plan_router, sc->router, NULL, NULL);
-    for (int t = 0; t < n_rows; t++)
-        moe_route(sc->router + (size_t)t * ft->n_expert, ft->n_expert, k, ft->expert_norm,
-                  ft->expert_scale, sc->moe_sel + (size_t)t * k, sc->moe_w + (size_t)t * k);
+    for (int t = 0; t < n_rows; t++) {
+        float *logits = sc->router + (size_t)t * ft->n_expert;
+        for (int i = 0; L->gate_inp_b && i < ft->n_expert; i++)
+            logits[i] += L->gate_inp_b[i];
+        if (ft->softmax_selected)
+            moe_route_selected(logits, ft->n_expert, k, sc->moe_sel + (size_t)t * k,
+                               sc->moe_w + (size_t)t * k);
+        else
+            moe_route(logits, ft->n_expert, k, ft->expert_norm, ft->expert_scale,
+                      sc->moe_sel + (size_t)t * k, sc->moe_w + (size_t)t * k);
+    }
     if (ft->n_ff_shexp > 0) {
         f->src = sc->xn;
         f->plan = &L->plan_sh_gu;
@@ -527,9 +591,10 @@ static void run_moe(struct threadpool *tp, struct fwd *f, const struct layer *L)
         for (int i = 0; i < n; i++) {
             const int r = sc->moe_rows[i];
             const float w = sc->moe_w[r], *y = sc->moe_x + (size_t)i * e;
+            const float *b = L->exp_down_b ? L->exp_down_b + (size_t)x * e : NULL;
             float *out = sc->moe_out + (size_t)r * e;
             for (size_t j = 0; j < e; j++)
-                out[j] = y[j] * w;
+                out[j] = (b ? y[j] + b[j] : y[j]) * w;
         }
     }
     f->n_rows = n_rows;

@@ -22,6 +22,7 @@ enum model_arch {
     MODEL_ARCH_QWEN3MOE,
     MODEL_ARCH_OLMOE,
     MODEL_ARCH_GRANITEMOE,
+    MODEL_ARCH_GPTOSS,
 };
 
 /* How a family differs from the llama graph, read at load (model_arch.c). Zero: llama. */
@@ -43,10 +44,16 @@ struct model_feat {
     float rope_base_swa;    // RoPE base of sliding-window layers
     int n_ctx_orig;         // LongRoPE: long factors when a sequence's n_ctx exceeds this
     int n_expert, n_expert_used;
-    bool expert_norm;   // selected experts' weights renormalized to sum 1
-    float expert_scale; // their weights times this, 0: none
-    int n_ff_exp;       // expert FFN width
-    int n_ff_shexp;     // shared expert FFN width, 0: none
+    bool expert_norm;      // selected experts' weights renormalized to sum 1
+    float expert_scale;    // their weights times this, 0: none
+    int n_ff_exp;          // expert FFN width
+    int n_ff_shexp;        // shared expert FFN width, 0: none
+    bool softmax_selected; // gpt-oss: top-k on the router logits, softmax over the chosen k
+    bool swiglu_oai;       // gpt-oss: clamped SwiGLU, x * sigmoid(1.702 x) * (up + 1)
+    // YaRN (rope.scaling.type yarn): pairs ramp from interpolated to extrapolated angles
+    bool is_yarn;
+    float yarn_beta_fast, yarn_beta_slow;
+    float yarn_attn_factor; // cos/sin multiplier before YaRN's own magnitude correction
 };
 
 /* A weight matrix used in place from the mapping. */
@@ -82,6 +89,10 @@ struct layer {
     const float *q_norm, *k_norm;     // qwen3: (head_dim) RMSNorm weights per head
     const float *attn_post_norm, *ffn_post_norm; // post_norms: (n_embd)
     const float *bo;                             // optional attn_output bias (n_embd)
+    const float *sinks;                          // gpt-oss: (n_head) attention sink logits
+    const float *gate_inp_b;                     // gpt-oss: (n_expert) router bias
+    const float *exp_gate_b, *exp_up_b;          // gpt-oss: (n_expert, n_ff_exp) expert biases
+    const float *exp_down_b;                     // gpt-oss: (n_expert, n_embd)
     bool is_swa;                                 // sliding-window layer
     bool has_rope;
     int rope_set; // which RoPE table (0 global, 1 sliding-window layers)

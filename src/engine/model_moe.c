@@ -70,3 +70,41 @@ void moe_route(const float *logits, int n_expert, int n_used, bool norm, float s
         for (int k = 0; k < n_used; k++)
             w[k] *= scale;
 }
+
+int moe_load_bias(const struct gguf *g, const char *name, int il, int64_t n, int n_expert,
+                  const float **out, struct errmsg *err)
+{
+    char full[96];
+    const struct gguf_tensor *t = gguf_find_layer_tensor(g, name, il, full, sizeof full);
+    if (!t) return errmsg_set(err, ERR_FORMAT, "missing tensor '%s'", full);
+    if (t->ne[0] != n || t->ne[1] != n_expert || t->ne[2] != 1 || t->ne[3] != 1)
+        return errmsg_set(err, ERR_FORMAT, "tensor '%s': shape [%lld, %lld], expected [%lld, %d]",
+                          full, (long long)t->ne[0], (long long)t->ne[1], (long long)n, n_expert);
+    if (t->type != QUANT_F32 || ((uintptr_t)t->data % sizeof(float)) != 0)
+        return errmsg_set(err, ERR_UNSUPPORTED, "tensor '%s': only aligned F32 biases", full);
+    *out = t->data;
+    return ERR_OK;
+}
+
+void moe_route_selected(const float *logits, int n_expert, int n_used, int32_t *sel, float *w)
+{
+    for (int k = 0; k < n_used; k++) {
+        int best = -1;
+        for (int i = 0; i < n_expert; i++) {
+            bool taken = false;
+            for (int j = 0; j < k && !taken; j++)
+                taken = sel[j] == i;
+            if (!taken && (best < 0 || logits[i] > logits[best])) best = i;
+        }
+        sel[k] = best;
+    }
+    const float mx = logits[sel[0]];
+    double sum = 0.0;
+    for (int k = 0; k < n_used; k++) {
+        w[k] = expf(logits[sel[k]] - mx);
+        sum += (double)w[k];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int k = 0; k < n_used; k++)
+        w[k] *= inv;
+}

@@ -209,7 +209,8 @@ static bool arch_is(const struct synth_params *p, const char *name)
 
 static bool arch_is_moe(const struct synth_params *p)
 {
-    return arch_is(p, "qwen3moe") || arch_is(p, "olmoe") || arch_is(p, "granitemoe");
+    return arch_is(p, "qwen3moe") || arch_is(p, "olmoe") || arch_is(p, "granitemoe") ||
+           arch_is(p, "gpt-oss");
 }
 
 /* The FFN of a mixture-of-experts layer: router (F32, as converters keep it), experts, and
@@ -225,6 +226,15 @@ static int add_moe_ffn(struct synth *s, int il)
     if (rc == ERR_OK) rc = add_experts(s, NAME("ffn_gate_exps.weight"), e, f, s->n_expert);
     if (rc == ERR_OK) rc = add_experts(s, NAME("ffn_up_exps.weight"), e, f, s->n_expert);
     if (rc == ERR_OK) rc = add_experts(s, NAME("ffn_down_exps.weight"), f, e, s->n_expert);
+    if (rc == ERR_OK && arch_is(p, "gpt-oss")) { // biases of the router and of every expert
+        rc = add_vec(s, NAME("ffn_gate_inp.bias"), s->n_expert, 0.5f, 0.0f);
+        if (rc == ERR_OK)
+            rc = add_tensor(s, NAME("ffn_gate_exps.bias"), f, s->n_expert, QUANT_F32, 0.1f, 0.0f);
+        if (rc == ERR_OK)
+            rc = add_tensor(s, NAME("ffn_up_exps.bias"), f, s->n_expert, QUANT_F32, 0.1f, 0.0f);
+        if (rc == ERR_OK)
+            rc = add_tensor(s, NAME("ffn_down_exps.bias"), e, s->n_expert, QUANT_F32, 0.1f, 0.0f);
+    }
     if (rc == ERR_OK && arch_is(p, "granitemoe")) {
         rc = add_mat(s, NAME("ffn_gate_shexp.weight"), e, f, s->type);
         if (rc == ERR_OK) rc = add_mat(s, NAME("ffn_up_shexp.weight"), e, f, s->type);
@@ -240,7 +250,8 @@ static int add_layer_decoder(struct synth *s, int il)
     const int64_t e = p->n_embd, qd = (int64_t)p->n_head * s->head_dim;
     const int64_t kvd = (int64_t)p->n_head_kv * s->head_dim, f = p->n_ff;
     const uint32_t more = s->is_mix && use_more_bits(il, p->n_layer) ? QUANT_Q6_K : s->type;
-    const bool is_qwen2 = arch_is(p, "qwen2");
+    const bool is_oss = arch_is(p, "gpt-oss");
+    const bool is_qwen2 = arch_is(p, "qwen2") || is_oss; // biased Q, K, V
     const bool is_phi3 = arch_is(p, "phi3"), is_olmo = arch_is(p, "olmo2") || arch_is(p, "olmoe");
     const bool head_norms = arch_is(p, "qwen3") || arch_is(p, "gemma3") || arch_is(p, "qwen3moe");
     const bool post_norms = arch_is(p, "gemma2") || arch_is(p, "gemma3") || arch_is(p, "olmo2");
@@ -264,9 +275,13 @@ static int add_layer_decoder(struct synth *s, int il)
         rc = add_vec(s, NAME("attn_q_norm.weight"), is_olmo ? qd : s->head_dim, 0.1f, 1.0f);
     if (rc == ERR_OK && (head_norms || is_olmo))
         rc = add_vec(s, NAME("attn_k_norm.weight"), is_olmo ? kvd : s->head_dim, 0.1f, 1.0f);
-    if (rc == ERR_OK && post_norms)
+    if (rc == ERR_OK && is_oss) rc = add_vec(s, NAME("attn_output.bias"), e, 0.1f, 0.0f);
+    if (rc == ERR_OK && is_oss) rc = add_vec(s, NAME("attn_sinks.weight"), p->n_head, 1.0f, 0.0f);
+    // gpt-oss calls its FFN norm post_attention_norm
+    if (rc == ERR_OK && (post_norms || is_oss))
         rc = add_vec(s, NAME("post_attention_norm.weight"), e, 0.1f, 1.0f);
-    if (rc == ERR_OK && pre_norms) rc = add_vec(s, NAME("ffn_norm.weight"), e, 0.1f, 1.0f);
+    if (rc == ERR_OK && pre_norms && !is_oss)
+        rc = add_vec(s, NAME("ffn_norm.weight"), e, 0.1f, 1.0f);
     if (rc == ERR_OK && arch_is_moe(p)) {
         rc = add_moe_ffn(s, il);
     } else if (rc == ERR_OK && is_phi3) {
@@ -440,6 +455,14 @@ static int add_family_keys(struct synth *s)
         if (rc == ERR_OK) rc = add_key_f32(s, "residual_scale", 0.5f);
         if (rc == ERR_OK) rc = add_key_f32(s, "attention.scale", 0.3f);
         if (rc == ERR_OK) rc = add_key_f32(s, "logit_scale", 2.5f);
+    }
+    if (rc == ERR_OK && arch_is(p, "gpt-oss")) {
+        char key[96];
+        snprintf(key, sizeof key, "%s.rope.scaling.type", p->arch);
+        rc = gguf_writer_add_str(s->w, key, "yarn");
+        if (rc == ERR_OK) rc = add_key_f32(s, "rope.scaling.factor", 4.0f);
+        if (rc == ERR_OK)
+            rc = add_key_u32(s, "rope.scaling.original_context_length", (uint32_t)(p->n_ctx / 4));
     }
     if (rc == ERR_OK && arch_is_moe(p)) {
         rc = add_key_u32(s, "expert_count", (uint32_t)s->n_expert);
@@ -683,9 +706,9 @@ static int copy_vocab(struct synth *s)
 
 /* ---- entry point ---- */
 
-static const char *const decoder_archs[] = {"llama",  "qwen2",    "qwen3",   "gemma2",
-                                            "gemma3", "phi3",     "granite", "smollm3",
-                                            "olmo2",  "qwen3moe", "olmoe",   "granitemoe"};
+static const char *const decoder_archs[] = {"gpt-oss",  "llama", "qwen2",     "qwen3",   "gemma2",
+                                            "gemma3",   "phi3",  "granite",   "smollm3", "olmo2",
+                                            "qwen3moe", "olmoe", "granitemoe"};
 
 static int check_params(const struct synth_params *p, struct synth *s, struct errmsg *err)
 {
@@ -695,7 +718,7 @@ static int check_params(const struct synth_params *p, struct synth *s, struct er
     if (!known)
         return errmsg_set(err, ERR_INVALID,
                           "unknown arch '%s' (llama, qwen2, qwen3, gemma2, gemma3, phi3, granite, "
-                          "smollm3, olmo2, qwen3moe, olmoe, granitemoe, bert)",
+                          "smollm3, olmo2, qwen3moe, olmoe, granitemoe, gpt-oss, bert)",
                           p->arch ? p->arch : "");
     if (!p->type || !parse_type(p->type, &s->type, &s->is_mix))
         return errmsg_set(err, ERR_INVALID, "unknown tensor type '%s'", p->type ? p->type : "");
@@ -711,15 +734,17 @@ static int check_params(const struct synth_params *p, struct synth *s, struct er
     s->n_rot = s->head_dim;
     if (strcmp(p->arch, "phi3") == 0) s->n_rot = (s->head_dim * 3 / 4) & ~1;
     const bool is_gemma = strcmp(p->arch, "gemma2") == 0 || strcmp(p->arch, "gemma3") == 0;
-    const bool has_swa = is_gemma || strcmp(p->arch, "olmo2") == 0;
+    const bool is_oss = strcmp(p->arch, "gpt-oss") == 0;
+    const bool has_swa = is_gemma || is_oss || strcmp(p->arch, "olmo2") == 0;
     if (p->n_swa > 0 && !has_swa)
-        return errmsg_set(err, ERR_INVALID, "--swa applies to gemma2, gemma3 and olmo2");
-    s->n_swa = p->n_swa >= 0 ? p->n_swa : is_gemma ? 8 : 0;
-    if (strcmp(p->arch, "gemma2") == 0 && s->n_swa == 0)
-        return errmsg_set(err, ERR_INVALID, "gemma2 always has a sliding window");
+        return errmsg_set(err, ERR_INVALID, "--swa applies to gemma2, gemma3, olmo2 and gpt-oss");
+    s->n_swa = p->n_swa >= 0 ? p->n_swa : is_gemma || is_oss ? 8 : 0;
+    if ((strcmp(p->arch, "gemma2") == 0 || is_oss) && s->n_swa == 0)
+        return errmsg_set(err, ERR_INVALID, "%s always has a sliding window", p->arch);
     const bool is_moe = arch_is_moe(p);
     if (!is_moe && (p->n_expert > 0 || p->n_expert_used > 0))
-        return errmsg_set(err, ERR_INVALID, "--experts applies to qwen3moe, olmoe, granitemoe");
+        return errmsg_set(err, ERR_INVALID,
+                          "--experts applies to qwen3moe, olmoe, granitemoe, gpt-oss");
     s->n_expert = p->n_expert > 0 ? p->n_expert : 8;
     s->n_expert_used = p->n_expert_used > 0 ? p->n_expert_used : 2;
     if (is_moe && (s->n_expert_used > s->n_expert || s->n_expert_used > 16))
@@ -748,7 +773,9 @@ int synth_build(const struct synth_params *params, struct gguf_writer **out, str
     int rc = check_params(&p, &s, err);
     if (rc != ERR_OK) return rc;
     if (strcmp(p.arch, "gemma2") == 0) p.tied = true; // the family has no output matrix
-    if (strcmp(p.arch, "olmo2") == 0 || strcmp(p.arch, "olmoe") == 0) p.tied = false;
+    if (strcmp(p.arch, "olmo2") == 0 || strcmp(p.arch, "olmoe") == 0 ||
+        strcmp(p.arch, "gpt-oss") == 0)
+        p.tied = false;
     quant_init();
     const bool is_bert = strcmp(p.arch, "bert") == 0;
     rc = gguf_writer_new(&s.w);

@@ -1,7 +1,7 @@
 // Every newer model family (gemma2, gemma3, phi3, granite, smollm3, olmo2, qwen3moe, olmoe,
-// granitemoe) loads from a synthetic gguf-synth model with its features on and chats through
-// /v1/chat/completions, streamed and not; and a prompt cache longer than a sliding window is
-// reused without changing the answer.
+// granitemoe, gpt-oss) loads from a synthetic gguf-synth model with its features on and chats
+// through /v1/chat/completions, streamed and not; and a prompt cache longer than a sliding
+// window is reused without changing the answer.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startServer } from './lib/server.mjs';
@@ -9,7 +9,7 @@ import { synthModel } from './lib/models.mjs';
 
 const NO_EOS = { 2: -100 };
 const FAMILIES = ['gemma2', 'gemma3', 'phi3', 'granite', 'smollm3', 'olmo2', 'qwen3moe', 'olmoe',
-  'granitemoe'];
+  'granitemoe', 'gpt-oss'];
 
 function familyArgs(arch) {
   const kv = arch === 'olmo2' || arch === 'olmoe' ? '4' : '2';

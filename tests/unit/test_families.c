@@ -1,17 +1,17 @@
 /* The newer model families (gemma2, gemma3, phi3, granite, smollm3, olmo2, qwen3moe, olmoe,
- * granitemoe) against the reference implementation on synthetic F32 models with every family
- * feature on (sliding windows of 8 keys on a 24-token prompt, soft-caps that bend, 8 experts
- * of which 2 per token, ...). The models are built in process by engine/synth with the options
- * scripts/gen-family-goldens.sh passes to gguf-synth; tests/data/families/<arch>.json holds
- * the reference's outputs for them (that script regenerates them).
+ * granitemoe, gpt-oss) against the reference implementation on synthetic F32 models with every
+ * family feature on (sliding windows of 8 keys on a 24-token prompt, soft-caps that bend, 8
+ * experts of which 2 per token, attention sinks, YaRN, ...). The models are built in process by
+ * engine/synth with the options scripts/gen-family-goldens.sh passes to gguf-synth;
+ * tests/data/families/<arch>.json holds the reference's outputs for them (that script
+ * regenerates them).
  *
  * Teacher-forced: the prompt is fed one token per decode, and every position's logits must
  * agree with the reference's within 1e-3 relative to the largest logit of that position.
  * Greedy: 32 tokens after the prompt equal the reference's; a difference is accepted only
  * where the reference's two best logits were within NEAR_TIE of each other (the run is
  * reported and the comparison stops there, as both continuations are then legitimate).
- * Also: loading checks (a missing family tensor names it), the window limit and the chat path
- * (greedy decode through sequences of the batch API) for every family. */
+ * Also: the sliding window's limit, and gguf-synth's family options. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -151,6 +151,11 @@ FAMILY_TEST(olmo2)
 FAMILY_TEST(qwen3moe)
 FAMILY_TEST(olmoe)
 FAMILY_TEST(granitemoe)
+static void test_ref_gpt_oss(void **state)
+{
+    (void)state;
+    against_reference("gpt-oss");
+}
 
 /* A sliding-window layer forgets what slid out: in a one-layer gemma2 (its layer slides, with
  * a window of 4) two prompts that differ only more than 4 tokens back give the same logits. */
@@ -235,8 +240,8 @@ int main(void)
         cmocka_unit_test(test_ref_phi3),       cmocka_unit_test(test_ref_granite),
         cmocka_unit_test(test_ref_smollm3),    cmocka_unit_test(test_ref_olmo2),
         cmocka_unit_test(test_ref_qwen3moe),   cmocka_unit_test(test_ref_olmoe),
-        cmocka_unit_test(test_ref_granitemoe), cmocka_unit_test(test_window_forgets),
-        cmocka_unit_test(test_synth_rejects),
+        cmocka_unit_test(test_ref_granitemoe), cmocka_unit_test(test_ref_gpt_oss),
+        cmocka_unit_test(test_window_forgets), cmocka_unit_test(test_synth_rejects),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
