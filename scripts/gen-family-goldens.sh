@@ -32,3 +32,12 @@ for arch in gemma2 gemma3 phi3 granite smollm3 olmo2 qwen3moe olmoe granitemoe g
     "$tmp/reference-logits" "$tmp/$arch.gguf" 128 32 $prompt > "$out/$arch.json"
     echo "$arch: $(wc -c < "$out/$arch.json") bytes"
 done
+# the new block types: wider rows (IQ4_XS needs 256), the rest as above
+for spec in gpt-oss:mxfp4 llama:iq4_nl llama:iq4_xs; do
+    arch=${spec%%:*} type=${spec#*:}
+    "$synth" --arch "$arch" --layers 4 --embd 256 --ffn 512 --type "$type" --seed 7 \
+        -o "$tmp/$arch-$type.gguf"
+    # shellcheck disable=SC2086
+    "$tmp/reference-logits" "$tmp/$arch-$type.gguf" 128 32 $prompt > "$out/$arch-$type.json"
+    echo "$arch-$type: $(wc -c < "$out/$arch-$type.json") bytes"
+done

@@ -44,10 +44,23 @@ static int argmax(const float *x, int n)
 }
 
 /* Builds the family's synthetic model (as the golden script does) into path. */
-static void build_model(const char *arch, const char *path)
+/* One golden case: a family, and for the block-type cases a type and wider shapes (IQ4_XS
+ * needs rows of 256). */
+struct fcase {
+    const char *name; // tests/data/families/<name>.json
+    const char *arch;
+    const char *type; // NULL: f32
+    int n_embd, n_ff; // 0: the defaults (64, 128)
+};
+
+static void build_model(const struct fcase *c, const char *path)
 {
+    const char *arch = c->arch;
     struct synth_params p = synth_params_default();
     p.arch = arch;
+    if (c->type) p.type = c->type;
+    if (c->n_embd) p.n_embd = c->n_embd;
+    if (c->n_ff) p.n_ff = c->n_ff;
     p.n_layer = 4;
     p.n_head_kv = strcmp(arch, "olmo2") == 0 || strcmp(arch, "olmoe") == 0 ? 4 : 2;
     p.seed = 7;
@@ -59,10 +72,11 @@ static void build_model(const char *arch, const char *path)
     gguf_writer_free(w);
 }
 
-static struct engine_model *load_family(const char *arch, char *path, size_t path_cap)
+static struct engine_model *load_family(const struct fcase *c, char *path, size_t path_cap)
 {
-    snprintf(path, path_cap, "/tmp/llamapi-test-families-%d-%s.gguf", (int)getpid(), arch);
-    build_model(arch, path);
+    const char *arch = c->arch;
+    snprintf(path, path_cap, "/tmp/llamapi-test-families-%d-%s.gguf", (int)getpid(), c->name);
+    build_model(c, path);
     struct engine_model *m = NULL;
     struct errmsg err = {{0}};
     if (engine_model_load(path, &m, &err) != ERR_OK) fail_msg("%s: %s", arch, err.msg);
@@ -77,14 +91,16 @@ static void decode_one(struct engine_model *m, struct threadpool *tp, struct eng
     if (engine_decode(m, tp, &it, 1, &err) != ERR_OK) fail_msg("decode: %s", err.msg);
 }
 
-static void against_reference(const char *arch)
+/* tol: teacher-forced bound; strict_greedy: a greedy difference must be a near-tie. */
+static void against_reference(const struct fcase *c, double tol, bool strict_greedy)
 {
+    const char *arch = c->name;
     char golden[128], path[128];
     snprintf(golden, sizeof golden, "tests/data/families/%s.json", arch);
     json_error_t jerr;
     json_t *root = json_load_file(golden, 0, &jerr);
     if (!root) fail_msg("%s: %s", golden, jerr.text);
-    struct engine_model *m = load_family(arch, path, sizeof path);
+    struct engine_model *m = load_family(c, path, sizeof path);
     const int n_vocab = engine_model_info(m)->n_vocab;
     assert_int_equal(n_vocab, (int)json_integer_value(json_object_get(root, "n_vocab")));
     struct threadpool *tp;
@@ -120,7 +136,7 @@ static void against_reference(const char *arch)
             const double gap = json_number_value(json_array_get(margin, same));
             printf("%s: greedy token %zu differs (ours %d); the reference's margin was %.3e\n",
                    arch, same, (int)tok, gap);
-            assert_true(gap < NEAR_TIE);
+            if (strict_greedy) assert_true(gap < NEAR_TIE);
             break;
         }
         decode_one(m, tp, s, tok);
@@ -128,7 +144,7 @@ static void against_reference(const char *arch)
     printf("%s: teacher-forced max relative error %.3e over %zu positions; greedy %zu of %zu "
            "equal\n",
            arch, worst, n_prompt, same, n_gen);
-    assert_true(worst <= REL_TOL);
+    assert_true(worst <= tol);
     engine_seq_free(s);
     threadpool_free(tp);
     engine_model_free(m);
@@ -140,7 +156,8 @@ static void against_reference(const char *arch)
     static void test_ref_##name(void **state)                                                      \
     {                                                                                              \
         (void)state;                                                                               \
-        against_reference(#name);                                                                  \
+        const struct fcase c = {#name, #name, NULL, 0, 0};                                         \
+        against_reference(&c, REL_TOL, true);                                                      \
     }
 FAMILY_TEST(gemma2)
 FAMILY_TEST(gemma3)
@@ -154,7 +171,34 @@ FAMILY_TEST(granitemoe)
 static void test_ref_gpt_oss(void **state)
 {
     (void)state;
-    against_reference("gpt-oss");
+    const struct fcase c = {"gpt-oss", "gpt-oss", NULL, 0, 0};
+    against_reference(&c, REL_TOL, true);
+}
+
+/* The new block types on models of the reference's own reading: a wrong layout or table would
+ * be off by the size of the logits. Quantized synthetic models agree with the reference less
+ * closely than F32 ones on any type (random weights make activations' 8-bit rounding matter:
+ * the existing Q8_0 / Q4_0 / Q4_K measure 1.6e-2 / 1.6e-2 / 2.4e-2 on the same shapes), so
+ * the bound is REL_TOL_QUANT and greedy runs are reported, not required. Measured: MXFP4
+ * (gpt-oss experts and all) 1.8e-2, IQ4_NL 2.1e-2, IQ4_XS 2.5e-2. */
+#define REL_TOL_QUANT 5e-2
+static void test_ref_gpt_oss_mxfp4(void **state)
+{
+    (void)state;
+    const struct fcase c = {"gpt-oss-mxfp4", "gpt-oss", "mxfp4", 256, 512};
+    against_reference(&c, REL_TOL_QUANT, false);
+}
+static void test_ref_llama_iq4_nl(void **state)
+{
+    (void)state;
+    const struct fcase c = {"llama-iq4_nl", "llama", "iq4_nl", 256, 512};
+    against_reference(&c, REL_TOL_QUANT, false);
+}
+static void test_ref_llama_iq4_xs(void **state)
+{
+    (void)state;
+    const struct fcase c = {"llama-iq4_xs", "llama", "iq4_xs", 256, 512};
+    against_reference(&c, REL_TOL_QUANT, false);
 }
 
 /* A sliding-window layer forgets what slid out: in a one-layer gemma2 (its layer slides, with
@@ -236,12 +280,14 @@ static void test_synth_rejects(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ref_gemma2),     cmocka_unit_test(test_ref_gemma3),
-        cmocka_unit_test(test_ref_phi3),       cmocka_unit_test(test_ref_granite),
-        cmocka_unit_test(test_ref_smollm3),    cmocka_unit_test(test_ref_olmo2),
-        cmocka_unit_test(test_ref_qwen3moe),   cmocka_unit_test(test_ref_olmoe),
-        cmocka_unit_test(test_ref_granitemoe), cmocka_unit_test(test_ref_gpt_oss),
-        cmocka_unit_test(test_window_forgets), cmocka_unit_test(test_synth_rejects),
+        cmocka_unit_test(test_ref_gemma2),        cmocka_unit_test(test_ref_gemma3),
+        cmocka_unit_test(test_ref_phi3),          cmocka_unit_test(test_ref_granite),
+        cmocka_unit_test(test_ref_smollm3),       cmocka_unit_test(test_ref_olmo2),
+        cmocka_unit_test(test_ref_qwen3moe),      cmocka_unit_test(test_ref_olmoe),
+        cmocka_unit_test(test_ref_granitemoe),    cmocka_unit_test(test_ref_gpt_oss),
+        cmocka_unit_test(test_ref_gpt_oss_mxfp4), cmocka_unit_test(test_ref_llama_iq4_nl),
+        cmocka_unit_test(test_ref_llama_iq4_xs),  cmocka_unit_test(test_window_forgets),
+        cmocka_unit_test(test_synth_rejects),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
