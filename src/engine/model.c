@@ -497,6 +497,24 @@ static int alloc_scratch(struct engine_model *m, struct errmsg *err)
     return ERR_OK;
 }
 
+/* Each layer's place in the sequences' caches, and what one more context position costs. */
+static void kv_layout(struct engine_model *m)
+{
+    int n_glob = 0, n_swa = 0;
+    for (int il = 0; il < m->info.n_layer; il++) {
+        struct layer *L = &m->layers[il];
+        L->kv_glob_before = n_glob;
+        L->kv_swa_before = n_swa;
+        if (L->is_swa)
+            n_swa++;
+        else
+            n_glob++;
+    }
+    m->n_layer_swa = n_swa;
+    // beyond the window only the global layers grow
+    m->info.kv_bytes_per_token = (size_t)2 * (size_t)n_glob * (size_t)m->kv_dim * 2;
+}
+
 static int load_globals(struct engine_model *m, struct errmsg *err)
 {
     const struct gguf_tensor *te = gguf_find_tensor(m->gguf, "token_embd.weight");
@@ -543,6 +561,7 @@ int engine_model_load(const char *path, struct engine_model **out, struct errmsg
         if (!m->layers) rc = errmsg_set(err, ERR_NOMEM, "out of memory");
     }
     if (rc == ERR_OK) rc = model_arch_load(m, err);
+    if (rc == ERR_OK) kv_layout(m);
     for (int il = 0; rc == ERR_OK && il < m->info.n_layer; il++)
         rc = load_layer(m, il, err);
     if (rc == ERR_OK) rc = plan_all(m, err);
@@ -581,12 +600,23 @@ const struct gguf *engine_model_gguf(const struct engine_model *m)
     return m->gguf;
 }
 
+/* Positions a sliding-window layer's ring holds in a sequence of n_ctx: the window plus one
+ * batch, so a batch's first token still finds its window after the batch's keys are stored. */
+static int swa_cap_of(const struct engine_model *m, int n_ctx)
+{
+    if (m->n_layer_swa == 0) return n_ctx;
+    const int64_t cap = (int64_t)m->feat.n_swa + ENGINE_BATCH_MAX;
+    return cap < n_ctx ? (int)cap : n_ctx;
+}
+
 /* Bytes of one of the two caches (K or V) for n_ctx positions; 0 on overflow. */
 static size_t cache_bytes(const struct engine_model *m, int n_ctx)
 {
-    size_t n;
-    if (!size_mul((size_t)m->info.n_layer, (size_t)n_ctx, &n) ||
-        !size_mul(n, (size_t)m->kv_dim, &n) || !size_mul(n, 2, &n))
+    const size_t n_glob = (size_t)(m->info.n_layer - m->n_layer_swa);
+    size_t a, b, n;
+    if (!size_mul(n_glob, (size_t)n_ctx, &a) ||
+        !size_mul((size_t)m->n_layer_swa, (size_t)swa_cap_of(m, n_ctx), &b) ||
+        !size_add(a, b, &n) || !size_mul(n, (size_t)m->kv_dim, &n) || !size_mul(n, 2, &n))
         return 0;
     return n;
 }
@@ -627,6 +657,7 @@ int engine_seq_bind(struct engine_seq *s, void *kv, size_t kv_bytes, int n_ctx)
     s->k_cache = kv;
     s->v_cache = (uint16_t *)kv + need / 2 / sizeof(uint16_t);
     s->n_ctx = n_ctx;
+    s->swa_cap = swa_cap_of(s->m, n_ctx);
     s->pos = 0;
     s->has_logits = false;
     return ERR_OK;
@@ -640,6 +671,7 @@ int engine_seq_new(struct engine_model *m, int n_ctx, struct engine_seq **out)
     size_t kv = cache_bytes(m, n_ctx);
     s->m = m;
     s->n_ctx = n_ctx;
+    s->swa_cap = swa_cap_of(m, n_ctx);
     // Not zeroed: a position is always written before it is read.
     s->k_cache = mem_alloc(kv);
     s->v_cache = mem_alloc(kv);
@@ -676,6 +708,12 @@ int engine_seq_n_ctx(const struct engine_seq *s)
 void engine_seq_truncate(struct engine_seq *s, int n_keep)
 {
     if (n_keep < 0) n_keep = 0;
+    // The next position needs its window's keys: n_keep - n_swa + 1 onwards, which the rings
+    // still hold only if they are not older than pos - swa_cap.
+    const int64_t oldest = (int64_t)s->pos - s->swa_cap; // first position still in the rings
+    if (n_keep < s->pos && s->m->n_layer_swa > 0 && oldest > 0 &&
+        (int64_t)n_keep - s->m->feat.n_swa + 1 < oldest)
+        n_keep = 0;
     if (n_keep < s->pos) {
         s->pos = n_keep;
         s->has_logits = false;

@@ -219,7 +219,7 @@ static void job_qkv_post(void *arg, int ith, int nth)
             for (int i = 0; i < qd; i++)
                 q[i] *= m->feat.q_scale;
         const struct engine_seq *s = f->items[sc->tok_item[t]].seq;
-        const size_t off = ((size_t)f->il * (size_t)s->n_ctx + (size_t)sc->tok_pos[t]) * kvd;
+        const size_t off = kv_layer_base(m, s, f->il) + kv_row(L, s, sc->tok_pos[t]) * (size_t)kvd;
         ops_get()->f32_to_f16(kvd, k, s->k_cache + off);
         ops_get()->f32_to_f16(kvd, v, s->v_cache + off);
     }
@@ -244,7 +244,7 @@ static void attend_head(const struct fwd *f, int t, int h, float *out)
     // A sliding-window layer's query sees its last n_swa keys, itself included.
     const int j0 = f->L->is_swa && n_keys > m->feat.n_swa ? n_keys - m->feat.n_swa : 0;
     const float cap = m->feat.attn_softcap;
-    const size_t base = (size_t)f->il * (size_t)s->n_ctx * kvd + (size_t)g * hd;
+    const size_t base = kv_layer_base(m, s, f->il) + (size_t)g * hd;
     const uint16_t *kc = s->k_cache + base, *vc = s->v_cache + base;
     float scale = m->feat.kq_scale != 0.0f ? m->feat.kq_scale : 1.0f / sqrtf((float)hd);
     if (cap != 0.0f) scale /= cap; // soft-cap: cap * tanh(s * scale / cap)
@@ -253,7 +253,8 @@ static void attend_head(const struct fwd *f, int t, int h, float *out)
     ops->f32_to_f16(hd, m->sc.q + (size_t)t * m->q_dim + (size_t)h * hd, qh);
     memset(acc, 0, sizeof(uint16_t) * (size_t)hd);
     for (int j = j0; j < n_keys; j++) {
-        float sc = ops->dot_f16(hd, kc + (size_t)j * kvd, qh) * scale;
+        const size_t row = kv_row(f->L, s, j) * (size_t)kvd;
+        float sc = ops->dot_f16(hd, kc + row, qh) * scale;
         if (cap != 0.0f) sc = cap * tanhf(sc);
         float ms = 1.0f, vs = 1.0f;
         if (sc > mx) {
@@ -264,7 +265,7 @@ static void attend_head(const struct fwd *f, int t, int h, float *out)
         } else {
             vs = expf(sc - mx);
         }
-        ops->mad_f16(hd, acc, vc + (size_t)j * kvd, vs);
+        ops->mad_f16(hd, acc, vc + row, vs);
         sum = fmaf(sum, ms, vs);
     }
     for (int i = 0; i < hd; i++)

@@ -94,6 +94,8 @@ struct layer {
     const float *exp_gate_b, *exp_up_b;          // gpt-oss: (n_expert, n_ff_exp) expert biases
     const float *exp_down_b;                     // gpt-oss: (n_expert, n_embd)
     bool is_swa;                                 // sliding-window layer
+    int kv_glob_before, kv_swa_before; // global / sliding-window layers before this one (their
+                                       // caches come first in the sequence's K and V)
     bool has_rope;
     int rope_set; // which RoPE table (0 global, 1 sliding-window layers)
     // mixture of experts (n_expert > 0): the router, and per expert views into the 3-D tensors
@@ -149,6 +151,7 @@ struct engine_model {
     const float *rope_long, *rope_short; // LongRoPE factors (n_rot / 2), phi3
     float rope_base_swa, rope_scale_swa;
     struct model_feat feat;
+    int n_layer_swa; // layers with a sliding window (their caches hold swa_cap positions)
     struct qplan plan_out;
     struct layer *layers; // n_layer
     void **owned;         // converted copies of small vectors, freed at unload
@@ -160,12 +163,32 @@ struct engine_model {
 struct engine_seq {
     struct engine_model *m; // borrowed
     int n_ctx;
-    int pos; // tokens in the cache
+    int pos;     // tokens in the cache
+    int swa_cap; // positions a sliding-window layer's cache holds (a ring: position p in slot
+                 // p % swa_cap): min(n_ctx, n_swa + ENGINE_BATCH_MAX), n_ctx without windows
     bool has_logits;
     bool is_view;      // caches are borrowed (engine_seq_bind), no logits
-    uint16_t *k_cache; // (n_layer, n_ctx, kv_dim) half bits
-    uint16_t *v_cache; // (n_layer, n_ctx, kv_dim) half bits
+    uint16_t *k_cache; // per layer (n_ctx or swa_cap, kv_dim) half bits, global layers first
+    uint16_t *v_cache; // the same layout
     float *logits;     // (n_vocab), NULL for a view
 };
+
+/* Elements before layer il's cache in a sequence's K (or V) cache: the global layers' caches
+ * of n_ctx rows come first, then the sliding-window layers' rings of swa_cap rows. */
+static inline size_t kv_layer_base(const struct engine_model *m, const struct engine_seq *s, int il)
+{
+    const struct layer *L = &m->layers[il];
+    const size_t n_glob = (size_t)(m->info.n_layer - m->n_layer_swa);
+    const size_t rows =
+        L->is_swa ? n_glob * (size_t)s->n_ctx + (size_t)L->kv_swa_before * (size_t)s->swa_cap
+                  : (size_t)L->kv_glob_before * (size_t)s->n_ctx;
+    return rows * (size_t)m->kv_dim;
+}
+
+/* The cache row of position pos in layer L. */
+static inline size_t kv_row(const struct layer *L, const struct engine_seq *s, int pos)
+{
+    return L->is_swa ? (size_t)(pos % s->swa_cap) : (size_t)pos;
+}
 
 #endif

@@ -69,32 +69,42 @@ describe('model families', () => {
 });
 
 describe('sliding window and the prompt cache', () => {
-  test('a cached prefix longer than the window gives the answer a fresh instance gives', async () => {
-    const model = synthModel('fam-gemma3-swa', [...familyArgs('gemma3'), '--swa', '4']);
-    const long = 'Hello world and the you was it is of to and the world hello '.repeat(4);
-    const first = [{ role: 'user', content: long }];
-    const second = [...first, { role: 'assistant', content: 'the world' },
-      { role: 'user', content: 'and you?' }];
-    const body = (messages) => ({ model: 'g', messages, max_tokens: 12, temperature: 0, logit_bias: NO_EOS });
-    const warm = await startServer(['--threads', '1', '-m', model, '--alias', 'g', '-np', '1']);
-    let cached;
+  // gemma3 with a window of 4: its sliding layers keep rings of 4 + 512 positions.
+  const model = () => synthModel('fam-gemma3-swa', [...familyArgs('gemma3'), '--swa', '4']);
+  const long = 'Hello world and the you was it is of to and the world hello '.repeat(20);
+  const first = [{ role: 'user', content: long }];
+  const follow = [...first, { role: 'assistant', content: 'the world' }, { role: 'user', content: 'and you?' }];
+  // shares only the start of the long prompt: its window left the rings long ago
+  const diverge = [{ role: 'user', content: `${long.slice(0, 120)} and then something else entirely` }];
+  const body = (messages) => ({ model: 'g', messages, max_tokens: 12, temperature: 0, logit_bias: NO_EOS });
+
+  test('cached prefixes longer than the rings are reused or dropped, never misused', async () => {
+    const warm = await startServer(['--threads', '1', '-m', model(), '--alias', 'g', '-np', '1']);
+    let a, b, c;
     try {
-      await chat(warm, body(first));
-      cached = await chat(warm, body(second));
+      a = await chat(warm, body(first));
+      b = await chat(warm, body(follow));
+      c = await chat(warm, body(diverge));
     } finally {
       await warm.stop();
     }
-    assert.equal(cached.status, 200);
-    assert.ok(cached.body.usage.prompt_tokens_details.cached_tokens > 8,
-      'the second request reuses more than a window of cached prompt');
-    const cold = await startServer(['--threads', '1', '-m', model, '--alias', 'g', '-np', '1']);
-    let fresh;
+    assert.equal(a.status, 200, JSON.stringify(a.body));
+    assert.ok(a.body.usage.prompt_tokens > 600, `a prompt longer than the rings (${a.body.usage.prompt_tokens})`);
+    assert.ok(b.body.usage.prompt_tokens_details.cached_tokens > 600,
+      'the follow-up reuses the whole cached conversation');
+    assert.equal(c.body.usage.prompt_tokens_details.cached_tokens ?? 0, 0,
+      'a shared start whose window the rings dropped is recomputed');
+    const cold = await startServer(['--threads', '1', '-m', model(), '--alias', 'g', '-np', '1']);
     try {
-      fresh = await chat(cold, body(second));
+      for (const [warmAnswer, messages] of [[b, follow], [c, diverge]]) {
+        const fresh = await chat(cold, body(messages));
+        assert.equal(fresh.status, 200);
+        assert.equal(warmAnswer.body.choices[0].message.content, fresh.body.choices[0].message.content);
+        // each cold request starts from the other's cache at most partially; drop it
+        await chat(cold, body([{ role: 'user', content: 'x' }]));
+      }
     } finally {
       await cold.stop();
     }
-    assert.equal(fresh.body.usage.prompt_tokens_details.cached_tokens ?? 0, 0);
-    assert.equal(cached.body.choices[0].message.content, fresh.body.choices[0].message.content);
   });
 });

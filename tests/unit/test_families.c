@@ -250,6 +250,100 @@ static void test_window_forgets(void **state)
     unlink(path);
 }
 
+static struct engine_model *window_model(int n_layer, int n_swa, char *path, size_t cap)
+{
+    struct synth_params p = synth_params_default();
+    p.arch = "gemma2"; // even layers slide
+    p.n_layer = n_layer;
+    p.n_swa = n_swa;
+    p.seed = 11;
+    p.n_ctx = 4096;
+    p.n_vocab = synth_builtin_vocab_size("gemma2");
+    struct gguf_writer *w = NULL;
+    struct errmsg err = {{0}};
+    snprintf(path, cap, "/tmp/llamapi-test-families-%d-ring%d.gguf", (int)getpid(), n_layer);
+    assert_int_equal(synth_build(&p, &w, &err), ERR_OK);
+    assert_int_equal(gguf_writer_to_file(w, path, &err), ERR_OK);
+    gguf_writer_free(w);
+    struct engine_model *m;
+    assert_int_equal(engine_model_load(path, &m, &err), ERR_OK);
+    return m;
+}
+
+/* Feeds toks[0..n) in chunks of `chunk` tokens. */
+static void feed(struct engine_model *m, struct threadpool *tp, struct engine_seq *s,
+                 const int32_t *toks, int n, int chunk)
+{
+    struct errmsg err = {{0}};
+    for (int i = 0; i < n; i += chunk) {
+        struct engine_batch_item it = {
+            .seq = s, .tokens = toks + i, .n_tokens = n - i < chunk ? n - i : chunk};
+        if (engine_decode(m, tp, &it, 1, &err) != ERR_OK) fail_msg("decode: %s", err.msg);
+    }
+}
+
+/* Sliding-window layers keep a ring of n_swa + ENGINE_BATCH_MAX positions: the memory is
+ * counted so, a sequence longer than the ring (fed one token at a time and in batches that
+ * wrap it) still sees exactly its window, and truncating below what the ring still holds
+ * empties the sequence. */
+static void test_window_ring(void **state)
+{
+    (void)state;
+    char path[128];
+    struct engine_model *m = window_model(2, 4, path, sizeof path);
+    const struct engine_model_info *in = engine_model_info(m);
+    const size_t kvd = (size_t)in->n_head_kv * (size_t)in->head_dim;
+    // one global layer of 4096 rows and one ring of 4 + 512, keys and values, half precision
+    assert_int_equal(engine_kv_bytes(m, 4096), 2 * (4096 + 516) * kvd * 2);
+    assert_int_equal(engine_kv_bytes(m, 100), 2 * (100 + 100) * kvd * 2);
+    assert_int_equal(in->kv_bytes_per_token, 2 * kvd * 2);
+    enum { N = 1200 };
+    int32_t toks[N];
+    for (int i = 0; i < N; i++)
+        toks[i] = (int32_t)(3 + (i * 37) % 280);
+    struct threadpool *tp;
+    assert_int_equal(threadpool_new(2, &tp), ERR_OK);
+    struct engine_seq *a, *b;
+    assert_int_equal(engine_seq_new(m, 4096, &a), ERR_OK);
+    assert_int_equal(engine_seq_new(m, 4096, &b), ERR_OK);
+    feed(m, tp, a, toks, N, 1);
+    feed(m, tp, b, toks, N, 300); // batches of 300 wrap the 516-row ring
+    const int n_vocab = in->n_vocab;
+    const float *la = engine_seq_logits(a), *lb = engine_seq_logits(b);
+    double mx = 0.0, err = 0.0;
+    for (int j = 0; j < n_vocab; j++) {
+        mx = fabs(la[j]) > mx ? fabs(la[j]) : mx;
+        err = fabs(la[j] - lb[j]) > err ? fabs(la[j] - lb[j]) : err;
+    }
+    assert_true(err <= 1e-4 * mx);
+    engine_seq_truncate(a, N - 2); // its window (positions N-5..N-3) is still in the ring
+    assert_int_equal(engine_seq_pos(a), N - 2);
+    engine_seq_truncate(a, 100); // position 97 left the ring long ago
+    assert_int_equal(engine_seq_pos(a), 0);
+    engine_seq_free(a);
+    engine_seq_free(b);
+    engine_model_free(m);
+    unlink(path);
+
+    // With only sliding layers, tokens older than the window cannot matter, however far back
+    // the ring has wrapped.
+    m = window_model(1, 4, path, sizeof path);
+    int32_t other[N];
+    memcpy(other, toks, sizeof other);
+    for (int i = 0; i < N - 4; i++)
+        other[i] = (int32_t)(3 + (i * 53 + 11) % 280);
+    assert_int_equal(engine_seq_new(m, 4096, &a), ERR_OK);
+    assert_int_equal(engine_seq_new(m, 4096, &b), ERR_OK);
+    feed(m, tp, a, toks, N, 7);
+    feed(m, tp, b, other, N, 7);
+    assert_memory_equal(engine_seq_logits(a), engine_seq_logits(b), (size_t)n_vocab * 4);
+    engine_seq_free(a);
+    engine_seq_free(b);
+    threadpool_free(tp);
+    engine_model_free(m);
+    unlink(path);
+}
+
 /* gguf-synth's family options are checked. */
 static void test_synth_rejects(void **state)
 {
@@ -287,7 +381,7 @@ int main(void)
         cmocka_unit_test(test_ref_granitemoe),    cmocka_unit_test(test_ref_gpt_oss),
         cmocka_unit_test(test_ref_gpt_oss_mxfp4), cmocka_unit_test(test_ref_llama_iq4_nl),
         cmocka_unit_test(test_ref_llama_iq4_xs),  cmocka_unit_test(test_window_forgets),
-        cmocka_unit_test(test_synth_rejects),
+        cmocka_unit_test(test_window_ring),       cmocka_unit_test(test_synth_rejects),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
