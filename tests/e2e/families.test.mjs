@@ -68,6 +68,24 @@ describe('model families', () => {
   }
 });
 
+describe('new block types', () => {
+  for (const [arch, type] of [['gpt-oss', 'mxfp4'], ['llama', 'iq4_nl'], ['qwen3moe', 'iq4_xs']]) {
+    test(`${arch} with ${type} weights chats`, async () => {
+      const model = synthModel(`fam-${arch}-${type}`, ['--arch', arch, '--layers', '2', '--embd', '256',
+        '--heads', '4', '--heads-kv', '2', '--ffn', '512', '--ctx', '512', '--type', type, '--seed', '3']);
+      const srv = await startServer(['--threads', '1', '-m', model, '--alias', 'q']);
+      try {
+        const r = await chat(srv, { model: 'q', messages: [{ role: 'user', content: 'Hello there' }],
+          max_tokens: 8, temperature: 0, logit_bias: NO_EOS });
+        assert.equal(r.status, 200, JSON.stringify(r.body));
+        assert.equal(r.body.usage.completion_tokens, 8);
+      } finally {
+        await srv.stop();
+      }
+    });
+  }
+});
+
 describe('sliding window and the prompt cache', () => {
   // gemma3 with a window of 4: its sliding layers keep rings of 4 + 512 positions.
   const model = () => synthModel('fam-gemma3-swa', [...familyArgs('gemma3'), '--swa', '4']);
