@@ -5,6 +5,7 @@
 #include "engine/synth.h"
 #include "util/err.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,8 +15,10 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: gguf-synth [options] -o OUT.gguf\n"
             "Writes a model with seeded random weights and the tensor layout of a real one.\n"
-            "  --arch NAME       llama | qwen2 | qwen3 | bert (default llama)\n"
-            "  --layers N        block count (2)\n"
+            "  --arch NAME       llama | qwen2 | qwen3 | gemma2 | gemma3 | phi3 | granite |\n"
+            "                    smollm3 | olmo2 | qwen3moe | olmoe | granitemoe | bert (llama);\n"
+            "                    every feature of the family is on (see engine/synth.h)\n"
+            "  --layers N        block count (2; smollm3 4, so one layer skips RoPE)\n"
             "  --embd N          embedding width (64)\n"
             "  --heads N         attention heads (4)\n"
             "  --heads-kv N      key/value heads, GQA when fewer (2)\n"
@@ -27,8 +30,13 @@ static void usage(FILE *f)
             "  --rope-base F     rope.freq_base (10000)\n"
             "  --eps F           norm epsilon (1e-5)\n"
             "  --type T          f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k\n"
-            "                    or q4_k_m (Q4_K with Q6_K output, attn_v, ffn_down mix) (f32)\n"
+            "                    iq4_nl iq4_xs mxfp4, or q4_k_m (Q4_K with Q6_K output, attn_v,\n"
+            "                    ffn_down mix) (f32)\n"
             "  --seed N          random seed (1)\n"
+            "  --swa N           sliding window of gemma2/gemma3/olmo2; even layers slide, odd\n"
+            "                    ones are global (gemma 8, olmo2 none; 0: none)\n"
+            "  --experts N       experts per MoE layer (8)\n"
+            "  --experts-used K  experts each token uses (2)\n"
             "  --vocab-from F    copy every tokenizer.* key from GGUF file F\n"
             "  --pooling N       write <arch>.pooling_type N (0 none, 1 mean, 2 cls, 3 last,\n"
             "                    4 rank); bert writes 1 unless given, decoders nothing\n"
@@ -38,7 +46,8 @@ static void usage(FILE *f)
             "  -o, --output F    output file (required)\n"
             "  -h, --help        this text\n"
             "Rows whose length is not a multiple of a type's block fall back like the reference\n"
-            "quantizer (q4_k->q5_0, q5_k->q5_1, q6_k->q8_0, q2_k/q3_k->q4_0, else f16).\n",
+            "quantizer (q4_k->q5_0, q5_k->q5_1, q6_k->q8_0, q2_k/q3_k->q4_0, iq4_xs->iq4_nl,\n"
+            "else f16).\n",
             synth_builtin_vocab_size("llama"));
 }
 
@@ -53,7 +62,7 @@ static int parse_int(const char *s, int *out)
 
 /* Returns 0 on success, 1 for a usage error (message printed), 2 for --help. */
 static int parse_args(int argc, char **argv, struct synth_params *p, const char **out_path,
-                      const char **vocab_path)
+                      const char **vocab_path, bool *layers_set)
 {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -71,7 +80,13 @@ static int parse_args(int argc, char **argv, struct synth_params *p, const char 
         if (!strcmp(a, "--arch"))
             p->arch = v;
         else if (!strcmp(a, "--layers"))
-            bad = parse_int(v, &p->n_layer);
+            bad = parse_int(v, &p->n_layer), *layers_set = true;
+        else if (!strcmp(a, "--swa"))
+            bad = parse_int(v, &p->n_swa);
+        else if (!strcmp(a, "--experts"))
+            bad = parse_int(v, &p->n_expert);
+        else if (!strcmp(a, "--experts-used"))
+            bad = parse_int(v, &p->n_expert_used);
         else if (!strcmp(a, "--embd"))
             bad = parse_int(v, &p->n_embd);
         else if (!strcmp(a, "--heads"))
@@ -122,7 +137,9 @@ int main(int argc, char **argv)
 {
     struct synth_params p = synth_params_default();
     const char *out_path = NULL, *vocab_path = NULL;
-    int prc = parse_args(argc, argv, &p, &out_path, &vocab_path);
+    bool layers_set = false;
+    int prc = parse_args(argc, argv, &p, &out_path, &vocab_path, &layers_set);
+    if (prc == 0 && !layers_set && strcmp(p.arch, "smollm3") == 0) p.n_layer = 4;
     if (prc == 2) {
         usage(stdout);
         return 0;

@@ -4,7 +4,9 @@
 #include "engine/model.h"
 
 #include "engine/matmul.h"
+#include "engine/model_arch.h"
 #include "engine/model_internal.h"
+#include "engine/model_moe.h"
 #include "engine/ops.h"
 #include "engine/quants/quants.h"
 #include "util/checked.h"
@@ -77,7 +79,8 @@ static int load_rope_scaling(struct engine_model *m, const struct hp *h)
         rc = hp_float(h, "rope.scale_linear", 0.0f, false, &factor); // older files
     if (rc != ERR_OK) return rc;
     if (str_eq_cstr(type, "none") || factor == 0.0f || factor == 1.0f) return ERR_OK;
-    if (!str_eq_cstr(type, "linear"))
+    m->feat.is_yarn = str_eq_cstr(type, "yarn");
+    if (!str_eq_cstr(type, "linear") && !m->feat.is_yarn)
         return errmsg_set(h->err, ERR_UNSUPPORTED, "rope scaling type '%.*s' is not supported",
                           (int)type.len, type.ptr);
     if (!(factor > 0.0f))
@@ -97,9 +100,13 @@ static int load_arch(struct engine_model *m, struct errmsg *err)
         enum model_arch arch;
         bool neox;
     } archs[] = {
-        {"llama", MODEL_ARCH_LLAMA, false},
-        {"qwen2", MODEL_ARCH_QWEN2, true},
-        {"qwen3", MODEL_ARCH_QWEN3, true},
+        {"llama", MODEL_ARCH_LLAMA, false},     {"qwen2", MODEL_ARCH_QWEN2, true},
+        {"qwen3", MODEL_ARCH_QWEN3, true},      {"gemma2", MODEL_ARCH_GEMMA2, true},
+        {"gemma3", MODEL_ARCH_GEMMA3, true},    {"phi3", MODEL_ARCH_PHI3, true},
+        {"granite", MODEL_ARCH_GRANITE, false}, {"smollm3", MODEL_ARCH_SMOLLM3, false},
+        {"olmo2", MODEL_ARCH_OLMO2, true},      {"qwen3moe", MODEL_ARCH_QWEN3MOE, true},
+        {"olmoe", MODEL_ARCH_OLMOE, true},      {"granitemoe", MODEL_ARCH_GRANITEMOE, false},
+        {"gpt-oss", MODEL_ARCH_GPTOSS, true},
     };
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
         if (str_eq_cstr(arch, archs[i].name)) {
@@ -139,8 +146,9 @@ static int load_hparams(struct engine_model *m, struct errmsg *err)
     if (rc == ERR_OK) rc = hp_float(&h, "rope.freq_base", 10000.0f, false, &m->rope_base);
     if (rc == ERR_OK) rc = load_rope_scaling(m, &h);
     if (rc != ERR_OK) return rc;
-    if (n_expert > 0)
-        return errmsg_set(err, ERR_UNSUPPORTED, "mixture-of-experts models are not supported");
+    if (n_expert > 0 && !model_arch_is_moe(m->arch))
+        return errmsg_set(err, ERR_UNSUPPORTED, "mixture-of-experts %s models are not supported",
+                          m->arch_name);
     if (v_len != in->head_dim)
         return errmsg_set(err, ERR_UNSUPPORTED, "value_length %d differs from key_length %d", v_len,
                           in->head_dim);
@@ -225,27 +233,132 @@ static int load_vec(struct engine_model *m, const char *name, int layer, int64_t
     return ERR_OK;
 }
 
+/* Views of a fused matrix's consecutive row blocks: rows [row0, row0 + n_out) of t. */
+static int wmat_rows(const struct wmat *all, int64_t row0, int64_t n_out, struct wmat *w)
+{
+    size_t row_bytes;
+    if (quant_row_bytes(all->type, all->n_in, &row_bytes) != ERR_OK) return ERR_FORMAT;
+    *w = *all;
+    w->data = (const uint8_t *)all->data + (size_t)row0 * row_bytes;
+    w->n_out = n_out;
+    return ERR_OK;
+}
+
+/* Q, K and V: separate matrices, or one fused attn_qkv (phi3) seen as three row blocks. */
+static int load_qkv(struct engine_model *m, int il, struct layer *L, struct errmsg *err)
+{
+    const int64_t e = m->info.n_embd, qd = m->q_dim, kvd = m->kv_dim;
+    char full[96];
+    if (!gguf_find_layer_tensor(m->gguf, "attn_qkv.weight", il, full, sizeof full)) {
+        int rc = load_wmat(m, "attn_q.weight", il, e, qd, &L->wq, err);
+        if (rc == ERR_OK) rc = load_wmat(m, "attn_k.weight", il, e, kvd, &L->wk, err);
+        if (rc == ERR_OK) rc = load_wmat(m, "attn_v.weight", il, e, kvd, &L->wv, err);
+        return rc;
+    }
+    struct wmat all;
+    int rc = load_wmat(m, "attn_qkv.weight", il, e, qd + 2 * kvd, &all, err);
+    if (rc == ERR_OK) rc = wmat_rows(&all, 0, qd, &L->wq);
+    if (rc == ERR_OK) rc = wmat_rows(&all, qd, kvd, &L->wk);
+    if (rc == ERR_OK) rc = wmat_rows(&all, qd + kvd, kvd, &L->wv);
+    if (rc != ERR_OK) return errmsg_set(err, rc, "tensor '%s': bad rows", full);
+    return ERR_OK;
+}
+
+/* The dense FFN: gate and up, or one ffn_up of 2 * n_ff rows (phi3: gate rows first). */
+static int load_ffn(struct engine_model *m, int il, struct layer *L, struct errmsg *err)
+{
+    const int64_t e = m->info.n_embd, f = m->info.n_ff;
+    char full[96];
+    int rc;
+    if (gguf_find_layer_tensor(m->gguf, "ffn_gate.weight", il, full, sizeof full)) {
+        rc = load_wmat(m, "ffn_gate.weight", il, e, f, &L->w_gate, err);
+        if (rc == ERR_OK) rc = load_wmat(m, "ffn_up.weight", il, e, f, &L->w_up, err);
+    } else {
+        struct wmat all;
+        rc = load_wmat(m, "ffn_up.weight", il, e, 2 * f, &all, err);
+        if (rc == ERR_OK && (wmat_rows(&all, 0, f, &L->w_gate) != ERR_OK ||
+                             wmat_rows(&all, f, f, &L->w_up) != ERR_OK))
+            rc = errmsg_set(err, ERR_FORMAT, "tensor 'blk.%d.ffn_up.weight': bad rows", il);
+    }
+    if (rc == ERR_OK) rc = load_wmat(m, "ffn_down.weight", il, f, e, &L->w_down, err);
+    return rc;
+}
+
+/* The router, the experts' 3-D tensors as per-expert views, the optional shared expert. */
+static int load_moe(struct engine_model *m, int il, struct layer *L, struct errmsg *err)
+{
+    const struct model_feat *ft = &m->feat;
+    const int64_t e = m->info.n_embd, fe = ft->n_ff_exp, fs = ft->n_ff_shexp;
+    int rc = load_wmat(m, "ffn_gate_inp.weight", il, e, ft->n_expert, &L->gate_inp, err);
+    if (rc != ERR_OK) return rc;
+    L->exp_gate = mem_calloc((size_t)ft->n_expert * 3, sizeof *L->exp_gate);
+    if (!L->exp_gate) return errmsg_set(err, ERR_NOMEM, "out of memory");
+    L->exp_up = L->exp_gate + ft->n_expert;
+    L->exp_down = L->exp_up + ft->n_expert;
+    rc = moe_load_experts(m->gguf, "ffn_gate_exps.weight", il, e, fe, ft->n_expert, L->exp_gate,
+                          err);
+    if (rc == ERR_OK)
+        rc = moe_load_experts(m->gguf, "ffn_up_exps.weight", il, e, fe, ft->n_expert, L->exp_up,
+                              err);
+    if (rc == ERR_OK)
+        rc = moe_load_experts(m->gguf, "ffn_down_exps.weight", il, fe, e, ft->n_expert, L->exp_down,
+                              err);
+    if (rc == ERR_OK && m->arch == MODEL_ARCH_GPTOSS) {
+        rc = load_vec(m, "ffn_gate_inp.bias", il, ft->n_expert, true, &L->gate_inp_b, err);
+        if (rc == ERR_OK)
+            rc = moe_load_bias(m->gguf, "ffn_gate_exps.bias", il, fe, ft->n_expert, &L->exp_gate_b,
+                               err);
+        if (rc == ERR_OK)
+            rc =
+                moe_load_bias(m->gguf, "ffn_up_exps.bias", il, fe, ft->n_expert, &L->exp_up_b, err);
+        if (rc == ERR_OK)
+            rc = moe_load_bias(m->gguf, "ffn_down_exps.bias", il, e, ft->n_expert, &L->exp_down_b,
+                               err);
+    }
+    if (rc == ERR_OK && fs > 0) {
+        rc = load_wmat(m, "ffn_gate_shexp.weight", il, e, fs, &L->sh_gate, err);
+        if (rc == ERR_OK) rc = load_wmat(m, "ffn_up_shexp.weight", il, e, fs, &L->sh_up, err);
+        if (rc == ERR_OK) rc = load_wmat(m, "ffn_down_shexp.weight", il, fs, e, &L->sh_down, err);
+    }
+    return rc;
+}
+
 static int load_layer(struct engine_model *m, int il, struct errmsg *err)
 {
     struct layer *L = &m->layers[il];
-    const int64_t e = m->info.n_embd, f = m->info.n_ff, qd = m->q_dim, kvd = m->kv_dim;
-    const bool is_qwen2 = m->arch == MODEL_ARCH_QWEN2, is_qwen3 = m->arch == MODEL_ARCH_QWEN3;
+    const struct model_feat *ft = &m->feat;
+    const int64_t e = m->info.n_embd, qd = m->q_dim, kvd = m->kv_dim;
+    const enum model_arch a = m->arch;
+    const bool is_qwen2 = a == MODEL_ARCH_QWEN2;
+    const bool has_qk_norm = a == MODEL_ARCH_QWEN3 || a == MODEL_ARCH_GEMMA3 ||
+                             a == MODEL_ARCH_OLMO2 || a == MODEL_ARCH_QWEN3MOE ||
+                             a == MODEL_ARCH_OLMOE;
     const int64_t hd = m->info.head_dim;
-    int rc = load_vec(m, "attn_norm.weight", il, e, true, &L->attn_norm, err);
-    if (rc == ERR_OK) rc = load_vec(m, "ffn_norm.weight", il, e, true, &L->ffn_norm, err);
-    if (rc == ERR_OK) rc = load_wmat(m, "attn_q.weight", il, e, qd, &L->wq, err);
-    if (rc == ERR_OK) rc = load_wmat(m, "attn_k.weight", il, e, kvd, &L->wk, err);
-    if (rc == ERR_OK) rc = load_wmat(m, "attn_v.weight", il, e, kvd, &L->wv, err);
+    const int64_t qn = ft->qk_norm_full ? qd : hd, kn = ft->qk_norm_full ? kvd : hd;
+    // gpt-oss names its FFN norm post_attention_norm
+    const char *ffn_norm =
+        a == MODEL_ARCH_GPTOSS ? "post_attention_norm.weight" : "ffn_norm.weight";
+    int rc = load_vec(m, "attn_norm.weight", il, e, !ft->no_pre_norm, &L->attn_norm, err);
+    if (rc == ERR_OK) rc = load_vec(m, ffn_norm, il, e, !ft->no_pre_norm, &L->ffn_norm, err);
+    if (rc == ERR_OK && a == MODEL_ARCH_GPTOSS)
+        rc = load_vec(m, "attn_sinks.weight", il, m->info.n_head, true, &L->sinks, err);
+    if (rc == ERR_OK) rc = load_qkv(m, il, L, err);
     if (rc == ERR_OK) rc = load_wmat(m, "attn_output.weight", il, qd, e, &L->wo, err);
-    if (rc == ERR_OK) rc = load_wmat(m, "ffn_gate.weight", il, e, f, &L->w_gate, err);
-    if (rc == ERR_OK) rc = load_wmat(m, "ffn_up.weight", il, e, f, &L->w_up, err);
-    if (rc == ERR_OK) rc = load_wmat(m, "ffn_down.weight", il, f, e, &L->w_down, err);
+    if (rc == ERR_OK && ft->n_expert > 0)
+        rc = load_moe(m, il, L, err);
+    else if (rc == ERR_OK)
+        rc = load_ffn(m, il, L, err);
     // Biases are required by qwen2 and optional elsewhere; the per-head norms define qwen3.
     if (rc == ERR_OK) rc = load_vec(m, "attn_q.bias", il, qd, is_qwen2, &L->bq, err);
     if (rc == ERR_OK) rc = load_vec(m, "attn_k.bias", il, kvd, is_qwen2, &L->bk, err);
     if (rc == ERR_OK) rc = load_vec(m, "attn_v.bias", il, kvd, is_qwen2, &L->bv, err);
-    if (rc == ERR_OK) rc = load_vec(m, "attn_q_norm.weight", il, hd, is_qwen3, &L->q_norm, err);
-    if (rc == ERR_OK) rc = load_vec(m, "attn_k_norm.weight", il, hd, is_qwen3, &L->k_norm, err);
+    if (rc == ERR_OK) rc = load_vec(m, "attn_output.bias", il, e, false, &L->bo, err);
+    if (rc == ERR_OK) rc = load_vec(m, "attn_q_norm.weight", il, qn, has_qk_norm, &L->q_norm, err);
+    if (rc == ERR_OK) rc = load_vec(m, "attn_k_norm.weight", il, kn, has_qk_norm, &L->k_norm, err);
+    if (rc == ERR_OK && ft->post_norms)
+        rc = load_vec(m, "post_attention_norm.weight", il, e, true, &L->attn_post_norm, err);
+    if (rc == ERR_OK && ft->post_norms)
+        rc = load_vec(m, "post_ffw_norm.weight", il, e, true, &L->ffn_post_norm, err);
     return rc;
 }
 
@@ -280,6 +393,23 @@ static int plan_build(struct qplan *p, const struct wmat *const *ws, int n, size
     return ERR_OK;
 }
 
+/* The router, the experts (every expert has the first one's types and shapes, checked at load)
+ * and the shared expert. */
+static int plan_moe(struct engine_model *m, struct layer *L, size_t *cap, struct errmsg *err)
+{
+    const struct wmat *r[1] = {&L->gate_inp}, *gu[2] = {&L->exp_gate[0], &L->exp_up[0]};
+    const struct wmat *d[1] = {&L->exp_down[0]};
+    int rc = plan_build(&L->plan_router, r, 1, cap, err);
+    if (rc == ERR_OK) rc = plan_build(&L->plan_exp_gu, gu, 2, cap, err);
+    if (rc == ERR_OK) rc = plan_build(&L->plan_exp_down, d, 1, cap, err);
+    if (rc == ERR_OK && m->feat.n_ff_shexp > 0) {
+        const struct wmat *sgu[2] = {&L->sh_gate, &L->sh_up}, *sd[1] = {&L->sh_down};
+        rc = plan_build(&L->plan_sh_gu, sgu, 2, cap, err);
+        if (rc == ERR_OK) rc = plan_build(&L->plan_sh_down, sd, 1, cap, err);
+    }
+    return rc;
+}
+
 static int plan_all(struct engine_model *m, struct errmsg *err)
 {
     size_t cap = 0;
@@ -291,6 +421,10 @@ static int plan_all(struct engine_model *m, struct errmsg *err)
         const struct wmat *o[1] = {&L->wo}, *down[1] = {&L->w_down};
         rc = plan_build(&L->plan_qkv, qkv, 3, &cap, err);
         if (rc == ERR_OK) rc = plan_build(&L->plan_o, o, 1, &cap, err);
+        if (rc == ERR_OK && m->feat.n_expert > 0) {
+            rc = plan_moe(m, L, &cap, err);
+            continue;
+        }
         if (rc == ERR_OK) rc = plan_build(&L->plan_gu, gu, 2, &cap, err);
         if (rc == ERR_OK) rc = plan_build(&L->plan_down, down, 1, &cap, err);
     }
@@ -311,7 +445,13 @@ static bool carve(size_t *total, size_t n, size_t elem, size_t *offset)
 
 static int alloc_scratch(struct engine_model *m, struct errmsg *err)
 {
-    const size_t B = ENGINE_BATCH_MAX, e = (size_t)m->info.n_embd, f = (size_t)m->info.n_ff;
+    const struct model_feat *ft = &m->feat;
+    const size_t B = ENGINE_BATCH_MAX, e = (size_t)m->info.n_embd;
+    size_t f = (size_t)m->info.n_ff;
+    if ((size_t)ft->n_ff_exp > f) f = (size_t)ft->n_ff_exp;
+    if ((size_t)ft->n_ff_shexp > f) f = (size_t)ft->n_ff_shexp;
+    const size_t n_exp = ft->n_expert > 0 ? (size_t)ft->n_expert : 1;
+    const size_t n_used = ft->n_expert_used > 0 ? (size_t)ft->n_expert_used : 1;
     const size_t qd = (size_t)m->q_dim, kvd = (size_t)m->kv_dim, nv = (size_t)m->info.n_vocab;
     struct {
         void **ptr;
@@ -327,8 +467,15 @@ static int alloc_scratch(struct engine_model *m, struct errmsg *err)
         {(void **)&m->sc.gate, B * f, 4},
         {(void **)&m->sc.up, B * f, 4},
         {(void **)&m->sc.logits, B * nv, 4},
-        {(void **)&m->sc.rope_cos, B * (size_t)(m->n_rot / 2 + 1), 4},
-        {(void **)&m->sc.rope_sin, B * (size_t)(m->n_rot / 2 + 1), 4},
+        {(void **)&m->sc.rope_cos, 2 * B * (size_t)(m->n_rot / 2 + 1), 4},
+        {(void **)&m->sc.rope_sin, 2 * B * (size_t)(m->n_rot / 2 + 1), 4},
+        {(void **)&m->sc.router, ft->n_expert > 0 ? B * n_exp : 1, 4},
+        {(void **)&m->sc.moe_w, B * n_used, 4},
+        {(void **)&m->sc.moe_sel, B * n_used, 4},
+        {(void **)&m->sc.moe_rows, B * n_used, 4},
+        {(void **)&m->sc.moe_x, ft->n_expert > 0 ? B * e : 1, 4},
+        {(void **)&m->sc.moe_out, ft->n_expert > 0 ? B * n_used * e : 1, 4},
+        {(void **)&m->sc.moe_sh, ft->n_ff_shexp > 0 ? B * e : 1, 4},
         {&m->sc.slot[0], B, m->sc.slot_row_cap},
         {&m->sc.slot[1], B, m->sc.slot_row_cap},
         {&m->sc.slot[2], B, m->sc.slot_row_cap},
@@ -350,6 +497,24 @@ static int alloc_scratch(struct engine_model *m, struct errmsg *err)
     return ERR_OK;
 }
 
+/* Each layer's place in the sequences' caches, and what one more context position costs. */
+static void kv_layout(struct engine_model *m)
+{
+    int n_glob = 0, n_swa = 0;
+    for (int il = 0; il < m->info.n_layer; il++) {
+        struct layer *L = &m->layers[il];
+        L->kv_glob_before = n_glob;
+        L->kv_swa_before = n_swa;
+        if (L->is_swa)
+            n_swa++;
+        else
+            n_glob++;
+    }
+    m->n_layer_swa = n_swa;
+    // beyond the window only the global layers grow
+    m->info.kv_bytes_per_token = (size_t)2 * (size_t)n_glob * (size_t)m->kv_dim * 2;
+}
+
 static int load_globals(struct engine_model *m, struct errmsg *err)
 {
     const struct gguf_tensor *te = gguf_find_tensor(m->gguf, "token_embd.weight");
@@ -368,6 +533,10 @@ static int load_globals(struct engine_model *m, struct errmsg *err)
         m->output = m->tok_embd; // tied embeddings
     if (rc == ERR_OK && m->n_rot > 0)
         rc = load_vec(m, "rope_freqs.weight", -1, m->n_rot / 2, false, &m->rope_freqs, err);
+    if (rc == ERR_OK && m->n_rot > 0)
+        rc = load_vec(m, "rope_factors_long.weight", -1, m->n_rot / 2, false, &m->rope_long, err);
+    if (rc == ERR_OK && m->n_rot > 0)
+        rc = load_vec(m, "rope_factors_short.weight", -1, m->n_rot / 2, false, &m->rope_short, err);
     enum gguf_value_type et;
     int64_t n_tokens;
     if (rc == ERR_OK && gguf_get_arr(m->gguf, "tokenizer.ggml.tokens", &et, &n_tokens) == ERR_OK &&
@@ -391,6 +560,8 @@ int engine_model_load(const char *path, struct engine_model **out, struct errmsg
         m->layers = mem_calloc((size_t)m->info.n_layer, sizeof *m->layers);
         if (!m->layers) rc = errmsg_set(err, ERR_NOMEM, "out of memory");
     }
+    if (rc == ERR_OK) rc = model_arch_load(m, err);
+    if (rc == ERR_OK) kv_layout(m);
     for (int il = 0; rc == ERR_OK && il < m->info.n_layer; il++)
         rc = load_layer(m, il, err);
     if (rc == ERR_OK) rc = plan_all(m, err);
@@ -411,6 +582,8 @@ void engine_model_free(struct engine_model *m)
     for (int i = 0; i < m->n_owned; i++)
         mem_free(m->owned[i]);
     mem_free(m->owned);
+    for (int il = 0; m->layers && il < m->info.n_layer; il++)
+        mem_free(m->layers[il].exp_gate);
     mem_free(m->layers);
     mem_free(m->scratch_mem);
     gguf_close(m->gguf);
@@ -427,12 +600,23 @@ const struct gguf *engine_model_gguf(const struct engine_model *m)
     return m->gguf;
 }
 
+/* Positions a sliding-window layer's ring holds in a sequence of n_ctx: the window plus one
+ * batch, so a batch's first token still finds its window after the batch's keys are stored. */
+static int swa_cap_of(const struct engine_model *m, int n_ctx)
+{
+    if (m->n_layer_swa == 0) return n_ctx;
+    const int64_t cap = (int64_t)m->feat.n_swa + ENGINE_BATCH_MAX;
+    return cap < n_ctx ? (int)cap : n_ctx;
+}
+
 /* Bytes of one of the two caches (K or V) for n_ctx positions; 0 on overflow. */
 static size_t cache_bytes(const struct engine_model *m, int n_ctx)
 {
-    size_t n;
-    if (!size_mul((size_t)m->info.n_layer, (size_t)n_ctx, &n) ||
-        !size_mul(n, (size_t)m->kv_dim, &n) || !size_mul(n, 2, &n))
+    const size_t n_glob = (size_t)(m->info.n_layer - m->n_layer_swa);
+    size_t a, b, n;
+    if (!size_mul(n_glob, (size_t)n_ctx, &a) ||
+        !size_mul((size_t)m->n_layer_swa, (size_t)swa_cap_of(m, n_ctx), &b) ||
+        !size_add(a, b, &n) || !size_mul(n, (size_t)m->kv_dim, &n) || !size_mul(n, 2, &n))
         return 0;
     return n;
 }
@@ -473,6 +657,7 @@ int engine_seq_bind(struct engine_seq *s, void *kv, size_t kv_bytes, int n_ctx)
     s->k_cache = kv;
     s->v_cache = (uint16_t *)kv + need / 2 / sizeof(uint16_t);
     s->n_ctx = n_ctx;
+    s->swa_cap = swa_cap_of(s->m, n_ctx);
     s->pos = 0;
     s->has_logits = false;
     return ERR_OK;
@@ -486,6 +671,7 @@ int engine_seq_new(struct engine_model *m, int n_ctx, struct engine_seq **out)
     size_t kv = cache_bytes(m, n_ctx);
     s->m = m;
     s->n_ctx = n_ctx;
+    s->swa_cap = swa_cap_of(m, n_ctx);
     // Not zeroed: a position is always written before it is read.
     s->k_cache = mem_alloc(kv);
     s->v_cache = mem_alloc(kv);
@@ -522,6 +708,12 @@ int engine_seq_n_ctx(const struct engine_seq *s)
 void engine_seq_truncate(struct engine_seq *s, int n_keep)
 {
     if (n_keep < 0) n_keep = 0;
+    // The next position needs its window's keys: n_keep - n_swa + 1 onwards, which the rings
+    // still hold only if they are not older than pos - swa_cap.
+    const int64_t oldest = (int64_t)s->pos - s->swa_cap; // first position still in the rings
+    if (n_keep < s->pos && s->m->n_layer_swa > 0 && oldest > 0 &&
+        (int64_t)n_keep - s->m->feat.n_swa + 1 < oldest)
+        n_keep = 0;
     if (n_keep < s->pos) {
         s->pos = n_keep;
         s->has_logits = false;

@@ -33,7 +33,9 @@ struct engine_model_info {
     int n_batch_max;           // ENGINE_BATCH_MAX
     int64_t n_params;          // weight elements over all tensors
     size_t file_size;          // bytes of the GGUF file
-    size_t kv_bytes_per_token; // KV cache bytes one context position costs (all layers)
+    size_t kv_bytes_per_token; // KV cache bytes one more context position costs (all layers,
+                               // or the global ones when the others slide: their caches stop
+                               // growing at n_swa + ENGINE_BATCH_MAX positions)
 };
 
 /* Loads and validates a model. ERR_IO / ERR_FORMAT / ERR_UNSUPPORTED / ERR_LIMIT from the
@@ -73,7 +75,8 @@ int engine_seq_pos(const struct engine_seq *s);
 /* Capacity given to engine_seq_new(). Cannot fail. */
 int engine_seq_n_ctx(const struct engine_seq *s);
 
-/* Bytes of KV cache (keys and values, every layer, F16) n_ctx positions take. 0 when
+/* Bytes of KV cache (keys and values, every layer, F16) n_ctx positions take (sliding-window
+ * layers hold at most n_swa + ENGINE_BATCH_MAX of them). 0 when
  * n_ctx < 1, n_ctx > 1 << 24 or the size overflows. Cannot fail otherwise. */
 size_t engine_kv_bytes(const struct engine_model *m, int n_ctx);
 
@@ -91,7 +94,10 @@ int engine_seq_new_view(struct engine_model *m, struct engine_seq **out);
 int engine_seq_bind(struct engine_seq *s, void *kv, size_t kv_bytes, int n_ctx);
 
 /* Keeps the first n_keep cached tokens and drops the rest (prompt-cache reuse; clamps n_keep to
- * 0..pos). The logits of the last decode become stale. Cannot fail. */
+ * 0..pos). A model with sliding-window layers keeps only the last n_swa + ENGINE_BATCH_MAX
+ * positions of those layers, so when the window before n_keep has left them it keeps nothing
+ * (read engine_seq_pos afterwards). The logits of the last decode become stale. Cannot
+ * fail. */
 void engine_seq_truncate(struct engine_seq *s, int n_keep);
 
 /* What a decode produces for one item. The hidden state of a token is the residual stream

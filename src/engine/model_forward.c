@@ -4,6 +4,7 @@
  * products run once over all stacked tokens; each step is one threadpool run split by rows. */
 #include "engine/matmul.h"
 #include "engine/model_internal.h"
+#include "engine/model_moe.h"
 #include "engine/ops.h"
 #include "engine/quants/quants.h"
 
@@ -32,6 +33,9 @@ struct fwd {
     const float *add;    // rows added to the residual first, or NULL
     const struct qplan *plan;
     float *mm_y[QPLAN_MAX];
+    const float *gate_bias, *up_bias; // job_swiglu_quant: added to gate / up rows first
+    float *post_y;                    // job_post_block: rows changed in place
+    const float *post_bias;           // added to them first, or NULL
 };
 
 static void split(int n, int ith, int nth, int *lo, int *hi)
@@ -100,7 +104,10 @@ static void job_norm_quant(void *arg, int ith, int nth)
             for (int i = 0; i < e; i++)
                 x[i] += a[i];
         }
-        rmsnorm(sc->xn + (size_t)t * e, x, f->norm_w, e, f->m->norm_eps);
+        if (f->norm_w)
+            rmsnorm(sc->xn + (size_t)t * e, x, f->norm_w, e, f->m->norm_eps);
+        else // olmo2: the blocks read the residual stream itself
+            memcpy(sc->xn + (size_t)t * e, x, (size_t)e * sizeof(float));
     }
     if (hi > lo) quantize_rows(f, sc->xn, e, lo, hi);
 }
@@ -194,17 +201,25 @@ static void job_qkv_post(void *arg, int ith, int nth)
             k[i] += L->bk[i];
         for (int i = 0; L->bv && i < kvd; i++)
             v[i] += L->bv[i];
-        const float *cs = sc->rope_cos + (size_t)t * half, *sn = sc->rope_sin + (size_t)t * half;
+        const size_t set = (size_t)L->rope_set * ENGINE_BATCH_MAX * (size_t)half;
+        const float *cs = sc->rope_cos + set + (size_t)t * half;
+        const float *sn = sc->rope_sin + set + (size_t)t * half;
+        const bool full = m->feat.qk_norm_full;
+        if (full && L->q_norm) rmsnorm(q, q, L->q_norm, qd, m->norm_eps);
+        if (full && L->k_norm) rmsnorm(k, k, L->k_norm, kvd, m->norm_eps);
         for (int h = 0; h < m->info.n_head; h++) {
-            if (L->q_norm) rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, m->norm_eps);
-            rope_head(q + h * hd, cs, sn, m->n_rot, m->rope_neox);
+            if (L->q_norm && !full) rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, m->norm_eps);
+            if (L->has_rope) rope_head(q + h * hd, cs, sn, m->n_rot, m->rope_neox);
         }
         for (int h = 0; h < m->info.n_head_kv; h++) {
-            if (L->k_norm) rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, m->norm_eps);
-            rope_head(k + h * hd, cs, sn, m->n_rot, m->rope_neox);
+            if (L->k_norm && !full) rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, m->norm_eps);
+            if (L->has_rope) rope_head(k + h * hd, cs, sn, m->n_rot, m->rope_neox);
         }
+        if (m->feat.q_scale != 0.0f)
+            for (int i = 0; i < qd; i++)
+                q[i] *= m->feat.q_scale;
         const struct engine_seq *s = f->items[sc->tok_item[t]].seq;
-        const size_t off = ((size_t)f->il * (size_t)s->n_ctx + (size_t)sc->tok_pos[t]) * kvd;
+        const size_t off = kv_layer_base(m, s, f->il) + kv_row(L, s, sc->tok_pos[t]) * (size_t)kvd;
         ops_get()->f32_to_f16(kvd, k, s->k_cache + off);
         ops_get()->f32_to_f16(kvd, v, s->v_cache + off);
     }
@@ -226,15 +241,21 @@ static void attend_head(const struct fwd *f, int t, int h, float *out)
     const int g = h / (m->info.n_head / m->info.n_head_kv);
     const struct engine_seq *s = f->items[m->sc.tok_item[t]].seq;
     const int n_keys = m->sc.tok_pos[t] + 1;
-    const size_t base = (size_t)f->il * (size_t)s->n_ctx * kvd + (size_t)g * hd;
+    // A sliding-window layer's query sees its last n_swa keys, itself included.
+    const int j0 = f->L->is_swa && n_keys > m->feat.n_swa ? n_keys - m->feat.n_swa : 0;
+    const float cap = m->feat.attn_softcap;
+    const size_t base = kv_layer_base(m, s, f->il) + (size_t)g * hd;
     const uint16_t *kc = s->k_cache + base, *vc = s->v_cache + base;
-    const float scale = 1.0f / sqrtf((float)hd);
+    float scale = m->feat.kq_scale != 0.0f ? m->feat.kq_scale : 1.0f / sqrtf((float)hd);
+    if (cap != 0.0f) scale /= cap; // soft-cap: cap * tanh(s * scale / cap)
     uint16_t qh[HEAD_DIM_MAX_FWD], acc[HEAD_DIM_MAX_FWD];
     float mx = -INFINITY, sum = 0.0f;
     ops->f32_to_f16(hd, m->sc.q + (size_t)t * m->q_dim + (size_t)h * hd, qh);
     memset(acc, 0, sizeof(uint16_t) * (size_t)hd);
-    for (int j = 0; j < n_keys; j++) {
-        const float sc = ops->dot_f16(hd, kc + (size_t)j * kvd, qh) * scale;
+    for (int j = j0; j < n_keys; j++) {
+        const size_t row = kv_row(f->L, s, j) * (size_t)kvd;
+        float sc = ops->dot_f16(hd, kc + row, qh) * scale;
+        if (cap != 0.0f) sc = cap * tanhf(sc);
         float ms = 1.0f, vs = 1.0f;
         if (sc > mx) {
             const float mx_old = mx;
@@ -244,12 +265,26 @@ static void attend_head(const struct fwd *f, int t, int h, float *out)
         } else {
             vs = expf(sc - mx);
         }
-        ops->mad_f16(hd, acc, vc + (size_t)j * kvd, vs);
+        ops->mad_f16(hd, acc, vc + row, vs);
+        sum = fmaf(sum, ms, vs);
+    }
+    for (int i = 0; i < hd; i++)
+        out[i] = ops_f16_to_f32(acc[i]);
+    if (f->L->sinks) { // gpt-oss: one more logit per head with nothing to add to the values
+        const float sk = f->L->sinks[h];
+        float ms = 1.0f, vs = 1.0f;
+        if (sk > mx) {
+            ms = expf(mx - sk);
+            for (int i = 0; i < hd; i++)
+                out[i] *= ms;
+        } else {
+            vs = expf(sk - mx);
+        }
         sum = fmaf(sum, ms, vs);
     }
     const float inv = 1.0f / sum;
     for (int i = 0; i < hd; i++)
-        out[i] = ops_f16_to_f32(acc[i]) * inv;
+        out[i] *= inv;
 }
 
 /* Step: attention for every (token, head) pair, split in contiguous ranges of pairs. */
@@ -265,17 +300,83 @@ static void job_attention(void *arg, int ith, int nth)
     }
 }
 
-/* Step: gate = silu(gate) * up, then quantize gate for w_down. Split by rows. */
+/* gate = gelu(gate) * up with the reference's GELU: the tanh form evaluated on the input
+ * rounded to half and rounded to half again (its lookup table), 0 below -10, the identity
+ * above 10. */
+static void geglu(int64_t n, float *gate, const float *up)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const float x = gate[i];
+        if (x <= -10.0f) {
+            gate[i] = 0.0f;
+        } else if (x >= 10.0f) {
+            gate[i] = x * up[i];
+        } else {
+            const float h = ops_f16_to_f32(ops_f32_to_f16(x));
+            const float g = 0.5f * h *
+                            (1.0f + tanhf(0.79788456080286535587989211986876f * h *
+                                          (1.0f + 0.044715f * h * h)));
+            gate[i] = ops_f16_to_f32(ops_f32_to_f16(g)) * up[i];
+        }
+    }
+}
+
+/* gpt-oss's activation: gate clamped above at 7, up clamped to +-7, then
+ * gate * sigmoid(1.702 gate) * (up + 1). */
+static void swiglu_oai(int64_t n, float *gate, const float *up)
+{
+    const float alpha = 1.702f, limit = 7.0f;
+    for (int64_t i = 0; i < n; i++) {
+        const float x = gate[i] < limit ? gate[i] : limit;
+        const float y = up[i] < -limit ? -limit : up[i] > limit ? limit : up[i];
+        gate[i] = x / (1.0f + expf(alpha * (-x))) * (y + 1.0f);
+    }
+}
+
+/* Step: gate = silu(gate) * up (or the GELU form), then quantize gate for the plan's down
+ * matrix, whose input width is the FFN's. Split by rows. */
 static void job_swiglu_quant(void *arg, int ith, int nth)
 {
     const struct fwd *f = arg;
     const struct scratch *sc = &f->m->sc;
-    const int64_t n_ff = f->m->info.n_ff;
+    const int64_t n_ff = f->plan->w[0]->n_in;
     int lo, hi;
     split(f->n_rows, ith, nth, &lo, &hi);
-    for (int t = lo; t < hi; t++)
-        ops_get()->swiglu(n_ff, sc->gate + (size_t)t * n_ff, sc->up + (size_t)t * n_ff);
+    for (int t = lo; t < hi; t++) {
+        float *g = sc->gate + (size_t)t * n_ff, *u = sc->up + (size_t)t * n_ff;
+        for (int64_t i = 0; f->gate_bias && i < n_ff; i++) {
+            g[i] += f->gate_bias[i];
+            u[i] += f->up_bias[i];
+        }
+        if (f->m->feat.swiglu_oai)
+            swiglu_oai(n_ff, g, u);
+        else if (f->m->feat.geglu)
+            geglu(n_ff, g, u);
+        else
+            ops_get()->swiglu(n_ff, g, u);
+    }
     if (hi > lo) quantize_rows(f, sc->gate, n_ff, lo, hi);
+}
+
+/* Step: what a family does to a block's output before the residual add, in the reference's
+ * order: the attention output bias, the post-norm (norm_w), the residual scale. Split by
+ * rows. */
+static void job_post_block(void *arg, int ith, int nth)
+{
+    const struct fwd *f = arg;
+    const struct engine_model *m = f->m;
+    const int e = m->info.n_embd;
+    const float rs = m->feat.residual_scale;
+    int lo, hi;
+    split(f->n_rows, ith, nth, &lo, &hi);
+    for (int t = lo; t < hi; t++) {
+        float *y = f->post_y + (size_t)t * e;
+        for (int i = 0; f->post_bias && i < e; i++)
+            y[i] += f->post_bias[i];
+        if (f->norm_w) rmsnorm(y, y, f->norm_w, e, m->norm_eps);
+        for (int i = 0; rs != 0.0f && i < e; i++)
+            y[i] *= rs;
+    }
 }
 
 /* Step: token embeddings into x. Split by rows. */
@@ -294,28 +395,65 @@ static void job_embed(void *arg, int ith, int nth)
             if (t < lo || t >= hi) continue;
             const uint8_t *row =
                 (const uint8_t *)m->tok_embd.data + (size_t)f->items[i].tokens[j] * row_bytes;
-            tr->to_float(row, m->sc.x + (size_t)t * m->info.n_embd, m->info.n_embd);
+            float *x = m->sc.x + (size_t)t * m->info.n_embd;
+            tr->to_float(row, x, m->info.n_embd);
+            for (int k = 0; m->feat.embd_scale != 0.0f && k < m->info.n_embd; k++)
+                x[k] *= m->feat.embd_scale;
         }
     }
 }
 
 /* Per-token RoPE tables (cos, sin of each rotated pair), computed as the reference does: the
  * angle is advanced by a float multiply per pair and divided by the optional frequency
- * factors. */
+ * factors (rope_freqs, or LongRoPE's long factors when the sequence's context exceeds the
+ * original one and its short factors otherwise), and cos/sin are scaled by LongRoPE's
+ * attention factor. Set 0 serves global layers, set 1 sliding-window layers (their own base
+ * and scale). */
 static void rope_tables(const struct fwd *f)
 {
     const struct engine_model *m = f->m;
+    const struct model_feat *ft = &m->feat;
     const int half = m->n_rot / 2, stride = half + 1;
-    const float theta_scale = powf(m->rope_base, -2.0f / (float)m->n_rot);
-    for (int t = 0; t < f->n_tok; t++) {
-        float theta = (float)m->sc.tok_pos[t];
-        float *cs = m->sc.rope_cos + (size_t)t * stride, *sn = m->sc.rope_sin + (size_t)t * stride;
-        for (int i = 0; i < half; i++) {
-            const float ff = m->rope_freqs ? m->rope_freqs[i] : 1.0f;
-            const float a = m->rope_freq_scale * (theta / ff);
-            cs[i] = cosf(a);
-            sn[i] = sinf(a);
-            theta *= theta_scale;
+    const bool has_swa = ft->n_swa > 0;
+    float mscale = ft->rope_attn_factor != 0.0f ? ft->rope_attn_factor : 1.0f;
+    if (ft->is_yarn) mscale = ft->yarn_attn_factor;
+    for (int set = 0; set < (has_swa ? 2 : 1); set++) {
+        const float base = set ? m->rope_base_swa : m->rope_base;
+        const float fscale = set ? m->rope_scale_swa : m->rope_freq_scale;
+        const float theta_scale = powf(base, -2.0f / (float)m->n_rot);
+        const size_t off = (size_t)set * ENGINE_BATCH_MAX * (size_t)stride;
+        float corr[2] = {0.0f, 0.0f}, ms = mscale;
+        if (ft->is_yarn) { // the pairs between corr[0] and corr[1] ramp from one rule to the other
+            const float n = (float)m->n_rot, orig = (float)ft->n_ctx_orig,
+                        pi2 = 2.0f * 3.14159265358979323846f;
+            const float lo = floorf(n * logf(orig / (ft->yarn_beta_fast * pi2)) / (2 * logf(base)));
+            const float hi = ceilf(n * logf(orig / (ft->yarn_beta_slow * pi2)) / (2 * logf(base)));
+            corr[0] = lo > 0.0f ? lo : 0.0f;
+            corr[1] = hi < n - 1 ? hi : n - 1;
+            ms *= 1.0f + 0.1f * logf(1.0f / fscale);
+        }
+        for (int t = 0; t < f->n_tok; t++) {
+            float theta = (float)m->sc.tok_pos[t];
+            float *cs = m->sc.rope_cos + off + (size_t)t * stride;
+            float *sn = m->sc.rope_sin + off + (size_t)t * stride;
+            const float *factors = m->rope_freqs;
+            if (!factors && m->rope_long && m->rope_short) {
+                const struct engine_seq *s = f->items[m->sc.tok_item[t]].seq;
+                factors = s->n_ctx > ft->n_ctx_orig ? m->rope_long : m->rope_short;
+            }
+            for (int i = 0; i < half; i++) {
+                const float ff = factors ? factors[i] : 1.0f;
+                const float extrap = theta / ff;
+                float a = fscale * extrap;
+                if (ft->is_yarn) {
+                    const float y = (float)(i - corr[0]) / fmaxf(0.001f, corr[1] - corr[0]);
+                    const float mix = 1.0f - fminf(1.0f, fmaxf(0.0f, y));
+                    a = a * (1.0f - mix) + extrap * mix;
+                }
+                cs[i] = cosf(a) * ms;
+                sn[i] = sinf(a) * ms;
+                theta *= theta_scale;
+            }
         }
     }
 }
@@ -376,6 +514,104 @@ static bool attention_is_small(const struct fwd *f)
     return keys * f->m->info.n_head <= ATTN_INLINE_KEYS;
 }
 
+/* A block's output in proj before the residual add: bias, post-norm, residual scale, for the
+ * families that have them. */
+static void post_block(struct threadpool *tp, struct fwd *f, const float *bias, const float *norm_w)
+{
+    if (!bias && !norm_w && f->m->feat.residual_scale == 0.0f) return;
+    f->post_y = f->m->sc.proj;
+    f->post_bias = bias;
+    f->norm_w = norm_w;
+    run_light(tp, job_post_block, f, f->n_rows <= LIGHT_ROWS_MAX);
+}
+
+/* One expert's FFN over the n rows of moe_x routed to it; the result replaces moe_x. */
+static void run_expert(struct threadpool *tp, struct fwd *f, const struct layer *L, int x, int n)
+{
+    struct scratch *sc = &f->m->sc;
+    struct qplan gu = L->plan_exp_gu, down = L->plan_exp_down;
+    gu.w[0] = &L->exp_gate[x];
+    gu.w[1] = &L->exp_up[x];
+    down.w[0] = &L->exp_down[x];
+    f->n_rows = n;
+    f->src = sc->moe_x;
+    f->plan = &gu;
+    run_light(tp, job_quant, f, n <= LIGHT_ROWS_MAX);
+    run_matmul_group(tp, f, &gu, sc->gate, sc->up, NULL);
+    f->plan = &down;
+    const size_t fe = (size_t)f->m->feat.n_ff_exp;
+    f->gate_bias = L->exp_gate_b ? L->exp_gate_b + (size_t)x * fe : NULL;
+    f->up_bias = L->exp_up_b ? L->exp_up_b + (size_t)x * fe : NULL;
+    run_light(tp, job_swiglu_quant, f, n <= LIGHT_ROWS_MAX);
+    f->gate_bias = f->up_bias = NULL;
+    run_matmul_group(tp, f, &down, sc->moe_x, NULL, NULL);
+}
+
+/* The mixture-of-experts FFN of the normed rows in xn (the router's slot already holds their
+ * quantization) into proj: the router's choice per token, then each chosen expert once over
+ * every row routed to it, so its weights stream once per step; each (token, slot) output is
+ * weighted and the slots summed in rank order as the reference does, plus the shared expert's
+ * output when the family has one. */
+static void run_moe(struct threadpool *tp, struct fwd *f, const struct layer *L)
+{
+    struct engine_model *m = f->m;
+    struct scratch *sc = &m->sc;
+    const struct model_feat *ft = &m->feat;
+    const int n_rows = f->n_rows, k = ft->n_expert_used;
+    const size_t e = (size_t)m->info.n_embd;
+    run_matmul_group(tp, f, &L->plan_router, sc->router, NULL, NULL);
+    for (int t = 0; t < n_rows; t++) {
+        float *logits = sc->router + (size_t)t * ft->n_expert;
+        for (int i = 0; L->gate_inp_b && i < ft->n_expert; i++)
+            logits[i] += L->gate_inp_b[i];
+        if (ft->softmax_selected)
+            moe_route_selected(logits, ft->n_expert, k, sc->moe_sel + (size_t)t * k,
+                               sc->moe_w + (size_t)t * k);
+        else
+            moe_route(logits, ft->n_expert, k, ft->expert_norm, ft->expert_scale,
+                      sc->moe_sel + (size_t)t * k, sc->moe_w + (size_t)t * k);
+    }
+    if (ft->n_ff_shexp > 0) {
+        f->src = sc->xn;
+        f->plan = &L->plan_sh_gu;
+        run_light(tp, job_quant, f, n_rows <= LIGHT_ROWS_MAX);
+        run_matmul_group(tp, f, &L->plan_sh_gu, sc->gate, sc->up, NULL);
+        f->plan = &L->plan_sh_down;
+        run_light(tp, job_swiglu_quant, f, n_rows <= LIGHT_ROWS_MAX);
+        run_matmul_group(tp, f, &L->plan_sh_down, sc->moe_sh, NULL, NULL);
+    }
+    for (int x = 0; x < ft->n_expert; x++) {
+        int n = 0;
+        for (int r = 0; r < n_rows * k; r++)
+            if (sc->moe_sel[r] == x) sc->moe_rows[n++] = r;
+        if (n == 0) continue;
+        for (int i = 0; i < n; i++)
+            memcpy(sc->moe_x + (size_t)i * e, sc->xn + (size_t)(sc->moe_rows[i] / k) * e,
+                   e * sizeof(float));
+        run_expert(tp, f, L, x, n);
+        for (int i = 0; i < n; i++) {
+            const int r = sc->moe_rows[i];
+            const float w = sc->moe_w[r], *y = sc->moe_x + (size_t)i * e;
+            const float *b = L->exp_down_b ? L->exp_down_b + (size_t)x * e : NULL;
+            float *out = sc->moe_out + (size_t)r * e;
+            for (size_t j = 0; j < e; j++)
+                out[j] = (b ? y[j] + b[j] : y[j]) * w;
+        }
+    }
+    f->n_rows = n_rows;
+    for (int t = 0; t < n_rows; t++) {
+        float *y = sc->proj + (size_t)t * e;
+        memcpy(y, sc->moe_out + (size_t)t * k * e, e * sizeof(float));
+        for (int s = 1; s < k; s++) {
+            const float *o = sc->moe_out + ((size_t)t * k + (size_t)s) * e;
+            for (size_t j = 0; j < e; j++)
+                y[j] += o[j];
+        }
+        for (size_t j = 0; ft->n_ff_shexp > 0 && j < e; j++)
+            y[j] += sc->moe_sh[(size_t)t * e + j];
+    }
+}
+
 static void run_layer(struct threadpool *tp, struct fwd *f, int il)
 {
     struct engine_model *m = f->m;
@@ -396,15 +632,41 @@ static void run_layer(struct threadpool *tp, struct fwd *f, int il)
     f->plan = &L->plan_o;
     run_light(tp, job_quant, f, f->n_rows <= LIGHT_ROWS_MAX);
     run_matmul_group(tp, f, &L->plan_o, sc->proj, NULL, NULL);
+    post_block(tp, f, L->bo, L->attn_post_norm);
     if (il == m->info.n_layer - 1) keep_output_rows(f);
     f->add = sc->proj;
     f->norm_w = L->ffn_norm;
-    f->plan = &L->plan_gu;
-    run_light(tp, job_norm_quant, f, f->n_rows <= LIGHT_ROWS_MAX);
-    run_matmul_group(tp, f, &L->plan_gu, sc->gate, sc->up, NULL);
-    f->plan = &L->plan_down;
-    run_light(tp, job_swiglu_quant, f, f->n_rows <= LIGHT_ROWS_MAX);
-    run_matmul_group(tp, f, &L->plan_down, sc->proj, NULL, NULL);
+    if (m->feat.n_expert > 0) {
+        f->plan = &L->plan_router;
+        run_light(tp, job_norm_quant, f, f->n_rows <= LIGHT_ROWS_MAX);
+        run_moe(tp, f, L);
+    } else {
+        f->plan = &L->plan_gu;
+        run_light(tp, job_norm_quant, f, f->n_rows <= LIGHT_ROWS_MAX);
+        run_matmul_group(tp, f, &L->plan_gu, sc->gate, sc->up, NULL);
+        f->plan = &L->plan_down;
+        run_light(tp, job_swiglu_quant, f, f->n_rows <= LIGHT_ROWS_MAX);
+        run_matmul_group(tp, f, &L->plan_down, sc->proj, NULL, NULL);
+    }
+    post_block(tp, f, NULL, L->ffn_post_norm);
+}
+
+/* The families' last touch on the logits rows: granite divides by its logit scale (as a
+ * multiply by the reciprocal), gemma soft-caps them, cap * tanh(l / cap). */
+static void finish_logits(const struct engine_model *m, float *logits, int n_rows)
+{
+    const struct model_feat *ft = &m->feat;
+    const size_t n = (size_t)n_rows * (size_t)m->info.n_vocab;
+    if (ft->logit_div != 0.0f) {
+        const float inv = 1.0f / ft->logit_div;
+        for (size_t i = 0; i < n; i++)
+            logits[i] *= inv;
+    }
+    if (ft->final_softcap != 0.0f) {
+        const float cap = ft->final_softcap, inv = 1.0f / cap;
+        for (size_t i = 0; i < n; i++)
+            logits[i] = tanhf(logits[i] * inv) * cap;
+    }
 }
 
 static int check_batch(const struct engine_model *m, const struct engine_batch_item *items,
@@ -497,7 +759,10 @@ int engine_decode(struct engine_model *m, struct threadpool *tp, struct engine_b
     f.norm_w = m->output_norm;
     f.plan = any_logits ? &m->plan_out : &no_plan;
     run_light(tp, job_norm_quant, &f, f.n_rows <= LIGHT_ROWS_MAX);
-    if (any_logits) run_matmul_group(tp, &f, &m->plan_out, sc->logits, NULL, NULL);
+    if (any_logits) {
+        run_matmul_group(tp, &f, &m->plan_out, sc->logits, NULL, NULL);
+        finish_logits(m, sc->logits, f.n_rows);
+    }
     store_outputs(m, items, n_items);
     return ERR_OK;
 }

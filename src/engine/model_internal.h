@@ -13,6 +13,47 @@ enum model_arch {
     MODEL_ARCH_LLAMA,
     MODEL_ARCH_QWEN2,
     MODEL_ARCH_QWEN3,
+    MODEL_ARCH_GEMMA2,
+    MODEL_ARCH_GEMMA3,
+    MODEL_ARCH_PHI3,
+    MODEL_ARCH_GRANITE,
+    MODEL_ARCH_SMOLLM3,
+    MODEL_ARCH_OLMO2,
+    MODEL_ARCH_QWEN3MOE,
+    MODEL_ARCH_OLMOE,
+    MODEL_ARCH_GRANITEMOE,
+    MODEL_ARCH_GPTOSS,
+};
+
+/* How a family differs from the llama graph, read at load (model_arch.c). Zero: llama. */
+struct model_feat {
+    float embd_scale;       // token embeddings times this (gemma sqrt(n_embd), granite), 0: none
+    float q_scale;          // queries times this before attention (gemma, phi3), 0: none
+    float kq_scale;         // attention score scale, 0: 1/sqrt(head_dim)
+    float attn_softcap;     // scores become cap * tanh(s / cap), 0: none
+    float final_softcap;    // logits likewise, 0: none
+    float logit_div;        // logits divided by this (granite logit_scale), 0: none
+    float residual_scale;   // attention and FFN outputs times this before the residual, 0: none
+    float rope_attn_factor; // cos/sin times this (LongRoPE's attention factor), 0: 1
+    bool no_pre_norm;       // olmo2: no attn_norm / ffn_norm before the blocks
+    bool post_norms;        // RMSNorm of the attention and FFN outputs before the residual
+    bool geglu;             // GELU (tanh form, half table) gate instead of SiLU
+    bool qk_norm_full;      // q_norm / k_norm over the whole q / k row, not per head
+    int n_swa;              // sliding window (keys a query sees, itself included), 0: none
+    int nope_every;         // every Nth layer (1-based) has no RoPE, 0: all rotate
+    float rope_base_swa;    // RoPE base of sliding-window layers
+    int n_ctx_orig;         // LongRoPE: long factors when a sequence's n_ctx exceeds this
+    int n_expert, n_expert_used;
+    bool expert_norm;      // selected experts' weights renormalized to sum 1
+    float expert_scale;    // their weights times this, 0: none
+    int n_ff_exp;          // expert FFN width
+    int n_ff_shexp;        // shared expert FFN width, 0: none
+    bool softmax_selected; // gpt-oss: top-k on the router logits, softmax over the chosen k
+    bool swiglu_oai;       // gpt-oss: clamped SwiGLU, x * sigmoid(1.702 x) * (up + 1)
+    // YaRN (rope.scaling.type yarn): pairs ramp from interpolated to extrapolated angles
+    bool is_yarn;
+    float yarn_beta_fast, yarn_beta_slow;
+    float yarn_attn_factor; // cos/sin multiplier before YaRN's own magnitude correction
 };
 
 /* A weight matrix used in place from the mapping. */
@@ -24,6 +65,7 @@ struct wmat {
 };
 
 #define QPLAN_MAX        3
+#define MOE_USED_MAX     16  // experts one token may use
 #define HEAD_DIM_MAX_FWD 512 // attention keeps one head's accumulator on the stack
 
 /* How one activation matrix is converted for the weights that consume it: each weight's dot
@@ -45,7 +87,24 @@ struct layer {
     struct wmat w_gate, w_up, w_down; // (n_ff, n_embd) x2, (n_embd, n_ff)
     const float *bq, *bk, *bv;        // optional biases (q_dim), (kv_dim), (kv_dim)
     const float *q_norm, *k_norm;     // qwen3: (head_dim) RMSNorm weights per head
+    const float *attn_post_norm, *ffn_post_norm; // post_norms: (n_embd)
+    const float *bo;                             // optional attn_output bias (n_embd)
+    const float *sinks;                          // gpt-oss: (n_head) attention sink logits
+    const float *gate_inp_b;                     // gpt-oss: (n_expert) router bias
+    const float *exp_gate_b, *exp_up_b;          // gpt-oss: (n_expert, n_ff_exp) expert biases
+    const float *exp_down_b;                     // gpt-oss: (n_expert, n_embd)
+    bool is_swa;                                 // sliding-window layer
+    int kv_glob_before, kv_swa_before; // global / sliding-window layers before this one (their
+                                       // caches come first in the sequence's K and V)
+    bool has_rope;
+    int rope_set; // which RoPE table (0 global, 1 sliding-window layers)
+    // mixture of experts (n_expert > 0): the router, and per expert views into the 3-D tensors
+    struct wmat gate_inp; // (n_expert, n_embd)
+    struct wmat *exp_gate, *exp_up,
+        *exp_down; // n_expert each, one allocation at exp_gate: (n_ff_exp, n_embd) x2, (n_embd, n_ff_exp)
+    struct wmat sh_gate, sh_up, sh_down; // shared expert (n_ff_shexp > 0)
     struct qplan plan_qkv, plan_o, plan_gu, plan_down;
+    struct qplan plan_router, plan_exp_gu, plan_exp_down, plan_sh_gu, plan_sh_down;
 };
 
 /* Batch scratch, carved from one allocation at load (ENGINE_BATCH_MAX rows each). Owned by the
@@ -59,7 +118,14 @@ struct scratch {
     float *proj;                // (B, n_embd) output of wo / w_down
     float *gate, *up;           // (B, n_ff)
     float *logits;              // (B, n_vocab) only the first n_items rows are used
-    float *rope_cos, *rope_sin; // (B, n_rot / 2)
+    float *rope_cos, *rope_sin; // (2, B, n_rot / 2 + 1): global layers, then sliding-window ones
+    float *moe_w;               // (B, n_expert_used) routing weights of the selected experts
+    int32_t *moe_sel;           // (B, n_expert_used) selected experts, best first
+    int32_t *moe_rows;          // (B * n_expert_used) token rows routed to the current expert
+    float *moe_x;               // (B, n_embd) gathered normed rows of one expert
+    float *moe_out;             // (B * n_expert_used, n_embd) each (token, slot)'s expert output
+    float *router;              // (B, n_expert) router logits
+    float *moe_sh;              // (B, n_embd) shared expert output
     void *slot[QPLAN_MAX];      // (B, slot_row_cap) quantized activations
     size_t slot_row_cap;
     int32_t *tok_item; // (B) item of each stacked token
@@ -81,7 +147,11 @@ struct engine_model {
     struct wmat tok_embd; // (n_vocab, n_embd)
     struct wmat output;   // (n_vocab, n_embd), token_embd when tied
     const float *output_norm;
-    const float *rope_freqs; // optional (n_rot / 2) frequency divisors
+    const float *rope_freqs;             // optional (n_rot / 2) frequency divisors
+    const float *rope_long, *rope_short; // LongRoPE factors (n_rot / 2), phi3
+    float rope_base_swa, rope_scale_swa;
+    struct model_feat feat;
+    int n_layer_swa; // layers with a sliding window (their caches hold swa_cap positions)
     struct qplan plan_out;
     struct layer *layers; // n_layer
     void **owned;         // converted copies of small vectors, freed at unload
@@ -93,12 +163,32 @@ struct engine_model {
 struct engine_seq {
     struct engine_model *m; // borrowed
     int n_ctx;
-    int pos; // tokens in the cache
+    int pos;     // tokens in the cache
+    int swa_cap; // positions a sliding-window layer's cache holds (a ring: position p in slot
+                 // p % swa_cap): min(n_ctx, n_swa + ENGINE_BATCH_MAX), n_ctx without windows
     bool has_logits;
     bool is_view;      // caches are borrowed (engine_seq_bind), no logits
-    uint16_t *k_cache; // (n_layer, n_ctx, kv_dim) half bits
-    uint16_t *v_cache; // (n_layer, n_ctx, kv_dim) half bits
+    uint16_t *k_cache; // per layer (n_ctx or swa_cap, kv_dim) half bits, global layers first
+    uint16_t *v_cache; // the same layout
     float *logits;     // (n_vocab), NULL for a view
 };
+
+/* Elements before layer il's cache in a sequence's K (or V) cache: the global layers' caches
+ * of n_ctx rows come first, then the sliding-window layers' rings of swa_cap rows. */
+static inline size_t kv_layer_base(const struct engine_model *m, const struct engine_seq *s, int il)
+{
+    const struct layer *L = &m->layers[il];
+    const size_t n_glob = (size_t)(m->info.n_layer - m->n_layer_swa);
+    const size_t rows =
+        L->is_swa ? n_glob * (size_t)s->n_ctx + (size_t)L->kv_swa_before * (size_t)s->swa_cap
+                  : (size_t)L->kv_glob_before * (size_t)s->n_ctx;
+    return rows * (size_t)m->kv_dim;
+}
+
+/* The cache row of position pos in layer L. */
+static inline size_t kv_row(const struct layer *L, const struct engine_seq *s, int pos)
+{
+    return L->is_swa ? (size_t)(pos % s->swa_cap) : (size_t)pos;
+}
 
 #endif

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#define HEAD_DIM_SYNTH_MAX 512
 #define TOKEN_TYPE_NORMAL  1
 #define TOKEN_TYPE_UNKNOWN 2
 #define TOKEN_TYPE_CONTROL 3
@@ -32,6 +33,7 @@ struct synth_params synth_params_default(void)
         .type = "f32",
         .seed = 1,
         .pooling_type = -1,
+        .n_swa = -1,
     };
     return p;
 }
@@ -58,10 +60,12 @@ static const struct {
     const char *name;
     uint32_t type;
 } type_names[] = {
-    {"f32", QUANT_F32},   {"f16", QUANT_F16},     {"bf16", QUANT_BF16}, {"q8_0", QUANT_Q8_0},
-    {"q4_0", QUANT_Q4_0}, {"q4_1", QUANT_Q4_1},   {"q5_0", QUANT_Q5_0}, {"q5_1", QUANT_Q5_1},
-    {"q2_k", QUANT_Q2_K}, {"q3_k", QUANT_Q3_K},   {"q4_k", QUANT_Q4_K}, {"q5_k", QUANT_Q5_K},
-    {"q6_k", QUANT_Q6_K}, {"q4_k_m", QUANT_Q4_K},
+    {"f32", QUANT_F32},       {"f16", QUANT_F16},     {"bf16", QUANT_BF16},
+    {"q8_0", QUANT_Q8_0},     {"q4_0", QUANT_Q4_0},   {"q4_1", QUANT_Q4_1},
+    {"q5_0", QUANT_Q5_0},     {"q5_1", QUANT_Q5_1},   {"q2_k", QUANT_Q2_K},
+    {"q3_k", QUANT_Q3_K},     {"q4_k", QUANT_Q4_K},   {"q5_k", QUANT_Q5_K},
+    {"q6_k", QUANT_Q6_K},     {"q4_k_m", QUANT_Q4_K}, {"iq4_nl", QUANT_IQ4_NL},
+    {"iq4_xs", QUANT_IQ4_XS}, {"mxfp4", QUANT_MXFP4},
 };
 
 static bool parse_type(const char *s, uint32_t *type, bool *is_mix)
@@ -95,6 +99,9 @@ static uint32_t fit_type(uint32_t type, int64_t n_in)
     case QUANT_Q6_K:
         fb = QUANT_Q8_0;
         break;
+    case QUANT_IQ4_XS:
+        fb = QUANT_IQ4_NL;
+        break;
     default:
         fb = QUANT_F16;
         break;
@@ -119,6 +126,10 @@ struct synth {
     bool is_mix;   // Q4_K_M
     uint64_t rng;
     int head_dim;
+    int n_rot;    // rotated dims per head (phi3: three quarters, even)
+    int n_swa;    // resolved window, 0: none
+    int n_expert; // resolved expert counts (mixture-of-experts families)
+    int n_expert_used;
 };
 
 /* Adds a tensor of n_out rows of n_in values uniform in [-scale, scale] + offset, stored as
@@ -163,32 +174,124 @@ static int add_mat(struct synth *s, const char *name, int64_t n_in, int64_t n_ou
     return add_tensor(s, name, n_in, n_out, type, sqrtf(3.0f / (float)n_in), 0.0f);
 }
 
+/* A stack of n_expert weight matrices [n_in, n_out, n_expert] (each expert like add_mat). */
+static int add_experts(struct synth *s, const char *name, int64_t n_in, int64_t n_out, int n_expert)
+{
+    const uint32_t type = fit_type(s->type, n_in);
+    const struct quant_traits *tr = quant_traits_of(type);
+    size_t row_bytes;
+    if (!tr || !tr->from_float || quant_row_bytes(type, n_in, &row_bytes) != ERR_OK)
+        return errmsg_set(s->err, ERR_UNSUPPORTED, "tensor '%s': no quantizer for type %u", name,
+                          type);
+    const int64_t n = n_in * n_out * n_expert;
+    const float scale = sqrtf(3.0f / (float)n_in);
+    float *x = mem_alloc((size_t)n * sizeof *x);
+    void *q = mem_alloc(row_bytes * (size_t)(n_out * n_expert));
+    int rc = ERR_NOMEM;
+    if (x && q) {
+        for (int64_t i = 0; i < n; i++)
+            x[i] = scale * rng_unit(&s->rng);
+        tr->from_float(x, q, n);
+        int64_t ne[3] = {n_in, n_out, n_expert};
+        rc = gguf_writer_add_tensor(s->w, name, type, 3, ne, q,
+                                    row_bytes * (size_t)(n_out * n_expert));
+    }
+    mem_free(x);
+    mem_free(q);
+    if (rc != ERR_OK) return errmsg_set(s->err, rc, "tensor '%s': %s", name, err_str(rc));
+    return ERR_OK;
+}
+
+static bool arch_is(const struct synth_params *p, const char *name)
+{
+    return strcmp(p->arch, name) == 0;
+}
+
+static bool arch_is_moe(const struct synth_params *p)
+{
+    return arch_is(p, "qwen3moe") || arch_is(p, "olmoe") || arch_is(p, "granitemoe") ||
+           arch_is(p, "gpt-oss");
+}
+
+/* The FFN of a mixture-of-experts layer: router (F32, as converters keep it), experts, and
+ * granitemoe's shared expert. */
+static int add_moe_ffn(struct synth *s, int il)
+{
+    const struct synth_params *p = s->p;
+    const int64_t e = p->n_embd, f = p->n_ff;
+    char n[96];
+#define NAME(x) (snprintf(n, sizeof n, "blk.%d." x, il), n)
+    int rc = add_tensor(s, NAME("ffn_gate_inp.weight"), e, s->n_expert, QUANT_F32,
+                        sqrtf(3.0f / (float)e), 0.0f);
+    if (rc == ERR_OK) rc = add_experts(s, NAME("ffn_gate_exps.weight"), e, f, s->n_expert);
+    if (rc == ERR_OK) rc = add_experts(s, NAME("ffn_up_exps.weight"), e, f, s->n_expert);
+    if (rc == ERR_OK) rc = add_experts(s, NAME("ffn_down_exps.weight"), f, e, s->n_expert);
+    if (rc == ERR_OK && arch_is(p, "gpt-oss")) { // biases of the router and of every expert
+        rc = add_vec(s, NAME("ffn_gate_inp.bias"), s->n_expert, 0.5f, 0.0f);
+        if (rc == ERR_OK)
+            rc = add_tensor(s, NAME("ffn_gate_exps.bias"), f, s->n_expert, QUANT_F32, 0.1f, 0.0f);
+        if (rc == ERR_OK)
+            rc = add_tensor(s, NAME("ffn_up_exps.bias"), f, s->n_expert, QUANT_F32, 0.1f, 0.0f);
+        if (rc == ERR_OK)
+            rc = add_tensor(s, NAME("ffn_down_exps.bias"), e, s->n_expert, QUANT_F32, 0.1f, 0.0f);
+    }
+    if (rc == ERR_OK && arch_is(p, "granitemoe")) {
+        rc = add_mat(s, NAME("ffn_gate_shexp.weight"), e, f, s->type);
+        if (rc == ERR_OK) rc = add_mat(s, NAME("ffn_up_shexp.weight"), e, f, s->type);
+        if (rc == ERR_OK) rc = add_mat(s, NAME("ffn_down_shexp.weight"), f, e, s->type);
+    }
+#undef NAME
+    return rc;
+}
+
 static int add_layer_decoder(struct synth *s, int il)
 {
     const struct synth_params *p = s->p;
     const int64_t e = p->n_embd, qd = (int64_t)p->n_head * s->head_dim;
     const int64_t kvd = (int64_t)p->n_head_kv * s->head_dim, f = p->n_ff;
     const uint32_t more = s->is_mix && use_more_bits(il, p->n_layer) ? QUANT_Q6_K : s->type;
-    const bool is_qwen2 = strcmp(p->arch, "qwen2") == 0, is_qwen3 = strcmp(p->arch, "qwen3") == 0;
+    const bool is_oss = arch_is(p, "gpt-oss");
+    const bool is_qwen2 = arch_is(p, "qwen2") || is_oss; // biased Q, K, V
+    const bool is_phi3 = arch_is(p, "phi3"), is_olmo = arch_is(p, "olmo2") || arch_is(p, "olmoe");
+    const bool head_norms = arch_is(p, "qwen3") || arch_is(p, "gemma3") || arch_is(p, "qwen3moe");
+    const bool post_norms = arch_is(p, "gemma2") || arch_is(p, "gemma3") || arch_is(p, "olmo2");
+    const bool pre_norms = !arch_is(p, "olmo2");
     char n[96];
     int rc = ERR_OK;
 #define NAME(x) (snprintf(n, sizeof n, "blk.%d." x, il), n)
-    rc = add_vec(s, NAME("attn_norm.weight"), e, 0.1f, 1.0f);
-    if (rc == ERR_OK) rc = add_mat(s, NAME("attn_q.weight"), e, qd, s->type);
-    if (rc == ERR_OK) rc = add_mat(s, NAME("attn_k.weight"), e, kvd, s->type);
-    if (rc == ERR_OK) rc = add_mat(s, NAME("attn_v.weight"), e, kvd, more);
+    if (pre_norms) rc = add_vec(s, NAME("attn_norm.weight"), e, 0.1f, 1.0f);
+    if (rc == ERR_OK && is_phi3) {
+        rc = add_mat(s, NAME("attn_qkv.weight"), e, qd + 2 * kvd, s->type);
+    } else if (rc == ERR_OK) {
+        rc = add_mat(s, NAME("attn_q.weight"), e, qd, s->type);
+        if (rc == ERR_OK) rc = add_mat(s, NAME("attn_k.weight"), e, kvd, s->type);
+        if (rc == ERR_OK) rc = add_mat(s, NAME("attn_v.weight"), e, kvd, more);
+    }
     if (rc == ERR_OK) rc = add_mat(s, NAME("attn_output.weight"), qd, e, s->type);
     if (rc == ERR_OK && is_qwen2) rc = add_vec(s, NAME("attn_q.bias"), qd, 0.1f, 0.0f);
     if (rc == ERR_OK && is_qwen2) rc = add_vec(s, NAME("attn_k.bias"), kvd, 0.1f, 0.0f);
     if (rc == ERR_OK && is_qwen2) rc = add_vec(s, NAME("attn_v.bias"), kvd, 0.1f, 0.0f);
-    if (rc == ERR_OK && is_qwen3)
-        rc = add_vec(s, NAME("attn_q_norm.weight"), s->head_dim, 0.1f, 1.0f);
-    if (rc == ERR_OK && is_qwen3)
-        rc = add_vec(s, NAME("attn_k_norm.weight"), s->head_dim, 0.1f, 1.0f);
-    if (rc == ERR_OK) rc = add_vec(s, NAME("ffn_norm.weight"), e, 0.1f, 1.0f);
-    if (rc == ERR_OK) rc = add_mat(s, NAME("ffn_gate.weight"), e, f, s->type);
-    if (rc == ERR_OK) rc = add_mat(s, NAME("ffn_up.weight"), e, f, s->type);
-    if (rc == ERR_OK) rc = add_mat(s, NAME("ffn_down.weight"), f, e, more);
+    if (rc == ERR_OK && (head_norms || is_olmo))
+        rc = add_vec(s, NAME("attn_q_norm.weight"), is_olmo ? qd : s->head_dim, 0.1f, 1.0f);
+    if (rc == ERR_OK && (head_norms || is_olmo))
+        rc = add_vec(s, NAME("attn_k_norm.weight"), is_olmo ? kvd : s->head_dim, 0.1f, 1.0f);
+    if (rc == ERR_OK && is_oss) rc = add_vec(s, NAME("attn_output.bias"), e, 0.1f, 0.0f);
+    if (rc == ERR_OK && is_oss) rc = add_vec(s, NAME("attn_sinks.weight"), p->n_head, 1.0f, 0.0f);
+    // gpt-oss calls its FFN norm post_attention_norm
+    if (rc == ERR_OK && (post_norms || is_oss))
+        rc = add_vec(s, NAME("post_attention_norm.weight"), e, 0.1f, 1.0f);
+    if (rc == ERR_OK && pre_norms && !is_oss)
+        rc = add_vec(s, NAME("ffn_norm.weight"), e, 0.1f, 1.0f);
+    if (rc == ERR_OK && arch_is_moe(p)) {
+        rc = add_moe_ffn(s, il);
+    } else if (rc == ERR_OK && is_phi3) {
+        rc = add_mat(s, NAME("ffn_up.weight"), e, 2 * f, s->type);
+    } else if (rc == ERR_OK) {
+        rc = add_mat(s, NAME("ffn_gate.weight"), e, f, s->type);
+        if (rc == ERR_OK) rc = add_mat(s, NAME("ffn_up.weight"), e, f, s->type);
+    }
+    if (rc == ERR_OK && !arch_is_moe(p)) rc = add_mat(s, NAME("ffn_down.weight"), f, e, more);
+    if (rc == ERR_OK && post_norms) rc = add_vec(s, NAME("post_ffw_norm.weight"), e, 0.1f, 1.0f);
 #undef NAME
     return rc;
 }
@@ -279,6 +382,22 @@ static int add_globals(struct synth *s, bool is_bert)
     if (rc == ERR_OK) rc = add_vec(s, "output_norm.weight", e, 0.1f, 1.0f);
     if (rc == ERR_OK && !p->tied)
         rc = add_mat(s, "output.weight", e, p->n_vocab, s->is_mix ? QUANT_Q6_K : s->type);
+    if (rc == ERR_OK && arch_is(p, "phi3")) {
+        // LongRoPE divisors: near 1 for short contexts, growing with the pair for long ones.
+        const int half = s->n_rot / 2;
+        float f[HEAD_DIM_SYNTH_MAX / 2];
+        for (int i = 0; i < half; i++)
+            f[i] = 1.0f + 0.05f * (float)i;
+        int64_t ne[1] = {half};
+        rc = gguf_writer_add_tensor(s->w, "rope_factors_short.weight", QUANT_F32, 1, ne, f,
+                                    (size_t)half * sizeof(float));
+        for (int i = 0; i < half; i++)
+            f[i] = 1.0f + 3.0f * (float)i / (float)(half > 1 ? half - 1 : 1);
+        if (rc == ERR_OK)
+            rc = gguf_writer_add_tensor(s->w, "rope_factors_long.weight", QUANT_F32, 1, ne, f,
+                                        (size_t)half * sizeof(float));
+        if (rc != ERR_OK) errmsg_set(s->err, rc, "rope factors: %s", err_str(rc));
+    }
     return rc;
 }
 
@@ -296,6 +415,63 @@ static int add_key_f32(struct synth *s, const char *suffix, float v)
     char key[96];
     snprintf(key, sizeof key, "%s.%s", s->p->arch, suffix);
     return gguf_writer_add_f32(s->w, key, v);
+}
+
+/* The keys that make each family itself (see synth.h for the choices). */
+static int add_family_keys(struct synth *s)
+{
+    const struct synth_params *p = s->p;
+    int rc = ERR_OK;
+    if (s->n_swa > 0) {
+        rc = add_key_u32(s, "attention.sliding_window", (uint32_t)s->n_swa);
+        // layers alternate: even ones slide, odd ones are global
+        uint8_t *pat = mem_alloc((size_t)p->n_layer);
+        if (!pat) return ERR_NOMEM;
+        for (int il = 0; il < p->n_layer; il++)
+            pat[il] = il % 2 == 0;
+        char key[96];
+        snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", p->arch);
+        if (rc == ERR_OK) rc = gguf_writer_add_arr(s->w, key, GGUF_VALUE_BOOL, pat, p->n_layer);
+        mem_free(pat);
+    }
+    if (rc == ERR_OK && arch_is(p, "gemma2")) {
+        // tied embeddings give logits of several units: a cap of 20 bends the largest
+        rc = add_key_f32(s, "attn_logit_softcapping", 4.0f);
+        if (rc == ERR_OK) rc = add_key_f32(s, "final_logit_softcapping", 20.0f);
+    }
+    if (rc == ERR_OK && arch_is(p, "gemma3")) {
+        rc = add_key_f32(s, "final_logit_softcapping", 3.0f);
+        if (rc == ERR_OK) rc = add_key_f32(s, "rope.freq_base_swa", p->rope_base);
+        if (rc == ERR_OK) rc = gguf_writer_add_str(s->w, "gemma3.rope.scaling.type", "linear");
+        if (rc == ERR_OK) rc = add_key_f32(s, "rope.scaling.factor", 2.0f);
+    }
+    if (rc == ERR_OK && arch_is(p, "phi3")) {
+        rc = add_key_f32(s, "rope.scaling.attn_factor", 1.19f);
+        if (rc == ERR_OK)
+            rc = add_key_u32(s, "rope.scaling.original_context_length", (uint32_t)(p->n_ctx / 4));
+    }
+    if (rc == ERR_OK && (arch_is(p, "granite") || arch_is(p, "granitemoe"))) {
+        rc = add_key_f32(s, "embedding_scale", 6.0f);
+        if (rc == ERR_OK) rc = add_key_f32(s, "residual_scale", 0.5f);
+        if (rc == ERR_OK) rc = add_key_f32(s, "attention.scale", 0.3f);
+        if (rc == ERR_OK) rc = add_key_f32(s, "logit_scale", 2.5f);
+    }
+    if (rc == ERR_OK && arch_is(p, "gpt-oss")) {
+        char key[96];
+        snprintf(key, sizeof key, "%s.rope.scaling.type", p->arch);
+        rc = gguf_writer_add_str(s->w, key, "yarn");
+        if (rc == ERR_OK) rc = add_key_f32(s, "rope.scaling.factor", 4.0f);
+        if (rc == ERR_OK)
+            rc = add_key_u32(s, "rope.scaling.original_context_length", (uint32_t)(p->n_ctx / 4));
+    }
+    if (rc == ERR_OK && arch_is_moe(p)) {
+        rc = add_key_u32(s, "expert_count", (uint32_t)s->n_expert);
+        if (rc == ERR_OK) rc = add_key_u32(s, "expert_used_count", (uint32_t)s->n_expert_used);
+        if (rc == ERR_OK) rc = add_key_u32(s, "expert_feed_forward_length", (uint32_t)p->n_ff);
+        if (rc == ERR_OK && arch_is(p, "granitemoe"))
+            rc = add_key_u32(s, "expert_shared_feed_forward_length", (uint32_t)p->n_ff);
+    }
+    return rc;
 }
 
 /* <arch>.classifier.output_labels: "LABEL_0" … as converted classifier heads name them. */
@@ -344,9 +520,12 @@ static int add_hparams(struct synth *s, bool is_bert)
     if (rc == ERR_OK) rc = add_key_u32(s, "attention.head_count_kv", (uint32_t)p->n_head_kv);
     if (rc == ERR_OK) rc = add_key_u32(s, "attention.key_length", (uint32_t)s->head_dim);
     if (rc == ERR_OK) rc = add_key_u32(s, "attention.value_length", (uint32_t)s->head_dim);
-    if (rc == ERR_OK) rc = add_key_u32(s, "rope.dimension_count", (uint32_t)s->head_dim);
-    if (rc == ERR_OK) rc = add_key_f32(s, "rope.freq_base", p->rope_base);
+    if (rc == ERR_OK) rc = add_key_u32(s, "rope.dimension_count", (uint32_t)s->n_rot);
+    // gemma3's global layers use a larger base than its sliding ones, as the real models do
+    const float base = arch_is(p, "gemma3") ? p->rope_base * 100.0f : p->rope_base;
+    if (rc == ERR_OK) rc = add_key_f32(s, "rope.freq_base", base);
     if (rc == ERR_OK) rc = add_key_f32(s, "attention.layer_norm_rms_epsilon", p->norm_eps);
+    if (rc == ERR_OK) rc = add_family_keys(s);
     return rc;
 }
 
@@ -527,12 +706,19 @@ static int copy_vocab(struct synth *s)
 
 /* ---- entry point ---- */
 
+static const char *const decoder_archs[] = {"gpt-oss",  "llama", "qwen2",     "qwen3",   "gemma2",
+                                            "gemma3",   "phi3",  "granite",   "smollm3", "olmo2",
+                                            "qwen3moe", "olmoe", "granitemoe"};
+
 static int check_params(const struct synth_params *p, struct synth *s, struct errmsg *err)
 {
-    bool is_bert = p->arch && strcmp(p->arch, "bert") == 0;
-    if (!p->arch || (!is_bert && strcmp(p->arch, "llama") != 0 && strcmp(p->arch, "qwen2") != 0 &&
-                     strcmp(p->arch, "qwen3") != 0))
-        return errmsg_set(err, ERR_INVALID, "unknown arch '%s' (llama, qwen2, qwen3, bert)",
+    bool is_bert = p->arch && strcmp(p->arch, "bert") == 0, known = is_bert;
+    for (size_t i = 0; p->arch && i < sizeof decoder_archs / sizeof decoder_archs[0]; i++)
+        known |= strcmp(p->arch, decoder_archs[i]) == 0;
+    if (!known)
+        return errmsg_set(err, ERR_INVALID,
+                          "unknown arch '%s' (llama, qwen2, qwen3, gemma2, gemma3, phi3, granite, "
+                          "smollm3, olmo2, qwen3moe, olmoe, granitemoe, gpt-oss, bert)",
                           p->arch ? p->arch : "");
     if (!p->type || !parse_type(p->type, &s->type, &s->is_mix))
         return errmsg_set(err, ERR_INVALID, "unknown tensor type '%s'", p->type ? p->type : "");
@@ -541,9 +727,33 @@ static int check_params(const struct synth_params *p, struct synth *s, struct er
         (!is_bert && (p->n_head_kv < 1 || p->n_head % p->n_head_kv != 0)))
         return errmsg_set(err, ERR_INVALID, "bad shape (every size >= 1, heads %% kv heads == 0)");
     s->head_dim = p->head_dim > 0 ? p->head_dim : p->n_embd / p->n_head;
-    if (s->head_dim < 2 || s->head_dim % 2 != 0 ||
+    if (s->head_dim < 2 || s->head_dim % 2 != 0 || s->head_dim > HEAD_DIM_SYNTH_MAX ||
         (is_bert && s->head_dim * p->n_head != p->n_embd))
-        return errmsg_set(err, ERR_INVALID, "head dimension %d must be even and >= 2", s->head_dim);
+        return errmsg_set(err, ERR_INVALID, "head dimension %d must be even, 2..%d", s->head_dim,
+                          HEAD_DIM_SYNTH_MAX);
+    s->n_rot = s->head_dim;
+    if (strcmp(p->arch, "phi3") == 0) s->n_rot = (s->head_dim * 3 / 4) & ~1;
+    const bool is_gemma = strcmp(p->arch, "gemma2") == 0 || strcmp(p->arch, "gemma3") == 0;
+    const bool is_oss = strcmp(p->arch, "gpt-oss") == 0;
+    const bool has_swa = is_gemma || is_oss || strcmp(p->arch, "olmo2") == 0;
+    if (p->n_swa > 0 && !has_swa)
+        return errmsg_set(err, ERR_INVALID, "--swa applies to gemma2, gemma3, olmo2 and gpt-oss");
+    s->n_swa = p->n_swa >= 0 ? p->n_swa : is_gemma || is_oss ? 8 : 0;
+    if ((strcmp(p->arch, "gemma2") == 0 || is_oss) && s->n_swa == 0)
+        return errmsg_set(err, ERR_INVALID, "%s always has a sliding window", p->arch);
+    const bool is_moe = arch_is_moe(p);
+    if (!is_moe && (p->n_expert > 0 || p->n_expert_used > 0))
+        return errmsg_set(err, ERR_INVALID,
+                          "--experts applies to qwen3moe, olmoe, granitemoe, gpt-oss");
+    s->n_expert = p->n_expert > 0 ? p->n_expert : 8;
+    s->n_expert_used = p->n_expert_used > 0 ? p->n_expert_used : 2;
+    if (is_moe && (s->n_expert_used > s->n_expert || s->n_expert_used > 16))
+        return errmsg_set(err, ERR_INVALID, "experts used %d must be <= experts %d and <= 16",
+                          s->n_expert_used, s->n_expert);
+    const bool is_olmo = strcmp(p->arch, "olmo2") == 0 || strcmp(p->arch, "olmoe") == 0;
+    if (is_olmo && (p->n_head_kv != p->n_head || s->head_dim * p->n_head != p->n_embd))
+        return errmsg_set(err, ERR_INVALID,
+                          "%s needs heads-kv == heads and head-dim * heads == embd", p->arch);
     if (!p->vocab_from && p->n_vocab < synth_builtin_vocab_size(p->arch))
         return errmsg_set(err, ERR_INVALID, "vocab %d is below the built-in tokenizer's %d",
                           p->n_vocab, synth_builtin_vocab_size(p->arch));
@@ -562,6 +772,10 @@ int synth_build(const struct synth_params *params, struct gguf_writer **out, str
         p.n_vocab = (int)n_tok; // the copied vocabulary decides
     int rc = check_params(&p, &s, err);
     if (rc != ERR_OK) return rc;
+    if (strcmp(p.arch, "gemma2") == 0) p.tied = true; // the family has no output matrix
+    if (strcmp(p.arch, "olmo2") == 0 || strcmp(p.arch, "olmoe") == 0 ||
+        strcmp(p.arch, "gpt-oss") == 0)
+        p.tied = false;
     quant_init();
     const bool is_bert = strcmp(p.arch, "bert") == 0;
     rc = gguf_writer_new(&s.w);

@@ -15,7 +15,8 @@
 
 /* Filled by the caller; synth_params_default() gives a small llama. */
 struct synth_params {
-    const char *arch; // "llama", "qwen2", "qwen3", "bert"
+    const char *arch; // "llama", "qwen2", "qwen3", "bert", "gemma2", "gemma3", "phi3",
+                      // "granite", "smollm3", "olmo2", "qwen3moe", "olmoe", "granitemoe"
     int n_layer;
     int n_embd;
     int n_head;
@@ -28,15 +29,26 @@ struct synth_params {
     float rope_base;
     float norm_eps;
     const char *type; // "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
-                      // "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", or the mix "q4_k_m"
+                      // "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs",
+                      // "mxfp4", or the mix "q4_k_m"
     uint64_t seed;
     const struct gguf *vocab_from; // borrowed; NULL: the built-in tokenizer
     int pooling_type;              // <arch>.pooling_type written when >= 0 (bert: 1 when < 0,
                                    // 4 with n_cls_out)
-    int n_cls_out; // > 0: a reranker's classification head with this many outputs and
-                   // <arch>.classifier.output_labels (bert: cls + cls.output with biases,
-                   // decoders: cls.output), pooling_type 4 unless pooling_type says otherwise
+    int n_swa;         // sliding window of gemma2/gemma3/olmo2 (keys a query sees), -1: the
+                       // family's synthetic default (8 for gemma, none for olmo2), 0: none
+    int n_expert;      // mixture-of-experts families: experts (0: 8)
+    int n_expert_used; // experts per token (0: 2)
+    int n_cls_out;     // > 0: a reranker's classification head with this many outputs and
+                       // <arch>.classifier.output_labels (bert: cls + cls.output with biases,
+                       // decoders: cls.output), pooling_type 4 unless pooling_type says otherwise
 };
+
+/* Every family feature is on: gemma's window (layers alternate sliding / global), soft-caps
+ * low enough to bend typical values, gemma3's separate RoPE bases and linear scaling on global
+ * layers, phi3's fused QKV / gate-up, partial rotation and LongRoPE factors (long ones beyond
+ * context_length / 4), granite's four multipliers, granitemoe's shared expert; gemma2 is always
+ * tied (the family has no output matrix), olmo2 / olmoe never. */
 
 /* Defaults: llama, 2 layers, 64 wide, 4 heads / 2 KV heads, ffn 128, built-in vocab, ctx 256,
  * separate output, rope base 10000, eps 1e-5, f32, seed 1, no pooling_type, no head. Cannot

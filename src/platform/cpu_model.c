@@ -171,6 +171,7 @@ static void start_request(void *model, int i)
     int keep = common_prefix(in->cached, engine_seq_pos(in->seq), r->prompt, r->n_prompt);
     if (keep >= r->n_prompt) keep = r->n_prompt - 1;
     engine_seq_truncate(in->seq, keep);
+    keep = engine_seq_pos(in->seq); // less when a sliding window's keys were already dropped
     in->n_fed = keep;
     in->n_cached_prompt = keep;
     int from = r->n_prompt > sp.repeat_last_n ? r->n_prompt - sp.repeat_last_n : 0;

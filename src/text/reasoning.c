@@ -21,7 +21,12 @@ static const struct markers MARKERS[] = {
     [REASONING_FORMAT_COMMAND_R] = {"<|START_THINKING|>", "<|END_THINKING|>"},
     [REASONING_FORMAT_MISTRAL] = {"[THINK]", "[/THINK]"},
     [REASONING_FORMAT_APRIEL] = {"", "[BEGIN FINAL RESPONSE]"},
+    [REASONING_FORMAT_HARMONY] = {"<|channel|>analysis<|message|>", "<|end|>"},
 };
+
+/* Harmony: the headers that may precede the final channel's text, longest first. */
+static const char *const HARMONY_HEADS[] = {"<|start|>assistant<|channel|>final<|message|>",
+                                            "<|channel|>final<|message|>"};
 
 enum state {
     ST_START,   // nothing but whitespace yet: an opening marker may come
@@ -37,8 +42,9 @@ struct reasoning_stream {
     enum state st;
     bool skip_ws; // drop whitespace before the next reasoning/content byte
     bool is_finished;
-    int err;         // sticky
-    struct buf pend; // undecided bytes; [0..emitted) were handed out by the last call
+    bool head_pending; // harmony: a final-channel header may still start the content
+    int err;           // sticky
+    struct buf pend;   // undecided bytes; [0..emitted) were handed out by the last call
     size_t emitted;
 };
 
@@ -50,6 +56,7 @@ static bool is_ws(char c)
 enum reasoning_format reasoning_format_detect(const char *src)
 {
     if (!src) return REASONING_FORMAT_NONE;
+    if (strstr(src, "<|channel|>")) return REASONING_FORMAT_HARMONY;
     // Most specific first: "<seed:think>" also contains "think>".
     static const enum reasoning_format order[] = {
         REASONING_FORMAT_SEED,   REASONING_FORMAT_COMMAND_R, REASONING_FORMAT_MISTRAL,
@@ -63,7 +70,7 @@ enum reasoning_format reasoning_format_detect(const char *src)
 
 bool reasoning_prompt_opens(enum reasoning_format f, const char *prompt, size_t len)
 {
-    if ((unsigned)f > REASONING_FORMAT_APRIEL || f == REASONING_FORMAT_NONE) return false;
+    if ((unsigned)f > REASONING_FORMAT_HARMONY || f == REASONING_FORMAT_NONE) return false;
     const char *open = MARKERS[f].open;
     size_t n = strlen(open);
     if (n == 0) return true;
@@ -74,7 +81,7 @@ bool reasoning_prompt_opens(enum reasoning_format f, const char *prompt, size_t 
 
 int reasoning_stream_new(enum reasoning_format f, bool starts_inside, struct reasoning_stream **out)
 {
-    if ((unsigned)f > REASONING_FORMAT_APRIEL) return ERR_INVALID;
+    if ((unsigned)f > REASONING_FORMAT_HARMONY) return ERR_INVALID;
     struct reasoning_stream *s = mem_calloc(1, sizeof *s);
     if (!s) return ERR_NOMEM;
     s->fmt = f;
@@ -89,6 +96,7 @@ int reasoning_stream_new(enum reasoning_format f, bool starts_inside, struct rea
     else
         s->st = ST_START;
     s->skip_ws = s->st == ST_INSIDE;
+    s->head_pending = f == REASONING_FORMAT_HARMONY;
     buf_init(&s->pend);
     *out = s;
     return ERR_OK;
@@ -162,10 +170,34 @@ static bool step_inside(struct reasoning_stream *s, size_t *pos, bool is_final, 
     return false;
 }
 
+/* Harmony: skips a final-channel header at *pos. Returns false to wait (the text so far could
+ * still become one). */
+static bool skip_head(struct reasoning_stream *s, size_t *pos, bool is_final)
+{
+    const char *t = s->pend.data + *pos;
+    const size_t rest = s->pend.len - *pos;
+    for (size_t i = 0; i < sizeof HARMONY_HEADS / sizeof HARMONY_HEADS[0]; i++) {
+        const size_t n = strlen(HARMONY_HEADS[i]);
+        if (rest >= n && memcmp(t, HARMONY_HEADS[i], n) == 0) {
+            *pos += n;
+            s->head_pending = false;
+            return true;
+        }
+        if (!is_final && rest < n && memcmp(t, HARMONY_HEADS[i], rest) == 0) return false;
+    }
+    s->head_pending = false;
+    return true;
+}
+
 static void step_content(struct reasoning_stream *s, size_t *pos, bool is_final, struct str *c)
 {
     size_t len = s->pend.len;
     if (!skip_leading_ws(s, pos)) return;
+    if (s->head_pending) {
+        if (!skip_head(s, pos, is_final)) return;
+        s->skip_ws = true; // the final text's own leading whitespace goes too
+        if (!skip_leading_ws(s, pos)) return;
+    }
     size_t cut = is_final ? len : holdback_utf8_cut(s->pend.data, len, len);
     if (cut > *pos) *c = (struct str){s->pend.data + *pos, cut - *pos};
     *pos = cut > *pos ? cut : *pos;

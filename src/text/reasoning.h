@@ -1,7 +1,8 @@
 /* Splits generated text into reasoning and content (OpenAI-compatible
  * `message.reasoning_content`, as llama.cpp's server returns it) for the families' thinking
  * markers: <think>..</think>, <seed:think>..</seed:think>, <|START_THINKING|>..<|END_THINKING|>,
- * [THINK]..[/THINK], and Apriel's reasoning-then-"[BEGIN FINAL RESPONSE]". Works in one go or
+ * [THINK]..[/THINK], Apriel's reasoning-then-"[BEGIN FINAL RESPONSE]", and gpt-oss's harmony
+ * channels (analysis is reasoning, final is content). Works in one go or
  * on streamed deltas, holding back partial markers. Not a tool-call parser (run that on the
  * content afterwards). */
 #ifndef TEXT_REASONING_H
@@ -19,6 +20,9 @@ enum reasoning_format {
     REASONING_FORMAT_COMMAND_R = 3, // <|START_THINKING|> ... <|END_THINKING|> (Command R7B)
     REASONING_FORMAT_MISTRAL = 4,   // [THINK] ... [/THINK] (Magistral)
     REASONING_FORMAT_APRIEL = 5,    // reasoning, then [BEGIN FINAL RESPONSE] (Apriel Thinker)
+    REASONING_FORMAT_HARMONY = 6,   // <|channel|>analysis<|message|> ... <|end|>, then the
+                                    // final channel's message (gpt-oss); the headers
+                                    // <|start|>assistant<|channel|>final<|message|> are dropped
 };
 
 /* Picks the format from a chat template's source by the markers it mentions; NONE when it

@@ -408,6 +408,32 @@ static bool is_eog_id(const struct tokenizer *t, tok_id id)
            id == sp->fim_sep;
 }
 
+/* The harmony format (gpt-oss, o200k_harmony) writes its structure with special tokens the
+ * output parser must see, so, as the reference does: <|channel|>, <|message|>, <|start|> and
+ * <|constrain|> are rendered as text (user-defined), and when <|return|> and <|call|> end a
+ * generation, <|end|> (which closes a message inside one answer, e.g. the reasoning) neither
+ * ends it nor is hidden. */
+static void harmony_tokens(struct tokenizer *t)
+{
+    static const char *const rendered[] = {"<|channel|>", "<|message|>", "<|start|>",
+                                           "<|constrain|>"};
+    for (size_t i = 0; i < sizeof rendered / sizeof rendered[0]; i++) {
+        tok_id id = tok_map_find(&t->text_map, t->arena, rendered[i], strlen(rendered[i]));
+        if (id != TOK_ID_NONE) t->type[id] = VOCAB_TOKEN_USER_DEFINED;
+    }
+    int end_at = -1;
+    bool has_return = false, has_call = false;
+    for (int32_t i = 0; i < t->n_eog; i++) {
+        has_return |= text_is(t, t->eog[i], "<|return|>");
+        has_call |= text_is(t, t->eog[i], "<|call|>");
+        if (text_is(t, t->eog[i], "<|end|>")) end_at = i;
+    }
+    if (!has_return || !has_call || end_at < 0) return;
+    t->type[t->eog[end_at]] = VOCAB_TOKEN_USER_DEFINED;
+    memmove(&t->eog[end_at], &t->eog[end_at + 1], (size_t)(t->n_eog - end_at - 1) * sizeof *t->eog);
+    t->n_eog--;
+}
+
 static int build_eog(struct tokenizer *t)
 {
     int32_t n = 0;
@@ -421,6 +447,7 @@ static int build_eog(struct tokenizer *t)
     for (tok_id id = 0; id < t->n_tokens; id++) {
         if (is_eog_text(t, id) || is_eog_id(t, id)) t->eog[t->n_eog++] = id;
     }
+    harmony_tokens(t);
     return ERR_OK;
 }
 

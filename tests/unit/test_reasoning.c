@@ -32,6 +32,7 @@ struct rs_case {
 #define MISTRAL   REASONING_FORMAT_MISTRAL
 #define APRIEL    REASONING_FORMAT_APRIEL
 #define NONE      REASONING_FORMAT_NONE
+#define HARMONY   REASONING_FORMAT_HARMONY
 
 static const struct rs_case cases[] = {
     {"qwen3", THINK, false,
@@ -68,6 +69,22 @@ static const struct rs_case cases[] = {
      "on the roof",
      "The user wants a haiku about rain.\nFive, seven, five.", "Soft rain on the roof"},
     {"none", NONE, false, "<think>x</think> y", NULL, "<think>x</think> y"},
+    {"gpt-oss", HARMONY, false,
+     "<|channel|>analysis<|message|>User greets. Reply briefly.<|end|><|start|>assistant"
+     "<|channel|>final<|message|>Hello! How can I help?",
+     "User greets. Reply briefly.", "Hello! How can I help?"},
+    {"gpt-oss final only", HARMONY, false, "<|channel|>final<|message|> Hi there", NULL,
+     "Hi there"},
+    {"gpt-oss unclosed analysis", HARMONY, false, "<|channel|>analysis<|message|>thinking ",
+     "thinking", NULL},
+    {"gpt-oss partial header at end", HARMONY, false,
+     "<|channel|>analysis<|message|>a<|end|><|start|>assist", "a", "<|start|>assist"},
+    {"gpt-oss tool call is content", HARMONY, false,
+     "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\":"
+     "\"Paris\"}",
+     NULL,
+     "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\":"
+     "\"Paris\"}"},
 };
 
 #define N_CASES (sizeof cases / sizeof cases[0])
@@ -277,6 +294,8 @@ static void test_detect_on_real_templates(void **state)
         {"ByteDance-Seed-OSS.jinja", SEED},
         {"CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", COMMAND_R},
         {"Apriel-1.6-15b-Thinker-fixed.jinja", APRIEL},
+        {"openai-gpt-oss-120b.jinja", HARMONY},
+        {"microsoft-Phi-3.5-mini-instruct.jinja", NONE},
         {"meta-llama-Llama-3.1-8B-Instruct.jinja", NONE},
         {"Mistral-Small-3.2-24B-Instruct-2506.jinja", NONE},
         {"Qwen-Qwen2.5-7B-Instruct.jinja", NONE},

@@ -355,6 +355,38 @@ static void test_special_longest_first(void **state)
     tok_free(t);
 }
 
+/* An o200k_harmony vocabulary (gpt-oss): its structure tokens are rendered, and <|end|>, which
+ * closes the reasoning message inside one answer, ends nothing when <|return|> and <|call|> do;
+ * without them (phi-3 style) <|end|> stays the end of the turn. */
+static void test_harmony_tokens(void **state)
+{
+    (void)state;
+    struct test_vocab tv;
+    bpe_vocab(&tv, "gpt-2");
+    tok_id ch = add_token(&tv, "<|channel|>", 0, VOCAB_TOKEN_CONTROL);
+    tok_id msg = add_token(&tv, "<|message|>", 0, VOCAB_TOKEN_CONTROL);
+    tok_id end = add_token(&tv, "<|end|>", 0, VOCAB_TOKEN_CONTROL);
+    tok_id ret = add_token(&tv, "<|return|>", 0, VOCAB_TOKEN_CONTROL);
+    tok_id call = add_token(&tv, "<|call|>", 0, VOCAB_TOKEN_CONTROL);
+    struct tokenizer *t = make(&tv);
+    assert_false(tok_is_eog(t, end));
+    assert_true(tok_is_eog(t, ret));
+    assert_true(tok_is_eog(t, call));
+    const tok_id ids[] = {ch, BPE_HE, msg, end, ret};
+    struct buf out;
+    buf_init(&out);
+    assert_int_equal(tok_decode(t, ids, 5, false, &out), ERR_OK);
+    assert_true(out.len == strlen("<|channel|>he<|message|><|end|>") &&
+                memcmp(out.data, "<|channel|>he<|message|><|end|>", out.len) == 0);
+    buf_deinit(&out);
+    tok_free(t);
+    bpe_vocab(&tv, "gpt-2");
+    end = add_token(&tv, "<|end|>", 0, VOCAB_TOKEN_CONTROL);
+    t = make(&tv);
+    assert_true(tok_is_eog(t, end));
+    tok_free(t);
+}
+
 static void test_bpe_invalid_utf8_and_empty(void **state)
 {
     (void)state;
@@ -616,6 +648,7 @@ int main(void)
         cmocka_unit_test(test_new_rejects_bad_vocab),
         cmocka_unit_test(test_unknown_pre_falls_back),
         cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_harmony_tokens),
         cmocka_unit_test(test_concurrent_encode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,6 +4,7 @@
 #include "engine/quants/quants.h"
 #include "engine/cpufeat.h"
 #include "engine/quants/quants_internal.h"
+#include "engine/quants/quants_iq_internal.h"
 #include "util/checked.h"
 #include "util/err.h"
 
@@ -58,6 +59,9 @@
         ROW(QUANT_Q4_K, "q4_K", QK_K, sizeof(struct block_q4_K), QUANT_Q8_K, q4_K),                \
         ROW(QUANT_Q5_K, "q5_K", QK_K, sizeof(struct block_q5_K), QUANT_Q8_K, q5_K),                \
         ROW(QUANT_Q6_K, "q6_K", QK_K, sizeof(struct block_q6_K), QUANT_Q8_K, q6_K),                \
+        ROW(QUANT_IQ4_NL, "iq4_nl", QK4_NL, sizeof(struct block_iq4_nl), QUANT_Q8_0, iq4_nl),      \
+        ROW(QUANT_IQ4_XS, "iq4_xs", QK_K, sizeof(struct block_iq4_xs), QUANT_Q8_K, iq4_xs),        \
+        ROW(QUANT_MXFP4, "mxfp4", QK_MXFP4, sizeof(struct block_mxfp4), QUANT_Q8_0, mxfp4),        \
         ROW_ACT(QUANT_Q8_1, "q8_1", QK8_1, sizeof(struct block_q8_1), q8_1),                       \
         ROW_ACT(QUANT_Q8_K, "q8_K", QK_K, sizeof(struct block_q8_K), q8_K)
 

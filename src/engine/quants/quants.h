@@ -24,7 +24,10 @@ enum quant_type {
     QUANT_Q5_K = 13,
     QUANT_Q6_K = 14,
     QUANT_Q8_K = 15,
+    QUANT_IQ4_NL = 20,
+    QUANT_IQ4_XS = 23,
     QUANT_BF16 = 30,
+    QUANT_MXFP4 = 39,
     QUANT_TYPE_MAX = 40, // exclusive upper bound of ids this table knows
 };
 

@@ -1,0 +1,230 @@
+/* What each supported family changes in the decoder graph, read from its GGUF metadata with
+ * the defaults its converter and the reference loader use: embedding and attention scales,
+ * soft-caps, post-norms, sliding windows, layers without RoPE, LongRoPE factors, and the
+ * mixture-of-experts router. model.c calls these after the common hyperparameters. */
+#include "engine/model_arch.h"
+
+#include "util/checked.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static int get_f32(const struct engine_model *m, const char *suffix, float def, float *out,
+                   struct errmsg *err)
+{
+    char key[96];
+    snprintf(key, sizeof key, "%s.%s", m->arch_name, suffix);
+    int rc = gguf_get_f32(m->gguf, key, out);
+    if (rc == ERR_NOT_FOUND) {
+        *out = def;
+        return ERR_OK;
+    }
+    if (rc != ERR_OK || !isfinite(*out))
+        return errmsg_set(err, ERR_FORMAT, "key '%s': not a finite number", key);
+    return ERR_OK;
+}
+
+static int get_int(const struct engine_model *m, const char *suffix, int64_t def, int64_t lo,
+                   int64_t hi, int *out, struct errmsg *err)
+{
+    char key[96];
+    int64_t v;
+    snprintf(key, sizeof key, "%s.%s", m->arch_name, suffix);
+    int rc = gguf_get_i64(m->gguf, key, &v);
+    if (rc == ERR_NOT_FOUND)
+        v = def;
+    else if (rc != ERR_OK)
+        return errmsg_set(err, ERR_FORMAT, "key '%s': not an integer", key);
+    if (v < lo || v > hi)
+        return errmsg_set(err, ERR_FORMAT, "key '%s': %lld is outside %lld..%lld", key,
+                          (long long)v, (long long)lo, (long long)hi);
+    *out = (int)v;
+    return ERR_OK;
+}
+
+/* Which layers use the sliding window: <arch>.attention.sliding_window_pattern as a per-layer
+ * array of booleans, or as the period n (layers il % n < n - 1 slide, the last of each period
+ * is global), else def_pattern. */
+static int load_swa_layers(struct engine_model *m, int def_pattern, struct errmsg *err)
+{
+    char key[96];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", m->arch_name);
+    enum gguf_value_type et;
+    int64_t n;
+    const void *data;
+    const int n_layer = m->info.n_layer;
+    if (gguf_get_arr_data(m->gguf, key, &et, &n, &data) == ERR_OK) {
+        if (et != GGUF_VALUE_BOOL || n != n_layer)
+            return errmsg_set(err, ERR_FORMAT, "key '%s': expected %d booleans", key, n_layer);
+        for (int il = 0; il < n_layer; il++)
+            m->layers[il].is_swa = ((const uint8_t *)data)[il] != 0;
+        return ERR_OK;
+    }
+    int period;
+    int rc = get_int(m, "attention.sliding_window_pattern", def_pattern, 0, N_LAYER_MAX_ARCH,
+                     &period, err);
+    if (rc != ERR_OK) return rc;
+    for (int il = 0; il < n_layer; il++)
+        m->layers[il].is_swa = period == 0 || il % period < period - 1;
+    return ERR_OK;
+}
+
+bool model_arch_is_moe(enum model_arch arch)
+{
+    return arch == MODEL_ARCH_QWEN3MOE || arch == MODEL_ARCH_OLMOE ||
+           arch == MODEL_ARCH_GRANITEMOE || arch == MODEL_ARCH_GPTOSS;
+}
+
+static int load_granite(struct engine_model *m, struct model_feat *f, struct errmsg *err)
+{
+    char key[96];
+    float logit_scale;
+    snprintf(key, sizeof key, "%s.logit_scale", m->arch_name);
+    if (gguf_get_f32(m->gguf, key, &logit_scale) != ERR_OK || !isfinite(logit_scale) ||
+        logit_scale == 0.0f)
+        return errmsg_set(err, ERR_FORMAT, "missing or zero key '%s'", key);
+    f->logit_div = logit_scale;
+    int rc = get_f32(m, "residual_scale", 0.0f, &f->residual_scale, err);
+    if (rc == ERR_OK) rc = get_f32(m, "embedding_scale", 0.0f, &f->embd_scale, err);
+    if (rc == ERR_OK) rc = get_f32(m, "attention.scale", 0.0f, &f->kq_scale, err);
+    return rc;
+}
+
+static int load_gemma(struct engine_model *m, struct model_feat *f, struct errmsg *err)
+{
+    const bool is2 = m->arch == MODEL_ARCH_GEMMA2;
+    const int n_layer = m->info.n_layer;
+    int rc = ERR_OK;
+    f->embd_scale = sqrtf((float)m->info.n_embd);
+    f->geglu = true;
+    f->post_norms = true;
+    // The 27B models scale queries by the model width per head, the others by the head width.
+    const bool is_27b = n_layer == (is2 ? 46 : 62);
+    f->q_scale = is_27b ? 1.0f / sqrtf((float)(m->info.n_embd / m->info.n_head))
+                        : 1.0f / sqrtf((float)m->info.head_dim);
+    f->kq_scale = 1.0f;
+    if (is2) {
+        rc = get_f32(m, "attn_logit_softcapping", 50.0f, &f->attn_softcap, err);
+        if (rc == ERR_OK) rc = get_f32(m, "final_logit_softcapping", 30.0f, &f->final_softcap, err);
+        if (rc == ERR_OK)
+            rc = get_int(m, "attention.sliding_window", 4096, 0, INT32_MAX, &f->n_swa, err);
+        if (rc == ERR_OK) rc = load_swa_layers(m, 2, err);
+        m->rope_scale_swa = m->rope_freq_scale;
+        if (rc == ERR_OK)
+            rc = get_f32(m, "rope.freq_base_swa", m->rope_base, &m->rope_base_swa, err);
+        return rc;
+    }
+    rc = get_f32(m, "final_logit_softcapping", 0.0f, &f->final_softcap, err);
+    if (rc == ERR_OK) rc = get_int(m, "attention.sliding_window", 0, 0, INT32_MAX, &f->n_swa, err);
+    if (rc == ERR_OK && f->n_swa > 0) {
+        rc = load_swa_layers(m, 6, err);
+        m->rope_scale_swa = 1.0f;
+        if (rc == ERR_OK) rc = get_f32(m, "rope.freq_base_swa", 10000.0f, &m->rope_base_swa, err);
+    }
+    return rc;
+}
+
+/* YaRN's constants as the reference derives them: the original context, the ramp's betas, and
+ * the attention factor (its magnitude correction for the scale factor, divided back out
+ * because the rotation applies it again, times rope.scaling.attn_factor). */
+static int load_yarn(struct engine_model *m, struct model_feat *f, struct errmsg *err)
+{
+    int rc = get_int(m, "rope.scaling.original_context_length", m->info.n_ctx_train, 1, INT32_MAX,
+                     &f->n_ctx_orig, err);
+    f->yarn_beta_fast = 32.0f;
+    f->yarn_beta_slow = 1.0f;
+    const float factor = 1.0f / m->rope_freq_scale;
+    float a = factor <= 1.0f ? 1.0f : 0.1f * logf(factor) + 1.0f;
+    a *= 1.0f / (1.0f + 0.1f * logf(factor));
+    a *= f->rope_attn_factor != 0.0f ? f->rope_attn_factor : 1.0f;
+    f->yarn_attn_factor = a;
+    return rc;
+}
+
+int model_arch_load(struct engine_model *m, struct errmsg *err)
+{
+    struct model_feat *f = &m->feat;
+    int rc = ERR_OK;
+    m->rope_base_swa = m->rope_base;
+    m->rope_scale_swa = m->rope_freq_scale;
+    for (int il = 0; il < m->info.n_layer; il++)
+        m->layers[il].has_rope = m->n_rot > 0;
+    switch (m->arch) {
+    case MODEL_ARCH_GEMMA2:
+    case MODEL_ARCH_GEMMA3:
+        rc = load_gemma(m, f, err);
+        break;
+    case MODEL_ARCH_PHI3:
+        f->q_scale = 1.0f / sqrtf((float)m->info.head_dim);
+        f->kq_scale = 1.0f;
+        rc = get_int(m, "rope.scaling.original_context_length", m->info.n_ctx_train, 1, INT32_MAX,
+                     &f->n_ctx_orig, err);
+        break; // its sliding window is ignored, as the reference does
+    case MODEL_ARCH_GRANITE:
+    case MODEL_ARCH_GRANITEMOE:
+        rc = load_granite(m, f, err);
+        break;
+    case MODEL_ARCH_SMOLLM3:
+        f->nope_every = 4;
+        for (int il = 0; il < m->info.n_layer; il++)
+            m->layers[il].has_rope = m->n_rot > 0 && (il + 1) % f->nope_every != 0;
+        break;
+    case MODEL_ARCH_OLMO2:
+        f->no_pre_norm = true;
+        f->post_norms = true;
+        f->qk_norm_full = true;
+        rc = get_int(m, "attention.sliding_window", 0, 0, INT32_MAX, &f->n_swa, err);
+        if (rc == ERR_OK && f->n_swa > 0) {
+            rc = load_swa_layers(m, 4, err);
+            m->rope_scale_swa = 1.0f;
+            if (rc == ERR_OK)
+                rc = get_f32(m, "rope.freq_base_swa", m->rope_base, &m->rope_base_swa, err);
+        }
+        break;
+    case MODEL_ARCH_OLMOE:
+        f->qk_norm_full = true;
+        break;
+    case MODEL_ARCH_GPTOSS:
+        f->kq_scale = 1.0f / sqrtf((float)m->n_rot);
+        f->softmax_selected = true;
+        f->swiglu_oai = true;
+        rc = get_int(m, "attention.sliding_window", -1, -1, INT32_MAX, &f->n_swa, err);
+        if (rc == ERR_OK && f->n_swa < 0)
+            rc = errmsg_set(err, ERR_FORMAT, "missing key 'gpt-oss.attention.sliding_window'");
+        if (rc == ERR_OK) rc = load_swa_layers(m, 2, err);
+        if (rc == ERR_OK)
+            rc = get_f32(m, "rope.freq_base_swa", m->rope_base, &m->rope_base_swa, err);
+        break;
+    default:
+        break;
+    }
+    // LongRoPE's (or any converter's) cos/sin multiplier
+    if (rc == ERR_OK) rc = get_f32(m, "rope.scaling.attn_factor", 0.0f, &f->rope_attn_factor, err);
+    if (rc == ERR_OK && f->is_yarn) rc = load_yarn(m, f, err);
+    if (rc == ERR_OK && model_arch_is_moe(m->arch)) {
+        rc = get_int(m, "expert_count", 0, 1, 4096, &f->n_expert, err);
+        if (rc == ERR_OK && f->n_expert < 1)
+            rc = errmsg_set(err, ERR_FORMAT, "key '%s.expert_count' is missing", m->arch_name);
+        if (rc == ERR_OK)
+            rc = get_int(m, "expert_used_count", 0, 1, f->n_expert, &f->n_expert_used, err);
+        if (rc == ERR_OK && f->n_expert_used < 1)
+            rc = errmsg_set(err, ERR_FORMAT, "key '%s.expert_used_count' is missing", m->arch_name);
+        if (rc == ERR_OK && f->n_expert_used > MOE_USED_MAX)
+            rc = errmsg_set(err, ERR_UNSUPPORTED, "%d experts per token (at most %d)",
+                            f->n_expert_used, MOE_USED_MAX);
+        if (rc == ERR_OK)
+            rc = get_int(m, "expert_feed_forward_length", m->info.n_ff, 1, 1 << 20, &f->n_ff_exp,
+                         err);
+        if (rc == ERR_OK && m->arch == MODEL_ARCH_GRANITEMOE)
+            rc =
+                get_int(m, "expert_shared_feed_forward_length", 0, 0, 1 << 20, &f->n_ff_shexp, err);
+        f->expert_norm = m->arch != MODEL_ARCH_OLMOE;
+    }
+    if (rc == ERR_OK && f->n_swa == 0)
+        for (int il = 0; il < m->info.n_layer; il++)
+            m->layers[il].is_swa = false;
+    for (int il = 0; il < m->info.n_layer; il++)
+        m->layers[il].rope_set = m->layers[il].is_swa ? 1 : 0;
+    return rc;
+}

@@ -1,0 +1,128 @@
+// Every newer model family (gemma2, gemma3, phi3, granite, smollm3, olmo2, qwen3moe, olmoe,
+// granitemoe, gpt-oss) loads from a synthetic gguf-synth model with its features on and chats
+// through /v1/chat/completions, streamed and not; and a prompt cache longer than a sliding
+// window is reused without changing the answer.
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { startServer } from './lib/server.mjs';
+import { synthModel } from './lib/models.mjs';
+
+const NO_EOS = { 2: -100 };
+const FAMILIES = ['gemma2', 'gemma3', 'phi3', 'granite', 'smollm3', 'olmo2', 'qwen3moe', 'olmoe',
+  'granitemoe', 'gpt-oss'];
+
+function familyArgs(arch) {
+  const kv = arch === 'olmo2' || arch === 'olmoe' ? '4' : '2';
+  return ['--arch', arch, '--layers', '4', '--embd', '64', '--heads', '4', '--heads-kv', kv,
+    '--ffn', '128', '--ctx', '1024', '--type', 'f16', '--seed', '5'];
+}
+
+async function chat(srv, body) {
+  const r = await fetch(`${srv.url}/v1/chat/completions`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body),
+  });
+  return { status: r.status, body: r.headers.get('content-type')?.includes('json') ? await r.json() : await r.text() };
+}
+
+describe('model families', () => {
+  let srv;
+  const paths = {};
+  before(async () => {
+    srv = await startServer(['--threads', '1']);
+    for (const arch of FAMILIES) {
+      paths[arch] = synthModel(`fam-${arch}`, familyArgs(arch));
+      const r = await fetch(`${srv.url}/v1/models/load`, {
+        method: 'POST', headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model_id: arch, model_path: paths[arch] }),
+      });
+      assert.equal(r.status, 200, `${arch}: ${await r.text()}`);
+    }
+  });
+  after(async () => {
+    await srv.stop();
+  });
+
+  for (const arch of FAMILIES) {
+    test(`${arch} loads and chats, streamed and not`, async () => {
+      const body = { model: arch, messages: [{ role: 'user', content: 'Hello there, how are you?' }],
+        max_tokens: 10, temperature: 0, logit_bias: NO_EOS };
+      const r = await chat(srv, body);
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      assert.equal(r.body.choices[0].finish_reason, 'length');
+      assert.equal(r.body.usage.completion_tokens, 10);
+      const text = r.body.choices[0].message.content;
+      assert.equal(typeof text, 'string');
+      const s = await chat(srv, { ...body, stream: true });
+      assert.equal(s.status, 200);
+      let streamed = '';
+      for (const line of s.body.split('\n')) {
+        if (!line.startsWith('data: ') || line === 'data: [DONE]') continue;
+        const ev = JSON.parse(line.slice(6));
+        streamed += ev.choices?.[0]?.delta?.content ?? '';
+      }
+      assert.equal(streamed, text, 'greedy stream equals the whole answer');
+      const m = await (await fetch(`${srv.url}/v1/models/${arch}`)).json();
+      assert.equal(m.status, 'ready');
+      assert.equal(m.meta.n_embd, 64);
+    });
+  }
+});
+
+describe('new block types', () => {
+  for (const [arch, type] of [['gpt-oss', 'mxfp4'], ['llama', 'iq4_nl'], ['qwen3moe', 'iq4_xs']]) {
+    test(`${arch} with ${type} weights chats`, async () => {
+      const model = synthModel(`fam-${arch}-${type}`, ['--arch', arch, '--layers', '2', '--embd', '256',
+        '--heads', '4', '--heads-kv', '2', '--ffn', '512', '--ctx', '512', '--type', type, '--seed', '3']);
+      const srv = await startServer(['--threads', '1', '-m', model, '--alias', 'q']);
+      try {
+        const r = await chat(srv, { model: 'q', messages: [{ role: 'user', content: 'Hello there' }],
+          max_tokens: 8, temperature: 0, logit_bias: NO_EOS });
+        assert.equal(r.status, 200, JSON.stringify(r.body));
+        assert.equal(r.body.usage.completion_tokens, 8);
+      } finally {
+        await srv.stop();
+      }
+    });
+  }
+});
+
+describe('sliding window and the prompt cache', () => {
+  // gemma3 with a window of 4: its sliding layers keep rings of 4 + 512 positions.
+  const model = () => synthModel('fam-gemma3-swa', [...familyArgs('gemma3'), '--swa', '4']);
+  const long = 'Hello world and the you was it is of to and the world hello '.repeat(20);
+  const first = [{ role: 'user', content: long }];
+  const follow = [...first, { role: 'assistant', content: 'the world' }, { role: 'user', content: 'and you?' }];
+  // shares only the start of the long prompt: its window left the rings long ago
+  const diverge = [{ role: 'user', content: `${long.slice(0, 120)} and then something else entirely` }];
+  const body = (messages) => ({ model: 'g', messages, max_tokens: 12, temperature: 0, logit_bias: NO_EOS });
+
+  test('cached prefixes longer than the rings are reused or dropped, never misused', async () => {
+    const warm = await startServer(['--threads', '1', '-m', model(), '--alias', 'g', '-np', '1']);
+    let a, b, c;
+    try {
+      a = await chat(warm, body(first));
+      b = await chat(warm, body(follow));
+      c = await chat(warm, body(diverge));
+    } finally {
+      await warm.stop();
+    }
+    assert.equal(a.status, 200, JSON.stringify(a.body));
+    assert.ok(a.body.usage.prompt_tokens > 600, `a prompt longer than the rings (${a.body.usage.prompt_tokens})`);
+    assert.ok(b.body.usage.prompt_tokens_details.cached_tokens > 600,
+      'the follow-up reuses the whole cached conversation');
+    assert.equal(c.body.usage.prompt_tokens_details.cached_tokens ?? 0, 0,
+      'a shared start whose window the rings dropped is recomputed');
+    const cold = await startServer(['--threads', '1', '-m', model(), '--alias', 'g', '-np', '1']);
+    try {
+      for (const [warmAnswer, messages] of [[b, follow], [c, diverge]]) {
+        const fresh = await chat(cold, body(messages));
+        assert.equal(fresh.status, 200);
+        assert.equal(warmAnswer.body.choices[0].message.content, fresh.body.choices[0].message.content);
+        // each cold request starts from the other's cache at most partially; drop it
+        await chat(cold, body([{ role: 'user', content: 'x' }]));
+      }
+    } finally {
+      await cold.stop();
+    }
+  });
+});
