@@ -66,6 +66,8 @@ static const struct opt options[] = {
      65536, "concurrent connections", NULL, NULL},
     {"--timeout", "-to", "LLAMAPI_TIMEOUT", OPT_INT, FIELD(timeout_s), 1, 86400,
      "idle connection timeout in seconds", "LLAMA_ARG_TIMEOUT", NULL},
+    {"--shutdown-timeout", NULL, "LLAMAPI_SHUTDOWN_TIMEOUT", OPT_INT, FIELD(shutdown_timeout_s), 1,
+     3600, "seconds from SIGTERM/SIGINT to exit; a second signal exits at once", NULL, NULL},
     {"--models-dir", NULL, "LLAMAPI_MODELS_DIR", OPT_STRING, FIELD(models_dir), 0, 0,
      "where model names are resolved", "LLAMA_ARG_MODELS_DIR", NULL},
     {"--models-max", NULL, "LLAMAPI_MODELS_MAX", OPT_INT, FIELD(models_max), 0, 64,
@@ -201,6 +203,7 @@ void config_defaults(struct server_config *c)
     c->max_connections = 256;
     c->max_connections_per_ip = 32;
     c->timeout_s = 60;
+    c->shutdown_timeout_s = 5;
     c->request_queue_size = 32;
     c->n_parallel = 1;
     gen_params_defaults(&c->gen_defaults);

@@ -25,7 +25,8 @@ struct server_config {
     int n_threads;       // engine threads per model; 0 = physical cores
     int max_connections; // total concurrent connections
     int max_connections_per_ip;
-    int timeout_s; // idle connection timeout
+    int timeout_s;          // idle connection timeout
+    int shutdown_timeout_s; // SIGTERM to exit, at most
     char models_dir[1024];
     int request_queue_size; // default queue capacity per model
     enum log_format log_format;

@@ -1,9 +1,11 @@
 /* libmicrohttpd glue. Each request gets a conn_state on its first callback; the body is
  * accumulated up to HTTP_BODY_MAX; the handler runs once the body is complete; the completion
  * callback writes the access log line and frees the state. */
+#define _GNU_SOURCE // POLLRDHUP: the peer's close, told apart from readable bytes
 #include "server/http.h"
 
 #include "api/anthropic.h"
+#include "api/client_watch.h"
 #include "api/errors.h"
 #include "server/auth.h"
 #include "server/routes.h"
@@ -11,21 +13,50 @@
 #include "util/clock.h"
 #include "util/log.h"
 #include "util/mem.h"
+#include "util/thread.h"
 
 #include <arpa/inet.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define HTTP_DISCARD_MAX   (16u * 1024u * 1024u) // bytes read and dropped past the limit
 #define THREAD_STACK_BYTES (4u * 1024u * 1024u)  // template rendering recurses on this stack
+#define WATCH_POLL_MS      20                    // how often waiting connections are checked
+#define SHUTDOWN_MESSAGE   "The server is shutting down; retry on another instance or later."
+
+struct conn_state;
+
+/* The connections whose handler is running or whose stream is open: a thread polls their
+ * sockets for the peer's close, which libmicrohttpd does not report while our callback holds
+ * the connection, and abandons their work. */
+struct watcher {
+    struct mutex mu;
+    struct conn_state **conns; // (n_conns, conns_cap); guarded by mu
+    int n_conns;
+    int conns_cap;
+    bool is_stopping;      // guarded by mu
+    bool is_shutting_down; // the server stops: new work fails at once (guarded by mu)
+    uint64_t next_id;      // guarded by mu
+    struct cond cv_empty;  // signalled when the last watched connection leaves
+    struct thread thread;
+    bool is_started;
+};
 
 struct http_server {
     struct MHD_Daemon *daemon;
+    int listen_fd; // -1 until quiesced; closed after the daemon stops
+    atomic_bool is_shutting_down;
     const struct server_config *config; // borrowed
     const struct api_ctx *ctx;          // borrowed
+    struct watcher watcher;
 };
 
 /* Owned by the connection's thread for the life of one request. */
@@ -40,7 +71,12 @@ struct conn_state {
     int status;
     long long bytes_sent;
     char method[16];
-    char path[256]; // for the access log (truncated)
+    char path[256];             // for the access log (truncated)
+    int fd;                     // the connection's socket (watched while the handler works)
+    struct client_watch *watch; // the work the handler started; NULL before it runs
+    bool is_watched;            // in the watcher's list (guarded by the watcher's mutex)
+    uint64_t watch_id;          // unique while watched (a freed state's address may recur)
+    bool is_gone;               // the client closed its end (guarded by the watcher's mutex)
 };
 
 /* A streaming body in flight: wraps the handler's stream to count bytes for the log. */
@@ -48,6 +84,129 @@ struct stream_ctx {
     struct api_stream inner;
     struct conn_state *cs;
 };
+
+/* Adds cs to the watched connections. False when out of memory (the request then runs
+ * unwatched, as before: its work ends when it ends). */
+static bool watcher_add(struct watcher *w, struct conn_state *cs)
+{
+    mutex_lock(&w->mu);
+    if (w->n_conns == w->conns_cap) {
+        int cap = w->conns_cap ? w->conns_cap * 2 : 64;
+        struct conn_state **grown = mem_realloc(w->conns, (size_t)cap * sizeof *grown);
+        if (!grown) {
+            mutex_unlock(&w->mu);
+            return false;
+        }
+        w->conns = grown;
+        w->conns_cap = cap;
+    }
+    w->conns[w->n_conns++] = cs;
+    cs->is_watched = true;
+    cs->watch_id = ++w->next_id;
+    if (w->is_shutting_down) client_watch_abandon(cs->watch, 503, SHUTDOWN_MESSAGE);
+    mutex_unlock(&w->mu);
+    return true;
+}
+
+static void watcher_remove(struct watcher *w, struct conn_state *cs)
+{
+    mutex_lock(&w->mu);
+    for (int i = 0; cs->is_watched && i < w->n_conns; i++) {
+        if (w->conns[i] != cs) continue;
+        w->conns[i] = w->conns[--w->n_conns];
+        cs->is_watched = false;
+    }
+    if (w->n_conns == 0) cond_broadcast(&w->cv_empty);
+    mutex_unlock(&w->mu);
+}
+
+/* Abandons the work of cs when pfd says its peer closed; cs must still be watched (a
+ * connection that ended while the poll ran is skipped). Called with the mutex held. */
+static void watcher_check(struct watcher *w, const struct pollfd *pfd, uint64_t id)
+{
+    if (!(pfd->revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))) return;
+    for (int i = 0; i < w->n_conns; i++) {
+        struct conn_state *cs = w->conns[i];
+        if (cs->watch_id != id || cs->is_gone) continue;
+        cs->is_gone = true;
+        client_watch_abandon(cs->watch, 0, NULL);
+    }
+}
+
+/* The watcher thread: polls every watched socket for the peer's close (POLLRDHUP: a FIN;
+ * readable request bytes are not asked for, so a pipelined request is not mistaken for a
+ * close), at most WATCH_POLL_MS apart. */
+static void *watcher_main(void *arg)
+{
+    struct watcher *w = arg;
+    struct pollfd *pfds = NULL;
+    uint64_t *seen = NULL; // watch ids of the polled connections
+    int cap = 0;
+    for (;;) {
+        mutex_lock(&w->mu);
+        if (w->is_stopping) {
+            mutex_unlock(&w->mu);
+            break;
+        }
+        if (w->n_conns > cap) {
+            struct pollfd *p2 = mem_realloc(pfds, (size_t)w->conns_cap * sizeof *p2);
+            if (p2) pfds = p2;
+            uint64_t *s2 = mem_realloc(seen, (size_t)w->conns_cap * sizeof *s2);
+            if (s2) seen = s2;
+            if (p2 && s2) cap = w->conns_cap;
+        }
+        int n = 0;
+        for (int i = 0; i < w->n_conns && n < cap; i++) {
+            if (w->conns[i]->is_gone) continue;
+            pfds[n] = (struct pollfd){.fd = w->conns[i]->fd, .events = POLLRDHUP};
+            seen[n++] = w->conns[i]->watch_id;
+        }
+        mutex_unlock(&w->mu);
+        int ready = poll(pfds, (nfds_t)n, WATCH_POLL_MS);
+        if (ready > 0) {
+            mutex_lock(&w->mu);
+            for (int i = 0; i < n; i++)
+                watcher_check(w, &pfds[i], seen[i]);
+            mutex_unlock(&w->mu);
+            // Each gone connection leaves the poll set; wait before polling the rest again.
+            struct timespec tick = {0, WATCH_POLL_MS * 1000000L};
+            nanosleep(&tick, NULL);
+        }
+    }
+    mem_free(pfds);
+    mem_free(seen);
+    return NULL;
+}
+
+static int watcher_start(struct watcher *w)
+{
+    memset(w, 0, sizeof *w);
+    if (mutex_init(&w->mu) != ERR_OK) return ERR_NOMEM;
+    if (cond_init(&w->cv_empty) != ERR_OK) {
+        mutex_deinit(&w->mu);
+        return ERR_NOMEM;
+    }
+    if (thread_start(&w->thread, watcher_main, w) != ERR_OK) {
+        cond_deinit(&w->cv_empty);
+        mutex_deinit(&w->mu);
+        return ERR_NOMEM;
+    }
+    w->is_started = true;
+    return ERR_OK;
+}
+
+static void watcher_stop(struct watcher *w)
+{
+    if (!w->is_started) return;
+    mutex_lock(&w->mu);
+    w->is_stopping = true;
+    mutex_unlock(&w->mu);
+    thread_join(&w->thread);
+    cond_deinit(&w->cv_empty);
+    mutex_deinit(&w->mu);
+    mem_free(w->conns);
+    w->is_started = false;
+}
 
 static void add_cors(struct MHD_Response *r)
 {
@@ -158,6 +317,21 @@ static enum MHD_Result queue_error(struct MHD_Connection *conn, struct conn_stat
     return queue_api_response(conn, cs, &resp);
 }
 
+/* A request that arrived on an open connection while the server stops. */
+static enum MHD_Result queue_shutting_down(struct MHD_Connection *conn, struct conn_state *cs)
+{
+    struct api_response resp = {0};
+    if (is_anthropic_path(cs->path))
+        api_respond_json(&resp, 503,
+                         anthropic_error_json(anthropic_error_type(503), SHUTDOWN_MESSAGE));
+    else
+        api_error(&resp, 503, API_TYPE_UNAVAILABLE, API_CODE_SHUTTING_DOWN, NULL, "%s",
+                  SHUTDOWN_MESSAGE);
+    api_response_add_header(&resp, "Retry-After", "1");
+    api_response_add_header(&resp, "Connection", "close");
+    return queue_api_response(conn, cs, &resp);
+}
+
 static enum MHD_Result queue_too_large(struct MHD_Connection *conn, struct conn_state *cs)
 {
     char msg[128];
@@ -238,6 +412,18 @@ static enum MHD_Result begin_request(struct http_server *s, struct MHD_Connectio
     return MHD_YES;
 }
 
+/* Creates the request's watch, binds it to this thread for the handler, and puts the
+ * connection under the watcher. Without memory for either the request runs unwatched. */
+static void watch_begin(struct http_server *s, struct MHD_Connection *conn, struct conn_state *cs)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci || client_watch_new(&cs->watch) != ERR_OK) return;
+    cs->fd = ci->connect_fd;
+    client_watch_bind(cs->watch);
+    watcher_add(&s->watcher, cs);
+}
+
 static enum MHD_Result run_handler(struct http_server *s, struct MHD_Connection *conn,
                                    struct conn_state *cs, const char *url, const char *method)
 {
@@ -260,7 +446,9 @@ static enum MHD_Result run_handler(struct http_server *s, struct MHD_Connection 
     }
     struct api_response resp = {0};
     resp.status = 500;
+    watch_begin(s, conn, cs);
     cs->route->handler(s->ctx, &req, &resp);
+    client_watch_bind(NULL);
     json_decref(req.json);
     buf_deinit(&cs->body); // the handler is done with the raw body
     return queue_api_response(conn, cs, &resp);
@@ -280,6 +468,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         snprintf(cs->method, sizeof cs->method, "%s", method);
         snprintf(cs->path, sizeof cs->path, "%s", url);
         *con_cls = cs;
+        if (atomic_load(&s->is_shutting_down)) return queue_shutting_down(conn, cs);
         return begin_request(s, conn, cs, url, method);
     }
     if (cs->is_responded) { // an early response was queued; discard whatever else arrives
@@ -337,6 +526,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     struct conn_state *cs = *con_cls;
     if (!cs) return;
     log_access(s, cs, conn);
+    watcher_remove(&s->watcher, cs);
+    client_watch_free(cs->watch);
     buf_deinit(&cs->body);
     mem_free(cs);
     *con_cls = NULL;
@@ -349,12 +540,18 @@ int http_server_start(const struct server_config *config, const struct api_ctx *
     if (!s) return ERR_NOMEM;
     s->config = config;
     s->ctx = ctx;
+    s->listen_fd = -1;
+    atomic_init(&s->is_shutting_down, false);
     struct sockaddr_in addr = {0};
     addr.sin_family = AF_INET;
     addr.sin_port = htons((uint16_t)config->port);
     if (inet_pton(AF_INET, config->host, &addr.sin_addr) != 1) {
         mem_free(s);
         return errmsg_set(err, ERR_INVALID, "--host: '%s' is not an IPv4 address", config->host);
+    }
+    if (watcher_start(&s->watcher) != ERR_OK) {
+        mem_free(s);
+        return ERR_NOMEM;
     }
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                      MHD_USE_ERROR_LOG | MHD_USE_ITC;
@@ -365,6 +562,7 @@ int http_server_start(const struct server_config *config, const struct api_ctx *
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)config->timeout_s, MHD_OPTION_THREAD_STACK_SIZE,
         (size_t)THREAD_STACK_BYTES, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
     if (!s->daemon) {
+        watcher_stop(&s->watcher);
         mem_free(s);
         return errmsg_set(err, ERR_IO, "cannot listen on %s:%d (address in use or not local?)",
                           config->host, config->port);
@@ -379,10 +577,51 @@ int http_server_port(const struct http_server *s)
     return di ? di->port : 0;
 }
 
+void http_server_quiesce(struct http_server *s)
+{
+    if (s->listen_fd >= 0) return;
+    MHD_socket fd = MHD_quiesce_daemon(s->daemon);
+    if (fd == MHD_INVALID_SOCKET) return;
+    s->listen_fd = fd;
+    // The daemon's thread may still hold the descriptor in its poll set, so it is closed only
+    // after the daemon stops; shutting a listening socket down stops it listening now (new
+    // connections are refused, the backlog is reset).
+    shutdown(fd, SHUT_RDWR);
+}
+
+void http_server_begin_shutdown(struct http_server *s)
+{
+    http_server_quiesce(s);
+    atomic_store(&s->is_shutting_down, true);
+    struct watcher *w = &s->watcher;
+    mutex_lock(&w->mu);
+    w->is_shutting_down = true;
+    for (int i = 0; i < w->n_conns; i++)
+        client_watch_abandon(w->conns[i]->watch, 503, SHUTDOWN_MESSAGE);
+    mutex_unlock(&w->mu);
+}
+
+bool http_server_wait_idle(struct http_server *s, int timeout_ms)
+{
+    struct watcher *w = &s->watcher;
+    const double deadline = clock_now_ms() + timeout_ms;
+    mutex_lock(&w->mu);
+    while (w->n_conns > 0) {
+        double left = deadline - clock_now_ms();
+        if (left <= 0) break;
+        cond_wait_ms(&w->cv_empty, &w->mu, (int64_t)left + 1);
+    }
+    bool is_idle = w->n_conns == 0;
+    mutex_unlock(&w->mu);
+    return is_idle;
+}
+
 void http_server_stop(struct http_server *s)
 {
     if (!s) return;
-    MHD_quiesce_daemon(s->daemon);
+    http_server_quiesce(s);
     MHD_stop_daemon(s->daemon);
+    if (s->listen_fd >= 0) close(s->listen_fd);
+    watcher_stop(&s->watcher);
     mem_free(s);
 }

@@ -23,6 +23,19 @@ int http_server_start(const struct server_config *config, const struct api_ctx *
 /* The port actually bound (useful with --port 0 in tests). */
 int http_server_port(const struct http_server *s);
 
+/* Stops accepting at once: the listening socket stops listening (new connections are
+ * refused); open connections are served on. Idempotent. */
+void http_server_quiesce(struct http_server *s);
+
+/* Quiesces, then ends all work: every running or queued request fails with 503
+ * (server_shutting_down): whole answers are 503, streams end with an `event: error`; requests
+ * that arrive later on open connections are answered 503 too. */
+void http_server_begin_shutdown(struct http_server *s);
+
+/* Waits until no handler runs and no answer is being sent, at most timeout_ms. True when
+ * that happened. */
+bool http_server_wait_idle(struct http_server *s, int timeout_ms);
+
 /* Stops accepting, closes connections, waits for their threads, frees. NULL is a no-op. */
 void http_server_stop(struct http_server *s);
 

@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 static bool is_loopback(const char *host)
 {
@@ -105,6 +107,41 @@ static char *read_template_file(const char *path)
     }
     text[n] = '\0';
     return text;
+}
+
+struct deadline_guard {
+    sigset_t set;
+    double deadline_ms;
+};
+
+/* Watches the rest of the shutdown: a second signal exits at once (status 1), and reaching
+ * the deadline exits 0 whatever is still being torn down (a stuck load, a slow unload), so
+ * the process never outlives its --shutdown-timeout. */
+static void *deadline_guard_main(void *arg)
+{
+    const struct deadline_guard *g = arg;
+    for (;;) {
+        double left_ms = g->deadline_ms - clock_now_ms();
+        if (left_ms <= 0) break;
+        struct timespec ts = {(time_t)(left_ms / 1000), (long)((int64_t)left_ms % 1000) * 1000000};
+        int sig = sigtimedwait(&g->set, NULL, &ts);
+        if (sig == SIGINT || sig == SIGTERM) {
+            log_warn("second %s: exiting now", sig == SIGINT ? "SIGINT" : "SIGTERM");
+            _exit(1);
+        }
+    }
+    log_warn("shutdown timeout reached: exiting now");
+    _exit(0);
+    return NULL;
+}
+
+static void start_deadline_guard(const sigset_t *set, double deadline_ms)
+{
+    static struct deadline_guard guard; // lives until the process exits
+    guard.set = *set;
+    guard.deadline_ms = deadline_ms;
+    pthread_t t;
+    if (pthread_create(&t, NULL, deadline_guard_main, &guard) == 0) pthread_detach(t);
 }
 
 static int serve(const struct server_config *config)
@@ -200,7 +237,13 @@ static int serve(const struct server_config *config)
     log_info("ready");
     int sig = 0;
     sigwait(&set, &sig);
-    log_info("received %s, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    log_info("received %s, shutting down (at most %d s; a second signal exits at once)",
+             sig == SIGINT ? "SIGINT" : "SIGTERM", config->shutdown_timeout_s);
+    const double deadline_ms = clock_now_ms() + config->shutdown_timeout_s * 1000.0;
+    start_deadline_guard(&set, deadline_ms);
+    http_server_begin_shutdown(http);
+    if (!http_server_wait_idle(http, (int)(deadline_ms - clock_now_ms())))
+        log_warn("requests still running at the shutdown deadline");
     http_server_stop(http);
     response_store_free(ctx.responses);
     manager_free(manager);

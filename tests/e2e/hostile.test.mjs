@@ -1,0 +1,178 @@
+// Connections that go away and servers that must stop: abandoned work is freed, shutdown is
+// on time, refusals are answered, slow and stalled connections cost no outage, and broken
+// HTTP framing is one clean 400.
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { readFileSync, readdirSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { startServer, sanitizer } from './lib/server.mjs';
+import { synthModel, SLOW, SMALL } from './lib/models.mjs';
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// Sends one HTTP request on a fresh socket and keeps the socket: the caller closes it (an
+// abandoning client) or reads the answer. `from` picks a 127.0.0.x source address.
+export function openRequest(port, path, body, { from, extraHeaders = '' } = {}) {
+  const sock = net.connect({ port, host: '127.0.0.1', localAddress: from });
+  const payload = typeof body === 'string' ? body : JSON.stringify(body);
+  let data = '';
+  sock.on('data', (c) => (data += c));
+  sock.on('error', () => {});
+  const closed = new Promise((resolve) => sock.on('close', () => resolve(data)));
+  sock.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n` +
+    `Content-Length: ${Buffer.byteLength(payload)}\r\n${extraHeaders}\r\n${payload}`);
+  return { sock, closed, data: () => data };
+}
+
+// Busy instances and queued requests of one model, from /slots and /v1/models.
+async function load(url, model) {
+  const slots = await (await fetch(`${url}/slots?model=${encodeURIComponent(model)}`)).json();
+  const list = await (await fetch(`${url}/v1/models`)).json();
+  const m = list.data.find((x) => x.id === model);
+  return { busy: slots.filter((s) => s.is_processing).length, queued: m?.queue ?? 0 };
+}
+
+// Polls until the model has nothing running or queued; returns the milliseconds it took.
+async function msUntilIdle(url, model, limitMs = 30000) {
+  const t0 = performance.now();
+  for (;;) {
+    const l = await load(url, model);
+    if (l.busy === 0 && l.queued === 0) return performance.now() - t0;
+    if (performance.now() - t0 > limitMs) return Infinity;
+    await sleep(5);
+  }
+}
+
+// Long prompts would make one step (which a cancel cannot cut) take long; these are short.
+const LONG = 1500;
+const KINDS = [
+  { name: 'chat', model: 'chat', path: '/v1/chat/completions',
+    body: { model: 'chat', messages: [{ role: 'user', content: 'hi' }], max_tokens: LONG } },
+  { name: 'completions', model: 'chat', path: '/v1/completions',
+    body: { model: 'chat', prompt: 'Once upon a time', max_tokens: LONG } },
+  { name: 'anthropic', model: 'chat', path: '/v1/messages',
+    body: { model: 'chat', max_tokens: LONG, messages: [{ role: 'user', content: 'hi' }] } },
+  { name: 'responses', model: 'chat', path: '/v1/responses',
+    body: { model: 'chat', input: 'hi', max_output_tokens: LONG, store: false } },
+  { name: 'native /completion', model: 'chat', path: '/completion',
+    body: { model: 'chat', prompt: 'Once upon a time', n_predict: LONG, ignore_eos: true } },
+];
+
+describe('abandoned work is freed', () => {
+  let srv, embedSrv;
+  before(async () => {
+    const chat = synthModel('slow', SLOW);
+    srv = await startServer(['-m', chat, '--alias', 'chat', '-np', '2', '--threads', '1',
+      '--request-queue-size', '16']);
+  });
+  after(async () => {
+    await srv?.stop();
+    await embedSrv?.stop();
+  });
+
+  async function abandonTen(url, kind, waitMs = 400) {
+    const clients = [];
+    for (let i = 0; i < 10; i++) clients.push(openRequest(new URL(url).port, kind.path, kind.body));
+    await sleep(waitMs);
+    const before = await load(url, kind.model);
+    assert.ok(before.busy > 0, `${kind.name}: the requests should be running (${JSON.stringify(before)})`);
+    for (const c of clients) c.sock.destroy();
+    const ms = await msUntilIdle(url, kind.model);
+    console.log(`# ${kind.name}: 10 abandoned ${LONG}-token requests freed in ${ms.toFixed(0)} ms ` +
+      `(busy ${before.busy}, queued ${before.queued} at the close)`);
+    return ms;
+  }
+
+  for (const kind of KINDS) {
+    test(`${kind.name}: 10 abandoned requests free the model within 200 ms; the next is served at once`, async () => {
+      const ms = await abandonTen(srv.url, kind);
+      assert.ok(ms < 200, `${kind.name}: freed after ${ms} ms`);
+      const t0 = performance.now();
+      const r = await fetch(`${srv.url}${kind.path}`, { method: 'POST', headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ ...kind.body, max_tokens: 4, max_output_tokens: 16, n_predict: 4 }) });
+      assert.equal(r.status, 200, await r.clone().text());
+      await r.json();
+      const took = performance.now() - t0;
+      assert.ok(took < 5000, `${kind.name}: the next request took ${took} ms`);
+    });
+  }
+
+  test('embeddings and rerank: abandoned requests free the model within 200 ms', async () => {
+    // Small steps (a cancel takes effect between steps): many short inputs per request.
+    const DEC = ['--layers', '2', '--embd', '64', '--heads', '2', '--heads-kv', '1', '--ffn', '128',
+      '--ctx', '2048', '--type', 'f16'];
+    const emb = synthModel('abandon-embed', ['--arch', 'qwen3', ...DEC, '--seed', '9', '--pooling', '3']);
+    const rr = synthModel('abandon-rr', ['--arch', 'qwen3', ...DEC, '--cls-out', '2', '--seed', '13']);
+    embedSrv = await startServer(['-m', emb, '--alias', 'emb', '-m', rr, '--threads', '1', '-np', '2',
+      '--request-queue-size', '16']);
+    // 1500 tokens per request, in inputs of ~94 tokens.
+    const text = Array.from({ length: 100 }, (_, i) => `w${i % 50}`).join(' ').slice(0, 130);
+    const kinds = [
+      { name: 'embeddings', model: 'emb', path: '/v1/embeddings',
+        body: { model: 'emb', input: Array(16).fill(text) } },
+      { name: 'rerank', model: 'abandon-rr', path: '/v1/rerank',
+        body: { model: 'abandon-rr', query: 'q', documents: Array(16).fill(text) } },
+    ];
+    for (const kind of kinds) {
+      const ms = await abandonTen(embedSrv.url, kind, 300);
+      assert.ok(ms < 200, `${kind.name}: freed after ${ms} ms`);
+      const r = await fetch(`${embedSrv.url}${kind.path}`, { method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(kind.name === 'rerank' ? { ...kind.body, documents: ['a', 'b'] } : { ...kind.body, input: 'a' }) });
+      assert.equal(r.status, 200, await r.clone().text());
+    }
+  });
+});
+
+// A raw request's whole answer: status, headers, body (chunked framing left in), and when the
+// socket closed (ms after `t0`).
+function rawAnswer(c, t0) {
+  return c.closed.then((data) => {
+    const m = /^HTTP\/1\.1 (\d{3})/.exec(data);
+    return { status: m ? Number(m[1]) : 0, data, closedMs: performance.now() - t0 };
+  });
+}
+
+describe('SIGTERM stops on time', () => {
+  test('8 whole and 8 streamed requests in flight: all end definitely, exit 0 within the deadline', async () => {
+    const chat = synthModel('slow', SLOW);
+    const srv = await startServer(['-m', chat, '--alias', 'chat', '-np', '2', '--threads', '1',
+      '--request-queue-size', '16', '--shutdown-timeout', '5']);
+    const port = srv.port;
+    // No end-of-generation token (2, or 292 for end of turn): every answer runs its length.
+    const body = { model: 'chat', messages: [{ role: 'user', content: 'hi' }], max_tokens: LONG,
+      logit_bias: { 2: -100, 292: -100 } };
+    const whole = [], streams = [];
+    for (let i = 0; i < 8; i++) whole.push(openRequest(port, '/v1/chat/completions', body));
+    for (let i = 0; i < 8; i++) streams.push(openRequest(port, '/v1/chat/completions', { ...body, stream: true }));
+    await sleep(700);
+    const t0 = performance.now();
+    srv.proc.kill('SIGTERM');
+    // The listening socket closes at once: a new connection is refused, not left hanging.
+    await sleep(100);
+    const refused = await new Promise((resolve) => {
+      const s = net.connect(port, '127.0.0.1');
+      s.on('error', (e) => resolve(e.code));
+      s.on('connect', () => { s.destroy(); resolve('connected'); });
+    });
+    assert.equal(refused, 'ECONNREFUSED');
+    const answers = await Promise.all([...whole, ...streams].map((c) => rawAnswer(c, t0)));
+    const end = await srv.stop();
+    const exitMs = performance.now() - t0;
+    console.log(`# shutdown: exit ${end.code} after ${exitMs.toFixed(0)} ms; last client closed after ` +
+      `${Math.max(...answers.map((a) => a.closedMs)).toFixed(0)} ms`);
+    assert.equal(end.code, 0);
+    assert.ok(exitMs < 5000, `exited after ${exitMs} ms`);
+    for (const a of answers.slice(0, 8)) {
+      assert.equal(a.status, 503, a.data.slice(0, 300));
+      assert.match(a.data, /"code":"server_shutting_down"/);
+      assert.match(a.data, /Retry-After: 1/i);
+    }
+    for (const a of answers.slice(8)) {
+      assert.equal(a.status, 200, a.data.slice(0, 300));
+      assert.match(a.data, /event: error\r?\ndata: \{"error":\{[^\n]*"code":"server_shutting_down"/);
+      assert.doesNotMatch(a.data, /\[DONE\]/);
+    }
+  });
+});
