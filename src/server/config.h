@@ -22,11 +22,12 @@ struct server_config {
     int port;
     char *api_keys[CONFIG_MAX_API_KEYS]; // owned copies
     int n_api_keys;
-    int n_threads;       // engine threads per model; 0 = physical cores
-    int max_connections; // total concurrent connections
-    int max_connections_per_ip;
-    int timeout_s;          // idle connection timeout
-    int shutdown_timeout_s; // SIGTERM to exit, at most
+    int n_threads;              // engine threads per model; 0 = physical cores
+    int max_connections;        // total concurrent connections
+    int max_connections_per_ip; // --max-connections-per-address; 0: no limit
+    int header_timeout_s;       // request line + headers, from accept (or the request line)
+    int timeout_s;              // idle connection timeout
+    int shutdown_timeout_s;     // SIGTERM to exit, at most
     char models_dir[1024];
     int request_queue_size; // default queue capacity per model
     enum log_format log_format;

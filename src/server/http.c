@@ -8,6 +8,7 @@
 #include "api/client_watch.h"
 #include "api/errors.h"
 #include "server/auth.h"
+#include "server/gate.h"
 #include "server/routes.h"
 #include "util/buf.h"
 #include "util/clock.h"
@@ -52,7 +53,7 @@ struct watcher {
 
 struct http_server {
     struct MHD_Daemon *daemon;
-    int listen_fd; // -1 until quiesced; closed after the daemon stops
+    struct gate *gate; // the listening socket and the connections not yet handed over
     atomic_bool is_shutting_down;
     const struct server_config *config; // borrowed
     const struct api_ctx *ctx;          // borrowed
@@ -533,6 +534,25 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     *con_cls = NULL;
 }
 
+/* Connection end: the gate's counts drop. */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    (void)socket_context;
+    struct http_server *s = cls;
+    if (code != MHD_CONNECTION_NOTIFY_CLOSED) return;
+    const union MHD_ConnectionInfo *ai =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (ai) gate_connection_closed(s->gate, ai->client_addr);
+}
+
+/* The gate's handoff: the library takes the socket (and closes it on failure). */
+static bool hand_to_library(void *ctx, int fd, const struct sockaddr *addr, socklen_t len)
+{
+    struct http_server *s = ctx;
+    return MHD_add_connection(s->daemon, fd, addr, len) == MHD_YES;
+}
+
 int http_server_start(const struct server_config *config, const struct api_ctx *ctx,
                       struct http_server **out, struct errmsg *err)
 {
@@ -540,32 +560,37 @@ int http_server_start(const struct server_config *config, const struct api_ctx *
     if (!s) return ERR_NOMEM;
     s->config = config;
     s->ctx = ctx;
-    s->listen_fd = -1;
     atomic_init(&s->is_shutting_down, false);
-    struct sockaddr_in addr = {0};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons((uint16_t)config->port);
-    if (inet_pton(AF_INET, config->host, &addr.sin_addr) != 1) {
-        mem_free(s);
-        return errmsg_set(err, ERR_INVALID, "--host: '%s' is not an IPv4 address", config->host);
-    }
     if (watcher_start(&s->watcher) != ERR_OK) {
         mem_free(s);
         return ERR_NOMEM;
     }
+    // The gate accepts and counts; the library's own limit sits above the gate's.
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                     MHD_USE_ERROR_LOG | MHD_USE_ITC;
-    s->daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)config->max_connections,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)config->max_connections_per_ip,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)config->timeout_s, MHD_OPTION_THREAD_STACK_SIZE,
-        (size_t)THREAD_STACK_BYTES, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
-    if (!s->daemon) {
+                     MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ERROR_LOG | MHD_USE_ITC;
+    s->daemon =
+        MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_CONNECTION_LIMIT,
+                         (unsigned)config->max_connections + 64, MHD_OPTION_CONNECTION_TIMEOUT,
+                         (unsigned)config->timeout_s, MHD_OPTION_THREAD_STACK_SIZE,
+                         (size_t)THREAD_STACK_BYTES, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                         MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_END);
+    const struct gate_config gc = {
+        .host = config->host,
+        .port = config->port,
+        .max_connections = config->max_connections,
+        .max_per_address = config->max_connections_per_ip,
+        .header_timeout_ms = config->header_timeout_s * 1000,
+        .body_max = HTTP_BODY_MAX,
+        .handoff = hand_to_library,
+        .handoff_ctx = s,
+    };
+    int rc = s->daemon ? gate_start(&gc, &s->gate, err)
+                       : errmsg_set(err, ERR_IO, "cannot start the HTTP server");
+    if (rc != ERR_OK) {
+        if (s->daemon) MHD_stop_daemon(s->daemon);
         watcher_stop(&s->watcher);
         mem_free(s);
-        return errmsg_set(err, ERR_IO, "cannot listen on %s:%d (address in use or not local?)",
-                          config->host, config->port);
+        return rc;
     }
     *out = s;
     return ERR_OK;
@@ -573,20 +598,12 @@ int http_server_start(const struct server_config *config, const struct api_ctx *
 
 int http_server_port(const struct http_server *s)
 {
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    return di ? di->port : 0;
+    return gate_port(s->gate);
 }
 
 void http_server_quiesce(struct http_server *s)
 {
-    if (s->listen_fd >= 0) return;
-    MHD_socket fd = MHD_quiesce_daemon(s->daemon);
-    if (fd == MHD_INVALID_SOCKET) return;
-    s->listen_fd = fd;
-    // The daemon's thread may still hold the descriptor in its poll set, so it is closed only
-    // after the daemon stops; shutting a listening socket down stops it listening now (new
-    // connections are refused, the backlog is reset).
-    shutdown(fd, SHUT_RDWR);
+    gate_close_listener(s->gate);
 }
 
 void http_server_begin_shutdown(struct http_server *s)
@@ -619,9 +636,9 @@ bool http_server_wait_idle(struct http_server *s, int timeout_ms)
 void http_server_stop(struct http_server *s)
 {
     if (!s) return;
-    http_server_quiesce(s);
+    gate_stop(s->gate); // no handoff after this; its counts stay valid for the closes below
     MHD_stop_daemon(s->daemon);
-    if (s->listen_fd >= 0) close(s->listen_fd);
     watcher_stop(&s->watcher);
+    gate_free(s->gate);
     mem_free(s);
 }

@@ -176,3 +176,65 @@ describe('SIGTERM stops on time', () => {
     }
   });
 });
+
+// A connection from a chosen source address: resolves when connected.
+function connectFrom(port, from) {
+  return new Promise((resolve) => {
+    const s = net.connect({ port, host: '127.0.0.1', localAddress: from });
+    s.on('error', () => {});
+    s.closedAt = null;
+    s.on('close', () => (s.closedAt = performance.now()));
+    s.on('connect', () => resolve(s));
+    s.on('error', () => resolve(s));
+  });
+}
+
+// GET path on a fresh connection from a chosen source address; the socket is kept.
+function getFrom(port, from, path = '/health') {
+  const sock = net.connect({ port, host: '127.0.0.1', localAddress: from });
+  let data = '';
+  sock.on('data', (c) => (data += c));
+  sock.on('error', () => {});
+  const closed = new Promise((resolve) => sock.on('close', () => resolve(data)));
+  sock.write(`GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+  return { sock, closed, data: () => data };
+}
+
+describe('limits are refused out loud', () => {
+  let srv;
+  before(async () => {
+    srv = await startServer(['--max-connections', '20', '--max-connections-per-address', '5',
+      '--header-timeout', '10']);
+  });
+  after(async () => srv?.stop());
+
+  test('over the per-address and the global limit: 503 with Retry-After and an OpenAI error', async () => {
+    const held = [];
+    for (let i = 0; i < 5; i++) held.push(await connectFrom(srv.port, '127.0.0.2'));
+    await sleep(100);
+    let a = await rawAnswer(getFrom(srv.port, '127.0.0.2'), performance.now());
+    assert.equal(a.status, 503, a.data);
+    assert.match(a.data, /Retry-After: 1/);
+    const body = JSON.parse(a.data.slice(a.data.indexOf('\r\n\r\n') + 4));
+    assert.equal(body.error.type, 'unavailable_error');
+    assert.equal(body.error.code, 'too_many_connections');
+    // Another address is still served.
+    a = await rawAnswer(getFrom(srv.port, '127.0.0.3'), performance.now());
+    assert.equal(a.status, 200, a.data);
+    // The global limit: 20 open in all.
+    for (const from of ['127.0.0.4', '127.0.0.5', '127.0.0.6'])
+      for (let i = 0; i < 5; i++) held.push(await connectFrom(srv.port, from));
+    await sleep(100);
+    a = await rawAnswer(getFrom(srv.port, '127.0.0.7'), performance.now());
+    assert.equal(a.status, 503, a.data);
+    // A refused connection that sends nothing is closed soon.
+    const silent = await connectFrom(srv.port, '127.0.0.7');
+    const t0 = performance.now();
+    while (silent.closedAt === null && performance.now() - t0 < 5000) await sleep(20);
+    assert.ok(silent.closedAt !== null && silent.closedAt - t0 < 2500, 'the silent refused connection was closed');
+    for (const s of held) s.destroy();
+    await sleep(200);
+    a = await rawAnswer(getFrom(srv.port, '127.0.0.2'), performance.now());
+    assert.equal(a.status, 200, a.data);
+  });
+});
