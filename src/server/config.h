@@ -25,6 +25,7 @@ struct server_config {
     int n_threads;              // engine threads per model; 0 = physical cores
     int max_connections;        // total concurrent connections
     int max_connections_per_ip; // --max-connections-per-address; 0: no limit
+    int min_body_rate;          // body bytes per second, averaged after a grace (0: no minimum)
     int header_timeout_s;       // request line + headers, from accept (or the request line)
     int timeout_s;              // idle connection timeout
     int shutdown_timeout_s;     // SIGTERM to exit, at most

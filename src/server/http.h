@@ -1,7 +1,8 @@
 /* The HTTP front end on libmicrohttpd: routing, CORS, API-key checks, the body limit, JSON
- * body parsing, streaming responses and the access log. One thread per connection (bounded by
- * the connection limit): a streaming handler blocks on its own request's token stream, which
- * is a plain wait on that thread instead of a suspend/resume state machine. */
+ * body parsing, streaming responses and the access log. Connections live on an event loop
+ * (the gate's epoll thread until their head arrives, then libmicrohttpd's): an idle or slow
+ * connection costs memory, not a thread. Handlers run on worker threads while their
+ * connection is suspended. See docs/ARCHITECTURE.md, "HTTP threading". */
 #ifndef SERVER_HTTP_H
 #define SERVER_HTTP_H
 
@@ -11,6 +12,9 @@
 
 #define HTTP_BODY_MAX   (64u * 1024u * 1024u) // bytes; larger bodies get 413
 #define HTTP_JSON_DEPTH 64                    // nesting limit for request bodies
+// libmicrohttpd's memory per connection (request line, headers, buffers); a head larger than
+// about half of it is refused with 431
+#define HTTP_CONN_POOL_BYTES (32u * 1024u)
 
 struct http_server;
 

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -109,6 +110,24 @@ static char *read_template_file(const char *path)
     return text;
 }
 
+#define FD_RESERVE 256 // descriptors kept for model files, logs and the server's own
+
+/* Every connection is a descriptor: raises the soft limit towards what --max-connections
+ * needs (up to the hard limit), and says so when the hard limit is lower. */
+static void raise_fd_limit(int max_connections)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+    rlim_t want = (rlim_t)max_connections + FD_RESERVE;
+    if (rl.rlim_cur >= want) return;
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want ? want : rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    if (rl.rlim_cur < want)
+        log_warn("open files limited to %llu (ulimit -n): fewer than --max-connections %d "
+                 "connections fit; the rest wait in the listen backlog",
+                 (unsigned long long)rl.rlim_cur, max_connections);
+}
+
 struct deadline_guard {
     sigset_t set;
     double deadline_ms;
@@ -148,6 +167,7 @@ static int serve(const struct server_config *config)
 {
     sigset_t set;
     block_signals(&set);
+    raise_fd_limit(config->max_connections);
     struct manager_config mc = {
         .default_queue_size = config->request_queue_size,
         .n_threads = config->n_threads,
@@ -242,8 +262,11 @@ static int serve(const struct server_config *config)
     const double deadline_ms = clock_now_ms() + config->shutdown_timeout_s * 1000.0;
     start_deadline_guard(&set, deadline_ms);
     http_server_begin_shutdown(http);
-    if (!http_server_wait_idle(http, (int)(deadline_ms - clock_now_ms())))
-        log_warn("requests still running at the shutdown deadline");
+    if (!http_server_wait_idle(http, (int)(deadline_ms - clock_now_ms()))) {
+        // A handler still holds its connection; tearing down under it is not safe.
+        log_warn("requests still running at the shutdown deadline: exiting now");
+        _exit(0);
+    }
     http_server_stop(http);
     response_store_free(ctx.responses);
     manager_free(manager);

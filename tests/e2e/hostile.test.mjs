@@ -238,3 +238,103 @@ describe('limits are refused out loud', () => {
     assert.equal(a.status, 200, a.data);
   });
 });
+
+// The server's descriptors, threads and resident memory, from /proc.
+function procStats(pid) {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const num = (k) => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(status)[1]);
+  return { fds: readdirSync(`/proc/${pid}/fd`).length, threads: num('Threads'), rssKiB: num('VmRSS') };
+}
+
+function percentile(xs, p) {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
+}
+
+describe('slowloris', () => {
+  test('1,000 stalled + 1,000 trickling connections: normal clients are served, /health stays fast, everything is given back', async () => {
+    // Each hostile connection is a descriptor here and one in the server.
+    const nofile = Number(execFileSync('sh', ['-c', 'ulimit -n']).toString().trim());
+    const perKind = nofile >= 4600 ? 1000 : Math.floor((nofile - 600) / 4);
+    const small = synthModel('small', SMALL);
+    // --timeout 2: the normal clients' kept-alive connections end before the last count.
+    const srv = await startServer(['-m', small, '--alias', 'm', '-np', '2', '--threads', '1',
+      '--header-timeout', '3', '--timeout', '2']);
+    try {
+      const pid = srv.proc.pid;
+      // Warm up (workers, the model) so the baseline is the steady state.
+      for (let i = 0; i < 3; i++) await fetch(`${srv.url}/health`).then((r) => r.text());
+      await fetch(`${srv.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 }) }).then((r) => r.json());
+      await sleep(2500);
+      const base = procStats(pid);
+      const hostile = [];
+      const sources = Array.from({ length: 8 }, (_, i) => `127.0.0.${10 + i}`);
+      for (let i = 0; i < perKind; i++) {
+        const s = await connectFrom(srv.port, sources[i % sources.length]);
+        if (i % 2) s.write('POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n'); // then nothing
+        hostile.push(s);
+      }
+      const trickle = 'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Pad: ' + 'a'.repeat(200);
+      const trickling = [];
+      for (let i = 0; i < perKind; i++) {
+        const s = await connectFrom(srv.port, sources[(i + 3) % sources.length]);
+        s.pos = 0;
+        trickling.push(s);
+        hostile.push(s);
+      }
+      const timer = setInterval(() => {
+        for (const s of trickling) if (s.closedAt === null && s.pos < trickle.length) s.write(trickle[s.pos++]);
+      }, 150);
+      const during = procStats(pid);
+      // 8 normal clients chat while /health is probed.
+      const health = [];
+      let probing = true;
+      const prober = (async () => {
+        while (probing || health.length < 200) {
+          const t = performance.now();
+          const r = await fetch(`${srv.url}/health`);
+          assert.equal(await r.text(), 'ok');
+          health.push(performance.now() - t);
+          await sleep(10);
+        }
+      })();
+      const statuses = await Promise.all(Array.from({ length: 8 }, async (_, c) => {
+        const got = [];
+        for (let k = 0; k < 4; k++) {
+          const r = await fetch(`${srv.url}/v1/chat/completions`, { method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: `client ${c} turn ${k}` }], max_tokens: 8 }) });
+          await r.json();
+          got.push(r.status);
+        }
+        return got;
+      }));
+      probing = false;
+      await prober;
+      const p99 = percentile(health, 99);
+      // The header timeout (3 s) ends every hostile connection.
+      const t0 = performance.now();
+      while (hostile.some((s) => s.closedAt === null) && performance.now() - t0 < 8000) await sleep(50);
+      clearInterval(timer);
+      const open = hostile.filter((s) => s.closedAt === null).length;
+      for (const s of hostile) s.destroy();
+      await sleep(2500);
+      const after = procStats(pid);
+      console.log(`# slowloris: ${perKind} stalled + ${perKind} trickling from ${sources.length} addresses; ` +
+        `fds ${base.fds} -> ${during.fds} -> ${after.fds}, threads ${base.threads} -> ${during.threads} -> ${after.threads}, ` +
+        `RSS ${base.rssKiB} -> ${during.rssKiB} -> ${after.rssKiB} KiB; ` +
+        `/health p50 ${percentile(health, 50).toFixed(1)} ms p99 ${p99.toFixed(1)} ms over ${health.length}; ` +
+        `${statuses.flat().length} chats all ${[...new Set(statuses.flat())].join(',')}`);
+      assert.deepEqual([...new Set(statuses.flat())], [200]);
+      assert.ok(p99 < 100, `/health p99 ${p99} ms`);
+      assert.equal(open, 0, `${open} hostile connections outlived the header timeout`);
+      assert.ok(during.threads <= base.threads + 4, `threads grew with connections: ${base.threads} -> ${during.threads}`);
+      assert.ok(after.fds <= base.fds + 2, `descriptors: ${base.fds} -> ${after.fds}`);
+      assert.ok(after.threads <= base.threads + 8, `threads: ${base.threads} -> ${after.threads}`);
+      if (!sanitizer) assert.ok(after.rssKiB <= base.rssKiB + 16 * 1024, `RSS: ${base.rssKiB} -> ${after.rssKiB} KiB`);
+    } finally {
+      await srv.stop();
+    }
+  });
+});
