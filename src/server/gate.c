@@ -1,7 +1,8 @@
-/* The connection gate: listening socket, limits, head deadline, handoff. */
+/* The connection gate: listening socket, limits, head deadline and framing checks, handoff. */
 #define _GNU_SOURCE // accept4, SOCK_NONBLOCK
 #include "server/gate.h"
 
+#include "server/framing.h"
 #include "util/clock.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -76,6 +77,10 @@ static const char REFUSE_503[] = "HTTP/1.1 503 Service Unavailable\r\n"
 static const char REFUSE_503_BODY[] =
     "{\"error\":{\"message\":\"Too many open connections (from this address or in all); retry "
     "shortly.\",\"type\":\"unavailable_error\",\"param\":null,\"code\":\"too_many_connections\"}}";
+static const char BAD_400[] = "HTTP/1.1 400 Bad Request\r\n"
+                              "Content-Type: application/json\r\n"
+                              "Access-Control-Allow-Origin: *\r\n"
+                              "Connection: close\r\n";
 
 /* ---- counts ---- */
 
@@ -192,6 +197,16 @@ static void answer_and_drain(struct gate *g, struct pending *p, const char *head
     p->deadline_ms = clock_now_ms() + GATE_DRAIN_MS;
 }
 
+static void answer_bad_framing(struct gate *g, struct pending *p, const char *reason)
+{
+    char body[512];
+    snprintf(body, sizeof body,
+             "{\"error\":{\"message\":\"Malformed request framing: %s.\",\"type\":"
+             "\"invalid_request_error\",\"param\":null,\"code\":\"bad_request\"}}",
+             reason);
+    answer_and_drain(g, p, BAD_400, body);
+}
+
 static void drain(struct gate *g, struct pending *p)
 {
     char buf[4096];
@@ -241,6 +256,13 @@ static void on_readable(struct gate *g, struct pending *p, uint32_t events)
     }
     if (p->state == PENDING_REFUSED) {
         answer_and_drain(g, p, REFUSE_503, REFUSE_503_BODY);
+        drain(g, p);
+        return;
+    }
+    const char *reason = NULL;
+    if (head_len && !framing_head_ok(buf, head_len, buf + head_len, (size_t)n - head_len,
+                                     g->c.body_max, &reason)) {
+        answer_bad_framing(g, p, reason);
         drain(g, p);
         return;
     }

@@ -6,6 +6,9 @@
  *   it comes quickly and answers 503 with Retry-After and an OpenAI error, else closes;
  * - closes at once a connection whose first byte cannot start an HTTP request (a TLS
  *   ClientHello, binary noise), and one whose head is not complete within the header timeout;
+ * - answers a head with ambiguous framing (a bad or negative Content-Length, two different
+ *   ones, Content-Length with Transfer-Encoding, a chunk size past the body limit) with one
+ *   400 and closes, before the HTTP library sees it;
  * - hands every other connection, its head still unread in the socket (only peeked), to the
  *   HTTP library through the handoff callback.
  * Thread-safe where stated. */

@@ -338,6 +338,18 @@ static bool content_length_too_large(struct MHD_Connection *conn)
     return end != cl && n > HTTP_BODY_MAX;
 }
 
+/* Content-Length with Transfer-Encoding on a later request of a kept-alive connection (the
+ * gate checks the first head of each connection; libmicrohttpd would use the chunked body and
+ * ignore the length, which a proxy in front may read the other way). Closes after the 400. */
+static enum MHD_Result queue_bad_framing(struct MHD_Connection *conn, struct conn_state *cs)
+{
+    struct api_response resp = {0};
+    api_error(&resp, 400, API_TYPE_INVALID_REQUEST, "bad_request", NULL,
+              "Malformed request framing: both Content-Length and Transfer-Encoding.");
+    api_response_add_header(&resp, "Connection", "close");
+    return queue_api_response(conn, cs, &resp);
+}
+
 /* First callback of a request: route, authenticate, check the declared size. Queues an early
  * response when the request cannot proceed. */
 static enum MHD_Result begin_request(struct http_server *s, struct MHD_Connection *conn,
@@ -369,6 +381,8 @@ static enum MHD_Result begin_request(struct http_server *s, struct MHD_Connectio
                            msg);
     }
     if (content_length_too_large(conn)) return queue_too_large(conn, cs);
+    if (header_lookup(conn, "Transfer-Encoding") && header_lookup(conn, "Content-Length"))
+        return queue_bad_framing(conn, cs);
     return MHD_YES;
 }
 

@@ -338,3 +338,65 @@ describe('slowloris', () => {
     }
   });
 });
+
+describe('HTTP framing', () => {
+  let srv;
+  before(async () => {
+    srv = await startServer([]);
+  });
+  after(async () => srv?.stop());
+
+  async function send(bytes) {
+    const sock = net.connect(srv.port, '127.0.0.1');
+    let data = '';
+    sock.on('data', (c) => (data += c.toString('latin1')));
+    sock.on('error', () => {});
+    const t0 = performance.now();
+    const closed = new Promise((r) => sock.on('close', () => r(performance.now() - t0)));
+    sock.write(bytes);
+    const ms = await Promise.race([closed, sleep(8000).then(() => Infinity)]);
+    sock.destroy();
+    return { data, ms };
+  }
+
+  const post = (headers, body = '') =>
+    `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n${headers}\r\n${body}`;
+
+  for (const [name, bytes] of [
+    ['a negative Content-Length', post('Content-Length: -1\r\n', '{}')],
+    ['a Content-Length past 64 bits', post('Content-Length: 1180591620717411303424\r\n', '{}')],
+    ['a Content-Length that is not a number', post('Content-Length: 12abc\r\n', '{}')],
+    ['two different Content-Lengths', post('Content-Length: 2\r\nContent-Length: 3\r\n', '{}')],
+    ['Content-Length with Transfer-Encoding', post('Content-Length: 2\r\nTransfer-Encoding: chunked\r\n', '2\r\n{}\r\n0\r\n\r\n')],
+    ['a chunk size of 2^64-1', post('Transfer-Encoding: chunked\r\n', 'ffffffffffffffff\r\n{}')],
+  ]) {
+    test(`${name}: one 400, then close`, async () => {
+      const { data, ms } = await send(bytes);
+      assert.equal((data.match(/HTTP\/1\.1 /g) ?? []).length, 1, data);
+      assert.match(data, /^HTTP\/1\.1 400 /);
+      const body = JSON.parse(data.slice(data.indexOf('\r\n\r\n') + 4));
+      assert.equal(body.error.type, 'invalid_request_error');
+      assert.ok(ms < 3000, `closed after ${ms} ms`);
+    });
+  }
+
+  test('Content-Length with Transfer-Encoding on a kept-alive connection\'s second request: one 400', async () => {
+    const { data, ms } = await send('GET /health HTTP/1.1\r\nHost: x\r\n\r\n' +
+      post('Content-Length: 2\r\nTransfer-Encoding: chunked\r\n', '2\r\n{}\r\n0\r\n\r\n'));
+    assert.match(data, /^HTTP\/1\.1 200 [\s\S]*\r\n\r\nokHTTP\/1\.1 400 /);
+    assert.equal((data.match(/HTTP\/1\.1 400/g) ?? []).length, 1, data);
+    assert.ok(ms < 3000, `closed after ${ms} ms`);
+  });
+
+  test('a TLS ClientHello is closed at once, unanswered', async () => {
+    const hello = Buffer.from('16030100c4010000c00303' + '00'.repeat(64), 'hex');
+    const { data, ms } = await send(hello);
+    assert.equal(data, '');
+    assert.ok(ms < 500, `closed after ${ms} ms`);
+  });
+
+  test('after all of it the server serves', async () => {
+    const r = await fetch(`${srv.url}/health`);
+    assert.equal(await r.text(), 'ok');
+  });
+});
