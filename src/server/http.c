@@ -563,7 +563,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (cs->watch) client_watch_abandon(cs->watch, 0, NULL);
     watcher_done(s->watcher, cs->watched);
     client_watch_free(cs->watch);
-    if (cs->is_ready) buf_deinit(&cs->resp.body); // an answer never queued
+    if (cs->is_ready) { // an answer never queued (the connection ended first)
+        if (cs->pump) pump_consumer_gone(cs->pump);
+        buf_deinit(&cs->resp.body);
+    }
     buf_deinit(&cs->body);
     mem_free(cs);
     *con_cls = NULL;

@@ -44,13 +44,18 @@ async function msUntilIdle(url, model, limitMs = 30000) {
   }
 }
 
-// Long prompts would make one step (which a cancel cannot cut) take long; these are short.
+// A cancel takes effect between steps, so steps are kept short (short prompts, the small
+// model: a few ms per step, also under the sanitizers) while the answers are long.
 const LONG = 1500;
+const NO_EOS = { 2: -100 };
+// The step running at the close cannot be cut: under a sanitizer a step costs several times
+// as much, so the bound is looser there (the release bound is the issue's 200 ms).
+const FREED_MS = sanitizer ? 600 : 200;
 const KINDS = [
   { name: 'chat', model: 'chat', path: '/v1/chat/completions',
-    body: { model: 'chat', messages: [{ role: 'user', content: 'hi' }], max_tokens: LONG } },
+    body: { model: 'chat', messages: [{ role: 'user', content: 'hi' }], max_tokens: LONG, logit_bias: NO_EOS } },
   { name: 'completions', model: 'chat', path: '/v1/completions',
-    body: { model: 'chat', prompt: 'Once upon a time', max_tokens: LONG } },
+    body: { model: 'chat', prompt: 'Once upon a time', max_tokens: LONG, logit_bias: NO_EOS } },
   { name: 'anthropic', model: 'chat', path: '/v1/messages',
     body: { model: 'chat', max_tokens: LONG, messages: [{ role: 'user', content: 'hi' }] } },
   { name: 'responses', model: 'chat', path: '/v1/responses',
@@ -62,7 +67,7 @@ const KINDS = [
 describe('abandoned work is freed', () => {
   let srv, embedSrv;
   before(async () => {
-    const chat = synthModel('slow', SLOW);
+    const chat = synthModel('small', SMALL);
     srv = await startServer(['-m', chat, '--alias', 'chat', '-np', '2', '--threads', '1',
       '--request-queue-size', '16']);
   });
@@ -85,9 +90,9 @@ describe('abandoned work is freed', () => {
   }
 
   for (const kind of KINDS) {
-    test(`${kind.name}: 10 abandoned requests free the model within 200 ms; the next is served at once`, async () => {
+    test(`${kind.name}: 10 abandoned requests free the model within 200 ms (release); the next is served at once`, async () => {
       const ms = await abandonTen(srv.url, kind);
-      assert.ok(ms < 200, `${kind.name}: freed after ${ms} ms`);
+      assert.ok(ms < FREED_MS, `${kind.name}: freed after ${ms} ms`);
       const t0 = performance.now();
       const r = await fetch(`${srv.url}${kind.path}`, { method: 'POST', headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ ...kind.body, max_tokens: 4, max_output_tokens: 16, n_predict: 4 }) });
@@ -98,9 +103,9 @@ describe('abandoned work is freed', () => {
     });
   }
 
-  test('embeddings and rerank: abandoned requests free the model within 200 ms', async () => {
+  test('embeddings and rerank: abandoned requests free the model within 200 ms (release)', async () => {
     // Small steps (a cancel takes effect between steps): many short inputs per request.
-    const DEC = ['--layers', '2', '--embd', '64', '--heads', '2', '--heads-kv', '1', '--ffn', '128',
+    const DEC = ['--layers', '1', '--embd', '32', '--heads', '2', '--heads-kv', '1', '--ffn', '64',
       '--ctx', '2048', '--type', 'f16'];
     const emb = synthModel('abandon-embed', ['--arch', 'qwen3', ...DEC, '--seed', '9', '--pooling', '3']);
     const rr = synthModel('abandon-rr', ['--arch', 'qwen3', ...DEC, '--cls-out', '2', '--seed', '13']);
@@ -116,7 +121,7 @@ describe('abandoned work is freed', () => {
     ];
     for (const kind of kinds) {
       const ms = await abandonTen(embedSrv.url, kind, 300);
-      assert.ok(ms < 200, `${kind.name}: freed after ${ms} ms`);
+      assert.ok(ms < FREED_MS, `${kind.name}: freed after ${ms} ms`);
       const r = await fetch(`${embedSrv.url}${kind.path}`, { method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify(kind.name === 'rerank' ? { ...kind.body, documents: ['a', 'b'] } : { ...kind.body, input: 'a' }) });
@@ -158,6 +163,7 @@ describe('SIGTERM stops on time', () => {
     });
     assert.equal(refused, 'ECONNREFUSED');
     const answers = await Promise.all([...whole, ...streams].map((c) => rawAnswer(c, t0)));
+    await srv.exited; // stop() would send a second SIGTERM to a server still exiting
     const end = await srv.stop();
     const exitMs = performance.now() - t0;
     console.log(`# shutdown: exit ${end.code} after ${exitMs.toFixed(0)} ms; last client closed after ` +
