@@ -406,3 +406,43 @@ describe('HTTP framing', () => {
     assert.equal(await r.text(), 'ok');
   });
 });
+
+describe('idle kept-alive connections', () => {
+  test('1,000 of them cost memory (about 33 KiB each), not threads; all of it returns after', async () => {
+    const srv = await startServer([]);
+    try {
+      const pid = srv.proc.pid;
+      for (let i = 0; i < 20; i++) await fetch(`${srv.url}/health`).then((r) => r.text());
+      await sleep(300);
+      const base = procStats(pid);
+      const kept = [];
+      for (let i = 0; i < 1000; i++) {
+        kept.push(await new Promise((resolve) => {
+          const s = net.connect({ port: srv.port, host: '127.0.0.1', localAddress: `127.0.0.${50 + (i % 8)}` });
+          s.on('error', () => resolve(s));
+          let got = '';
+          s.on('data', (c) => { got += c; if (got.includes('\r\n\r\nok')) resolve(s); });
+          s.write('GET /health HTTP/1.1\r\nHost: x\r\n\r\n');
+        }));
+      }
+      await sleep(300);
+      const held = procStats(pid);
+      for (const s of kept) s.destroy();
+      await sleep(1000);
+      const after = procStats(pid);
+      const perConnKiB = (held.rssKiB - base.rssKiB) / 1000;
+      console.log(`# 1000 idle kept-alive connections: fds ${base.fds} -> ${held.fds} -> ${after.fds}, ` +
+        `threads ${base.threads} -> ${held.threads} -> ${after.threads}, RSS ${base.rssKiB} -> ${held.rssKiB} -> ` +
+        `${after.rssKiB} KiB (${perConnKiB.toFixed(1)} KiB per connection)`);
+      assert.ok(held.fds >= base.fds + 1000, 'the connections are held');
+      assert.ok(held.threads <= base.threads + 2, `threads ${base.threads} -> ${held.threads}`);
+      assert.ok(after.fds <= base.fds + 2, `descriptors ${base.fds} -> ${after.fds}`);
+      if (!sanitizer) {
+        assert.ok(perConnKiB < 40, `${perConnKiB} KiB per connection`);
+        assert.ok(after.rssKiB <= base.rssKiB + 4096, `RSS ${base.rssKiB} -> ${after.rssKiB} KiB`);
+      }
+    } finally {
+      await srv.stop();
+    }
+  });
+});
