@@ -414,18 +414,23 @@ int gate_start(const struct gate_config *c, struct gate **out, struct errmsg *er
         epoll_ctl(g->epoll_fd, EPOLL_CTL_ADD, g->wake_fd, &wev) != 0 ||
         mutex_init(&g->mu) != ERR_OK) {
         rc = errmsg_set(err, ERR_IO, "epoll: %s", strerror(errno));
-    } else if (thread_start(&g->thread, gate_main, g) != ERR_OK) {
-        mutex_deinit(&g->mu);
-        rc = errmsg_set(err, ERR_NOMEM, "cannot start the connection thread");
+    } else {
+        // Stored before the thread runs: a connection it hands over at once may reach
+        // gate_connection_closed through the caller's copy of the pointer.
+        *out = g;
+        if (thread_start(&g->thread, gate_main, g) != ERR_OK) {
+            mutex_deinit(&g->mu);
+            rc = errmsg_set(err, ERR_NOMEM, "cannot start the connection thread");
+        }
     }
     if (rc != ERR_OK) {
+        *out = NULL;
         if (g->wake_fd >= 0) close(g->wake_fd);
         if (g->epoll_fd >= 0) close(g->epoll_fd);
         close(g->listen_fd);
         mem_free(g);
         return rc;
     }
-    *out = g;
     return ERR_OK;
 }
 

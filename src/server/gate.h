@@ -39,8 +39,9 @@ struct gate_config {
     void *handoff_ctx; // borrowed
 };
 
-/* Binds, listens and starts the gate's thread. ERR_IO (err says why) or ERR_NOMEM. Caller
- * stops with gate_stop(). */
+/* Binds, listens and starts the gate's thread; *out is written before the thread starts (a
+ * handoff may run at once). ERR_IO (err says why) or ERR_NOMEM, with *out NULL. Caller
+ * stops with gate_stop() and frees with gate_free(). */
 int gate_start(const struct gate_config *c, struct gate **out, struct errmsg *err);
 
 /* The port bound. */
