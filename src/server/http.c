@@ -451,6 +451,13 @@ static enum MHD_Result dispatch(struct http_server *s, struct MHD_Connection *co
                                 struct conn_state *cs)
 {
     cs->is_dispatched = true;
+    // The public route (/health, which never blocks) answers on the loop: a liveness probe
+    // must not wait for a worker, nor for two thread hand-overs on a loaded machine.
+    if (cs->route->is_public && cs->route->body == ROUTE_BODY_NONE) {
+        run_handler(s, cs);
+        if (cs->resp.stream.free) cs->resp.stream.free(cs->resp.stream.cls);
+        return queue_api_response(conn, cs, &cs->resp);
+    }
     if (client_watch_new(&cs->watch) != ERR_OK) cs->watch = NULL;
     watcher_busy(s->watcher, cs->watched, cs->watch);
     // Suspended before the worker may resume it.

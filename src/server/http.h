@@ -13,8 +13,10 @@
 #define HTTP_BODY_MAX   (64u * 1024u * 1024u) // bytes; larger bodies get 413
 #define HTTP_JSON_DEPTH 64                    // nesting limit for request bodies
 // libmicrohttpd's memory per connection (request line, headers, buffers); a head larger than
-// about half of it is refused with 431
-#define HTTP_CONN_POOL_BYTES (32u * 1024u)
+// about half of it is refused with 431. Over 32 KiB the library maps each pool with mmap and
+// unmaps it at the close, so memory returns to the system after a wave of connections (a
+// malloc'd 32 KiB pool stays with the allocator).
+#define HTTP_CONN_POOL_BYTES (36u * 1024u)
 
 struct http_server;
 

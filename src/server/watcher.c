@@ -7,14 +7,12 @@
 #include "util/mem.h"
 #include "util/thread.h"
 
-#include <malloc.h>
 #include <poll.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
 
 #define WATCH_POLL_MS  20  // how often busy sockets are checked for the peer's close
 #define WATCH_SWEEP_MS 100 // how often deadlines are checked
-#define WATCH_TRIM_MIN 256 // closed connections that make the allocator give memory back
 
 enum phase {
     PHASE_HEAD = 0, // waiting for the request head to complete
@@ -41,8 +39,6 @@ struct watcher {
     struct mutex mu;
     struct cond cv_idle; // signalled when the last busy connection is done
     struct watched *head;
-    int n_conns;
-    int n_conns_peak; // since the allocator last gave memory back
     int n_busy;
     bool is_stopping;
     bool is_shutting_down;
@@ -61,7 +57,6 @@ struct watched *watcher_add(struct watcher *w, int fd)
     c->next = w->head;
     if (w->head) w->head->prev = c;
     w->head = c;
-    if (++w->n_conns > w->n_conns_peak) w->n_conns_peak = w->n_conns;
     mutex_unlock(&w->mu);
     return c;
 }
@@ -83,7 +78,6 @@ void watcher_remove(struct watcher *w, struct watched *c)
     else
         w->head = c->next;
     if (c->next) c->next->prev = c->prev;
-    w->n_conns--;
     mutex_unlock(&w->mu);
     mem_free(c);
 }
@@ -188,22 +182,11 @@ static bool is_overdue(const struct watcher *w, const struct watched *c, double 
     return false;
 }
 
-/* Each connection the library held had its own 32 KiB pool from malloc, which keeps freed
- * memory for reuse: after a wave of connections has closed, it is handed back to the system
- * so memory returns to its level before the wave. Called with the mutex held. */
-static void trim_after_wave_locked(struct watcher *w)
-{
-    if (w->n_conns_peak - w->n_conns < WATCH_TRIM_MIN || w->n_conns > w->n_conns_peak / 2) return;
-    malloc_trim(0);
-    w->n_conns_peak = w->n_conns;
-}
-
 static void sweep_locked(struct watcher *w)
 {
     double now = clock_now_ms();
     if (now - w->last_sweep_ms < WATCH_SWEEP_MS) return;
     w->last_sweep_ms = now;
-    trim_after_wave_locked(w);
     for (struct watched *c = w->head; c; c = c->next) {
         if (c->is_shut || !is_overdue(w, c, now)) continue;
         c->is_shut = true;
