@@ -336,7 +336,9 @@ describe('slowloris', () => {
         `/health p50 ${percentile(health, 50).toFixed(1)} ms p99 ${p99.toFixed(1)} ms over ${health.length}; ` +
         `${statuses.flat().length} chats all ${[...new Set(statuses.flat())].join(',')}`);
       assert.deepEqual([...new Set(statuses.flat())], [200]);
-      assert.ok(p99 < 100, `/health p99 ${p99} ms`);
+      // The issue's bound is for the release server; a sanitizer build answers several times
+      // slower, so its bound is looser.
+      assert.ok(p99 < (sanitizer ? 250 : 100), `/health p99 ${p99} ms`);
       assert.equal(open, 0, `${open} hostile connections outlived the header timeout`);
       assert.ok(during.threads <= base.threads + 4, `threads grew with connections: ${base.threads} -> ${during.threads}`);
       assert.ok(after.fds <= base.fds + 2, `descriptors: ${base.fds} -> ${after.fds}`);
