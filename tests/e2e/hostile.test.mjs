@@ -44,10 +44,12 @@ async function msUntilIdle(url, model, limitMs = 30000) {
   }
 }
 
-// A cancel takes effect between steps, so steps are kept short (short prompts) while the
-// answers are long: the slow model in release (~10 ms a step, so 1500 tokens take seconds),
-// the small one under a sanitizer (which makes its steps as slow). End-of-generation (2) and
-// end-of-turn (292) are banned where the route takes logit_bias.
+// A cancel takes effect between steps, so steps are kept short (short prompts, a model of a
+// few ms a step) while the answers are long (1500 tokens take over a second): the medium
+// model in release, the small one under a sanitizer (which makes its steps as slow).
+// End-of-generation (2) and end-of-turn (292) are banned where the route takes logit_bias.
+const MEDIUM = ['--arch', 'llama', '--layers', '4', '--embd', '256', '--heads', '4', '--heads-kv', '2',
+  '--ffn', '768', '--ctx', '4096', '--type', 'f16', '--seed', '7'];
 const LONG = 1500;
 const NO_EOS = { 2: -100, 292: -100 };
 // The step running at the close cannot be cut: under a sanitizer a step costs several times
@@ -69,7 +71,7 @@ const KINDS = [
 describe('abandoned work is freed', () => {
   let srv, embedSrv;
   before(async () => {
-    const chat = sanitizer ? synthModel('small', SMALL) : synthModel('slow', SLOW);
+    const chat = sanitizer ? synthModel('small', SMALL) : synthModel('medium', MEDIUM);
     srv = await startServer(['-m', chat, '--alias', 'chat', '-np', '2', '--threads', '1',
       '--request-queue-size', '16']);
   });
