@@ -8,7 +8,6 @@
 #include "util/thread.h"
 
 #include <poll.h>
-#include <stdatomic.h>
 #include <sys/socket.h>
 
 #define WATCH_POLL_MS  20  // how often busy sockets are checked for the peer's close
