@@ -128,7 +128,7 @@ deps:
 # Unit tests under ASan+UBSan, the threaded ones again under TSan, each fuzzer over its seeds
 # plus a fixed-seed run of mutations, then e2e against the release build and again against the
 # ASan+UBSan one (every server must exit cleanly, with no sanitizer report); one summary line.
-TSAN_TESTS ?= test_core test_cpu_model test_cpu_embed test_instances test_bert test_threadpool test_model test_content test_tokenizer
+TSAN_TESTS ?= test_core test_cpu_model test_cpu_embed test_instances test_bert test_threadpool test_model test_content test_tokenizer test_workers
 TEST_FUZZ_RUNS ?= 30000 # per fuzzer, fixed seed: the same inputs on every run
 test: deps
 	@$(MAKE) --no-print-directory BUILD=asan all tests tools

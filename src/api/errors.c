@@ -62,6 +62,9 @@ json_t *api_outcome_error_json(int status, const char *message)
     status = outcome_status(status);
     if (status == 404)
         return api_error_json(API_TYPE_INVALID_REQUEST, "model_not_found", "model", message);
+    // The one outcome that ends in 503 is the server stopping under the request.
+    if (status == 503)
+        return api_error_json(API_TYPE_UNAVAILABLE, API_CODE_SHUTTING_DOWN, NULL, message);
     return api_error_json(status >= 500 ? API_TYPE_SERVER : API_TYPE_INVALID_REQUEST, NULL, NULL,
                           message);
 }
@@ -69,4 +72,5 @@ json_t *api_outcome_error_json(int status, const char *message)
 void api_outcome_error(struct api_response *resp, int status, const char *message)
 {
     api_respond_json(resp, outcome_status(status), api_outcome_error_json(status, message));
+    if (status == 503) api_response_add_header(resp, "Retry-After", "1");
 }

@@ -14,13 +14,17 @@
 #define API_TYPE_NOT_IMPLEMENTED "not_implemented_error" // 501
 #define API_TYPE_UNAVAILABLE     "unavailable_error"     // 503
 
+/* The code of every answer the server gives while it stops (503). */
+#define API_CODE_SHUTTING_DOWN "server_shutting_down"
+
 /* Builds the error object. param and code may be NULL (they become JSON null). Returns a new
  * reference or NULL on allocation failure. */
 json_t *api_error_json(const char *type, const char *code, const char *param, const char *message);
 
 /* The error of a request that ended in an error outcome (status from the platform or the core,
  * 0 meaning 500): server_error from 500 on, else invalid_request_error; a 404 means the model
- * went away (it was unloaded while the request waited or ran) and says model_not_found. */
+ * went away (it was unloaded while the request waited or ran) and says model_not_found; a 503
+ * means the server is stopping (unavailable_error, server_shutting_down). */
 json_t *api_outcome_error_json(int status, const char *message);
 void api_outcome_error(struct api_response *resp, int status, const char *message);
 

@@ -1,6 +1,7 @@
 /* Generation sessions: token events → text deltas. */
 #include "api/generate.h"
 
+#include "api/client_watch.h"
 #include "api/errors.h"
 #include "api/metrics.h"
 #include "text/stopstr.h"
@@ -71,6 +72,7 @@ int gen_session_start(struct model *m, const int32_t *prompt, int n_prompt,
     switch (model_submit(m, s->req)) {
     case POOL_ADMIT_RUN:
     case POOL_ADMIT_QUEUED:
+        client_watch_track(m, s->req); // the HTTP layer ends it when its client leaves
         s->is_counted = s->metrics != NULL;
         metrics_request_started(s->metrics);
         *out = s;

@@ -3,6 +3,7 @@
  * f32 bytes); plus `truncate` (keep the first context's worth of tokens instead of a 400).
  * All inputs of a call run as one request through the model's pool and queue. */
 #include "api/embed.h"
+#include "api/client_watch.h"
 #include "api/errors.h"
 #include "api/handlers.h"
 #include "api/openai_chat.h"
@@ -175,6 +176,7 @@ bool embed_run(struct model *m, const struct embed_inputs *in, struct request **
     switch (model_submit(m, r)) {
     case POOL_ADMIT_RUN:
     case POOL_ADMIT_QUEUED:
+        client_watch_track(m, r); // the HTTP layer ends it when its client leaves
         break;
     case POOL_ADMIT_FULL:
         request_release(r);

@@ -66,6 +66,19 @@ static const struct opt options[] = {
      65536, "concurrent connections", NULL, NULL},
     {"--timeout", "-to", "LLAMAPI_TIMEOUT", OPT_INT, FIELD(timeout_s), 1, 86400,
      "idle connection timeout in seconds", "LLAMA_ARG_TIMEOUT", NULL},
+    {"--max-connections-per-address", NULL, "LLAMAPI_MAX_CONNECTIONS_PER_ADDRESS", OPT_INT,
+     FIELD(max_connections_per_ip), 0, 1 << 20,
+     "connections from one client address (0 = no limit; behind a reverse proxy every client "
+     "shares its address)",
+     NULL, NULL},
+    {"--header-timeout", NULL, "LLAMAPI_HEADER_TIMEOUT", OPT_INT, FIELD(header_timeout_s), 1, 3600,
+     "seconds for a request's line and headers to arrive, however slowly they trickle", NULL, NULL},
+    {"--min-body-rate", NULL, "LLAMAPI_MIN_BODY_RATE", OPT_INT, FIELD(min_body_rate), 0, 1 << 30,
+     "bytes per second a request body must average after a grace of --header-timeout (0 = no "
+     "minimum)",
+     NULL, NULL},
+    {"--shutdown-timeout", NULL, "LLAMAPI_SHUTDOWN_TIMEOUT", OPT_INT, FIELD(shutdown_timeout_s), 1,
+     3600, "seconds from SIGTERM/SIGINT to exit; a second signal exits at once", NULL, NULL},
     {"--models-dir", NULL, "LLAMAPI_MODELS_DIR", OPT_STRING, FIELD(models_dir), 0, 0,
      "where model names are resolved", "LLAMA_ARG_MODELS_DIR", NULL},
     {"--models-max", NULL, "LLAMAPI_MODELS_MAX", OPT_INT, FIELD(models_max), 0, 64,
@@ -211,9 +224,12 @@ void config_defaults(struct server_config *c)
     memset(c, 0, sizeof *c);
     snprintf(c->host, sizeof c->host, "127.0.0.1");
     c->port = 9265;
-    c->max_connections = 256;
-    c->max_connections_per_ip = 32;
+    c->max_connections = 4096;
+    c->max_connections_per_ip = 1024;
+    c->header_timeout_s = 10;
+    c->min_body_rate = 1024;
     c->timeout_s = 60;
+    c->shutdown_timeout_s = 5;
     c->request_queue_size = 32;
     c->n_parallel = 1;
     gen_params_defaults(&c->gen_defaults);

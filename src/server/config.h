@@ -22,10 +22,13 @@ struct server_config {
     int port;
     char *api_keys[CONFIG_MAX_API_KEYS]; // owned copies
     int n_api_keys;
-    int n_threads;       // engine threads per model; 0 = physical cores
-    int max_connections; // total concurrent connections
-    int max_connections_per_ip;
-    int timeout_s; // idle connection timeout
+    int n_threads;              // engine threads per model; 0 = physical cores
+    int max_connections;        // total concurrent connections
+    int max_connections_per_ip; // --max-connections-per-address; 0: no limit
+    int min_body_rate;          // body bytes per second, averaged after a grace (0: no minimum)
+    int header_timeout_s;       // request line + headers, from accept (or the request line)
+    int timeout_s;              // idle connection timeout
+    int shutdown_timeout_s;     // SIGTERM to exit, at most
     char models_dir[1024];
     int request_queue_size; // default queue capacity per model
     enum log_format log_format;

@@ -21,6 +21,9 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
 
 static bool is_loopback(const char *host)
 {
@@ -123,11 +126,65 @@ static void start_platforms(const struct server_config *config)
     platform_start_all();
 }
 
+#define FD_RESERVE 256 // descriptors kept for model files, logs and the server's own
+
+/* Every connection is a descriptor: raises the soft limit towards what --max-connections
+ * needs (up to the hard limit), and says so when the hard limit is lower. */
+static void raise_fd_limit(int max_connections)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+    rlim_t want = (rlim_t)max_connections + FD_RESERVE;
+    if (rl.rlim_cur >= want) return;
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want ? want : rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    if (rl.rlim_cur < want)
+        log_warn("open files limited to %llu (ulimit -n): fewer than --max-connections %d "
+                 "connections fit; the rest wait in the listen backlog",
+                 (unsigned long long)rl.rlim_cur, max_connections);
+}
+
+struct deadline_guard {
+    sigset_t set;
+    double deadline_ms;
+};
+
+/* Watches the rest of the shutdown: a second signal exits at once (status 1), and reaching
+ * the deadline exits 0 whatever is still being torn down (a stuck load, a slow unload), so
+ * the process never outlives its --shutdown-timeout. */
+static void *deadline_guard_main(void *arg)
+{
+    const struct deadline_guard *g = arg;
+    for (;;) {
+        double left_ms = g->deadline_ms - clock_now_ms();
+        if (left_ms <= 0) break;
+        struct timespec ts = {(time_t)(left_ms / 1000), (long)((int64_t)left_ms % 1000) * 1000000};
+        int sig = sigtimedwait(&g->set, NULL, &ts);
+        if (sig == SIGINT || sig == SIGTERM) {
+            log_warn("second %s: exiting now", sig == SIGINT ? "SIGINT" : "SIGTERM");
+            _exit(1);
+        }
+    }
+    log_warn("shutdown timeout reached: exiting now");
+    _exit(0);
+    return NULL;
+}
+
+static void start_deadline_guard(const sigset_t *set, double deadline_ms)
+{
+    static struct deadline_guard guard; // lives until the process exits
+    guard.set = *set;
+    guard.deadline_ms = deadline_ms;
+    pthread_t t;
+    if (pthread_create(&t, NULL, deadline_guard_main, &guard) == 0) pthread_detach(t);
+}
+
 static int serve(const struct server_config *config)
 {
     sigset_t set;
     block_signals(&set);
     start_platforms(config);
+    raise_fd_limit(config->max_connections);
     struct manager_config mc = {
         .default_queue_size = config->request_queue_size,
         .n_threads = config->n_threads,
@@ -217,9 +274,18 @@ static int serve(const struct server_config *config)
     log_info("ready");
     int sig = 0;
     sigwait(&set, &sig);
-    log_info("received %s, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    // Running generations are cancelled first (their runtimes aborted and waited for): the
-    // HTTP server's stop waits for every connection, which would otherwise wait them out.
+    log_info("received %s, shutting down (at most %d s; a second signal exits at once)",
+             sig == SIGINT ? "SIGINT" : "SIGTERM", config->shutdown_timeout_s);
+    const double deadline_ms = clock_now_ms() + config->shutdown_timeout_s * 1000.0;
+    start_deadline_guard(&set, deadline_ms);
+    http_server_begin_shutdown(http);
+    if (!http_server_wait_idle(http, (int)(deadline_ms - clock_now_ms()))) {
+        // A handler still holds its connection; tearing down under it is not safe.
+        log_warn("requests still running at the shutdown deadline: exiting now");
+        _exit(0);
+    }
+    // Every handler has answered; models go before the HTTP server so a vendor runtime's
+    // abort and destroy run while the process is still whole.
     manager_unload_all(manager);
     http_server_stop(http);
     response_store_free(ctx.responses);
