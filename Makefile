@@ -49,10 +49,19 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(O)/bench/%)
 SERVER   := $(O)/bin/llamapi-server
 CLI      := $(O)/bin/llamapi
 
+# Fake vendor runtimes for the e2e tests: tests/fakes/fake_<name>.c → $(O)/fakes/lib<name>_fake.so
+# (rkllm also as librkllm_fake_1_2.so, its 1.2 ABI). The server opens them with dlopen like the
+# real ones (--rkllm-lib …); they are built with the build's flags, so the ASan server checks
+# them too.
+FAKE_SRC  := $(wildcard tests/fakes/fake_*.c)
+FAKE_LIBS := $(FAKE_SRC:tests/fakes/fake_%.c=$(O)/fakes/lib%_fake.so) \
+             $(if $(filter tests/fakes/fake_rkllm.c,$(FAKE_SRC)),$(O)/fakes/librkllm_fake_1_2.so)
+
 .SECONDARY:
-.PHONY: fuzz fuzzers demo-model all lib tests tools benches test unit asan tsan run clean format format-check deps \
+.PHONY: fuzz fuzzers demo-model all fakes lib tests tools benches test unit asan tsan run clean format format-check deps \
         e2e bench check-headers
-all: $(SERVER) $(CLI) $(TOOL_BIN)
+all: $(SERVER) $(CLI) $(TOOL_BIN) $(FAKE_LIBS)
+fakes: $(FAKE_LIBS)
 lib: $(LIB)
 tests: $(TEST_BIN)
 tools: $(TOOL_BIN)
@@ -103,13 +112,23 @@ $(O)/tests/%: $(O)/tests/unit/%.o $(TEST_HELPER_OBJ) $(LIB)
 	@echo "  LD  $@"
 	@$(CC) $(LDFLAGS) $^ $(LDLIBS) $(CMOCKA_LIBS) -o $@
 
+$(O)/fakes/lib%_fake.so: tests/fakes/fake_%.c
+	@mkdir -p $(@D)
+	@echo "  SO  $@"
+	@$(CC) $(CPPFLAGS) -Itests/fakes $(CFLAGS) -fPIC -shared $(LDFLAGS) $< -lpthread -o $@
+
+$(O)/fakes/librkllm_fake_1_2.so: tests/fakes/fake_rkllm.c
+	@mkdir -p $(@D)
+	@echo "  SO  $@"
+	@$(CC) $(CPPFLAGS) -Itests/fakes -DFAKE_RKLLM_ABI=12 $(CFLAGS) -fPIC -shared $(LDFLAGS) $< -lpthread -o $@
+
 deps:
 	@scripts/install-deps.sh
 
 # Unit tests under ASan+UBSan, the threaded ones again under TSan, each fuzzer over its seeds
 # plus a fixed-seed run of mutations, then e2e against the release build and again against the
 # ASan+UBSan one (every server must exit cleanly, with no sanitizer report); one summary line.
-TSAN_TESTS ?= test_core test_cpu_model test_cpu_embed test_bert test_threadpool test_model test_content test_tokenizer
+TSAN_TESTS ?= test_core test_cpu_model test_cpu_embed test_instances test_bert test_threadpool test_model test_content test_tokenizer
 TEST_FUZZ_RUNS ?= 30000 # per fuzzer, fixed seed: the same inputs on every run
 test: deps
 	@$(MAKE) --no-print-directory BUILD=asan all tests tools

@@ -1,6 +1,9 @@
 /* Load / resize / unload orchestration over the registry and the platforms. */
 #include "core/manager.h"
 
+#include "platform/detect.h"
+#include "platform/vendor.h"
+
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -126,6 +129,59 @@ static int make_room(struct manager *m, struct errmsg *err)
     return rc;
 }
 
+/* Whether the model's chip (lower case, "" when unknown) is among the chips the platform
+ * detects here; true when either is unknown. Fills host with the first detected chip. */
+static bool chip_fits(const struct platform *p, const char *chip, char *host, size_t cap)
+{
+    struct platform_chip chips[8];
+    int n = chip[0] ? p->detect_chips(chips, 8) : 0;
+    if (n > 0) snprintf(host, cap, "%s", chips[0].chip_type);
+    for (int i = 0; i < n; i++)
+        if (vendor_chip_matches(chip, chips[i].chip_type)) return true;
+    return n == 0;
+}
+
+/* Picks the platform of the model at path: detection (platform_detection_failed), then
+ * whether this host runs it (unsupported_platform, naming the runtime library or the chips). */
+static int detect_platform(const char *path, const struct platform **out, enum load_failure *why,
+                           struct errmsg *err)
+{
+    struct platform_detection *d = mem_alloc(sizeof *d);
+    if (!d) return fail(why, LOAD_FAIL_ENGINE, errmsg_set(err, ERR_NOMEM, "out of memory"));
+    struct errmsg derr;
+    errmsg_clear(&derr);
+    int rc = platform_detect_model(path, d, &derr);
+    if (rc != ERR_OK) {
+        rc = fail(why, LOAD_FAIL_NO_PLATFORM,
+                  errmsg_set(err, ERR_UNSUPPORTED, "cannot tell which platform runs this model: %s",
+                             derr.msg));
+        goto out;
+    }
+    const struct platform *p = d->platform;
+    if (!p->is_available()) {
+        struct platform_status st;
+        memset(&st, 0, sizeof st);
+        if (p->status) p->status(&st);
+        rc = fail(why, LOAD_FAIL_UNAVAILABLE,
+                  errmsg_set(err, ERR_UNSUPPORTED,
+                             "'%s' is a %s model, and this host cannot run %s%s%s", path, p->id,
+                             p->display_name, st.reason[0] ? ": " : "", st.reason));
+        goto out;
+    }
+    char host[PLATFORM_CHIP_NAME_CAP] = "";
+    if (!chip_fits(p, d->chip, host, sizeof host)) {
+        rc = fail(why, LOAD_FAIL_UNAVAILABLE,
+                  errmsg_set(err, ERR_UNSUPPORTED,
+                             "'%s' was built for %s, and this host's %s chip is %s", path, d->chip,
+                             p->id, host));
+        goto out;
+    }
+    *out = p;
+out:
+    mem_free(d);
+    return rc;
+}
+
 int manager_load(struct manager *m, const struct manager_load *a, int *n_actual,
                  enum load_failure *why, struct errmsg *err)
 {
@@ -133,18 +189,9 @@ int manager_load(struct manager *m, const struct manager_load *a, int *n_actual,
     char path[MODEL_PATH_CAP];
     int rc = manager_resolve_path(m, a->path, path, sizeof path, err);
     if (rc != ERR_OK) return fail(why, LOAD_FAIL_PATH, rc);
-    const struct platform *p = platform_detect(path);
-    if (!p)
-        return fail(why, LOAD_FAIL_NO_PLATFORM,
-                    errmsg_set(err, ERR_UNSUPPORTED,
-                               "no platform recognises '%s' (the cpu platform needs a .gguf "
-                               "file or a directory holding exactly one)",
-                               path));
-    if (!p->is_available())
-        return fail(why, LOAD_FAIL_UNAVAILABLE,
-                    errmsg_set(err, ERR_UNSUPPORTED,
-                               "'%s' is a %s model, and this host cannot run %s", path, p->id,
-                               p->display_name));
+    const struct platform *p = NULL;
+    rc = detect_platform(path, &p, why, err);
+    if (rc != ERR_OK) return rc;
     int n_ctx = a->n_ctx;
     if (m->config.n_ctx_max > 0 && n_ctx > m->config.n_ctx_max) n_ctx = m->config.n_ctx_max;
     struct model_params mp = {

@@ -1,17 +1,15 @@
-/* cpu platform embedding models. Threads: the scheduler thread (platform/cpu_sched.c) owns
- * every running instance's state and the batch staging arrays; admin calls (add/remove
- * instance) touch only idle instances, under the scheduler's mu; submit hands a request over
- * through the scheduler. */
+/* cpu platform embedding models. Threads: the scheduler thread (platform/instances.c,
+ * scheduled mode) owns every running instance's state and the batch staging arrays; admin
+ * calls (add/remove instance) touch only idle instances, under the instance layer's lock;
+ * submit hands a request over through it. */
 #include "platform/cpu_embed.h"
-
-#include "platform/cpu_sched.h"
 
 #include "engine/bert.h"
 #include "engine/matmul.h"
 #include "engine/model.h"
 #include "engine/quants/quants.h"
 #include "engine/threadpool.h"
-#include "platform/cpu_sched.h"
+#include "platform/instances.h"
 #include "platform/vocab_gguf.h"
 #include "text/tokenizer.h"
 #include "util/clock.h"
@@ -23,25 +21,23 @@
 #include <stdio.h>
 #include <string.h>
 
-_Static_assert(CPU_EMBED_MAX_INSTANCES == CPU_SCHED_MAX_INSTANCES, "one slot per instance");
+_Static_assert(CPU_EMBED_MAX_INSTANCES == INSTANCES_MAX, "one slot per instance");
 
 #define BATCH_INPUTS_MAX 512       // inputs per batch (staging rows; >= ENGINE_BATCH_MAX)
 #define INSTANCE_BYTES   (1 << 16) // encoders: bookkeeping only, instances share the scratch
 #define DECODER_CTX_CAP  4096      // decoders: default context, as for chat models
 
-/* exists: changed only while idle (admin thread, under mu). The rest: owned by the scheduler
- * thread while req is set. */
+/* The layer's slot holds existence, the running request and its outcome. kv/carry: changed
+ * only while idle (admin thread, under the layer's lock). The rest: owned by the scheduler
+ * thread while s->req is set. */
 struct instance {
-    bool exists;
-    struct request *req; // running request (one reference) or NULL
-    int n_inputs;        // inputs of req (1 when it set none)
-    int next_input;      // first input not yet embedded
-    int next_token;      // its offset in req->prompt
-    float *result;       // (n_inputs, n_out) pooled vectors or scores so far (zeroed at start);
-                         // per token (n_prompt, n_embd)
+    struct inst_slot *s;
+    int n_inputs;   // inputs of req (1 when it set none)
+    int next_input; // first input not yet embedded
+    int next_token; // its offset in req->prompt
+    float *result;  // (n_inputs, n_out) pooled vectors or scores so far (zeroed at start);
+                    // per token (n_prompt, n_embd)
     double t_start_ms;
-    enum finish_reason done;        // set during a step; the instance is finished after it
-    struct request_outcome failure; // when done == FINISH_ERROR: what the request is told
     // Decoders: inputs are packed into kv as view sequences from offset 0 each step; an input
     // longer than a step's room runs in `carry` over several steps and keeps its place.
     uint8_t *kv;              // (kv_bytes) changed only while idle, like exists
@@ -83,7 +79,7 @@ struct cpu_embed {
     void *cls_x;           // (cls_x_bytes) the state converted for cls_out's dot
     size_t cls_x_bytes;
 
-    struct cpu_sched sched; // its mu also guards instance existence
+    struct instances set; // its lock also guards instance existence
     struct instance inst[CPU_EMBED_MAX_INSTANCES];
 };
 
@@ -125,34 +121,27 @@ static int input_len(const struct request *r, int i)
     return r->input_lens ? r->input_lens[i] : r->n_prompt;
 }
 
-static void fail_instance(struct instance *in, int status, const char *msg)
-{
-    if (in->done != FINISH_NONE) return; // the first outcome sticks
-    request_outcome_fail(&in->failure, status, msg);
-    in->done = FINISH_ERROR;
-}
-
 /* Checks every input of r against the encoder before any of it runs. */
 static bool validate(struct cpu_embed *m, struct instance *in)
 {
-    const struct request *r = in->req;
+    const struct request *r = in->s->req;
     char msg[160];
     if (r->kind != REQUEST_EMBED) {
-        fail_instance(in, 400, "this model only produces embeddings");
+        inst_slot_fail(in->s, 400, "this model only produces embeddings");
         return false;
     }
     for (int i = 0, off = 0; i < in->n_inputs; off += input_len(r, i), i++) {
         const int n = input_len(r, i);
         if (n < 1 || n > m->n_ctx) {
             snprintf(msg, sizeof msg, "input %d has %d tokens; the context is %d", i, n, m->n_ctx);
-            fail_instance(in, 400, msg);
+            inst_slot_fail(in->s, 400, msg);
             return false;
         }
         for (int j = 0; j < n; j++) {
             if (r->prompt[off + j] < 0 || r->prompt[off + j] >= m->n_vocab) {
                 snprintf(msg, sizeof msg, "input %d: token id %d is outside the vocabulary", i,
                          (int)r->prompt[off + j]);
-                fail_instance(in, 400, msg);
+                inst_slot_fail(in->s, 400, msg);
                 return false;
             }
         }
@@ -166,50 +155,43 @@ static int result_rows(const struct cpu_embed *m, const struct request *r)
     return m->is_per_token ? r->n_prompt : (r->input_lens ? r->n_inputs : 1);
 }
 
-static void start_request(struct cpu_embed *m, int i, struct request *r)
+static void start_request(void *model, int i)
 {
+    struct cpu_embed *m = model;
     struct instance *in = &m->inst[i];
-    in->req = r;
-    in->done = FINISH_NONE;
+    struct request *r = in->s->req;
     in->n_inputs = r->input_lens ? r->n_inputs : 1;
     in->next_input = 0;
     in->next_token = 0;
     in->is_carrying = false;
     in->kv_used = 0;
     in->t_start_ms = clock_now_ms();
-    request_mark_started(r);
     if (!validate(m, in)) return;
     in->result = mem_calloc((size_t)result_rows(m, r) * (size_t)m->n_out, sizeof(float));
-    if (!in->result) fail_instance(in, 500, "out of memory for the embeddings");
+    if (!in->result) inst_slot_fail(in->s, 500, "out of memory for the embeddings");
 }
 
-/* Ends the running request of instance i: stores its embeddings and timings, frees its
- * per-request state and returns it with its outcome (delivered with request_deliver after
- * the instance went back to the pool: see struct request_outcome). */
-static struct request *finish_instance(struct cpu_embed *m, int i, struct request_outcome *out)
+/* Instance i's request ended: stores its embeddings and timings and frees its per-request
+ * state (the layer then delivers it, after the instance went back to the pool: see struct
+ * request_outcome). */
+static void end_request(void *model, int i)
 {
+    struct cpu_embed *m = model;
     struct instance *in = &m->inst[i];
-    struct request *r = in->req;
-    *out = in->failure;
-    if (in->done == FINISH_STOP) {
+    struct request *r = in->s->req;
+    if (in->s->done == FINISH_STOP) {
         struct request_timings t = {
             .n_prompt = r->n_prompt,
             .prompt_ms = clock_now_ms() - in->t_start_ms,
         };
         request_set_timings(r, &t);
-        if (request_set_embedding(r, in->result, result_rows(m, r) * m->n_out) != ERR_OK)
-            request_outcome_fail(out, 500, "out of memory for the embeddings");
-        else
-            out->reason = FINISH_STOP;
-    } else if (in->done != FINISH_ERROR) {
-        out->reason = in->done;
+        if (request_set_embedding(r, in->result, result_rows(m, r) * m->n_out) != ERR_OK) {
+            in->s->done = FINISH_NONE;
+            inst_slot_fail(in->s, 500, "out of memory for the embeddings");
+        }
     }
     mem_free(in->result);
     in->result = NULL;
-    in->req = NULL;
-    in->done = FINISH_NONE;
-    in->failure = (struct request_outcome){0};
-    return r;
 }
 
 /* Stages the next inputs of every running instance, in instance order, while they fit. */
@@ -218,16 +200,16 @@ static int build_batch(struct cpu_embed *m)
     int n = 0, n_tok = 0;
     for (int i = 0; i < CPU_EMBED_MAX_INSTANCES; i++) {
         struct instance *in = &m->inst[i];
-        if (!in->req || in->done != FINISH_NONE) continue;
-        if (atomic_load(&in->req->is_cancelled)) {
-            in->done = FINISH_CANCELLED;
+        if (!in->s->req || in->s->done != FINISH_NONE) continue;
+        if (atomic_load(&in->s->req->is_cancelled)) {
+            in->s->done = FINISH_CANCELLED;
             continue;
         }
         int k = in->next_input, off = in->next_token;
         while (k < in->n_inputs && n < BATCH_INPUTS_MAX) {
-            const int len = input_len(in->req, k);
+            const int len = input_len(in->s->req, k);
             if (n_tok + len > m->n_batch_tokens) return n;
-            m->in_ptr[n] = in->req->prompt + off;
+            m->in_ptr[n] = in->s->req->prompt + off;
             m->in_len[n] = len;
             m->in_inst[n++] = i;
             n_tok += len;
@@ -247,8 +229,8 @@ static void encoder_step(struct cpu_embed *m)
     if (engine_encoder_embed(m->enc, m->tp, m->in_ptr, m->in_len, n, m->out, &err) != ERR_OK) {
         log_error("embedding batch failed: %s", err.msg);
         for (int k = 0; k < n; k++)
-            if (m->inst[m->in_inst[k]].done == FINISH_NONE)
-                fail_instance(&m->inst[m->in_inst[k]], 500, err.msg);
+            if (m->inst[m->in_inst[k]].s->done == FINISH_NONE)
+                inst_slot_fail(m->inst[m->in_inst[k]].s, 500, err.msg);
         return;
     }
     for (int k = 0, row = 0; k < n; k++) {
@@ -262,7 +244,7 @@ static void encoder_step(struct cpu_embed *m)
                    (size_t)m->n_out * sizeof(float));
         }
         in->next_token += m->in_len[k];
-        if (++in->next_input == in->n_inputs) in->done = FINISH_STOP;
+        if (++in->next_input == in->n_inputs) in->s->done = FINISH_STOP;
     }
 }
 
@@ -296,14 +278,14 @@ static void stage_item(struct cpu_embed *m, int *n_items, int i, struct engine_s
     const enum engine_output out = chunk_output(m, from, row, &hidden);
     m->items[*n_items] = (struct engine_batch_item){
         .seq = seq,
-        .tokens = in->req->prompt + off + from,
+        .tokens = in->s->req->prompt + off + from,
         .n_tokens = n,
         .output = out,
         .hidden = hidden,
     };
     m->in_inst[*n_items] = i;
     m->item_input[*n_items] = k;
-    m->item_ends[*n_items] = from + n == input_len(in->req, k);
+    m->item_ends[*n_items] = from + n == input_len(in->s->req, k);
     (*n_items)++;
 }
 
@@ -317,7 +299,7 @@ static void stage_instance(struct cpu_embed *m, int i, int *n_items, int *room)
     int k = in->next_input, off = in->next_token;
     bool is_carry_busy = false;
     if (in->is_carrying) {
-        const int len = input_len(in->req, k), left = len - in->carry_fed;
+        const int len = input_len(in->s->req, k), left = len - in->carry_fed;
         const int n = left < *room ? left : *room;
         stage_item(m, n_items, i, in->carry, k, off, in->carry_fed, n);
         *room -= n;
@@ -329,7 +311,7 @@ static void stage_instance(struct cpu_embed *m, int i, int *n_items, int *room)
         in->kv_used = 0; // nothing live: pack from the start
     }
     for (; k < in->n_inputs && (*room) > 0 && *n_items < BATCH_INPUTS_MAX; k++) {
-        const int len = input_len(in->req, k);
+        const int len = input_len(in->s->req, k);
         const size_t bytes = engine_kv_bytes(m->dec, len);
         if (in->kv_used + bytes > m->kv_bytes) return;
         struct engine_seq *seq = len <= *room ? m->views[*n_items] : in->carry;
@@ -388,7 +370,7 @@ static void rank_scores(struct cpu_embed *m, const float *h, float *out)
 static void item_done(struct cpu_embed *m, int t)
 {
     struct instance *in = &m->inst[m->in_inst[t]];
-    const int k = m->item_input[t], len = input_len(in->req, k);
+    const int k = m->item_input[t], len = input_len(in->s->req, k);
     in->is_carrying = !m->item_ends[t];
     if (in->is_carrying) {
         in->carry_fed = engine_seq_pos(in->carry);
@@ -400,7 +382,7 @@ static void item_done(struct cpu_embed *m, int t)
         finish_vector(m, in->result + (size_t)k * m->n_embd, len);
     in->next_input = k + 1;
     in->next_token += len;
-    if (in->next_input == in->n_inputs) in->done = FINISH_STOP;
+    if (in->next_input == in->n_inputs) in->s->done = FINISH_STOP;
 }
 
 static void decoder_step(struct cpu_embed *m)
@@ -408,9 +390,9 @@ static void decoder_step(struct cpu_embed *m)
     int n_items = 0, room = ENGINE_BATCH_MAX;
     for (int i = 0; i < CPU_EMBED_MAX_INSTANCES && room > 0; i++) {
         struct instance *in = &m->inst[i];
-        if (!in->req || in->done != FINISH_NONE) continue;
-        if (atomic_load(&in->req->is_cancelled)) {
-            in->done = FINISH_CANCELLED;
+        if (!in->s->req || in->s->done != FINISH_NONE) continue;
+        if (atomic_load(&in->s->req->is_cancelled)) {
+            in->s->done = FINISH_CANCELLED;
             continue;
         }
         stage_instance(m, i, &n_items, &room);
@@ -421,8 +403,8 @@ static void decoder_step(struct cpu_embed *m)
     if (engine_decode(m->dec, m->tp, m->items, n_items, &err) != ERR_OK) {
         log_error("embedding batch failed: %s", err.msg);
         for (int t = 0; t < n_items; t++)
-            if (m->inst[m->in_inst[t]].done == FINISH_NONE)
-                fail_instance(&m->inst[m->in_inst[t]], 500, err.msg);
+            if (m->inst[m->in_inst[t]].s->done == FINISH_NONE)
+                inst_slot_fail(m->inst[m->in_inst[t]].s, 500, err.msg);
         return;
     }
     for (int t = 0; t < n_items; t++)
@@ -437,39 +419,21 @@ static void run_step(struct cpu_embed *m)
         encoder_step(m);
 }
 
-/* The scheduler's view of this model (see cpu_sched_ops). */
-static void sched_start_request(void *model, int i, struct request *r)
-{
-    start_request(model, i, r);
-}
-
-static bool sched_is_running(const void *model, int i)
-{
-    return ((const struct cpu_embed *)model)->inst[i].req != NULL;
-}
-
-static void sched_step(void *model)
+static void run_step_cb(void *model)
 {
     run_step(model);
 }
 
-static struct request *sched_take_finished(void *model, int i, struct request_outcome *out)
-{
-    struct cpu_embed *m = model;
-    if (!m->inst[i].req || m->inst[i].done == FINISH_NONE) return NULL;
-    return finish_instance(m, i, out);
-}
-
-static const struct cpu_sched_ops sched_ops = {
-    .start = sched_start_request,
-    .is_running = sched_is_running,
-    .step = sched_step,
-    .take_finished = sched_take_finished,
+/* The instance layer's view of this model. */
+static const struct inst_sched_ops sched_ops = {
+    .start = start_request,
+    .step = run_step_cb,
+    .end = end_request,
 };
 
 void cpu_embed_submit(struct cpu_embed *m, int instance, struct request *r)
 {
-    cpu_sched_submit(&m->sched, instance, r);
+    instances_submit(&m->set, instance, r);
 }
 
 /* A reranker's pair layout (see platform_model_desc): the rerank template when the file has
@@ -669,7 +633,9 @@ int cpu_embed_load(const char *gguf_path, const struct platform_load_args *a,
     if (rc != ERR_OK) goto out_free;
     const int n_threads = a->n_threads > 0 ? a->n_threads : thread_physical_core_count();
     rc = threadpool_new(n_threads, &m->tp);
-    if (rc == ERR_OK) rc = cpu_sched_start(&m->sched, &sched_ops, m, a->on_done, a->owner);
+    for (int i = 0; i < CPU_EMBED_MAX_INSTANCES; i++)
+        m->inst[i].s = &m->set.slot[i];
+    if (rc == ERR_OK) rc = instances_start_sched(&m->set, &sched_ops, m, a->on_done, a->owner);
     if (rc != ERR_OK) goto out_free;
     *out = m;
     return ERR_OK;
@@ -725,24 +691,24 @@ int cpu_embed_add_instance(struct cpu_embed *m, int instance, struct errmsg *err
             return errmsg_set(err, ERR_NOMEM, "cannot allocate a %d-token KV cache", m->n_ctx);
         }
     }
-    mutex_lock(&m->sched.mu);
+    instances_lock(&m->set);
     m->inst[instance].kv = kv;
     m->inst[instance].carry = carry;
-    m->inst[instance].exists = true;
-    mutex_unlock(&m->sched.mu);
+    m->inst[instance].s->exists = true;
+    instances_unlock(&m->set);
     return ERR_OK;
 }
 
 void cpu_embed_remove_instance(struct cpu_embed *m, int instance)
 {
-    mutex_lock(&m->sched.mu);
+    instances_lock(&m->set);
     struct instance *in = &m->inst[instance];
     uint8_t *kv = in->kv;
     struct engine_seq *carry = in->carry;
     in->kv = NULL;
     in->carry = NULL;
-    in->exists = false;
-    mutex_unlock(&m->sched.mu);
+    in->s->exists = false;
+    instances_unlock(&m->set);
     engine_seq_free(carry);
     mem_free(kv);
 }
@@ -750,14 +716,9 @@ void cpu_embed_remove_instance(struct cpu_embed *m, int instance)
 void cpu_embed_unload(struct cpu_embed *m)
 {
     if (!m) return;
-    cpu_sched_stop(&m->sched);
-    for (int i = 0; i < CPU_EMBED_MAX_INSTANCES; i++) {
-        if (m->inst[i].req) { // cannot happen: the core unloads idle models only
-            struct request_outcome o;
-            request_deliver(finish_instance(m, i, &o), &o);
-        }
-        if (m->inst[i].exists) cpu_embed_remove_instance(m, i);
-    }
-    cpu_sched_deinit(&m->sched);
+    instances_stop(&m->set);
+    for (int i = 0; i < CPU_EMBED_MAX_INSTANCES; i++)
+        if (m->inst[i].s->exists) cpu_embed_remove_instance(m, i);
+    instances_deinit(&m->set);
     free_parts(m);
 }

@@ -1,6 +1,6 @@
-/* cpu platform models. Threads: the scheduler thread (platform/cpu_sched.c) owns every
- * running instance's state; admin calls (add/remove instance) touch only idle instances, under
- * the scheduler's mu; submit hands a request over through the scheduler. */
+/* cpu platform models. Threads: the scheduler thread (platform/instances.c, scheduled mode)
+ * owns every running instance's state; admin calls (add/remove instance) touch only idle
+ * instances, under the instance layer's lock; submit hands a request over through it. */
 #include "platform/cpu_model.h"
 
 #include "engine/model.h"
@@ -8,7 +8,7 @@
 #include "engine/threadpool.h"
 #include "platform/cpu.h"
 #include "platform/cpu_embed.h"
-#include "platform/cpu_sched.h"
+#include "platform/instances.h"
 #include "platform/vocab_gguf.h"
 #include "text/chat_template.h"
 #include "text/gbnf.h"
@@ -25,7 +25,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define CPU_MAX_INSTANCES CPU_SCHED_MAX_INSTANCES
+#define CPU_MAX_INSTANCES INSTANCES_MAX
 #define CPU_DEFAULT_CTX   4096
 
 enum phase {
@@ -34,13 +34,12 @@ enum phase {
     PHASE_GENERATE, // feeding the last sampled token
 };
 
-/* seq/cached/exists: changed only while idle (admin thread, under mu). The rest: owned by
- * the scheduler thread while req is set. */
+/* seq/cached: changed only while idle (admin thread, under the layer's lock). The rest: owned
+ * by the scheduler thread while s->req is set. */
 struct instance {
-    bool exists;
+    struct inst_slot *s; // the layer's slot: existence, running request, outcome
     struct engine_seq *seq;
-    int32_t *cached;     // (n_ctx) tokens whose keys/values are in seq, in order
-    struct request *req; // running request (one reference) or NULL
+    int32_t *cached; // (n_ctx) tokens whose keys/values are in seq, in order
     struct sampler *sampler;
     enum phase phase;
     int n_fed;           // prompt tokens in the cache
@@ -51,8 +50,6 @@ struct instance {
     struct gbnf *grammar; // compiled constraint of the running request, or NULL
     struct grammar_state *gstate;
     double t_start_ms, t_prompt_done_ms;
-    enum finish_reason done;        // set during a step; the instance is finished after it
-    struct request_outcome failure; // when done == FINISH_ERROR: what the request is told
 };
 
 struct platform_model {
@@ -73,16 +70,17 @@ struct platform_model {
     struct engine_batch_item items[CPU_MAX_INSTANCES];
     int item_instance[CPU_MAX_INSTANCES];
 
-    struct cpu_sched sched; // its mu also guards instance existence
+    struct instances set; // its lock also guards instance existence
     struct instance inst[CPU_MAX_INSTANCES];
 };
 
-/* Ends the running request of instance i: records its timings and outcome, frees its
- * per-request state and returns it (the caller delivers it with request_deliver). */
-static struct request *finish_instance(struct platform_model *m, int i, struct request_outcome *out)
+/* Instance i's request ended: records its timings and frees its per-request state (the
+ * layer then delivers it). */
+static void end_request(void *model, int i)
 {
+    struct platform_model *m = model;
     struct instance *in = &m->inst[i];
-    struct request *r = in->req;
+    struct request *r = in->s->req;
     double now = clock_now_ms();
     double t_prompt = in->t_prompt_done_ms > 0 ? in->t_prompt_done_ms : now;
     struct request_timings t = {
@@ -99,21 +97,7 @@ static struct request *finish_instance(struct platform_model *m, int i, struct r
     in->gstate = NULL;
     gbnf_free(in->grammar);
     in->grammar = NULL;
-    *out = in->failure;
-    out->reason = in->done;
-    in->req = NULL;
     in->phase = PHASE_IDLE;
-    in->done = FINISH_NONE;
-    in->failure = (struct request_outcome){0};
-    return r;
-}
-
-/* The first outcome sticks (a later failure in the same step does not replace it). */
-static void fail_instance(struct instance *in, int status, const char *msg)
-{
-    if (in->done != FINISH_NONE) return;
-    request_outcome_fail(&in->failure, status, msg);
-    in->done = FINISH_ERROR;
 }
 
 static int common_prefix(const int32_t *a, int n_a, const int32_t *b, int n_b)
@@ -140,21 +124,20 @@ static struct sampler_params sampler_params_from(const struct gen_params *g)
     return p;
 }
 
-static void start_request(struct platform_model *m, int i, struct request *r)
+static void start_request(void *model, int i)
 {
+    struct platform_model *m = model;
     struct instance *in = &m->inst[i];
-    in->req = r;
-    in->done = FINISH_NONE;
+    struct request *r = in->s->req;
     in->n_generated = 0;
     in->t_start_ms = clock_now_ms();
     in->t_prompt_done_ms = 0;
-    request_mark_started(r);
     if (r->kind != REQUEST_GENERATE) {
-        fail_instance(in, 400, "this model does not produce embeddings");
+        inst_slot_fail(in->s, 400, "this model does not produce embeddings");
         return;
     }
     if (r->n_prompt < 1 || r->n_prompt >= m->n_ctx) {
-        fail_instance(in, 400, "the prompt does not fit the context");
+        inst_slot_fail(in->s, 400, "the prompt does not fit the context");
         return;
     }
     struct sampler_bias bias[GEN_MAX_LOGIT_BIAS];
@@ -166,7 +149,7 @@ static void start_request(struct platform_model *m, int i, struct request *r)
     sp.logit_bias = bias;
     sp.n_logit_bias = r->params.n_logit_bias;
     if (sampler_new(&sp, m->n_vocab, &in->sampler) != ERR_OK) {
-        fail_instance(in, 500, "cannot create the sampler (invalid parameters or no memory)");
+        inst_slot_fail(in->s, 500, "cannot create the sampler (invalid parameters or no memory)");
         return;
     }
     if (r->params.grammar) {
@@ -177,10 +160,10 @@ static void start_request(struct platform_model *m, int i, struct request *r)
         if (grc != ERR_OK) {
             // The API compiled this grammar already: only resources can fail here, or a
             // grammar sent straight to the platform.
-            fail_instance(in, grc == ERR_NOMEM ? 500 : 400,
-                          grc == ERR_NOMEM ? "out of memory for the grammar"
-                          : gerr.msg[0]    ? gerr.msg
-                                           : "invalid grammar");
+            inst_slot_fail(in->s, grc == ERR_NOMEM ? 500 : 400,
+                           grc == ERR_NOMEM ? "out of memory for the grammar"
+                           : gerr.msg[0]    ? gerr.msg
+                                            : "invalid grammar");
             return;
         }
     }
@@ -224,21 +207,21 @@ static int sample_constrained(struct platform_model *m, struct instance *in, int
 static void advance(struct platform_model *m, int i)
 {
     struct instance *in = &m->inst[i];
-    struct request *r = in->req;
+    struct request *r = in->s->req;
     int32_t token;
     int rc = sample_constrained(m, in, &token);
     if (rc != ERR_OK) {
-        fail_instance(in, rc == ERR_LIMIT ? 500 : 400,
-                      in->gstate ? "no token satisfies the grammar (or it is too complex)"
-                                 : "every token is banned by logit_bias");
+        inst_slot_fail(in->s, rc == ERR_LIMIT ? 500 : 400,
+                       in->gstate ? "no token satisfies the grammar (or it is too complex)"
+                                  : "every token is banned by logit_bias");
         return;
     }
     if ((!r->params.ignore_eos || in->gstate) && tok_is_eog(m->tok, token)) {
-        in->done = FINISH_STOP;
+        in->s->done = FINISH_STOP;
         return;
     }
     if (in->gstate && grammar_state_accept_token(in->gstate, m->gvocab, token) != ERR_OK) {
-        fail_instance(in, 500, "the grammar matcher failed");
+        inst_slot_fail(in->s, 500, "the grammar matcher failed");
         return;
     }
     struct gen_event ev = {.token = token};
@@ -257,13 +240,13 @@ static void advance(struct platform_model *m, int i)
     in->next_token = token;
     in->phase = PHASE_GENERATE;
     if (request_push_event(r, &ev) != ERR_OK)
-        in->done = FINISH_LENGTH;
+        in->s->done = FINISH_LENGTH;
     else if (in->gstate && grammar_state_is_done(in->gstate))
-        in->done = FINISH_STOP; // the grammar allows nothing more
+        in->s->done = FINISH_STOP; // the grammar allows nothing more
     else if (r->params.max_tokens >= 0 && in->n_generated >= r->params.max_tokens)
-        in->done = FINISH_LENGTH;
+        in->s->done = FINISH_LENGTH;
     else if (engine_seq_pos(in->seq) + 1 >= m->n_ctx)
-        in->done = FINISH_LENGTH;
+        in->s->done = FINISH_LENGTH;
 }
 
 /* Collects this step's batch: one token for every generating instance first (so decoding
@@ -274,19 +257,19 @@ static int build_batch(struct platform_model *m)
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 0; i < CPU_MAX_INSTANCES && room > 0; i++) {
             struct instance *in = &m->inst[i];
-            if (!in->req || in->done != FINISH_NONE) continue;
-            if (pass == 0 && atomic_load(&in->req->is_cancelled)) {
-                in->done = FINISH_CANCELLED;
+            if (!in->s->req || in->s->done != FINISH_NONE) continue;
+            if (pass == 0 && atomic_load(&in->s->req->is_cancelled)) {
+                in->s->done = FINISH_CANCELLED;
                 continue;
             }
             bool is_gen = in->phase == PHASE_GENERATE;
             if ((pass == 0) != is_gen) continue;
-            int n = is_gen ? 1 : in->req->n_prompt - in->n_fed;
+            int n = is_gen ? 1 : in->s->req->n_prompt - in->n_fed;
             if (n > room) n = room;
             in->n_feeding = n;
             m->items[n_items] = (struct engine_batch_item){
                 .seq = in->seq,
-                .tokens = is_gen ? &in->next_token : in->req->prompt + in->n_fed,
+                .tokens = is_gen ? &in->next_token : in->s->req->prompt + in->n_fed,
                 .n_tokens = n,
             };
             m->item_instance[n_items++] = i;
@@ -319,14 +302,14 @@ static void run_step(struct platform_model *m)
     errmsg_clear(&err);
     if (!file_still_whole(m)) {
         for (int k = 0; k < n_items; k++)
-            fail_instance(&m->inst[m->item_instance[k]], 500,
-                          "the model file was truncated on disk while loaded; reload the model");
+            inst_slot_fail(m->inst[m->item_instance[k]].s, 500,
+                           "the model file was truncated on disk while loaded; reload the model");
         return;
     }
     if (engine_decode(m->engine, m->tp, m->items, n_items, &err) != ERR_OK) {
         log_error("decode failed: %s", err.msg);
         for (int k = 0; k < n_items; k++)
-            fail_instance(&m->inst[m->item_instance[k]], 500, err.msg);
+            inst_slot_fail(m->inst[m->item_instance[k]].s, 500, err.msg);
         return;
     }
     for (int k = 0; k < n_items; k++) {
@@ -335,41 +318,23 @@ static void run_step(struct platform_model *m)
         memcpy(in->cached + pos, m->items[k].tokens, (size_t)in->n_feeding * sizeof(int32_t));
         if (in->phase == PHASE_PROMPT) {
             in->n_fed += in->n_feeding;
-            if (in->n_fed < in->req->n_prompt) continue;
+            if (in->n_fed < in->s->req->n_prompt) continue;
             in->t_prompt_done_ms = clock_now_ms();
         }
         advance(m, m->item_instance[k]);
     }
 }
 
-/* The scheduler's view of this model (see cpu_sched_ops). */
-static void sched_start_request(void *model, int i, struct request *r)
-{
-    start_request(model, i, r);
-}
-
-static bool sched_is_running(const void *model, int i)
-{
-    return ((const struct platform_model *)model)->inst[i].req != NULL;
-}
-
-static void sched_step(void *model)
+static void run_step_cb(void *model)
 {
     run_step(model);
 }
 
-static struct request *sched_take_finished(void *model, int i, struct request_outcome *out)
-{
-    struct platform_model *m = model;
-    if (!m->inst[i].req || m->inst[i].done == FINISH_NONE) return NULL;
-    return finish_instance(m, i, out);
-}
-
-static const struct cpu_sched_ops sched_ops = {
-    .start = sched_start_request,
-    .is_running = sched_is_running,
-    .step = sched_step,
-    .take_finished = sched_take_finished,
+/* The instance layer's view of this model. */
+static const struct inst_sched_ops sched_ops = {
+    .start = start_request,
+    .step = run_step_cb,
+    .end = end_request,
 };
 
 int cpu_model_cached_prefix(struct platform_model *m, int instance, const int32_t *tokens, int n)
@@ -378,7 +343,7 @@ int cpu_model_cached_prefix(struct platform_model *m, int instance, const int32_
     // (the pool removes an instance only after taking it out of routing).
     if (m->embed || instance < 0 || instance >= CPU_MAX_INSTANCES) return 0;
     const struct instance *in = &m->inst[instance];
-    if (!in->exists) return 0;
+    if (!in->s->exists) return 0;
     return common_prefix(in->cached, engine_seq_pos(in->seq), tokens, n);
 }
 
@@ -388,7 +353,7 @@ void cpu_model_submit(struct platform_model *m, int instance, struct request *r)
         cpu_embed_submit(m->embed, instance, r);
         return;
     }
-    cpu_sched_submit(&m->sched, instance, r);
+    instances_submit(&m->set, instance, r);
 }
 
 static char *copy_token_text(const struct tokenizer *t, tok_id id)
@@ -540,7 +505,9 @@ int cpu_model_load(const struct platform_load_args *a, struct platform_model **o
     m->logits = mem_calloc((size_t)m->n_vocab, sizeof *m->logits);
     rc = m->logits ? threadpool_new(n_threads, &m->tp) : ERR_NOMEM;
     if (rc != ERR_OK) goto out_free;
-    rc = cpu_sched_start(&m->sched, &sched_ops, m, a->on_done, a->owner);
+    for (int i = 0; i < CPU_MAX_INSTANCES; i++)
+        m->inst[i].s = &m->set.slot[i];
+    rc = instances_start_sched(&m->set, &sched_ops, m, a->on_done, a->owner);
     if (rc != ERR_OK) goto out_free;
     *out = m;
     return ERR_OK;
@@ -601,11 +568,11 @@ int cpu_model_add_instance(struct platform_model *m, int instance, struct errmsg
         mem_free(cached);
         return errmsg_set(err, rc, "cannot allocate a %d-token KV cache", m->n_ctx);
     }
-    mutex_lock(&m->sched.mu);
+    instances_lock(&m->set);
     m->inst[instance].seq = seq;
     m->inst[instance].cached = cached;
-    m->inst[instance].exists = true;
-    mutex_unlock(&m->sched.mu);
+    m->inst[instance].s->exists = true;
+    instances_unlock(&m->set);
     return ERR_OK;
 }
 
@@ -615,14 +582,14 @@ void cpu_model_remove_instance(struct platform_model *m, int instance)
         cpu_embed_remove_instance(m->embed, instance);
         return;
     }
-    mutex_lock(&m->sched.mu);
+    instances_lock(&m->set);
     struct instance *in = &m->inst[instance];
     struct engine_seq *seq = in->seq;
     int32_t *cached = in->cached;
     in->seq = NULL;
     in->cached = NULL;
-    in->exists = false;
-    mutex_unlock(&m->sched.mu);
+    in->s->exists = false;
+    instances_unlock(&m->set);
     engine_seq_free(seq);
     mem_free(cached);
 }
@@ -635,14 +602,9 @@ void cpu_model_unload(struct platform_model *m)
         mem_free(m);
         return;
     }
-    cpu_sched_stop(&m->sched);
-    for (int i = 0; i < CPU_MAX_INSTANCES; i++) {
-        if (m->inst[i].req) { // cannot happen: the core unloads idle models only
-            struct request_outcome o;
-            request_deliver(finish_instance(m, i, &o), &o);
-        }
-        if (m->inst[i].exists) cpu_model_remove_instance(m, i);
-    }
-    cpu_sched_deinit(&m->sched);
+    instances_stop(&m->set);
+    for (int i = 0; i < CPU_MAX_INSTANCES; i++)
+        if (m->inst[i].s->exists) cpu_model_remove_instance(m, i);
+    instances_deinit(&m->set);
     free_parts(m);
 }

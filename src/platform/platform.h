@@ -89,11 +89,26 @@ struct platform_model_desc {
 
 struct platform_model;
 
+/* What /v1/platforms says beyond availability (vendor platforms; "" when not applicable). */
+struct platform_status {
+    char reason[512];        // why the platform is unavailable
+    char library[1024];      // the runtime library it uses (path or name)
+    char driver_version[64]; // the NPU driver's version when readable
+    char abi[16];            // the runtime ABI it speaks ("1.3")
+};
+
 struct platform {
     const char *id;           // stable id used in the API ("cpu")
     const char *display_name; // human-readable
+    /* Called once at start-up, after vendor_configure (vendor platforms open their runtime
+     * library here). May be NULL. Cannot fail: a failure makes the platform unavailable. */
+    void (*start)(void);
+    /* Releases what start acquired. May be NULL. */
+    void (*stop)(void);
     /* True when this host can run the platform. Cannot fail. */
     bool (*is_available)(void);
+    /* Fills the status (zeroed by the caller). May be NULL. */
+    void (*status)(struct platform_status *out);
     /* Writes up to max chips; returns how many (0 when none can be detected). */
     int (*detect_chips)(struct platform_chip *out, int max);
     /* True when the platform recognises the model at path (a file or a directory). */
@@ -126,8 +141,13 @@ const struct platform *const *platform_list(size_t *n_platforms);
 /* The platform with this id, or NULL. */
 const struct platform *platform_find(const char *id);
 
-/* The first platform that claims path, or NULL when none does. */
+/* The platform that runs the model at path (platform/detect.c's rules), or NULL when none
+ * or several could. */
 const struct platform *platform_detect(const char *path);
+
+/* Calls every platform's start hook / stop hook, once, at start-up / exit. */
+void platform_start_all(void);
+void platform_stop_all(void);
 
 /* A pooling by its llama.cpp name ("none", "mean", "cls", "last", "rank"). ERR_OK or
  * ERR_INVALID (unknown name; *out untouched). */

@@ -1,14 +1,35 @@
-/* The compiled-in platform table. Vendor platforms add an entry here (or, later, are loaded
- * with dlopen and appended). */
+/* The compiled-in platform table. Vendor platforms are compiled in too; their runtimes are
+ * opened with dlopen at start-up (platform_start_all), so a host without them lists them as
+ * unavailable. */
 #include "platform/platform.h"
 
 #include "platform/cpu.h"
+#include "platform/detect.h"
+#include "platform/rkllm.h"
+#include "platform/rknn2.h"
+#include "platform/rknn3.h"
+#include "util/mem.h"
 
 #include <string.h>
 
 static const struct platform *const platforms[] = {
     &cpu_platform,
+    &rkllm_platform,
+    &rknn2_platform,
+    &rknn3_platform,
 };
+
+void platform_start_all(void)
+{
+    for (size_t i = 0; i < sizeof platforms / sizeof platforms[0]; i++)
+        if (platforms[i]->start) platforms[i]->start();
+}
+
+void platform_stop_all(void)
+{
+    for (size_t i = 0; i < sizeof platforms / sizeof platforms[0]; i++)
+        if (platforms[i]->stop) platforms[i]->stop();
+}
 
 const struct platform *const *platform_list(size_t *n_platforms)
 {
@@ -25,9 +46,13 @@ const struct platform *platform_find(const char *id)
 
 const struct platform *platform_detect(const char *path)
 {
-    for (size_t i = 0; i < sizeof platforms / sizeof platforms[0]; i++)
-        if (platforms[i]->claims(path)) return platforms[i];
-    return NULL;
+    struct platform_detection *d = mem_alloc(sizeof *d);
+    if (!d) return NULL;
+    struct errmsg err;
+    errmsg_clear(&err);
+    const struct platform *p = platform_detect_model(path, d, &err) == ERR_OK ? d->platform : NULL;
+    mem_free(d);
+    return p;
 }
 
 int platform_pooling_parse(const char *name, enum platform_pooling *out)

@@ -52,6 +52,11 @@ struct server_config {
     char reasoning_format[32];      // --reasoning-format (accepted: none, deepseek, auto, …)
     char chat_template[8192];       // --chat-template: a built-in name or Jinja source, every model
     char chat_template_file[1024];  // --chat-template-file FILE
+    char rkllm_lib[1024];           // --rkllm-lib: the RKLLM runtime ("": librkllmrt.so)
+    char rknn_lib[1024];            // --rknn-lib: the RKNN runtime ("": librknnrt.so)
+    char rknn3_lib[1024];           // --rknn3-lib: the RKNN3 runtime ("": librknn3_api.so)
+    char rkllm_abi[8];              // --rkllm-abi: 1.2 or 1.3 (models' model.json "abi" wins)
+    char sysfs_root[1024];          // --sysfs-root: host files are read under this ("/")
 };
 
 enum config_parse_result {

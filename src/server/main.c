@@ -4,6 +4,8 @@
 #include "api/metrics.h"
 #include "api/response_store.h"
 #include "core/manager.h"
+#include "platform/platform.h"
+#include "platform/vendor.h"
 #include "media/media_path.h"
 #include "server/config.h"
 #include "server/http.h"
@@ -107,10 +109,25 @@ static char *read_template_file(const char *path)
     return text;
 }
 
+/* Hands the vendor settings to the platforms and opens their runtimes. */
+static void start_platforms(const struct server_config *config)
+{
+    struct vendor_config vc;
+    memset(&vc, 0, sizeof vc);
+    snprintf(vc.sysfs_root, sizeof vc.sysfs_root, "%s", config->sysfs_root);
+    snprintf(vc.rkllm_lib, sizeof vc.rkllm_lib, "%s", config->rkllm_lib);
+    snprintf(vc.rknn_lib, sizeof vc.rknn_lib, "%s", config->rknn_lib);
+    snprintf(vc.rknn3_lib, sizeof vc.rknn3_lib, "%s", config->rknn3_lib);
+    snprintf(vc.rkllm_abi, sizeof vc.rkllm_abi, "%s", config->rkllm_abi);
+    vendor_configure(&vc);
+    platform_start_all();
+}
+
 static int serve(const struct server_config *config)
 {
     sigset_t set;
     block_signals(&set);
+    start_platforms(config);
     struct manager_config mc = {
         .default_queue_size = config->request_queue_size,
         .n_threads = config->n_threads,
@@ -204,6 +221,7 @@ static int serve(const struct server_config *config)
     http_server_stop(http);
     response_store_free(ctx.responses);
     manager_free(manager);
+    platform_stop_all();
     media_path_deinit(&media);
     mem_free(file_template);
     return 0;

@@ -1,5 +1,6 @@
-/* platform/: chip detection from sample /proc/cpuinfo texts, the platform registry and the
- * cpu platform's path claims. */
+/* platform/: chip detection from sample /proc/cpuinfo texts, the platform registry, the cpu
+ * platform's path claims, model directory detection and model.json, and the vendor plumbing
+ * (SoC and NPU driver under a fake sysfs root, a runtime library without a needed symbol). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -8,11 +9,14 @@
 
 #include "platform/cpu.h"
 #include "platform/cpuinfo.h"
+#include "platform/detect.h"
+#include "platform/vendor.h"
 #include "platform/platform.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static size_t read_file(const char *path, char *out, size_t cap)
@@ -81,8 +85,11 @@ static void test_registry_and_claims(void **state)
     (void)state;
     size_t n;
     const struct platform *const *list = platform_list(&n);
-    assert_int_equal(n, 1);
+    assert_int_equal(n, 4);
     assert_string_equal(list[0]->id, "cpu");
+    assert_string_equal(list[1]->id, "rkllm");
+    assert_string_equal(list[2]->id, "rknn2");
+    assert_string_equal(list[3]->id, "rknn3");
     assert_ptr_equal(platform_find("cpu"), &cpu_platform);
     assert_null(platform_find("rknn"));
 
@@ -109,6 +116,160 @@ static void test_registry_and_claims(void **state)
     rmdir(dir);
 }
 
+static void write_file(const char *dir, const char *name, const char *data, size_t len)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fwrite(data, 1, len, f);
+    fclose(f);
+}
+
+static void remove_file(const char *dir, const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    unlink(path);
+}
+
+/* Detects dir; returns the platform id or the error message. */
+static const char *detect(const char *dir, struct platform_detection *d)
+{
+    static struct errmsg err;
+    errmsg_clear(&err);
+    if (platform_detect_model(dir, d, &err) != ERR_OK) return err.msg;
+    return d->platform->id;
+}
+
+static void test_directory_detection(void **state)
+{
+    (void)state;
+    struct platform_detection d;
+    char dir[] = "/tmp/llamapi-detect-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    assert_non_null(strstr(detect(dir, &d), "holds no model"));
+    write_file(dir, "Qwen3-4B-rk3576-w8a8.rkllm", "x", 1);
+    assert_string_equal(detect(dir, &d), "rkllm");
+    assert_string_equal(d.chip, "rk3576");
+    assert_non_null(strstr(d.file, "/Qwen3-4B-rk3576-w8a8.rkllm"));
+    write_file(dir, "other.rkllm", "x", 1);
+    assert_non_null(strstr(detect(dir, &d), "ambiguous"));
+    remove_file(dir, "other.rkllm");
+    // An .rknn without tokenizer files is not rknn2; with them the directory is ambiguous.
+    write_file(dir, "model.rknn", "x", 1);
+    assert_string_equal(detect(dir, &d), "rkllm");
+    write_file(dir, "tokenizer.json", "{}", 2);
+    const char *msg = detect(dir, &d);
+    assert_non_null(strstr(msg, "ambiguous"));
+    assert_non_null(strstr(msg, "model.rknn (rknn2)"));
+    assert_non_null(strstr(msg, "(rkllm)"));
+    // model.json decides.
+    static const char manifest[] = "{\"platform\":\"rknn2\",\"seq_len\":512,\"chip\":\"RK3588\"}";
+    write_file(dir, "model.json", manifest, strlen(manifest));
+    assert_string_equal(detect(dir, &d), "rknn2");
+    assert_int_equal(d.manifest.seq_len, 512);
+    assert_string_equal(d.chip, "rk3588");
+    assert_non_null(strstr(d.file, "/model.rknn"));
+    write_file(dir, "model.json", "{\"platform\":\"npu9\"}", strlen("{\"platform\":\"npu9\"}"));
+    assert_non_null(strstr(detect(dir, &d), "'npu9', which does not exist"));
+    write_file(dir, "model.json", "{\"seq_len\":\"x\"}", strlen("{\"seq_len\":\"x\"}"));
+    assert_non_null(strstr(detect(dir, &d), "'seq_len' must be an integer"));
+    write_file(dir, "model.json", "{\"file\":\"../x\"}", strlen("{\"file\":\"../x\"}"));
+    assert_non_null(strstr(detect(dir, &d), "'file' must be a name inside"));
+    remove_file(dir, "model.json");
+    remove_file(dir, "tokenizer.json");
+    remove_file(dir, "Qwen3-4B-rk3576-w8a8.rkllm");
+    // The rknn3 set: its tokenizer .gguf is not a cpu model.
+    write_file(dir, "model.weight", "x", 1);
+    write_file(dir, "model.tokenizer.gguf", "GGUF\3\0\0\0", 8);
+    assert_non_null(strstr(detect(dir, &d), "no tokenizer.json"));
+    write_file(dir, "model.embed.bin", "x", 1);
+    assert_string_equal(detect(dir, &d), "rknn3");
+    assert_non_null(strstr(d.file, "/model.rknn"));
+    write_file(dir, "chat.gguf", "GGUF\3\0\0\0", 8);
+    assert_non_null(strstr(detect(dir, &d), "ambiguous"));
+    static const char *const names[] = {"model.weight", "model.tokenizer.gguf", "model.embed.bin",
+                                        "model.rknn", "chat.gguf"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        remove_file(dir, names[i]);
+    rmdir(dir);
+}
+
+static void test_vendor_host_facts(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/llamapi-sysfs-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    struct vendor_config vc;
+    memset(&vc, 0, sizeof vc);
+    snprintf(vc.sysfs_root, sizeof vc.sysfs_root, "%s", root);
+    vendor_configure(&vc);
+    char out[64];
+    assert_false(vendor_soc_detect(out, sizeof out));
+    assert_false(vendor_npu_driver_version(out, sizeof out));
+    char sub[512];
+    snprintf(sub, sizeof sub, "%s/proc", root);
+    mkdir(sub, 0700);
+    snprintf(sub, sizeof sub, "%s/proc/device-tree", root);
+    mkdir(sub, 0700);
+    static const char compat[] = "rockchip,rk3588s-orangepi-5\0rockchip,rk3588\0";
+    write_file(sub, "compatible", compat, sizeof compat - 1);
+    assert_true(vendor_soc_detect(out, sizeof out));
+    assert_string_equal(out, "RK3588");
+    static const char mainline[] = "xunlong,orangepi-5\0rockchip,rk3588s\0";
+    write_file(sub, "compatible", mainline, sizeof mainline - 1);
+    assert_true(vendor_soc_detect(out, sizeof out));
+    assert_string_equal(out, "RK3588S");
+    struct platform_chip chips[2];
+    assert_int_equal(vendor_soc_chips(chips, 2), 1);
+    assert_string_equal(chips[0].chip_type, "RK3588S");
+    assert_true(vendor_chip_matches("rk3588", "RK3588S"));
+    assert_false(vendor_chip_matches("rk3576", "RK3588"));
+    snprintf(sub, sizeof sub, "%s/proc/rknpu", root);
+    mkdir(sub, 0700);
+    write_file(sub, "version", "RKNPU driver: v0.9.8\n", 21);
+    assert_true(vendor_npu_driver_version(out, sizeof out));
+    assert_string_equal(out, "0.9.8");
+    remove_file(sub, "version");
+    rmdir(sub);
+    snprintf(sub, sizeof sub, "%s/proc/device-tree", root);
+    remove_file(sub, "compatible");
+    rmdir(sub);
+    snprintf(sub, sizeof sub, "%s/proc", root);
+    rmdir(sub);
+    rmdir(root);
+    memset(&vc, 0, sizeof vc);
+    vendor_configure(&vc);
+}
+
+struct two_fns {
+    int (*cos_fn)(void);
+    int (*missing)(void);
+};
+
+static void test_vendor_lib_symbols(void **state)
+{
+    (void)state;
+    struct vendor_lib lib;
+    struct two_fns fns;
+    static const struct vendor_sym one[] = {{"cos", offsetof(struct two_fns, cos_fn)}};
+    static const struct vendor_sym two[] = {{"cos", offsetof(struct two_fns, cos_fn)},
+                                            {"rkllm_init", offsetof(struct two_fns, missing)}};
+    assert_int_equal(vendor_lib_open(&lib, "libllamapi-none.so", one, 1, &fns, sizeof fns),
+                     ERR_UNSUPPORTED);
+    assert_non_null(strstr(lib.reason, "libllamapi-none.so"));
+    assert_int_equal(vendor_lib_open(&lib, "libm.so.6", two, 2, &fns, sizeof fns), ERR_UNSUPPORTED);
+    assert_string_equal(lib.reason,
+                        "libm.so.6 does not export rkllm_init (not a supported version)");
+    assert_null(fns.cos_fn); // nothing half-resolved
+    assert_false(lib.is_available);
+    assert_int_equal(vendor_lib_open(&lib, "libm.so.6", one, 1, &fns, sizeof fns), ERR_OK);
+    assert_true(lib.is_available);
+    assert_non_null(fns.cos_fn);
+    vendor_lib_close(&lib);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -117,6 +278,9 @@ int main(void)
         cmocka_unit_test(test_cpuinfo_garbage_and_limits),
         cmocka_unit_test(test_cpuinfo_detect_host),
         cmocka_unit_test(test_registry_and_claims),
+        cmocka_unit_test(test_directory_detection),
+        cmocka_unit_test(test_vendor_host_facts),
+        cmocka_unit_test(test_vendor_lib_symbols),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
