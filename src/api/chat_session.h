@@ -31,6 +31,12 @@ struct chat_session_args {
 int chat_session_start(const struct chat_session_args *a, struct gen_session **out, int *n_prompt,
                        struct api_fail *f);
 
+/* The request fields a platform cannot honour that must be refused before the generic
+ * validation reads them (n > 1, whose range check would call it invalid, and logit_bias, whose
+ * token ids mean nothing to a runtime that tokenizes itself): 400 unsupported_parameter naming
+ * the field and the platform. True when the body may go on. */
+bool chat_session_precheck(const struct model *m, const json_t *body, struct api_fail *f);
+
 /* Renders and tokenizes as chat_session_start would, without generating; *n_tokens is the
  * prompt's length, also when it exceeds the context (counting is what the caller asked).
  * a->params is unused. Errors as chat_messages_validate and chat_prompt_build. */

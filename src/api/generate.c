@@ -26,6 +26,7 @@ struct gen_session {
     int cursor;                    // events consumed
     int n_completion;              // tokens generated
     bool is_done;
+    bool is_stop_string;      // ended at a stop string (the runtime may have run on a little)
     struct buf piece;         // scratch: one token's text
     struct buf text;          // scratch: this step's text, up to a stop string
     struct buf content;       // scratch: this step's content after reasoning split
@@ -46,9 +47,15 @@ int gen_session_start(struct model *m, const int32_t *prompt, int n_prompt,
     tok_stream_init(&s->detok, s->tok, false);
     int max_events = desc->n_ctx - n_prompt;
     if (params->max_tokens >= 0 && params->max_tokens < max_events) max_events = params->max_tokens;
+    if (max_events < 1) max_events = 1;
     struct errmsg err;
     errmsg_clear(&err);
     int rc = request_new(REQUEST_GENERATE, prompt, n_prompt, params, max_events, &s->req);
+    if (rc == ERR_OK && desc->is_text_io) {
+        rc = request_set_text_prompt(s->req, opt->prompt_text ? opt->prompt_text : "",
+                                     opt->prompt_text_len, opt->prompt_role);
+        s->req->enable_thinking = opt->enable_thinking;
+    }
     if (rc == ERR_OK && opt->has_slot) s->req->preferred_instance = opt->slot;
     if (rc == ERR_OK && opt->n_stops > 0)
         rc = stopstr_new(opt->stops, opt->n_stops, &s->stops, &err);
@@ -128,11 +135,15 @@ static int detokenize_until_stop(struct gen_session *s, int n, bool is_final, st
     buf_clear(&s->text);
     for (int i = 0; i < n; i++) {
         buf_clear(&s->piece);
-        tok_stream_push(&s->detok, s->events[i].token, &s->piece);
-        if (is_final && i == n - 1) tok_stream_flush(&s->detok, &s->piece);
+        if (s->events[i].token < 0) { // text-IO: the runtime's own text
+            request_copy_text(s->req, &s->events[i], &s->piece);
+        } else {
+            tok_stream_push(&s->detok, s->events[i].token, &s->piece);
+            if (is_final && i == n - 1) tok_stream_flush(&s->detok, &s->piece);
+        }
         if (append_until_stop(s, d)) return i + 1;
     }
-    if (n == 0 && is_final) { // ended without a new event: what the detokenizer holds
+    if (n == 0 && is_final && s->tok) { // ended without a new event: what the detokenizer holds
         buf_clear(&s->piece);
         tok_stream_flush(&s->detok, &s->piece);
         if (append_until_stop(s, d)) return 0;
@@ -222,6 +233,7 @@ bool gen_session_next(struct gen_session *s, int timeout_ms, struct gen_delta *d
         // The stop string ended the answer: stop the model now and finish here.
         request_cancel(s->req);
         wait_stopped(s);
+        s->is_stop_string = true;
         is_final = true;
         fin = FINISH_STOP;
     }
@@ -243,12 +255,20 @@ bool gen_session_next(struct gen_session *s, int timeout_ms, struct gen_delta *d
 
 int gen_session_n_prompt(const struct gen_session *s)
 {
-    return s->req->n_prompt;
+    if (!s->req->prompt_text) return s->req->n_prompt;
+    // Text-IO: the runtime counted the prompt (its perf, in the timings).
+    struct request_timings t;
+    request_outcome(s->req, NULL, NULL, &t);
+    return t.n_prompt + t.n_cached;
 }
 
 int gen_session_n_completion(const struct gen_session *s)
 {
-    return s->n_completion;
+    if (!s->req->prompt_text || s->is_stop_string || !s->is_done) return s->n_completion;
+    // Text-IO: the runtime's count (its perf); a character split over two tokens is one event.
+    struct request_timings t;
+    request_outcome(s->req, NULL, NULL, &t);
+    return t.n_predicted;
 }
 
 int gen_session_instance(const struct gen_session *s)
@@ -263,7 +283,9 @@ void gen_session_timings(struct gen_session *s, struct request_timings *out)
     request_outcome(s->req, NULL, NULL, out);
     // After a stop string the model may have run a few tokens more in its last step; the
     // answer (and so predicted_n, as usage) ends at the token that completed the stop.
-    if (s->is_done && out->n_predicted > s->n_completion) out->n_predicted = s->n_completion;
+    if (s->is_done && (!s->req->prompt_text || s->is_stop_string) &&
+        out->n_predicted > s->n_completion)
+        out->n_predicted = s->n_completion;
 }
 
 const struct gen_event *gen_session_events(const struct gen_session *s, int *n)

@@ -27,6 +27,11 @@ struct gen_options {
     struct metrics *metrics;         // counters to update (borrowed; outlives the session) or NULL
     bool has_slot;                   // run on instance `slot` when it is idle (id_slot)
     int slot;
+    // Text-IO models (platform_model_desc.is_text_io): the prompt as text instead of tokens.
+    const char *prompt_text; // borrowed for gen_session_start
+    size_t prompt_text_len;
+    const char *prompt_role; // the role it is sent as (NULL: "user")
+    int enable_thinking;     // -1 unset, 0, 1
 };
 
 #define GEN_DELTA_MAX_CALLS 16
@@ -48,7 +53,7 @@ struct gen_delta {
 
 struct gen_session;
 
-/* Submits the prompt. On success *out is the caller's (end it with gen_session_end()).
+/* Submits the prompt (tokens; for a text-IO model opt->prompt_text, and prompt is empty). On success *out is the caller's (end it with gen_session_end()).
  * Failures fill f: 429 rate_limit_exceeded/queue_full (f->retry_after set by the caller),
  * 404 model_not_found while unloading, 500 on allocation failure. The model reference is
  * borrowed: the caller keeps its own until gen_session_end. */

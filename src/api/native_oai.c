@@ -175,6 +175,14 @@ void api_completions(const struct api_ctx *ctx, const struct api_request *req,
     struct model *m = NULL;
     if (v_require(req->json, "model", "model", &f))
         m = api_resolve_model(ctx, req->json, MODEL_KIND_CHAT, &f);
+    if (m && model_desc(m)->is_text_io) { // no tokenizer of ours: prompts are chat only
+        api_failf(&f, 400, "unsupported_platform", "model",
+                  "The model '%s' runs on the %s platform, which serves chat messages only "
+                  "(/v1/chat/completions, /v1/messages, /v1/responses).",
+                  model_id(m), model_platform(m)->id);
+        model_release(m);
+        m = NULL;
+    }
     struct native_call *c = m ? native_call_new(m) : NULL;
     if (m && !c) api_failf(&f, 500, NULL, NULL, "out of memory");
     struct native_tokenizer t;

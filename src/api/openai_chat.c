@@ -338,7 +338,8 @@ static bool start_chat(const struct api_ctx *ctx, json_t *body, struct chat_call
     static const struct params_names names = {"max_tokens", "max_completion_tokens", "stop"};
     json_t *tools = NULL;
     bool parallel = true;
-    if (!parse_flags(body, stream, &c->include_usage, f) ||
+    if (!chat_session_precheck(c->model, body, f) ||
+        !parse_flags(body, stream, &c->include_usage, f) ||
         !params_merge_base(ctx->gen_defaults, model_default_params(c->model), body, &names,
                            model_desc(c->model)->n_vocab, &p, f) ||
         !parse_logprobs(body, c, &p.gen, f) || !parse_tools(body, &tools, f) ||

@@ -306,6 +306,7 @@ void instances_abort(struct instances *s, struct inst_slot *slot)
 {
     mutex_lock(&s->mu);
     slot->want_abort = true;
+    slot->is_abort_sent = false; // again: an abort that came before the run took hold is lost
     cond_broadcast(&s->cv);
     mutex_unlock(&s->mu);
 }

@@ -120,7 +120,9 @@ void instances_unlock(struct instances *s);
 void instances_submit(struct instances *s, int i, struct request *r);
 
 /* Workers: asks the watch thread to abort the slot's running call (a callback that saw its
- * end: a stop, max_tokens). Thread-safe; safe from inside a runtime callback. */
+ * end: max_tokens, or a cancellation that an earlier abort did not end — a runtime may ignore
+ * an abort that arrives before its run started). Each call sends one more abort.
+ * Thread-safe; safe from inside a runtime callback. */
 void instances_abort(struct instances *s, struct inst_slot *slot);
 
 /* Stops: cancels what still runs, waits for it, joins every thread and (workers) destroys every

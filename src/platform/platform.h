@@ -57,6 +57,25 @@ struct platform_load_args {
 struct tokenizer;
 struct jinja_template;
 
+/* Request features a platform cannot honour; a request that uses one is refused with 400
+ * unsupported_parameter naming the parameter and the platform (never silently ignored). */
+enum platform_unsupported {
+    PLATFORM_UNSUPPORTED_GRAMMAR = 1 << 0,    // grammar, json_schema, response_format with a
+                                              // schema, a forced tool_choice
+    PLATFORM_UNSUPPORTED_LOGPROBS = 1 << 1,   // logprobs, top_logprobs, n_probs
+    PLATFORM_UNSUPPORTED_N = 1 << 2,          // n > 1
+    PLATFORM_UNSUPPORTED_LOGIT_BIAS = 1 << 3, // logit_bias
+    PLATFORM_UNSUPPORTED_MIN_P = 1 << 4,      // min_p
+    PLATFORM_UNSUPPORTED_SEED = 1 << 5,       // seed
+};
+
+/* Sampling values fixed when an instance was created (a runtime without per-request
+ * sampling); a request asking for other values is refused. */
+struct platform_sampling {
+    float temperature, top_p, repeat_penalty, frequency_penalty, presence_penalty;
+    int top_k;
+};
+
 /* What a loaded model is, for /v1/models, the memory budget and the API layer's text work.
  * Pointers are borrowed from the platform model: valid while a reference to the model is
  * held; the objects they point to are immutable and thread-safe. */
@@ -85,6 +104,14 @@ struct platform_model_desc {
     uint64_t instance_bytes; // memory one more instance costs
     char arch[32];
     char description[160]; // what the model is, when its file says
+    // Text-IO platforms tokenize inside their runtime: tokenizer is NULL, a request carries
+    // its prompt as text (request_set_text_prompt) and its output as text events.
+    bool is_text_io;
+    bool is_last_message_only; // text-IO without a chat template of ours: only the last
+                               // message is sent and the runtime applies its own template
+    unsigned unsupported;      // enum platform_unsupported bits
+    const struct platform_sampling *fixed_sampling; // NULL: sampling is per request
+    const char *abi;                                // the runtime ABI in use ("1.2"), or NULL
 };
 
 struct platform_model;

@@ -3,6 +3,7 @@
 
 #include "util/mem.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -30,6 +31,7 @@ int request_new(enum request_kind kind, const int32_t *prompt, int n_prompt,
     r->params.grammar = NULL;
     r->instance = -1;
     r->preferred_instance = -1;
+    r->enable_thinking = -1;
     r->prompt = mem_calloc((size_t)n_prompt + 1, sizeof *r->prompt);
     r->events = mem_calloc((size_t)max_events + 1, sizeof *r->events);
     if (params->grammar) r->params.grammar = mem_strdup(params->grammar);
@@ -85,6 +87,8 @@ void request_release(struct request *r)
     mem_free(r->events);
     mem_free(r->embedding);
     mem_free(r->input_lens);
+    mem_free(r->prompt_text);
+    mem_free(r->text);
     mem_free(r);
 }
 
@@ -106,6 +110,56 @@ int request_push_event(struct request *r, const struct gen_event *ev)
     cond_broadcast(&r->cv);
     mutex_unlock(&r->mu);
     return rc;
+}
+
+int request_push_text(struct request *r, const char *text, size_t len)
+{
+    int rc = ERR_OK;
+    mutex_lock(&r->mu);
+    if (r->n_events >= r->events_cap || len > UINT32_MAX || r->text_len > UINT32_MAX - len) {
+        rc = ERR_LIMIT;
+    } else if (r->text_len + len > r->text_cap) {
+        size_t cap = r->text_cap ? r->text_cap : 256;
+        while (cap < r->text_len + len)
+            cap = cap > SIZE_MAX / 2 ? r->text_len + len : cap * 2;
+        char *grown = mem_realloc(r->text, cap);
+        if (!grown)
+            rc = ERR_NOMEM;
+        else
+            r->text = grown, r->text_cap = cap;
+    }
+    if (rc == ERR_OK) {
+        memcpy(r->text + r->text_len, text, len);
+        r->events[r->n_events++] = (struct gen_event){
+            .token = -1, .text_off = (uint32_t)r->text_len, .text_len = (uint32_t)len};
+        r->text_len += len;
+    }
+    cond_broadcast(&r->cv);
+    mutex_unlock(&r->mu);
+    return rc;
+}
+
+int request_copy_text(struct request *r, const struct gen_event *ev, struct buf *out)
+{
+    mutex_lock(&r->mu);
+    int rc = ERR_OK;
+    if ((size_t)ev->text_off + ev->text_len <= r->text_len)
+        rc = buf_append(out, r->text + ev->text_off, ev->text_len);
+    mutex_unlock(&r->mu);
+    return rc;
+}
+
+int request_set_text_prompt(struct request *r, const char *text, size_t len, const char *role)
+{
+    char *copy = mem_alloc(len + 1);
+    if (!copy) return ERR_NOMEM;
+    memcpy(copy, text, len);
+    copy[len] = '\0';
+    mem_free(r->prompt_text);
+    r->prompt_text = copy;
+    r->prompt_text_len = len;
+    snprintf(r->prompt_role, sizeof r->prompt_role, "%s", role ? role : "user");
+    return ERR_OK;
 }
 
 int request_set_embedding(struct request *r, const float *v, int n)

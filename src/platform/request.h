@@ -7,6 +7,7 @@
 #ifndef PLATFORM_REQUEST_H
 #define PLATFORM_REQUEST_H
 
+#include "util/buf.h"
 #include "util/err.h"
 #include "util/thread.h"
 
@@ -53,8 +54,12 @@ struct gen_params {
 
 #define GEN_MAX_PROBS 20
 
+/* One step of output: a token (token-IO platforms), or a piece of text (text-IO platforms,
+ * which tokenize inside their runtime: token is -1 and the text is bytes
+ * [text_off, text_off + text_len) of the request's text, read with request_copy_text). */
 struct gen_event {
     int32_t token;
+    uint32_t text_off, text_len;
     float logprob; // of the chosen token (when n_probs > 0)
     int n_probs;
     struct {
@@ -77,6 +82,10 @@ struct request {
     int32_t *prompt; // owned; n_prompt tokens
     int n_prompt;
     struct gen_params params;
+    char *prompt_text;        // text-IO platforms: the prompt as text (owned) or NULL;
+    size_t prompt_text_len;   // prompt/n_prompt are then empty
+    char prompt_role[16];     // the role the text is sent as ("user", "tool")
+    int enable_thinking;      // -1 unset, 0, 1 (runtimes that take it as an input flag)
     int *input_lens;          // REQUEST_EMBED: (n_inputs) token counts of the inputs that
     int n_inputs;             // prompt concatenates (owned); NULL/0: the prompt is one input
     atomic_bool is_cancelled; // set by the reader or by unload; checked every step
@@ -89,6 +98,8 @@ struct request {
     struct gen_event *events; // (events_cap) written by the platform
     int n_events;
     int events_cap;
+    char *text; // (text_cap) text events' bytes, appended by the platform
+    size_t text_len, text_cap;
     float *embedding; // (n_embedding) for REQUEST_EMBED
     int n_embedding;
     enum finish_reason finish;
@@ -119,6 +130,10 @@ void request_release(struct request *r);
 void request_mark_started(struct request *r);
 int request_push_event(struct request *r, const struct gen_event *ev);
 int request_set_embedding(struct request *r, const float *v, int n);
+/* Text-IO platforms: appends one text event (len > 0 bytes, complete UTF-8 the caller
+ * checked). ERR_LIMIT when the event buffer is full, ERR_NOMEM. Never blocks on the reader
+ * (takes the request's lock briefly). */
+int request_push_text(struct request *r, const char *text, size_t len);
 void request_finish(struct request *r, enum finish_reason reason, int error_status,
                     const char *message);
 
@@ -146,6 +161,14 @@ void request_set_timings(struct request *r, const struct request_timings *t);
  * running). Returns 0 with FINISH_NONE on timeout. */
 int request_wait_events(struct request *r, int *cursor, struct gen_event *out, int max,
                         int timeout_ms, enum finish_reason *finish);
+
+/* Appends the text of event ev (a text event from request_wait_events) to out. ERR_OK,
+ * ERR_NOMEM. Reader side. */
+int request_copy_text(struct request *r, const struct gen_event *ev, struct buf *out);
+
+/* Text-IO platforms: sets the prompt text (copied) and the role it is sent as. Call before
+ * submitting. ERR_NOMEM. */
+int request_set_text_prompt(struct request *r, const char *text, size_t len, const char *role);
 
 /* Asks the platform to stop at its next step. Thread-safe; idempotent. */
 void request_cancel(struct request *r);
