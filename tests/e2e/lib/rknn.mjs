@@ -102,3 +102,37 @@ export async function post(url, body) {
   try { json = JSON.parse(text); } catch { json = text; }
   return { status: r.status, body: json };
 }
+
+// An rknn3 model set for the fake: X.rknn (the fake's settings), X.weight, X.tokenizer.gguf
+// (a copy of tokenizerGguf) and X.embed.bin (float16 [vocab, dim], row t: embedRow(t, dim)).
+export function rknn3Model(tokenizerGguf, opts = {}) {
+  const dir = tmpDir('llamapi-rknn3-');
+  const o = { task: 'generate', vocab: 2048, dim: 8, maxCtx: 512, failInit: 0, errorToken: -1,
+    replyLen: 6, tokenMs: 0, name: 'qwen', manifest: null, ...opts };
+  writeFileSync(path.join(dir, `${o.name}.rknn`), ['fake-rknn3', `task ${o.task}`, `vocab ${o.vocab}`,
+    `dim ${o.dim}`, `max_ctx ${o.maxCtx}`, `fail_init ${o.failInit}`, `error_token ${o.errorToken}`,
+    `reply_len ${o.replyLen}`, `token_ms ${o.tokenMs}`, ''].join('\n'));
+  writeFileSync(path.join(dir, `${o.name}.weight`), 'weights');
+  writeFileSync(path.join(dir, `${o.name}.tokenizer.gguf`), readFileSync(tokenizerGguf));
+  const buf = Buffer.alloc(o.vocab * o.dim * 2);
+  for (let t = 0; t < o.vocab; t++) {
+    embedRow(t, o.dim).forEach((x, h) => buf.writeUInt16LE(toHalf(x), (t * o.dim + h) * 2));
+  }
+  writeFileSync(path.join(dir, `${o.name}.embed.bin`), buf);
+  if (o.manifest) writeFileSync(path.join(dir, 'model.json'), JSON.stringify(o.manifest));
+  return dir;
+}
+
+// Multiples of 1/8 in [-5/8, 5/8]: exact in float16.
+export function embedRow(t, dim) {
+  return Array.from({ length: dim }, (_, h) => (((t * 13 + h * 5) % 11) - 5) / 8);
+}
+
+function toHalf(x) {
+  if (x === 0) return 0;
+  const sign = x < 0 ? 0x8000 : 0;
+  let a = Math.abs(x);
+  let e = Math.floor(Math.log2(a));
+  const man = Math.round((a / 2 ** e - 1) * 1024);
+  return sign | ((e + 15) << 10) | man;
+}
