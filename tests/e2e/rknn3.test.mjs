@@ -71,6 +71,12 @@ describe('rknn3 with the fake runtime', () => {
     assert.equal(m.body.usage.completion_tokens, 2);
     assert.equal(m.body.choices[0].finish_reason, 'length');
 
+    const an = await post(`${srv.url}/v1/messages`, { model: 'qwen', max_tokens: 2,
+      messages: [{ role: 'user', content: 'Tell me a story about a cat' }] });
+    assert.equal(an.status, 200, JSON.stringify(an.body));
+    assert.equal(an.body.usage.output_tokens, 2);
+    assert.equal(an.body.stop_reason, 'max_tokens');
+
     const s = await fetch(`${srv.url}/v1/chat/completions`, { method: 'POST',
       body: JSON.stringify({ model: 'qwen', stream: true, stream_options: { include_usage: true },
         messages: [{ role: 'user', content: 'Tell me a story about a cat' }] }) });
@@ -96,6 +102,17 @@ describe('rknn3 with the fake runtime', () => {
       assert.match(errorOf(r.body).message, /rknn3/);
     }
     assert.equal((await post(`${srv.url}/v1/embeddings`, { model: 'qwen', input: 'x' })).status, 400);
+    // llama.cpp's /completion runs (our tokenizer, the runtime's sampling) and refuses the same.
+    const ok = await post(`${srv.url}/completion`, { model: 'qwen', prompt: 'a cat', n_predict: 2 });
+    assert.equal(ok.status, 200, JSON.stringify(ok.body));
+    assert.equal(ok.body.tokens_predicted, 2);
+    for (const [field, extra] of [['grammar', { grammar: 'root ::= "a"' }], ['n_probs', { n_probs: 2 }],
+      ['json_schema', { json_schema: { type: 'object' } }], ['seed', { seed: 1 }], ['min_p', { min_p: 0.2 }]]) {
+      const r = await post(`${srv.url}/completion`, { model: 'qwen', prompt: 'a cat', ...extra });
+      assert.equal(r.status, 400, field);
+      assert.equal(errorOf(r.body).code, 'unsupported_parameter', field);
+      assert.equal(errorOf(r.body).param, field);
+    }
   });
 
   test('cancel: a client that goes away stops the run; the instance serves again', async () => {
