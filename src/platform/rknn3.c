@@ -388,6 +388,10 @@ static int rknn3_load(const struct platform_load_args *a, struct platform_model 
         rc = errmsg_set(err, ERR_FORMAT, "the tokenizer has %d tokens, the model %d",
                         (int)tok_n_tokens(m->tok), m->n_vocab);
     if (rc == ERR_OK) rc = map_embed(m, err);
+    if (rc == ERR_OK && m->task == RKNN3_LLM_TASK_GENERATE && a->force_embedding)
+        rc = errmsg_set(err, ERR_UNSUPPORTED,
+                        "this rknn3 model is a chat model; the runtime "
+                        "cannot serve it as an embedding model");
     if (rc == ERR_OK && m->task != RKNN3_LLM_TASK_GENERATE &&
         a->pooling != PLATFORM_POOLING_DEFAULT)
         rc = errmsg_set(err, ERR_UNSUPPORTED,

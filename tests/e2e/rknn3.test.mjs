@@ -193,6 +193,12 @@ describe('rknn3 with the fake runtime', () => {
     assert.equal(r.status, 400);
     assert.equal(errorOf(r.body).code, 'unsupported_platform');
     assert.match(errorOf(r.body).message, /RK1828/);
+    r = await load('x', rknn3Model(tokGguf), { embedding: true });
+    assert.equal(r.status, 500);
+    assert.match(errorOf(r.body).message, /chat model/);
+    r = await load('x', rknn3Model(tokGguf, { task: 'embedding' }), { pooling: 'mean' });
+    assert.equal(r.status, 500);
+    assert.match(errorOf(r.body).message, /pooling/);
     r = await load('x', rknn3Model(tokGguf, { dim: 0 }));
     assert.equal(r.status, 500);
     assert.equal(errorOf(r.body).code, 'model_load_failed');
