@@ -30,6 +30,11 @@ static int build(const struct chat_session_args *a, struct chat_prompt *prompt, 
     return chat_prompt_build(a->model, &po, prompt, f);
 }
 
+static bool po_has_tools(const struct chat_session_args *a)
+{
+    return a->tools && json_array_size(a->tools) > 0;
+}
+
 /* A text-IO model: the whole conversation rendered with the model's template, or (a model
  * whose runtime applies its own template) the last message's text and role. */
 static int build_text(const struct chat_session_args *a, struct buf *text, const char **role,
@@ -39,6 +44,13 @@ static int build_text(const struct chat_session_args *a, struct buf *text, const
     if (!chat_messages_validate(a->model, a->messages, a->media_path, f)) return ERR_INVALID;
     *role = "user";
     if (d->is_last_message_only) {
+        if (po_has_tools(a))
+            return api_failf(f, 400, "unsupported_parameter", "tools",
+                             "The %s platform cannot show tools to this model: it has no chat "
+                             "template of ours (tokenizer_config.json), so only the last "
+                             "message is sent.",
+                             model_platform(a->model)->id),
+                   ERR_INVALID;
         const json_t *last = json_array_get(a->messages, json_array_size(a->messages) - 1);
         const char *r = json_string_value(json_object_get(last, "role"));
         const json_t *content = json_object_get(last, "content");

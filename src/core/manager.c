@@ -39,13 +39,18 @@ int manager_new(const struct manager_config *c, struct manager **out)
     return ERR_OK;
 }
 
-void manager_free(struct manager *m)
+void manager_unload_all(struct manager *m)
 {
-    if (!m) return;
     struct model_info infos[REGISTRY_CAP];
     int n = registry_list(m->registry, infos, REGISTRY_CAP);
     for (int i = 0; i < n && i < REGISTRY_CAP; i++)
         manager_unload(m, infos[i].id);
+}
+
+void manager_free(struct manager *m)
+{
+    if (!m) return;
+    manager_unload_all(m);
     registry_free(m->registry);
     mutex_deinit(&m->room_mu);
     mem_free(m);

@@ -51,6 +51,11 @@ int manager_new(const struct manager_config *c, struct manager **out);
 /* Shuts every model down and frees. NULL is a no-op. */
 void manager_free(struct manager *m);
 
+/* Unloads every model (manager_unload each): running requests are cancelled and end with an
+ * error, the call returns once every model is idle and gone. For shutdown, before the HTTP
+ * server waits for its connections, so no connection waits out a long generation. */
+void manager_unload_all(struct manager *m);
+
 struct registry *manager_registry(struct manager *m);
 
 /* Loads a model (first evicting the least recently used idle model when models_max are

@@ -218,6 +218,9 @@ static int serve(const struct server_config *config)
     int sig = 0;
     sigwait(&set, &sig);
     log_info("received %s, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    // Running generations are cancelled first (their runtimes aborted and waited for): the
+    // HTTP server's stop waits for every connection, which would otherwise wait them out.
+    manager_unload_all(manager);
     http_server_stop(http);
     response_store_free(ctx.responses);
     manager_free(manager);

@@ -307,6 +307,13 @@ test('without a chat template: the runtime template, last message only, with its
   assert.match(r.body.choices[0].message.content, /^Hello tool \(16 bytes\)/);
   r = await post(srv, '/v1/chat/completions', { model: 'p', messages: [{ role: 'assistant', content: 'x' }] });
   assert.equal(r.status, 400);
+  r = await post(srv, '/v1/chat/completions', { model: 'p', ...user('hi'),
+    tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }] });
+  assert.equal(r.status, 400);
+  assert.equal(r.body.error.code, 'unsupported_parameter');
+  assert.equal(r.body.error.param, 'tools');
+  r = await post(srv, '/tokenize', { model: 'p', content: 'hi' });
+  assert.equal(r.status, 400);
   await post(srv, '/v1/models/unload', { model_id: 'p' });
 });
 
@@ -364,6 +371,20 @@ test('ABI 1.2: init-time sampling; a request asking for other values is refused'
   } finally {
     await s.stop();
   }
+});
+
+test('shutdown during a run aborts it and exits cleanly', async () => {
+  const s = await startServer(rkArgs());
+  const r = await post(s, '/v1/models/load', { model_id: 'm', model_path: 'qwen3' });
+  assert.equal(r.status, 200);
+  const pending = post(s, '/v1/chat/completions', { model: 'm', ...user('FAKE_SLOW') }).catch(() => null);
+  await new Promise((res) => setTimeout(res, 300));
+  const t0 = Date.now();
+  const end = await s.stop(); // SIGTERM; under a sanitizer also no report and exit code 0
+  assert.equal(end.code, 0);
+  assert.ok(Date.now() - t0 < 5000, `shutdown did not wait out the slow run (${Date.now() - t0} ms)`);
+  await pending;
+  noViolations(s);
 });
 
 test('a missing or wrong runtime library: unavailable with the reason; its models refused', async () => {
