@@ -98,6 +98,8 @@ struct tokenizer {
     double ugm_unk_score; // min normal score - 10, as SentencePiece
     int32_t ugm_max_len;  // longest candidate token text, bytes
     bool remove_extra_ws, escape_ws, ws_as_suffix, byte_fallback;
+    bool ugm_chunkable; // U+2581 is a token and no candidate has it after its start, so
+                        // no token crosses a word start: Viterbi can run word by word
 
     /* tokenizer.json pipeline (tokenizer_norm.c). */
     struct tok_norm_step *norm; // (n_norm) owned

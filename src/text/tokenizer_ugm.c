@@ -56,6 +56,22 @@ static int copy_charsmap(struct tokenizer *t, const struct vocab *v, struct errm
     return ERR_OK;
 }
 
+/* True when "\u2581" is a candidate token and no candidate holds U+2581 past its first byte:
+ * then no token can span a word start, and the best segmentation of a text is the
+ * concatenation of the best segmentations of its words (a word starting at each U+2581). */
+static bool is_chunkable(const struct tokenizer *t)
+{
+    tok_id sp = tok_map_find(&t->text_map, t->arena, SP, SP_LEN);
+    if (sp == TOK_ID_NONE || !is_candidate(t->type[sp])) return false;
+    for (tok_id id = 0; id < t->n_tokens; id++) {
+        if (!is_candidate(t->type[id])) continue;
+        const char *s = t->arena + t->text[id].off;
+        for (uint32_t i = 1; i + SP_LEN <= t->text[id].len; i++)
+            if (memcmp(s + i, SP, SP_LEN) == 0) return false;
+    }
+    return true;
+}
+
 int tok_ugm_setup(struct tokenizer *t, const struct vocab *v, struct errmsg *err)
 {
     t->remove_extra_ws = v->remove_extra_ws;
@@ -73,6 +89,7 @@ int tok_ugm_setup(struct tokenizer *t, const struct vocab *v, struct errmsg *err
         if ((int64_t)t->text[id].len > t->ugm_max_len) t->ugm_max_len = (int32_t)t->text[id].len;
     }
     t->ugm_unk_score = (min_score == DBL_MAX ? 0.0 : min_score) - UNK_PENALTY;
+    t->ugm_chunkable = is_chunkable(t);
     if (t->unk == TOK_ID_NONE && !t->byte_fallback)
         return errmsg_set(err, ERR_INVALID, "unigram vocab has no unknown token");
     if (v->charsmap_len > 0) return copy_charsmap(t, v, err);
@@ -270,6 +287,22 @@ static int viterbi(const struct tokenizer *t, const char *s, size_t n, struct to
     return rc;
 }
 
+/* Viterbi over s[0..n), word by word when the vocabulary allows it (see is_chunkable); the
+ * result is the same, and probing for candidates stops at the end of each word instead of at
+ * the longest token's length. */
+static int viterbi_text(const struct tokenizer *t, const char *s, size_t n, struct tok_ids *out)
+{
+    if (!t->ugm_chunkable) return viterbi(t, s, n, out);
+    size_t start = 0;
+    int rc = ERR_OK;
+    for (size_t i = 1; i <= n && rc == ERR_OK; i++) {
+        if (i < n && !(n - i >= SP_LEN && memcmp(s + i, SP, SP_LEN) == 0)) continue;
+        rc = viterbi(t, s + start, i - start, out);
+        start = i;
+    }
+    return rc;
+}
+
 /* ---- Metaspace (tokenizer.json) ---- */
 
 /* Unicode White_Space at s, returning its byte length, or 0. */
@@ -306,7 +339,7 @@ static int metaspace(const struct tokenizer *t, const char *s, size_t len, bool 
     for (size_t i = 0; i <= w.len && rc == ERR_OK; i++) {
         bool at_sp = i < w.len && w.len - i >= SP_LEN && memcmp(w.data + i, SP, SP_LEN) == 0;
         if (i == w.len || (t->meta_split && at_sp && i > start)) {
-            rc = viterbi(t, w.data + start, i - start, out);
+            rc = viterbi_text(t, w.data + start, i - start, out);
             start = i;
         }
     }
@@ -343,7 +376,7 @@ int tok_ugm_encode(const struct tokenizer *t, const char *s, size_t len, bool is
     struct buf norm;
     buf_init(&norm);
     int rc = normalize_gguf(t, s, len, &norm);
-    if (rc == ERR_OK) rc = viterbi(t, norm.data, norm.len, out);
+    if (rc == ERR_OK) rc = viterbi_text(t, norm.data, norm.len, out);
     buf_deinit(&norm);
     return rc;
 }
