@@ -617,7 +617,10 @@ static bool slurp(const char *path, struct buf *out)
 }
 
 /* tests/data/ugm-xlmr.inp / .out: the llama.cpp test-tokenizer-0 format (inputs separated by
- * "\n__ggml_vocab_test__\n", one line of ids per input, no special tokens added). */
+ * "\n__ggml_vocab_test__\n", one line of ids per input, no special tokens added). The inputs
+ * are the 46 strings of ../shared's llama-spm vectors plus six multilingual, full-width and
+ * special-token-looking ones; the ids were recorded with the reference library's
+ * llama_tokenize (add_special and parse_special false) on ggml-vocab-nomic-bert-moe.gguf. */
 static void test_ugm_reference_vectors(void **state)
 {
     (void)state;
