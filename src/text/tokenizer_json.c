@@ -253,6 +253,11 @@ static int read_charsmap(struct ctx *c, const json_t *n)
     if (rc != ERR_OK)
         return fail(c, rc == ERR_NOMEM ? ERR_NOMEM : ERR_FORMAT,
                     "precompiled_charsmap is not valid base64");
+    if (len == 0) { // some converters write "" for "no map": nothing to apply
+        mem_free(c->charsmap);
+        c->charsmap = NULL;
+        return ERR_OK;
+    }
     c->v.charsmap = c->charsmap;
     c->v.charsmap_len = len;
     return push_step(c, (struct vocab_norm_step){.op = VOCAB_NORM_PRECOMPILED});

@@ -543,6 +543,21 @@ static void test_json_malformed(void **state)
     }
 }
 
+/* Converters write an empty charsmap for "no map": the step is then a no-op, not an error. */
+static void test_json_empty_charsmap(void **state)
+{
+    (void)state;
+    static const char json[] =
+        "{\"model\":{\"type\":\"Unigram\",\"unk_id\":0,\"vocab\":[[\"<unk>\",0],[\"\\u2581a\",-1]]}"
+        ","
+        "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Precompiled\","
+        "\"precompiled_charsmap\":\"\"}]},\"pre_tokenizer\":{\"type\":\"Metaspace\","
+        "\"replacement\":\"\\u2581\",\"add_prefix_space\":true}}";
+    struct tokenizer *t = load_json(json, NULL, NULL);
+    EXPECT(t, "a", false, 1);
+    tok_free(t);
+}
+
 static void test_json_alloc_failures(void **state)
 {
     (void)state;
@@ -697,6 +712,7 @@ int main(void)
         cmocka_unit_test(test_json_wordpiece),
         cmocka_unit_test(test_json_bpe),
         cmocka_unit_test(test_json_malformed),
+        cmocka_unit_test(test_json_empty_charsmap),
         cmocka_unit_test(test_json_alloc_failures),
         cmocka_unit_test(test_ugm_reference_vectors),
     };
