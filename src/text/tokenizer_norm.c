@@ -2,7 +2,9 @@
  * text fragment before the tokenizer's algorithm: the SentencePiece charsmap, the four Unicode
  * normal forms (utf8proc), lower-casing, accent stripping, whitespace trimming, string or regex
  * replacement (PCRE2) and a prefix. Offsets are not tracked: the tokenizers here only need the
- * normalized text. */
+ * normalized text. Precompiled applies SentencePiece's rule (the longest prefix the map
+ * lists, as the GGUF path and llama.cpp do); Hugging Face's normalizer tries a whole grapheme
+ * first, which differs only where the map lists a multi-character grapheme and a prefix of it. */
 #include "text/tokenizer_internal.h"
 
 #include "util/checked.h"
