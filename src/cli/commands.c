@@ -69,6 +69,8 @@ int cli_cmd_platforms(const struct cli_opts *o, int argc, char **argv)
         printf("%-10s %-28s %-9s %s\n", json_string_value(json_object_get(p, "id")),
                json_string_value(json_object_get(p, "display_name")),
                json_is_true(json_object_get(p, "available")) ? "yes" : "no", chips);
+        const char *reason = json_string_value(json_object_get(p, "reason"));
+        if (reason) printf("%-10s %s\n", "", reason); // why a vendor runtime is unavailable
     }
     json_decref(j);
     return 0;

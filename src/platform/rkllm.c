@@ -612,7 +612,7 @@ static void rkllm_unload(struct platform_model *m)
 
 const struct platform rkllm_platform = {
     .id = "rkllm",
-    .display_name = "RKLLM (Rockchip NPU)",
+    .display_name = "RKLLM",
     .start = rkllm_start,
     .stop = rkllm_stop,
     .is_available = rkllm_is_available,

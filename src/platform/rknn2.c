@@ -655,7 +655,7 @@ static void rknn2_unload(struct platform_model *m)
 
 const struct platform rknn2_platform = {
     .id = "rknn2",
-    .display_name = "RKNN2 (Rockchip NPU embeddings)",
+    .display_name = "RKNN2",
     .start = rknn2_start,
     .stop = rknn2_stop,
     .is_available = rknn2_is_available,
