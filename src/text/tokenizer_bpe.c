@@ -441,7 +441,7 @@ int tok_bpe_setup(struct tokenizer *t, const struct vocab *v, struct errmsg *err
 {
     const struct pre_family *f =
         &k_families[v->n_pre_regex > 0 ? PRE_DEFAULT : find_family(v->pre)];
-    t->ignore_merges = f->ignore_merges;
+    t->ignore_merges = f->ignore_merges || v->ignore_merges;
     t->clean_spaces = f->clean_spaces;
     pcre2_general_context *g = pcre2_general_context_create(pcre_malloc, pcre_free, NULL);
     if (!g) return errmsg_set(err, ERR_NOMEM, "out of memory compiling the pre-tokenizer");

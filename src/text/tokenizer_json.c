@@ -20,6 +20,9 @@
 #define MAX_NORM_STEPS 32
 #define MAX_SPLITS     8
 #define SP             "\xe2\x96\x81"
+// The ByteLevel pre-tokenizer's own split (Hugging Face tokenizers, pre_tokenizers/byte_level).
+#define GPT2_SPLIT                                                                                 \
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
 
 /* Everything one load owns; freed by ctx_deinit. */
 struct ctx {
@@ -415,7 +418,10 @@ static int read_pre(struct ctx *c, const json_t *p, int depth)
     if (k == VOCAB_KIND_GPT2 && strcmp(type, "ByteLevel") == 0) {
         if (json_is_true(json_object_get(p, "add_prefix_space")))
             return fail(c, ERR_UNSUPPORTED, "ByteLevel add_prefix_space");
-        // use_regex (default true) is gpt-2's split, which is also the default family.
+        // use_regex (default true) splits with GPT-2's pattern, after any Split before it.
+        if (json_is_false(json_object_get(p, "use_regex"))) return ERR_OK;
+        if (c->v.n_pre_regex >= MAX_SPLITS) return fail(c, ERR_UNSUPPORTED, "too many splits");
+        c->splits[c->v.n_pre_regex++] = (struct str){GPT2_SPLIT, sizeof GPT2_SPLIT - 1};
         return ERR_OK;
     }
     if (k == VOCAB_KIND_GPT2 && strcmp(type, "Split") == 0) return read_split(c, p);
@@ -609,6 +615,7 @@ static int check_model(struct ctx *c, const json_t *model)
         if (pfx && (!json_is_string(pfx) || strcmp(json_string_value(pfx), "##") != 0))
             return fail(c, ERR_UNSUPPORTED, "WordPiece continuing_subword_prefix other than ##");
     }
+    c->v.ignore_merges = json_is_true(json_object_get(model, "ignore_merges"));
     if (c->v.kind == VOCAB_KIND_GPT2 && json_is_true(json_object_get(model, "byte_fallback")))
         return fail(c, ERR_UNSUPPORTED, "BPE with byte_fallback (a SentencePiece BPE)");
     return ERR_OK;

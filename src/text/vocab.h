@@ -107,6 +107,8 @@ struct vocab {
     enum vocab_prepend prepend;         // Metaspace prepend_scheme
     bool meta_split;                    // Metaspace split: a word starts at every U+2581
     bool ws_split;                      // WhitespaceSplit before Metaspace
+    bool ignore_merges;                 // gpt2: a pre-token that is a whole token skips the
+                                        // merges (as well as when the pre family says so)
     int32_t n_pre_regex;                // gpt2: split regexes replacing the pre family's
     const struct str *pre_regex;        // (n_pre_regex) PCRE2 patterns
 };

@@ -474,6 +474,18 @@ static void test_json_bpe(void **state)
     EXPECT(t, "hello hello", true, 8, 10, 9);
     EXPECT(t, "hel", false, 5, 2);
     tok_free(t);
+
+    // ByteLevel alone (use_regex by default): GPT-2's split, the same pieces here.
+    static const char plain[] =
+        "{\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false},"
+        "\"model\":{\"type\":\"BPE\",\"ignore_merges\":true,\"vocab\":{\"h\":0,\"e\":1,"
+        "\"l\":2,\"o\":3,\"\\u0120\":4,\"he\":5,\"ll\":6,\"llo\":7,\"hello\":8,"
+        "\"\\u0120hello\":9,\"hell\":10},\"merges\":[\"h e\",\"l l\",\"ll o\",\"he llo\","
+        "\"\\u0120 hello\"]}}";
+    t = load_json(plain, NULL, NULL);
+    EXPECT(t, "hello  hello", false, 8, 4, 9); // " " alone, then " hello": \s+(?!\S)
+    EXPECT(t, "hell", false, 10); // ignore_merges: a whole-token piece is taken as it is
+    tok_free(t);
 }
 
 /* Each malformed file: the given code and a message, never a crash. */
