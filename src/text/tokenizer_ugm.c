@@ -322,6 +322,7 @@ static size_t space_len_at(const char *s, size_t len)
 static int metaspace(const struct tokenizer *t, const char *s, size_t len, bool is_first,
                      struct tok_ids *out)
 {
+    if (len == 0) return ERR_OK; // nothing to prepend to, as Hugging Face's prepend does
     struct buf w;
     buf_init(&w);
     bool add =

@@ -4,13 +4,15 @@
  * WordPiece with BertNormalizer, byte-level BPE with a Split regex; post-processors and
  * tokenizer_config.json), malformed files (each a clear error), allocation failures, and the
  * reference's UGM vocab (ggml-vocab-nomic-bert-moe.gguf, XLM-R's tokenizer) against vectors
- * tests/data/ugm-xlmr.out recorded with the reference tokenizer, when that vocab is present. */
+ * tests/data/ugm-xlmr.out recorded with the reference tokenizer, both as the GGUF and rewritten
+ * as a tokenizer.json, when that vocab is present. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "engine/gguf.h"
 #include "platform/vocab_gguf.h"
 #include "text/tokenizer.h"
 #include "text/tokenizer_json.h"
@@ -19,6 +21,7 @@
 #include "util/buf.h"
 #include "util/mem.h"
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -647,21 +650,10 @@ static bool slurp(const char *path, struct buf *out)
  * "\n__ggml_vocab_test__\n", one line of ids per input, no special tokens added). The inputs
  * are the 46 strings of ../shared's llama-spm vectors plus six multilingual, full-width and
  * special-token-looking ones; the ids were recorded with the reference library's
- * llama_tokenize (add_special and parse_special false) on ggml-vocab-nomic-bert-moe.gguf. */
-static void test_ugm_reference_vectors(void **state)
+ * llama_tokenize (add_special and parse_special false) on ggml-vocab-nomic-bert-moe.gguf.
+ * Returns the number of mismatches; *n_cases gets the case count. */
+static int compare_vectors(const struct tokenizer *t, const char *label, int *n_cases)
 {
-    (void)state;
-    const char *path = find_ugm_vocab();
-    if (!path) {
-        printf("skip: ggml-vocab-nomic-bert-moe.gguf not found (../shared or the reference)\n");
-        skip();
-    }
-    struct tokenizer *t = NULL;
-    struct errmsg err = {{0}};
-    int rc = vocab_tokenizer_from_file(path, &t, &err);
-    if (rc != ERR_OK) fprintf(stderr, "%s: %s\n", path, err.msg);
-    assert_int_equal(rc, ERR_OK);
-    assert_int_equal(tok_kind(t), VOCAB_KIND_UGM);
     struct buf inp, outp;
     buf_init(&inp);
     buf_init(&outp);
@@ -690,7 +682,7 @@ static void test_ugm_reference_vectors(void **state)
         if (want.n_ids != got.n_ids ||
             (want.n_ids && memcmp(want.ids, got.ids, want.n_ids * sizeof *want.ids))) {
             fails++;
-            fprintf(stderr, "case %d '%.*s': want", cases, (int)case_len, text.ptr);
+            fprintf(stderr, "%s case %d '%.*s': want", label, cases, (int)case_len, text.ptr);
             for (size_t i = 0; i < want.n_ids; i++)
                 fprintf(stderr, " %d", (int)want.ids[i]);
             fprintf(stderr, "\n  got ");
@@ -705,12 +697,82 @@ static void test_ugm_reference_vectors(void **state)
         if (!next) break;
         ip += case_len + sizeof sep - 1;
     }
-    printf("ugm reference vectors: %d/%d\n", cases - fails, cases);
-    assert_true(cases > 10);
-    assert_int_equal(fails, 0);
+    printf("%s: %d/%d\n", label, cases - fails, cases);
     buf_deinit(&inp);
     buf_deinit(&outp);
+    *n_cases = cases;
+    return fails;
+}
+
+static void test_ugm_reference_vectors(void **state)
+{
+    (void)state;
+    const char *path = find_ugm_vocab();
+    if (!path) {
+        printf("skip: ggml-vocab-nomic-bert-moe.gguf not found (../shared or the reference)\n");
+        skip();
+    }
+    struct tokenizer *t = NULL;
+    struct errmsg err = {{0}};
+    int rc = vocab_tokenizer_from_file(path, &t, &err);
+    if (rc != ERR_OK) fprintf(stderr, "%s: %s\n", path, err.msg);
+    assert_int_equal(rc, ERR_OK);
+    assert_int_equal(tok_kind(t), VOCAB_KIND_UGM);
+    int cases;
+    assert_int_equal(compare_vectors(t, "ugm reference vectors (gguf)", &cases), 0);
+    assert_true(cases > 10);
     tok_free(t);
+}
+
+/* The same vocabulary written as the tokenizer.json Hugging Face would carry for it (Unigram
+ * with scores, the charsmap as a Precompiled step, Strip and runs of spaces collapsed, as
+ * SentencePiece's remove_extra_whitespaces does, and Metaspace), loaded through
+ * tok_json_load: the Hugging Face pipeline must give the reference's ids too. */
+static void test_ugm_reference_vectors_json(void **state)
+{
+    (void)state;
+    const char *path = find_ugm_vocab();
+    if (!path) {
+        printf("skip: ggml-vocab-nomic-bert-moe.gguf not found (../shared or the reference)\n");
+        skip();
+    }
+    struct gguf *g;
+    struct errmsg err = {{0}};
+    assert_int_equal(gguf_open(path, &g, &err), ERR_OK);
+    struct vocab v;
+    assert_int_equal(vocab_load_gguf(g, &v, &err), ERR_OK);
+    json_t *vocab = json_array(), *added = json_array();
+    for (int32_t i = 0; i < v.n_tokens; i++) {
+        json_t *piece = json_stringn(v.tokens[i].ptr, v.tokens[i].len);
+        assert_non_null(piece);
+        json_array_append_new(vocab, json_pack("[o, f]", piece, (double)v.scores[i]));
+        if (v.token_types[i] == VOCAB_TOKEN_CONTROL || v.token_types[i] == VOCAB_TOKEN_UNKNOWN)
+            json_array_append_new(added, json_pack("{s:i, s:s%, s:b}", "id", (int)i, "content",
+                                                   v.tokens[i].ptr, v.tokens[i].len, "special", 1));
+    }
+    struct buf b64;
+    buf_init(&b64);
+    assert_int_equal(base64_encode_buf(&b64, v.charsmap, v.charsmap_len), ERR_OK);
+    json_t *root = json_pack(
+        "{s:o, s:{s:s, s:[{s:s, s:s}, {s:s, s:b, s:b}, {s:s, s:{s:s}, s:s}]}, "
+        "s:{s:s, s:s, s:s, s:b}, s:{s:s, s:i, s:o}}",
+        "added_tokens", added, "normalizer", "type", "Sequence", "normalizers", "type",
+        "Precompiled", "precompiled_charsmap", b64.data, "type", "Strip", "strip_left", 1,
+        "strip_right", 1, "type", "Replace", "pattern", "Regex", " {2,}", "content", " ",
+        "pre_tokenizer", "type", "Metaspace", "replacement", "\xe2\x96\x81", "prepend_scheme",
+        "always", "split", 1, "model", "type", "Unigram", "unk_id", (int)v.unk_id, "vocab", vocab);
+    assert_non_null(root);
+    char *text = json_dumps(root, JSON_COMPACT);
+    assert_non_null(text);
+    struct tokenizer *t = load_json(text, NULL, NULL);
+    int cases;
+    assert_int_equal(compare_vectors(t, "ugm reference vectors (tokenizer.json)", &cases), 0);
+    tok_free(t);
+    free(text);
+    json_decref(root);
+    buf_deinit(&b64);
+    vocab_deinit(&v);
+    gguf_close(g);
 }
 
 int main(void)
@@ -727,6 +789,7 @@ int main(void)
         cmocka_unit_test(test_json_empty_charsmap),
         cmocka_unit_test(test_json_alloc_failures),
         cmocka_unit_test(test_ugm_reference_vectors),
+        cmocka_unit_test(test_ugm_reference_vectors_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
