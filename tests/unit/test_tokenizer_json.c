@@ -775,6 +775,100 @@ static void test_ugm_reference_vectors_json(void **state)
     gguf_close(g);
 }
 
+/* ../shared's qwen2 vocab written as its tokenizer.json (byte-level BPE with its merges, NFC,
+ * Qwen2's Split pattern then ByteLevel without its own regex, the control tokens as special
+ * added tokens) must give the golden ids of ggml-vocab-qwen2.gguf.out. */
+static void test_bpe_qwen2_vectors_json(void **state)
+{
+    (void)state;
+    static const char path[] = "../shared/models/vocab/ggml-vocab-qwen2.gguf";
+    FILE *probe = fopen(path, "rb");
+    if (!probe) {
+        printf("skip: %s not found\n", path);
+        skip();
+    }
+    fclose(probe);
+    struct gguf *g;
+    struct errmsg err = {{0}};
+    assert_int_equal(gguf_open(path, &g, &err), ERR_OK);
+    struct vocab v;
+    assert_int_equal(vocab_load_gguf(g, &v, &err), ERR_OK);
+    json_t *vocab = json_object(), *added = json_array(), *merges = json_array();
+    for (int32_t i = 0; i < v.n_tokens; i++) {
+        char key[512];
+        if (v.tokens[i].len >= sizeof key) continue;
+        memcpy(key, v.tokens[i].ptr, v.tokens[i].len);
+        key[v.tokens[i].len] = '\0';
+        json_object_set_new(vocab, key, json_integer(i));
+        if (v.token_types[i] == VOCAB_TOKEN_CONTROL || v.token_types[i] == VOCAB_TOKEN_USER_DEFINED)
+            json_array_append_new(added,
+                                  json_pack("{s:i, s:s, s:b}", "id", (int)i, "content", key,
+                                            "special", v.token_types[i] == VOCAB_TOKEN_CONTROL));
+    }
+    for (int32_t i = 0; i < v.n_merges; i++)
+        json_array_append_new(merges, json_stringn(v.merges[i].ptr, v.merges[i].len));
+    static const char split[] =
+        "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+"
+        "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+    json_t *root =
+        json_pack("{s:o, s:{s:s}, s:{s:s, s:[{s:s, s:{s:s}, s:s, s:b}, {s:s, s:b, s:b}]}, "
+                  "s:{s:s, s:o, s:o}}",
+                  "added_tokens", added, "normalizer", "type", "NFC", "pre_tokenizer", "type",
+                  "Sequence", "pretokenizers", "type", "Split", "pattern", "Regex", split,
+                  "behavior", "Isolated", "invert", 0, "type", "ByteLevel", "add_prefix_space", 0,
+                  "use_regex", 0, "model", "type", "BPE", "vocab", vocab, "merges", merges);
+    assert_non_null(root);
+    char *text = json_dumps(root, JSON_COMPACT);
+    assert_non_null(text);
+    struct tokenizer *t = load_json(text, NULL, NULL);
+    struct buf inp, outp;
+    buf_init(&inp);
+    buf_init(&outp);
+    assert_true(slurp("../shared/models/vocab/ggml-vocab-qwen2.gguf.inp", &inp));
+    assert_true(slurp("../shared/models/vocab/ggml-vocab-qwen2.gguf.out", &outp));
+    static const char sep[] = "\n__ggml_vocab_test__\n";
+    size_t ip = 0, op = 0;
+    int cases = 0, fails = 0;
+    while (ip < inp.len) {
+        const char *next = strstr(inp.data + ip, sep);
+        size_t case_len = next ? (size_t)(next - (inp.data + ip)) : inp.len - ip;
+        const char *nl = memchr(outp.data + op, '\n', outp.len - op);
+        size_t line_len = nl ? (size_t)(nl - (outp.data + op)) : outp.len - op;
+        struct tok_ids want, got;
+        tok_ids_init(&want);
+        tok_ids_init(&got);
+        for (size_t i = 0; i < line_len;) {
+            char *end;
+            long x = strtol(outp.data + op + i, &end, 10);
+            if (end == outp.data + op + i) break;
+            assert_int_equal(tok_ids_push(&want, (tok_id)x), ERR_OK);
+            i = (size_t)(end - (outp.data + op));
+        }
+        assert_int_equal(tok_encode(t, (struct str){inp.data + ip, case_len}, false, false, &got),
+                         ERR_OK);
+        if (want.n_ids != got.n_ids ||
+            (want.n_ids && memcmp(want.ids, got.ids, want.n_ids * sizeof *want.ids))) {
+            fails++;
+            fprintf(stderr, "qwen2 json case %d '%.*s'\n", cases, (int)case_len, inp.data + ip);
+        }
+        tok_ids_deinit(&want);
+        tok_ids_deinit(&got);
+        cases++;
+        op += line_len + (nl ? 1 : 0);
+        if (!next) break;
+        ip += case_len + sizeof sep - 1;
+    }
+    printf("qwen2 vectors through tokenizer.json: %d/%d\n", cases - fails, cases);
+    assert_int_equal(fails, 0);
+    buf_deinit(&inp);
+    buf_deinit(&outp);
+    tok_free(t);
+    free(text);
+    json_decref(root);
+    vocab_deinit(&v);
+    gguf_close(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -790,6 +884,7 @@ int main(void)
         cmocka_unit_test(test_json_alloc_failures),
         cmocka_unit_test(test_ugm_reference_vectors),
         cmocka_unit_test(test_ugm_reference_vectors_json),
+        cmocka_unit_test(test_bpe_qwen2_vectors_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
