@@ -775,6 +775,55 @@ static void test_ugm_reference_vectors_json(void **state)
     gguf_close(g);
 }
 
+/* Compares t with ../shared's golden ids for vocab `name`; returns the number of mismatches. */
+static int compare_golden(const struct tokenizer *t, const char *name)
+{
+    char inp_path[256], out_path[256];
+    snprintf(inp_path, sizeof inp_path, "../shared/models/vocab/ggml-vocab-%s.gguf.inp", name);
+    snprintf(out_path, sizeof out_path, "../shared/models/vocab/ggml-vocab-%s.gguf.out", name);
+    struct buf inp, outp;
+    buf_init(&inp);
+    buf_init(&outp);
+    assert_true(slurp(inp_path, &inp));
+    assert_true(slurp(out_path, &outp));
+    static const char sep[] = "\n__ggml_vocab_test__\n";
+    size_t ip = 0, op = 0;
+    int cases = 0, fails = 0;
+    while (ip < inp.len) {
+        const char *next = strstr(inp.data + ip, sep);
+        size_t case_len = next ? (size_t)(next - (inp.data + ip)) : inp.len - ip;
+        const char *nl = memchr(outp.data + op, '\n', outp.len - op);
+        size_t line_len = nl ? (size_t)(nl - (outp.data + op)) : outp.len - op;
+        struct tok_ids want, got;
+        tok_ids_init(&want);
+        tok_ids_init(&got);
+        for (size_t i = 0; i < line_len;) {
+            char *end;
+            long x = strtol(outp.data + op + i, &end, 10);
+            if (end == outp.data + op + i) break;
+            assert_int_equal(tok_ids_push(&want, (tok_id)x), ERR_OK);
+            i = (size_t)(end - (outp.data + op));
+        }
+        assert_int_equal(tok_encode(t, (struct str){inp.data + ip, case_len}, false, false, &got),
+                         ERR_OK);
+        if (want.n_ids != got.n_ids ||
+            (want.n_ids && memcmp(want.ids, got.ids, want.n_ids * sizeof *want.ids))) {
+            fails++;
+            fprintf(stderr, "%s json case %d '%.*s'\n", name, cases, (int)case_len, inp.data + ip);
+        }
+        tok_ids_deinit(&want);
+        tok_ids_deinit(&got);
+        cases++;
+        op += line_len + (nl ? 1 : 0);
+        if (!next) break;
+        ip += case_len + sizeof sep - 1;
+    }
+    printf("%s vectors through tokenizer.json: %d/%d\n", name, cases - fails, cases);
+    buf_deinit(&inp);
+    buf_deinit(&outp);
+    return fails;
+}
+
 /* ../shared's qwen2 vocab written as its tokenizer.json (byte-level BPE with its merges, NFC,
  * Qwen2's Split pattern then ByteLevel without its own regex, the control tokens as special
  * added tokens) must give the golden ids of ggml-vocab-qwen2.gguf.out. */
@@ -821,47 +870,57 @@ static void test_bpe_qwen2_vectors_json(void **state)
     char *text = json_dumps(root, JSON_COMPACT);
     assert_non_null(text);
     struct tokenizer *t = load_json(text, NULL, NULL);
-    struct buf inp, outp;
-    buf_init(&inp);
-    buf_init(&outp);
-    assert_true(slurp("../shared/models/vocab/ggml-vocab-qwen2.gguf.inp", &inp));
-    assert_true(slurp("../shared/models/vocab/ggml-vocab-qwen2.gguf.out", &outp));
-    static const char sep[] = "\n__ggml_vocab_test__\n";
-    size_t ip = 0, op = 0;
-    int cases = 0, fails = 0;
-    while (ip < inp.len) {
-        const char *next = strstr(inp.data + ip, sep);
-        size_t case_len = next ? (size_t)(next - (inp.data + ip)) : inp.len - ip;
-        const char *nl = memchr(outp.data + op, '\n', outp.len - op);
-        size_t line_len = nl ? (size_t)(nl - (outp.data + op)) : outp.len - op;
-        struct tok_ids want, got;
-        tok_ids_init(&want);
-        tok_ids_init(&got);
-        for (size_t i = 0; i < line_len;) {
-            char *end;
-            long x = strtol(outp.data + op + i, &end, 10);
-            if (end == outp.data + op + i) break;
-            assert_int_equal(tok_ids_push(&want, (tok_id)x), ERR_OK);
-            i = (size_t)(end - (outp.data + op));
-        }
-        assert_int_equal(tok_encode(t, (struct str){inp.data + ip, case_len}, false, false, &got),
-                         ERR_OK);
-        if (want.n_ids != got.n_ids ||
-            (want.n_ids && memcmp(want.ids, got.ids, want.n_ids * sizeof *want.ids))) {
-            fails++;
-            fprintf(stderr, "qwen2 json case %d '%.*s'\n", cases, (int)case_len, inp.data + ip);
-        }
-        tok_ids_deinit(&want);
-        tok_ids_deinit(&got);
-        cases++;
-        op += line_len + (nl ? 1 : 0);
-        if (!next) break;
-        ip += case_len + sizeof sep - 1;
+    assert_int_equal(compare_golden(t, "qwen2"), 0);
+    tok_free(t);
+    free(text);
+    json_decref(root);
+    vocab_deinit(&v);
+    gguf_close(g);
+}
+
+/* ../shared's bert-bge vocab (llama.cpp's form: "\u2581" before word starts, "##" removed)
+ * written back as its Hugging Face WordPiece tokenizer.json (BertNormalizer lower-casing,
+ * BertPreTokenizer) must give the golden ids of ggml-vocab-bert-bge.gguf.out. */
+static void test_wordpiece_bge_vectors_json(void **state)
+{
+    (void)state;
+    static const char path[] = "../shared/models/vocab/ggml-vocab-bert-bge.gguf";
+    FILE *probe = fopen(path, "rb");
+    if (!probe) {
+        printf("skip: %s not found\n", path);
+        skip();
     }
-    printf("qwen2 vectors through tokenizer.json: %d/%d\n", cases - fails, cases);
-    assert_int_equal(fails, 0);
-    buf_deinit(&inp);
-    buf_deinit(&outp);
+    fclose(probe);
+    struct gguf *g;
+    struct errmsg err = {{0}};
+    assert_int_equal(gguf_open(path, &g, &err), ERR_OK);
+    struct vocab v;
+    assert_int_equal(vocab_load_gguf(g, &v, &err), ERR_OK);
+    json_t *vocab = json_object();
+    for (int32_t i = 0; i < v.n_tokens; i++) {
+        char key[512];
+        struct str tk = v.tokens[i];
+        if (tk.len + 3 >= sizeof key) continue;
+        bool is_word = tk.len >= 3 && memcmp(tk.ptr, SP, 3) == 0;
+        bool is_bracket = tk.len > 2 && tk.ptr[0] == '[' && tk.ptr[tk.len - 1] == ']';
+        if (is_word)
+            snprintf(key, sizeof key, "%.*s", (int)tk.len - 3, tk.ptr + 3);
+        else if (is_bracket || v.token_types[i] == VOCAB_TOKEN_CONTROL)
+            snprintf(key, sizeof key, "%.*s", (int)tk.len, tk.ptr);
+        else
+            snprintf(key, sizeof key, "##%.*s", (int)tk.len, tk.ptr);
+        json_object_set_new(vocab, key, json_integer(i));
+    }
+    json_t *root =
+        json_pack("{s:{s:s, s:b, s:n}, s:{s:s}, s:{s:s, s:s, s:s, s:o}}", "normalizer", "type",
+                  "BertNormalizer", "lowercase", 1, "strip_accents", "pre_tokenizer", "type",
+                  "BertPreTokenizer", "model", "type", "WordPiece", "unk_token", "[UNK]",
+                  "continuing_subword_prefix", "##", "vocab", vocab);
+    assert_non_null(root);
+    char *text = json_dumps(root, JSON_COMPACT);
+    assert_non_null(text);
+    struct tokenizer *t = load_json(text, NULL, NULL);
+    assert_int_equal(compare_golden(t, "bert-bge"), 0);
     tok_free(t);
     free(text);
     json_decref(root);
@@ -885,6 +944,7 @@ int main(void)
         cmocka_unit_test(test_ugm_reference_vectors),
         cmocka_unit_test(test_ugm_reference_vectors_json),
         cmocka_unit_test(test_bpe_qwen2_vectors_json),
+        cmocka_unit_test(test_wordpiece_bge_vectors_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
