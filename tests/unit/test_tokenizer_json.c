@@ -5,7 +5,8 @@
  * tokenizer_config.json), malformed files (each a clear error), allocation failures, and the
  * reference's UGM vocab (ggml-vocab-nomic-bert-moe.gguf, XLM-R's tokenizer) against vectors
  * tests/data/ugm-xlmr.out recorded with the reference tokenizer, both as the GGUF and rewritten
- * as a tokenizer.json, when that vocab is present. */
+ * as a tokenizer.json, when that vocab is present; ../shared's qwen2 (BPE) and bert-bge
+ * (WordPiece) vocabs rewritten as tokenizer.json against their golden ids. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
