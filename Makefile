@@ -63,7 +63,7 @@ FAKE_LIBS := $(FAKE_SRC:tests/fakes/fake_%.c=$(O)/fakes/lib%_fake.so) \
 all: $(SERVER) $(CLI) $(TOOL_BIN) $(FAKE_LIBS)
 fakes: $(FAKE_LIBS)
 lib: $(LIB)
-tests: $(TEST_BIN)
+tests: $(TEST_BIN) $(FAKE_LIBS)
 tools: $(TOOL_BIN)
 benches: $(BENCH_BIN)
 

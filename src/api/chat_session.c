@@ -111,8 +111,7 @@ static bool check_fixed_sampling(const struct chat_session_args *a, struct api_f
 {
     const struct platform_model_desc *d = model_desc(a->model);
     const struct platform_sampling *fx = d->fixed_sampling;
-    const json_t *body = a->structured;
-    if (!fx || !body) return true;
+    if (!fx) return true;
     const struct {
         const char *name;
         double fixed;
@@ -124,15 +123,23 @@ static bool check_fixed_sampling(const struct chat_session_args *a, struct api_f
         {"frequency_penalty", fx->frequency_penalty},
         {"presence_penalty", fx->presence_penalty},
     };
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
-        const json_t *v = json_object_get(body, fields[i].name);
-        if (!json_is_number(v) || fabs(json_number_value(v) - fields[i].fixed) < 1e-6) continue;
-        return api_failf(f, 400, "unsupported_parameter", fields[i].name,
-                         "The %s platform's runtime ABI %s fixes '%s' when the model loads "
-                         "(%g); this request asks for %g. ABI 1.2 has no per-request sampling: "
-                         "omit the parameter or load the model with ABI 1.3.",
-                         model_platform(a->model)->id, d->abi ? d->abi : "", fields[i].name,
-                         fields[i].fixed, json_number_value(v));
+    // The request's own fields, and the model's default_params (which would otherwise be
+    // silently not applied).
+    const json_t *sources[2] = {a->structured, model_default_params(a->model)};
+    for (int k = 0; k < 2; k++) {
+        for (size_t i = 0; sources[k] && i < sizeof fields / sizeof fields[0]; i++) {
+            const json_t *v = json_object_get(sources[k], fields[i].name);
+            if (!json_is_number(v) || fabs(json_number_value(v) - fields[i].fixed) < 1e-6) continue;
+            char param[64];
+            snprintf(param, sizeof param, "%s%s", k ? "default_params." : "", fields[i].name);
+            return api_failf(f, 400, "unsupported_parameter", param,
+                             "The %s platform's runtime ABI %s fixes '%s' when the model loads "
+                             "(%g); %s asks for %g. ABI 1.2 has no per-request sampling: omit "
+                             "the parameter or load the model with ABI 1.3.",
+                             model_platform(a->model)->id, d->abi ? d->abi : "", fields[i].name,
+                             fields[i].fixed, k ? "the model's default_params" : "this request",
+                             json_number_value(v));
+        }
     }
     return true;
 }

@@ -171,7 +171,15 @@ static void *worker_main(void *arg)
         run_one(s, sl->index, r);
         mutex_lock(&s->mu);
     }
+    // Removed from inside its own on_done (the core retiring a busy instance): the handle is
+    // ours to destroy; the thread is joined by whoever next stops or reuses the slot.
+    void *h = NULL;
+    if (sl->is_retiring) {
+        h = sl->handle;
+        sl->handle = NULL;
+    }
     mutex_unlock(&s->mu);
+    if (h) s->worker->destroy(s->model, h);
     return NULL;
 }
 
@@ -229,15 +237,22 @@ int instances_add(struct instances *s, int i, struct errmsg *err)
 {
     if (i < 0 || i >= INSTANCES_MAX || !s->worker)
         return errmsg_set(err, ERR_INVALID, "instance index %d out of range", i);
+    struct inst_slot *sl = &s->slot[i];
     mutex_lock(&s->mu);
-    bool is_used = s->slot[i].exists || s->slot[i].has_thread;
+    bool is_used = sl->exists || (sl->has_thread && !sl->is_retiring);
+    bool has_retired = sl->has_thread && sl->is_retiring;
     mutex_unlock(&s->mu);
     if (is_used) return errmsg_set(err, ERR_INVALID, "instance %d already exists", i);
+    if (has_retired) { // the slot's last worker removed itself: it ends on its own
+        thread_join(&sl->thread);
+        mutex_lock(&s->mu);
+        sl->has_thread = sl->is_retiring = sl->is_stopping = false;
+        mutex_unlock(&s->mu);
+    }
     void *h = NULL;
     int rc = s->worker->init(s->model, i, &h, err);
     if (rc != ERR_OK) return rc;
     mutex_lock(&s->mu);
-    struct inst_slot *sl = &s->slot[i];
     sl->handle = h;
     sl->is_stopping = false;
     rc = thread_start(&sl->thread, worker_main, sl);
@@ -255,12 +270,22 @@ int instances_add(struct instances *s, int i, struct errmsg *err)
     return ERR_OK;
 }
 
-/* Stops slot i's worker (its run is aborted) and returns its handle; the caller destroys it. */
+/* Stops slot i's worker (its run is aborted) and returns its handle; the caller destroys it
+ * (NULL: there is none, or the worker destroys it itself). Called by the worker itself (the
+ * core retiring its instance from on_done), it only marks the slot: the worker ends after this
+ * request and destroys its handle (a thread cannot join itself). */
 static void *stop_worker(struct instances *s, int i)
 {
     struct inst_slot *sl = &s->slot[i];
     mutex_lock(&s->mu);
     bool has_thread = sl->has_thread;
+    if (has_thread && pthread_equal(pthread_self(), sl->thread.handle)) {
+        sl->is_stopping = true;
+        sl->is_retiring = true;
+        sl->exists = false;
+        mutex_unlock(&s->mu);
+        return NULL;
+    }
     sl->is_stopping = true;
     if (sl->is_running) sl->want_abort = true;
     cond_broadcast(&s->cv);
@@ -272,6 +297,7 @@ static void *stop_worker(struct instances *s, int i)
     sl->has_thread = false;
     sl->exists = false;
     sl->is_stopping = false;
+    sl->is_retiring = false;
     mutex_unlock(&s->mu);
     return h;
 }

@@ -47,6 +47,8 @@ struct inst_slot {
     bool want_abort;    // inst_slot_abort was called during this run
     bool is_abort_sent; // the watch thread aborted this run
     bool is_aborting;   // the watch thread is inside abort for this slot
+    bool is_retiring;   // removed by its own worker (from on_done): the worker destroys the
+                        // handle and ends; its thread is joined when the slot is next used
 };
 
 /* Records a failure unless an outcome is already set (the first one sticks). */
@@ -108,7 +110,9 @@ int instances_start_workers(struct instances *s, const struct inst_worker_ops *o
  * out of range or in use), the init's error, or ERR_NOMEM. */
 int instances_add(struct instances *s, int i, struct errmsg *err);
 
-/* Workers: stops instance i's thread and destroys its handle. The instance is idle. */
+/* Workers: stops instance i's thread and destroys its handle. The instance is idle, or this
+ * is called from its own worker (the core's on_done retiring it after its request): then the
+ * worker destroys the handle and ends once on_done returns. */
 void instances_remove(struct instances *s, int i);
 
 /* Scheduled mode: the model changes which instances exist under this lock (setting

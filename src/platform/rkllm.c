@@ -513,6 +513,8 @@ static int pick_abi(const struct platform_detection *d, struct platform_model *m
 static int rkllm_load(const struct platform_load_args *a, struct platform_model **out,
                       struct errmsg *err)
 {
+    if (!lib.is_available)
+        return errmsg_set(err, ERR_UNSUPPORTED, "the RKLLM runtime is unavailable: %s", lib.reason);
     struct platform_detection *d = mem_alloc(sizeof *d);
     struct platform_model *m = mem_calloc(1, sizeof *m);
     int rc = d && m ? ERR_OK : ERR_NOMEM;

@@ -28,6 +28,7 @@ struct fake_model {
     atomic_int n_done;           // on_done calls
     atomic_int done_before_wake; // on_done ran while the reader could not see the outcome
     struct request *watched;     // request whose reader is checked at on_done
+    int remove_on_done;          // 1 + the instance on_done removes (the core retiring it)
 };
 
 static void sleep_ms(int ms)
@@ -96,9 +97,9 @@ static const struct inst_worker_ops ops = {
 static void on_done(void *owner, int instance)
 {
     struct fake_model *m = owner;
-    (void)instance;
     if (m->watched && request_outcome(m->watched, NULL, NULL, NULL) == FINISH_NONE)
         atomic_fetch_add(&m->done_before_wake, 1);
+    if (m->remove_on_done == instance + 1) instances_remove(&m->set, instance);
     atomic_fetch_add(&m->n_done, 1);
 }
 
@@ -233,6 +234,32 @@ static void test_failing_init_and_remove(void **state)
     assert_int_equal(atomic_load(&m.n_destroy), 2);
 }
 
+/* The core retires a busy instance from on_done, on the instance's own worker thread. */
+static void test_retire_from_own_worker(void **state)
+{
+    (void)state;
+    struct fake_model m = {0};
+    start(&m, 2);
+    m.remove_on_done = 1 + 1;
+    struct request *r = new_request(2);
+    instances_submit(&m.set, 1, r);
+    assert_int_equal(wait_end(r), FINISH_STOP);
+    request_release(r);
+    for (int k = 0; k < 100 && atomic_load(&m.n_destroy) < 1; k++)
+        sleep_ms(5);
+    assert_int_equal(atomic_load(&m.n_destroy), 1); // its handle, by the ending worker
+    assert_false(m.set.slot[1].exists);
+    m.remove_on_done = 0;
+    struct errmsg err;
+    errmsg_clear(&err);
+    assert_int_equal(instances_add(&m.set, 1, &err), ERR_OK); // the slot is reused
+    r = new_request(1);
+    instances_submit(&m.set, 1, r);
+    assert_int_equal(wait_end(r), FINISH_STOP);
+    request_release(r);
+    stop(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -241,6 +268,7 @@ int main(void)
         cmocka_unit_test(test_abort_requested_from_the_run),
         cmocka_unit_test(test_stop_aborts_running_and_destroys_idle),
         cmocka_unit_test(test_failing_init_and_remove),
+        cmocka_unit_test(test_retire_from_own_worker),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
