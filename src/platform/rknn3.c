@@ -65,6 +65,7 @@ struct platform_model {
     struct tokenizer *tok;
     struct jinja_template *tmpl;
     char *tmpl_src, *bos_text, *eos_text;
+    bool is_tmpl_fallback; // ChatML, because the tokenizer file has no (usable) template
     char model[4096], weight[4096];
     const uint16_t *embed; // (n_vocab, dim) float16, mapped
     size_t embed_bytes;
@@ -185,7 +186,8 @@ static char *token_text_dup(const struct tokenizer *t, tok_id id)
     return mem_strndup(s.ptr ? s.ptr : "", s.len);
 }
 
-/* The chat template: the tokenizer file's, else ChatML. */
+/* The chat template: the tokenizer file's, else ChatML (until the runtime's own replaces it,
+ * see adopt_runtime_template). */
 static int load_template(struct platform_model *m, const struct gguf *g, struct errmsg *err)
 {
     struct str src = {0};
@@ -201,7 +203,31 @@ static int load_template(struct platform_model *m, const struct gguf *g, struct 
     }
     m->tmpl_src = mem_strdup(chat_template_default());
     if (!m->tmpl_src) return errmsg_set(err, ERR_NOMEM, "out of memory");
+    m->is_tmpl_fallback = true;
     return jinja_template_new(m->tmpl_src, strlen(m->tmpl_src), &m->tmpl, err);
+}
+
+/* When the tokenizer file has no template, the model's own (RKNN3_QUERY_LLM_CONFIG, a Hugging
+ * Face Jinja template; runtime memory, copied at once) replaces ChatML if it parses. */
+static void adopt_runtime_template(struct platform_model *m, const char *src)
+{
+    if (!m->is_tmpl_fallback || !src || !src[0]) return;
+    size_t len = strnlen(src, 1u << 20);
+    char *copy = mem_strndup(src, len);
+    struct jinja_template *t = NULL;
+    struct errmsg terr;
+    errmsg_clear(&terr);
+    if (!copy || jinja_template_new(copy, len, &t, &terr) != ERR_OK) {
+        log_warn("rknn3: the runtime's chat template does not parse (%s); using ChatML",
+                 copy ? terr.msg : "out of memory");
+        mem_free(copy);
+        return;
+    }
+    jinja_template_free(m->tmpl);
+    mem_free(m->tmpl_src);
+    m->tmpl = t;
+    m->tmpl_src = copy;
+    m->is_tmpl_fallback = false;
 }
 
 /* X.tokenizer.gguf: the tokenizer, its special ids for the runtime and reranker layout, and
@@ -310,6 +336,7 @@ static int probe(struct platform_model *m, struct errmsg *err)
         m->dim = (int)q.embedding_dim;
         m->max_ctx = q.max_ctx_len > INT32_MAX ? INT32_MAX : (int)q.max_ctx_len;
         m->n_vocab = (int)q.vocab_size;
+        adopt_runtime_template(m, q.chat_template);
     }
     if (rc != ERR_OK) {
         fns.destroy(ctx);

@@ -7,7 +7,7 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { startServer, errorOf } from './lib/server.mjs';
+import { startServer, errorOf, sharedDir, hasShared } from './lib/server.mjs';
 import { synthModel, SMALL } from './lib/models.mjs';
 import { rknn3Fake, fakeBoard, rknn3Model, embedRow, l2, readLog, post, tmpDir } from './lib/rknn.mjs';
 
@@ -186,6 +186,31 @@ describe('rknn3 with the fake runtime', () => {
     assert.match(r.body.message, /partially loaded/);
     assert.equal((await chat('part', { max_tokens: 1 })).status, 200);
     assert.equal((await unload('part')).status, 200);
+  });
+
+  test('chat template: the tokenizer file\'s, else the runtime\'s, else ChatML', async (t) => {
+    let props = await (await fetch(`${srv.url}/props?model=qwen`)).json();
+    assert.match(props.chat_template, /im_start/, 'the tokenizer file carries ChatML');
+    const spm = path.join(sharedDir, 'models/vocab/ggml-vocab-llama-spm.gguf');
+    if (!hasShared) return t.skip('../shared is absent: no template-less tokenizer file');
+    // The same runtime template is ignored while the tokenizer file has one of its own.
+    assert.equal((await load('own', rknn3Model(tokGguf, { runtimeTemplate: 1 }))).status, 200);
+    props = await (await fetch(`${srv.url}/props?model=own`)).json();
+    assert.match(props.chat_template, /im_start/);
+    const bare = await load('bare', rknn3Model(spm, { vocab: 32000, runtimeTemplate: 1 }));
+    assert.equal(bare.status, 200, JSON.stringify(bare.body));
+    props = await (await fetch(`${srv.url}/props?model=bare`)).json();
+    assert.match(props.chat_template, /\[\{\{ m\.role \}\}\]/);
+    const r = await post(`${srv.url}/apply-template`, { model: 'bare',
+      messages: [{ role: 'user', content: 'hi' }] });
+    assert.equal(r.status, 200);
+    assert.equal(r.body.prompt, '[user] hi\n[assistant] ');
+    assert.equal((await chat('bare', { max_tokens: 2 })).status, 200);
+    const plain = await load('plain', rknn3Model(spm, { vocab: 32000 }));
+    assert.equal(plain.status, 200);
+    props = await (await fetch(`${srv.url}/props?model=plain`)).json();
+    assert.match(props.chat_template, /im_start/, 'ChatML when neither has one');
+    for (const id of ['own', 'bare', 'plain']) assert.equal((await unload(id)).status, 200);
   });
 
   test('refusals at load: another chip, a broken set', async () => {

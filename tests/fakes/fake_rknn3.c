@@ -12,6 +12,7 @@
  *   error_token 13        an input holding this id ends the run with the ERROR state
  *   reply_len 6           tokens generated before FINISH
  *   token_ms 0            time per generated token
+ *   runtime_template 1    RKNN3_QUERY_LLM_CONFIG returns a chat template ("[role] content")
  *
  * session_run blocks while a thread of the fake delivers the callbacks. Every run first asks
  * the host's embed callback for the input rows (len must be n_tokens * dim * 2 bytes). Then:
@@ -36,6 +37,7 @@
 
 struct fake_model {
     int task, vocab, dim, max_ctx, fail_init, error_token, reply_len, token_ms;
+    int has_template; // RKNN3_QUERY_LLM_CONFIG returns a chat template
 };
 
 struct fake_session;
@@ -176,6 +178,7 @@ static int read_model(const char *path, struct fake_model *m)
         if (strcmp(key, "error_token") == 0) m->error_token = atoi(val);
         if (strcmp(key, "reply_len") == 0) m->reply_len = atoi(val);
         if (strcmp(key, "token_ms") == 0) m->token_ms = atoi(val);
+        if (strcmp(key, "runtime_template") == 0) m->has_template = atoi(val);
     }
     fclose(f);
     return ok && m->vocab > 0 && m->dim > 0 && m->dim <= 4096 ? 0 : -1;
@@ -222,7 +225,9 @@ int rknn3_query(rknn3_context ctx, int32_t cmd, void *info, uint64_t size)
         struct rknn3_llm_config *q = info;
         memset(q, 0, sizeof *q);
         static char model_type[] = "fake";
-        q->chat_template = NULL;
+        static char tmpl[] = "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n"
+                             "{% endfor %}[assistant] ";
+        q->chat_template = c->m.has_template ? tmpl : NULL;
         q->vocab_size = (uint32_t)c->m.vocab;
         q->embedding_dim = (uint32_t)c->m.dim;
         q->max_ctx_len = (uint32_t)c->m.max_ctx;

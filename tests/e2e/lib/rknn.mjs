@@ -108,10 +108,11 @@ export async function post(url, body) {
 export function rknn3Model(tokenizerGguf, opts = {}) {
   const dir = tmpDir('llamapi-rknn3-');
   const o = { task: 'generate', vocab: 2048, dim: 8, maxCtx: 512, failInit: 0, errorToken: -1,
-    replyLen: 6, tokenMs: 0, name: 'qwen', manifest: null, ...opts };
+    replyLen: 6, tokenMs: 0, runtimeTemplate: 0, name: 'qwen', manifest: null, ...opts };
   writeFileSync(path.join(dir, `${o.name}.rknn`), ['fake-rknn3', `task ${o.task}`, `vocab ${o.vocab}`,
     `dim ${o.dim}`, `max_ctx ${o.maxCtx}`, `fail_init ${o.failInit}`, `error_token ${o.errorToken}`,
-    `reply_len ${o.replyLen}`, `token_ms ${o.tokenMs}`, ''].join('\n'));
+    `reply_len ${o.replyLen}`, `token_ms ${o.tokenMs}`, `runtime_template ${o.runtimeTemplate}`,
+    ''].join('\n'));
   writeFileSync(path.join(dir, `${o.name}.weight`), 'weights');
   writeFileSync(path.join(dir, `${o.name}.tokenizer.gguf`), readFileSync(tokenizerGguf));
   const buf = Buffer.alloc(o.vocab * o.dim * 2);
