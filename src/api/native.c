@@ -161,6 +161,31 @@ static bool parse_extras(const json_t *body, int n_ctx, struct native_params *np
     return true;
 }
 
+/* What the model's platform cannot do (its platform_unsupported bits), refused by name as the
+ * chat endpoints do rather than ignored. */
+static bool check_platform(const struct model *m, const json_t *body,
+                           const struct native_params *np, struct api_fail *f)
+{
+    const unsigned no = model_desc(m)->unsupported;
+    const char *param = NULL;
+    const json_t *v;
+    if ((no & PLATFORM_UNSUPPORTED_GRAMMAR) && np->grammar.len > 0)
+        param = json_object_get(body, "json_schema") ? "json_schema" : "grammar";
+    else if ((no & PLATFORM_UNSUPPORTED_LOGPROBS) && np->p.gen.n_probs > 0)
+        param = "n_probs";
+    else if ((no & PLATFORM_UNSUPPORTED_LOGIT_BIAS) && np->p.gen.n_logit_bias > 0)
+        param = "logit_bias";
+    else if ((no & PLATFORM_UNSUPPORTED_MIN_P) && (v = json_object_get(body, "min_p")) &&
+             !json_is_null(v))
+        param = "min_p";
+    else if ((no & PLATFORM_UNSUPPORTED_SEED) && (v = json_object_get(body, "seed")) &&
+             !json_is_null(v))
+        param = "seed";
+    if (!param) return true;
+    return api_failf(f, 400, "unsupported_parameter", param,
+                     "The %s platform does not support '%s'.", model_platform(m)->id, param);
+}
+
 bool native_params_parse(const struct api_ctx *ctx, const struct model *m, json_t *body,
                          const struct params_names *names, struct native_params *out,
                          struct api_fail *f)
@@ -183,7 +208,8 @@ bool native_params_parse(const struct api_ctx *ctx, const struct model *m, json_
     struct native_tokenizer t;
     native_tokenizer_of(m, &t);
     return ok && parse_extras(body, d->n_ctx, out, f) &&
-           native_logit_bias_parse(json_object_get(body, "logit_bias"), &t, &out->p.gen, f);
+           native_logit_bias_parse(json_object_get(body, "logit_bias"), &t, &out->p.gen, f) &&
+           check_platform(m, body, out, f);
 }
 
 void native_params_deinit(struct native_params *np)

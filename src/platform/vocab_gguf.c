@@ -16,6 +16,7 @@
 #define KEY_SCORES "tokenizer.ggml.scores"
 #define KEY_TYPES  "tokenizer.ggml.token_type"
 #define KEY_MERGES "tokenizer.ggml.merges"
+#define KEY_CHARS  "tokenizer.ggml.precompiled_charsmap"
 
 static int detect_kind(const struct gguf *g, enum vocab_kind *kind, struct errmsg *err)
 {
@@ -92,6 +93,28 @@ static int load_numbers(const struct gguf *g, const char *key, int32_t n, bool a
     return ERR_OK;
 }
 
+/* The unigram normalizer's precompiled charsmap (an I8 or U8 array), copied; absent: *out
+ * stays NULL. */
+static int load_charsmap(const struct gguf *g, uint8_t **out, size_t *len, struct errmsg *err)
+{
+    enum gguf_value_type type;
+    int64_t count;
+    const void *data;
+    int rc = gguf_get_arr_data(g, KEY_CHARS, &type, &count, &data);
+    if (rc == ERR_NOT_FOUND) return ERR_OK;
+    if (rc != ERR_OK || (type != GGUF_VALUE_U8 && type != GGUF_VALUE_I8))
+        return errmsg_set(err, ERR_FORMAT, "%s has the wrong type", KEY_CHARS);
+    if (count <= 0) return ERR_OK;
+    if ((uint64_t)count > SIZE_MAX / 2)
+        return errmsg_set(err, ERR_FORMAT, "%s is too large", KEY_CHARS);
+    uint8_t *a = mem_alloc((size_t)count);
+    if (!a) return errmsg_set(err, ERR_NOMEM, "out of memory reading %s", KEY_CHARS);
+    memcpy(a, data, (size_t)count);
+    *out = a;
+    *len = (size_t)count;
+    return ERR_OK;
+}
+
 static void read_id(const struct gguf *g, const char *key, int32_t n_tokens, tok_id *id)
 {
     uint32_t v;
@@ -143,6 +166,7 @@ static void read_ids_and_flags(const struct gguf *g, struct vocab *v)
     read_flag(g, "tokenizer.ggml.add_eos_token", &v->add_eos);
     read_flag(g, "tokenizer.ggml.add_sep_token", &v->add_sep);
     read_flag(g, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix);
+    read_flag(g, "tokenizer.ggml.remove_extra_whitespaces", &v->remove_extra_ws);
     read_flag(g, "tokenizer.ggml.normalizer.lowercase", &v->lowercase);
     v->strip_accents = v->lowercase; // llama.cpp: strip_accents defaults to lowercase
     read_flag(g, "tokenizer.ggml.normalizer.strip_accents", &v->strip_accents);
@@ -226,7 +250,12 @@ int vocab_load_gguf(const struct gguf *g, struct vocab *out, struct errmsg *err)
     if (rc == ERR_OK) rc = load_numbers(g, KEY_TYPES, v.n_tokens, false, &types, err);
     if (rc == ERR_OK && kind == VOCAB_KIND_GPT2)
         rc = load_strings(g, KEY_MERGES, 0, &merges, &v.n_merges, err);
+    uint8_t *charsmap = NULL;
+    if (rc == ERR_OK && kind == VOCAB_KIND_UGM)
+        rc = load_charsmap(g, &charsmap, &v.charsmap_len, err);
+    v.charsmap = charsmap;
     if (rc != ERR_OK) {
+        mem_free(charsmap);
         mem_free(tokens);
         mem_free(scores);
         mem_free(types);
@@ -256,6 +285,7 @@ void vocab_deinit(struct vocab *v)
     mem_free((void *)(uintptr_t)v->token_types);
     mem_free((void *)(uintptr_t)v->merges);
     mem_free((void *)(uintptr_t)v->strip);
+    mem_free((void *)(uintptr_t)v->charsmap);
     memset(v, 0, sizeof *v);
 }
 

@@ -11,7 +11,7 @@
 
 /* Fills *out from g. Token and merge strings (and v->pre) are borrowed from g's mapping: valid
  * until gguf_close(g). The token/merge slice arrays, scores and token types are allocated
- * here; release them with vocab_deinit(). tokenizer.ggml.model must be "llama", "gpt2" or
+ * here; release them with vocab_deinit(). tokenizer.ggml.model must be "llama", "gpt2", "t5" or
  * "bert"; when the key is absent and general.architecture names a BERT family, the vocab is
  * WordPiece (classic "##" vocabs such as tiny_bert). Special ids from the file that fall
  * outside the vocab are ignored (the family default stays), as llama.cpp does.

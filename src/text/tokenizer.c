@@ -65,6 +65,13 @@ size_t tok_utf8_decode(const unsigned char *s, size_t len, uint32_t *cp)
     return n;
 }
 
+size_t tok_utf8_len_at(const char *s, size_t len)
+{
+    uint32_t cp;
+    size_t n = tok_utf8_decode((const unsigned char *)s, len, &cp);
+    return n ? n : 1;
+}
+
 size_t tok_utf8_encode(uint32_t cp, char out[4])
 {
     if (cp < 0x80) {
@@ -128,18 +135,22 @@ bool tok_utf8_is_valid(const unsigned char *s, size_t len)
 
 static uint64_t hash_bytes(const char *s, size_t len)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < len; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 0x100000001b3ull;
-    }
-    return h ^ (h >> 29);
+    uint64_t h = TOK_HASH_INIT;
+    for (size_t i = 0; i < len; i++)
+        h = tok_hash_step(h, (unsigned char)s[i]);
+    return tok_hash_end(h);
 }
 
 tok_id tok_map_find(const struct tok_map *m, const char *arena, const char *s, size_t len)
 {
+    return tok_map_find_hashed(m, arena, s, len, hash_bytes(s, len));
+}
+
+tok_id tok_map_find_hashed(const struct tok_map *m, const char *arena, const char *s, size_t len,
+                           uint64_t hash)
+{
     if (!m->slots) return TOK_ID_NONE;
-    size_t i = (size_t)hash_bytes(s, len) & m->mask;
+    size_t i = (size_t)hash & m->mask;
     for (;;) {
         int32_t id = m->slots[i];
         if (id < 0) return TOK_ID_NONE;
@@ -546,11 +557,15 @@ static int build_specials(struct tokenizer *t)
 
 static int validate_vocab(const struct vocab *v, struct errmsg *err)
 {
-    if (v->kind != VOCAB_KIND_LLAMA && v->kind != VOCAB_KIND_GPT2 && v->kind != VOCAB_KIND_BERT)
+    if (v->kind != VOCAB_KIND_LLAMA && v->kind != VOCAB_KIND_GPT2 && v->kind != VOCAB_KIND_BERT &&
+        v->kind != VOCAB_KIND_UGM)
         return errmsg_set(err, ERR_INVALID, "unknown vocab kind %d", (int)v->kind);
     if (v->n_tokens <= 0 || !v->tokens) return errmsg_set(err, ERR_INVALID, "vocab has no tokens");
     if (v->n_merges < 0 || (v->n_merges > 0 && !v->merges))
         return errmsg_set(err, ERR_INVALID, "vocab merges are inconsistent");
+    if (v->n_norm < 0 || (v->n_norm > 0 && !v->norm) || v->n_pre_regex < 0 ||
+        (v->n_pre_regex > 0 && !v->pre_regex) || (v->charsmap_len > 0 && !v->charsmap))
+        return errmsg_set(err, ERR_INVALID, "vocab normalizer is inconsistent");
     return ERR_OK;
 }
 
@@ -646,7 +661,8 @@ static void copy_flags(struct tokenizer *t, const struct vocab *v)
     t->add_bos = v->add_bos;
     t->add_eos = v->add_eos;
     t->add_sep = v->add_sep;
-    t->add_space_prefix = v->kind == VOCAB_KIND_LLAMA && v->add_space_prefix;
+    t->add_space_prefix =
+        (v->kind == VOCAB_KIND_LLAMA || v->kind == VOCAB_KIND_UGM) && v->add_space_prefix;
     t->lowercase = v->lowercase;
     t->strip_accents = v->strip_accents;
     t->clean_spaces = v->kind == VOCAB_KIND_BERT;
@@ -671,7 +687,7 @@ static void build_byte_ids(struct tokenizer *t)
         t->byte_id[b] = TOK_ID_NONE;
         if (t->kind == VOCAB_KIND_GPT2) {
             t->byte_id[b] = tok_map_find(&t->key_map, t->arena, &c, 1);
-        } else if (t->kind == VOCAB_KIND_LLAMA) {
+        } else if (t->kind == VOCAB_KIND_LLAMA || t->kind == VOCAB_KIND_UGM) {
             static const char digits[] = "0123456789ABCDEF";
             memcpy(hex, "<0x", 3);
             hex[3] = digits[b >> 4];
@@ -706,7 +722,9 @@ int tok_new(const struct vocab *v, struct tokenizer **out, struct errmsg *err)
         if (build_eog(t) != ERR_OK || build_specials(t) != ERR_OK)
             rc = errmsg_set(err, ERR_NOMEM, "out of memory indexing special tokens");
     }
-    if (rc == ERR_OK && t->kind == VOCAB_KIND_GPT2) rc = tok_bpe_setup(t, v->pre, err);
+    if (rc == ERR_OK && t->kind == VOCAB_KIND_GPT2) rc = tok_bpe_setup(t, v, err);
+    if (rc == ERR_OK && t->kind == VOCAB_KIND_UGM) rc = tok_ugm_setup(t, v, err);
+    if (rc == ERR_OK) rc = tok_norm_setup(t, v, err);
     if (rc == ERR_OK && t->kind == VOCAB_KIND_GPT2) rc = tok_bpe_build_merges(t, v, err);
     if (rc != ERR_OK) {
         tok_free(t);
@@ -720,6 +738,9 @@ void tok_free(struct tokenizer *t)
 {
     if (!t) return;
     tok_bpe_free_regex(t);
+    tok_norm_free(t);
+    mem_free(t->xcda);
+    mem_free(t->charsmap_repl);
     mem_free(t->arena);
     mem_free(t->text);
     mem_free(t->key);

@@ -1,7 +1,9 @@
 /* Tokenizers: text <-> token ids exactly as the models were trained. SentencePiece BPE
  * ("llama", llama.cpp's llm_tokenizer_spm), byte-level BPE ("gpt2", pre-tokenized by the
- * tokenizer.ggml.pre regexes run with PCRE2) and WordPiece ("bert", both the "##" and the
- * "\u2581" vocab forms). Built from a struct vocab (text/vocab.h); reads no files. */
+ * tokenizer.ggml.pre regexes run with PCRE2), WordPiece ("bert", both the "##" and the
+ * "\u2581" vocab forms) and SentencePiece unigram ("t5", Viterbi over the token scores). Built
+ * from a struct vocab (text/vocab.h; text/tokenizer_json.h fills one from a Hugging Face
+ * tokenizer.json); reads no files. */
 #ifndef TEXT_TOKENIZER_H
 #define TEXT_TOKENIZER_H
 

@@ -383,10 +383,65 @@ static int widen_space_class(const char *re, struct buf *out)
     return rc;
 }
 
-int tok_bpe_setup(struct tokenizer *t, struct str pre, struct errmsg *err)
+/* Compiles one split pattern (NUL-terminated) into t->regex. */
+static int compile_split(struct tokenizer *t, pcre2_compile_context *cc, const char *re,
+                         const char *family, struct errmsg *err)
 {
-    const struct pre_family *f = &k_families[find_family(pre)];
-    t->ignore_merges = f->ignore_merges;
+    int code;
+    PCRE2_SIZE at;
+    struct buf pat;
+    buf_init(&pat);
+    if (widen_space_class(re, &pat) != ERR_OK || (pat.len == 0 && buf_reserve(&pat, 1) != ERR_OK)) {
+        buf_deinit(&pat);
+        return errmsg_set(err, ERR_NOMEM, "out of memory compiling the pre-tokenizer");
+    }
+    // $ is the end of the subject only, as in the engines the patterns were written for.
+    pcre2_code *re_code =
+        pcre2_compile((PCRE2_SPTR)pat.data, pat.len, PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY,
+                      &code, &at, cc);
+    buf_deinit(&pat);
+    if (!re_code) {
+        PCRE2_UCHAR msg[120];
+        pcre2_get_error_message(code, msg, sizeof msg);
+        return errmsg_set(
+            err,
+            code == PCRE2_ERROR_HEAP_FAILED || code == PCRE2_ERROR_NOMEMORY ? ERR_NOMEM
+                                                                            : ERR_UNSUPPORTED,
+            "pre-tokenizer %s regex %d: %s at %zu", family, t->n_regex, (char *)msg, (size_t)at);
+    }
+    (void)pcre2_jit_compile(re_code, PCRE2_JIT_COMPLETE); // interpreted when JIT is unavailable
+    t->regex[t->n_regex++] = re_code;
+    return ERR_OK;
+}
+
+/* The vocab's own split patterns (a tokenizer.json Split pre-tokenizer), each copied to a
+ * NUL-terminated string first. */
+static int compile_custom(struct tokenizer *t, pcre2_compile_context *cc, const struct vocab *v,
+                          struct errmsg *err)
+{
+    if (v->n_pre_regex > TOK_MAX_REGEX)
+        return errmsg_set(err, ERR_UNSUPPORTED, "more than %d pre-tokenizer regexes",
+                          TOK_MAX_REGEX);
+    int rc = ERR_OK;
+    for (int32_t i = 0; i < v->n_pre_regex && rc == ERR_OK; i++) {
+        struct buf z;
+        buf_init(&z);
+        rc = buf_append(&z, v->pre_regex[i].len ? v->pre_regex[i].ptr : "", v->pre_regex[i].len);
+        if (rc == ERR_OK) rc = buf_append_byte(&z, '\0');
+        if (rc != ERR_OK)
+            rc = errmsg_set(err, ERR_NOMEM, "out of memory compiling the pre-tokenizer");
+        else
+            rc = compile_split(t, cc, z.data, "tokenizer.json", err);
+        buf_deinit(&z);
+    }
+    return rc;
+}
+
+int tok_bpe_setup(struct tokenizer *t, const struct vocab *v, struct errmsg *err)
+{
+    const struct pre_family *f =
+        &k_families[v->n_pre_regex > 0 ? PRE_DEFAULT : find_family(v->pre)];
+    t->ignore_merges = f->ignore_merges || v->ignore_merges;
     t->clean_spaces = f->clean_spaces;
     pcre2_general_context *g = pcre2_general_context_create(pcre_malloc, pcre_free, NULL);
     if (!g) return errmsg_set(err, ERR_NOMEM, "out of memory compiling the pre-tokenizer");
@@ -394,33 +449,11 @@ int tok_bpe_setup(struct tokenizer *t, struct str pre, struct errmsg *err)
     pcre2_compile_context *cc = pcre2_compile_context_create(g);
     if (!cc) return errmsg_set(err, ERR_NOMEM, "out of memory compiling the pre-tokenizer");
     int rc = ERR_OK;
-    for (int i = 0; i < TOK_MAX_REGEX && f->regex[i] && rc == ERR_OK; i++) {
-        int code;
-        PCRE2_SIZE at;
-        struct buf pat;
-        buf_init(&pat);
-        if (widen_space_class(f->regex[i], &pat) != ERR_OK) {
-            rc = errmsg_set(err, ERR_NOMEM, "out of memory compiling the pre-tokenizer");
-            buf_deinit(&pat);
-            break;
-        }
-        // $ is the end of the subject only, as in the engines the patterns were written for.
-        pcre2_code *re =
-            pcre2_compile((PCRE2_SPTR)pat.data, pat.len,
-                          PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY, &code, &at, cc);
-        buf_deinit(&pat);
-        if (!re) {
-            PCRE2_UCHAR msg[120];
-            pcre2_get_error_message(code, msg, sizeof msg);
-            rc = errmsg_set(
-                err,
-                code == PCRE2_ERROR_HEAP_FAILED || code == PCRE2_ERROR_NOMEMORY ? ERR_NOMEM
-                                                                                : ERR_UNSUPPORTED,
-                "pre-tokenizer %s regex %d: %s at %zu", f->name, i, (char *)msg, (size_t)at);
-            break;
-        }
-        (void)pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); // interpreted when JIT is unavailable
-        t->regex[t->n_regex++] = re;
+    if (v->n_pre_regex > 0) {
+        rc = compile_custom(t, cc, v, err);
+    } else {
+        for (int i = 0; i < TOK_MAX_REGEX && f->regex[i] && rc == ERR_OK; i++)
+            rc = compile_split(t, cc, f->regex[i], f->name, err);
     }
     pcre2_compile_context_free(cc);
     return rc;

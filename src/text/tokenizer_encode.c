@@ -108,6 +108,23 @@ static int select_occurrences(struct occ_list *l, size_t len)
     return ERR_OK;
 }
 
+/* Runs the fragment's text through the algorithm of the vocab kind. */
+static int encode_plain(const struct tokenizer *t, const char *s, size_t len, bool is_first,
+                        bool is_prev_special, struct tok_ids *out)
+{
+    switch (t->kind) {
+    case VOCAB_KIND_LLAMA:
+        return tok_spm_encode(t, s, len, t->add_space_prefix && is_prev_special, out);
+    case VOCAB_KIND_GPT2:
+        return tok_bpe_encode(t, s, len, out);
+    case VOCAB_KIND_BERT:
+        return tok_wpm_encode(t, s, len, out);
+    case VOCAB_KIND_UGM:
+        return tok_ugm_encode(t, s, len, is_first, out);
+    }
+    return ERR_OK;
+}
+
 static int encode_fragment(const struct tokenizer *t, const char *s, struct fragment f,
                            bool *is_prev_special, struct tok_ids *out)
 {
@@ -115,17 +132,17 @@ static int encode_fragment(const struct tokenizer *t, const char *s, struct frag
         *is_prev_special = true;
         return tok_ids_push(out, f.id);
     }
-    int rc = ERR_OK;
-    switch (t->kind) {
-    case VOCAB_KIND_LLAMA:
-        rc = tok_spm_encode(t, s + f.off, f.len, t->add_space_prefix && *is_prev_special, out);
-        break;
-    case VOCAB_KIND_GPT2:
-        rc = tok_bpe_encode(t, s + f.off, f.len, out);
-        break;
-    case VOCAB_KIND_BERT:
-        rc = tok_wpm_encode(t, s + f.off, f.len, out);
-        break;
+    int rc;
+    if (t->n_norm > 0) { // a tokenizer.json normalizer runs first
+        struct buf norm;
+        buf_init(&norm);
+        rc = tok_norm_apply(t, s + f.off, f.len, &norm);
+        if (rc == ERR_OK)
+            rc = encode_plain(t, norm.len ? norm.data : "", norm.len, f.off == 0, *is_prev_special,
+                              out);
+        buf_deinit(&norm);
+    } else {
+        rc = encode_plain(t, s + f.off, f.len, f.off == 0, *is_prev_special, out);
     }
     *is_prev_special = false;
     return rc;

@@ -5,6 +5,7 @@
 #define TEXT_TOKENIZER_INTERNAL_H
 
 #include "text/tokenizer.h"
+#include "util/buf.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -42,6 +43,17 @@ struct tok_trie_node {
 
 struct tok_pre; // pre-tokenizer description, tokenizer_bpe.c
 
+/* A normalizer step with its strings in the tokenizer's own memory (tokenizer_norm.c). */
+struct tok_norm_step {
+    enum vocab_norm_op op;
+    char *pattern; // owned, NUL-terminated
+    size_t pattern_len;
+    char *content; // owned, NUL-terminated
+    size_t content_len;
+    void *regex; // pcre2_code_8 * for a regex REPLACE, else NULL
+    bool left, right;
+};
+
 /* Immutable after tok_new(). */
 struct tokenizer {
     enum vocab_kind kind;
@@ -77,12 +89,32 @@ struct tokenizer {
     int n_regex;
     void *regex[TOK_MAX_REGEX]; // pcre2_code_8 *
     void *regex_gctx;           // pcre2_general_context_8 *
+
+    /* Unigram (tokenizer_ugm.c). */
+    uint32_t *xcda; // (n_xcda) charsmap double-array entries, host order; owned
+    size_t n_xcda;
+    char *charsmap_repl; // replacement strings, NUL-terminated, back to back; owned
+    size_t charsmap_repl_len;
+    double ugm_unk_score; // min normal score - 10, as SentencePiece
+    int32_t ugm_max_len;  // longest candidate token text, bytes
+    bool remove_extra_ws, escape_ws, ws_as_suffix, byte_fallback;
+    bool ugm_chunkable; // U+2581 is a token and no candidate has it after its start, so
+                        // no token crosses a word start: Viterbi can run word by word
+
+    /* tokenizer.json pipeline (tokenizer_norm.c). */
+    struct tok_norm_step *norm; // (n_norm) owned
+    int32_t n_norm;
+    void *norm_gctx; // pcre2_general_context_8 * for the normalizer regexes
+    bool is_metaspace, meta_split, ws_split;
+    enum vocab_prepend prepend;
 };
 
 /* UTF-8 helpers (tokenizer.c). utf8_decode returns the length of the valid, shortest-form
  * scalar value at s (1..4) and writes *cp, or 0 when the bytes there are not valid UTF-8. */
 size_t tok_utf8_decode(const unsigned char *s, size_t len, uint32_t *cp);
 size_t tok_utf8_encode(uint32_t cp, char out[4]);
+/* Bytes of the character at s (1..4, never past len > 0): its length when valid, else 1. */
+size_t tok_utf8_len_at(const char *s, size_t len);
 /* True when s[0..len) is valid UTF-8. */
 bool tok_utf8_is_valid(const unsigned char *s, size_t len);
 /* Appends s to out with every byte that does not start a valid character replaced by U+FFFD
@@ -92,6 +124,21 @@ int tok_utf8_append_lossy(struct buf *out, const unsigned char *s, size_t len);
 /* Id of the key s in m, or TOK_ID_NONE. */
 tok_id tok_map_find(const struct tok_map *m, const char *arena, const char *s, size_t len);
 
+/* The map's hash computed a byte at a time: start with TOK_HASH_INIT, feed every byte with
+ * tok_hash_step, look up with tok_map_find_hashed(tok_hash_end(h)). Lets a caller probe every
+ * prefix of a string in one pass. */
+#define TOK_HASH_INIT 0xcbf29ce484222325ull
+static inline uint64_t tok_hash_step(uint64_t h, unsigned char c)
+{
+    return (h ^ c) * 0x100000001b3ull;
+}
+static inline uint64_t tok_hash_end(uint64_t h)
+{
+    return h ^ (h >> 29);
+}
+tok_id tok_map_find_hashed(const struct tok_map *m, const char *arena, const char *s, size_t len,
+                           uint64_t hash);
+
 /* Algorithms: append the ids of one fragment of valid UTF-8 text (no special tokens left in
  * it). ERR_NOMEM, ERR_LIMIT. */
 /* True when no mergeable token has U+2581 after another character (tokenizer_spm.c). */
@@ -100,12 +147,31 @@ int tok_spm_encode(const struct tokenizer *t, const char *s, size_t len, bool ad
                    struct tok_ids *out);
 int tok_bpe_encode(const struct tokenizer *t, const char *s, size_t len, struct tok_ids *out);
 int tok_wpm_encode(const struct tokenizer *t, const char *s, size_t len, struct tok_ids *out);
+/* Unigram: normalizes (gguf rules or the Metaspace pipeline; is_first: the fragment starts the
+ * input) and appends the best-scoring segmentation. */
+int tok_ugm_encode(const struct tokenizer *t, const char *s, size_t len, bool is_first,
+                   struct tok_ids *out);
+
+/* Unigram setup (tokenizer_ugm.c): copies and checks the precompiled charsmap, computes the
+ * unknown-token score. ERR_INVALID (a malformed charsmap, no unknown token), ERR_NOMEM. */
+int tok_ugm_setup(struct tokenizer *t, const struct vocab *v, struct errmsg *err);
+/* Appends the charsmap normalization of s (SentencePiece's longest-prefix replacement; text
+ * the map does not cover is copied). ERR_NOMEM. */
+int tok_charsmap_apply(const struct tokenizer *t, const char *s, size_t len, struct buf *out);
+
+/* tokenizer.json normalizer (tokenizer_norm.c): copies and compiles the steps; applies them.
+ * setup: ERR_UNSUPPORTED (a regex PCRE2 rejects), ERR_NOMEM, ERR_LIMIT. apply: ERR_NOMEM,
+ * ERR_LIMIT (a regex ran out of its match limits). */
+int tok_norm_setup(struct tokenizer *t, const struct vocab *v, struct errmsg *err);
+int tok_norm_apply(const struct tokenizer *t, const char *s, size_t len, struct buf *out);
+void tok_norm_free(struct tokenizer *t);
 
 /* gpt2 setup (tokenizer_bpe.c): byte-level decoding of a stored text into raw bytes
  * (returns false when a character is outside the byte-level alphabet); regex compilation
- * for the pre name and the ignore_merges/clean_spaces flags; merge table. */
+ * for the pre name (or the vocab's own pre_regex list) and the ignore_merges/clean_spaces
+ * flags; merge table. */
 bool tok_bpe_unmap(const char *s, size_t len, char *out, size_t *out_len);
-int tok_bpe_setup(struct tokenizer *t, struct str pre, struct errmsg *err);
+int tok_bpe_setup(struct tokenizer *t, const struct vocab *v, struct errmsg *err);
 int tok_bpe_build_merges(struct tokenizer *t, const struct vocab *v, struct errmsg *err);
 void tok_bpe_free_regex(struct tokenizer *t);
 

@@ -27,6 +27,7 @@ void vocab_init_defaults(struct vocab *v, enum vocab_kind kind, struct str pre)
     v->cls_id = v->mask_id = v->eot_id = v->eom_id = TOK_ID_NONE;
     v->fim_pre_id = v->fim_suf_id = v->fim_mid_id = TOK_ID_NONE;
     v->fim_pad_id = v->fim_rep_id = v->fim_sep_id = TOK_ID_NONE;
+    v->escape_ws = true;
     switch (kind) {
     case VOCAB_KIND_LLAMA:
         v->bos_id = 1;
@@ -52,6 +53,12 @@ void vocab_init_defaults(struct vocab *v, enum vocab_kind kind, struct str pre)
         v->eos_id = 11;
         v->add_bos = pre_adds_bos(pre);
         break;
+    case VOCAB_KIND_UGM:
+        v->eos_id = 1;
+        v->unk_id = 2;
+        v->pad_id = 0;
+        v->add_eos = true;
+        break;
     }
 }
 
@@ -67,6 +74,10 @@ bool vocab_kind_parse(struct str name, enum vocab_kind *out)
     }
     if (str_eq_cstr(name, "bert")) {
         *out = VOCAB_KIND_BERT;
+        return true;
+    }
+    if (str_eq_cstr(name, "t5")) {
+        *out = VOCAB_KIND_UGM;
         return true;
     }
     return false;

@@ -196,8 +196,19 @@ static void test_bad_files(void **state)
         assert_int_equal(load(&bad[i], &v, &g, &data), ERR_FORMAT);
         unload(g, data);
     }
+    struct spec rwkv = {.model = "rwkv", .with_tokens = true, .bos = -1};
+    assert_int_equal(load(&rwkv, &v, &g, &data), ERR_UNSUPPORTED);
+    unload(g, data);
+    // "t5" is the unigram tokenizer, with llama.cpp's defaults for it.
     struct spec t5 = {.model = "t5", .with_tokens = true, .bos = -1};
-    assert_int_equal(load(&t5, &v, &g, &data), ERR_UNSUPPORTED);
+    assert_int_equal(load(&t5, &v, &g, &data), ERR_OK);
+    assert_int_equal(v.kind, VOCAB_KIND_UGM);
+    assert_int_equal(v.eos_id, 1);
+    assert_int_equal(v.unk_id, 2);
+    assert_true(v.add_eos);
+    assert_false(v.add_bos);
+    assert_null(v.charsmap);
+    vocab_deinit(&v);
     unload(g, data);
     struct tokenizer *t = NULL;
     struct errmsg err = {{0}};
