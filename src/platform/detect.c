@@ -130,7 +130,7 @@ static int scan_dir(const char *dir, struct scan *s, struct errmsg *err)
     return ERR_OK;
 }
 
-static void list_names(char *out, size_t cap, char (*list)[256], int n, const char *kind)
+static void list_names(char *out, size_t cap, const char (*list)[256], int n, const char *kind)
 {
     size_t used = strlen(out);
     for (int i = 0; i < n && i < MAX_LISTED && used < cap; i++) {
@@ -201,11 +201,11 @@ static int detect_scan(const char *dir, const struct scan *sc, struct platform_d
     int n_candidates = (sc->n_rkllm > 0) + (sc->n_rknn3 > 0) + (sc->n_gguf > 0) +
                        (sc->n_rknn > 0 && sc->has_tokenizer);
     char found[1024] = "";
-    list_names(found, sizeof found, (char(*)[256])sc->rkllm, sc->n_rkllm, "rkllm");
-    list_names(found, sizeof found, (char(*)[256])sc->rknn3, sc->n_rknn3, "rknn3 set");
-    list_names(found, sizeof found, (char(*)[256])sc->rknn, sc->n_rknn,
+    list_names(found, sizeof found, (const char(*)[256])sc->rkllm, sc->n_rkllm, "rkllm");
+    list_names(found, sizeof found, (const char(*)[256])sc->rknn3, sc->n_rknn3, "rknn3 set");
+    list_names(found, sizeof found, (const char(*)[256])sc->rknn, sc->n_rknn,
                sc->has_tokenizer ? "rknn2" : "rknn without tokenizer files");
-    list_names(found, sizeof found, (char(*)[256])sc->gguf, sc->n_gguf, "cpu");
+    list_names(found, sizeof found, (const char(*)[256])sc->gguf, sc->n_gguf, "cpu");
     if (n_candidates > 1)
         return errmsg_set(err, ERR_UNSUPPORTED,
                           "'%s' is ambiguous: it holds %s; name the platform and file in "
