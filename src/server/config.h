@@ -52,6 +52,12 @@ struct server_config {
     char reasoning_format[32];      // --reasoning-format (accepted: none, deepseek, auto, …)
     char chat_template[8192];       // --chat-template: a built-in name or Jinja source, every model
     char chat_template_file[1024];  // --chat-template-file FILE
+    char tags[256];                 // --tags: comma-separated tags of the first -m model
+    char slot_save_path[1024];      // --slot-save-path DIR ("": POST /slots/{id} save is off)
+    bool is_context_shift;          // --context-shift: a full context drops old tokens, goes on
+    char cors_origins[1024];        // --cors-origins: "*", "localhost", exact origins; "": default
+    char tools[256];                // --tools (accepted; only its CORS default applies)
+    char ignored_flags[1024];       // llama-server flags accepted without effect, space-separated
 };
 
 enum config_parse_result {
@@ -71,6 +77,10 @@ int config_parse(struct server_config *c, int argc, char **argv, struct errmsg *
 
 /* Frees the owned strings. A no-op on a defaulted config. */
 void config_deinit(struct server_config *c);
+
+/* The model id a comma-separated --alias list gives: the name first in byte order, as
+ * llama-server picks it (a single name is itself). Cannot fail; truncates to cap - 1 bytes. */
+void config_first_alias(const char *aliases, char *out, size_t cap);
 
 /* Writes the usage text (every flag, its environment variable and default). */
 void config_usage(const char *prog, char *out, size_t out_cap);

@@ -54,7 +54,7 @@ static int load_startup_models(const struct server_config *config, struct manage
             return 1;
         }
         if (i == 0 && config->alias[0]) {
-            snprintf(id, sizeof id, "%s", config->alias);
+            config_first_alias(config->alias, id, sizeof id);
         } else {
             const char *base = strrchr(path, '/');
             snprintf(id, sizeof id, "%.255s", base ? base + 1 : path);
@@ -222,7 +222,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (rc == CONFIG_PARSE_HELP || rc == CONFIG_PARSE_VERSION) {
-        static char usage[8192];
+        static char usage[64 * 1024];
         if (rc == CONFIG_PARSE_HELP)
             config_usage("llamapi-server", usage, sizeof usage);
         else
@@ -234,6 +234,10 @@ int main(int argc, char **argv)
     log_set_level(config.log_disable ? LOG_LEVEL_OFF
                   : config.verbosity ? LOG_LEVEL_DEBUG
                                      : LOG_LEVEL_INFO);
+    if (config.ignored_flags[0])
+        log_warn("accepted without effect (llama-server tuning done differently here, see "
+                 "--help): %s",
+                 config.ignored_flags);
     int status = serve(&config);
     config_deinit(&config);
     return status;

@@ -150,6 +150,71 @@ static void test_config_flags(void **state)
     config_deinit(&c);
 }
 
+/* Every llama-server flag is accepted: the ones that work set fields, tuning we do differently
+ * is listed for the start-up warning, and what needs a download fails naming the flag. */
+static void test_config_llama_server_flags(void **state)
+{
+    (void)state;
+    struct server_config c;
+    struct errmsg e;
+    char *works[] = {"x",
+                     "--predict",
+                     "7",
+                     "--temperature",
+                     "0.5",
+                     "--alias",
+                     "tinyllama-2,fim,code",
+                     "--tags",
+                     "chat,small",
+                     "--slot-save-path",
+                     "/tmp/slots",
+                     "--context-shift",
+                     "--cors-origins",
+                     "localhost",
+                     "--ignore-eos",
+                     "--offline",
+                     "--embeddings",
+                     "--log-verbose"};
+    assert_int_equal(parse(&c, &e, 18, works), CONFIG_PARSE_OK);
+    assert_int_equal(c.gen_defaults.max_tokens, 7);
+    assert_true(c.gen_defaults.temperature > 0.49f && c.gen_defaults.temperature < 0.51f);
+    assert_string_equal(c.tags, "chat,small");
+    assert_string_equal(c.slot_save_path, "/tmp/slots");
+    assert_true(c.is_context_shift);
+    assert_string_equal(c.cors_origins, "localhost");
+    assert_true(c.gen_defaults.ignore_eos);
+    assert_true(c.force_embedding);
+    assert_int_equal(c.verbosity, 1);
+    assert_string_equal(c.ignored_flags, "");
+    char id[64];
+    config_first_alias(c.alias, id, sizeof id);
+    assert_string_equal(id, "code");
+    config_first_alias("solo", id, sizeof id);
+    assert_string_equal(id, "solo");
+    config_deinit(&c);
+
+    // Tuning: accepted, named once in the warning list, values consumed ('_' reads as '-').
+    char *tuning[] = {
+        "x",    "-ngl", "99",   "-fa",         "on", "--kv-unified", "--backend_sampling",
+        "-ctk", "q8_0", "-kvu", "--cache-ram", "0",  "--port",       "1"};
+    assert_int_equal(parse(&c, &e, 14, tuning), CONFIG_PARSE_OK);
+    assert_string_equal(c.ignored_flags,
+                        "--n-gpu-layers --flash-attn --kv-unified --backend-sampling "
+                        "--cache-type-k --cache-ram");
+    assert_int_equal(c.port, 1);
+    config_deinit(&c);
+
+    // Refused: a clear message naming the flag and what to do instead.
+    char *hf[] = {"x", "-hf", "ggml-org/models"};
+    assert_int_equal(parse(&c, &e, 3, hf), ERR_UNSUPPORTED);
+    assert_non_null(strstr(e.msg, "--hf-repo: downloading"));
+    assert_non_null(strstr(e.msg, "-m FILE"));
+    char *lora[] = {"x", "--lora", "a.gguf"};
+    assert_int_equal(parse(&c, &e, 3, lora), ERR_UNSUPPORTED);
+    assert_non_null(strstr(e.msg, "LoRA"));
+    config_deinit(&c);
+}
+
 static void test_config_environment_and_key_file(void **state)
 {
     (void)state;
@@ -239,6 +304,7 @@ int main(void)
         cmocka_unit_test(test_server_table_has_public_health_only),
         cmocka_unit_test(test_auth),
         cmocka_unit_test(test_config_flags),
+        cmocka_unit_test(test_config_llama_server_flags),
         cmocka_unit_test(test_config_environment_and_key_file),
         cmocka_unit_test(test_json_body),
         cmocka_unit_test(test_error_shape),
