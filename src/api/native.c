@@ -19,32 +19,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define MAX_LISTED 64
-
-/* The model an unnamed request gets (see struct native_fit), acquired; NULL with f filled. */
-static struct model *first_model(const struct api_ctx *ctx, const struct native_fit *fit,
-                                 struct api_fail *f)
-{
-    struct registry *reg = manager_registry(ctx->manager);
-    struct model_info *infos = mem_calloc(MAX_LISTED, sizeof *infos);
-    if (!infos) return api_failf(f, 500, NULL, NULL, "out of memory"), NULL;
-    int n = registry_list(reg, infos, MAX_LISTED);
-    if (n > MAX_LISTED) n = MAX_LISTED;
-    int pick = 0;
-    while (pick < n &&
-           (infos[pick].status != MODEL_STATUS_READY || !fit->prefer(&infos[pick].desc)))
-        pick++;
-    for (int i = 0; pick == n && fit->any_ready && i < n; i++)
-        if (infos[i].status == MODEL_STATUS_READY) pick = i;
-    if (pick == n) pick = 0;
-    struct model *m = n > 0 ? registry_acquire(reg, infos[pick].id) : NULL;
-    mem_free(infos);
-    if (!m)
-        api_failf(f, 404, "model_not_found", "model",
-                  "No model is loaded (start with -m FILE or POST /models/load)");
-    return m;
-}
-
 struct model *native_model_acquire_fit(const struct api_ctx *ctx, const struct api_request *req,
                                        const json_t *body, const struct native_fit *fit,
                                        struct api_fail *f)
@@ -56,7 +30,7 @@ struct model *native_model_acquire_fit(const struct api_ctx *ctx, const struct a
     if (name) {
         m = api_acquire_model(ctx, name);
         if (!m && !(m = native_router_autoload(ctx, name, f))) return NULL;
-    } else if (!(m = first_model(ctx, fit, f))) {
+    } else if (!(m = api_acquire_unnamed(ctx, fit->prefer, fit->any_ready, f))) {
         return NULL;
     }
     bool is_ready = api_model_wait_ready(m, f); // else f is filled

@@ -7,7 +7,6 @@
 #include "api/handlers.h"
 #include "api/ids.h"
 #include "api/logprobs.h"
-#include "api/native_router.h"
 #include "api/params.h"
 #include "api/sse.h"
 #include "util/clock.h"
@@ -17,57 +16,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-
-struct model *api_acquire_model(const struct api_ctx *ctx, const char *name)
-{
-    struct registry *reg = manager_registry(ctx->manager);
-    struct model *m = registry_acquire(reg, name);
-    // While the -m models load, one of them may not be registered yet: wait for start-up.
-    struct timespec tick = {0, 10 * 1000 * 1000};
-    for (int waited = 0;
-         !m && ctx->is_starting && atomic_load(ctx->is_starting) && waited < API_LOADING_WAIT_MS;
-         waited += 10) {
-        nanosleep(&tick, NULL);
-        m = registry_acquire(reg, name);
-    }
-    return m;
-}
-
-bool api_model_wait_ready(struct model *m, struct api_fail *f)
-{
-    if (model_wait_ready(m, API_LOADING_WAIT_MS)) return true;
-    if (model_is_loading(m)) {
-        api_failf(f, 503, "model_loading", "model", "The model '%s' is still loading", model_id(m));
-        f->type = API_TYPE_UNAVAILABLE;
-    } else {
-        api_failf(f, 404, "model_not_found", "model",
-                  "The model '%s' was unloaded or failed to load", model_id(m));
-    }
-    return false;
-}
-
-struct model *api_resolve_model(const struct api_ctx *ctx, const json_t *body, enum model_kind kind,
-                                struct api_fail *f)
-{
-    const char *name = NULL;
-    const char *key = json_object_get(body, "model") ? "model" : "model_id";
-    if (!v_require(body, key, "model", f) || !v_string(body, key, "model", 1024, &name, f))
-        return NULL;
-    struct model *m = api_acquire_model(ctx, name);
-    if (!m && !(m = native_router_autoload(ctx, name, f))) return NULL;
-    // A request for a model that is still loading waits for it (bounded), as llama-server's
-    // clients expect while a start-up model loads.
-    bool is_ready = api_model_wait_ready(m, f); // else f is filled
-    if (is_ready && (model_desc(m)->kind != kind)) {
-        api_failf(f, 400, "wrong_model_type", "model",
-                  "The model '%s' is a%s model and cannot serve this endpoint", name,
-                  model_desc(m)->kind == MODEL_KIND_EMBEDDING ? "n embedding" : " chat");
-    } else if (is_ready) {
-        return m;
-    }
-    model_release(m);
-    return NULL;
-}
 
 /* Milliseconds to the microsecond, rates to a thousandth: more digits are clock noise, and
  * these print short. */

@@ -883,22 +883,6 @@ int config_parse(struct server_config *c, int argc, char **argv, struct errmsg *
     return rc == ERR_OK ? result : rc;
 }
 
-void config_first_alias(const char *aliases, char *out, size_t cap)
-{
-    const char *best = NULL;
-    size_t best_len = 0;
-    for (const char *p = aliases; *p;) {
-        size_t n = strcspn(p, ",");
-        int cmp = best ? strncmp(p, best, n < best_len ? n : best_len) : -1;
-        if (n > 0 && (!best || cmp < 0 || (cmp == 0 && n < best_len))) {
-            best = p;
-            best_len = n;
-        }
-        p += n + (p[n] == ',');
-    }
-    snprintf(out, cap, "%.*s", best ? (int)best_len : 0, best ? best : "");
-}
-
 void config_usage(const char *prog, char *out, size_t cap)
 {
     size_t n = (size_t)snprintf(out, cap, "usage: %s [flags]\n\nflags (environment):\n", prog);

@@ -78,10 +78,6 @@ int config_parse(struct server_config *c, int argc, char **argv, struct errmsg *
 /* Frees the owned strings. A no-op on a defaulted config. */
 void config_deinit(struct server_config *c);
 
-/* The model id a comma-separated --alias list gives: the name first in byte order, as
- * llama-server picks it (a single name is itself). Cannot fail; truncates to cap - 1 bytes. */
-void config_first_alias(const char *aliases, char *out, size_t cap);
-
 /* Writes the usage text (every flag, its environment variable and default). */
 void config_usage(const char *prog, char *out, size_t out_cap);
 

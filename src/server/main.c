@@ -2,6 +2,7 @@
  * cleanly (stop accepting, end in-flight requests, free everything, exit 0). */
 #define _XOPEN_SOURCE 700 // realpath()
 #include "api/metrics.h"
+#include "api/model_select.h"
 #include "api/response_store.h"
 #include "core/manager.h"
 #include "media/media_path.h"
@@ -54,7 +55,7 @@ static int load_startup_models(const struct server_config *config, struct manage
             return 1;
         }
         if (i == 0 && config->alias[0]) {
-            config_first_alias(config->alias, id, sizeof id);
+            api_alias_first(config->alias, id, sizeof id);
         } else {
             const char *base = strrchr(path, '/');
             snprintf(id, sizeof id, "%.255s", base ? base + 1 : path);
@@ -161,6 +162,8 @@ static int serve(const struct server_config *config)
         .is_autoload_disabled = config->no_models_autoload || config->n_model_paths > 0,
         .media_path = &media,
         .is_starting = &is_starting,
+        .model_aliases = config->alias,
+        .model_tags = config->tags,
     };
     if (response_store_new(&ctx.responses) != ERR_OK) {
         log_error("out of memory");

@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include "api/errors.h"
+#include "api/handlers.h"
 #include "server/auth.h"
 #include "server/config.h"
 #include "server/http.h"
@@ -76,10 +77,40 @@ static void test_server_table_has_public_health_only(void **state)
     for (size_t i = 0; i < n; i++) {
         if (t[i].is_public) {
             n_public++;
-            assert_string_equal(t[i].pattern, "/health");
+            assert_true(strcmp(t[i].pattern, "/health") == 0 ||
+                        strcmp(t[i].pattern, "/v1/health") == 0);
         }
     }
-    assert_int_equal(n_public, 1);
+    assert_int_equal(n_public, 2);
+}
+
+/* llama-server serves its OpenAI routes with and without the /v1 prefix. */
+static void test_server_table_routes_without_v1(void **state)
+{
+    (void)state;
+    size_t n;
+    const struct route *t = routes_table(&n);
+    const char *paths[] = {"/chat/completions",
+                           "/completions",
+                           "/embeddings",
+                           "/responses",
+                           "/chat/completions/input_tokens",
+                           "/responses/input_tokens"};
+    for (size_t k = 0; k < sizeof paths / sizeof paths[0]; k++) {
+        const struct route *r = NULL;
+        struct str param;
+        char allow[64];
+        assert_int_equal(route_find(t, n, "POST", paths[k], &r, &param, allow, sizeof allow),
+                         ROUTE_MATCH_OK);
+    }
+    const struct route *r = NULL;
+    struct str param;
+    char allow[64];
+    assert_int_equal(route_find(t, n, "GET", "/models", &r, &param, allow, sizeof allow),
+                     ROUTE_MATCH_OK);
+    assert_int_equal(route_find(t, n, "POST", "/chat/completions", &r, &param, allow, sizeof allow),
+                     ROUTE_MATCH_OK);
+    assert_ptr_equal(r->handler, api_chat_completions);
 }
 
 static void test_auth(void **state)
@@ -186,11 +217,7 @@ static void test_config_llama_server_flags(void **state)
     assert_true(c.force_embedding);
     assert_int_equal(c.verbosity, 1);
     assert_string_equal(c.ignored_flags, "");
-    char id[64];
-    config_first_alias(c.alias, id, sizeof id);
-    assert_string_equal(id, "code");
-    config_first_alias("solo", id, sizeof id);
-    assert_string_equal(id, "solo");
+    assert_string_equal(c.alias, "tinyllama-2,fim,code");
     config_deinit(&c);
 
     // Tuning: accepted, named once in the warning list, values consumed ('_' reads as '-').
@@ -302,6 +329,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_routes),
         cmocka_unit_test(test_server_table_has_public_health_only),
+        cmocka_unit_test(test_server_table_routes_without_v1),
         cmocka_unit_test(test_auth),
         cmocka_unit_test(test_config_flags),
         cmocka_unit_test(test_config_llama_server_flags),

@@ -1,0 +1,81 @@
+// llama-server as a drop-in: its flags, route spellings, CORS policy, aliases and tags, and
+// the request shapes its own test suite sends (scripts/run-peer-suite.sh runs that suite).
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { startServer, errorOf } from './lib/server.mjs';
+import { synthModel, SMALL } from './lib/models.mjs';
+
+async function post(srv, route, body, headers = {}) {
+  const r = await fetch(`${srv.url}${route}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(body),
+  });
+  const text = await r.text();
+  let json = null;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    // SSE bodies stay in text
+  }
+  return { status: r.status, json, text, headers: r.headers };
+}
+
+const chat = (extra = {}) => ({ messages: [{ role: 'user', content: 'hi' }], max_tokens: 3, ...extra });
+
+describe('llama-server flags and names', () => {
+  let srv;
+  before(async () => {
+    const small = synthModel('small', SMALL);
+    srv = await startServer(['--threads', '1', '-m', small, '--alias', 'tinyllama-2,fim,code',
+      '--tags', 'chat,fim,small', '-ngl', '99', '-fa', 'on', '--kv-unified', '--backend_sampling',
+      '--cache-ram', '0', '--no-jinja', '--offline', '-np', '2', '-c', '512']);
+  });
+  after(async () => srv && (await srv.stop()));
+
+  test('tuning flags start the server and are named in one warning line', () => {
+    const lines = srv.log().split('\n').filter((l) => l.includes('accepted without effect'));
+    assert.equal(lines.length, 1);
+    for (const flag of ['--n-gpu-layers', '--flash-attn', '--kv-unified', '--backend-sampling', '--cache-ram'])
+      assert.ok(lines[0].includes(flag), `${flag} in ${lines[0]}`);
+  });
+
+  test('--alias with several names: the id is the first in order, every name serves it', async () => {
+    for (const route of ['/v1/models', '/models']) {
+      const r = await fetch(`${srv.url}${route}`).then((x) => x.json());
+      assert.equal(r.data.length, 1);
+      assert.equal(r.data[0].id, 'code');
+      assert.deepEqual(new Set(r.data[0].aliases), new Set(['tinyllama-2', 'fim', 'code']));
+      assert.deepEqual(new Set(r.data[0].tags), new Set(['chat', 'fim', 'small']));
+    }
+    for (const name of ['tinyllama-2', 'fim', 'code']) {
+      const r = await post(srv, '/v1/chat/completions', chat({ model: name }));
+      assert.equal(r.status, 200, name);
+      assert.equal(r.json.model, 'code');
+    }
+    const bad = await post(srv, '/v1/chat/completions', chat({ model: 'nope' }));
+    assert.equal(bad.status, 404);
+    assert.equal(errorOf(bad.json).code, 'model_not_found');
+  });
+
+  test('routes without /v1, and an unnamed or null model, are served', async () => {
+    for (const body of [chat(), chat({ model: null })]) {
+      const r = await post(srv, '/chat/completions', body);
+      assert.equal(r.status, 200);
+      assert.equal(r.json.object, 'chat.completion');
+    }
+    const tok = await post(srv, '/chat/completions/input_tokens', { messages: [{ role: 'user', content: 'hi' }] });
+    assert.equal(tok.status, 200);
+    assert.ok(tok.json.input_tokens > 0);
+    assert.equal((await fetch(`${srv.url}/v1/health`)).status, 200);
+  });
+});
+
+describe('refused llama-server flags', () => {
+  test('--hf-repo fails naming the flag and what to do instead', async () => {
+    await assert.rejects(startServer(['--hf-repo', 'ggml-org/models']), /--hf-repo: downloading .* -m FILE/);
+  });
+  test('--lora fails clearly', async () => {
+    await assert.rejects(startServer(['--lora', 'x.gguf']), /--lora: LoRA adapters are not supported/);
+  });
+});
