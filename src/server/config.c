@@ -214,6 +214,18 @@ static const struct opt options[] = {
      "comma-separated origins CORS answers allow: '*', 'localhost' (any loopback origin) or "
      "exact origins (default: '*', or 'localhost' with --tools)",
      "LLAMA_ARG_CORS_ORIGINS", NULL},
+    {"--cors-methods", NULL, NULL, OPT_STRING, FIELD(cors_methods), 0, 0,
+     "Access-Control-Allow-Methods of preflight answers (default: GET, POST, DELETE, OPTIONS)",
+     "LLAMA_ARG_CORS_METHODS", NULL},
+    {"--cors-headers", NULL, NULL, OPT_STRING, FIELD(cors_headers), 0, 0,
+     "Access-Control-Allow-Headers of preflight answers (default: *; browsers need "
+     "Authorization named to send it cross-origin)",
+     "LLAMA_ARG_CORS_HEADERS", NULL},
+    {"--cors-credentials", NULL, NULL, OPT_FLAG_NEG, FIELD(is_cors_no_credentials), 0, 0,
+     "allow credentials: origins '*' then reflects the request's Origin (default)",
+     "LLAMA_ARG_CORS_CREDENTIALS", NULL},
+    {"--no-cors-credentials", NULL, NULL, OPT_FLAG, FIELD(is_cors_no_credentials), 0, 0,
+     "no credentials: origins '*' answers '*'", NULL, NULL},
     {"--tools", NULL, NULL, OPT_STRING, FIELD(tools), 0, 0,
      "accepted; there are no server-side tools (CORS then defaults to localhost origins)",
      "LLAMA_ARG_TOOLS", NULL},
@@ -403,14 +415,6 @@ static const struct opt options[] = {
     ROW_TUNING("--embd-normalize", NULL, "command-line tool option"),
     ROW_TUNING_FLAG("--reuse-port", NULL, "HTTP tuning: libmicrohttpd's own"),
     ROW_TUNING("--path", NULL, "there is no web UI"),
-    ROW_TUNING("--cors-methods", NULL,
-               "CORS methods/headers/credentials are fixed (see docs/API.md)"),
-    ROW_TUNING("--cors-headers", NULL,
-               "CORS methods/headers/credentials are fixed (see docs/API.md)"),
-    ROW_TUNING_FLAG("--cors-credentials", NULL,
-                    "CORS methods/headers/credentials are fixed (see docs/API.md)"),
-    ROW_TUNING_FLAG("--no-cors-credentials", NULL,
-                    "CORS methods/headers/credentials are fixed (see docs/API.md)"),
     ROW_REFUSED("--api-prefix", NULL, "an API path prefix is not supported"),
     ROW_TUNING("--webui-config", "--ui-config", "there is no web UI"),
     ROW_TUNING("--webui-config-file", "--ui-config-file", "there is no web UI"),
@@ -602,6 +606,8 @@ void config_defaults(struct server_config *c)
     c->timeout_s = 60;
     c->request_queue_size = 32;
     c->n_parallel = 1;
+    snprintf(c->cors_methods, sizeof c->cors_methods, "GET, POST, DELETE, OPTIONS");
+    snprintf(c->cors_headers, sizeof c->cors_headers, "*");
     gen_params_defaults(&c->gen_defaults);
     default_models_dir(c->models_dir, sizeof c->models_dir);
 }
@@ -875,6 +881,9 @@ int config_parse(struct server_config *c, int argc, char **argv, struct errmsg *
         if (o->kind == OPT_VERSION && result == CONFIG_PARSE_OK) result = CONFIG_PARSE_VERSION;
         rc = apply(c, o, value, err);
     }
+    // As llama-server: with --tools, CORS defaults to loopback origins only.
+    if (rc == ERR_OK && !c->cors_origins[0])
+        snprintf(c->cors_origins, sizeof c->cors_origins, "%s", c->tools[0] ? "localhost" : "*");
     // As llama-server: --reranking is an embedding model with the reranker's pooling.
     if (rc == ERR_OK && c->reranking) {
         c->force_embedding = true;

@@ -55,7 +55,10 @@ struct server_config {
     char tags[256];                 // --tags: comma-separated tags of the first -m model
     char slot_save_path[1024];      // --slot-save-path DIR ("": POST /slots/{id} save is off)
     bool is_context_shift;          // --context-shift: a full context drops old tokens, goes on
-    char cors_origins[1024];        // --cors-origins: "*", "localhost", exact origins; "": default
+    char cors_origins[1024];        // --cors-origins: "*", "localhost" or exact origins (never "")
+    char cors_methods[256];         // --cors-methods: preflight Allow-Methods
+    char cors_headers[256];         // --cors-headers: preflight Allow-Headers
+    bool is_cors_no_credentials;    // --no-cors-credentials: origins "*" answers "*"
     char tools[256];                // --tools (accepted; only its CORS default applies)
     char ignored_flags[1024];       // llama-server flags accepted without effect, space-separated
 };

@@ -79,3 +79,49 @@ describe('refused llama-server flags', () => {
     await assert.rejects(startServer(['--lora', 'x.gguf']), /--lora: LoRA adapters are not supported/);
   });
 });
+
+describe('CORS policy (--cors-origins)', () => {
+  const preflight = (srv, origin) => fetch(`${srv.url}/completions`, {
+    method: 'OPTIONS',
+    headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'Authorization' },
+  });
+  let local;
+  let listed;
+  let tools;
+  before(async () => {
+    local = await startServer(['--cors-origins', 'localhost']);
+    listed = await startServer(['--cors-origins', 'https://app.example, https://b.example',
+      '--cors-headers', 'Authorization, Content-Type', '--no-cors-credentials']);
+    tools = await startServer(['--tools', 'all']);
+  });
+  after(async () => {
+    for (const s of [local, listed, tools]) if (s) await s.stop();
+  });
+
+  test('localhost: loopback origins are reflected, every other origin gets no allow header', async () => {
+    for (const srv of [local, tools]) {
+      for (const origin of ['http://localhost', 'http://localhost:8080', 'http://127.0.0.1:3000', 'http://[::1]:3000']) {
+        const r = await preflight(srv, origin);
+        assert.equal(r.status, 200);
+        assert.equal(r.headers.get('access-control-allow-origin'), origin);
+      }
+      for (const origin of ['http://evil.com', 'http://localhost.evil.com', 'http://notlocalhost']) {
+        const r = await preflight(srv, origin);
+        assert.equal(r.status, 200);
+        assert.equal(r.headers.get('access-control-allow-origin'), null, origin);
+      }
+    }
+    // Ordinary answers follow the same policy.
+    const r = await fetch(`${local.url}/health`, { headers: { origin: 'http://evil.com' } });
+    assert.equal(r.status, 200);
+    assert.equal(r.headers.get('access-control-allow-origin'), null);
+  });
+
+  test('a list allows exactly its origins; methods, headers and credentials are configurable', async () => {
+    const ok = await preflight(listed, 'https://b.example');
+    assert.equal(ok.headers.get('access-control-allow-origin'), 'https://b.example');
+    assert.equal(ok.headers.get('access-control-allow-headers'), 'Authorization, Content-Type');
+    assert.equal(ok.headers.get('access-control-allow-credentials'), 'false');
+    assert.equal((await preflight(listed, 'https://c.example')).headers.get('access-control-allow-origin'), null);
+  });
+});

@@ -10,6 +10,7 @@
 #include "api/handlers.h"
 #include "server/auth.h"
 #include "server/config.h"
+#include "server/cors.h"
 #include "server/http.h"
 #include "server/routes.h"
 #include "util/mem.h"
@@ -242,6 +243,63 @@ static void test_config_llama_server_flags(void **state)
     config_deinit(&c);
 }
 
+static void test_cors_policy(void **state)
+{
+    (void)state;
+    char out[64];
+    // "*": the Origin is reflected with credentials (browsers refuse "*" then), else "*".
+    assert_true(cors_allow_origin("*", true, "http://web.example", out, sizeof out));
+    assert_string_equal(out, "http://web.example");
+    assert_true(cors_allow_origin("*", false, "http://web.example", out, sizeof out));
+    assert_string_equal(out, "*");
+    assert_true(cors_allow_origin("*", true, NULL, out, sizeof out));
+    assert_string_equal(out, "*");
+    // "localhost": loopback hosts at any port, nothing else, not even look-alikes.
+    const char *ok[] = {"http://localhost",       "http://localhost:8080", "http://127.0.0.1",
+                        "https://127.0.0.1:3000", "http://[::1]",          "http://[::1]:3000",
+                        "http://LOCALHOST"};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        assert_true(cors_allow_origin("localhost", true, ok[i], out, sizeof out));
+        assert_string_equal(out, ok[i]);
+    }
+    const char *bad[] = {"http://web.mydomain.fr",
+                         "http://evil.com",
+                         "http://notlocalhost",
+                         "http://localhost.evil.com",
+                         "http://localhost@evil.com",
+                         "http://127.0.0.1.evil.com",
+                         "localhost",
+                         "http://[::1",
+                         ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_false(cors_allow_origin("localhost", true, bad[i], out, sizeof out));
+    assert_false(cors_allow_origin("localhost", true, NULL, out, sizeof out));
+    // A list: exact members only.
+    assert_true(cors_allow_origin("http://a.test, https://b.test", true, "https://b.test", out,
+                                  sizeof out));
+    assert_string_equal(out, "https://b.test");
+    assert_false(
+        cors_allow_origin("http://a.test,https://b.test", true, "http://b.test", out, sizeof out));
+    // Too long for the buffer: not reflected (never truncated).
+    assert_false(cors_allow_origin("*", true, "http://a-very-long-origin-name.example.test:12345/x",
+                                   out, 16));
+
+    // --tools without --cors-origins makes the policy "localhost"; explicit origins win.
+    struct server_config c;
+    struct errmsg e;
+    char *tools[] = {"x", "--tools", "all"};
+    assert_int_equal(parse(&c, &e, 3, tools), CONFIG_PARSE_OK);
+    assert_string_equal(c.cors_origins, "localhost");
+    config_deinit(&c);
+    char *both[] = {"x", "--cors-origins", "*", "--tools", "all", "--no-cors-credentials"};
+    assert_int_equal(parse(&c, &e, 6, both), CONFIG_PARSE_OK);
+    assert_string_equal(c.cors_origins, "*");
+    assert_true(c.is_cors_no_credentials);
+    assert_string_equal(c.cors_methods, "GET, POST, DELETE, OPTIONS");
+    assert_string_equal(c.cors_headers, "*");
+    config_deinit(&c);
+}
+
 static void test_config_environment_and_key_file(void **state)
 {
     (void)state;
@@ -333,6 +391,7 @@ int main(void)
         cmocka_unit_test(test_auth),
         cmocka_unit_test(test_config_flags),
         cmocka_unit_test(test_config_llama_server_flags),
+        cmocka_unit_test(test_cors_policy),
         cmocka_unit_test(test_config_environment_and_key_file),
         cmocka_unit_test(test_json_body),
         cmocka_unit_test(test_error_shape),
