@@ -112,7 +112,9 @@ static const struct opt options[] = {
     {"--parallel", "-np", "LLAMAPI_PARALLEL", OPT_INT, FIELD(n_parallel), 1, 64,
      "instances of each --model", "LLAMA_ARG_N_PARALLEL", NULL},
     {"--ctx-size", "-c", "LLAMAPI_CTX_SIZE", OPT_INT, FIELD(n_ctx), 0, 1 << 20,
-     "context per instance (0 = the model's, capped at 4096)", "LLAMA_ARG_CTX_SIZE", NULL},
+     "context of the -np instances together, as in llama-server: each gets -c / -np tokens "
+     "(0 = each gets the model's, capped at 4096)",
+     "LLAMA_ARG_CTX_SIZE", NULL},
     {"--batch-size", "-b", NULL, OPT_INT, FIELD(n_batch), 1, 1 << 20,
      "logical batch size (accepted; the engine sizes its own batches)", "LLAMA_ARG_BATCH", NULL},
     {"--ubatch-size", "-ub", NULL, OPT_INT, FIELD(n_ubatch), 1, 1 << 20,

@@ -45,6 +45,15 @@ static enum platform_pooling pooling_from(const char *s)
     return p;
 }
 
+/* Context per instance: -c is the total that the -np slots share, as in llama-server (each
+ * slot gets -c / -np tokens); 0 keeps each instance at the model's default. */
+static int instance_ctx(const struct server_config *config)
+{
+    if (config->n_ctx <= 0) return 0;
+    int n = config->n_parallel > 0 ? config->n_parallel : 1;
+    return config->n_ctx / n > 0 ? config->n_ctx / n : 1;
+}
+
 /* Loads the -m models; a failure is fatal, as for llama-server. */
 static int load_startup_models(const struct server_config *config, struct manager *manager)
 {
@@ -66,7 +75,7 @@ static int load_startup_models(const struct server_config *config, struct manage
                                     .path = path,
                                     .n_instances = config->n_parallel,
                                     .queue_size = -1,
-                                    .n_ctx = config->n_ctx,
+                                    .n_ctx = instance_ctx(config),
                                     .force_embedding = config->force_embedding,
                                     .pooling = pooling_from(config->pooling)};
         int actual = 0;
@@ -156,7 +165,7 @@ static int serve(const struct server_config *config)
         .is_metrics_enabled = config->metrics_enabled,
         .is_slots_disabled = config->slots_disabled,
         .load_instances = config->n_parallel,
-        .load_n_ctx = config->n_ctx,
+        .load_n_ctx = instance_ctx(config),
         .models_dir = config->models_dir,
         // Like llama-server, requests load models themselves only in router mode (no -m).
         .is_autoload_disabled = config->no_models_autoload || config->n_model_paths > 0,
@@ -238,8 +247,8 @@ int main(int argc, char **argv)
                   : config.verbosity ? LOG_LEVEL_DEBUG
                                      : LOG_LEVEL_INFO);
     if (config.ignored_flags[0])
-        log_warn("accepted without effect (llama-server tuning done differently here, see "
-                 "--help): %s",
+        log_warn("llama-server flags with no effect here (tuning done differently, see --help): "
+                 "%s",
                  config.ignored_flags);
     int status = serve(&config);
     config_deinit(&config);

@@ -34,7 +34,7 @@ describe('llama-server flags and names', () => {
   after(async () => srv && (await srv.stop()));
 
   test('tuning flags start the server and are named in one warning line', () => {
-    const lines = srv.log().split('\n').filter((l) => l.includes('accepted without effect'));
+    const lines = srv.log().split('\n').filter((l) => l.includes('flags with no effect here'));
     assert.equal(lines.length, 1);
     for (const flag of ['--n-gpu-layers', '--flash-attn', '--kv-unified', '--backend-sampling', '--cache-ram'])
       assert.ok(lines[0].includes(flag), `${flag} in ${lines[0]}`);
