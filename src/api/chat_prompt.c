@@ -149,10 +149,7 @@ int chat_prompt_tokenize(const struct model *m, const char *text, size_t len, st
         return rc;
     }
     if ((int64_t)out->n_ids + 1 > d->n_ctx) {
-        api_failf(f, 400, "context_length_exceeded", "messages",
-                  "This model's context is %d tokens, but the prompt has %zu tokens (and at "
-                  "least one must be generated).",
-                  d->n_ctx, out->n_ids);
+        api_fail_context(f, "messages", out->n_ids, d->n_ctx);
         return ERR_LIMIT;
     }
     if (out->n_ids == 0) {
