@@ -81,6 +81,15 @@ void api_model_set_names(const struct api_ctx *ctx, json_t *entry, const char *i
                         split_list(is_named && ctx->model_tags ? ctx->model_tags : ""));
 }
 
+/* In single-model mode, the one registered model (a new reference), or NULL when the
+ * registry holds another count (models loaded or unloaded since start-up). */
+static struct model *only_model(const struct api_ctx *ctx, struct registry *reg)
+{
+    if (!ctx->is_single_model) return NULL;
+    struct model_info info[2];
+    return registry_list(reg, info, 2) == 1 ? registry_acquire(reg, info[0].id) : NULL;
+}
+
 struct model *api_acquire_model(const struct api_ctx *ctx, const char *name)
 {
     struct registry *reg = manager_registry(ctx->manager);
@@ -93,7 +102,8 @@ struct model *api_acquire_model(const struct api_ctx *ctx, const char *name)
         sleep_tick();
         m = registry_acquire(reg, id);
     }
-    return m;
+    // llama-server started with one model answers whatever name a client sends with it.
+    return m ? m : only_model(ctx, reg);
 }
 
 /* The registry's models, snapshotted into infos (MAX_LISTED); returns how many. */

@@ -13,7 +13,8 @@
 
 /* A reference to the model named name (its id, or one of --alias's names for the first -m
  * model), or NULL. While start-up models are still loading, a name not registered yet is
- * waited for (bounded). The caller releases with model_release(). */
+ * waited for (bounded). In single-model mode (one -m, the registry holding just it) any other
+ * name gets that model, as llama-server serves it. The caller releases with model_release(). */
 struct model *api_acquire_model(const struct api_ctx *ctx, const char *name);
 
 /* The model a request that names none gets, acquired: the first ready model for which

@@ -173,8 +173,7 @@ void api_completions(const struct api_ctx *ctx, const struct api_request *req,
     static const struct params_names names = {"max_tokens", NULL, "stop"};
     struct api_fail f = {0};
     struct model *m = NULL;
-    if (v_require(req->json, "model", "model", &f))
-        m = api_resolve_model(ctx, req->json, MODEL_KIND_CHAT, &f);
+    m = api_resolve_model(ctx, req->json, MODEL_KIND_CHAT, &f);
     struct native_call *c = m ? native_call_new(m) : NULL;
     if (m && !c) api_failf(&f, 500, NULL, NULL, "out of memory");
     struct native_tokenizer t;

@@ -173,6 +173,8 @@ static int serve(const struct server_config *config)
         .is_starting = &is_starting,
         .model_aliases = config->alias,
         .model_tags = config->tags,
+        .is_single_model = config->n_model_paths == 1,
+        .is_verbose = config->verbosity > 0,
     };
     if (response_store_new(&ctx.responses) != ERR_OK) {
         log_error("out of memory");

@@ -53,9 +53,10 @@ describe('llama-server flags and names', () => {
       assert.equal(r.status, 200, name);
       assert.equal(r.json.model, 'code');
     }
-    const bad = await post(srv, '/v1/chat/completions', chat({ model: 'nope' }));
-    assert.equal(bad.status, 404);
-    assert.equal(errorOf(bad.json).code, 'model_not_found');
+    // One -m model: any other name is served by it too, as llama-server serves it.
+    const other = await post(srv, '/v1/chat/completions', chat({ model: 'gpt-4o' }));
+    assert.equal(other.status, 200);
+    assert.equal(other.json.model, 'code');
   });
 
   test('routes without /v1, and an unnamed or null model, are served', async () => {
@@ -68,6 +69,25 @@ describe('llama-server flags and names', () => {
     assert.equal(tok.status, 200);
     assert.ok(tok.json.input_tokens > 0);
     assert.equal((await fetch(`${srv.url}/v1/health`)).status, 200);
+  });
+});
+
+describe('several models: names are checked', () => {
+  let srv;
+  before(async () => {
+    srv = await startServer(['--threads', '1', '-m', synthModel('small', SMALL), '-m', synthModel('other', SMALL)]);
+  });
+  after(async () => srv && (await srv.stop()));
+
+  test('a name no model has is 404 model_not_found; no name gets the first chat model', async () => {
+    const bad = await post(srv, '/v1/chat/completions', chat({ model: 'gpt-4o' }));
+    assert.equal(bad.status, 404);
+    assert.equal(errorOf(bad.json).code, 'model_not_found');
+    const unnamed = await post(srv, '/chat/completions', chat());
+    assert.equal(unnamed.status, 200);
+    assert.equal(unnamed.json.model, 'small');
+    const completion = await post(srv, '/v1/completions', { prompt: 'hi', max_tokens: 2 });
+    assert.equal(completion.status, 200);
   });
 });
 
