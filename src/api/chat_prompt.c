@@ -180,6 +180,8 @@ int chat_prompt_build(const struct model *m, const struct chat_prompt_opts *o,
                   "The chat template failed: %s", err.msg[0] ? err.msg : err_str(rc));
         return rc;
     }
+    if (o->prefill.len && buf_append(&out->text, o->prefill.ptr, o->prefill.len) != ERR_OK)
+        return api_failf(f, 500, NULL, NULL, "out of memory"), ERR_NOMEM;
     return chat_prompt_tokenize(m, out->text.data ? out->text.data : "", out->text.len, &out->ids,
                                 f);
 }

@@ -246,6 +246,12 @@ int gen_session_n_prompt(const struct gen_session *s)
     return s->req->n_prompt;
 }
 
+const int32_t *gen_session_prompt(const struct gen_session *s, int *n)
+{
+    *n = s->req->n_prompt;
+    return s->req->prompt;
+}
+
 int gen_session_n_completion(const struct gen_session *s)
 {
     return s->n_completion;

@@ -227,7 +227,8 @@ describe('chat completions', () => {
     await bad({ ...ok, logprobs: 'yes' }, 400, 'invalid_type', 'logprobs');
     await bad({ ...ok, stop: Array(17).fill('x') }, 400, 'invalid_value', 'stop');
     await bad({ ...ok, seed: 'x' }, 400, 'invalid_type', 'seed');
-    await bad({ ...ok, n: 2 }, 400, 'invalid_value', 'n');
+    await bad({ ...ok, n: 17 }, 400, 'invalid_value', 'n');
+    await bad({ ...ok, n: 2, stream: true }, 400, 'unsupported_value', 'n');
     await bad({ ...ok, logit_bias: { 999999: 1 } }, 400, 'invalid_value', 'logit_bias');
     await bad({ ...ok, tools: {} }, 400, 'invalid_type', 'tools');
     await bad({ ...ok, tool_choice: 'sometimes' }, 400, 'invalid_value', 'tool_choice');

@@ -72,6 +72,59 @@ describe('llama-server flags and names', () => {
   });
 });
 
+describe('chat answers as llama-server shapes them', () => {
+  let srv;
+  before(async () => {
+    srv = await startServer(['--threads', '1', '-m', synthModel('small', SMALL), '--alias', 'small', '-np', '2']);
+  });
+  after(async () => srv && (await srv.stop()));
+
+  test('n choices, system_fingerprint, __verbose on request', async () => {
+    const r = await post(srv, '/chat/completions', chat({ n: 3, max_tokens: 2, verbose: true }));
+    assert.equal(r.status, 200);
+    assert.deepEqual(r.json.choices.map((c) => c.index), [0, 1, 2]);
+    for (const c of r.json.choices) assert.equal(c.message.role, 'assistant');
+    assert.equal(r.json.usage.completion_tokens, r.json.choices.length * 2);
+    assert.match(r.json.system_fingerprint, /^b/);
+    assert.equal(typeof r.json.__verbose.prompt, 'string');
+    assert.ok(r.json.__verbose.prompt.includes('hi'));
+    const quiet = await post(srv, '/chat/completions', chat());
+    assert.equal(quiet.json.__verbose, undefined);
+  });
+
+  test('the first streamed chunk has content null; every chunk a fingerprint', async () => {
+    const r = await post(srv, '/chat/completions', chat({ stream: true }));
+    const events = r.text.split('\n').filter((l) => l.startsWith('data: {')).map((l) => JSON.parse(l.slice(6)));
+    assert.equal(events[0].choices[0].delta.role, 'assistant');
+    assert.equal(events[0].choices[0].delta.content, null);
+    for (const e of events) assert.match(e.system_fingerprint, /^b/);
+  });
+
+  test('a last assistant message is continued (prefill); two at the end, or both flags, are 400', async () => {
+    const msgs = [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'Once upon' }];
+    const r = await post(srv, '/chat/completions', { messages: msgs, max_tokens: 1, verbose: true });
+    assert.equal(r.status, 200);
+    assert.ok(r.json.__verbose.prompt.endsWith('Once upon'), r.json.__verbose.prompt);
+    const two = await post(srv, '/chat/completions', { messages: [...msgs, msgs[1]], max_tokens: 1 });
+    assert.equal(two.status, 400);
+    assert.match(errorOf(two.json).message, /2 or more assistant messages/);
+    const both = await post(srv, '/chat/completions', { messages: msgs, max_tokens: 1,
+      add_generation_prompt: true, continue_final_message: true });
+    assert.equal(both.status, 400);
+    assert.equal(errorOf(both.json).param, 'continue_final_message');
+  });
+
+  test('a prompt over the context is exceed_context_size_error with both numbers', async () => {
+    const r = await post(srv, '/chat/completions', chat({ messages: [{ role: 'user', content: 'hello '.repeat(3000) }] }));
+    assert.equal(r.status, 400);
+    const e = errorOf(r.json);
+    assert.equal(e.type, 'exceed_context_size_error');
+    assert.equal(e.code, 'context_length_exceeded');
+    assert.ok(e.n_prompt_tokens > e.n_ctx);
+    assert.match(e.message, /exceeds the available context size/);
+  });
+});
+
 describe('several models: names are checked', () => {
   let srv;
   before(async () => {
