@@ -299,8 +299,9 @@ json_t *native_settings_json(const struct model *m, const struct native_params *
                                             isfinite(g->logit_bias[i].bias)
                                                 ? json_real(json_text_float(g->logit_bias[i].bias))
                                                 : json_false()));
+    // adaptive_target/adaptive_decay: llama-server's adaptive-p sampler, off here as by default.
     return json_pack("{s:i, s:I, s:f, s:i, s:f, s:f, s:i, s:f, s:f, s:f, s:o, s:i, s:i, s:b, "
-                     "s:b, s:i, s:o, s:s, s:s, s:b}",
+                     "s:b, s:i, s:o, s:s, s:s, s:b, s:f, s:f}",
                      "n_predict", g->max_tokens, "seed", (json_int_t)g->seed, "temperature",
                      json_text_float(g->temperature), "top_k", g->top_k, "top_p",
                      json_text_float(g->top_p), "min_p", json_text_float(g->min_p), "repeat_last_n",
@@ -310,7 +311,7 @@ json_t *native_settings_json(const struct model *m, const struct native_params *
                      "max_tokens", g->max_tokens, "n_keep", np->n_keep, "ignore_eos", g->ignore_eos,
                      "stream", np->is_stream, "n_probs", g->n_probs, "logit_bias", lb, "grammar",
                      np->grammar.len ? np->grammar.data : "", "model", model_id(m), "cache_prompt",
-                     np->cache_prompt);
+                     np->cache_prompt, "adaptive_target", -1.0, "adaptive_decay", 0.9);
 }
 
 /* The final /completion object (also the last SSE event, with stop true). */

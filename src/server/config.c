@@ -216,6 +216,12 @@ static const struct opt options[] = {
      "comma-separated origins CORS answers allow: '*', 'localhost' (any loopback origin) or "
      "exact origins (default: '*', or 'localhost' with --tools)",
      "LLAMA_ARG_CORS_ORIGINS", NULL},
+    {"--kv-unified", "-kvu", NULL, OPT_FLAG, FIELD(is_kv_unified), 0, 0,
+     "every instance may use the whole -c context (llama-server's unified KV cache; here each "
+     "instance still has its own cache, so memory is -np times -c)",
+     "LLAMA_ARG_KV_UNIFIED", NULL},
+    {"--no-kv-unified", "-no-kvu", NULL, OPT_FLAG_NEG, FIELD(is_kv_unified), 0, 0,
+     "each instance gets -c / -np tokens (default)", NULL, NULL},
     {"--cors-methods", NULL, NULL, OPT_STRING, FIELD(cors_methods), 0, 0,
      "Access-Control-Allow-Methods of preflight answers (default: GET, POST, DELETE, OPTIONS)",
      "LLAMA_ARG_CORS_METHODS", NULL},
@@ -282,10 +288,6 @@ static const struct opt options[] = {
                "KV-cache tuning: each instance keeps its own F16 cache and prefix"),
     ROW_TUNING("--cache-ram", "-cram",
                "KV-cache tuning: each instance keeps its own F16 cache and prefix"),
-    ROW_TUNING_FLAG("--kv-unified", "-kvu",
-                    "KV-cache tuning: each instance keeps its own F16 cache and prefix"),
-    ROW_TUNING_FLAG("--no-kv-unified", "-no-kvu",
-                    "KV-cache tuning: each instance keeps its own F16 cache and prefix"),
     ROW_TUNING_FLAG("--cache-idle-slots", NULL,
                     "KV-cache tuning: each instance keeps its own F16 cache and prefix"),
     ROW_TUNING_FLAG("--no-cache-idle-slots", NULL,

@@ -46,10 +46,12 @@ static enum platform_pooling pooling_from(const char *s)
 }
 
 /* Context per instance: -c is the total that the -np slots share, as in llama-server (each
- * slot gets -c / -np tokens); 0 keeps each instance at the model's default. */
+ * slot gets -c / -np tokens; with --kv-unified any slot may fill all of it, so each instance
+ * gets -c); 0 keeps each instance at the model's default. */
 static int instance_ctx(const struct server_config *config)
 {
     if (config->n_ctx <= 0) return 0;
+    if (config->is_kv_unified) return config->n_ctx;
     int n = config->n_parallel > 0 ? config->n_parallel : 1;
     return config->n_ctx / n > 0 ? config->n_ctx / n : 1;
 }

@@ -36,7 +36,7 @@ describe('llama-server flags and names', () => {
   test('tuning flags start the server and are named in one warning line', () => {
     const lines = srv.log().split('\n').filter((l) => l.includes('flags with no effect here'));
     assert.equal(lines.length, 1);
-    for (const flag of ['--n-gpu-layers', '--flash-attn', '--kv-unified', '--backend-sampling', '--cache-ram'])
+    for (const flag of ['--n-gpu-layers', '--flash-attn', '--backend-sampling', '--cache-ram'])
       assert.ok(lines[0].includes(flag), `${flag} in ${lines[0]}`);
   });
 

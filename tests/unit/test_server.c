@@ -226,9 +226,10 @@ static void test_config_llama_server_flags(void **state)
         "x",    "-ngl", "99",   "-fa",         "on", "--kv-unified", "--backend_sampling",
         "-ctk", "q8_0", "-kvu", "--cache-ram", "0",  "--port",       "1"};
     assert_int_equal(parse(&c, &e, 14, tuning), CONFIG_PARSE_OK);
-    assert_string_equal(c.ignored_flags,
-                        "--n-gpu-layers --flash-attn --kv-unified --backend-sampling "
-                        "--cache-type-k --cache-ram");
+    assert_string_equal(
+        c.ignored_flags,
+        "--n-gpu-layers --flash-attn --backend-sampling --cache-type-k --cache-ram");
+    assert_true(c.is_kv_unified);
     assert_int_equal(c.port, 1);
     config_deinit(&c);
 
