@@ -70,8 +70,9 @@ run() {
     echo "== $name: $bin" >&2
     # shellcheck disable=SC2086
     PORT=$(free_port) LLAMA_SRC=$LLAMA_SRC nice "$PEER_SUITE" "$bin" $files -rA "$@" >"$OUT/$name.log" 2>&1
-    grep -E '^(PASSED|FAILED|ERROR) unit/' "$OUT/$name.log" |
-        sed -E 's/ - .*$//' | awk '{print $1, $2}' | sort -k2 -u >"$OUT/$name.results"
+    # Test ids may hold spaces (parameters): keep the whole id, drop a failure's " - reason".
+    grep -E '^(PASSED|FAILED|ERROR) unit/' "$OUT/$name.log" | sed -E 's/ - .*$//' |
+        sort -u >"$OUT/$name.results"
 }
 
 # summary NAME: per-file pass counts and the total.
@@ -101,8 +102,8 @@ summary ours
 if $has_ref; then
     echo "llama-server ($REF_BIN):"
     summary reference
-    grep '^PASSED ' "$OUT/ours.results" | awk '{print $2}' | sort >"$OUT/ours.pass"
-    grep '^PASSED ' "$OUT/reference.results" | awk '{print $2}' | sort >"$OUT/reference.pass"
+    sed -n 's/^PASSED //p' "$OUT/ours.results" | sort >"$OUT/ours.pass"
+    sed -n 's/^PASSED //p' "$OUT/reference.results" | sort >"$OUT/reference.pass"
     echo
     echo "passed by llama-server only:"
     comm -13 "$OUT/ours.pass" "$OUT/reference.pass" | sed 's/^/  /'
