@@ -115,12 +115,13 @@ static bool parse_extras(const json_t *body, int n_ctx, struct native_params *np
                          struct api_fail *f)
 {
     int64_t last_n = np->p.gen.repeat_last_n, n_probs = 0, id_slot = -1, n_keep = 0;
-    bool ignore_eos = false;
+    bool ignore_eos = false, is_post = false;
     bool ok = v_int(body, "repeat_last_n", "repeat_last_n", -1, INT32_MAX, &last_n, f) &&
               v_int(body, "n_probs", "n_probs", 0, GEN_MAX_PROBS, &n_probs, f) &&
               v_int(body, "id_slot", "id_slot", -1, POOL_MAX_INSTANCES - 1, &id_slot, f) &&
               v_int(body, "n_keep", "n_keep", -1, INT32_MAX, &n_keep, f) &&
               v_bool(body, "ignore_eos", "ignore_eos", &ignore_eos, f) &&
+              v_bool(body, "post_sampling_probs", "post_sampling_probs", &is_post, f) &&
               v_bool(body, "stream", "stream", &np->is_stream, f) &&
               v_bool(body, "cache_prompt", "cache_prompt", &np->cache_prompt, f) &&
               v_bool(body, "return_tokens", "return_tokens", &np->return_tokens, f) &&
@@ -130,6 +131,7 @@ static bool parse_extras(const json_t *body, int n_ctx, struct native_params *np
     np->p.gen.repeat_last_n = last_n < 0 ? n_ctx : (int)last_n;
     np->p.gen.n_probs = (int)n_probs;
     np->p.gen.ignore_eos = ignore_eos;
+    np->p.gen.is_post_sampling_probs = is_post;
     np->id_slot = (int)id_slot;
     np->n_keep = (int)n_keep;
     return true;
@@ -294,11 +296,17 @@ json_t *native_settings_json(const struct model *m, const struct native_params *
 {
     const struct gen_params *g = &np->p.gen;
     json_t *lb = json_array();
+    // A ban (-inf) shows as null, as llama-server prints it.
     for (int i = 0; lb && i < g->n_logit_bias; i++)
         json_array_append_new(lb, json_pack("{s:i, s:o}", "token", g->logit_bias[i].token, "bias",
                                             isfinite(g->logit_bias[i].bias)
                                                 ? json_real(json_text_float(g->logit_bias[i].bias))
-                                                : json_false()));
+                                                : json_null()));
+    // ignore_eos bans the end-of-generation tokens (the platform applies it); listed as there.
+    const struct platform_model_desc *d = model_desc(m);
+    for (int32_t t = 0; lb && g->ignore_eos && !g->grammar && t < d->n_vocab; t++)
+        if (tok_is_eog(d->tokenizer, t))
+            json_array_append_new(lb, json_pack("{s:i, s:n}", "token", t, "bias"));
     // adaptive_target/adaptive_decay: llama-server's adaptive-p sampler, off here as by default.
     return json_pack("{s:i, s:I, s:f, s:i, s:f, s:f, s:i, s:f, s:f, s:f, s:o, s:i, s:i, s:b, "
                      "s:b, s:i, s:o, s:s, s:s, s:b, s:f, s:f}",

@@ -278,6 +278,25 @@ static void respond_whole(const struct api_ctx *ctx, json_t *body, struct chat_c
     api_respond_json(resp, 200, j);
 }
 
+/* A tool_choice object must name a function that tools declares. */
+static bool choice_names_a_tool(const json_t *choice, const json_t *tools, struct api_fail *f)
+{
+    const json_t *fn = json_object_get(choice, "function");
+    const char *name = json_string_value(json_object_get(fn, "name"));
+    if (!name)
+        return api_failf(f, 400, "invalid_value", "tool_choice.function.name",
+                         "'tool_choice.function.name' must be a string naming one of 'tools'");
+    size_t i;
+    const json_t *t;
+    json_array_foreach(tools, i, t)
+    {
+        const char *tn = json_string_value(json_object_get(json_object_get(t, "function"), "name"));
+        if (tn && strcmp(tn, name) == 0) return true;
+    }
+    return api_failf(f, 400, "invalid_value", "tool_choice.function.name",
+                     "'tool_choice' names the function '%.128s', which is not in 'tools'", name);
+}
+
 /* tools / tool_choice. Returns the tools to show the template (NULL when none or hidden by
  * tool_choice "none"). "required" and a named function are honoured as far as the model
  * follows the prompt (advisory until constrained decoding enforces them). */
@@ -295,6 +314,17 @@ static bool parse_tools(json_t *body, json_t **tools_out, struct api_fail *f)
     json_array_foreach(tools, i, t)
     {
         const json_t *fn = json_object_get(t, "function");
+        const json_t *type = json_object_get(t, "type");
+        char tparam[40];
+        snprintf(tparam, sizeof tparam, "tools[%zu].type", i);
+        if (type && !json_is_string(type))
+            return api_failf(f, 400, "invalid_type", tparam,
+                             "Invalid type for '%s': expected a string, but got %s.", tparam,
+                             v_type_name(type));
+        if (type && strcmp(json_string_value(type), "function") != 0)
+            return api_failf(f, 400, "invalid_value", tparam,
+                             "'%s' must be \"function\" (the only tool type), not '%.64s'", tparam,
+                             json_string_value(type));
         if (!json_is_object(t) || !json_is_object(fn) ||
             !json_is_string(json_object_get(fn, "name"))) {
             char param[32];
@@ -318,6 +348,7 @@ static bool parse_tools(json_t *body, json_t **tools_out, struct api_fail *f)
                              "but got %s.",
                              v_type_name(choice));
     }
+    if (json_is_object(choice) && !choice_names_a_tool(choice, tools, f)) return false;
     if (json_array_size(tools) > 0 && !hidden) *tools_out = tools;
     return true;
 }

@@ -21,6 +21,7 @@
 #include "util/thread.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -124,6 +125,8 @@ static int common_prefix(const int32_t *a, int n_a, const int32_t *b, int n_b)
     return n;
 }
 
+#define MAX_EOG_BANS 16 // end-of-generation tokens banned for ignore_eos
+
 static struct sampler_params sampler_params_from(const struct gen_params *g)
 {
     struct sampler_params p = sampler_params_default();
@@ -157,14 +160,21 @@ static void start_request(struct platform_model *m, int i, struct request *r)
         fail_instance(in, 400, "the prompt does not fit the context");
         return;
     }
-    struct sampler_bias bias[GEN_MAX_LOGIT_BIAS];
+    struct sampler_bias bias[GEN_MAX_LOGIT_BIAS + MAX_EOG_BANS];
     struct sampler_params sp = sampler_params_from(&r->params);
+    int n_bias = 0;
     for (int k = 0; k < r->params.n_logit_bias; k++) {
-        bias[k].token = r->params.logit_bias[k].token;
-        bias[k].bias = r->params.logit_bias[k].bias;
+        bias[n_bias].token = r->params.logit_bias[k].token;
+        bias[n_bias++].bias = r->params.logit_bias[k].bias;
     }
+    // ignore_eos as llama-server does it: end-of-generation tokens are never drawn (a grammar
+    // keeps them, since it may need one to finish).
+    for (int32_t t = 0; r->params.ignore_eos && !r->params.grammar && t < m->n_vocab &&
+                        n_bias < GEN_MAX_LOGIT_BIAS + MAX_EOG_BANS;
+         t++)
+        if (tok_is_eog(m->tok, t)) bias[n_bias++] = (struct sampler_bias){t, -INFINITY};
     sp.logit_bias = bias;
-    sp.n_logit_bias = r->params.n_logit_bias;
+    sp.n_logit_bias = n_bias;
     if (sampler_new(&sp, m->n_vocab, &in->sampler) != ERR_OK) {
         fail_instance(in, 500, "cannot create the sampler (invalid parameters or no memory)");
         return;
@@ -241,10 +251,10 @@ static void advance(struct platform_model *m, int i)
         fail_instance(in, 500, "the grammar matcher failed");
         return;
     }
-    struct gen_event ev = {.token = token};
+    struct gen_event ev = {.token = token, .is_post = r->params.is_post_sampling_probs};
     if (r->params.n_probs > 0) {
         struct sampler_probs probs;
-        sampler_get_probs(in->sampler, SAMPLER_DIST_RAW, &probs);
+        sampler_get_probs(in->sampler, ev.is_post ? SAMPLER_DIST_POST : SAMPLER_DIST_RAW, &probs);
         ev.logprob = probs.chosen.logprob;
         ev.n_probs = probs.n_top < GEN_MAX_PROBS ? probs.n_top : GEN_MAX_PROBS;
         for (int k = 0; k < ev.n_probs; k++) {

@@ -39,10 +39,11 @@ struct gen_params {
     int repeat_last_n;    // tokens considered by the penalties
     float frequency_penalty;
     float presence_penalty;
-    int64_t seed;   // -1: random
-    int max_tokens; // -1: until a stop or the context is full
-    int n_probs;    // top log-probabilities to report per token (0: none)
-    bool ignore_eos;
+    int64_t seed;                // -1: random
+    int max_tokens;              // -1: until a stop or the context is full
+    int n_probs;                 // top log-probabilities to report per token (0: none)
+    bool is_post_sampling_probs; // report them from the distribution drawn from (after the chain)
+    bool ignore_eos; // end-of-generation tokens are never sampled (banned), unless a grammar runs
     int n_logit_bias;
     struct {
         int32_t token;
@@ -55,7 +56,8 @@ struct gen_params {
 
 struct gen_event {
     int32_t token;
-    float logprob; // of the chosen token (when n_probs > 0)
+    float logprob; // of the chosen token (when n_probs > 0); natural log of its probability
+    bool is_post;  // the probabilities are post-sampling (is_post_sampling_probs)
     int n_probs;
     struct {
         int32_t token;

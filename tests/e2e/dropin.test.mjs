@@ -125,6 +125,63 @@ describe('chat answers as llama-server shapes them', () => {
   });
 });
 
+describe('/completion as llama-server answers it', () => {
+  let srv;
+  before(async () => {
+    srv = await startServer(['--threads', '1', '-m', synthModel('small', SMALL), '--alias', 'small']);
+  });
+  after(async () => srv && (await srv.stop()));
+
+  test('ignore_eos bans end-of-generation tokens (listed as null biases); without it they end', async () => {
+    const props = await fetch(`${srv.url}/props`).then((r) => r.json());
+    const tok = await post(srv, '/tokenize', { content: props.eos_token, parse_special: true });
+    const eos = tok.json.tokens[0];
+    const body = { prompt: 'hello', n_predict: 5, temperature: 0, logit_bias: [[eos, 100]], return_tokens: true };
+    const ended = await post(srv, '/completion', body);
+    assert.equal(ended.json.stop_type, 'eos');
+    const kept = await post(srv, '/completion', { ...body, ignore_eos: true });
+    assert.equal(kept.status, 200);
+    assert.equal(kept.json.tokens_predicted, 5);
+    assert.equal(kept.json.stop_type, 'limit');
+    assert.ok(!kept.json.tokens.includes(eos));
+    const bans = kept.json.generation_settings.logit_bias.filter((b) => b.bias === null);
+    assert.ok(bans.some((b) => b.token === eos));
+  });
+
+  test('post_sampling_probs reports prob/top_probs of the distribution drawn from', async () => {
+    const r = await post(srv, '/completion', { prompt: 'hello', n_predict: 3, n_probs: 5,
+      temperature: 1, seed: 3, post_sampling_probs: true });
+    assert.equal(r.status, 200);
+    for (const t of r.json.completion_probabilities) {
+      assert.ok(t.prob > 0 && t.prob <= 1);
+      assert.equal(t.logprob, undefined);
+      const sum = t.top_probs.reduce((a, p) => a + p.prob, 0);
+      assert.ok(t.top_probs.length > 0 && sum <= 1.0001, String(sum));
+      for (const p of t.top_probs) assert.ok(p.prob > 0 && typeof p.id === 'number');
+    }
+  });
+
+  test('seeded draws repeat; has_new_line, response_fields, streamed events carry one token', async () => {
+    const body = { prompt: 'hello', n_predict: 6, temperature: 1, seed: 7 };
+    const a = await post(srv, '/completion', body);
+    const b = await post(srv, '/completion', body);
+    assert.equal(a.json.content, b.json.content);
+    assert.equal(typeof a.json.has_new_line, 'boolean');
+    const f = await post(srv, '/completion', { ...body, response_fields: ['content', 'generation_settings/n_predict'] });
+    assert.deepEqual(Object.keys(f.json).sort(), ['content', 'generation_settings/n_predict']);
+    assert.equal(f.json['generation_settings/n_predict'], 6);
+    const s = await post(srv, '/completion', { ...body, stream: true, n_probs: 2 });
+    const events = s.text.split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)));
+    const steps = events.filter((e) => !e.stop);
+    assert.equal(steps.length, 6);
+    for (const e of steps) {
+      assert.equal(e.tokens.length, 1);
+      assert.equal(e.completion_probabilities.length, 1);
+    }
+    assert.equal(steps.map((e) => e.content).join(''), a.json.content);
+  });
+});
+
 describe('several models: names are checked', () => {
   let srv;
   before(async () => {
