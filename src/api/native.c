@@ -114,13 +114,12 @@ static json_t *normalize_body(json_t *body, const struct params_names *names)
 static bool parse_extras(const json_t *body, int n_ctx, struct native_params *np,
                          struct api_fail *f)
 {
-    int64_t last_n = np->p.gen.repeat_last_n, n_probs = 0, id_slot = -1, n_keep = 0;
-    bool ignore_eos = false, is_post = false;
-    bool ok = v_int(body, "repeat_last_n", "repeat_last_n", -1, INT32_MAX, &last_n, f) &&
+    int64_t n_probs = 0, id_slot = -1, n_keep = 0;
+    bool is_post = false;
+    bool ok = params_llama_extras(body, n_ctx, &np->p.gen, f) &&
               v_int(body, "n_probs", "n_probs", 0, GEN_MAX_PROBS, &n_probs, f) &&
               v_int(body, "id_slot", "id_slot", -1, POOL_MAX_INSTANCES - 1, &id_slot, f) &&
               v_int(body, "n_keep", "n_keep", -1, INT32_MAX, &n_keep, f) &&
-              v_bool(body, "ignore_eos", "ignore_eos", &ignore_eos, f) &&
               v_bool(body, "post_sampling_probs", "post_sampling_probs", &is_post, f) &&
               v_bool(body, "stream", "stream", &np->is_stream, f) &&
               v_bool(body, "cache_prompt", "cache_prompt", &np->cache_prompt, f) &&
@@ -128,9 +127,7 @@ static bool parse_extras(const json_t *body, int n_ctx, struct native_params *np
               structured_from_body(body, &np->grammar, f);
     if (!ok) return false;
     np->p.gen.grammar = np->grammar.len ? np->grammar.data : NULL; // request_new copies it
-    np->p.gen.repeat_last_n = last_n < 0 ? n_ctx : (int)last_n;
     np->p.gen.n_probs = (int)n_probs;
-    np->p.gen.ignore_eos = ignore_eos;
     np->p.gen.is_post_sampling_probs = is_post;
     np->id_slot = (int)id_slot;
     np->n_keep = (int)n_keep;

@@ -375,6 +375,23 @@ static bool parse_logprobs(json_t *body, struct chat_call *c, struct gen_params 
     return true;
 }
 
+/* llama-server's extensions that its chat endpoint honours too: n_predict (when neither
+ * max_tokens nor max_completion_tokens is given; < 0 no limit), mirostat*, ignore_eos,
+ * repeat_last_n. */
+static bool chat_llama_extras(const json_t *body, int n_ctx, struct gen_params *g,
+                              struct api_fail *f)
+{
+    int64_t n_predict = 0;
+    if (!v_int(body, "n_predict", "n_predict", -1, INT32_MAX, &n_predict, f) ||
+        !params_llama_extras(body, n_ctx, g, f))
+        return false;
+    bool has_max =
+        json_object_get(body, "max_tokens") || json_object_get(body, "max_completion_tokens");
+    if (json_object_get(body, "n_predict") && !has_max)
+        g->max_tokens = n_predict < 0 ? -1 : n_predict == 0 ? 1 : (int)n_predict;
+    return true;
+}
+
 #define CHAT_MAX_CHOICES 16 // n: answers per request
 
 /* stream, stream_options, n (more than one only whole), verbose. */
@@ -420,6 +437,7 @@ static bool start_chat(const struct api_ctx *ctx, json_t *body, struct chat_call
     if (!parse_flags(ctx, body, stream, c, f) ||
         !params_merge_base(ctx->gen_defaults, model_default_params(c->model), body, &names,
                            model_desc(c->model)->n_vocab, &p, f) ||
+        !chat_llama_extras(body, model_desc(c->model)->n_ctx, &p.gen, f) ||
         !parse_logprobs(body, c, &p.gen, f) || !parse_tools(body, &tools, f) ||
         !v_bool(body, "parallel_tool_calls", "parallel_tool_calls", &parallel, f))
         return false;

@@ -52,6 +52,7 @@ struct sampler {
     struct sampler_prob top_post[SAMPLER_N_PROBS_MAX];
     int32_t n_top_raw, n_top_post;
     struct sampler_prob chosen_raw, chosen_post;
+    float mu; // Mirostat's running surprise bound (2 tau at the start)
 };
 
 /* ---- random numbers ---------------------------------------------------------------------- */
@@ -184,6 +185,10 @@ static bool params_valid(const struct sampler_params *p, int32_t n_vocab)
         return false;
     if (!isfinite(p->frequency_penalty) || !isfinite(p->presence_penalty)) return false;
     if (p->repeat_last_n < 0 || p->n_probs < 0 || p->n_probs > SAMPLER_N_PROBS_MAX) return false;
+    if (p->mirostat < 0 || p->mirostat > 2) return false;
+    if (p->mirostat && (!(p->mirostat_tau > 0.0f) || !isfinite(p->mirostat_tau) ||
+                        !(p->mirostat_eta >= 0.0f) || !(p->mirostat_eta <= 1.0f)))
+        return false;
     if (p->n_logit_bias < 0 || (p->n_logit_bias > 0 && !p->logit_bias)) return false;
     for (int32_t i = 0; i < p->n_logit_bias; i++) {
         const struct sampler_bias *b = &p->logit_bias[i];
@@ -233,6 +238,7 @@ int sampler_new(const struct sampler_params *p, int32_t n_vocab, struct sampler 
     }
     s->seed = p->seed == SAMPLER_SEED_RANDOM ? random_seed(s) : (uint64_t)p->seed;
     rng_seed(s);
+    s->mu = 2.0f * p->mirostat_tau;
     *out = s;
     return ERR_OK;
 out_free:
@@ -262,6 +268,7 @@ void sampler_reset(struct sampler *s)
     s->n_top_raw = 0;
     s->n_top_post = 0;
     rng_seed(s);
+    s->mu = 2.0f * s->p.mirostat_tau;
 }
 
 uint64_t sampler_seed(const struct sampler *s)
@@ -470,6 +477,64 @@ static int32_t draw(struct sampler *s)
     return chosen >= 0 ? chosen : s->n_cand - 1;
 }
 
+/* ---- Mirostat ------------------------------------------------------------------------------ */
+
+#define MIROSTAT_M 100 // v1 estimates the Zipf exponent from the best M tokens (llama.cpp's m)
+
+/* v1: top-k with k from the estimated Zipf exponent s_hat and the bound mu (candidates have p
+ * over the whole vocabulary). */
+static void mirostat_v1_cut(struct sampler *s)
+{
+    int32_t m = s->n_cand < MIROSTAT_M ? s->n_cand : MIROSTAT_M;
+    select_top_inplace(s->cand, s->n_cand, m);
+    float sum_tb = 0.0f, sum_tt = 0.0f;
+    for (int32_t i = 0; i + 1 < m; i++) {
+        float t = logf((float)(i + 2) / (float)(i + 1));
+        float b = logf(s->cand[i].p / s->cand[i + 1].p);
+        sum_tb += t * b;
+        sum_tt += t * t;
+    }
+    float s_hat = sum_tt > 0.0f ? sum_tb / sum_tt : 1.0f;
+    float eps = s_hat - 1.0f;
+    float k =
+        powf((eps * powf(2.0f, s->mu)) / (1.0f - powf((float)s->n_vocab, -eps)), 1.0f / s_hat);
+    int32_t ki = isfinite(k) && k >= 1.0f ? (k < (float)s->n_cand ? (int32_t)k : s->n_cand) : 1;
+    if (ki > m) select_top_inplace(s->cand, s->n_cand, ki);
+    s->n_cand = ki;
+    s->is_sorted = true;
+}
+
+/* v2: keeps the tokens whose surprise -log2 p is at most mu (at least the best one). */
+static void mirostat_v2_cut(struct sampler *s)
+{
+    float p_min = exp2f(-s->mu);
+    int32_t w = 0;
+    for (int32_t i = 0; i < s->n_cand; i++)
+        if (s->cand[i].p >= p_min) s->cand[w++] = s->cand[i];
+    if (w == 0) {
+        select_top_inplace(s->cand, s->n_cand, 1);
+        w = 1;
+    }
+    select_top_inplace(s->cand, w, w);
+    s->n_cand = w;
+    s->is_sorted = true;
+}
+
+/* Cuts the (temperature-scaled) candidates as Mirostat does, draws, and moves mu toward tau
+ * by the draw's surprise. Returns the index of the drawn candidate. */
+static int32_t mirostat_draw(struct sampler *s)
+{
+    cand_softmax(s); // cannot fail: the best candidate is finite
+    if (s->p.mirostat == 1)
+        mirostat_v1_cut(s);
+    else
+        mirostat_v2_cut(s);
+    int32_t idx = draw(s); // renormalizes p over the kept tokens
+    float surprise = -log2f(s->cand[idx].p);
+    s->mu -= s->p.mirostat_eta * (surprise - s->p.mirostat_tau);
+    return idx;
+}
+
 /* ---- probability reports ----------------------------------------------------------------- */
 
 static struct sampler_prob prob_make(int32_t token, float logit, float lse)
@@ -557,10 +622,19 @@ int sampler_sample(struct sampler *s, float *logits, int32_t *out_token)
     if (s->hist) apply_penalties(s, logits);
     if (s->p.temperature <= 0.0f) return sample_greedy(s, logits, out_token);
 
-    stage_top_k(s, logits);
+    if (s->p.mirostat) {
+        int32_t k = s->p.top_k;
+        s->p.top_k = 0; // every token is a candidate; Mirostat makes the cut
+        stage_top_k(s, logits);
+        s->p.top_k = k;
+    } else {
+        stage_top_k(s, logits);
+    }
     if (cand_max_logit(s) == -INFINITY) return ERR_INVALID;
-    stage_top_p(s);
-    stage_min_p(s);
+    if (!s->p.mirostat) {
+        stage_top_p(s);
+        stage_min_p(s);
+    }
     // llama.cpp divides each logit by the temperature; where a tiny temperature would overflow
     // that to inf (and inf - inf in the draw), scale relative to the best logit instead.
     float t = s->p.temperature;
@@ -568,7 +642,8 @@ int sampler_sample(struct sampler *s, float *logits, int32_t *out_token)
     bool is_finite = isfinite(m / t); // lower logits only shrink toward -inf, which is safe
     for (int32_t i = 0; i < s->n_cand; i++)
         s->cand[i].logit = is_finite ? s->cand[i].logit / t : (s->cand[i].logit - m) / t;
-    int32_t idx = draw(s); // the best candidate is finite, so the draw is defined
+    // The best candidate is finite, so the draw is defined.
+    int32_t idx = s->p.mirostat ? mirostat_draw(s) : draw(s);
     int32_t token = s->cand[idx].id;
     if (s->p.n_probs > 0) {
         record_post(s, idx);

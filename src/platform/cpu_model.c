@@ -140,6 +140,9 @@ static struct sampler_params sampler_params_from(const struct gen_params *g)
     p.presence_penalty = g->presence_penalty;
     p.seed = g->seed;
     p.n_probs = g->n_probs > GEN_MAX_PROBS ? GEN_MAX_PROBS : g->n_probs;
+    p.mirostat = g->mirostat;
+    p.mirostat_tau = g->mirostat_tau;
+    p.mirostat_eta = g->mirostat_eta;
     return p;
 }
 

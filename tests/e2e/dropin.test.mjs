@@ -114,6 +114,46 @@ describe('chat answers as llama-server shapes them', () => {
     assert.equal(errorOf(both.json).param, 'continue_final_message');
   });
 
+  test("llama-server's sampling extensions are honoured on chat: n_predict, mirostat, ignore_eos", async () => {
+    const r = await post(srv, '/chat/completions', { messages: [{ role: 'user', content: 'hi' }], n_predict: 3 });
+    assert.equal(r.status, 200);
+    assert.equal(r.json.usage.completion_tokens, 3);
+    const both = await post(srv, '/chat/completions', { messages: [{ role: 'user', content: 'hi' }], n_predict: 3, max_tokens: 2 });
+    assert.equal(both.json.usage.completion_tokens, 2, 'max_tokens wins');
+    const m = { messages: [{ role: 'user', content: 'hi' }], max_tokens: 4, mirostat: 2, mirostat_tau: 0.01, seed: 1 };
+    const a = await post(srv, '/chat/completions', m);
+    const b = await post(srv, '/chat/completions', { ...m, seed: 2 });
+    assert.equal(a.status, 200);
+    // A tiny target surprise keeps only the best token: the seed does not matter.
+    assert.equal(a.json.choices[0].message.content, b.json.choices[0].message.content);
+    for (const [field, value] of [['mirostat', 3], ['mirostat_tau', 'x'], ['n_predict', 'x'], ['ignore_eos', 1]]) {
+      const e = await post(srv, '/chat/completions', { messages: [{ role: 'user', content: 'hi' }], [field]: value });
+      assert.equal(e.status, 400, field);
+      assert.equal(errorOf(e.json).param, field);
+    }
+  });
+
+  test('malformed tool fields are 400 naming the param', async () => {
+    const tool = { type: 'function', function: { name: 'f', parameters: { type: 'object' } } };
+    const cases = [
+      [{ messages: [{ role: 'tool', content: 'x', tool_call_id: 5 }] }, 'invalid_type', 'messages[0].tool_call_id'],
+      [{ messages: [{ role: 'assistant', content: null, tool_calls: {} }, { role: 'user', content: 'x' }] },
+        'invalid_type', 'messages[0].tool_calls'],
+      [{ messages: [{ role: 'assistant', content: null, tool_calls: ['x'] }, { role: 'user', content: 'x' }] },
+        'invalid_type', 'messages[0].tool_calls[0]'],
+      [{ messages: [{ role: 'user', content: 'x' }], tools: [{ ...tool, type: 'web_search' }] }, 'invalid_value', 'tools[0].type'],
+      [{ messages: [{ role: 'user', content: 'x' }], tools: [{ ...tool, type: 7 }] }, 'invalid_type', 'tools[0].type'],
+      [{ messages: [{ role: 'user', content: 'x' }], tools: [tool], tool_choice: { type: 'function', function: { name: 'g' } } },
+        'invalid_value', 'tool_choice.function.name'],
+    ];
+    for (const [body, code, param] of cases) {
+      const r = await post(srv, '/chat/completions', { ...body, max_tokens: 1 });
+      assert.equal(r.status, 400, JSON.stringify(body));
+      assert.equal(errorOf(r.json).code, code, param);
+      assert.equal(errorOf(r.json).param, param);
+    }
+  });
+
   test('a prompt over the context is exceed_context_size_error with both numbers', async () => {
     const r = await post(srv, '/chat/completions', chat({ messages: [{ role: 'user', content: 'hello '.repeat(3000) }] }));
     assert.equal(r.status, 400);
