@@ -45,6 +45,10 @@ int gen_session_start(struct model *m, const int32_t *prompt, int n_prompt,
     s->tok = desc->tokenizer;
     tok_stream_init(&s->detok, s->tok, false);
     int max_events = desc->n_ctx - n_prompt;
+    // With context shift, generation may pass the context: up to max_tokens, or (unbounded
+    // as asked) one more context's worth.
+    if (params->is_context_shift)
+        max_events = params->max_tokens >= 0 ? params->max_tokens : desc->n_ctx;
     if (params->max_tokens >= 0 && params->max_tokens < max_events) max_events = params->max_tokens;
     struct errmsg err;
     errmsg_clear(&err);

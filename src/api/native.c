@@ -131,6 +131,7 @@ static bool parse_extras(const json_t *body, int n_ctx, struct native_params *np
     np->p.gen.is_post_sampling_probs = is_post;
     np->id_slot = (int)id_slot;
     np->n_keep = (int)n_keep;
+    np->p.gen.n_keep = (int)n_keep; // what a context shift keeps
     return true;
 }
 

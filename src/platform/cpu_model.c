@@ -33,6 +33,7 @@ enum phase {
     PHASE_IDLE = 0,
     PHASE_PROMPT,   // feeding prompt tokens
     PHASE_GENERATE, // feeding the last sampled token
+    PHASE_REFEED,   // rebuilding the cache after a context shift (tokens from cached)
 };
 
 /* seq/cached/exists: changed only while idle (admin thread, under mu). The rest: owned by
@@ -45,6 +46,7 @@ struct instance {
     struct sampler *sampler;
     enum phase phase;
     int n_fed;           // prompt tokens in the cache
+    int n_refeed_end;    // PHASE_REFEED: cached[pos..n_refeed_end) still to feed
     int n_feeding;       // tokens in the current step
     int n_cached_prompt; // prompt tokens reused from the previous request
     int n_generated;
@@ -233,6 +235,27 @@ static int sample_constrained(struct platform_model *m, struct instance *in, int
     return sampler_sample(in->sampler, m->logits, token);
 }
 
+/* llama-server's context shift: keep the first n_keep tokens (plus the first, usually BOS),
+ * drop half of the rest, and go on. The kept tail is fed again (PHASE_REFEED) to rebuild its
+ * keys and values at their new positions, where llama.cpp rotates the cached keys instead:
+ * the same tokens at the same positions, computed afresh. */
+static void shift_context(struct instance *in)
+{
+    int pos = engine_seq_pos(in->seq);
+    int n_keep = in->req->params.n_keep < 0 ? in->req->n_prompt : in->req->params.n_keep;
+    n_keep = n_keep + 1 < pos - 1 ? n_keep + 1 : 1;
+    int n_discard = (pos - n_keep) / 2;
+    if (n_discard < 1) {
+        in->done = FINISH_LENGTH;
+        return;
+    }
+    memmove(in->cached + n_keep, in->cached + n_keep + n_discard,
+            (size_t)(pos - n_keep - n_discard) * sizeof *in->cached);
+    engine_seq_truncate(in->seq, n_keep);
+    in->n_refeed_end = pos - n_discard;
+    in->phase = PHASE_REFEED;
+}
+
 /* Samples the next token of instance i from its fresh logits and decides whether it ends. */
 static void advance(struct platform_model *m, int i)
 {
@@ -275,8 +298,10 @@ static void advance(struct platform_model *m, int i)
         in->done = FINISH_STOP; // the grammar allows nothing more
     else if (r->params.max_tokens >= 0 && in->n_generated >= r->params.max_tokens)
         in->done = FINISH_LENGTH;
-    else if (engine_seq_pos(in->seq) + 1 >= m->n_ctx)
+    else if (engine_seq_pos(in->seq) + 1 >= m->n_ctx && !r->params.is_context_shift)
         in->done = FINISH_LENGTH;
+    else if (engine_seq_pos(in->seq) + 1 >= m->n_ctx)
+        shift_context(in);
 }
 
 /* Collects this step's batch: one token for every generating instance first (so decoding
@@ -294,12 +319,17 @@ static int build_batch(struct platform_model *m)
             }
             bool is_gen = in->phase == PHASE_GENERATE;
             if ((pass == 0) != is_gen) continue;
-            int n = is_gen ? 1 : in->req->n_prompt - in->n_fed;
+            bool is_refeed = in->phase == PHASE_REFEED;
+            int at = engine_seq_pos(in->seq);
+            int n = is_gen ? 1 : is_refeed ? in->n_refeed_end - at : in->req->n_prompt - in->n_fed;
             if (n > room) n = room;
             in->n_feeding = n;
+            const int32_t *tokens = is_gen      ? &in->next_token
+                                    : is_refeed ? in->cached + at
+                                                : in->req->prompt + in->n_fed;
             m->items[n_items] = (struct engine_batch_item){
                 .seq = in->seq,
-                .tokens = is_gen ? &in->next_token : in->req->prompt + in->n_fed,
+                .tokens = tokens,
                 .n_tokens = n,
             };
             m->item_instance[n_items++] = i;
@@ -345,6 +375,10 @@ static void run_step(struct platform_model *m)
     for (int k = 0; k < n_items; k++) {
         struct instance *in = &m->inst[m->item_instance[k]];
         int pos = engine_seq_pos(in->seq) - in->n_feeding;
+        if (in->phase == PHASE_REFEED) { // its tokens are cached[pos..] already
+            if (pos + in->n_feeding >= in->n_refeed_end) in->phase = PHASE_GENERATE;
+            continue; // the token to feed next was sampled before the shift
+        }
         memcpy(in->cached + pos, m->items[k].tokens, (size_t)in->n_feeding * sizeof(int32_t));
         if (in->phase == PHASE_PROMPT) {
             in->n_fed += in->n_feeding;

@@ -44,9 +44,11 @@ struct gen_params {
     int n_probs;                 // top log-probabilities to report per token (0: none)
     bool is_post_sampling_probs; // report them from the distribution drawn from (after the chain)
     bool ignore_eos; // end-of-generation tokens are never sampled (banned), unless a grammar runs
-    int mirostat;    // 0 off, 1 or 2: Mirostat v1/v2 instead of top-k/top-p/min-p
-    float mirostat_tau; // target surprise (bits)
-    float mirostat_eta; // learning rate
+    bool is_context_shift; // a full context drops the older half (after n_keep) and goes on
+    int n_keep;            // tokens kept at the start on a shift (-1: the whole prompt)
+    int mirostat;          // 0 off, 1 or 2: Mirostat v1/v2 instead of top-k/top-p/min-p
+    float mirostat_tau;    // target surprise (bits)
+    float mirostat_eta;    // learning rate
     int n_logit_bias;
     struct {
         int32_t token;

@@ -206,11 +206,11 @@ static const struct opt options[] = {
     {"--version", NULL, NULL, OPT_VERSION, 0, 0, 0, 0, "show the version", NULL, NULL},
     {"--slot-save-path", NULL, "LLAMAPI_SLOT_SAVE_PATH", OPT_STRING, FIELD(slot_save_path), 0, 0,
      "directory for POST /slots/{id}?action=save|restore (default: slot saving off)", NULL, NULL},
-    {"--context-shift", NULL, NULL, OPT_FLAG, FIELD(is_context_shift), 0, 0,
+    {"--context-shift", NULL, NULL, OPT_FLAG, GEN(is_context_shift), 0, 0,
      "when a generation fills the context, drop the older half after the first tokens and go "
      "on (default: off: it ends with finish_reason length)",
      "LLAMA_ARG_CONTEXT_SHIFT", NULL},
-    {"--no-context-shift", NULL, NULL, OPT_FLAG_NEG, FIELD(is_context_shift), 0, 0,
+    {"--no-context-shift", NULL, NULL, OPT_FLAG_NEG, GEN(is_context_shift), 0, 0,
      "a generation that fills the context ends (default)", NULL, NULL},
     {"--cors-origins", NULL, "LLAMAPI_CORS_ORIGINS", OPT_STRING, FIELD(cors_origins), 0, 0,
      "comma-separated origins CORS answers allow: '*', 'localhost' (any loopback origin) or "

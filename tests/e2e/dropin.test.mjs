@@ -222,6 +222,35 @@ describe('/completion as llama-server answers it', () => {
   });
 });
 
+describe('--context-shift', () => {
+  let shift;
+  let plain;
+  before(async () => {
+    const small = synthModel('small', SMALL);
+    shift = await startServer(['--threads', '1', '-m', small, '-c', '64', '--context-shift']);
+    plain = await startServer(['--threads', '1', '-m', small, '-c', '64']);
+  });
+  after(async () => {
+    for (const s of [shift, plain]) if (s) await s.stop();
+  });
+
+  test('a full context drops the older half and generation goes on to n_predict', async () => {
+    const prompt = Array.from({ length: 40 }, (_, i) => 100 + i);
+    const body = { prompt, n_predict: 70, temperature: 0 };
+    const r = await post(shift, '/completion', body);
+    assert.equal(r.status, 200);
+    assert.equal(r.json.timings.predicted_n, 70);
+    assert.equal(r.json.timings.prompt_n, 40);
+    assert.equal(r.json.truncated, true);
+    const p = await post(plain, '/completion', body);
+    assert.equal(p.json.timings.predicted_n, 64 - 40);
+    assert.equal(p.json.stop_type, 'limit');
+    // The instance is sound afterwards: the same request again gives the same text.
+    const again = await post(shift, '/completion', body);
+    assert.equal(again.json.content, r.json.content);
+  });
+});
+
 describe('several models: names are checked', () => {
   let srv;
   before(async () => {

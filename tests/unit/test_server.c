@@ -212,7 +212,7 @@ static void test_config_llama_server_flags(void **state)
     assert_true(c.gen_defaults.temperature > 0.49f && c.gen_defaults.temperature < 0.51f);
     assert_string_equal(c.tags, "chat,small");
     assert_string_equal(c.slot_save_path, "/tmp/slots");
-    assert_true(c.is_context_shift);
+    assert_true(c.gen_defaults.is_context_shift);
     assert_string_equal(c.cors_origins, "localhost");
     assert_true(c.gen_defaults.ignore_eos);
     assert_true(c.force_embedding);
