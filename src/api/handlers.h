@@ -52,6 +52,10 @@ void api_native_props(const struct api_ctx *ctx, const struct api_request *req,
                       struct api_response *resp);
 void api_native_slots(const struct api_ctx *ctx, const struct api_request *req,
                       struct api_response *resp);
+/* POST /slots/{id}?action=save|restore|erase: 501 (not implemented; the message says whether
+ * --slot-save-path was given). */
+void api_native_slot_action(const struct api_ctx *ctx, const struct api_request *req,
+                            struct api_response *resp);
 void api_native_metrics(const struct api_ctx *ctx, const struct api_request *req,
                         struct api_response *resp);
 

@@ -80,6 +80,7 @@ static const struct route table[] = {
     {"POST", "/apply-template", api_native_apply_template, ROUTE_BODY_JSON, false},
     {"GET", "/props", api_native_props, ROUTE_BODY_NONE, false},
     {"GET", "/slots", api_native_slots, ROUTE_BODY_NONE, false},
+    {"POST", "/slots/{id}", api_native_slot_action, ROUTE_BODY_NONE, false},
     {"GET", "/metrics", api_native_metrics, ROUTE_BODY_NONE, false},
     {"GET", "/models", api_router_models, ROUTE_BODY_NONE, false},
     {"POST", "/models/load", api_router_load, ROUTE_BODY_JSON, false},

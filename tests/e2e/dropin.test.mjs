@@ -59,6 +59,12 @@ describe('llama-server flags and names', () => {
     assert.equal(other.json.model, 'code');
   });
 
+  test('POST /slots/{id} actions answer 501 naming what is missing', async () => {
+    const r = await post(srv, '/slots/0?action=save', { filename: 'a.bin' });
+    assert.equal(r.status, 501);
+    assert.match(errorOf(r.json).message, /--slot-save-path/);
+  });
+
   test('routes without /v1, and an unnamed or null model, are served', async () => {
     for (const body of [chat(), chat({ model: null })]) {
       const r = await post(srv, '/chat/completions', body);
