@@ -40,9 +40,9 @@ struct api_ctx {
     struct response_store *responses;      // Responses-API memory (own mutex) or NULL: none kept
     const char *model_aliases;             // --alias: comma-separated names of the first -m model
     const char *model_tags;                // --tags: comma-separated tags of that model
-    bool is_single_model;    // started with one -m and no router: any name serves that model
-    bool is_verbose;         // --verbose: chat answers carry __verbose
-    bool has_slot_save_path; // --slot-save-path was given (POST /slots/{id} says what is missing)
+    bool is_single_model;       // started with one -m and no router: any name serves that model
+    bool is_verbose;            // --verbose: chat answers carry __verbose
+    const char *slot_save_path; // --slot-save-path directory (borrowed) or NULL: slot actions off
 };
 
 /* Returns the value of a request header (case-insensitive name) or NULL. */

@@ -52,8 +52,7 @@ void api_native_props(const struct api_ctx *ctx, const struct api_request *req,
                       struct api_response *resp);
 void api_native_slots(const struct api_ctx *ctx, const struct api_request *req,
                       struct api_response *resp);
-/* POST /slots/{id}?action=save|restore|erase: 501 (not implemented; the message says whether
- * --slot-save-path was given). */
+/* native_slots.c: POST /slots/{id}?action=save|restore|erase (needs --slot-save-path). */
 void api_native_slot_action(const struct api_ctx *ctx, const struct api_request *req,
                             struct api_response *resp);
 void api_native_metrics(const struct api_ctx *ctx, const struct api_request *req,

@@ -215,19 +215,6 @@ static json_t *slot_json(int id, int n_ctx, bool is_processing, json_t *params)
     return j;
 }
 
-void api_native_slot_action(const struct api_ctx *ctx, const struct api_request *req,
-                            struct api_response *resp)
-{
-    (void)req;
-    if (!ctx->has_slot_save_path)
-        api_error(resp, 501, API_TYPE_NOT_IMPLEMENTED, "not_supported", NULL,
-                  "This server does not support slots action. Start it with `--slot-save-path`");
-    else
-        api_error(resp, 501, API_TYPE_NOT_IMPLEMENTED, "not_supported", NULL,
-                  "Saving, restoring and erasing slots is not implemented by this server "
-                  "(--slot-save-path is accepted without effect)");
-}
-
 void api_native_props(const struct api_ctx *ctx, const struct api_request *req,
                       struct api_response *resp)
 {

@@ -148,6 +148,50 @@ static struct sampler_params sampler_params_from(const struct gen_params *g)
     return p;
 }
 
+/* A slot action on instance i (see enum request_kind): SAVE/ERASE report the cached tokens
+ * and end at once; RESTORE keeps the common prefix and feeds the rest (PHASE_REFEED). */
+static void slot_action(struct platform_model *m, int i, struct request *r)
+{
+    struct instance *in = &m->inst[i];
+    char msg[96];
+    in->n_cached_prompt = 0;
+    if (r->preferred_instance != i) {
+        snprintf(msg, sizeof msg, "slot %d is busy; retry when it is idle", r->preferred_instance);
+        fail_instance(in, 503, msg);
+        return;
+    }
+    int pos = engine_seq_pos(in->seq);
+    if (r->kind != REQUEST_SLOT_RESTORE) {
+        for (int k = 0; k < pos; k++) {
+            struct gen_event ev = {.token = in->cached[k]};
+            if (request_push_event(r, &ev) != ERR_OK) break;
+        }
+        if (r->kind == REQUEST_SLOT_ERASE) engine_seq_truncate(in->seq, 0);
+        in->done = FINISH_STOP;
+        return;
+    }
+    if (r->n_prompt >= m->n_ctx) {
+        snprintf(msg, sizeof msg, "%d saved tokens do not fit this slot's context (%d)",
+                 r->n_prompt, m->n_ctx);
+        fail_instance(in, 400, msg);
+        return;
+    }
+    for (int k = 0; k < r->n_prompt; k++) {
+        if (r->prompt[k] < 0 || r->prompt[k] >= m->n_vocab) {
+            fail_instance(in, 400, "the saved tokens are not of this model's vocabulary");
+            return;
+        }
+    }
+    int keep = common_prefix(in->cached, pos, r->prompt, r->n_prompt);
+    engine_seq_truncate(in->seq, keep);
+    memcpy(in->cached + keep, r->prompt + keep, (size_t)(r->n_prompt - keep) * sizeof *r->prompt);
+    in->n_refeed_end = r->n_prompt;
+    if (keep == r->n_prompt)
+        in->done = FINISH_STOP;
+    else
+        in->phase = PHASE_REFEED;
+}
+
 static void start_request(struct platform_model *m, int i, struct request *r)
 {
     struct instance *in = &m->inst[i];
@@ -157,6 +201,10 @@ static void start_request(struct platform_model *m, int i, struct request *r)
     in->t_start_ms = clock_now_ms();
     in->t_prompt_done_ms = 0;
     request_mark_started(r);
+    if (r->kind >= REQUEST_SLOT_SAVE) {
+        slot_action(m, i, r);
+        return;
+    }
     if (r->kind != REQUEST_GENERATE) {
         fail_instance(in, 400, "this model does not produce embeddings");
         return;
@@ -376,8 +424,12 @@ static void run_step(struct platform_model *m)
         struct instance *in = &m->inst[m->item_instance[k]];
         int pos = engine_seq_pos(in->seq) - in->n_feeding;
         if (in->phase == PHASE_REFEED) { // its tokens are cached[pos..] already
-            if (pos + in->n_feeding >= in->n_refeed_end) in->phase = PHASE_GENERATE;
-            continue; // the token to feed next was sampled before the shift
+            bool is_fed = pos + in->n_feeding >= in->n_refeed_end;
+            if (is_fed && in->req->kind == REQUEST_SLOT_RESTORE)
+                in->done = FINISH_STOP;
+            else if (is_fed)
+                in->phase = PHASE_GENERATE; // feeds the token sampled before the shift
+            continue;
         }
         memcpy(in->cached + pos, m->items[k].tokens, (size_t)in->n_feeding * sizeof(int32_t));
         if (in->phase == PHASE_PROMPT) {

@@ -14,9 +14,16 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* The SLOT kinds act on one instance's prompt cache (llama-server's slot save/restore/erase):
+ * they run only on the instance preferred_instance names (elsewhere they fail 503, busy).
+ * SAVE pushes the cached tokens as events; ERASE pushes them too, then empties the cache;
+ * RESTORE makes the cache hold its prompt (computing what is not cached yet). */
 enum request_kind {
     REQUEST_GENERATE = 0,
     REQUEST_EMBED = 1,
+    REQUEST_SLOT_SAVE = 2,
+    REQUEST_SLOT_RESTORE = 3,
+    REQUEST_SLOT_ERASE = 4,
 };
 
 enum finish_reason {

@@ -205,9 +205,7 @@ static const struct opt options[] = {
     {"--help", "-h --usage", NULL, OPT_HELP, 0, 0, 0, 0, "show this help", NULL, NULL},
     {"--version", NULL, NULL, OPT_VERSION, 0, 0, 0, 0, "show the version", NULL, NULL},
     {"--slot-save-path", NULL, "LLAMAPI_SLOT_SAVE_PATH", OPT_STRING, FIELD(slot_save_path), 0, 0,
-     "accepted, no effect: saving and restoring slots is not implemented (POST /slots/{id} "
-     "answers 501)",
-     NULL, NULL},
+     "directory for POST /slots/{id}?action=save|restore (off without it)", NULL, NULL},
     {"--context-shift", NULL, NULL, OPT_FLAG, GEN(is_context_shift), 0, 0,
      "when a generation fills the context, drop the older half after the first tokens and go "
      "on (default: off: it ends with finish_reason length)",
@@ -890,7 +888,6 @@ int config_parse(struct server_config *c, int argc, char **argv, struct errmsg *
         if (o->kind == OPT_VERSION && result == CONFIG_PARSE_OK) result = CONFIG_PARSE_VERSION;
         rc = apply(c, o, value, err);
     }
-    if (rc == ERR_OK && c->slot_save_path[0]) note_ignored(c, "--slot-save-path");
     // As llama-server: with --tools, CORS defaults to loopback origins only.
     if (rc == ERR_OK && !c->cors_origins[0])
         snprintf(c->cors_origins, sizeof c->cors_origins, "%s", c->tools[0] ? "localhost" : "*");

@@ -53,7 +53,7 @@ struct server_config {
     char chat_template[8192];       // --chat-template: a built-in name or Jinja source, every model
     char chat_template_file[1024];  // --chat-template-file FILE
     char tags[256];                 // --tags: comma-separated tags of the first -m model
-    char slot_save_path[1024];      // --slot-save-path DIR (accepted; slot saving is not built)
+    char slot_save_path[1024];      // --slot-save-path DIR ("": POST /slots/{id} is off)
     bool is_kv_unified;             // --kv-unified: each instance gets the whole -c
     char cors_origins[1024];        // --cors-origins: "*", "localhost" or exact origins (never "")
     char cors_methods[256];         // --cors-methods: preflight Allow-Methods

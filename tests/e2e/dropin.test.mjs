@@ -2,6 +2,9 @@
 // the request shapes its own test suite sends (scripts/run-peer-suite.sh runs that suite).
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { startServer, errorOf } from './lib/server.mjs';
 import { synthModel, SMALL } from './lib/models.mjs';
 
@@ -59,7 +62,7 @@ describe('llama-server flags and names', () => {
     assert.equal(other.json.model, 'code');
   });
 
-  test('POST /slots/{id} actions answer 501 naming what is missing', async () => {
+  test('POST /slots/{id} without --slot-save-path is 501 naming the flag', async () => {
     const r = await post(srv, '/slots/0?action=save', { filename: 'a.bin' });
     assert.equal(r.status, 501);
     assert.match(errorOf(r.json).message, /--slot-save-path/);
@@ -254,6 +257,53 @@ describe('--context-shift', () => {
     // The instance is sound afterwards: the same request again gives the same text.
     const again = await post(shift, '/completion', body);
     assert.equal(again.json.content, r.json.content);
+  });
+});
+
+describe('slot save, restore and erase (--slot-save-path)', () => {
+  let srv;
+  let dir;
+  before(async () => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'llamapi-slots-'));
+    srv = await startServer(['--threads', '1', '-m', synthModel('small', SMALL), '-np', '2', '--slot-save-path', dir]);
+  });
+  after(async () => srv && (await srv.stop()));
+
+  test('save writes the cached tokens; erase empties the slot; restore makes another slot reuse them', async () => {
+    const prompt = Array.from({ length: 20 }, (_, i) => 50 + i);
+    const first = await post(srv, '/completion', { prompt, n_predict: 4, temperature: 0, id_slot: 1 });
+    assert.equal(first.status, 200);
+    const saved = await post(srv, '/slots/1?action=save', { filename: 'one.bin' });
+    assert.equal(saved.status, 200, saved.text);
+    assert.equal(saved.json.n_saved, 20 + 3); // the last token is never fed
+    const file = readFileSync(path.join(dir, 'one.bin'));
+    assert.equal(file.readUInt32LE(0), 0x67677371); // 'ggsq'
+    assert.equal(file.readUInt32LE(8), 3 + 23); // payload words: packed header + ids
+    assert.equal(file.readUInt32LE(12), 0xffffffff);
+    assert.equal(file.readUInt32LE(20), 23);
+    assert.equal(file.readUInt32LE(24), prompt[0]);
+    assert.equal(saved.json.n_written, file.length);
+
+    const erased = await post(srv, '/slots/1?action=erase');
+    assert.equal(erased.json.n_erased, 23);
+    assert.equal((await post(srv, '/slots/1?action=erase')).json.n_erased, 0);
+
+    const restored = await post(srv, '/slots/0?action=restore', { filename: 'one.bin' });
+    assert.equal(restored.status, 200, restored.text);
+    assert.equal(restored.json.n_restored, 23);
+    const again = await post(srv, '/completion', { prompt, n_predict: 4, temperature: 0, id_slot: 0 });
+    assert.equal(again.json.timings.cache_n, 19); // all but the token fed for fresh logits
+    assert.equal(again.json.content, first.json.content);
+  });
+
+  test('bad names, actions, slots and files are 400; the server keeps serving', async () => {
+    for (const [route, body] of [['/slots/0?action=save', { filename: '../x' }], ['/slots/0?action=save', {}],
+      ['/slots/0?action=fly', { filename: 'a' }], ['/slots/7?action=save', { filename: 'a' }],
+      ['/slots/x?action=save', { filename: 'a' }], ['/slots/0?action=restore', { filename: 'missing.bin' }]]) {
+      const r = await post(srv, route, body);
+      assert.equal(r.status, 400, route + JSON.stringify(body));
+    }
+    assert.equal((await fetch(`${srv.url}/health`)).status, 200);
   });
 });
 

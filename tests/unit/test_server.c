@@ -217,7 +217,7 @@ static void test_config_llama_server_flags(void **state)
     assert_true(c.gen_defaults.ignore_eos);
     assert_true(c.force_embedding);
     assert_int_equal(c.verbosity, 1);
-    assert_string_equal(c.ignored_flags, "--slot-save-path");
+    assert_string_equal(c.ignored_flags, "");
     assert_string_equal(c.alias, "tinyllama-2,fim,code");
     config_deinit(&c);
 
