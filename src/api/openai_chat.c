@@ -284,7 +284,7 @@ static bool choice_names_a_tool(const json_t *choice, const json_t *tools, struc
     const json_t *fn = json_object_get(choice, "function");
     const char *name = json_string_value(json_object_get(fn, "name"));
     if (!name)
-        return api_failf(f, 400, "invalid_value", "tool_choice.function.name",
+        return api_failf(f, 400, "invalid_value", "tool_choice",
                          "'tool_choice.function.name' must be a string naming one of 'tools'");
     size_t i;
     const json_t *t;
@@ -293,7 +293,7 @@ static bool choice_names_a_tool(const json_t *choice, const json_t *tools, struc
         const char *tn = json_string_value(json_object_get(json_object_get(t, "function"), "name"));
         if (tn && strcmp(tn, name) == 0) return true;
     }
-    return api_failf(f, 400, "invalid_value", "tool_choice.function.name",
+    return api_failf(f, 400, "invalid_value", "tool_choice",
                      "'tool_choice' names the function '%.128s', which is not in 'tools'", name);
 }
 
