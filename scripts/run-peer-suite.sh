@@ -10,7 +10,8 @@
 # Environment: LLAMA_SRC (reference checkout, default ~/.cache/llamapi-reference/llama.cpp),
 #   REF_BIN (default $LLAMA_SRC/build/bin/llama-server; skipped when absent),
 #   PEER_FILES (space-separated unit/test_*.py, overrides the lists), PEER_SUITE (the runner,
-#   default ../shared/tools/peer-suite.sh), PEER_OUT (directory for logs, default a new tmp dir).
+#   default ../shared/tools/peer-suite.sh), PEER_OUT (directory for logs, default a new tmp dir),
+#   PEER_THREADS (compute threads of both servers, default 1).
 set -u
 cd "$(dirname "$0")/.."
 
@@ -69,7 +70,10 @@ run() {
     shift 2
     echo "== $name: $bin" >&2
     # shellcheck disable=SC2086
-    PORT=$(free_port) LLAMA_SRC=$LLAMA_SRC nice "$PEER_SUITE" "$bin" $files -rA "$@" >"$OUT/$name.log" 2>&1
+    # One compute thread each (LLAMA_ARG_THREADS, read by both servers): on a shared machine
+    # llama-server's spinning workers under nice made a run take tens of minutes instead of one.
+    LLAMA_ARG_THREADS=${PEER_THREADS:-1} PORT=$(free_port) LLAMA_SRC=$LLAMA_SRC nice "$PEER_SUITE" \
+        "$bin" $files -rA "$@" >"$OUT/$name.log" 2>&1
     # Test ids may hold spaces (parameters): keep the whole id, drop a failure's " - reason".
     grep -E '^(PASSED|FAILED|ERROR) unit/' "$OUT/$name.log" | sed -E 's/ - .*$//' |
         sort -u >"$OUT/$name.results"
