@@ -59,7 +59,7 @@ FAKE_LIBS := $(FAKE_SRC:tests/fakes/fake_%.c=$(O)/fakes/lib%_fake.so) \
 
 .SECONDARY:
 .PHONY: fuzz fuzzers demo-model all fakes lib tests tools benches test unit asan tsan run clean format format-check deps \
-        e2e bench check-headers
+        e2e bench check-headers compat
 all: $(SERVER) $(CLI) $(TOOL_BIN) $(FAKE_LIBS)
 fakes: $(FAKE_LIBS)
 lib: $(LIB)
@@ -177,6 +177,11 @@ run: deps
 
 bench: benches
 	@scripts/run-bench.sh $(O)
+
+# llama.cpp's own server test suite against our server and the reference llama-server (needs
+# the reference checkout and python3-pytest; not part of `make test`).
+compat: all
+	@scripts/run-peer-suite.sh $(SERVER)
 
 # Each header must compile on its own.
 check-headers:

@@ -38,6 +38,11 @@ struct api_ctx {
     const char *models_dir;                // --models-dir (borrowed, immutable) or NULL
     bool is_autoload_disabled;             // --no-models-autoload, or -m given (not router mode)
     struct response_store *responses;      // Responses-API memory (own mutex) or NULL: none kept
+    const char *model_aliases;             // --alias: comma-separated names of the first -m model
+    const char *model_tags;                // --tags: comma-separated tags of that model
+    bool is_single_model;       // started with one -m and no router: any name serves that model
+    bool is_verbose;            // --verbose: chat answers carry __verbose
+    const char *slot_save_path; // --slot-save-path directory (borrowed) or NULL: slot actions off
 };
 
 /* Returns the value of a request header (case-insensitive name) or NULL. */

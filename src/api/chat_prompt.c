@@ -70,6 +70,36 @@ static bool validate_part(const struct model *m, const json_t *part, const char 
                      type);
 }
 
+/* tool_call_id: a string; tool_calls: an array of objects (either may be absent or null). */
+static bool validate_tool_fields(const json_t *msg, const char *param, struct api_fail *f)
+{
+    char p[96];
+    const json_t *id = json_object_get(msg, "tool_call_id");
+    snprintf(p, sizeof p, "%s.tool_call_id", param);
+    if (id && !json_is_null(id) && !json_is_string(id))
+        return api_failf(f, 400, "invalid_type", p,
+                         "Invalid type for '%s': expected a string, but got %s.", p,
+                         v_type_name(id));
+    const json_t *calls = json_object_get(msg, "tool_calls");
+    snprintf(p, sizeof p, "%s.tool_calls", param);
+    if (calls && !json_is_null(calls) && !json_is_array(calls))
+        return api_failf(f, 400, "invalid_type", p,
+                         "Invalid type for '%s': expected an array, but got %s.", p,
+                         v_type_name(calls));
+    size_t k;
+    const json_t *call;
+    json_array_foreach(calls, k, call)
+    {
+        if (json_is_object(call)) continue;
+        char cp[128];
+        snprintf(cp, sizeof cp, "%s[%zu]", p, k);
+        return api_failf(f, 400, "invalid_type", cp,
+                         "Invalid type for '%s': expected an object, but got %s.", cp,
+                         v_type_name(call));
+    }
+    return true;
+}
+
 static bool validate_message(const struct model *m, const json_t *msg, size_t i,
                              const struct media_path *media_path, struct api_fail *f)
 {
@@ -86,6 +116,7 @@ static bool validate_message(const struct model *m, const json_t *msg, size_t i,
         return api_failf(f, 400, "invalid_value", rparam,
                          "'%s' must be one of system, developer, user, assistant, tool", rparam);
     const char *r = json_string_value(role);
+    if (!validate_tool_fields(msg, param, f)) return false;
     const json_t *content = json_object_get(msg, "content");
     char cparam[80];
     snprintf(cparam, sizeof cparam, "%s.content", param);
@@ -149,10 +180,7 @@ int chat_prompt_tokenize(const struct model *m, const char *text, size_t len, st
         return rc;
     }
     if ((int64_t)out->n_ids + 1 > d->n_ctx) {
-        api_failf(f, 400, "context_length_exceeded", "messages",
-                  "This model's context is %d tokens, but the prompt has %zu tokens (and at "
-                  "least one must be generated).",
-                  d->n_ctx, out->n_ids);
+        api_fail_context(f, "messages", out->n_ids, d->n_ctx);
         return ERR_LIMIT;
     }
     if (out->n_ids == 0) {
@@ -183,6 +211,8 @@ int chat_prompt_build(const struct model *m, const struct chat_prompt_opts *o,
                   "The chat template failed: %s", err.msg[0] ? err.msg : err_str(rc));
         return rc;
     }
+    if (o->prefill.len && buf_append(&out->text, o->prefill.ptr, o->prefill.len) != ERR_OK)
+        return api_failf(f, 500, NULL, NULL, "out of memory"), ERR_NOMEM;
     return chat_prompt_tokenize(m, out->text.data ? out->text.data : "", out->text.len, &out->ids,
                                 f);
 }

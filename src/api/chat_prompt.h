@@ -18,6 +18,7 @@ struct chat_prompt_opts {
     const json_t *template_kwargs;       // extra template variables or NULL
     const struct media_path *media_path; // local files allowed under it; NULL: refused
     bool add_generation_prompt;
+    struct str prefill; // text appended to the rendered prompt (an assistant prefill) or empty
 };
 
 struct chat_prompt {

@@ -9,6 +9,49 @@
 #include <stdio.h>
 #include <string.h>
 
+static bool is_assistant(const json_t *msg)
+{
+    const char *role = json_string_value(json_object_get(msg, "role"));
+    return role && strcmp(role, "assistant") == 0;
+}
+
+/* The prefill text of a last assistant message without tool calls: its string content, or its
+ * text parts joined by blank lines. False when it is not one (nothing to continue). */
+static bool prefill_text(const json_t *msg, struct buf *out)
+{
+    const json_t *content = json_object_get(msg, "content");
+    if (!is_assistant(msg) || json_array_size(json_object_get(msg, "tool_calls")) > 0) return false;
+    if (json_is_string(content))
+        return buf_append(out, json_string_value(content), json_string_length(content)) == ERR_OK;
+    size_t i;
+    const json_t *part;
+    json_array_foreach(content, i, part)
+    {
+        const json_t *text = json_object_get(part, "text");
+        if (!json_is_string(text)) continue;
+        if (out->len) buf_append_cstr(out, "\n\n");
+        buf_append(out, json_string_value(text), json_string_length(text));
+    }
+    return json_is_array(content);
+}
+
+/* As llama-server continues a last assistant message: the conversation before it with the
+ * generation prompt, then its text; two assistant messages at the end are refused. *head is
+ * the shortened message list (caller decrefs). False with f filled. */
+static bool split_prefill(const json_t *msgs, json_t **head, struct buf *text, struct api_fail *f)
+{
+    size_t n = json_array_size(msgs);
+    *head = NULL;
+    if (n == 0 || !prefill_text(json_array_get(msgs, n - 1), text)) return true;
+    if (n >= 2 && is_assistant(json_array_get(msgs, n - 2)))
+        return api_failf(f, 400, "invalid_value", "messages",
+                         "Cannot have 2 or more assistant messages at the end of the list.");
+    *head = json_array();
+    for (size_t i = 0; *head && i + 1 < n; i++)
+        json_array_append(*head, json_array_get(msgs, i));
+    return *head || api_failf(f, 500, NULL, NULL, "out of memory");
+}
+
 static struct chat_prompt_opts prompt_opts(const struct chat_session_args *a)
 {
     return (struct chat_prompt_opts){
@@ -26,8 +69,22 @@ static int build(const struct chat_session_args *a, struct chat_prompt *prompt, 
     buf_init(&prompt->text);
     tok_ids_init(&prompt->ids);
     if (!chat_messages_validate(a->model, a->messages, a->media_path, f)) return ERR_INVALID;
+    json_t *head = NULL;
+    struct buf prefill;
+    buf_init(&prefill);
+    if (a->is_prefill && !split_prefill(a->messages, &head, &prefill, f)) {
+        buf_deinit(&prefill);
+        return ERR_INVALID;
+    }
     struct chat_prompt_opts po = prompt_opts(a);
-    return chat_prompt_build(a->model, &po, prompt, f);
+    if (head) {
+        po.messages = head;
+        po.prefill = (struct str){prefill.data, prefill.len};
+    }
+    int rc = chat_prompt_build(a->model, &po, prompt, f);
+    json_decref(head);
+    buf_deinit(&prefill);
+    return rc;
 }
 
 static bool po_has_tools(const struct chat_session_args *a)

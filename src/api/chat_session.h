@@ -20,6 +20,8 @@ struct chat_session_args {
                                // (borrowed) or NULL: no constraint asked
     const json_t *tool_choice; // OpenAI form ("required", {"type":"function",…}) or NULL
     bool is_parallel;          // a forced tool choice may produce several calls
+    bool is_prefill;           // a last assistant message is continued, not closed (llama-server's
+                               // prefill; also continue_final_message)
     struct metrics *metrics;   // server counters or NULL
 };
 

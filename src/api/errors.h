@@ -6,13 +6,14 @@
 #include "api/api.h"
 
 /* The error types the API uses, with their usual statuses. */
-#define API_TYPE_INVALID_REQUEST "invalid_request_error" // 400, 404, 405, 413
-#define API_TYPE_AUTHENTICATION  "authentication_error"  // 401
-#define API_TYPE_NOT_FOUND       "not_found_error"       // 404 for models/resources
-#define API_TYPE_RATE_LIMIT      "rate_limit_exceeded"   // 429
-#define API_TYPE_SERVER          "server_error"          // 500
-#define API_TYPE_NOT_IMPLEMENTED "not_implemented_error" // 501
-#define API_TYPE_UNAVAILABLE     "unavailable_error"     // 503
+#define API_TYPE_INVALID_REQUEST "invalid_request_error"     // 400, 404, 405, 413
+#define API_TYPE_AUTHENTICATION  "authentication_error"      // 401
+#define API_TYPE_NOT_FOUND       "not_found_error"           // 404 for models/resources
+#define API_TYPE_RATE_LIMIT      "rate_limit_exceeded"       // 429
+#define API_TYPE_SERVER          "server_error"              // 500
+#define API_TYPE_NOT_IMPLEMENTED "not_implemented_error"     // 501
+#define API_TYPE_UNAVAILABLE     "unavailable_error"         // 503
+#define API_TYPE_EXCEED_CONTEXT  "exceed_context_size_error" // 400: llama-server's type
 
 /* The code of every answer the server gives while it stops (503). */
 #define API_CODE_SHUTTING_DOWN "server_shutting_down"

@@ -47,6 +47,10 @@ int gen_session_start(struct model *m, const int32_t *prompt, int n_prompt,
     s->tok = desc->tokenizer;
     tok_stream_init(&s->detok, s->tok, false);
     int max_events = desc->n_ctx - n_prompt;
+    // With context shift, generation may pass the context: up to max_tokens, or (unbounded
+    // as asked) one more context's worth.
+    if (params->is_context_shift)
+        max_events = params->max_tokens >= 0 ? params->max_tokens : desc->n_ctx;
     if (params->max_tokens >= 0 && params->max_tokens < max_events) max_events = params->max_tokens;
     if (max_events < 1) max_events = 1;
     struct errmsg err;
@@ -262,6 +266,12 @@ int gen_session_n_prompt(const struct gen_session *s)
     struct request_timings t;
     request_outcome(s->req, NULL, NULL, &t);
     return t.n_prompt + t.n_cached;
+}
+
+const int32_t *gen_session_prompt(const struct gen_session *s, int *n)
+{
+    *n = s->req->n_prompt;
+    return s->req->prompt;
 }
 
 int gen_session_n_completion(const struct gen_session *s)

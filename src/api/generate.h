@@ -67,6 +67,8 @@ bool gen_session_next(struct gen_session *s, int timeout_ms, struct gen_delta *d
 
 /* Token counts and timings, valid once done. */
 int gen_session_n_prompt(const struct gen_session *s);
+/* The prompt's tokens (*n of them); borrowed, valid until gen_session_end(). Cannot fail. */
+const int32_t *gen_session_prompt(const struct gen_session *s, int *n);
 int gen_session_n_completion(const struct gen_session *s);
 /* The instance the request ran on; call once gen_session_next reported is_done. */
 int gen_session_instance(const struct gen_session *s);

@@ -52,6 +52,9 @@ void api_native_props(const struct api_ctx *ctx, const struct api_request *req,
                       struct api_response *resp);
 void api_native_slots(const struct api_ctx *ctx, const struct api_request *req,
                       struct api_response *resp);
+/* native_slots.c: POST /slots/{id}?action=save|restore|erase (needs --slot-save-path). */
+void api_native_slot_action(const struct api_ctx *ctx, const struct api_request *req,
+                            struct api_response *resp);
 void api_native_metrics(const struct api_ctx *ctx, const struct api_request *req,
                         struct api_response *resp);
 

@@ -15,8 +15,9 @@
 json_t *api_text_json(const char *s, size_t len);
 
 /* One entry per event: the chosen token and up to max_top of its alternatives (-1: as many as
- * the event has). with_ids adds each token's id (llama.cpp's shape). NULL on allocation
- * failure. */
+ * the event has). with_ids adds each token's id (llama.cpp's shape); in that shape an event
+ * with post-sampling probabilities reports "prob"/"top_probs" as llama-server does. NULL on
+ * allocation failure. */
 json_t *api_logprobs_json(const struct tokenizer *tok, const struct gen_event *ev, int n,
                           int max_top, bool with_ids);
 

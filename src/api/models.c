@@ -3,6 +3,7 @@
 #include "api/handlers.h"
 
 #include "api/errors.h"
+#include "api/model_select.h"
 #include "core/manager.h"
 #include "util/mem.h"
 
@@ -32,7 +33,7 @@ static json_t *meta_json(const struct platform_model_desc *d)
                      (json_int_t)d->n_params, "size", (json_int_t)d->file_size);
 }
 
-static json_t *model_json(const struct model_info *m)
+static json_t *model_json(const struct api_ctx *ctx, const struct model_info *m)
 {
     char owner[64];
     snprintf(owner, sizeof owner, "llamapi/%s", m->platform_id);
@@ -49,6 +50,7 @@ static json_t *model_json(const struct model_info *m)
         json_object_set_new(j, "n_ctx", json_integer(m->desc.n_ctx));
         json_object_set_new(j, "meta", meta_json(&m->desc));
     }
+    if (j) api_model_set_names(ctx, j, m->id);
     return j;
 }
 
@@ -64,7 +66,7 @@ void api_models_list(const struct api_ctx *ctx, const struct api_request *req,
     int n = registry_list(manager_registry(ctx->manager), infos, MAX_LISTED);
     json_t *data = json_array();
     for (int i = 0; data && i < n && i < MAX_LISTED; i++) {
-        if (json_array_append_new(data, model_json(&infos[i])) != 0) {
+        if (json_array_append_new(data, model_json(ctx, &infos[i])) != 0) {
             json_decref(data);
             data = NULL;
         }
@@ -92,5 +94,5 @@ void api_models_get(const struct api_ctx *ctx, const struct api_request *req,
                   "The model '%s' does not exist", id);
         return;
     }
-    api_respond_json(resp, 200, model_json(&info));
+    api_respond_json(resp, 200, model_json(ctx, &info));
 }

@@ -19,32 +19,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define MAX_LISTED 64
-
-/* The model an unnamed request gets (see struct native_fit), acquired; NULL with f filled. */
-static struct model *first_model(const struct api_ctx *ctx, const struct native_fit *fit,
-                                 struct api_fail *f)
-{
-    struct registry *reg = manager_registry(ctx->manager);
-    struct model_info *infos = mem_calloc(MAX_LISTED, sizeof *infos);
-    if (!infos) return api_failf(f, 500, NULL, NULL, "out of memory"), NULL;
-    int n = registry_list(reg, infos, MAX_LISTED);
-    if (n > MAX_LISTED) n = MAX_LISTED;
-    int pick = 0;
-    while (pick < n &&
-           (infos[pick].status != MODEL_STATUS_READY || !fit->prefer(&infos[pick].desc)))
-        pick++;
-    for (int i = 0; pick == n && fit->any_ready && i < n; i++)
-        if (infos[i].status == MODEL_STATUS_READY) pick = i;
-    if (pick == n) pick = 0;
-    struct model *m = n > 0 ? registry_acquire(reg, infos[pick].id) : NULL;
-    mem_free(infos);
-    if (!m)
-        api_failf(f, 404, "model_not_found", "model",
-                  "No model is loaded (start with -m FILE or POST /models/load)");
-    return m;
-}
-
 struct model *native_model_acquire_fit(const struct api_ctx *ctx, const struct api_request *req,
                                        const json_t *body, const struct native_fit *fit,
                                        struct api_fail *f)
@@ -56,7 +30,7 @@ struct model *native_model_acquire_fit(const struct api_ctx *ctx, const struct a
     if (name) {
         m = api_acquire_model(ctx, name);
         if (!m && !(m = native_router_autoload(ctx, name, f))) return NULL;
-    } else if (!(m = first_model(ctx, fit, f))) {
+    } else if (!(m = api_acquire_unnamed(ctx, fit->prefer, fit->any_ready, f))) {
         return NULL;
     }
     bool is_ready = api_model_wait_ready(m, f); // else f is filled
@@ -140,24 +114,24 @@ static json_t *normalize_body(json_t *body, const struct params_names *names)
 static bool parse_extras(const json_t *body, int n_ctx, struct native_params *np,
                          struct api_fail *f)
 {
-    int64_t last_n = np->p.gen.repeat_last_n, n_probs = 0, id_slot = -1, n_keep = 0;
-    bool ignore_eos = false;
-    bool ok = v_int(body, "repeat_last_n", "repeat_last_n", -1, INT32_MAX, &last_n, f) &&
+    int64_t n_probs = 0, id_slot = -1, n_keep = 0;
+    bool is_post = false;
+    bool ok = params_llama_extras(body, n_ctx, &np->p.gen, f) &&
               v_int(body, "n_probs", "n_probs", 0, GEN_MAX_PROBS, &n_probs, f) &&
               v_int(body, "id_slot", "id_slot", -1, POOL_MAX_INSTANCES - 1, &id_slot, f) &&
               v_int(body, "n_keep", "n_keep", -1, INT32_MAX, &n_keep, f) &&
-              v_bool(body, "ignore_eos", "ignore_eos", &ignore_eos, f) &&
+              v_bool(body, "post_sampling_probs", "post_sampling_probs", &is_post, f) &&
               v_bool(body, "stream", "stream", &np->is_stream, f) &&
               v_bool(body, "cache_prompt", "cache_prompt", &np->cache_prompt, f) &&
               v_bool(body, "return_tokens", "return_tokens", &np->return_tokens, f) &&
               structured_from_body(body, &np->grammar, f);
     if (!ok) return false;
     np->p.gen.grammar = np->grammar.len ? np->grammar.data : NULL; // request_new copies it
-    np->p.gen.repeat_last_n = last_n < 0 ? n_ctx : (int)last_n;
     np->p.gen.n_probs = (int)n_probs;
-    np->p.gen.ignore_eos = ignore_eos;
+    np->p.gen.is_post_sampling_probs = is_post;
     np->id_slot = (int)id_slot;
     np->n_keep = (int)n_keep;
+    np->p.gen.n_keep = (int)n_keep; // what a context shift keeps
     return true;
 }
 
@@ -260,11 +234,7 @@ int native_call_start(const struct api_ctx *ctx, struct native_call *c, struct a
     if (c->prompt.n_ids == 0)
         return api_failf(f, 400, "invalid_value", "prompt", "the prompt is empty"), ERR_INVALID;
     if ((int64_t)c->prompt.n_ids + 1 > d->n_ctx)
-        return api_failf(f, 400, "context_length_exceeded", "prompt",
-                         "This model's context is %d tokens, but the prompt has %zu tokens (and "
-                         "at least one must be generated).",
-                         d->n_ctx, c->prompt.n_ids),
-               ERR_LIMIT;
+        return api_fail_context(f, "prompt", c->prompt.n_ids, d->n_ctx), ERR_LIMIT;
     if (c->np.p.gen.n_probs > 0 && !(c->probs = json_array()))
         return api_failf(f, 500, NULL, NULL, "out of memory"), ERR_NOMEM;
     if (c->np.is_predict_none) {
@@ -320,6 +290,7 @@ bool native_call_step(struct native_call *c, int timeout_ms, struct gen_delta *d
     }
     if (!gen_session_next(c->session, timeout_ms, d)) return false;
     record_step(c);
+    if (d->content.len && memchr(d->content.ptr, '\n', d->content.len)) c->has_new_line = true;
     if (!c->np.is_stream) buf_append(&c->content, d->content.ptr, d->content.len);
     if (d->is_done) {
         c->is_done = true;
@@ -349,13 +320,20 @@ json_t *native_settings_json(const struct model *m, const struct native_params *
 {
     const struct gen_params *g = &np->p.gen;
     json_t *lb = json_array();
+    // A ban (-inf) shows as null, as llama-server prints it.
     for (int i = 0; lb && i < g->n_logit_bias; i++)
         json_array_append_new(lb, json_pack("{s:i, s:o}", "token", g->logit_bias[i].token, "bias",
                                             isfinite(g->logit_bias[i].bias)
                                                 ? json_real(json_text_float(g->logit_bias[i].bias))
-                                                : json_false()));
+                                                : json_null()));
+    // ignore_eos bans the end-of-generation tokens (the platform applies it); listed as there.
+    const struct platform_model_desc *d = model_desc(m);
+    for (int32_t t = 0; lb && g->ignore_eos && !g->grammar && t < d->n_vocab; t++)
+        if (tok_is_eog(d->tokenizer, t))
+            json_array_append_new(lb, json_pack("{s:i, s:n}", "token", t, "bias"));
+    // adaptive_target/adaptive_decay: llama-server's adaptive-p sampler, off here as by default.
     return json_pack("{s:i, s:I, s:f, s:i, s:f, s:f, s:i, s:f, s:f, s:f, s:o, s:i, s:i, s:b, "
-                     "s:b, s:i, s:o, s:s, s:s, s:b}",
+                     "s:b, s:i, s:o, s:s, s:s, s:b, s:f, s:f}",
                      "n_predict", g->max_tokens, "seed", (json_int_t)g->seed, "temperature",
                      json_text_float(g->temperature), "top_k", g->top_k, "top_p",
                      json_text_float(g->top_p), "min_p", json_text_float(g->min_p), "repeat_last_n",
@@ -365,7 +343,7 @@ json_t *native_settings_json(const struct model *m, const struct native_params *
                      "max_tokens", g->max_tokens, "n_keep", np->n_keep, "ignore_eos", g->ignore_eos,
                      "stream", np->is_stream, "n_probs", g->n_probs, "logit_bias", lb, "grammar",
                      np->grammar.len ? np->grammar.data : "", "model", model_id(m), "cache_prompt",
-                     np->cache_prompt);
+                     np->cache_prompt, "adaptive_target", -1.0, "adaptive_decay", 0.9);
 }
 
 /* The final /completion object (also the last SSE event, with stop true). */
@@ -381,8 +359,8 @@ static json_t *result_json(struct native_call *c, bool is_final_stream)
     tok_decode(d->tokenizer, c->prompt.ids, c->prompt.n_ids, true, &prompt_text);
     bool with_tokens = c->np.return_tokens && !is_final_stream;
     json_t *j = json_pack(
-        "{s:i, s:s%, s:o, s:i, s:b, s:s, s:s, s:s, s:i, s:i, s:i, s:o, s:o, s:b, s:o}", "index", 0,
-        "content", is_final_stream ? "" : (c->content.data ? c->content.data : ""),
+        "{s:i, s:s%, s:o, s:i, s:b, s:s, s:s, s:s, s:i, s:i, s:i, s:o, s:o, s:b, s:b, s:o}",
+        "index", 0, "content", is_final_stream ? "" : (c->content.data ? c->content.data : ""),
         is_final_stream ? (size_t)0 : c->content.len, "tokens",
         with_tokens ? json_incref(c->tokens) : json_array(), "id_slot", native_slot(c), "stop",
         true, "model", model_id(c->model), "stop_type", native_stop_type(c), "stopping_word",
@@ -390,7 +368,8 @@ static json_t *result_json(struct native_call *c, bool is_final_stream)
         "tokens_evaluated", (int)c->prompt.n_ids, "tokens_cached", t.n_cached,
         "generation_settings", native_settings_json(c->model, &c->np), "prompt",
         api_text_json(prompt_text.data ? prompt_text.data : "", prompt_text.len), "truncated",
-        (int64_t)c->prompt.n_ids + n_predicted >= d->n_ctx, "timings",
+        (int64_t)c->prompt.n_ids + n_predicted >= d->n_ctx, "has_new_line", c->has_new_line,
+        "timings",
         c->session ? api_timings_json(c->session)
                    : json_pack("{s:i, s:i, s:f, s:i, s:f}", "cache_n", 0, "prompt_n", 0,
                                "prompt_ms", 0.0, "predicted_n", 0, "predicted_ms", 0.0));
@@ -404,7 +383,40 @@ static json_t *error_json(const struct gen_delta *d)
     return api_outcome_error_json(d->error_status, d->error_message);
 }
 
-static void respond_whole(struct native_call *c, struct api_response *resp)
+/* The value at a '/'-separated path of j ("generation_settings/n_predict"), or NULL. */
+static json_t *field_at(json_t *j, const char *path)
+{
+    char key[128];
+    while (j && *path) {
+        size_t n = strcspn(path, "/");
+        if (n >= sizeof key) return NULL;
+        memcpy(key, path, n);
+        key[n] = '\0';
+        j = json_object_get(j, key);
+        path += n + (path[n] == '/');
+    }
+    return j;
+}
+
+/* llama-server's response_fields: only the listed paths, each under its path as the key.
+ * Takes j; an absent list (or an empty one) keeps j whole. */
+static json_t *select_fields(json_t *j, const json_t *fields)
+{
+    if (!j || !json_is_array(fields) || json_array_size(fields) == 0) return j;
+    json_t *out = json_object();
+    size_t i;
+    const json_t *f;
+    json_array_foreach(fields, i, f)
+    {
+        json_t *v = json_is_string(f) ? field_at(j, json_string_value(f)) : NULL;
+        if (out && v) json_object_set(out, json_string_value(f), v);
+    }
+    json_decref(j);
+    return out;
+}
+
+/* Runs c to its end: the final /completion object, or NULL with resp holding the error. */
+static json_t *run_whole(struct native_call *c, struct api_response *resp)
 {
     struct gen_delta d;
     do {
@@ -412,9 +424,38 @@ static void respond_whole(struct native_call *c, struct api_response *resp)
     } while (!d.is_done);
     if (!d.finish_reason) {
         api_outcome_error(resp, d.error_status, d.error_message);
-        return;
+        return NULL;
     }
-    api_respond_json(resp, 200, result_json(c, false));
+    json_t *j = result_json(c, false);
+    if (!j) api_error(resp, 500, API_TYPE_SERVER, NULL, NULL, "out of memory");
+    return select_fields(j, json_object_get(c->np.body, "response_fields"));
+}
+
+static void respond_whole(struct native_call *c, struct api_response *resp)
+{
+    json_t *j = run_whole(c, resp);
+    if (j) api_respond_json(resp, 200, j);
+}
+
+/* One event per generated token, as llama-server sends them (its token and probabilities);
+ * the step's text rides on the last one (text held back for a stop string has no token). */
+static int stream_step(struct native_call *c, const struct gen_delta *d, struct buf *out)
+{
+    size_t n = json_array_size(c->step_tokens);
+    int n_done = c->session ? gen_session_n_completion(c->session) - (int)n : 0;
+    for (size_t i = 0; i < n || (i == 0 && d->content.len); i++) {
+        bool is_last = i + 1 >= n;
+        json_t *tok = json_array_get(c->step_tokens, i);
+        json_t *j = json_pack("{s:i, s:s%, s:o, s:b, s:i, s:i, s:i}", "index", 0, "content",
+                              is_last ? d->content.ptr : "", is_last ? d->content.len : 0, "tokens",
+                              tok ? json_pack("[O]", tok) : json_array(), "stop", false, "id_slot",
+                              native_slot(c), "tokens_predicted", n_done + (int)(i < n ? i + 1 : 0),
+                              "tokens_evaluated", (int)c->prompt.n_ids);
+        json_t *p = json_array_get(c->step_probs, i);
+        if (j && p) json_object_set_new(j, "completion_probabilities", json_pack("[O]", p));
+        if (sse_append_json(out, NULL, j) != ERR_OK) return ERR_NOMEM;
+    }
+    return ERR_OK;
 }
 
 /* llama.cpp streams `data: {content, tokens, stop:false, …}` per step and the whole result
@@ -424,15 +465,7 @@ static enum sse_status completion_produce(void *ctx, struct buf *out, int timeou
     struct native_call *c = ctx;
     struct gen_delta d;
     if (!native_call_step(c, timeout_ms, &d)) return SSE_MORE;
-    if (d.content.len || json_array_size(c->step_tokens)) {
-        json_t *j = json_pack("{s:i, s:s%, s:O, s:b, s:i, s:i, s:i}", "index", 0, "content",
-                              d.content.ptr, d.content.len, "tokens", c->step_tokens, "stop", false,
-                              "id_slot", native_slot(c), "tokens_predicted",
-                              c->session ? gen_session_n_completion(c->session) : 0,
-                              "tokens_evaluated", (int)c->prompt.n_ids);
-        if (j && c->step_probs) json_object_set(j, "completion_probabilities", c->step_probs);
-        if (sse_append_json(out, NULL, j) != ERR_OK) return SSE_END;
-    }
+    if (stream_step(c, &d, out) != ERR_OK) return SSE_END;
     if (!d.is_done) return SSE_MORE;
     if (!d.finish_reason)
         sse_append_json(out, NULL, json_pack("{s:o}", "error", error_json(&d)));
@@ -474,9 +507,49 @@ static struct native_call *begin_call(const struct api_ctx *ctx, const struct ap
     return NULL;
 }
 
+/* A list of prompts answered whole, as llama-server does: an array of results in prompt
+ * order, each prompt run as its own call (the first failure answers for all). */
+static void complete_each(const struct api_ctx *ctx, const struct api_request *req,
+                          const json_t *prompts, struct api_response *resp)
+{
+    json_t *results = json_array();
+    for (size_t i = 0; results && i < json_array_size(prompts); i++) {
+        struct native_call *c = begin_call(ctx, req, resp);
+        if (!c) break;
+        struct api_fail f = {0};
+        struct native_tokenizer t;
+        native_tokenizer_of(c->model, &t);
+        char name[32];
+        snprintf(name, sizeof name, "prompt[%zu]", i);
+        json_t *r = NULL;
+        if (native_prompt_parse(json_array_get(prompts, i), name, &t, true, true, &c->prompt, &f) !=
+                ERR_OK ||
+            native_call_start(ctx, c, &f) != ERR_OK)
+            api_fail_respond(&f, resp);
+        else
+            r = run_whole(c, resp);
+        native_call_free(c);
+        if (!r) break;
+        json_object_set_new(r, "index", json_integer((json_int_t)i));
+        json_array_append_new(results, r);
+    }
+    if (results && json_array_size(results) == json_array_size(prompts))
+        api_respond_json(resp, 200, results);
+    else if (!results)
+        api_error(resp, 500, API_TYPE_SERVER, NULL, NULL, "out of memory");
+    else
+        json_decref(results); // resp holds the failure
+}
+
 void api_native_completion(const struct api_ctx *ctx, const struct api_request *req,
                            struct api_response *resp)
 {
+    const json_t *prompt = json_object_get(req->json, "prompt");
+    bool is_stream = json_is_true(json_object_get(req->json, "stream"));
+    if (native_prompt_count(prompt) > 1 && !is_stream) {
+        complete_each(ctx, req, prompt, resp);
+        return;
+    }
     struct native_call *c = begin_call(ctx, req, resp);
     if (!c) return;
     struct api_fail f = {0};

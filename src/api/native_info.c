@@ -198,11 +198,21 @@ static json_t *next_token_json(void)
                      "n_remain", -1, "n_decoded", 0, "stopping_word", "");
 }
 
+/* A slot as llama-server shows it; params (taken; NULL for none) with the task fields, which
+ * llama-server shows only for a slot that has a task. */
 static json_t *slot_json(int id, int n_ctx, bool is_processing, json_t *params)
 {
-    return json_pack("{s:i, s:i, s:i, s:b, s:b, s:o, s:s, s:o}", "id", id, "id_task", -1, "n_ctx",
-                     n_ctx, "speculative", false, "is_processing", is_processing, "params", params,
-                     "prompt", "", "next_token", next_token_json());
+    json_t *j = json_pack("{s:i, s:i, s:b, s:b}", "id", id, "n_ctx", n_ctx, "speculative", false,
+                          "is_processing", is_processing);
+    if (j && params) {
+        json_object_set_new(j, "id_task", json_integer(-1));
+        json_object_set_new(j, "params", params);
+        json_object_set_new(j, "prompt", json_string(""));
+        json_object_set_new(j, "next_token", next_token_json());
+    } else {
+        json_decref(params);
+    }
+    return j;
 }
 
 void api_native_props(const struct api_ctx *ctx, const struct api_request *req,
@@ -264,7 +274,8 @@ void api_native_slots(const struct api_ctx *ctx, const struct api_request *req,
     for (int i = 0; a && i < POOL_MAX_INSTANCES; i++) {
         if (states[i] == POOL_SLOT_EMPTY) continue;
         bool is_busy = states[i] != POOL_SLOT_IDLE; // retiring ones still finish a request
-        json_array_append_new(a, slot_json(i, info.desc.n_ctx, is_busy, default_settings(ctx, m)));
+        json_array_append_new(
+            a, slot_json(i, info.desc.n_ctx, is_busy, is_busy ? default_settings(ctx, m) : NULL));
     }
     api_respond_json(resp, 200, a);
     model_release(m);

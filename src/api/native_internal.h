@@ -87,6 +87,7 @@ struct native_call {
     const char *stopping_word; // borrowed from the request, or NULL
     const char *finish_reason; // when done
     bool is_done;
+    bool has_new_line;   // the generated text holds a newline (llama-server's has_new_line)
     bool is_oai;         // /v1/completions shapes
     bool include_usage;  // oai streaming: a usage chunk before [DONE]
     int oai_logprobs;    // /v1/completions `logprobs` (alternatives per token), -1 when absent

@@ -173,8 +173,7 @@ void api_completions(const struct api_ctx *ctx, const struct api_request *req,
     static const struct params_names names = {"max_tokens", NULL, "stop"};
     struct api_fail f = {0};
     struct model *m = NULL;
-    if (v_require(req->json, "model", "model", &f))
-        m = api_resolve_model(ctx, req->json, MODEL_KIND_CHAT, &f);
+    m = api_resolve_model(ctx, req->json, MODEL_KIND_CHAT, &f);
     if (m && model_desc(m)->is_text_io) { // no tokenizer of ours: prompts are chat only
         api_failf(&f, 400, "unsupported_platform", "model",
                   "The model '%s' runs on the %s platform, which serves chat messages only "

@@ -37,6 +37,12 @@ static bool parse_one(const json_t *p, const char *name, const struct native_tok
                       bool add_special, bool parse_special, struct tok_ids *out, struct api_fail *f)
 {
     if (json_is_string(p)) return encode(t, p, add_special, parse_special, out, f);
+    const json_t *media = json_is_object(p) ? json_object_get(p, "multimodal_data") : NULL;
+    if (media && !json_is_null(media) && !(json_is_array(media) && json_array_size(media) == 0))
+        return api_failf(f, 400, "invalid_value", name,
+                         "'%s.multimodal_data' needs a multimodal model; this one reads text "
+                         "only",
+                         name);
     if (json_is_object(p) && json_is_string(json_object_get(p, "prompt_string")))
         return encode(t, json_object_get(p, "prompt_string"), add_special, parse_special, out, f);
     if (!json_is_array(p))
@@ -74,6 +80,13 @@ static bool has_integer(const json_t *a)
         if (json_is_integer(v)) return true;
     }
     return false;
+}
+
+size_t native_prompt_count(const json_t *prompt)
+{
+    if (json_is_array(prompt) && json_array_size(prompt) > 0 && !has_integer(prompt))
+        return json_array_size(prompt);
+    return 1;
 }
 
 int native_prompt_parse(const json_t *prompt, const char *name, const struct native_tokenizer *t,

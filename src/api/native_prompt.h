@@ -26,11 +26,17 @@ struct native_tokenizer {
  * - "text": tokenized with add_special and parse_special;
  * - [ids…]: taken as given (no BOS added);
  * - [ids and strings…]: concatenated; only a string in first position gets add_special;
- * - {"prompt_string": P}: as P;
+ * - {"prompt_string": P}: as P; a non-empty "multimodal_data" is 400 invalid_value (no
+ *   model here reads media through this field);
  * - an array of exactly one of the above: that prompt (llama.cpp's list of prompts; more
- *   than one is 400 invalid_value, since one request runs one generation here).
+ *   than one is 400 invalid_value here: /completion answers a list whole by parsing each
+ *   item, see native_prompt_count).
  * 400 invalid_type / invalid_value (id outside the vocab, empty array), 500 when encoding
  * fails. Appends to out; ERR_OK or an error with f filled. */
+/* How many prompts a `prompt` value holds: an array without token ids at its top is
+ * llama-server's list of prompts (["a", [1, 2], {prompt_string}]); anything else is one. */
+size_t native_prompt_count(const json_t *prompt);
+
 int native_prompt_parse(const json_t *prompt, const char *name, const struct native_tokenizer *t,
                         bool add_special, bool parse_special, struct tok_ids *out,
                         struct api_fail *f);

@@ -6,6 +6,7 @@
 #include "api/handlers.h"
 
 #include "api/errors.h"
+#include "api/model_select.h"
 #include "api/validate.h"
 #include "core/manager.h"
 #include "util/log.h"
@@ -79,9 +80,11 @@ void api_router_models(const struct api_ctx *ctx, const struct api_request *req,
     }
     int n = registry_list(manager_registry(ctx->manager), infos, MAX_LISTED);
     if (n > MAX_LISTED) n = MAX_LISTED;
-    for (int i = 0; i < n; i++)
-        json_array_append_new(
-            data, entry_json(infos[i].id, infos[i].path, status_value(infos[i].status)));
+    for (int i = 0; i < n; i++) {
+        json_t *e = entry_json(infos[i].id, infos[i].path, status_value(infos[i].status));
+        if (e) api_model_set_names(ctx, e, infos[i].id);
+        json_array_append_new(data, e);
+    }
     append_unloaded(ctx->models_dir, infos, n, data);
     mem_free(infos);
     api_respond_json(resp, 200, json_pack("{s:s, s:o}", "object", "list", "data", data));

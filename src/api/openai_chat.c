@@ -7,7 +7,6 @@
 #include "api/handlers.h"
 #include "api/ids.h"
 #include "api/logprobs.h"
-#include "api/native_router.h"
 #include "api/params.h"
 #include "api/sse.h"
 #include "util/clock.h"
@@ -17,57 +16,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-
-struct model *api_acquire_model(const struct api_ctx *ctx, const char *name)
-{
-    struct registry *reg = manager_registry(ctx->manager);
-    struct model *m = registry_acquire(reg, name);
-    // While the -m models load, one of them may not be registered yet: wait for start-up.
-    struct timespec tick = {0, 10 * 1000 * 1000};
-    for (int waited = 0;
-         !m && ctx->is_starting && atomic_load(ctx->is_starting) && waited < API_LOADING_WAIT_MS;
-         waited += 10) {
-        nanosleep(&tick, NULL);
-        m = registry_acquire(reg, name);
-    }
-    return m;
-}
-
-bool api_model_wait_ready(struct model *m, struct api_fail *f)
-{
-    if (model_wait_ready(m, API_LOADING_WAIT_MS)) return true;
-    if (model_is_loading(m)) {
-        api_failf(f, 503, "model_loading", "model", "The model '%s' is still loading", model_id(m));
-        f->type = API_TYPE_UNAVAILABLE;
-    } else {
-        api_failf(f, 404, "model_not_found", "model",
-                  "The model '%s' was unloaded or failed to load", model_id(m));
-    }
-    return false;
-}
-
-struct model *api_resolve_model(const struct api_ctx *ctx, const json_t *body, enum model_kind kind,
-                                struct api_fail *f)
-{
-    const char *name = NULL;
-    const char *key = json_object_get(body, "model") ? "model" : "model_id";
-    if (!v_require(body, key, "model", f) || !v_string(body, key, "model", 1024, &name, f))
-        return NULL;
-    struct model *m = api_acquire_model(ctx, name);
-    if (!m && !(m = native_router_autoload(ctx, name, f))) return NULL;
-    // A request for a model that is still loading waits for it (bounded), as llama-server's
-    // clients expect while a start-up model loads.
-    bool is_ready = api_model_wait_ready(m, f); // else f is filled
-    if (is_ready && (model_desc(m)->kind != kind)) {
-        api_failf(f, 400, "wrong_model_type", "model",
-                  "The model '%s' is a%s model and cannot serve this endpoint", name,
-                  model_desc(m)->kind == MODEL_KIND_EMBEDDING ? "n embedding" : " chat");
-    } else if (is_ready) {
-        return m;
-    }
-    model_release(m);
-    return NULL;
-}
 
 /* Milliseconds to the microsecond, rates to a thousandth: more digits are clock noise, and
  * these print short. */
@@ -108,8 +56,11 @@ struct chat_call {
     int n_calls_sent;
     struct buf content; // accumulated (non-streaming)
     struct buf reasoning;
-    int top_logprobs; // alternatives per token with logprobs:true; -1 without logprobs
-    json_t *logprobs; // accumulated logprobs.content entries (non-streaming) or NULL
+    int top_logprobs;     // alternatives per token with logprobs:true; -1 without logprobs
+    json_t *logprobs;     // accumulated logprobs.content entries (non-streaming) or NULL
+    char fingerprint[48]; // system_fingerprint: "b" + version, as llama-server's "b<build>"
+    bool is_verbose;      // answer with __verbose (request "verbose" or --verbose)
+    int n_choices;        // n: choices generated one after another (non-streaming)
 };
 
 static void chat_call_free(void *p)
@@ -149,9 +100,10 @@ static json_t *step_logprobs(const struct chat_call *c)
 static json_t *chunk_json_lp(const struct chat_call *c, json_t *delta, const char *finish,
                              json_t *logprobs)
 {
-    return json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:o, s:o}]}", "id", c->id, "object",
+    return json_pack("{s:s, s:s, s:I, s:s, s:s, s:[{s:i, s:o, s:o, s:o}]}", "id", c->id, "object",
                      "chat.completion.chunk", "created", (json_int_t)c->created, "model",
-                     model_id(c->model), "choices", "index", 0, "delta", delta, "logprobs",
+                     model_id(c->model), "system_fingerprint", c->fingerprint, "choices", "index",
+                     0, "delta", delta, "logprobs",
                      logprobs ? json_pack("{s:o}", "content", logprobs) : json_null(),
                      "finish_reason", finish ? json_string(finish) : json_null());
 }
@@ -195,10 +147,11 @@ static void stream_end(struct chat_call *c, const struct gen_delta *d, struct bu
         return;
     }
     sse_append_json(out, NULL, chunk_json(c, json_object(), d->finish_reason));
-    json_t *usage = json_pack("{s:s, s:s, s:I, s:s, s:[], s:o, s:o}", "id", c->id, "object",
-                              "chat.completion.chunk", "created", (json_int_t)c->created, "model",
-                              model_id(c->model), "choices", "usage", api_usage_json(c->session),
-                              "timings", api_timings_json(c->session));
+    json_t *usage =
+        json_pack("{s:s, s:s, s:I, s:s, s:s, s:[], s:o, s:o}", "id", c->id, "object",
+                  "chat.completion.chunk", "created", (json_int_t)c->created, "model",
+                  model_id(c->model), "system_fingerprint", c->fingerprint, "choices", "usage",
+                  api_usage_json(c->session), "timings", api_timings_json(c->session));
     sse_append_json(out, NULL, usage);
     buf_append_cstr(out, "data: [DONE]\n\n");
 }
@@ -214,7 +167,39 @@ static enum sse_status chat_produce(void *ctx, struct buf *out, int timeout_ms)
     return SSE_END;
 }
 
-static void respond_whole(struct chat_call *c, struct api_response *resp)
+/* llama-server's __verbose: the prompt as its tokens read (specials included) and the text. */
+static json_t *verbose_json(const struct chat_call *c)
+{
+    int n = 0;
+    const int32_t *ids = gen_session_prompt(c->session, &n);
+    struct buf prompt;
+    buf_init(&prompt);
+    tok_decode(model_desc(c->model)->tokenizer, ids, (size_t)n, true, &prompt);
+    json_t *j = json_pack("{s:o, s:s%}", "prompt",
+                          api_text_json(prompt.data ? prompt.data : "", prompt.len), "content",
+                          c->content.data ? c->content.data : "", c->content.len);
+    buf_deinit(&prompt);
+    return j;
+}
+
+static bool start_chat(const struct api_ctx *ctx, json_t *body, struct chat_call *c,
+                       struct api_fail *f, bool *stream);
+
+/* Ends the finished session and starts the next choice's with the same request. */
+static bool restart_chat(const struct api_ctx *ctx, json_t *body, struct chat_call *c,
+                         struct api_fail *f, bool *stream)
+{
+    gen_session_end(c->session);
+    c->session = NULL;
+    buf_clear(&c->content);
+    buf_clear(&c->reasoning);
+    json_decref(c->logprobs);
+    c->logprobs = NULL;
+    return start_chat(ctx, body, c, f, stream);
+}
+
+/* Runs the session to its end: choice number index, or NULL with resp holding the error. */
+static json_t *whole_choice(struct chat_call *c, int index, struct api_response *resp)
 {
     struct gen_delta d;
     do {
@@ -227,7 +212,7 @@ static void respond_whole(struct chat_call *c, struct api_response *resp)
     } while (!d.is_done);
     if (!d.finish_reason) {
         api_outcome_error(resp, d.error_status, d.error_message);
-        return;
+        return NULL;
     }
     int n_calls;
     const struct toolcall *calls = gen_session_calls(c->session, &n_calls);
@@ -242,12 +227,74 @@ static void respond_whole(struct chat_call *c, struct api_response *resp)
         json_object_set_new(msg, "reasoning_content",
                             json_stringn(c->reasoning.data, c->reasoning.len));
     json_t *logprobs = c->logprobs ? json_pack("{s:O}", "content", c->logprobs) : json_null();
-    json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:[{s:i, s:o, s:o, s:s}], s:o, s:o}", "id", c->id,
-                          "object", "chat.completion", "created", (json_int_t)c->created, "model",
-                          model_id(c->model), "choices", "index", 0, "message", msg, "logprobs",
-                          logprobs, "finish_reason", d.finish_reason, "usage",
-                          api_usage_json(c->session), "timings", api_timings_json(c->session));
+    return json_pack("{s:i, s:o, s:o, s:s}", "index", index, "message", msg, "logprobs", logprobs,
+                     "finish_reason", d.finish_reason);
+}
+
+/* The whole answer: n choices, generated one after another on the same request (llama-server
+ * runs them as parallel tasks; the answers are the same), usage counting all of them. */
+static void respond_whole(const struct api_ctx *ctx, json_t *body, struct chat_call *c,
+                          struct api_response *resp)
+{
+    json_t *choices = json_array();
+    json_t *usage = NULL, *timings = NULL, *verbose = NULL;
+    int n_completion = 0;
+    bool stream = false;
+    for (int i = 0; choices && i < c->n_choices; i++) {
+        struct api_fail f = {0};
+        if (i > 0 && !restart_chat(ctx, body, c, &f, &stream)) {
+            api_fail_respond(&f, resp);
+            break;
+        }
+        json_t *choice = whole_choice(c, i, resp);
+        if (!choice) break;
+        json_array_append_new(choices, choice);
+        n_completion += gen_session_n_completion(c->session);
+        if (i == 0) {
+            usage = api_usage_json(c->session);
+            timings = api_timings_json(c->session);
+            verbose = c->is_verbose ? verbose_json(c) : NULL;
+        }
+    }
+    if (!choices || (int)json_array_size(choices) < c->n_choices) {
+        json_decref(choices);
+        json_decref(usage);
+        json_decref(timings);
+        json_decref(verbose);
+        if (!choices) api_error(resp, 500, API_TYPE_SERVER, NULL, NULL, "out of memory");
+        return;
+    }
+    int n_prompt = (int)json_integer_value(json_object_get(usage, "prompt_tokens"));
+    json_object_set_new(usage, "completion_tokens", json_integer(n_completion));
+    json_object_set_new(usage, "total_tokens", json_integer(n_prompt + n_completion));
+    json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:s, s:o, s:o, s:o}", "id", c->id, "object",
+                          "chat.completion", "created", (json_int_t)c->created, "model",
+                          model_id(c->model), "system_fingerprint", c->fingerprint, "choices",
+                          choices, "usage", usage, "timings", timings);
+    if (j && verbose)
+        json_object_set_new(j, "__verbose", verbose);
+    else
+        json_decref(verbose);
     api_respond_json(resp, 200, j);
+}
+
+/* A tool_choice object must name a function that tools declares. */
+static bool choice_names_a_tool(const json_t *choice, const json_t *tools, struct api_fail *f)
+{
+    const json_t *fn = json_object_get(choice, "function");
+    const char *name = json_string_value(json_object_get(fn, "name"));
+    if (!name)
+        return api_failf(f, 400, "invalid_value", "tool_choice",
+                         "'tool_choice.function.name' must be a string naming one of 'tools'");
+    size_t i;
+    const json_t *t;
+    json_array_foreach(tools, i, t)
+    {
+        const char *tn = json_string_value(json_object_get(json_object_get(t, "function"), "name"));
+        if (tn && strcmp(tn, name) == 0) return true;
+    }
+    return api_failf(f, 400, "invalid_value", "tool_choice",
+                     "'tool_choice' names the function '%.128s', which is not in 'tools'", name);
 }
 
 /* tools / tool_choice. Returns the tools to show the template (NULL when none or hidden by
@@ -267,6 +314,17 @@ static bool parse_tools(json_t *body, json_t **tools_out, struct api_fail *f)
     json_array_foreach(tools, i, t)
     {
         const json_t *fn = json_object_get(t, "function");
+        const json_t *type = json_object_get(t, "type");
+        char tparam[40];
+        snprintf(tparam, sizeof tparam, "tools[%zu].type", i);
+        if (type && !json_is_string(type))
+            return api_failf(f, 400, "invalid_type", tparam,
+                             "Invalid type for '%s': expected a string, but got %s.", tparam,
+                             v_type_name(type));
+        if (type && strcmp(json_string_value(type), "function") != 0)
+            return api_failf(f, 400, "invalid_value", tparam,
+                             "'%s' must be \"function\" (the only tool type), not '%.64s'", tparam,
+                             json_string_value(type));
         if (!json_is_object(t) || !json_is_object(fn) ||
             !json_is_string(json_object_get(fn, "name"))) {
             char param[32];
@@ -290,6 +348,7 @@ static bool parse_tools(json_t *body, json_t **tools_out, struct api_fail *f)
                              "but got %s.",
                              v_type_name(choice));
     }
+    if (json_is_object(choice) && !choice_names_a_tool(choice, tools, f)) return false;
     if (json_array_size(tools) > 0 && !hidden) *tools_out = tools;
     return true;
 }
@@ -316,12 +375,41 @@ static bool parse_logprobs(json_t *body, struct chat_call *c, struct gen_params 
     return true;
 }
 
-static bool parse_flags(json_t *body, bool *stream, bool *include_usage, struct api_fail *f)
+/* llama-server's extensions that its chat endpoint honours too: n_predict (when neither
+ * max_tokens nor max_completion_tokens is given; < 0 no limit), mirostat*, ignore_eos,
+ * repeat_last_n. */
+static bool chat_llama_extras(const json_t *body, int n_ctx, struct gen_params *g,
+                              struct api_fail *f)
+{
+    int64_t n_predict = 0;
+    if (!v_int(body, "n_predict", "n_predict", -1, INT32_MAX, &n_predict, f) ||
+        !params_llama_extras(body, n_ctx, g, f))
+        return false;
+    bool has_max =
+        json_object_get(body, "max_tokens") || json_object_get(body, "max_completion_tokens");
+    if (json_object_get(body, "n_predict") && !has_max)
+        g->max_tokens = n_predict < 0 ? -1 : n_predict == 0 ? 1 : (int)n_predict;
+    return true;
+}
+
+#define CHAT_MAX_CHOICES 16 // n: answers per request
+
+/* stream, stream_options, n (more than one only whole), verbose. */
+static bool parse_flags(const struct api_ctx *ctx, json_t *body, bool *stream, struct chat_call *c,
+                        struct api_fail *f)
 {
     int64_t n = 1;
+    bool *include_usage = &c->include_usage;
     const json_t *so = json_object_get(body, "stream_options");
-    if (!v_bool(body, "stream", "stream", stream, f) || !v_int(body, "n", "n", 1, 1, &n, f))
+    if (!v_bool(body, "stream", "stream", stream, f) ||
+        !v_int(body, "n", "n", 1, CHAT_MAX_CHOICES, &n, f) ||
+        !v_bool(body, "verbose", "verbose", &c->is_verbose, f))
         return false;
+    if (n > 1 && *stream)
+        return api_failf(f, 400, "unsupported_value", "n",
+                         "'n' above 1 is answered whole only; send stream false");
+    c->n_choices = (int)n;
+    c->is_verbose = c->is_verbose || ctx->is_verbose;
     if (so && !json_is_null(so) && !json_is_object(so))
         return api_failf(f, 400, "invalid_type", "stream_options",
                          "Invalid type for 'stream_options': expected an object, but got %s.",
@@ -338,10 +426,18 @@ static bool start_chat(const struct api_ctx *ctx, json_t *body, struct chat_call
     static const struct params_names names = {"max_tokens", "max_completion_tokens", "stop"};
     json_t *tools = NULL;
     bool parallel = true;
-    if (!chat_session_precheck(c->model, body, f) ||
-        !parse_flags(body, stream, &c->include_usage, f) ||
+    bool add_gen = true, is_continue = false;
+    if (!v_bool(body, "add_generation_prompt", "add_generation_prompt", &add_gen, f) ||
+        !v_bool(body, "continue_final_message", "continue_final_message", &is_continue, f))
+        return false;
+    if (add_gen && is_continue && json_object_get(body, "add_generation_prompt"))
+        return api_failf(f, 400, "invalid_value", "continue_final_message",
+                         "'continue_final_message' and 'add_generation_prompt' cannot both be "
+                         "true");
+    if (!chat_session_precheck(c->model, body, f) || !parse_flags(ctx, body, stream, c, f) ||
         !params_merge_base(ctx->gen_defaults, model_default_params(c->model), body, &names,
                            model_desc(c->model)->n_vocab, &p, f) ||
+        !chat_llama_extras(body, model_desc(c->model)->n_ctx, &p.gen, f) ||
         !parse_logprobs(body, c, &p.gen, f) || !parse_tools(body, &tools, f) ||
         !v_bool(body, "parallel_tool_calls", "parallel_tool_calls", &parallel, f))
         return false;
@@ -358,6 +454,7 @@ static bool start_chat(const struct api_ctx *ctx, json_t *body, struct chat_call
         .tool_choice = tools ? json_object_get(body, "tool_choice") : NULL,
         .is_parallel = parallel,
         .metrics = ctx->metrics,
+        .is_prefill = true, // llama-server's default (--prefill-assistant)
     };
     int n_prompt;
     return chat_session_start(&a, &c->session, &n_prompt, f) == ERR_OK;
@@ -381,16 +478,17 @@ void api_chat_completions(const struct api_ctx *ctx, const struct api_request *r
     }
     api_make_id("chatcmpl-", c->id, sizeof c->id);
     c->created = clock_unix_s();
+    snprintf(c->fingerprint, sizeof c->fingerprint, "b%s-llamapi",
+             ctx->version ? ctx->version : "dev");
     if (!stream) {
-        respond_whole(c, resp);
+        respond_whole(ctx, req->json, c, resp);
         chat_call_free(c);
         return;
     }
     struct buf first;
     buf_init(&first);
-    sse_append_json(
-        &first, NULL,
-        chunk_json(c, json_pack("{s:s, s:s}", "role", "assistant", "content", ""), NULL));
+    sse_append_json(&first, NULL,
+                    chunk_json(c, json_pack("{s:s, s:n}", "role", "assistant", "content"), NULL));
     sse_respond(resp, chat_produce, chat_call_free, c, first.data);
     buf_deinit(&first);
 }

@@ -183,6 +183,25 @@ bool params_merge(const json_t *default_params, const json_t *body,
     return params_merge_base(NULL, default_params, body, names, n_vocab, out, f);
 }
 
+bool params_llama_extras(const json_t *body, int n_ctx, struct gen_params *g, struct api_fail *f)
+{
+    int64_t mirostat = g->mirostat, last_n = g->repeat_last_n;
+    double tau = g->mirostat_tau, eta = g->mirostat_eta;
+    bool ignore_eos = g->ignore_eos;
+    if (!v_int(body, "mirostat", "mirostat", 0, 2, &mirostat, f) ||
+        !v_number(body, "mirostat_tau", "mirostat_tau", 0.001, 100, &tau, f) ||
+        !v_number(body, "mirostat_eta", "mirostat_eta", 0, 1, &eta, f) ||
+        !v_bool(body, "ignore_eos", "ignore_eos", &ignore_eos, f) ||
+        !v_int(body, "repeat_last_n", "repeat_last_n", -1, INT32_MAX, &last_n, f))
+        return false;
+    g->mirostat = (int)mirostat;
+    g->mirostat_tau = (float)tau;
+    g->mirostat_eta = (float)eta;
+    g->ignore_eos = ignore_eos;
+    g->repeat_last_n = last_n < 0 ? n_ctx : (int)last_n;
+    return true;
+}
+
 bool params_merge_base(const struct gen_params *base, const json_t *default_params,
                        const json_t *body, const struct params_names *names, int n_vocab,
                        struct gen_request_params *out, struct api_fail *f)

@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -16,6 +17,7 @@ bool api_failf(struct api_fail *f, int status, const char *code, const char *par
               : status >= 500 ? API_TYPE_SERVER
                               : API_TYPE_INVALID_REQUEST;
     f->code = code;
+    f->n_prompt_tokens = f->n_ctx = 0;
     snprintf(f->param, sizeof f->param, "%s", param ? param : "");
     va_list ap;
     va_start(ap, fmt);
@@ -24,11 +26,28 @@ bool api_failf(struct api_fail *f, int status, const char *code, const char *par
     return false;
 }
 
+bool api_fail_context(struct api_fail *f, const char *param, size_t n_prompt, int n_ctx)
+{
+    api_failf(f, 400, "context_length_exceeded", param,
+              "request (%zu tokens) exceeds the available context size (%d tokens), try "
+              "increasing it",
+              n_prompt, n_ctx);
+    f->type = API_TYPE_EXCEED_CONTEXT;
+    f->n_prompt_tokens = n_prompt > INT32_MAX ? INT32_MAX : (int)n_prompt;
+    f->n_ctx = n_ctx;
+    return false;
+}
+
 void api_fail_respond(const struct api_fail *f, struct api_response *resp)
 {
-    api_respond_json(resp, f->status ? f->status : 400,
-                     api_error_json(f->type ? f->type : API_TYPE_INVALID_REQUEST, f->code,
-                                    f->param[0] ? f->param : NULL, f->message));
+    json_t *j = api_error_json(f->type ? f->type : API_TYPE_INVALID_REQUEST, f->code,
+                               f->param[0] ? f->param : NULL, f->message);
+    json_t *inner = json_object_get(j, "error");
+    if (inner && f->n_ctx > 0) {
+        json_object_set_new(inner, "n_prompt_tokens", json_integer(f->n_prompt_tokens));
+        json_object_set_new(inner, "n_ctx", json_integer(f->n_ctx));
+    }
+    api_respond_json(resp, f->status ? f->status : 400, j);
     // Both mean "not now": a full queue, or a model loading or no room to load one.
     if (f->status == 429 || f->status == 503) api_response_add_header(resp, "Retry-After", "1");
 }

@@ -15,11 +15,18 @@ struct api_fail {
     const char *code; // static or NULL
     char param[128];  // field path, e.g. "default_params.temperature"
     char message[768];
+    int n_prompt_tokens; // with n_ctx > 0: the prompt that did not fit (llama-server's fields)
+    int n_ctx;           // the context it did not fit in; 0: not a context failure
 };
 
 /* Records a failure; returns false so validators can `return api_failf(...)`. */
 bool api_failf(struct api_fail *f, int status, const char *code, const char *param, const char *fmt,
                ...) __attribute__((format(printf, 5, 6)));
+
+/* A prompt of n_prompt tokens that leaves no room in a context of n_ctx: 400
+ * exceed_context_size_error / context_length_exceeded naming param, with llama-server's
+ * message and its n_prompt_tokens and n_ctx fields. Returns false. */
+bool api_fail_context(struct api_fail *f, const char *param, size_t n_prompt, int n_ctx);
 
 /* Turns a failure into an error response. */
 /* Responds with f as an OpenAI-style error; 429 and 503 also get Retry-After: 1. */

@@ -1,6 +1,9 @@
 /* Sampler chain over one logits vector. Candidates live in one buffer sized for n_vocab at
  * creation; top-k and top-p use bounded heap selection instead of sorting the vocabulary.
- * Random numbers: xoshiro256** (Blackman & Vigna, 2018) seeded through splitmix64. */
+ * Random numbers: MT19937 (Matsumoto & Nishimura, 1998) seeded with the low 32 bits of the
+ * seed, each draw two outputs scaled to [0, 1) as C++'s generate_canonical<double, 53> does,
+ * and the draw, temperature and top-p arithmetic follow llama.cpp's samplers
+ * (src/llama-sampler.cpp), so a seeded request samples the tokens llama-server samples. */
 #include "engine/sampler.h"
 
 #include "util/clock.h"
@@ -20,6 +23,9 @@
 #define TOP_P_N_BUCKETS    256
 #define TOP_P_BUCKET_RANGE 32.0f
 
+#define MT_N 624 // MT19937 state words
+#define MT_M 397
+
 struct cand {
     int32_t id;
     float logit;
@@ -31,7 +37,8 @@ struct sampler {
     struct sampler_params p; // validated copy; p.logit_bias points at bias below
     int32_t n_vocab;
     uint64_t seed;             // the seed actually used
-    uint64_t rng[4];           // xoshiro256** state
+    uint32_t mt[MT_N];         // MT19937 state
+    int32_t mt_i;              // next state word to temper (MT_N: regenerate first)
     struct cand *cand;         // n_vocab candidates
     int32_t n_cand;            // candidates in use
     bool is_sorted;            // cand[0..n_cand) is in descending (logit, -id) order
@@ -45,6 +52,7 @@ struct sampler {
     struct sampler_prob top_post[SAMPLER_N_PROBS_MAX];
     int32_t n_top_raw, n_top_post;
     struct sampler_prob chosen_raw, chosen_post;
+    float mu; // Mirostat's running surprise bound (2 tau at the start)
 };
 
 /* ---- random numbers ---------------------------------------------------------------------- */
@@ -57,35 +65,40 @@ static uint64_t splitmix64_next(uint64_t *x)
     return z ^ (z >> 31);
 }
 
-static uint64_t rotl(uint64_t x, int k)
+/* MT19937's next 32-bit output (the reference algorithm's generate-then-temper). */
+static uint32_t mt_next(struct sampler *s)
 {
-    return (x << k) | (x >> (64 - k));
+    if (s->mt_i >= MT_N) {
+        for (int i = 0; i < MT_N; i++) {
+            uint32_t y = (s->mt[i] & 0x80000000u) | (s->mt[(i + 1) % MT_N] & 0x7fffffffu);
+            s->mt[i] = s->mt[(i + MT_M) % MT_N] ^ (y >> 1) ^ ((y & 1u) ? 0x9908b0dfu : 0u);
+        }
+        s->mt_i = 0;
+    }
+    uint32_t y = s->mt[s->mt_i++];
+    y ^= y >> 11;
+    y ^= (y << 7) & 0x9d2c5680u;
+    y ^= (y << 15) & 0xefc60000u;
+    y ^= y >> 18;
+    return y;
 }
 
-static uint64_t rng_next(uint64_t s[4])
+/* Uniform in [0, 1): two outputs, low word first, over 2^64 (generate_canonical<double, 53>
+ * on a 32-bit engine, as llama.cpp's std::uniform_real_distribution<double> draws). */
+static double rng_uniform(struct sampler *s)
 {
-    uint64_t result = rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-}
-
-/* Uniform in [0, 1) with 53 random bits. */
-static double rng_uniform(uint64_t s[4])
-{
-    return (double)(rng_next(s) >> 11) * 0x1.0p-53;
+    double lo = mt_next(s);
+    double hi = mt_next(s);
+    double r = (lo + hi * 4294967296.0) / 18446744073709551616.0;
+    return r < 1.0 ? r : nextafter(1.0, 0.0);
 }
 
 static void rng_seed(struct sampler *s)
 {
-    uint64_t x = s->seed;
-    for (int i = 0; i < 4; i++)
-        s->rng[i] = splitmix64_next(&x);
+    s->mt[0] = (uint32_t)s->seed;
+    for (uint32_t i = 1; i < MT_N; i++)
+        s->mt[i] = 1812433253u * (s->mt[i - 1] ^ (s->mt[i - 1] >> 30)) + i;
+    s->mt_i = MT_N;
 }
 
 /* ---- ordering and selection -------------------------------------------------------------- */
@@ -172,6 +185,10 @@ static bool params_valid(const struct sampler_params *p, int32_t n_vocab)
         return false;
     if (!isfinite(p->frequency_penalty) || !isfinite(p->presence_penalty)) return false;
     if (p->repeat_last_n < 0 || p->n_probs < 0 || p->n_probs > SAMPLER_N_PROBS_MAX) return false;
+    if (p->mirostat < 0 || p->mirostat > 2) return false;
+    if (p->mirostat && (!(p->mirostat_tau > 0.0f) || !isfinite(p->mirostat_tau) ||
+                        !(p->mirostat_eta >= 0.0f) || !(p->mirostat_eta <= 1.0f)))
+        return false;
     if (p->n_logit_bias < 0 || (p->n_logit_bias > 0 && !p->logit_bias)) return false;
     for (int32_t i = 0; i < p->n_logit_bias; i++) {
         const struct sampler_bias *b = &p->logit_bias[i];
@@ -187,10 +204,12 @@ static bool penalties_on(const struct sampler_params *p)
                                     p->presence_penalty != 0.0f);
 }
 
+/* A clock-derived seed of 32 bits, the width MT19937 is seeded with, so sampler_seed()
+ * reports the seed that reproduces the draw. */
 static uint64_t random_seed(const struct sampler *s)
 {
     uint64_t x = (uint64_t)clock_now_ns() ^ ((uint64_t)clock_unix_s() << 32) ^ (uintptr_t)s;
-    return splitmix64_next(&x);
+    return splitmix64_next(&x) & 0xffffffffu;
 }
 
 int sampler_new(const struct sampler_params *p, int32_t n_vocab, struct sampler **out)
@@ -219,6 +238,7 @@ int sampler_new(const struct sampler_params *p, int32_t n_vocab, struct sampler 
     }
     s->seed = p->seed == SAMPLER_SEED_RANDOM ? random_seed(s) : (uint64_t)p->seed;
     rng_seed(s);
+    s->mu = 2.0f * p->mirostat_tau;
     *out = s;
     return ERR_OK;
 out_free:
@@ -248,6 +268,7 @@ void sampler_reset(struct sampler *s)
     s->n_top_raw = 0;
     s->n_top_post = 0;
     rng_seed(s);
+    s->mu = 2.0f * s->p.mirostat_tau;
 }
 
 uint64_t sampler_seed(const struct sampler *s)
@@ -315,15 +336,14 @@ static bool cand_softmax(struct sampler *s)
 {
     float m = cand_max_logit(s);
     if (m == -INFINITY) return false;
-    double z = 0.0;
+    float z = 0.0f; // single precision, summed and divided as llama.cpp's top-p does
     for (int32_t i = 0; i < s->n_cand; i++) {
         float e = expf(s->cand[i].logit - m);
         s->cand[i].p = e;
         z += e;
     }
-    float inv = (float)(1.0 / z);
     for (int32_t i = 0; i < s->n_cand; i++)
-        s->cand[i].p *= inv;
+        s->cand[i].p /= z;
     return true;
 }
 
@@ -346,7 +366,7 @@ static void stage_top_k(struct sampler *s, const float *logits)
  * base, or 0 if they do not. */
 static int32_t top_p_cut(const struct cand *c, int32_t m, double base, float top_p)
 {
-    double cum = base;
+    float cum = (float)base; // single precision, as llama.cpp accumulates it
     for (int32_t i = 0; i < m; i++) {
         cum += c[i].p;
         if (cum >= top_p) return i + 1;
@@ -430,20 +450,89 @@ static void stage_min_p(struct sampler *s)
     s->n_cand = w > 0 ? w : 1; // the max always passes unless rounding; keep one anyway
 }
 
-/* Needs p set. Returns the index of the drawn candidate. */
+/* The seeded draw over the candidates' logits, as llama.cpp's dist sampler: weights
+ * e^(l - l_max) in single precision summed in double, the first candidate whose running sum
+ * reaches u * sum, and p normalized on the way. One random number per draw, also for a single
+ * candidate (as there). Returns the index of the drawn candidate. */
 static int32_t draw(struct sampler *s)
 {
-    double u = rng_uniform(s->rng);
-    double cum = 0.0;
+    double u = rng_uniform(s);
+    if (s->n_cand == 1) {
+        s->cand[0].p = 1.0f;
+        return 0;
+    }
+    float m = cand_max_logit(s);
+    double sum = 0.0;
     for (int32_t i = 0; i < s->n_cand; i++) {
-        cum += s->cand[i].p;
-        if (u < cum) return i;
+        s->cand[i].p = expf(s->cand[i].logit - m);
+        sum += s->cand[i].p;
     }
-    // u fell in the rounding gap above the summed mass: the last non-zero candidate.
-    for (int32_t i = s->n_cand - 1; i > 0; i--) {
-        if (s->cand[i].p > 0.0f) return i;
+    double target = sum * u, run = 0.0;
+    int32_t chosen = -1;
+    for (int32_t i = 0; i < s->n_cand; i++) {
+        run += s->cand[i].p;
+        if (chosen < 0 && run >= target) chosen = i;
+        s->cand[i].p = (float)(s->cand[i].p / sum);
     }
-    return 0;
+    return chosen >= 0 ? chosen : s->n_cand - 1;
+}
+
+/* ---- Mirostat ------------------------------------------------------------------------------ */
+
+#define MIROSTAT_M 100 // v1 estimates the Zipf exponent from the best M tokens (llama.cpp's m)
+
+/* v1: top-k with k from the estimated Zipf exponent s_hat and the bound mu (candidates have p
+ * over the whole vocabulary). */
+static void mirostat_v1_cut(struct sampler *s)
+{
+    int32_t m = s->n_cand < MIROSTAT_M ? s->n_cand : MIROSTAT_M;
+    select_top_inplace(s->cand, s->n_cand, m);
+    float sum_tb = 0.0f, sum_tt = 0.0f;
+    for (int32_t i = 0; i + 1 < m; i++) {
+        float t = logf((float)(i + 2) / (float)(i + 1));
+        float b = logf(s->cand[i].p / s->cand[i + 1].p);
+        sum_tb += t * b;
+        sum_tt += t * t;
+    }
+    float s_hat = sum_tt > 0.0f ? sum_tb / sum_tt : 1.0f;
+    float eps = s_hat - 1.0f;
+    float k =
+        powf((eps * powf(2.0f, s->mu)) / (1.0f - powf((float)s->n_vocab, -eps)), 1.0f / s_hat);
+    int32_t ki = isfinite(k) && k >= 1.0f ? (k < (float)s->n_cand ? (int32_t)k : s->n_cand) : 1;
+    if (ki > m) select_top_inplace(s->cand, s->n_cand, ki);
+    s->n_cand = ki;
+    s->is_sorted = true;
+}
+
+/* v2: keeps the tokens whose surprise -log2 p is at most mu (at least the best one). */
+static void mirostat_v2_cut(struct sampler *s)
+{
+    float p_min = exp2f(-s->mu);
+    int32_t w = 0;
+    for (int32_t i = 0; i < s->n_cand; i++)
+        if (s->cand[i].p >= p_min) s->cand[w++] = s->cand[i];
+    if (w == 0) {
+        select_top_inplace(s->cand, s->n_cand, 1);
+        w = 1;
+    }
+    select_top_inplace(s->cand, w, w);
+    s->n_cand = w;
+    s->is_sorted = true;
+}
+
+/* Cuts the (temperature-scaled) candidates as Mirostat does, draws, and moves mu toward tau
+ * by the draw's surprise. Returns the index of the drawn candidate. */
+static int32_t mirostat_draw(struct sampler *s)
+{
+    cand_softmax(s); // cannot fail: the best candidate is finite
+    if (s->p.mirostat == 1)
+        mirostat_v1_cut(s);
+    else
+        mirostat_v2_cut(s);
+    int32_t idx = draw(s); // renormalizes p over the kept tokens
+    float surprise = -log2f(s->cand[idx].p);
+    s->mu -= s->p.mirostat_eta * (surprise - s->p.mirostat_tau);
+    return idx;
 }
 
 /* ---- probability reports ----------------------------------------------------------------- */
@@ -533,17 +622,28 @@ int sampler_sample(struct sampler *s, float *logits, int32_t *out_token)
     if (s->hist) apply_penalties(s, logits);
     if (s->p.temperature <= 0.0f) return sample_greedy(s, logits, out_token);
 
-    stage_top_k(s, logits);
+    if (s->p.mirostat) {
+        int32_t k = s->p.top_k;
+        s->p.top_k = 0; // every token is a candidate; Mirostat makes the cut
+        stage_top_k(s, logits);
+        s->p.top_k = k;
+    } else {
+        stage_top_k(s, logits);
+    }
     if (cand_max_logit(s) == -INFINITY) return ERR_INVALID;
-    stage_top_p(s);
-    stage_min_p(s);
-    // Scale relative to the best logit so a tiny temperature cannot overflow to inf - inf.
-    float inv_t = 1.0f / s->p.temperature;
+    if (!s->p.mirostat) {
+        stage_top_p(s);
+        stage_min_p(s);
+    }
+    // llama.cpp divides each logit by the temperature; where a tiny temperature would overflow
+    // that to inf (and inf - inf in the draw), scale relative to the best logit instead.
+    float t = s->p.temperature;
     float m = cand_max_logit(s);
+    bool is_finite = isfinite(m / t); // lower logits only shrink toward -inf, which is safe
     for (int32_t i = 0; i < s->n_cand; i++)
-        s->cand[i].logit = (s->cand[i].logit - m) * inv_t;
-    cand_softmax(s); // cannot fail: the best candidate is finite
-    int32_t idx = draw(s);
+        s->cand[i].logit = is_finite ? s->cand[i].logit / t : (s->cand[i].logit - m) / t;
+    // The best candidate is finite, so the draw is defined.
+    int32_t idx = s->p.mirostat ? mirostat_draw(s) : draw(s);
     int32_t token = s->cand[idx].id;
     if (s->p.n_probs > 0) {
         record_post(s, idx);

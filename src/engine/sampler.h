@@ -1,6 +1,7 @@
 /* Token sampler: turns one logits vector (n_vocab floats) into one token id through a fixed
  * chain, in llama.cpp's default order: logit bias -> repetition / frequency / presence
- * penalties -> top-k -> top-p -> min-p -> temperature -> seeded draw. Not a grammar or a
+ * penalties -> top-k -> top-p -> min-p -> temperature -> seeded draw; or, with mirostat,
+ * bias -> penalties -> temperature -> Mirostat (Basu et al., 2020) as llama.cpp chains it. Not a grammar or a
  * stop-string filter (those live elsewhere). Penalties follow llama.cpp for repeat_penalty and
  * OpenAI's chat completions for frequency/presence, over the same window of accepted tokens. */
 #ifndef ENGINE_SAMPLER_H
@@ -29,7 +30,11 @@ struct sampler_params {
     int64_t seed;            // SAMPLER_SEED_RANDOM, or any other value used as is
     const struct sampler_bias *logit_bias; // n_logit_bias entries; copied by sampler_new
     int32_t n_logit_bias;                  // later entries for the same token add up
-    int32_t n_probs; // 0..SAMPLER_N_PROBS_MAX: record the top n_probs of each distribution
+    int32_t n_probs;    // 0..SAMPLER_N_PROBS_MAX: record the top n_probs of each distribution
+    int32_t mirostat;   // 0: off; 1 or 2: Mirostat v1/v2 replaces top-k/top-p/min-p (after
+                        // bias, penalties and temperature), steering the surprise to tau
+    float mirostat_tau; // target surprise in bits (> 0)
+    float mirostat_eta; // learning rate of the running bound mu (0..1)
 };
 
 /* llama.cpp's defaults: temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_penalty 1
@@ -50,6 +55,9 @@ static inline struct sampler_params sampler_params_default(void)
         .logit_bias = 0,
         .n_logit_bias = 0,
         .n_probs = 0,
+        .mirostat = 0,
+        .mirostat_tau = 5.0f,
+        .mirostat_eta = 0.1f,
     };
     return p;
 }

@@ -21,6 +21,7 @@
 #include "util/thread.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -32,6 +33,7 @@ enum phase {
     PHASE_IDLE = 0,
     PHASE_PROMPT,   // feeding prompt tokens
     PHASE_GENERATE, // feeding the last sampled token
+    PHASE_REFEED,   // rebuilding the cache after a context shift (tokens from cached)
 };
 
 /* seq/cached: changed only while idle (admin thread, under the layer's lock). The rest: owned
@@ -43,6 +45,7 @@ struct instance {
     struct sampler *sampler;
     enum phase phase;
     int n_fed;           // prompt tokens in the cache
+    int n_refeed_end;    // PHASE_REFEED: cached[pos..n_refeed_end) still to feed
     int n_feeding;       // tokens in the current step
     int n_cached_prompt; // prompt tokens reused from the previous request
     int n_generated;
@@ -108,6 +111,8 @@ static int common_prefix(const int32_t *a, int n_a, const int32_t *b, int n_b)
     return n;
 }
 
+#define MAX_EOG_BANS 16 // end-of-generation tokens banned for ignore_eos
+
 static struct sampler_params sampler_params_from(const struct gen_params *g)
 {
     struct sampler_params p = sampler_params_default();
@@ -121,7 +126,54 @@ static struct sampler_params sampler_params_from(const struct gen_params *g)
     p.presence_penalty = g->presence_penalty;
     p.seed = g->seed;
     p.n_probs = g->n_probs > GEN_MAX_PROBS ? GEN_MAX_PROBS : g->n_probs;
+    p.mirostat = g->mirostat;
+    p.mirostat_tau = g->mirostat_tau;
+    p.mirostat_eta = g->mirostat_eta;
     return p;
+}
+
+/* A slot action on instance i (see enum request_kind): SAVE/ERASE report the cached tokens
+ * and end at once; RESTORE keeps the common prefix and feeds the rest (PHASE_REFEED). */
+static void slot_action(struct platform_model *m, int i, struct request *r)
+{
+    struct instance *in = &m->inst[i];
+    char msg[96];
+    in->n_cached_prompt = 0;
+    if (r->preferred_instance != i) {
+        snprintf(msg, sizeof msg, "slot %d is busy; retry when it is idle", r->preferred_instance);
+        inst_slot_fail(in->s, 503, msg);
+        return;
+    }
+    int pos = engine_seq_pos(in->seq);
+    if (r->kind != REQUEST_SLOT_RESTORE) {
+        for (int k = 0; k < pos; k++) {
+            struct gen_event ev = {.token = in->cached[k]};
+            if (request_push_event(r, &ev) != ERR_OK) break;
+        }
+        if (r->kind == REQUEST_SLOT_ERASE) engine_seq_truncate(in->seq, 0);
+        in->s->done = FINISH_STOP;
+        return;
+    }
+    if (r->n_prompt >= m->n_ctx) {
+        snprintf(msg, sizeof msg, "%d saved tokens do not fit this slot's context (%d)",
+                 r->n_prompt, m->n_ctx);
+        inst_slot_fail(in->s, 400, msg);
+        return;
+    }
+    for (int k = 0; k < r->n_prompt; k++) {
+        if (r->prompt[k] < 0 || r->prompt[k] >= m->n_vocab) {
+            inst_slot_fail(in->s, 400, "the saved tokens are not of this model's vocabulary");
+            return;
+        }
+    }
+    int keep = common_prefix(in->cached, pos, r->prompt, r->n_prompt);
+    engine_seq_truncate(in->seq, keep);
+    memcpy(in->cached + keep, r->prompt + keep, (size_t)(r->n_prompt - keep) * sizeof *r->prompt);
+    in->n_refeed_end = r->n_prompt;
+    if (keep == r->n_prompt)
+        in->s->done = FINISH_STOP;
+    else
+        in->phase = PHASE_REFEED;
 }
 
 static void start_request(void *model, int i)
@@ -132,6 +184,10 @@ static void start_request(void *model, int i)
     in->n_generated = 0;
     in->t_start_ms = clock_now_ms();
     in->t_prompt_done_ms = 0;
+    if (r->kind >= REQUEST_SLOT_SAVE) {
+        slot_action(m, i, r);
+        return;
+    }
     if (r->kind != REQUEST_GENERATE) {
         inst_slot_fail(in->s, 400, "this model does not produce embeddings");
         return;
@@ -140,14 +196,21 @@ static void start_request(void *model, int i)
         inst_slot_fail(in->s, 400, "the prompt does not fit the context");
         return;
     }
-    struct sampler_bias bias[GEN_MAX_LOGIT_BIAS];
+    struct sampler_bias bias[GEN_MAX_LOGIT_BIAS + MAX_EOG_BANS];
     struct sampler_params sp = sampler_params_from(&r->params);
+    int n_bias = 0;
     for (int k = 0; k < r->params.n_logit_bias; k++) {
-        bias[k].token = r->params.logit_bias[k].token;
-        bias[k].bias = r->params.logit_bias[k].bias;
+        bias[n_bias].token = r->params.logit_bias[k].token;
+        bias[n_bias++].bias = r->params.logit_bias[k].bias;
     }
+    // ignore_eos as llama-server does it: end-of-generation tokens are never drawn (a grammar
+    // keeps them, since it may need one to finish).
+    for (int32_t t = 0; r->params.ignore_eos && !r->params.grammar && t < m->n_vocab &&
+                        n_bias < GEN_MAX_LOGIT_BIAS + MAX_EOG_BANS;
+         t++)
+        if (tok_is_eog(m->tok, t)) bias[n_bias++] = (struct sampler_bias){t, -INFINITY};
     sp.logit_bias = bias;
-    sp.n_logit_bias = r->params.n_logit_bias;
+    sp.n_logit_bias = n_bias;
     if (sampler_new(&sp, m->n_vocab, &in->sampler) != ERR_OK) {
         inst_slot_fail(in->s, 500, "cannot create the sampler (invalid parameters or no memory)");
         return;
@@ -204,6 +267,27 @@ static int sample_constrained(struct platform_model *m, struct instance *in, int
     return sampler_sample(in->sampler, m->logits, token);
 }
 
+/* llama-server's context shift: keep the first n_keep tokens (plus the first, usually BOS),
+ * drop half of the rest, and go on. The kept tail is fed again (PHASE_REFEED) to rebuild its
+ * keys and values at their new positions, where llama.cpp rotates the cached keys instead:
+ * the same tokens at the same positions, computed afresh. */
+static void shift_context(struct instance *in)
+{
+    int pos = engine_seq_pos(in->seq);
+    int n_keep = in->s->req->params.n_keep < 0 ? in->s->req->n_prompt : in->s->req->params.n_keep;
+    n_keep = n_keep + 1 < pos - 1 ? n_keep + 1 : 1;
+    int n_discard = (pos - n_keep) / 2;
+    if (n_discard < 1) {
+        in->s->done = FINISH_LENGTH;
+        return;
+    }
+    memmove(in->cached + n_keep, in->cached + n_keep + n_discard,
+            (size_t)(pos - n_keep - n_discard) * sizeof *in->cached);
+    engine_seq_truncate(in->seq, n_keep);
+    in->n_refeed_end = pos - n_discard;
+    in->phase = PHASE_REFEED;
+}
+
 /* Samples the next token of instance i from its fresh logits and decides whether it ends. */
 static void advance(struct platform_model *m, int i)
 {
@@ -225,10 +309,10 @@ static void advance(struct platform_model *m, int i)
         inst_slot_fail(in->s, 500, "the grammar matcher failed");
         return;
     }
-    struct gen_event ev = {.token = token};
+    struct gen_event ev = {.token = token, .is_post = r->params.is_post_sampling_probs};
     if (r->params.n_probs > 0) {
         struct sampler_probs probs;
-        sampler_get_probs(in->sampler, SAMPLER_DIST_RAW, &probs);
+        sampler_get_probs(in->sampler, ev.is_post ? SAMPLER_DIST_POST : SAMPLER_DIST_RAW, &probs);
         ev.logprob = probs.chosen.logprob;
         ev.n_probs = probs.n_top < GEN_MAX_PROBS ? probs.n_top : GEN_MAX_PROBS;
         for (int k = 0; k < ev.n_probs; k++) {
@@ -246,8 +330,10 @@ static void advance(struct platform_model *m, int i)
         in->s->done = FINISH_STOP; // the grammar allows nothing more
     else if (r->params.max_tokens >= 0 && in->n_generated >= r->params.max_tokens)
         in->s->done = FINISH_LENGTH;
-    else if (engine_seq_pos(in->seq) + 1 >= m->n_ctx)
+    else if (engine_seq_pos(in->seq) + 1 >= m->n_ctx && !r->params.is_context_shift)
         in->s->done = FINISH_LENGTH;
+    else if (engine_seq_pos(in->seq) + 1 >= m->n_ctx)
+        shift_context(in);
 }
 
 /* Collects this step's batch: one token for every generating instance first (so decoding
@@ -265,12 +351,17 @@ static int build_batch(struct platform_model *m)
             }
             bool is_gen = in->phase == PHASE_GENERATE;
             if ((pass == 0) != is_gen) continue;
-            int n = is_gen ? 1 : in->s->req->n_prompt - in->n_fed;
+            bool is_refeed = in->phase == PHASE_REFEED;
+            int at = engine_seq_pos(in->seq);
+            int n = is_gen ? 1 : is_refeed ? in->n_refeed_end - at : in->s->req->n_prompt - in->n_fed;
             if (n > room) n = room;
             in->n_feeding = n;
+            const int32_t *tokens = is_gen      ? &in->next_token
+                                    : is_refeed ? in->cached + at
+                                                : in->s->req->prompt + in->n_fed;
             m->items[n_items] = (struct engine_batch_item){
                 .seq = in->seq,
-                .tokens = is_gen ? &in->next_token : in->s->req->prompt + in->n_fed,
+                .tokens = tokens,
                 .n_tokens = n,
             };
             m->item_instance[n_items++] = i;
@@ -316,6 +407,14 @@ static void run_step(struct platform_model *m)
     for (int k = 0; k < n_items; k++) {
         struct instance *in = &m->inst[m->item_instance[k]];
         int pos = engine_seq_pos(in->seq) - in->n_feeding;
+        if (in->phase == PHASE_REFEED) { // its tokens are cached[pos..] already
+            bool is_fed = pos + in->n_feeding >= in->n_refeed_end;
+            if (is_fed && in->s->req->kind == REQUEST_SLOT_RESTORE)
+                in->s->done = FINISH_STOP;
+            else if (is_fed)
+                in->phase = PHASE_GENERATE; // feeds the token sampled before the shift
+            continue;
+        }
         memcpy(in->cached + pos, m->items[k].tokens, (size_t)in->n_feeding * sizeof(int32_t));
         if (in->phase == PHASE_PROMPT) {
             in->n_fed += in->n_feeding;

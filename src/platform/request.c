@@ -18,6 +18,8 @@ void gen_params_defaults(struct gen_params *p)
     p->repeat_last_n = 64;
     p->seed = -1;
     p->max_tokens = -1;
+    p->mirostat_tau = 5.0f;
+    p->mirostat_eta = 0.1f;
 }
 
 int request_new(enum request_kind kind, const int32_t *prompt, int n_prompt,

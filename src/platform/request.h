@@ -15,9 +15,16 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* The SLOT kinds act on one instance's prompt cache (llama-server's slot save/restore/erase):
+ * they run only on the instance preferred_instance names (elsewhere they fail 503, busy).
+ * SAVE pushes the cached tokens as events; ERASE pushes them too, then empties the cache;
+ * RESTORE makes the cache hold its prompt (computing what is not cached yet). */
 enum request_kind {
     REQUEST_GENERATE = 0,
     REQUEST_EMBED = 1,
+    REQUEST_SLOT_SAVE = 2,
+    REQUEST_SLOT_RESTORE = 3,
+    REQUEST_SLOT_ERASE = 4,
 };
 
 enum finish_reason {
@@ -40,10 +47,16 @@ struct gen_params {
     int repeat_last_n;    // tokens considered by the penalties
     float frequency_penalty;
     float presence_penalty;
-    int64_t seed;   // -1: random
-    int max_tokens; // -1: until a stop or the context is full
-    int n_probs;    // top log-probabilities to report per token (0: none)
-    bool ignore_eos;
+    int64_t seed;                // -1: random
+    int max_tokens;              // -1: until a stop or the context is full
+    int n_probs;                 // top log-probabilities to report per token (0: none)
+    bool is_post_sampling_probs; // report them from the distribution drawn from (after the chain)
+    bool ignore_eos; // end-of-generation tokens are never sampled (banned), unless a grammar runs
+    bool is_context_shift; // a full context drops the older half (after n_keep) and goes on
+    int n_keep;            // tokens kept at the start on a shift (-1: the whole prompt)
+    int mirostat;          // 0 off, 1 or 2: Mirostat v1/v2 instead of top-k/top-p/min-p
+    float mirostat_tau;    // target surprise (bits)
+    float mirostat_eta;    // learning rate
     int n_logit_bias;
     struct {
         int32_t token;
@@ -60,7 +73,8 @@ struct gen_params {
 struct gen_event {
     int32_t token;
     uint32_t text_off, text_len;
-    float logprob; // of the chosen token (when n_probs > 0)
+    float logprob; // of the chosen token (when n_probs > 0); natural log of its probability
+    bool is_post;  // the probabilities are post-sampling (is_post_sampling_probs)
     int n_probs;
     struct {
         int32_t token;

@@ -28,11 +28,15 @@ enum opt_kind {
     OPT_VERBOSE,
     OPT_HELP,
     OPT_VERSION,
+    OPT_TUNING,       // llama-server tuning we do differently: accepted, listed in one warning
+    OPT_TUNING_FLAG,  // the same, without a value
+    OPT_REFUSED,      // needs what we cannot do: start-up fails with the help text as reason
+    OPT_REFUSED_FLAG, // the same, without a value
 };
 
 struct opt {
     const char *name;  // long flag
-    const char *alias; // short flag or NULL
+    const char *alias; // other spellings, space-separated ("-t", "-hf -hfr"), or NULL
     const char *env;   // environment variable or NULL
     enum opt_kind kind;
     size_t offset; // field in struct server_config
@@ -42,6 +46,24 @@ struct opt {
     const char *llama_env; // llama-server's LLAMA_ARG_* variable or NULL
     const char *choices;   // for OPT_CHOICE: "a|b|c"
 };
+
+/* Rows for llama-server flags that do not map onto anything here (help = the reason). */
+#define ROW_TUNING(name, alias, help)                                                              \
+    {                                                                                              \
+        name, alias, NULL, OPT_TUNING, 0, 0, 0, 0, help, NULL, NULL                                \
+    }
+#define ROW_TUNING_FLAG(name, alias, help)                                                         \
+    {                                                                                              \
+        name, alias, NULL, OPT_TUNING_FLAG, 0, 0, 0, 0, help, NULL, NULL                           \
+    }
+#define ROW_REFUSED(name, alias, help)                                                             \
+    {                                                                                              \
+        name, alias, NULL, OPT_REFUSED, 0, 0, 0, 0, help, NULL, NULL                               \
+    }
+#define ROW_REFUSED_FLAG(name, alias, help)                                                        \
+    {                                                                                              \
+        name, alias, NULL, OPT_REFUSED_FLAG, 0, 0, 0, 0, help, NULL, NULL                          \
+    }
 
 #define FIELD(f) offsetof(struct server_config, f), sizeof(((struct server_config *)0)->f)
 
@@ -95,18 +117,24 @@ static const struct opt options[] = {
     {"--model", "-m", "LLAMAPI_MODEL", OPT_MODEL, 0, 0, 0, 0, "load a GGUF at start-up",
      "LLAMA_ARG_MODEL", NULL},
     {"--alias", "-a", "LLAMAPI_ALIAS", OPT_STRING, FIELD(alias), 0, 0,
-     "model id of the first --model (default: its file name)", "LLAMA_ARG_ALIAS", NULL},
+     "model id of the first --model (default: its file name); a comma-separated list gives it "
+     "several names (the id is the first in sorted order)",
+     "LLAMA_ARG_ALIAS", NULL},
+    {"--tags", NULL, "LLAMAPI_TAGS", OPT_STRING, FIELD(tags), 0, 0,
+     "comma-separated tags of the first --model, listed in GET /v1/models", "LLAMA_ARG_TAGS", NULL},
     {"--parallel", "-np", "LLAMAPI_PARALLEL", OPT_INT, FIELD(n_parallel), 1, 64,
      "instances of each --model", "LLAMA_ARG_N_PARALLEL", NULL},
     {"--ctx-size", "-c", "LLAMAPI_CTX_SIZE", OPT_INT, FIELD(n_ctx), 0, 1 << 20,
-     "context per instance (0 = the model's, capped at 4096)", "LLAMA_ARG_CTX_SIZE", NULL},
+     "context of the -np instances together, as in llama-server: each gets -c / -np tokens "
+     "(0 = each gets the model's, capped at 4096)",
+     "LLAMA_ARG_CTX_SIZE", NULL},
     {"--batch-size", "-b", NULL, OPT_INT, FIELD(n_batch), 1, 1 << 20,
      "logical batch size (accepted; the engine sizes its own batches)", "LLAMA_ARG_BATCH", NULL},
     {"--ubatch-size", "-ub", NULL, OPT_INT, FIELD(n_ubatch), 1, 1 << 20,
      "physical batch size (accepted)", "LLAMA_ARG_UBATCH", NULL},
-    {"--n-predict", "-n", NULL, OPT_INT, GEN(max_tokens), -1, INT32_MAX,
+    {"--n-predict", "-n --predict", NULL, OPT_INT, GEN(max_tokens), -1, INT32_MAX,
      "default tokens to generate (-1 = until a stop)", "LLAMA_ARG_N_PREDICT", NULL},
-    {"--temp", NULL, NULL, OPT_FLOAT, GEN(temperature), 0, 2, "default temperature",
+    {"--temp", "--temperature", NULL, OPT_FLOAT, GEN(temperature), 0, 2, "default temperature",
      "LLAMA_ARG_TEMPERATURE", NULL},
     {"--top-k", NULL, NULL, OPT_INT, GEN(top_k), 0, 1000000, "default top_k (0 = off)",
      "LLAMA_ARG_TOP_K", NULL},
@@ -124,19 +152,16 @@ static const struct opt options[] = {
      "default frequency penalty", "LLAMA_ARG_FREQUENCY_PENALTY", NULL},
     {"--seed", "-s", NULL, OPT_INT64, GEN(seed), -1, 4294967295L,
      "default sampling seed (-1 = random)", NULL, NULL},
-    {"--embedding", NULL, NULL, OPT_FLAG, FIELD(force_embedding), 0, 0,
+    {"--embedding", "--embeddings", NULL, OPT_FLAG, FIELD(force_embedding), 0, 0,
      "serve the --model models as embedding models", "LLAMA_ARG_EMBEDDINGS", NULL},
-    {"--embeddings", NULL, NULL, OPT_FLAG, FIELD(force_embedding), 0, 0, "same as --embedding",
-     NULL, NULL},
     {"--pooling", NULL, NULL, OPT_CHOICE, FIELD(pooling), 0, 0,
      "pooling of the --model embedding models (default: the file's; else mean for encoders, "
      "last for decoders; none: per-token vectors on /embedding, encoders only; rank: rerankers)",
      "LLAMA_ARG_POOLING", "none|mean|cls|last|rank"},
-    {"--reranking", NULL, NULL, OPT_FLAG, FIELD(reranking), 0, 0,
+    {"--reranking", "--rerank", NULL, OPT_FLAG, FIELD(reranking), 0, 0,
      "serve the --model models as rerankers (embedding models with pooling rank) for "
      "/v1/rerank",
      "LLAMA_ARG_RERANKING", NULL},
-    {"--rerank", NULL, NULL, OPT_FLAG, FIELD(reranking), 0, 0, "same as --reranking", NULL, NULL},
     {"--metrics", NULL, "LLAMAPI_METRICS", OPT_FLAG, FIELD(metrics_enabled), 0, 0,
      "enable GET /metrics (Prometheus)", "LLAMA_ARG_ENDPOINT_METRICS", NULL},
     {"--slots", NULL, NULL, OPT_FLAG_NEG, FIELD(slots_disabled), 0, 0,
@@ -174,11 +199,11 @@ static const struct opt options[] = {
      "LLAMA_ARG_CONT_BATCHING", NULL},
     {"--no-cont-batching", "-nocb", NULL, OPT_FLAG, 0, 0, 0, 0, "accepted; batching stays on", NULL,
      NULL},
-    {"--no-ui", NULL, NULL, OPT_FLAG, 0, 0, 0, 0, "accepted; there is no web UI", NULL, NULL},
-    {"--no-webui", NULL, NULL, OPT_FLAG, 0, 0, 0, 0, "accepted; there is no web UI", NULL, NULL},
-    {"--n-gpu-layers", "-ngl", NULL, OPT_GPU, 0, 0, 0, 0, "GPU only: no effect",
+    {"--no-ui", "--no-webui", NULL, OPT_FLAG, 0, 0, 0, 0, "accepted; there is no web UI", NULL,
+     NULL},
+    ROW_TUNING_FLAG("--ui", "--webui", "there is no web UI"),
+    {"--n-gpu-layers", "-ngl --gpu-layers", NULL, OPT_GPU, 0, 0, 0, 0, "GPU only: no effect",
      "LLAMA_ARG_N_GPU_LAYERS", NULL},
-    {"--gpu-layers", NULL, NULL, OPT_GPU, 0, 0, 0, 0, "GPU only: no effect", NULL, NULL},
     {"--flash-attn", "-fa", NULL, OPT_GPU, 0, 0, 0, 0, "GPU only: no effect",
      "LLAMA_ARG_FLASH_ATTN", NULL},
     {"--split-mode", "-sm", NULL, OPT_GPU, 0, 0, 0, 0, "GPU only: no effect",
@@ -189,7 +214,9 @@ static const struct opt options[] = {
      "LLAMA_ARG_TENSOR_SPLIT", NULL},
     {"--device", "-dev", NULL, OPT_GPU, 0, 0, 0, 0, "GPU only: no effect", "LLAMA_ARG_DEVICE",
      NULL},
-    {"--no-kv-offload", "-nkvo", NULL, OPT_GPU, 0, 0, 0, 0, "GPU only: no effect", NULL, NULL},
+    {"--no-kv-offload", "-nkvo", NULL, OPT_TUNING_FLAG, 0, 0, 0, 0, "GPU only: no effect", NULL,
+     NULL},
+    ROW_TUNING_FLAG("--kv-offload", "-kvo", "GPU only: no effect"),
     {"--memory-limit", NULL, "LLAMAPI_MEMORY_LIMIT", OPT_INT, FIELD(memory_limit_mib), 0, 1 << 24,
      "MiB for instance KV caches (0 = 75% of available memory)", NULL, NULL},
     {"--media-path", NULL, "LLAMAPI_MEDIA_PATH", OPT_STRING, FIELD(media_path), 0, 0,
@@ -198,9 +225,392 @@ static const struct opt options[] = {
      "access log format: text or json", NULL, NULL},
     {"--log-disable", NULL, "LLAMAPI_LOG_DISABLE", OPT_FLAG, FIELD(log_disable), 0, 0, "no logging",
      NULL, NULL},
-    {"--verbose", "-v", "LLAMAPI_VERBOSE", OPT_VERBOSE, 0, 0, 0, 0, "debug logging", NULL, NULL},
-    {"--help", "-h", NULL, OPT_HELP, 0, 0, 0, 0, "show this help", NULL, NULL},
+    {"--verbose", "-v --log-verbose", "LLAMAPI_VERBOSE", OPT_VERBOSE, 0, 0, 0, 0,
+     "debug logging, and a __verbose object (prompt, generated text) in chat answers", NULL, NULL},
+    ROW_TUNING("--log-verbosity", "-lv --verbosity", "logging: see --verbose"),
+    {"--help", "-h --usage", NULL, OPT_HELP, 0, 0, 0, 0, "show this help", NULL, NULL},
     {"--version", NULL, NULL, OPT_VERSION, 0, 0, 0, 0, "show the version", NULL, NULL},
+    {"--slot-save-path", NULL, "LLAMAPI_SLOT_SAVE_PATH", OPT_STRING, FIELD(slot_save_path), 0, 0,
+     "directory for POST /slots/{id}?action=save|restore (off without it)", NULL, NULL},
+    {"--context-shift", NULL, NULL, OPT_FLAG, GEN(is_context_shift), 0, 0,
+     "when a generation fills the context, drop the older half after the first tokens and go "
+     "on (default: off: it ends with finish_reason length)",
+     "LLAMA_ARG_CONTEXT_SHIFT", NULL},
+    {"--no-context-shift", NULL, NULL, OPT_FLAG_NEG, GEN(is_context_shift), 0, 0,
+     "a generation that fills the context ends (default)", NULL, NULL},
+    {"--cors-origins", NULL, "LLAMAPI_CORS_ORIGINS", OPT_STRING, FIELD(cors_origins), 0, 0,
+     "comma-separated origins CORS answers allow: '*', 'localhost' (any loopback origin) or "
+     "exact origins (default: '*', or 'localhost' with --tools)",
+     "LLAMA_ARG_CORS_ORIGINS", NULL},
+    {"--kv-unified", "-kvu", NULL, OPT_FLAG, FIELD(is_kv_unified), 0, 0,
+     "every instance may use the whole -c context (llama-server's unified KV cache; here each "
+     "instance still has its own cache, so memory is -np times -c)",
+     "LLAMA_ARG_KV_UNIFIED", NULL},
+    {"--no-kv-unified", "-no-kvu", NULL, OPT_FLAG_NEG, FIELD(is_kv_unified), 0, 0,
+     "each instance gets -c / -np tokens (default)", NULL, NULL},
+    {"--cors-methods", NULL, NULL, OPT_STRING, FIELD(cors_methods), 0, 0,
+     "Access-Control-Allow-Methods of preflight answers (default: GET, POST, DELETE, OPTIONS)",
+     "LLAMA_ARG_CORS_METHODS", NULL},
+    {"--cors-headers", NULL, NULL, OPT_STRING, FIELD(cors_headers), 0, 0,
+     "Access-Control-Allow-Headers of preflight answers (default: *; browsers need "
+     "Authorization named to send it cross-origin)",
+     "LLAMA_ARG_CORS_HEADERS", NULL},
+    {"--cors-credentials", NULL, NULL, OPT_FLAG_NEG, FIELD(is_cors_no_credentials), 0, 0,
+     "allow credentials: origins '*' then reflects the request's Origin (default)",
+     "LLAMA_ARG_CORS_CREDENTIALS", NULL},
+    {"--no-cors-credentials", NULL, NULL, OPT_FLAG, FIELD(is_cors_no_credentials), 0, 0,
+     "no credentials: origins '*' answers '*'", NULL, NULL},
+    {"--tools", NULL, NULL, OPT_STRING, FIELD(tools), 0, 0,
+     "accepted; there are no server-side tools (CORS then defaults to localhost origins)",
+     "LLAMA_ARG_TOOLS", NULL},
+    {"--mirostat", NULL, NULL, OPT_INT, GEN(mirostat), 0, 2,
+     "default Mirostat: 0 off, 1 or 2 (replaces top-k/top-p/min-p)", NULL, NULL},
+    {"--mirostat-lr", NULL, NULL, OPT_FLOAT, GEN(mirostat_eta), 0, 1,
+     "default Mirostat learning rate (eta, 0.1)", NULL, NULL},
+    {"--mirostat-ent", NULL, NULL, OPT_FLOAT, GEN(mirostat_tau), 0, 100,
+     "default Mirostat target entropy (tau, 5.0)", NULL, NULL},
+    {"--ignore-eos", NULL, NULL, OPT_FLAG, GEN(ignore_eos), 0, 0,
+     "default ignore_eos: end-of-generation tokens are never sampled", NULL, NULL},
+    {"--offline", NULL, NULL, OPT_FLAG, 0, 0, 0, 0, "accepted; nothing is ever downloaded",
+     "LLAMA_ARG_OFFLINE", NULL},
+    ROW_REFUSED("--hf-repo", "-hf -hfr",
+                "downloading from Hugging Face is not supported; download the GGUF file and "
+                "start with -m FILE"),
+    ROW_REFUSED("--hf-file", "-hff",
+                "downloading from Hugging Face is not supported; download the GGUF file and "
+                "start with -m FILE"),
+    ROW_REFUSED_FLAG(
+        "--cache-list", "-cl",
+        "there is no model cache (models are files given with -m or under --models-dir)"),
+    ROW_REFUSED_FLAG("--completion-bash", NULL, "not available"),
+    ROW_TUNING("--threads-batch", "-tb",
+               "placement and loading tuning: the engine's thread pool and mmap decide"),
+    ROW_TUNING("--cpu-mask", "-C",
+               "placement and loading tuning: the engine's thread pool and mmap decide"),
+    ROW_TUNING("--cpu-range", "-Cr",
+               "placement and loading tuning: the engine's thread pool and mmap decide"),
+    ROW_TUNING("--cpu-strict", NULL,
+               "placement and loading tuning: the engine's thread pool and mmap decide"),
+    ROW_TUNING("--prio", NULL,
+               "placement and loading tuning: the engine's thread pool and mmap decide"),
+    ROW_TUNING("--poll", NULL,
+               "placement and loading tuning: the engine's thread pool and mmap decide"),
+    ROW_TUNING("--cpu-mask-batch", "-Cb",
+               "placement and loading tuning: the engine's thread pool and mmap decide"),
+    ROW_TUNING("--cpu-range-batch", "-Crb",
+               "placement and loading tuning: the engine's thread pool and mmap decide"),
+    ROW_TUNING("--cpu-strict-batch", NULL,
+               "placement and loading tuning: the engine's thread pool and mmap decide"),
+    ROW_TUNING("--prio-batch", NULL,
+               "placement and loading tuning: the engine's thread pool and mmap decide"),
+    ROW_TUNING("--poll-batch", NULL,
+               "placement and loading tuning: the engine's thread pool and mmap decide"),
+    ROW_TUNING("--lookup-cache-static", "-lcs",
+               "KV-cache tuning: each instance keeps its own F16 cache and prefix"),
+    ROW_TUNING("--lookup-cache-dynamic", "-lcd",
+               "KV-cache tuning: each instance keeps its own F16 cache and prefix"),
+    ROW_TUNING("--kv-unified-per-slot", NULL,
+               "KV-cache tuning: each instance keeps its own F16 cache and prefix"),
+    ROW_TUNING("--keep", NULL, "KV-cache tuning: each instance keeps its own F16 cache and prefix"),
+    ROW_TUNING_FLAG("--swa-full", NULL,
+                    "KV-cache tuning: each instance keeps its own F16 cache and prefix"),
+    ROW_TUNING("--swa-checkpoints", "-ctxcp --ctx-checkpoints",
+               "KV-cache tuning: each instance keeps its own F16 cache and prefix"),
+    ROW_TUNING("--checkpoint-min-step", "-cms",
+               "KV-cache tuning: each instance keeps its own F16 cache and prefix"),
+    ROW_TUNING("--cache-ram", "-cram",
+               "KV-cache tuning: each instance keeps its own F16 cache and prefix"),
+    ROW_TUNING_FLAG("--cache-idle-slots", NULL,
+                    "KV-cache tuning: each instance keeps its own F16 cache and prefix"),
+    ROW_TUNING_FLAG("--no-cache-idle-slots", NULL,
+                    "KV-cache tuning: each instance keeps its own F16 cache and prefix"),
+    ROW_TUNING_FLAG("--perf", NULL,
+                    "placement and loading tuning: the engine's thread pool and mmap decide"),
+    ROW_TUNING_FLAG("--no-perf", NULL,
+                    "placement and loading tuning: the engine's thread pool and mmap decide"),
+    ROW_TUNING_FLAG("--escape", "-e", "command-line tool option"),
+    ROW_TUNING_FLAG("--no-escape", NULL, "command-line tool option"),
+    ROW_TUNING("--reverse-prompt", "-r", "command-line tool option"),
+    ROW_TUNING_FLAG("--special", "-sp",
+                    "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING_FLAG("--warmup", NULL,
+                    "placement and loading tuning: the engine's thread pool and mmap decide"),
+    ROW_TUNING_FLAG("--no-warmup", NULL,
+                    "placement and loading tuning: the engine's thread pool and mmap decide"),
+    ROW_TUNING_FLAG("--spm-infill", NULL, "command-line tool option"),
+    ROW_TUNING("--samplers", NULL, "sampler not implemented; server-wide default ignored"),
+    ROW_TUNING("--sampling-seq", "--sampler-seq",
+               "sampler not implemented; server-wide default ignored"),
+    ROW_TUNING("--top-n-sigma", "--top-nsigma",
+               "sampler not implemented; server-wide default ignored"),
+    ROW_TUNING("--xtc-probability", NULL, "sampler not implemented; server-wide default ignored"),
+    ROW_TUNING("--xtc-threshold", NULL, "sampler not implemented; server-wide default ignored"),
+    ROW_TUNING("--typical-p", "--typical", "sampler not implemented; server-wide default ignored"),
+    ROW_TUNING("--dry-multiplier", NULL, "sampler not implemented; server-wide default ignored"),
+    ROW_TUNING("--dry-base", NULL, "sampler not implemented; server-wide default ignored"),
+    ROW_TUNING("--dry-allowed-length", NULL,
+               "sampler not implemented; server-wide default ignored"),
+    ROW_TUNING("--dry-penalty-last-n", NULL,
+               "sampler not implemented; server-wide default ignored"),
+    ROW_TUNING("--dry-sequence-breaker", NULL,
+               "sampler not implemented; server-wide default ignored"),
+    ROW_TUNING("--adaptive-target", NULL, "sampler not implemented; server-wide default ignored"),
+    ROW_TUNING("--adaptive-decay", NULL, "sampler not implemented; server-wide default ignored"),
+    ROW_TUNING("--dynatemp-range", NULL, "sampler not implemented; server-wide default ignored"),
+    ROW_TUNING("--dynatemp-exp", NULL, "sampler not implemented; server-wide default ignored"),
+    ROW_REFUSED("--logit-bias", "-l",
+                "a server-wide logit bias is not supported; send \"logit_bias\" per request"),
+    ROW_REFUSED("--grammar", NULL,
+                "a server-wide grammar is not supported; send \"grammar\" per request"),
+    ROW_REFUSED("--grammar-file", NULL,
+                "a server-wide grammar is not supported; send \"grammar\" per request"),
+    ROW_REFUSED("--json-schema", "-j",
+                "a server-wide JSON schema is not supported; send \"json_schema\" per request"),
+    ROW_REFUSED("--json-schema-file", "-jf",
+                "a server-wide JSON schema is not supported; send \"json_schema\" per request"),
+    ROW_TUNING_FLAG("--backend-sampling", "-bs", "sampling always runs on the CPU"),
+    ROW_REFUSED("--rope-scaling", NULL, "overriding the model's RoPE scaling is not supported"),
+    ROW_REFUSED("--rope-scale", NULL, "overriding the model's RoPE scaling is not supported"),
+    ROW_REFUSED("--rope-freq-base", NULL, "overriding the model's RoPE scaling is not supported"),
+    ROW_REFUSED("--rope-freq-scale", NULL, "overriding the model's RoPE scaling is not supported"),
+    ROW_REFUSED("--yarn-orig-ctx", NULL, "YaRN overrides are not supported"),
+    ROW_REFUSED("--yarn-ext-factor", NULL, "YaRN overrides are not supported"),
+    ROW_REFUSED("--yarn-attn-factor", NULL, "YaRN overrides are not supported"),
+    ROW_REFUSED("--yarn-beta-slow", NULL, "YaRN overrides are not supported"),
+    ROW_REFUSED("--yarn-beta-fast", NULL, "YaRN overrides are not supported"),
+    ROW_TUNING_FLAG("--repack", NULL,
+                    "placement and loading tuning: the engine's thread pool and mmap decide"),
+    ROW_TUNING_FLAG("--no-repack", "-nr",
+                    "placement and loading tuning: the engine's thread pool and mmap decide"),
+    ROW_TUNING_FLAG("--no-host", NULL,
+                    "placement and loading tuning: the engine's thread pool and mmap decide"),
+    ROW_TUNING("--cache-type-k", "-ctk",
+               "KV-cache tuning: each instance keeps its own F16 cache and prefix"),
+    ROW_TUNING("--cache-type-v", "-ctv",
+               "KV-cache tuning: each instance keeps its own F16 cache and prefix"),
+    ROW_TUNING("--defrag-thold", "-dt",
+               "KV-cache tuning: each instance keeps its own F16 cache and prefix"),
+    ROW_REFUSED("--mmproj", "-mm", "multimodal projectors are not supported"),
+    ROW_REFUSED("--mmproj-url", "-mmu",
+                "downloading models is not supported; download the file and pass it with -m"),
+    ROW_TUNING_FLAG("--mmproj-auto", NULL, "multimodal projector tuning (no projectors)"),
+    ROW_TUNING_FLAG("--no-mmproj-auto", "--no-mmproj",
+                    "multimodal projector tuning (no projectors)"),
+    ROW_TUNING_FLAG("--mmproj-offload", NULL, "multimodal projector tuning (no projectors)"),
+    ROW_TUNING_FLAG("--no-mmproj-offload", NULL, "multimodal projector tuning (no projectors)"),
+    ROW_TUNING("--image-min-tokens", NULL, "multimodal projector tuning (no projectors)"),
+    ROW_TUNING("--image-max-tokens", NULL, "multimodal projector tuning (no projectors)"),
+    ROW_TUNING("--mtmd-batch-max-tokens", NULL, "multimodal projector tuning (no projectors)"),
+    ROW_TUNING("--video-fps", NULL, "multimodal projector tuning (no projectors)"),
+    ROW_TUNING("--video-timestamp-interval", NULL, "multimodal projector tuning (no projectors)"),
+    ROW_TUNING("--video-ffmpeg-dir", NULL, "multimodal projector tuning (no projectors)"),
+    ROW_REFUSED("--rpc", NULL, "RPC back ends are not supported"),
+    ROW_TUNING("--load-mode", "-lm",
+               "placement and loading tuning: the engine's thread pool and mmap decide"),
+    ROW_TUNING("--lazy-mode", "-lzm",
+               "placement and loading tuning: the engine's thread pool and mmap decide"),
+    ROW_TUNING("--numa", NULL,
+               "placement and loading tuning: the engine's thread pool and mmap decide"),
+    ROW_REFUSED_FLAG("--list-devices", NULL,
+                     "the cpu platform has no devices to list (see GET /v1/platforms)"),
+    ROW_TUNING("--override-tensor", "-ot",
+               "placement and loading tuning: the engine's thread pool and mmap decide"),
+    ROW_TUNING_FLAG("--cpu-moe", "-cmoe",
+                    "placement and loading tuning: the engine's thread pool and mmap decide"),
+    ROW_TUNING("--n-cpu-moe", "-ncmoe",
+               "placement and loading tuning: the engine's thread pool and mmap decide"),
+    ROW_TUNING("--n-cpu-ffn", "-ncffn",
+               "placement and loading tuning: the engine's thread pool and mmap decide"),
+    ROW_TUNING("--fit", "-fit",
+               "placement and loading tuning: the engine's thread pool and mmap decide"),
+    ROW_TUNING("--fit-target", "-fitt",
+               "placement and loading tuning: the engine's thread pool and mmap decide"),
+    ROW_TUNING("--fit-ctx", "-fitc",
+               "placement and loading tuning: the engine's thread pool and mmap decide"),
+    ROW_TUNING_FLAG("--check-tensors", NULL,
+                    "placement and loading tuning: the engine's thread pool and mmap decide"),
+    ROW_REFUSED("--override-kv", NULL, "overriding model metadata is not supported"),
+    ROW_TUNING_FLAG("--op-offload", NULL,
+                    "placement and loading tuning: the engine's thread pool and mmap decide"),
+    ROW_TUNING_FLAG("--no-op-offload", NULL,
+                    "placement and loading tuning: the engine's thread pool and mmap decide"),
+    ROW_REFUSED("--lora", NULL, "LoRA adapters are not supported"),
+    ROW_REFUSED("--lora-scaled", NULL, "LoRA adapters are not supported"),
+    ROW_REFUSED("--control-vector", NULL, "control vectors are not supported"),
+    ROW_REFUSED("--control-vector-scaled", NULL, "control vectors are not supported"),
+    ROW_REFUSED("--control-vector-layer-range", NULL, "control vectors are not supported"),
+    ROW_REFUSED("--model-url", "-mu",
+                "downloading models is not supported; download the file and pass it with -m"),
+    ROW_REFUSED("--docker-repo", "-dr",
+                "downloading models is not supported; download the file and pass it with -m"),
+    ROW_REFUSED("--hf-token", "-hft",
+                "downloading models is not supported; download the file and pass it with -m"),
+    ROW_TUNING("--embd-normalize", NULL, "command-line tool option"),
+    ROW_TUNING_FLAG("--reuse-port", NULL, "HTTP tuning: libmicrohttpd's own"),
+    ROW_TUNING("--path", NULL, "there is no web UI"),
+    ROW_REFUSED("--api-prefix", NULL, "an API path prefix is not supported"),
+    ROW_TUNING("--webui-config", "--ui-config", "there is no web UI"),
+    ROW_TUNING("--webui-config-file", "--ui-config-file", "there is no web UI"),
+    ROW_TUNING_FLAG("--webui-mcp-proxy", "--ui-mcp-proxy", "there is no web UI"),
+    ROW_TUNING_FLAG("--no-webui-mcp-proxy", "--no-ui-mcp-proxy", "there is no web UI"),
+    ROW_TUNING("--tools-runtime", NULL, "there is no web UI"),
+    ROW_REFUSED("--mcp-servers-config", NULL, "MCP servers are not supported"),
+    ROW_REFUSED("--mcp-servers-json", NULL, "MCP servers are not supported"),
+    ROW_TUNING_FLAG("--agent", "-ag", "there is no web UI"),
+    ROW_TUNING_FLAG("--no-agent", "-no-ag", "there is no web UI"),
+    ROW_REFUSED("--ssl-key-file", NULL,
+                "TLS is not supported; put a TLS-terminating proxy in front"),
+    ROW_REFUSED("--ssl-cert-file", NULL,
+                "TLS is not supported; put a TLS-terminating proxy in front"),
+    ROW_REFUSED("--chat-template-kwargs", NULL,
+                "server-wide chat-template arguments are not supported; send "
+                "\"chat_template_kwargs\" per request"),
+    ROW_TUNING("--sse-ping-interval", NULL, "HTTP tuning: libmicrohttpd's own"),
+    ROW_TUNING("--threads-http", NULL, "HTTP tuning: libmicrohttpd's own"),
+    ROW_TUNING_FLAG("--cache-prompt", NULL,
+                    "KV-cache tuning: each instance keeps its own F16 cache and prefix"),
+    ROW_TUNING_FLAG("--no-cache-prompt", NULL,
+                    "KV-cache tuning: each instance keeps its own F16 cache and prefix"),
+    ROW_TUNING("--cache-reuse", NULL,
+               "KV-cache tuning: each instance keeps its own F16 cache and prefix"),
+    ROW_REFUSED("--models-preset", NULL, "model presets are not supported; use --models-dir"),
+    ROW_TUNING("--reasoning", "-rea", "reasoning and parsing follow the template"),
+    ROW_TUNING("--reasoning-effort", NULL, "reasoning and parsing follow the template"),
+    ROW_TUNING("--reasoning-budget", NULL, "reasoning and parsing follow the template"),
+    ROW_TUNING("--reasoning-budget-message", NULL, "reasoning and parsing follow the template"),
+    ROW_TUNING_FLAG("--reasoning-preserve", NULL, "reasoning and parsing follow the template"),
+    ROW_TUNING_FLAG("--no-reasoning-preserve", NULL, "reasoning and parsing follow the template"),
+    ROW_TUNING_FLAG("--skip-chat-parsing", NULL, "reasoning and parsing follow the template"),
+    ROW_TUNING_FLAG("--no-skip-chat-parsing", NULL, "reasoning and parsing follow the template"),
+    ROW_TUNING_FLAG("--prefill-assistant", NULL, "reasoning and parsing follow the template"),
+    ROW_TUNING_FLAG("--no-prefill-assistant", NULL, "reasoning and parsing follow the template"),
+    ROW_TUNING("--slot-prompt-similarity", "-sps",
+               "KV-cache tuning: each instance keeps its own F16 cache and prefix"),
+    ROW_REFUSED_FLAG("--lora-init-without-apply", NULL, "LoRA adapters are not supported"),
+    ROW_TUNING("--sleep-idle-seconds", NULL, "idle models stay loaded (see --models-max)"),
+    ROW_TUNING("--log-file", NULL, "logging: see --log-format and --verbose"),
+    ROW_TUNING_FLAG("--log-jsonl", NULL, "logging: see --log-format and --verbose"),
+    ROW_TUNING_FLAG("--no-log-jsonl", NULL, "logging: see --log-format and --verbose"),
+    ROW_TUNING("--log-prompts-dir", NULL, "logging: see --log-format and --verbose"),
+    ROW_TUNING("--log-colors", NULL, "logging: see --log-format and --verbose"),
+    ROW_TUNING_FLAG("--log-prefix", NULL, "logging: see --log-format and --verbose"),
+    ROW_TUNING_FLAG("--no-log-prefix", NULL, "logging: see --log-format and --verbose"),
+    ROW_TUNING_FLAG("--log-timestamps", NULL, "logging: see --log-format and --verbose"),
+    ROW_TUNING_FLAG("--no-log-timestamps", NULL, "logging: see --log-format and --verbose"),
+    ROW_REFUSED("--hf-repo-draft", "--spec-draft-hf -hfd -hfrd",
+                "downloading models is not supported"),
+    ROW_TUNING("--threads-draft", "--spec-draft-threads -td",
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--threads-batch-draft", "--spec-draft-threads-batch -tbd",
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--cpu-mask-draft", "--spec-draft-cpu-mask -Cd",
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--cpu-range-draft", "--spec-draft-cpu-range -Crd",
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--cpu-strict-draft", "--spec-draft-cpu-strict",
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--prio-draft", "--spec-draft-prio",
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--poll-draft", "--spec-draft-poll",
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--cpu-mask-batch-draft", "--spec-draft-cpu-mask-batch -Cbd",
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--cpu-strict-batch-draft", "--spec-draft-cpu-strict-batch",
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--prio-batch-draft", "--spec-draft-prio-batch",
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--poll-batch-draft", "--spec-draft-poll-batch",
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--cache-type-k-draft", "--spec-draft-type-k -ctkd",
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--cache-type-v-draft", "--spec-draft-type-v -ctvd",
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--override-tensor-draft", "--spec-draft-override-tensor -otd",
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING_FLAG("--cpu-moe-draft", "--spec-draft-cpu-moe -cmoed",
+                    "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--n-cpu-moe-draft", "--spec-draft-n-cpu-moe --spec-draft-ncmoe -ncmoed",
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--spec-draft-n-max", NULL,
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--spec-draft-n-min", NULL,
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--spec-synth-len", NULL,
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--spec-synth-rates", NULL,
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--draft-p-split", "--spec-draft-p-split",
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--draft-p-min", "--spec-draft-p-min",
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING_FLAG("--spec-draft-backend-sampling", NULL,
+                    "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING_FLAG("--no-spec-draft-backend-sampling", NULL,
+                    "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--device-draft", "--spec-draft-device -devd",
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--n-gpu-layers-draft", "--spec-draft-ngl -ngld --gpu-layers-draft",
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--model-draft", "--spec-draft-model -md",
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--spec-type", NULL,
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--spec-ngram-mod-n-min", NULL,
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--spec-ngram-mod-n-max", NULL,
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--spec-ngram-mod-n-match", NULL,
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--spec-ngram-simple-size-n", NULL,
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--spec-ngram-simple-size-m", NULL,
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--spec-ngram-simple-min-hits", NULL,
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--spec-ngram-map-k-size-n", NULL,
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--spec-ngram-map-k-size-m", NULL,
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--spec-ngram-map-k-min-hits", NULL,
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--spec-ngram-map-k4v-size-n", NULL,
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--spec-ngram-map-k4v-size-m", NULL,
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--spec-ngram-map-k4v-min-hits", NULL,
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--draft-max", "--draft --draft-n",
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--draft-n-min", "--draft-min",
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--spec-ngram-size-n", NULL,
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--spec-ngram-size-m", NULL,
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_TUNING("--spec-ngram-min-hits", NULL,
+               "speculative decoding is not implemented (it only changes speed)"),
+    ROW_REFUSED_FLAG("--embd-gemma-default", NULL,
+                     "presets download models, which is not supported"),
+    ROW_REFUSED_FLAG("--fim-qwen-1.5b-default", NULL,
+                     "presets download models, which is not supported"),
+    ROW_REFUSED_FLAG("--fim-qwen-3b-default", NULL,
+                     "presets download models, which is not supported"),
+    ROW_REFUSED_FLAG("--fim-qwen-7b-default", NULL,
+                     "presets download models, which is not supported"),
+    ROW_REFUSED_FLAG("--fim-qwen-7b-spec", NULL, "presets download models, which is not supported"),
+    ROW_REFUSED_FLAG("--fim-qwen-14b-spec", NULL,
+                     "presets download models, which is not supported"),
+    ROW_REFUSED_FLAG("--fim-qwen-30b-default", NULL,
+                     "presets download models, which is not supported"),
+    ROW_REFUSED_FLAG("--gpt-oss-20b-default", NULL,
+                     "presets download models, which is not supported"),
+    ROW_REFUSED_FLAG("--gpt-oss-120b-default", NULL,
+                     "presets download models, which is not supported"),
+    ROW_REFUSED_FLAG("--vision-gemma-4b-default", NULL,
+                     "presets download models, which is not supported"),
+    ROW_REFUSED_FLAG("--vision-gemma-12b-default", NULL,
+                     "presets download models, which is not supported"),
+    ROW_REFUSED_FLAG("--spec-default", NULL, "presets download models, which is not supported"),
 };
 
 #define N_OPTIONS (sizeof options / sizeof options[0])
@@ -232,6 +642,8 @@ void config_defaults(struct server_config *c)
     c->shutdown_timeout_s = 5;
     c->request_queue_size = 32;
     c->n_parallel = 1;
+    snprintf(c->cors_methods, sizeof c->cors_methods, "GET, POST, DELETE, OPTIONS");
+    snprintf(c->cors_headers, sizeof c->cors_headers, "*");
     gen_params_defaults(&c->gen_defaults);
     default_models_dir(c->models_dir, sizeof c->models_dir);
 }
@@ -344,7 +756,18 @@ static bool truthy(const char *v)
 static bool takes_value(const struct opt *o)
 {
     return o->kind != OPT_FLAG && o->kind != OPT_FLAG_NEG && o->kind != OPT_VERBOSE &&
-           o->kind != OPT_HELP && o->kind != OPT_VERSION && o->kind != OPT_GPU;
+           o->kind != OPT_HELP && o->kind != OPT_VERSION && o->kind != OPT_GPU &&
+           o->kind != OPT_TUNING_FLAG && o->kind != OPT_REFUSED_FLAG;
+}
+
+/* Adds a flag to the list the start-up warning names (once; a full list is cut short). */
+static void note_ignored(struct server_config *c, const char *name)
+{
+    size_t len = strlen(c->ignored_flags), n = strlen(name);
+    const char *hit = strstr(c->ignored_flags, name);
+    if (hit && (hit[n] == '\0' || hit[n] == ' ')) return;
+    if (len + n + 2 >= sizeof c->ignored_flags) return;
+    snprintf(c->ignored_flags + len, sizeof c->ignored_flags - len, "%s%s", len ? " " : "", name);
 }
 
 /* GPU flags take a value in llama-server (-ngl 99, -fa on) but some older spellings did not
@@ -385,8 +808,13 @@ static int apply(struct server_config *c, const struct opt *o, const char *value
     case OPT_CHOICE:
         return apply_choice(o, value, field, err);
     case OPT_GPU:
-        log_warn("%s has no effect: the cpu platform has no GPU", o->name);
+    case OPT_TUNING:
+    case OPT_TUNING_FLAG:
+        note_ignored(c, o->name);
         return ERR_OK;
+    case OPT_REFUSED:
+    case OPT_REFUSED_FLAG:
+        return errmsg_set(err, ERR_UNSUPPORTED, "%s: %s", o->name, o->help);
     case OPT_API_KEY:
         return add_api_key(c, value, strlen(value), err);
     case OPT_KEY_FILE:
@@ -417,13 +845,29 @@ static int apply(struct server_config *c, const struct opt *o, const char *value
     return ERR_INVALID;
 }
 
+/* True when the space-separated list names holds the len bytes at arg. */
+static bool names_have(const char *names, const char *arg, size_t len)
+{
+    for (const char *p = names; p && *p;) {
+        size_t n = strcspn(p, " ");
+        if (n == len && strncmp(p, arg, len) == 0) return true;
+        p += n + (p[n] == ' ');
+    }
+    return false;
+}
+
+/* The option spelled arg[0..name_len), where '_' reads as '-' as llama-server reads it
+ * (--backend_sampling); NULL when there is none. */
 static const struct opt *find_option(const char *arg, size_t name_len)
 {
+    char name[64];
+    if (name_len >= sizeof name) return NULL;
+    for (size_t i = 0; i < name_len; i++)
+        name[i] = arg[i] == '_' ? '-' : arg[i];
+    name[name_len] = '\0';
     for (size_t i = 0; i < N_OPTIONS; i++) {
         const struct opt *o = &options[i];
-        if ((strlen(o->name) == name_len && strncmp(o->name, arg, name_len) == 0) ||
-            (o->alias && strlen(o->alias) == name_len && strncmp(o->alias, arg, name_len) == 0))
-            return o;
+        if (names_have(o->name, name, name_len) || names_have(o->alias, name, name_len)) return o;
     }
     return NULL;
 }
@@ -473,6 +917,9 @@ int config_parse(struct server_config *c, int argc, char **argv, struct errmsg *
         if (o->kind == OPT_VERSION && result == CONFIG_PARSE_OK) result = CONFIG_PARSE_VERSION;
         rc = apply(c, o, value, err);
     }
+    // As llama-server: with --tools, CORS defaults to loopback origins only.
+    if (rc == ERR_OK && !c->cors_origins[0])
+        snprintf(c->cors_origins, sizeof c->cors_origins, "%s", c->tools[0] ? "localhost" : "*");
     // As llama-server: --reranking is an embedding model with the reranker's pooling.
     if (rc == ERR_OK && c->reranking) {
         c->force_embedding = true;
@@ -486,11 +933,20 @@ void config_usage(const char *prog, char *out, size_t cap)
     size_t n = (size_t)snprintf(out, cap, "usage: %s [flags]\n\nflags (environment):\n", prog);
     for (size_t i = 0; i < N_OPTIONS && n < cap; i++) {
         const struct opt *o = &options[i];
-        char names[64];
-        snprintf(names, sizeof names, "%s%s%s%s", o->alias ? o->alias : "", o->alias ? ", " : "",
-                 o->name, takes_value(o) ? " V" : "");
+        char names[160];
+        size_t k = 0;
+        for (const char *p = o->alias; p && *p && k + 3 < sizeof names; p++) {
+            if (*p == ' ') names[k++] = ',';
+            names[k++] = *p;
+        }
+        snprintf(names + k, sizeof names - k, "%s%s%s", o->alias ? ", " : "", o->name,
+                 takes_value(o) ? " V" : "");
         const char *env = o->env ? o->env : o->llama_env;
-        n += (size_t)snprintf(out + n, cap - n, "  %-28s %s%s%s%s\n", names, o->help,
+        const char *note = o->kind == OPT_TUNING || o->kind == OPT_TUNING_FLAG     ? "accepted, no "
+                                                                                     "effect: "
+                           : o->kind == OPT_REFUSED || o->kind == OPT_REFUSED_FLAG ? "refused: "
+                                                                                   : "";
+        n += (size_t)snprintf(out + n, cap - n, "  %-28s %s%s%s%s%s\n", names, note, o->help,
                               env ? " (" : "", env ? env : "", env ? ")" : "");
     }
 }

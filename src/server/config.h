@@ -60,6 +60,15 @@ struct server_config {
     char rknn3_lib[1024];           // --rknn3-lib: the RKNN3 runtime ("": librknn3_api.so)
     char rkllm_abi[8];              // --rkllm-abi: 1.2 or 1.3 (models' model.json "abi" wins)
     char sysfs_root[1024];          // --sysfs-root: host files are read under this ("/")
+    char tags[256];                 // --tags: comma-separated tags of the first -m model
+    char slot_save_path[1024];      // --slot-save-path DIR ("": POST /slots/{id} is off)
+    bool is_kv_unified;             // --kv-unified: each instance gets the whole -c
+    char cors_origins[1024];        // --cors-origins: "*", "localhost" or exact origins (never "")
+    char cors_methods[256];         // --cors-methods: preflight Allow-Methods
+    char cors_headers[256];         // --cors-headers: preflight Allow-Headers
+    bool is_cors_no_credentials;    // --no-cors-credentials: origins "*" answers "*"
+    char tools[256];                // --tools (accepted; only its CORS default applies)
+    char ignored_flags[1024];       // llama-server flags accepted without effect, space-separated
 };
 
 enum config_parse_result {

@@ -15,6 +15,7 @@
 #include "api/errors.h"
 #include "server/auth.h"
 #include "server/gate.h"
+#include "server/cors.h"
 #include "server/routes.h"
 #include "server/watcher.h"
 #include "server/workers.h"
@@ -59,6 +60,7 @@ struct conn_state {
     struct watched *watched; // the connection's watcher entry (borrowed; may be NULL)
     const char *url;         // libmicrohttpd's, valid until completion
     const char *method;      // likewise
+    const struct server_config *config; // borrowed (the server's)
     double start_ms;
     const struct route *route; // NULL until routed
     struct str param;
@@ -93,9 +95,15 @@ struct pump {
     struct api_stream inner;
 };
 
-static void add_cors(struct MHD_Response *r)
+/* The --cors-origins policy (server/cors.h) applied to this request's Origin. */
+static void add_cors(struct MHD_Response *r, const struct server_config *config,
+                     struct MHD_Connection *conn)
 {
-    MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
+    char allow[512];
+    const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
+    if (cors_allow_origin(config->cors_origins, !config->is_cors_no_credentials, origin, allow,
+                          sizeof allow))
+        MHD_add_response_header(r, "Access-Control-Allow-Origin", allow);
     MHD_add_response_header(r, "Access-Control-Expose-Headers", "Retry-After");
 }
 
@@ -119,7 +127,7 @@ static enum MHD_Result queue_buffer(struct MHD_Connection *conn, struct conn_sta
     if (resp->content_type) MHD_add_response_header(r, "Content-Type", resp->content_type);
     for (int i = 0; i < resp->n_headers; i++)
         MHD_add_response_header(r, resp->headers[i].name, resp->headers[i].value);
-    add_cors(r);
+    add_cors(r, cs->config, conn);
     cs->status = resp->status;
     cs->bytes_sent = (long long)len;
     cs->is_responded = true;
@@ -240,7 +248,7 @@ static enum MHD_Result queue_pump(struct MHD_Connection *conn, struct conn_state
     MHD_add_response_header(r, "Cache-Control", "no-cache");
     for (int i = 0; i < cs->resp.n_headers; i++)
         MHD_add_response_header(r, cs->resp.headers[i].name, cs->resp.headers[i].value);
-    add_cors(r);
+    add_cors(r, cs->config, conn);
     cs->status = cs->resp.status;
     cs->is_responded = true;
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)cs->resp.status, r);
@@ -303,18 +311,16 @@ static enum MHD_Result queue_preflight(struct MHD_Connection *conn, struct conn_
 {
     struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     if (!r) return MHD_NO;
-    const char *req_headers =
-        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Access-Control-Request-Headers");
-    add_cors(r);
-    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
-    MHD_add_response_header(r, "Access-Control-Allow-Headers",
-                            req_headers ? req_headers
-                                        : "Authorization, Content-Type, x-api-key, "
-                                          "anthropic-version, anthropic-beta");
+    // As llama-server answers a preflight: 200, its configured methods, headers, credentials.
+    add_cors(r, cs->config, conn);
+    MHD_add_response_header(r, "Access-Control-Allow-Credentials",
+                            cs->config->is_cors_no_credentials ? "false" : "true");
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", cs->config->cors_methods);
+    MHD_add_response_header(r, "Access-Control-Allow-Headers", cs->config->cors_headers);
     MHD_add_response_header(r, "Access-Control-Max-Age", "86400");
-    cs->status = 204;
+    cs->status = 200;
     cs->is_responded = true;
-    enum MHD_Result ret = MHD_queue_response(conn, 204, r);
+    enum MHD_Result ret = MHD_queue_response(conn, 200, r);
     MHD_destroy_response(r);
     return ret;
 }
@@ -494,6 +500,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         cs->url = url;
         cs->method = method;
         cs->watched = watched_of(conn);
+        cs->config = s->config;
         cs->start_ms = clock_now_ms();
         snprintf(cs->method_log, sizeof cs->method_log, "%s", method);
         snprintf(cs->path, sizeof cs->path, "%s", url);

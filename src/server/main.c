@@ -2,6 +2,7 @@
  * cleanly (stop accepting, end in-flight requests, free everything, exit 0). */
 #define _XOPEN_SOURCE 700 // realpath()
 #include "api/metrics.h"
+#include "api/model_select.h"
 #include "api/response_store.h"
 #include "core/manager.h"
 #include "platform/platform.h"
@@ -49,6 +50,17 @@ static enum platform_pooling pooling_from(const char *s)
     return p;
 }
 
+/* Context per instance: -c is the total that the -np slots share, as in llama-server (each
+ * slot gets -c / -np tokens; with --kv-unified any slot may fill all of it, so each instance
+ * gets -c); 0 keeps each instance at the model's default. */
+static int instance_ctx(const struct server_config *config)
+{
+    if (config->n_ctx <= 0) return 0;
+    if (config->is_kv_unified) return config->n_ctx;
+    int n = config->n_parallel > 0 ? config->n_parallel : 1;
+    return config->n_ctx / n > 0 ? config->n_ctx / n : 1;
+}
+
 /* Loads the -m models; a failure is fatal, as for llama-server. */
 static int load_startup_models(const struct server_config *config, struct manager *manager)
 {
@@ -59,7 +71,7 @@ static int load_startup_models(const struct server_config *config, struct manage
             return 1;
         }
         if (i == 0 && config->alias[0]) {
-            snprintf(id, sizeof id, "%s", config->alias);
+            api_alias_first(config->alias, id, sizeof id);
         } else {
             const char *base = strrchr(path, '/');
             snprintf(id, sizeof id, "%.255s", base ? base + 1 : path);
@@ -70,7 +82,7 @@ static int load_startup_models(const struct server_config *config, struct manage
                                     .path = path,
                                     .n_instances = config->n_parallel,
                                     .queue_size = -1,
-                                    .n_ctx = config->n_ctx,
+                                    .n_ctx = instance_ctx(config),
                                     .force_embedding = config->force_embedding,
                                     .pooling = pooling_from(config->pooling)};
         int actual = 0;
@@ -229,12 +241,17 @@ static int serve(const struct server_config *config)
         .is_metrics_enabled = config->metrics_enabled,
         .is_slots_disabled = config->slots_disabled,
         .load_instances = config->n_parallel,
-        .load_n_ctx = config->n_ctx,
+        .load_n_ctx = instance_ctx(config),
         .models_dir = config->models_dir,
         // Like llama-server, requests load models themselves only in router mode (no -m).
         .is_autoload_disabled = config->no_models_autoload || config->n_model_paths > 0,
         .media_path = &media,
         .is_starting = &is_starting,
+        .model_aliases = config->alias,
+        .model_tags = config->tags,
+        .is_single_model = config->n_model_paths == 1,
+        .is_verbose = config->verbosity > 0,
+        .slot_save_path = config->slot_save_path[0] ? config->slot_save_path : NULL,
     };
     if (response_store_new(&ctx.responses) != ERR_OK) {
         log_error("out of memory");
@@ -309,7 +326,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (rc == CONFIG_PARSE_HELP || rc == CONFIG_PARSE_VERSION) {
-        static char usage[8192];
+        static char usage[64 * 1024];
         if (rc == CONFIG_PARSE_HELP)
             config_usage("llamapi-server", usage, sizeof usage);
         else
@@ -321,6 +338,10 @@ int main(int argc, char **argv)
     log_set_level(config.log_disable ? LOG_LEVEL_OFF
                   : config.verbosity ? LOG_LEVEL_DEBUG
                                      : LOG_LEVEL_INFO);
+    if (config.ignored_flags[0])
+        log_warn("llama-server flags with no effect here (tuning done differently, see --help): "
+                 "%s",
+                 config.ignored_flags);
     int status = serve(&config);
     config_deinit(&config);
     return status;

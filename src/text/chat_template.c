@@ -1,6 +1,6 @@
 /* Built-in chat templates and the OpenAI-messages-to-template-context conversion. The built-in
  * formats follow the models' own Hugging Face templates (ChatML, Llama 3, Mistral v7-tekken,
- * Gemma); message normalization follows llama.cpp's common/chat.cpp. */
+ * Command R, Gemma); message normalization follows llama.cpp's common/chat.cpp. */
 #include "text/chat_template.h"
 
 #include "text/json_text.h"
@@ -32,6 +32,14 @@ static const struct {
                 "{{- '[INST]' ~ message['content'] ~ '[/INST]' -}}\n"
                 "{%- else -%}{{- message['content'] ~ eos_token -}}{%- endif -%}\n"
                 "{%- endfor -%}\n"},
+    {"command-r", "{%- for message in messages -%}\n"
+                  "{%- set role = {'system': 'SYSTEM', 'user': 'USER'}.get(message['role'], "
+                  "'CHATBOT') -%}\n"
+                  "{{- '<|START_OF_TURN_TOKEN|><|' ~ role ~ '_TOKEN|>' ~ (message['content'] | "
+                  "trim) ~ '<|END_OF_TURN_TOKEN|>' -}}\n"
+                  "{%- endfor -%}\n"
+                  "{%- if add_generation_prompt -%}"
+                  "{{- '<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>' -}}{%- endif -%}\n"},
     {"gemma", "{{- bos_token -}}\n"
               "{%- set ns = namespace(system='') -%}\n"
               "{%- for message in messages -%}\n"

@@ -22,13 +22,22 @@ static const char *const k_eog_texts[] = {
     "<|end|>",
     "<|return|>",
     "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
     "<end_of_turn>",
     "<|endoftext|>",
+    "</s>", // phi-3 ships it as user-defined: promoted to control, so unparsed text stays text
     "<|eom_id|>",
     "<EOT>",
     "_<EOT>",
+    "[EOT]",
+    "[EOS]",
     "<|end_of_text|>",
     "<end_of_utterance>",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
+    "[e~[",
     "<\xef\xbd\x9c"
     "end\xe2\x96\x81"
     "of\xe2\x96\x81"

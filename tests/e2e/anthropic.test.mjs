@@ -215,12 +215,9 @@ describe('anthropic messages', () => {
       assert.match(err.error.error.message, /max_tokens/);
       return true;
     });
-    await assert.rejects(client.messages.create({ model: 'no-such-model', max_tokens: 4, messages: user('Hi') }), (err) => {
-      assert.ok(err instanceof Anthropic.NotFoundError);
-      assert.equal(err.status, 404);
-      assert.equal(err.error.error.type, 'not_found_error');
-      return true;
-    });
+    // One -m model: any name is served by it, as llama-server serves it (404s need several).
+    const anyName = await client.messages.create({ model: 'no-such-model', max_tokens: 4, messages: user('Hi') });
+    assert.equal(anyName.type, 'message');
     await assert.rejects(client.messages.create({ model: 'small', max_tokens: 4, messages: [{ role: 'user', content: [
       { type: 'image', source: { type: 'url', url: 'https://example.com/cat.png' } }] }] }), (err) => {
       assert.equal(err.status, 400);

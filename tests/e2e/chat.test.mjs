@@ -198,8 +198,15 @@ describe('chat completions', () => {
 
   test('validation errors name the param', async () => {
     const ok = { model: 'small', messages: user('hi') };
-    await bad({ messages: user('hi') }, 400, 'missing_required_parameter', 'model');
-    await bad({ ...ok, model: 'nope' }, 404, 'model_not_found', 'model');
+    // As llama-server: no model (or null) gets the first chat model, and with one -m model any
+    // name is served by it (a name no model has is 404 once several are loaded).
+    for (const body of [{ messages: user('hi'), max_tokens: 2 }, { ...ok, model: null, max_tokens: 2 },
+      { ...ok, model: 'nope', max_tokens: 2 }]) {
+      const r = await fetch(`${srv.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify(body) });
+      assert.equal(r.status, 200, JSON.stringify(body));
+      assert.equal((await r.json()).model, 'small');
+    }
+    await bad({ ...ok, model: 7 }, 400, 'invalid_type', 'model');
     await bad({ model: 'small' }, 400, 'missing_required_parameter', 'messages');
     await bad({ model: 'small', messages: [] }, 400, 'invalid_value', 'messages');
     await bad({ model: 'small', messages: 'hi' }, 400, 'invalid_type', 'messages');
@@ -220,7 +227,8 @@ describe('chat completions', () => {
     await bad({ ...ok, logprobs: 'yes' }, 400, 'invalid_type', 'logprobs');
     await bad({ ...ok, stop: Array(17).fill('x') }, 400, 'invalid_value', 'stop');
     await bad({ ...ok, seed: 'x' }, 400, 'invalid_type', 'seed');
-    await bad({ ...ok, n: 2 }, 400, 'invalid_value', 'n');
+    await bad({ ...ok, n: 17 }, 400, 'invalid_value', 'n');
+    await bad({ ...ok, n: 2, stream: true }, 400, 'unsupported_value', 'n');
     await bad({ ...ok, logit_bias: { 999999: 1 } }, 400, 'invalid_value', 'logit_bias');
     await bad({ ...ok, tools: {} }, 400, 'invalid_type', 'tools');
     await bad({ ...ok, tool_choice: 'sometimes' }, 400, 'invalid_value', 'tool_choice');

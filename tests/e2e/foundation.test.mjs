@@ -138,16 +138,18 @@ describe('foundation', () => {
     assert.match(text, /^HTTP\/1\.1 413/);
   });
 
-  test('CORS preflight answers with the allowed methods and headers', async () => {
+  test('CORS preflight answers as llama-server does: 200, the origin, methods and headers', async () => {
     const r = await fetch(`${srv.url}/v1/chat/completions`, {
       method: 'OPTIONS',
       headers: { origin: 'http://example.test', 'access-control-request-method': 'POST',
         'access-control-request-headers': 'authorization, content-type' },
     });
-    assert.equal(r.status, 204);
-    assert.equal(r.headers.get('access-control-allow-origin'), '*');
-    assert.match(r.headers.get('access-control-allow-methods'), /POST/);
-    assert.match(r.headers.get('access-control-allow-headers'), /authorization/);
+    assert.equal(r.status, 200);
+    // With credentials allowed (the default), "*" origins reflect the request's Origin.
+    assert.equal(r.headers.get('access-control-allow-origin'), 'http://example.test');
+    assert.equal(r.headers.get('access-control-allow-credentials'), 'true');
+    assert.equal(r.headers.get('access-control-allow-methods'), 'GET, POST, DELETE, OPTIONS');
+    assert.equal(r.headers.get('access-control-allow-headers'), '*');
   });
 
   test('the server keeps serving after all of the above', async () => {
@@ -167,7 +169,7 @@ describe('api keys', () => {
 
   test('health and preflight need no key', async () => {
     assert.equal((await fetch(`${srv.url}/health`)).status, 200);
-    assert.equal((await fetch(`${srv.url}/v1/models`, { method: 'OPTIONS' })).status, 204);
+    assert.equal((await fetch(`${srv.url}/v1/models`, { method: 'OPTIONS' })).status, 200);
   });
 
   test('missing, wrong and same-length-wrong keys are 401 authentication_error', async () => {

@@ -254,6 +254,6 @@ describe('responses', () => {
     await bad({ input: 'x', max_output_tokens: 'many' }, 400, 'invalid_type', 'max_output_tokens');
     await bad({ input: [{ type: 'function_call', call_id: 'c', name: 'n', arguments: {} }] }, 400, 'invalid_type',
       'input[0].arguments');
-    await bad({ input: 'x', model: 'no-such-model' }, 404, 'model_not_found', 'model');
+    await bad({ input: 'x', model: 7 }, 400, 'invalid_type', 'model');
   });
 });

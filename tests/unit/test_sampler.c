@@ -377,6 +377,70 @@ static void test_top_p_large_vocab_matches_full_sort(void **state)
     free(logits);
 }
 
+/* The draw reproduces llama.cpp's: MT19937 seeded with the seed, u = (x1 + x2 * 2^32) / 2^64
+ * from two outputs, the first candidate whose running weight reaches u * total. With seed 5489
+ * (the reference algorithm's default) the first outputs are 3499211612, 581869302, 3890346734,
+ * 3586334585, …, so u runs 0.1355, 0.8350, 0.9689, 0.2210, 0.3082: over four equal logits that
+ * is tokens 0, 3, 3, 0, 1. */
+static void test_draw_follows_mt19937(void **state)
+{
+    (void)state;
+    struct sampler_params prm = plain_params(5489);
+    struct sampler *s = make(&prm, 4);
+    const int32_t want[5] = {0, 3, 3, 0, 1};
+    for (int i = 0; i < 5; i++) {
+        float logits[4] = {0.5f, 0.5f, 0.5f, 0.5f};
+        int32_t t = -1;
+        assert_int_equal(sampler_sample(s, logits, &t), ERR_OK);
+        assert_int_equal(t, want[i]);
+    }
+    sampler_free(s);
+    // One candidate left (top_k 1): the draw still takes its number, as llama.cpp's does.
+    prm.top_k = 1;
+    s = make(&prm, 4);
+    float one[4] = {0.0f, 2.0f, 0.0f, 0.0f};
+    int32_t t = -1;
+    assert_int_equal(sampler_sample(s, one, &t), ERR_OK);
+    assert_int_equal(t, 1);
+    sampler_free(s);
+}
+
+/* Mirostat steers the surprise: a tiny target keeps only the best token, a large one keeps
+ * the distribution (both versions); parameters outside their ranges are refused. */
+static void test_mirostat(void **state)
+{
+    (void)state;
+    for (int32_t version = 1; version <= 2; version++) {
+        for (int pass = 0; pass < 2; pass++) {
+            struct sampler_params prm = plain_params(11);
+            prm.mirostat = version;
+            prm.mirostat_tau = pass == 0 ? 0.01f : 12.0f;
+            prm.mirostat_eta = pass == 0 ? 0.0f : 0.1f;
+            struct sampler *s = make(&prm, 4);
+            int seen[4] = {0};
+            for (int i = 0; i < 400; i++) {
+                float logits[4] = {1.0f, 0.8f, 0.6f, 0.4f};
+                int32_t t = -1;
+                assert_int_equal(sampler_sample(s, logits, &t), ERR_OK);
+                assert_true(t >= 0 && t < 4);
+                seen[t]++;
+            }
+            if (pass == 0)
+                assert_int_equal(seen[0], 400);
+            else
+                assert_true(seen[1] > 0 && seen[2] > 0 && seen[3] > 0);
+            sampler_free(s);
+        }
+    }
+    struct sampler_params bad = plain_params(1);
+    bad.mirostat = 3;
+    struct sampler *s = NULL;
+    assert_int_equal(sampler_new(&bad, 4, &s), ERR_INVALID);
+    bad.mirostat = 2;
+    bad.mirostat_tau = 0.0f;
+    assert_int_equal(sampler_new(&bad, 4, &s), ERR_INVALID);
+}
+
 static void test_same_seed_same_tokens(void **state)
 {
     (void)state;
@@ -538,6 +602,8 @@ int main(void)
         cmocka_unit_test(test_filters_then_temperature),
         cmocka_unit_test(test_top_p_large_vocab_matches_full_sort),
         cmocka_unit_test(test_same_seed_same_tokens),
+        cmocka_unit_test(test_draw_follows_mt19937),
+        cmocka_unit_test(test_mirostat),
         cmocka_unit_test(test_probs_raw_and_post),
         cmocka_unit_test(test_invalid_params),
         cmocka_unit_test(test_new_allocation_failures),

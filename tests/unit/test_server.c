@@ -7,8 +7,10 @@
 #include <cmocka.h>
 
 #include "api/errors.h"
+#include "api/handlers.h"
 #include "server/auth.h"
 #include "server/config.h"
+#include "server/cors.h"
 #include "server/http.h"
 #include "server/routes.h"
 #include "util/mem.h"
@@ -76,10 +78,40 @@ static void test_server_table_has_public_health_only(void **state)
     for (size_t i = 0; i < n; i++) {
         if (t[i].is_public) {
             n_public++;
-            assert_string_equal(t[i].pattern, "/health");
+            assert_true(strcmp(t[i].pattern, "/health") == 0 ||
+                        strcmp(t[i].pattern, "/v1/health") == 0);
         }
     }
-    assert_int_equal(n_public, 1);
+    assert_int_equal(n_public, 2);
+}
+
+/* llama-server serves its OpenAI routes with and without the /v1 prefix. */
+static void test_server_table_routes_without_v1(void **state)
+{
+    (void)state;
+    size_t n;
+    const struct route *t = routes_table(&n);
+    const char *paths[] = {"/chat/completions",
+                           "/completions",
+                           "/embeddings",
+                           "/responses",
+                           "/chat/completions/input_tokens",
+                           "/responses/input_tokens"};
+    for (size_t k = 0; k < sizeof paths / sizeof paths[0]; k++) {
+        const struct route *r = NULL;
+        struct str param;
+        char allow[64];
+        assert_int_equal(route_find(t, n, "POST", paths[k], &r, &param, allow, sizeof allow),
+                         ROUTE_MATCH_OK);
+    }
+    const struct route *r = NULL;
+    struct str param;
+    char allow[64];
+    assert_int_equal(route_find(t, n, "GET", "/models", &r, &param, allow, sizeof allow),
+                     ROUTE_MATCH_OK);
+    assert_int_equal(route_find(t, n, "POST", "/chat/completions", &r, &param, allow, sizeof allow),
+                     ROUTE_MATCH_OK);
+    assert_ptr_equal(r->handler, api_chat_completions);
 }
 
 static void test_auth(void **state)
@@ -147,6 +179,125 @@ static void test_config_flags(void **state)
     assert_int_equal(parse(&c, &e, 3, fmt), ERR_INVALID);
     char *help[] = {"x", "--help"};
     assert_int_equal(parse(&c, &e, 2, help), CONFIG_PARSE_HELP);
+    config_deinit(&c);
+}
+
+/* Every llama-server flag is accepted: the ones that work set fields, tuning we do differently
+ * is listed for the start-up warning, and what needs a download fails naming the flag. */
+static void test_config_llama_server_flags(void **state)
+{
+    (void)state;
+    struct server_config c;
+    struct errmsg e;
+    char *works[] = {"x",
+                     "--predict",
+                     "7",
+                     "--temperature",
+                     "0.5",
+                     "--alias",
+                     "tinyllama-2,fim,code",
+                     "--tags",
+                     "chat,small",
+                     "--slot-save-path",
+                     "/tmp/slots",
+                     "--context-shift",
+                     "--cors-origins",
+                     "localhost",
+                     "--ignore-eos",
+                     "--offline",
+                     "--embeddings",
+                     "--log-verbose"};
+    assert_int_equal(parse(&c, &e, 18, works), CONFIG_PARSE_OK);
+    assert_int_equal(c.gen_defaults.max_tokens, 7);
+    assert_true(c.gen_defaults.temperature > 0.49f && c.gen_defaults.temperature < 0.51f);
+    assert_string_equal(c.tags, "chat,small");
+    assert_string_equal(c.slot_save_path, "/tmp/slots");
+    assert_true(c.gen_defaults.is_context_shift);
+    assert_string_equal(c.cors_origins, "localhost");
+    assert_true(c.gen_defaults.ignore_eos);
+    assert_true(c.force_embedding);
+    assert_int_equal(c.verbosity, 1);
+    assert_string_equal(c.ignored_flags, "");
+    assert_string_equal(c.alias, "tinyllama-2,fim,code");
+    config_deinit(&c);
+
+    // Tuning: accepted, named once in the warning list, values consumed ('_' reads as '-').
+    char *tuning[] = {
+        "x",    "-ngl", "99",   "-fa",         "on", "--kv-unified", "--backend_sampling",
+        "-ctk", "q8_0", "-kvu", "--cache-ram", "0",  "--port",       "1"};
+    assert_int_equal(parse(&c, &e, 14, tuning), CONFIG_PARSE_OK);
+    assert_string_equal(
+        c.ignored_flags,
+        "--n-gpu-layers --flash-attn --backend-sampling --cache-type-k --cache-ram");
+    assert_true(c.is_kv_unified);
+    assert_int_equal(c.port, 1);
+    config_deinit(&c);
+
+    // Refused: a clear message naming the flag and what to do instead.
+    char *hf[] = {"x", "-hf", "ggml-org/models"};
+    assert_int_equal(parse(&c, &e, 3, hf), ERR_UNSUPPORTED);
+    assert_non_null(strstr(e.msg, "--hf-repo: downloading"));
+    assert_non_null(strstr(e.msg, "-m FILE"));
+    char *lora[] = {"x", "--lora", "a.gguf"};
+    assert_int_equal(parse(&c, &e, 3, lora), ERR_UNSUPPORTED);
+    assert_non_null(strstr(e.msg, "LoRA"));
+    config_deinit(&c);
+}
+
+static void test_cors_policy(void **state)
+{
+    (void)state;
+    char out[64];
+    // "*": the Origin is reflected with credentials (browsers refuse "*" then), else "*".
+    assert_true(cors_allow_origin("*", true, "http://web.example", out, sizeof out));
+    assert_string_equal(out, "http://web.example");
+    assert_true(cors_allow_origin("*", false, "http://web.example", out, sizeof out));
+    assert_string_equal(out, "*");
+    assert_true(cors_allow_origin("*", true, NULL, out, sizeof out));
+    assert_string_equal(out, "*");
+    // "localhost": loopback hosts at any port, nothing else, not even look-alikes.
+    const char *ok[] = {"http://localhost",       "http://localhost:8080", "http://127.0.0.1",
+                        "https://127.0.0.1:3000", "http://[::1]",          "http://[::1]:3000",
+                        "http://LOCALHOST"};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        assert_true(cors_allow_origin("localhost", true, ok[i], out, sizeof out));
+        assert_string_equal(out, ok[i]);
+    }
+    const char *bad[] = {"http://web.mydomain.fr",
+                         "http://evil.com",
+                         "http://notlocalhost",
+                         "http://localhost.evil.com",
+                         "http://localhost@evil.com",
+                         "http://127.0.0.1.evil.com",
+                         "localhost",
+                         "http://[::1",
+                         ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_false(cors_allow_origin("localhost", true, bad[i], out, sizeof out));
+    assert_false(cors_allow_origin("localhost", true, NULL, out, sizeof out));
+    // A list: exact members only.
+    assert_true(cors_allow_origin("http://a.test, https://b.test", true, "https://b.test", out,
+                                  sizeof out));
+    assert_string_equal(out, "https://b.test");
+    assert_false(
+        cors_allow_origin("http://a.test,https://b.test", true, "http://b.test", out, sizeof out));
+    // Too long for the buffer: not reflected (never truncated).
+    assert_false(cors_allow_origin("*", true, "http://a-very-long-origin-name.example.test:12345/x",
+                                   out, 16));
+
+    // --tools without --cors-origins makes the policy "localhost"; explicit origins win.
+    struct server_config c;
+    struct errmsg e;
+    char *tools[] = {"x", "--tools", "all"};
+    assert_int_equal(parse(&c, &e, 3, tools), CONFIG_PARSE_OK);
+    assert_string_equal(c.cors_origins, "localhost");
+    config_deinit(&c);
+    char *both[] = {"x", "--cors-origins", "*", "--tools", "all", "--no-cors-credentials"};
+    assert_int_equal(parse(&c, &e, 6, both), CONFIG_PARSE_OK);
+    assert_string_equal(c.cors_origins, "*");
+    assert_true(c.is_cors_no_credentials);
+    assert_string_equal(c.cors_methods, "GET, POST, DELETE, OPTIONS");
+    assert_string_equal(c.cors_headers, "*");
     config_deinit(&c);
 }
 
@@ -237,8 +388,11 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_routes),
         cmocka_unit_test(test_server_table_has_public_health_only),
+        cmocka_unit_test(test_server_table_routes_without_v1),
         cmocka_unit_test(test_auth),
         cmocka_unit_test(test_config_flags),
+        cmocka_unit_test(test_config_llama_server_flags),
+        cmocka_unit_test(test_cors_policy),
         cmocka_unit_test(test_config_environment_and_key_file),
         cmocka_unit_test(test_json_body),
         cmocka_unit_test(test_error_shape),

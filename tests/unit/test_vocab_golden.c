@@ -268,6 +268,36 @@ static void test_tiny_bert_expected(void **state)
 
 /* Chat-template markup with parse_special on real vocabs (ids as the Hugging Face tokenizers
  * give them), and the same text with parse_special off splitting the markup as plain text. */
+/* phi-3 ships "</s>" as a user-defined token; like llama.cpp, it counts as control (an end of
+ * generation text), so with special parsing off it stays text ("</" "s" ">"), and with
+ * parsing on it is the token 2. */
+static void test_phi3_eos_text_unparsed(void **state)
+{
+    (void)state;
+    if (!shared_present()) {
+        printf("skip: ../shared/models/vocab absent\n");
+        skip();
+    }
+    struct tokenizer *t = NULL;
+    struct errmsg err = {{0}};
+    assert_int_equal(vocab_tokenizer_from_file(VOCAB_DIR "ggml-vocab-phi-3.gguf", &t, &err),
+                     ERR_OK);
+    struct tok_ids ids;
+    tok_ids_init(&ids);
+    struct str text = str_from_cstr("hello</s>");
+    assert_int_equal(tok_encode(t, text, false, false, &ids), ERR_OK);
+    const tok_id as_text[] = {22172, 829, 29879, 29958};
+    assert_int_equal(ids.n_ids, 4);
+    assert_memory_equal(ids.ids, as_text, sizeof as_text);
+    ids.n_ids = 0;
+    assert_int_equal(tok_encode(t, text, false, true, &ids), ERR_OK);
+    assert_int_equal(ids.n_ids, 2);
+    assert_int_equal(ids.ids[1], 2);
+    assert_true(tok_is_eog(t, 2));
+    tok_ids_deinit(&ids);
+    tok_free(t);
+}
+
 static void test_special_markup(void **state)
 {
     (void)state;
@@ -390,9 +420,9 @@ static void test_encode_speed_release(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_golden_all_vocabs),    cmocka_unit_test(test_tiny_bert_expected),
-        cmocka_unit_test(test_special_markup),       cmocka_unit_test(test_fim_by_text),
-        cmocka_unit_test(test_encode_speed_release),
+        cmocka_unit_test(test_golden_all_vocabs),      cmocka_unit_test(test_tiny_bert_expected),
+        cmocka_unit_test(test_special_markup),         cmocka_unit_test(test_fim_by_text),
+        cmocka_unit_test(test_phi3_eos_text_unparsed), cmocka_unit_test(test_encode_speed_release),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

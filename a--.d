@@ -1,1 +1,0 @@
--: src/cli/cmd_template.h
