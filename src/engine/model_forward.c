@@ -2,6 +2,7 @@
  * sequences: per layer RMSNorm, Q/K/V projections (+bias, + per-head norm), RoPE, GQA
  * attention over each sequence's F16 cache, output projection, RMSNorm, SwiGLU FFN. Weight
  * products run once over all stacked tokens; each step is one threadpool run split by rows. */
+#include "engine/attn.h"
 #include "engine/matmul.h"
 #include "engine/model_internal.h"
 #include "engine/ops.h"
@@ -14,6 +15,10 @@
  * (about 50 us of work, a few dispatches' worth on a busy machine). */
 #define LIGHT_ROWS_MAX   4
 #define ATTN_INLINE_KEYS 2048
+/* Steps of this many tokens or more run the reference's tile-softmax attention arithmetic in
+ * reference numerics (its switch point); below, and always in invariant numerics, its
+ * single-pass arithmetic. */
+#define REF_TILED_MIN_TOKENS 64
 /* Row ranges per thread in a weight product (see run_matmul_group). */
 #define MATMUL_CHUNKS_PER_THREAD 4
 
@@ -32,6 +37,7 @@ struct fwd {
     const float *add;    // rows added to the residual first, or NULL
     const struct qplan *plan;
     float *mm_y[QPLAN_MAX];
+    bool is_kept; // after keep_output_rows: the rows only produce outputs
 };
 
 static void split(int n, int ith, int nth, int *lo, int *hi)
@@ -114,24 +120,45 @@ static void job_quant(void *arg, int ith, int nth)
     if (hi > lo) quantize_rows(f, f->src, f->plan->w[0]->n_in, lo, hi);
 }
 
-/* Step: every weight of the plan times its slot, each split by weight rows. */
+/* The summation rule of row r of the step (see enum engine_numerics): prompt tokens sum as the
+ * reference sums a step of several tokens, sampled tokens and the output rows as it sums one. */
+static enum matmul_rule row_rule(const struct fwd *f, int r)
+{
+    if (f->m->numerics == ENGINE_NUMERICS_REFERENCE) return MATMUL_RULE_REFERENCE;
+    if (f->is_kept || f->items[f->m->sc.tok_item[r]].is_sampled) return MATMUL_RULE_SAMPLED;
+    return MATMUL_RULE_PROMPT;
+}
+
+/* Step: every weight of the plan times its slot, each split by weight rows. Rows go in runs of
+ * one rule when the weight's orders differ between the rules (float weights), else at once. */
 static void job_matmul(void *arg, int ith, int nth)
 {
     const struct fwd *f = arg;
     const struct qplan *p = f->plan;
     for (int i = 0; i < p->n_w; i++) {
         const struct wmat *w = p->w[i];
-        const struct matmul_args a = {
-            .w = w->data,
-            .w_type = w->type,
-            .n_in = w->n_in,
-            .n_out = w->n_out,
-            .x = f->m->sc.slot[p->w_slot[i]],
-            .x_row_bytes = p->slot_row_bytes[p->w_slot[i]],
-            .n_tok = f->n_rows,
-            .y = f->mm_y[i],
-        };
-        matmul_run(&a, ith, nth);
+        const size_t x_row = p->slot_row_bytes[p->w_slot[i]];
+        const bool is_split = f->m->numerics == ENGINE_NUMERICS_INVARIANT &&
+                              matmul_order(w->type, w->n_in, w->n_out, 1, MATMUL_RULE_PROMPT) !=
+                                  matmul_order(w->type, w->n_in, w->n_out, 1, MATMUL_RULE_SAMPLED);
+        for (int r0 = 0, r1; r0 < f->n_rows; r0 = r1) {
+            const enum matmul_rule rule = row_rule(f, r0);
+            r1 = is_split ? r0 + 1 : f->n_rows;
+            while (r1 < f->n_rows && row_rule(f, r1) == rule)
+                r1++;
+            const struct matmul_args a = {
+                .w = w->data,
+                .w_type = w->type,
+                .n_in = w->n_in,
+                .n_out = w->n_out,
+                .x = (const uint8_t *)f->m->sc.slot[p->w_slot[i]] + (size_t)r0 * x_row,
+                .x_row_bytes = x_row,
+                .n_tok = r1 - r0,
+                .y = f->mm_y[i] + (size_t)r0 * (size_t)w->n_out,
+                .rule = rule,
+            };
+            matmul_run(&a, ith, nth);
+        }
     }
 }
 
@@ -210,59 +237,87 @@ static void job_qkv_post(void *arg, int ith, int nth)
     }
 }
 
-/* Attention of one query head over keys 0..pos of its sequence with a running softmax, as
- * the reference CPU flash-attention kernel computes it: the query rounded to half, one pass
- * over the keys, the weighted sum of values kept in a half accumulator that is rescaled
- * whenever the running maximum grows (v * s + acc and the running sum fused, as its build
- * contracts them). No score row of n_ctx floats is needed. For batches of 64 or more tokens
- * the reference switches to a tiled kernel (F32 query, scores in 64-key tiles, its polynomial
- * exponential, an F32 accumulator) that this does not follow, so long prompts agree with it
- * only to rounding. */
-static void attend_head(const struct fwd *f, int t, int h, float *out)
+/* Blocks of the tiled attention: each is one item's run of up to tok_per_block consecutive
+ * tokens times up to head_per_block query heads of one KV head's group, so the block's
+ * queries share every converted key/value tile. */
+struct attn_plan {
+    int head_per_block, n_hsub; // query heads per block, blocks per KV head's group
+    int tok_per_block;
+};
+
+static struct attn_plan attn_plan_of(const struct engine_model *m)
 {
-    const struct engine_model *m = f->m;
-    const struct ops_kernels *ops = ops_get();
-    const int hd = m->info.head_dim, kvd = m->kv_dim;
-    const int g = h / (m->info.n_head / m->info.n_head_kv);
-    const struct engine_seq *s = f->items[m->sc.tok_item[t]].seq;
-    const int n_keys = m->sc.tok_pos[t] + 1;
-    const size_t base = (size_t)f->il * (size_t)s->n_ctx * kvd + (size_t)g * hd;
-    const uint16_t *kc = s->k_cache + base, *vc = s->v_cache + base;
-    const float scale = 1.0f / sqrtf((float)hd);
-    uint16_t qh[HEAD_DIM_MAX_FWD], acc[HEAD_DIM_MAX_FWD];
-    float mx = -INFINITY, sum = 0.0f;
-    ops->f32_to_f16(hd, m->sc.q + (size_t)t * m->q_dim + (size_t)h * hd, qh);
-    memset(acc, 0, sizeof(uint16_t) * (size_t)hd);
-    for (int j = 0; j < n_keys; j++) {
-        const float sc = ops->dot_f16(hd, kc + (size_t)j * kvd, qh) * scale;
-        float ms = 1.0f, vs = 1.0f;
-        if (sc > mx) {
-            const float mx_old = mx;
-            mx = sc;
-            ms = expf(mx_old - mx); // 0 for the first key
-            ops->scale_f16(hd, acc, ms);
-        } else {
-            vs = expf(sc - mx);
-        }
-        ops->mad_f16(hd, acc, vc + (size_t)j * kvd, vs);
-        sum = fmaf(sum, ms, vs);
-    }
-    const float inv = 1.0f / sum;
-    for (int i = 0; i < hd; i++)
-        out[i] = ops_f16_to_f32(acc[i]) * inv;
+    const int rep = m->info.n_head / m->info.n_head_kv;
+    struct attn_plan p;
+    p.head_per_block = rep < ATTN_QUERIES_MAX ? rep : ATTN_QUERIES_MAX;
+    p.n_hsub = (rep + p.head_per_block - 1) / p.head_per_block;
+    p.tok_per_block = ATTN_QUERIES_MAX / p.head_per_block;
+    return p;
 }
 
-/* Step: attention for every (token, head) pair, split in contiguous ranges of pairs. */
-static void job_attention(void *arg, int ith, int nth)
+static int item_blocks(const struct fwd *f, const struct attn_plan *p, int i)
+{
+    const int n_tb = (f->items[i].n_tokens + p->tok_per_block - 1) / p->tok_per_block;
+    return f->m->info.n_head_kv * p->n_hsub * n_tb;
+}
+
+static int attn_blocks(const struct fwd *f)
+{
+    const struct attn_plan p = attn_plan_of(f->m);
+    int n = 0;
+    for (int i = 0; i < f->n_items; i++)
+        n += item_blocks(f, &p, i);
+    return n;
+}
+
+/* Runs block u (numbered item by item, then KV head, head group, token run). */
+static void attn_block_run(const struct fwd *f, const struct attn_plan *p, int u)
+{
+    const struct engine_model *m = f->m;
+    const int hd = m->info.head_dim, rep = m->info.n_head / m->info.n_head_kv;
+    int i = 0, t0 = 0;
+    while (u >= item_blocks(f, p, i)) {
+        u -= item_blocks(f, p, i);
+        t0 += f->items[i].n_tokens;
+        i++;
+    }
+    const int n_tb = (f->items[i].n_tokens + p->tok_per_block - 1) / p->tok_per_block;
+    const int tb = u % n_tb, hs = u / n_tb % p->n_hsub, g = u / n_tb / p->n_hsub;
+    const struct engine_seq *s = f->items[i].seq;
+    const size_t base = (size_t)f->il * (size_t)s->n_ctx * m->kv_dim + (size_t)g * hd;
+    struct attn_block b = {.arith = m->numerics == ENGINE_NUMERICS_REFERENCE &&
+                                            f->n_tok >= REF_TILED_MIN_TOKENS
+                                        ? ATTN_ARITH_TILE_SOFTMAX
+                                        : ATTN_ARITH_SINGLE_PASS,
+                           .head_dim = hd,
+                           .scale = 1.0f / sqrtf((float)hd),
+                           .k = s->k_cache + base,
+                           .v = s->v_cache + base,
+                           .kv_stride = (size_t)m->kv_dim};
+    const int ta = t0 + tb * p->tok_per_block;
+    const int tz = ta + p->tok_per_block < t0 + f->items[i].n_tokens ? ta + p->tok_per_block
+                                                                     : t0 + f->items[i].n_tokens;
+    const int h0 = g * rep + hs * p->head_per_block;
+    const int h1 = h0 + p->head_per_block < (g + 1) * rep ? h0 + p->head_per_block : (g + 1) * rep;
+    for (int t = ta; t < tz; t++)
+        for (int h = h0; h < h1; h++, b.n_q++) {
+            b.q[b.n_q] = m->sc.q + (size_t)t * m->q_dim + (size_t)h * hd;
+            b.out[b.n_q] = m->sc.attn + (size_t)t * m->q_dim + (size_t)h * hd;
+            b.n_keys[b.n_q] = m->sc.tok_pos[t] + 1;
+        }
+    attn_run(&b);
+}
+
+/* Step: the tiled attention, blocks split in contiguous ranges (one block per chunk when the
+ * pool runs it). */
+static void job_attention_tiled(void *arg, int ith, int nth)
 {
     const struct fwd *f = arg;
-    const int n_head = f->m->info.n_head, hd = f->m->info.head_dim;
+    const struct attn_plan p = attn_plan_of(f->m);
     int lo, hi;
-    split(f->n_tok * n_head, ith, nth, &lo, &hi);
-    for (int p = lo; p < hi; p++) {
-        const int t = p / n_head, h = p % n_head;
-        attend_head(f, t, h, f->m->sc.attn + (size_t)t * f->m->q_dim + (size_t)h * hd);
-    }
+    split(attn_blocks(f), ith, nth, &lo, &hi);
+    for (int u = lo; u < hi; u++)
+        attn_block_run(f, &p, u);
 }
 
 /* Step: gate = silu(gate) * up, then quantize gate for w_down. Split by rows. */
@@ -334,7 +389,8 @@ static int kept_rows(const struct engine_batch_item *it, int *first)
  * in item order, so the remaining steps compute fewer rows. Rows only move forward, so nothing
  * is overwritten before it is moved. The projection itself still runs over every token, as in
  * the reference, whose batched product sums in another order than its single-row one (see
- * QUANT_ORDER_* in quants.h). */
+ * QUANT_ORDER_* in quants.h); the kept rows then take the single-token rule, as the reference
+ * computes them for one sequence (one row). */
 static void keep_output_rows(struct fwd *f)
 {
     struct scratch *sc = &f->m->sc;
@@ -352,6 +408,7 @@ static void keep_output_rows(struct fwd *f)
         t0 += f->items[i].n_tokens;
     }
     f->n_rows = row;
+    f->is_kept = true;
 }
 
 /* Runs a light step (elementwise work over n_rows rows) on the calling thread alone when there
@@ -376,6 +433,19 @@ static bool attention_is_small(const struct fwd *f)
     return keys * f->m->info.n_head <= ATTN_INLINE_KEYS;
 }
 
+/* Attention for the step: every query through the tiled kernel (attn.h), in the single-pass
+ * arithmetic, or (reference numerics, steps of 64 tokens or more) the tile-softmax one, as the
+ * reference switches. */
+static void run_attention(struct threadpool *tp, struct fwd *f)
+{
+    if (attention_is_small(f)) {
+        job_attention_tiled(f, 0, 1);
+        return;
+    }
+    const int n_blocks = attn_blocks(f);
+    threadpool_run_chunks(tp, job_attention_tiled, f, n_blocks < (1 << 20) ? n_blocks : 1 << 20);
+}
+
 static void run_layer(struct threadpool *tp, struct fwd *f, int il)
 {
     struct engine_model *m = f->m;
@@ -391,7 +461,7 @@ static void run_layer(struct threadpool *tp, struct fwd *f, int il)
     run_light(tp, job_norm_quant, f, f->n_rows <= LIGHT_ROWS_MAX);
     run_matmul_group(tp, f, &L->plan_qkv, sc->q, sc->k, sc->v);
     run_light(tp, job_qkv_post, f, f->n_tok <= LIGHT_ROWS_MAX);
-    run_light(tp, job_attention, f, attention_is_small(f));
+    run_attention(tp, f);
     f->src = sc->attn;
     f->plan = &L->plan_o;
     run_light(tp, job_quant, f, f->n_rows <= LIGHT_ROWS_MAX);

@@ -39,8 +39,10 @@ enum phase {
 struct instance {
     bool exists;
     struct engine_seq *seq;
-    int32_t *cached;     // (n_ctx) tokens whose keys/values are in seq, in order
-    struct request *req; // running request (one reference) or NULL
+    int32_t *cached;        // (n_ctx) tokens whose keys/values are in seq, in order
+    int n_cached_as_prompt; // leading cached positions computed as prompt tokens (the rest
+                            // were sampled: see reusable_prefix)
+    struct request *req;    // running request (one reference) or NULL
     struct sampler *sampler;
     enum phase phase;
     int n_fed;           // prompt tokens in the cache
@@ -124,6 +126,19 @@ static int common_prefix(const int32_t *a, int n_a, const int32_t *b, int n_b)
     return n;
 }
 
+/* Cached positions a new prompt may reuse: its common prefix with the cache, but with float
+ * weights only up to the positions computed as prompt tokens, since the engine sums a sampled
+ * token's products in another order than a prompt token's (batch invariance: the prompt then
+ * gets the bits it gets cold; the previous answer is computed again as prompt). */
+static int reusable_prefix(const struct platform_model *m, const struct instance *in,
+                           const int32_t *tokens, int n)
+{
+    int keep = common_prefix(in->cached, engine_seq_pos(in->seq), tokens, n);
+    if (!engine_model_sampled_is_prompt(m->engine) && keep > in->n_cached_as_prompt)
+        keep = in->n_cached_as_prompt;
+    return keep;
+}
+
 static struct sampler_params sampler_params_from(const struct gen_params *g)
 {
     struct sampler_params p = sampler_params_default();
@@ -185,9 +200,10 @@ static void start_request(struct platform_model *m, int i, struct request *r)
         }
     }
     // Reuse the cached prefix; at least one prompt token is fed so there are fresh logits.
-    int keep = common_prefix(in->cached, engine_seq_pos(in->seq), r->prompt, r->n_prompt);
+    int keep = reusable_prefix(m, in, r->prompt, r->n_prompt);
     if (keep >= r->n_prompt) keep = r->n_prompt - 1;
     engine_seq_truncate(in->seq, keep);
+    in->n_cached_as_prompt = r->n_prompt;
     in->n_fed = keep;
     in->n_cached_prompt = keep;
     int from = r->n_prompt > sp.repeat_last_n ? r->n_prompt - sp.repeat_last_n : 0;
@@ -288,6 +304,7 @@ static int build_batch(struct platform_model *m)
                 .seq = in->seq,
                 .tokens = is_gen ? &in->next_token : in->req->prompt + in->n_fed,
                 .n_tokens = n,
+                .is_sampled = is_gen,
             };
             m->item_instance[n_items++] = i;
             room -= n;
@@ -379,7 +396,7 @@ int cpu_model_cached_prefix(struct platform_model *m, int instance, const int32_
     if (m->embed || instance < 0 || instance >= CPU_MAX_INSTANCES) return 0;
     const struct instance *in = &m->inst[instance];
     if (!in->exists) return 0;
-    return common_prefix(in->cached, engine_seq_pos(in->seq), tokens, n);
+    return reusable_prefix(m, in, tokens, n);
 }
 
 void cpu_model_submit(struct platform_model *m, int instance, struct request *r)
@@ -604,6 +621,7 @@ int cpu_model_add_instance(struct platform_model *m, int instance, struct errmsg
     mutex_lock(&m->sched.mu);
     m->inst[instance].seq = seq;
     m->inst[instance].cached = cached;
+    m->inst[instance].n_cached_as_prompt = 0;
     m->inst[instance].exists = true;
     mutex_unlock(&m->sched.mu);
     return ERR_OK;
