@@ -21,6 +21,7 @@
 #include "util/mem.h"
 
 #include <spawn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -249,6 +250,36 @@ TYPE_TEST(llama_q6_k, "llama", "q6_k")
 TYPE_TEST(qwen2_f32, "qwen2", "f32")
 TYPE_TEST(qwen3_f16, "qwen3", "f16")
 
+/* A prompt cache may reuse sampled positions only where the engine computes them as it
+ * computes prompt tokens: quantized layer weights, or reference numerics. */
+static void test_sampled_is_prompt(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *type;
+        bool want;
+    } cs[] = {{"f32", false}, {"f16", false}, {"q8_0", true}, {"q4_0", true}, {"q4_k_m", true}};
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        struct synth_params p = synth_params_default();
+        p.type = cs[i].type;
+        p.n_embd = 256;
+        p.n_ff = 512;
+        p.n_vocab = synth_builtin_vocab_size("llama");
+        char path[64];
+        synth_file(&p, path, sizeof path);
+        struct engine_model *m;
+        struct errmsg err = {{0}};
+        if (engine_model_load(path, &m, &err) != ERR_OK) fail_msg("load: %s", err.msg);
+        unlink(path);
+        engine_model_set_numerics(m, ENGINE_NUMERICS_INVARIANT);
+        if (engine_model_sampled_is_prompt(m) != cs[i].want)
+            fail_msg("%s: sampled_is_prompt should be %d", cs[i].type, cs[i].want);
+        engine_model_set_numerics(m, ENGINE_NUMERICS_REFERENCE);
+        assert_true(engine_model_sampled_is_prompt(m));
+        engine_model_free(m);
+    }
+}
+
 /* Runs this binary again with env set; returns its exit status (0: passed). */
 static int rerun(const char *self, const char *env)
 {
@@ -275,12 +306,13 @@ int main(void)
     attn_init();
     printf("kernel set: %s, attention: %s\n", quant_simd_name(), attn_variant_name());
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_llama_f32),    cmocka_unit_test(test_llama_f16),
-        cmocka_unit_test(test_llama_bf16),   cmocka_unit_test(test_llama_q8_0),
-        cmocka_unit_test(test_llama_q4_0),   cmocka_unit_test(test_llama_q4_1),
-        cmocka_unit_test(test_llama_q5_0),   cmocka_unit_test(test_llama_q5_1),
-        cmocka_unit_test(test_llama_q4_k_m), cmocka_unit_test(test_llama_q6_k),
-        cmocka_unit_test(test_qwen2_f32),    cmocka_unit_test(test_qwen3_f16),
+        cmocka_unit_test(test_llama_f32),         cmocka_unit_test(test_llama_f16),
+        cmocka_unit_test(test_llama_bf16),        cmocka_unit_test(test_llama_q8_0),
+        cmocka_unit_test(test_llama_q4_0),        cmocka_unit_test(test_llama_q4_1),
+        cmocka_unit_test(test_llama_q5_0),        cmocka_unit_test(test_llama_q5_1),
+        cmocka_unit_test(test_llama_q4_k_m),      cmocka_unit_test(test_llama_q6_k),
+        cmocka_unit_test(test_qwen2_f32),         cmocka_unit_test(test_qwen3_f16),
+        cmocka_unit_test(test_sampled_is_prompt),
     };
     // The other kernel sets: the float types (the summation orders) and two block formats.
     const struct CMUnitTest subset[] = {
