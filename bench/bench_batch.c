@@ -33,7 +33,8 @@ static double run_once(struct engine_model *m, struct threadpool *tp, int n_stre
     for (int step = 0; step < n_gen; step++) {
         for (int s = 0; s < n_streams; s++) {
             next[s] = (step * 31 + s * 17) % n_vocab; // the sampler is not what this measures
-            items[s] = (struct engine_batch_item){.seq = seq[s], .tokens = &next[s], .n_tokens = 1};
+            items[s] = (struct engine_batch_item){
+                .seq = seq[s], .tokens = &next[s], .n_tokens = 1, .is_sampled = true};
         }
         if (engine_decode(m, tp, items, n_streams, &err) != ERR_OK) {
             fprintf(stderr, "decode: %s\n", err.msg);

@@ -36,7 +36,8 @@ static double run_once(struct engine_model *m, struct threadpool *tp, struct eng
         if (engine_decode(m, tp, &it, 1, &err) != ERR_OK) fprintf(stderr, "bench: %s\n", err.msg);
     } else {
         for (int i = 0; i < n; i++) {
-            struct engine_batch_item it = {.seq = s, .tokens = &toks[i], .n_tokens = 1};
+            struct engine_batch_item it = {
+                .seq = s, .tokens = &toks[i], .n_tokens = 1, .is_sampled = true};
             if (engine_decode(m, tp, &it, 1, &err) != ERR_OK) {
                 fprintf(stderr, "bench: %s\n", err.msg);
                 break;

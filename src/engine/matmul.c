@@ -5,6 +5,8 @@
 #include "engine/quants/quants.h"
 #include "util/err.h"
 
+#include <stdbool.h>
+
 #define ROW_GROUP 4 // thread ranges start on multiples of this many rows
 
 /* Tile shape for batches: weight rows x tokens (bounded by QUANT_TILE_MAX). 3x4 measured best
@@ -62,8 +64,10 @@ void matmul_run(const struct matmul_args *a, int ith, int nth)
         run_untiled(a, tr, w_row, r0, r1);
         return;
     }
-    const int64_t tile_rows = a->n_tok == 1 ? ROW_GROUP : BATCH_TILE_ROWS;
-    const int64_t tile_cols = a->n_tok == 1 ? 1 : BATCH_TILE_COLS;
+    // The single-row float order keeps 4 accumulators per output: its batch tiles are 1 x 3.
+    const bool is_vec = reference_order(a) == QUANT_ORDER_VEC;
+    const int64_t tile_rows = a->n_tok == 1 ? ROW_GROUP : is_vec ? 1 : BATCH_TILE_ROWS;
+    const int64_t tile_cols = a->n_tok == 1 ? 1 : is_vec ? 3 : BATCH_TILE_COLS;
     // Tokens go in chunks whose activations stay in L2 while every row tile of the range
     // passes over them; each chunk re-reads the thread's weights once.
     int64_t chunk = a->x_row_bytes == 0 // n_in == 0
@@ -75,15 +79,18 @@ void matmul_run(const struct matmul_args *a, int ith, int nth)
                   (int64_t[4]){r0, r1, c0, min_i64(c0 + chunk, a->n_tok)}, tile_rows, tile_cols);
 }
 
-/* The summation order of the reference's kernel for this product (see QUANT_ORDER_*): for
- * float weights its single-row dot for one token or a shape its batched kernel refuses; for
- * Q4_0 matrices with a multiple of 8 rows its interleaved kernels. */
-int matmul_order(uint32_t w_type, int64_t n_in, int64_t n_out, int64_t n_tok)
+/* The reference's orders (see QUANT_ORDER_*): for float weights its single-row dot for one
+ * token or a shape its batched kernel refuses, else its batched kernel; for Q4_0 matrices with
+ * a multiple of 8 rows its interleaved kernels, whatever the tokens. */
+int matmul_order(uint32_t w_type, int64_t n_in, int64_t n_out, int64_t n_tok, enum matmul_rule rule)
 {
     switch (w_type) {
     case QUANT_F32:
-    case QUANT_F16:
-        return n_tok < 2 || n_in % 8 != 0 || n_out % 4 != 0 ? QUANT_ORDER_VEC : QUANT_ORDER_LANES;
+    case QUANT_F16: {
+        const bool is_single =
+            rule == MATMUL_RULE_SAMPLED || (rule == MATMUL_RULE_REFERENCE && n_tok < 2);
+        return is_single || n_in % 8 != 0 || n_out % 4 != 0 ? QUANT_ORDER_VEC : QUANT_ORDER_LANES;
+    }
     case QUANT_Q4_0:
         return n_out % 8 == 0 ? QUANT_ORDER_BLOCKS : QUANT_ORDER_LANES;
     default:
@@ -93,7 +100,7 @@ int matmul_order(uint32_t w_type, int64_t n_in, int64_t n_out, int64_t n_tok)
 
 static int reference_order(const struct matmul_args *a)
 {
-    return matmul_order(a->w_type, a->n_in, a->n_out, a->n_tok);
+    return matmul_order(a->w_type, a->n_in, a->n_out, a->n_tok, a->rule);
 }
 
 /* Tiles over rows [rc[0], rc[1]) and tokens [rc[2], rc[3]). */

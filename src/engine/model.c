@@ -3,6 +3,7 @@
  * their KV caches. The forward pass is in model_forward.c. */
 #include "engine/model.h"
 
+#include "engine/attn.h"
 #include "engine/matmul.h"
 #include "engine/model_arch.h"
 #include "engine/model_internal.h"
@@ -13,6 +14,7 @@
 #include "util/mem.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define N_EMBD_MAX   (1 << 16)
@@ -550,8 +552,12 @@ int engine_model_load(const char *path, struct engine_model **out, struct errmsg
 {
     quant_init();
     ops_init();
+    attn_init();
     struct engine_model *m = mem_calloc(1, sizeof *m);
     if (!m) return errmsg_set(err, ERR_NOMEM, "out of memory");
+    const char *numerics = getenv("LLAMAPI_NUMERICS");
+    m->numerics = numerics && strcmp(numerics, "reference") == 0 ? ENGINE_NUMERICS_REFERENCE
+                                                                 : ENGINE_NUMERICS_INVARIANT;
     int rc = gguf_open(path, &m->gguf, err);
     if (rc == ERR_OK) rc = load_arch(m, err);
     if (rc == ERR_OK) rc = load_hparams(m, err);
@@ -588,6 +594,36 @@ void engine_model_free(struct engine_model *m)
     mem_free(m->scratch_mem);
     gguf_close(m->gguf);
     mem_free(m);
+}
+
+void engine_model_set_numerics(struct engine_model *m, enum engine_numerics numerics)
+{
+    if (numerics == ENGINE_NUMERICS_INVARIANT || numerics == ENGINE_NUMERICS_REFERENCE)
+        m->numerics = numerics;
+}
+
+enum engine_numerics engine_model_numerics(const struct engine_model *m)
+{
+    return m->numerics;
+}
+
+static bool orders_agree(const struct wmat *w)
+{
+    return matmul_order(w->type, w->n_in, w->n_out, 1, MATMUL_RULE_PROMPT) ==
+           matmul_order(w->type, w->n_in, w->n_out, 1, MATMUL_RULE_SAMPLED);
+}
+
+bool engine_model_sampled_is_prompt(const struct engine_model *m)
+{
+    if (m->numerics == ENGINE_NUMERICS_REFERENCE) return true;
+    for (int il = 0; il < m->info.n_layer; il++) {
+        const struct layer *L = &m->layers[il];
+        const struct wmat *ws[] = {&L->wq,     &L->wk,   &L->wv,    &L->wo,
+                                   &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
+            if (!orders_agree(ws[k])) return false;
+    }
+    return true;
 }
 
 const struct engine_model_info *engine_model_info(const struct engine_model *m)

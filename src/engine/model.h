@@ -9,6 +9,7 @@
 #include "engine/threadpool.h"
 #include "util/err.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,6 +48,41 @@ int engine_model_load(const char *path, struct engine_model **out, struct errmsg
 
 /* Unmaps and frees. All sequences of the model must have been freed. NULL is a no-op. */
 void engine_model_free(struct engine_model *m);
+
+/* How the forward pass orders its arithmetic (docs/ARCHITECTURE.md, "Numerics").
+ * - ENGINE_NUMERICS_INVARIANT (the default): batch invariance. A token's logits, hidden state
+ *   and cache entries are the same bits whether it is decoded alone or beside other
+ *   sequences, and whatever the chunking of its prompt (cold, after a cached prefix, in any
+ *   chunk sizes). What a token's arithmetic may depend on is the token itself: prompt tokens
+ *   sum float-weight products in the order the reference uses for a step of several tokens,
+ *   sampled tokens (engine_batch_item.is_sampled) and the rows that only produce outputs in
+ *   the order it uses for one token, and every query runs the tiled attention (attn.h) with
+ *   the reference's single-pass arithmetic. A sequence decoded as the reference decodes it (a
+ *   prompt of 2 to 63 tokens in one step, then one sampled token per step) gets its bits.
+ * - ENGINE_NUMERICS_REFERENCE: the reference's x86 (AVX2) choices, which depend on the step:
+ *   float-weight products sum one way for one token and another for several, and steps of 64
+ *   tokens or more switch to the reference's tiled attention arithmetic. Results change with
+ *   the batch as the reference's do.
+ * Both run on every kernel set; each set is invariant on its own. */
+enum engine_numerics {
+    ENGINE_NUMERICS_INVARIANT = 0,
+    ENGINE_NUMERICS_REFERENCE = 1,
+};
+
+/* Sets the model's numerics; engine_model_load starts with ENGINE_NUMERICS_REFERENCE when the
+ * environment has LLAMAPI_NUMERICS=reference, else ENGINE_NUMERICS_INVARIANT. Not while a
+ * decode runs (the caller's thread owns the model). Unknown values are ignored. Cannot fail. */
+void engine_model_set_numerics(struct engine_model *m, enum engine_numerics numerics);
+
+/* The model's numerics. Cannot fail. */
+enum engine_numerics engine_model_numerics(const struct engine_model *m);
+
+/* True when a sampled token leaves the same cache entries as the same token fed in a prompt,
+ * so a prompt cache may reuse sampled positions for a later prompt without changing results:
+ * in invariant numerics when no layer weight sums differently for the two (quantized weights;
+ * F32 and F16 weights do), and always in reference numerics (which promise nothing across
+ * batches). Cannot fail. */
+bool engine_model_sampled_is_prompt(const struct engine_model *m);
 
 /* Borrowed; valid until engine_model_free(). Thread-safe. Cannot fail. */
 const struct engine_model_info *engine_model_info(const struct engine_model *m);
@@ -118,6 +154,8 @@ struct engine_batch_item {
     int n_tokens;              // >= 1
     enum engine_output output; // zero: logits
     float *hidden;             // (n_embd) floats for the hidden-state outputs, else unused
+    bool is_sampled;           // the tokens were sampled (generated), not prompt: they take
+                               // the single-token summation order (ENGINE_NUMERICS_INVARIANT)
 };
 
 /* Appends each item's tokens to its sequence and runs one forward pass over all of them:
@@ -125,8 +163,9 @@ struct engine_batch_item {
  * sequence over its own cache (causal). Afterwards each ENGINE_OUTPUT_LOGITS item's sequence
  * holds the logits of its last token (engine_seq_logits); the other items have their hidden
  * output written (the sequence's logits become stale). The logits product runs only when some
- * item wants logits, over every row kept for the batch's outputs. A token's hidden state does
- * not depend on the other items of the batch. tp runs the kernels (any size; results are
+ * item wants logits, over every row kept for the batch's outputs. In invariant numerics a
+ * token's results do not depend on the other items of the batch or on how its sequence was
+ * split into calls (see enum engine_numerics). tp runs the kernels (any size; results are
  * bit-identical for every thread count). Errors, checked before anything changes (nothing is
  * appended): ERR_INVALID (no items, n_tokens < 1, a token id outside the vocabulary, a
  * sequence of another model or listed twice, an unknown output, a hidden output without a

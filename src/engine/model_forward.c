@@ -2,6 +2,7 @@
  * sequences: per layer RMSNorm, Q/K/V projections (+bias, + per-head norm), RoPE, GQA
  * attention over each sequence's F16 cache, output projection, RMSNorm, SwiGLU FFN. Weight
  * products run once over all stacked tokens; each step is one threadpool run split by rows. */
+#include "engine/attn.h"
 #include "engine/matmul.h"
 #include "engine/model_internal.h"
 #include "engine/model_moe.h"
@@ -15,6 +16,10 @@
  * (about 50 us of work, a few dispatches' worth on a busy machine). */
 #define LIGHT_ROWS_MAX   4
 #define ATTN_INLINE_KEYS 2048
+/* Steps of this many tokens or more run the reference's tile-softmax attention arithmetic in
+ * reference numerics (its switch point); below, and always in invariant numerics, its
+ * single-pass arithmetic. */
+#define REF_TILED_MIN_TOKENS 64
 /* Row ranges per thread in a weight product (see run_matmul_group). */
 #define MATMUL_CHUNKS_PER_THREAD 4
 
@@ -36,6 +41,7 @@ struct fwd {
     const float *gate_bias, *up_bias; // job_swiglu_quant: added to gate / up rows first
     float *post_y;                    // job_post_block: rows changed in place
     const float *post_bias;           // added to them first, or NULL
+    bool is_kept; // after keep_output_rows: the rows only produce outputs
 };
 
 static void split(int n, int ith, int nth, int *lo, int *hi)
@@ -121,24 +127,45 @@ static void job_quant(void *arg, int ith, int nth)
     if (hi > lo) quantize_rows(f, f->src, f->plan->w[0]->n_in, lo, hi);
 }
 
-/* Step: every weight of the plan times its slot, each split by weight rows. */
+/* The summation rule of row r of the step (see enum engine_numerics): prompt tokens sum as the
+ * reference sums a step of several tokens, sampled tokens and the output rows as it sums one. */
+static enum matmul_rule row_rule(const struct fwd *f, int r)
+{
+    if (f->m->numerics == ENGINE_NUMERICS_REFERENCE) return MATMUL_RULE_REFERENCE;
+    if (f->is_kept || f->items[f->m->sc.tok_item[r]].is_sampled) return MATMUL_RULE_SAMPLED;
+    return MATMUL_RULE_PROMPT;
+}
+
+/* Step: every weight of the plan times its slot, each split by weight rows. Rows go in runs of
+ * one rule when the weight's orders differ between the rules (float weights), else at once. */
 static void job_matmul(void *arg, int ith, int nth)
 {
     const struct fwd *f = arg;
     const struct qplan *p = f->plan;
     for (int i = 0; i < p->n_w; i++) {
         const struct wmat *w = p->w[i];
-        const struct matmul_args a = {
-            .w = w->data,
-            .w_type = w->type,
-            .n_in = w->n_in,
-            .n_out = w->n_out,
-            .x = f->m->sc.slot[p->w_slot[i]],
-            .x_row_bytes = p->slot_row_bytes[p->w_slot[i]],
-            .n_tok = f->n_rows,
-            .y = f->mm_y[i],
-        };
-        matmul_run(&a, ith, nth);
+        const size_t x_row = p->slot_row_bytes[p->w_slot[i]];
+        const bool is_split = f->m->numerics == ENGINE_NUMERICS_INVARIANT &&
+                              matmul_order(w->type, w->n_in, w->n_out, 1, MATMUL_RULE_PROMPT) !=
+                                  matmul_order(w->type, w->n_in, w->n_out, 1, MATMUL_RULE_SAMPLED);
+        for (int r0 = 0, r1; r0 < f->n_rows; r0 = r1) {
+            const enum matmul_rule rule = row_rule(f, r0);
+            r1 = is_split ? r0 + 1 : f->n_rows;
+            while (r1 < f->n_rows && row_rule(f, r1) == rule)
+                r1++;
+            const struct matmul_args a = {
+                .w = w->data,
+                .w_type = w->type,
+                .n_in = w->n_in,
+                .n_out = w->n_out,
+                .x = (const uint8_t *)f->m->sc.slot[p->w_slot[i]] + (size_t)r0 * x_row,
+                .x_row_bytes = x_row,
+                .n_tok = r1 - r0,
+                .y = f->mm_y[i] + (size_t)r0 * (size_t)w->n_out,
+                .rule = rule,
+            };
+            matmul_run(&a, ith, nth);
+        }
     }
 }
 
@@ -287,8 +314,9 @@ static void attend_head(const struct fwd *f, int t, int h, float *out)
         out[i] *= inv;
 }
 
-/* Step: attention for every (token, head) pair, split in contiguous ranges of pairs. */
-static void job_attention(void *arg, int ith, int nth)
+/* Step: attention for every (token, head) pair one by one (layers with a window, soft-cap or
+ * sinks), split in contiguous ranges of pairs. */
+static void job_attention_heads(void *arg, int ith, int nth)
 {
     const struct fwd *f = arg;
     const int n_head = f->m->info.n_head, hd = f->m->info.head_dim;
@@ -298,6 +326,90 @@ static void job_attention(void *arg, int ith, int nth)
         const int t = p / n_head, h = p % n_head;
         attend_head(f, t, h, f->m->sc.attn + (size_t)t * f->m->q_dim + (size_t)h * hd);
     }
+}
+
+/* Blocks of the tiled attention: each is one item's run of up to tok_per_block consecutive
+ * tokens times up to head_per_block query heads of one KV head's group, so the block's
+ * queries share every converted key/value tile. */
+struct attn_plan {
+    int head_per_block, n_hsub; // query heads per block, blocks per KV head's group
+    int tok_per_block;
+};
+
+static struct attn_plan attn_plan_of(const struct engine_model *m)
+{
+    const int rep = m->info.n_head / m->info.n_head_kv;
+    struct attn_plan p;
+    p.head_per_block = rep < ATTN_QUERIES_MAX ? rep : ATTN_QUERIES_MAX;
+    p.n_hsub = (rep + p.head_per_block - 1) / p.head_per_block;
+    p.tok_per_block = ATTN_QUERIES_MAX / p.head_per_block;
+    return p;
+}
+
+static int item_blocks(const struct fwd *f, const struct attn_plan *p, int i)
+{
+    const int n_tb = (f->items[i].n_tokens + p->tok_per_block - 1) / p->tok_per_block;
+    return f->m->info.n_head_kv * p->n_hsub * n_tb;
+}
+
+static int attn_blocks(const struct fwd *f)
+{
+    const struct attn_plan p = attn_plan_of(f->m);
+    int n = 0;
+    for (int i = 0; i < f->n_items; i++)
+        n += item_blocks(f, &p, i);
+    return n;
+}
+
+/* Runs block u (numbered item by item, then KV head, head group, token run). */
+static void attn_block_run(const struct fwd *f, const struct attn_plan *p, int u)
+{
+    const struct engine_model *m = f->m;
+    const int hd = m->info.head_dim, rep = m->info.n_head / m->info.n_head_kv;
+    int i = 0, t0 = 0;
+    while (u >= item_blocks(f, p, i)) {
+        u -= item_blocks(f, p, i);
+        t0 += f->items[i].n_tokens;
+        i++;
+    }
+    const int n_tb = (f->items[i].n_tokens + p->tok_per_block - 1) / p->tok_per_block;
+    const int tb = u % n_tb, hs = u / n_tb % p->n_hsub, g = u / n_tb / p->n_hsub;
+    const struct engine_seq *s = f->items[i].seq;
+    const size_t base = kv_layer_base(m, s, f->il) + (size_t)g * hd;
+    struct attn_block b = {.arith = m->numerics == ENGINE_NUMERICS_REFERENCE &&
+                                            f->n_tok >= REF_TILED_MIN_TOKENS
+                                        ? ATTN_ARITH_TILE_SOFTMAX
+                                        : ATTN_ARITH_SINGLE_PASS,
+                           .head_dim = hd,
+                           .scale = m->feat.kq_scale != 0.0f ? m->feat.kq_scale
+                                                              : 1.0f / sqrtf((float)hd),
+                           .k = s->k_cache + base,
+                           .v = s->v_cache + base,
+                           .kv_stride = (size_t)m->kv_dim};
+    const int ta = t0 + tb * p->tok_per_block;
+    const int tz = ta + p->tok_per_block < t0 + f->items[i].n_tokens ? ta + p->tok_per_block
+                                                                     : t0 + f->items[i].n_tokens;
+    const int h0 = g * rep + hs * p->head_per_block;
+    const int h1 = h0 + p->head_per_block < (g + 1) * rep ? h0 + p->head_per_block : (g + 1) * rep;
+    for (int t = ta; t < tz; t++)
+        for (int h = h0; h < h1; h++, b.n_q++) {
+            b.q[b.n_q] = m->sc.q + (size_t)t * m->q_dim + (size_t)h * hd;
+            b.out[b.n_q] = m->sc.attn + (size_t)t * m->q_dim + (size_t)h * hd;
+            b.n_keys[b.n_q] = m->sc.tok_pos[t] + 1;
+        }
+    attn_run(&b);
+}
+
+/* Step: the tiled attention, blocks split in contiguous ranges (one block per chunk when the
+ * pool runs it). */
+static void job_attention_tiled(void *arg, int ith, int nth)
+{
+    const struct fwd *f = arg;
+    const struct attn_plan p = attn_plan_of(f->m);
+    int lo, hi;
+    split(attn_blocks(f), ith, nth, &lo, &hi);
+    for (int u = lo; u < hi; u++)
+        attn_block_run(f, &p, u);
 }
 
 /* gate = gelu(gate) * up with the reference's GELU: the tanh form evaluated on the input
@@ -472,7 +584,8 @@ static int kept_rows(const struct engine_batch_item *it, int *first)
  * in item order, so the remaining steps compute fewer rows. Rows only move forward, so nothing
  * is overwritten before it is moved. The projection itself still runs over every token, as in
  * the reference, whose batched product sums in another order than its single-row one (see
- * QUANT_ORDER_* in quants.h). */
+ * QUANT_ORDER_* in quants.h); the kept rows then take the single-token rule, as the reference
+ * computes them for one sequence (one row). */
 static void keep_output_rows(struct fwd *f)
 {
     struct scratch *sc = &f->m->sc;
@@ -490,6 +603,7 @@ static void keep_output_rows(struct fwd *f)
         t0 += f->items[i].n_tokens;
     }
     f->n_rows = row;
+    f->is_kept = true;
 }
 
 /* Runs a light step (elementwise work over n_rows rows) on the calling thread alone when there
@@ -612,6 +726,26 @@ static void run_moe(struct threadpool *tp, struct fwd *f, const struct layer *L)
     }
 }
 
+/* Attention for the step: every query through the tiled kernel (attn.h), in the single-pass
+ * arithmetic, or (reference numerics, steps of 64 tokens or more) the tile-softmax one, as the
+ * reference switches. Layers with a sliding window (ring rows, a per-query first key), a
+ * score soft-cap or attention sinks run each (token, head) pair through attend_head, which
+ * computes the same single-pass arithmetic one query at a time, so they stay batch-invariant
+ * too. */
+static void run_attention(struct threadpool *tp, struct fwd *f)
+{
+    if (f->L->is_swa || f->m->feat.attn_softcap != 0.0f || f->L->sinks) {
+        run_light(tp, job_attention_heads, f, attention_is_small(f));
+        return;
+    }
+    if (attention_is_small(f)) {
+        job_attention_tiled(f, 0, 1);
+        return;
+    }
+    const int n_blocks = attn_blocks(f);
+    threadpool_run_chunks(tp, job_attention_tiled, f, n_blocks < (1 << 20) ? n_blocks : 1 << 20);
+}
+
 static void run_layer(struct threadpool *tp, struct fwd *f, int il)
 {
     struct engine_model *m = f->m;
@@ -627,7 +761,7 @@ static void run_layer(struct threadpool *tp, struct fwd *f, int il)
     run_light(tp, job_norm_quant, f, f->n_rows <= LIGHT_ROWS_MAX);
     run_matmul_group(tp, f, &L->plan_qkv, sc->q, sc->k, sc->v);
     run_light(tp, job_qkv_post, f, f->n_tok <= LIGHT_ROWS_MAX);
-    run_light(tp, job_attention, f, attention_is_small(f));
+    run_attention(tp, f);
     f->src = sc->attn;
     f->plan = &L->plan_o;
     run_light(tp, job_quant, f, f->n_rows <= LIGHT_ROWS_MAX);

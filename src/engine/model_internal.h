@@ -158,6 +158,7 @@ struct engine_model {
     int n_owned;
     void *scratch_mem;
     struct scratch sc;
+    enum engine_numerics numerics;
 };
 
 struct engine_seq {

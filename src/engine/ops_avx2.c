@@ -6,6 +6,8 @@
 #include <math.h>
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include "engine/ops_avx2_internal.h"
+
 #include <immintrin.h>
 
 #define STEP 32
@@ -64,45 +66,13 @@ void ops_f32_to_f16_avx2(int64_t n, const float *x, uint16_t *y)
         y[i] = ops_f32_to_f16(x[i]);
 }
 
-/* ops_expf_poly on 8 lanes, the same operations in the same order. */
-static inline __m256 expf_poly8(__m256 x)
-{
-    const __m256 shift = _mm256_set1_ps(0x1.8p23f);
-    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), shift);
-    const __m256 n = _mm256_sub_ps(z, shift);
-    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
-                                      _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
-    const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);
-    const __m256 k =
-        _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_castps_si256(_mm256_set1_ps(1.0f))));
-    const __m256 u = _mm256_mul_ps(b, b);
-    const __m256 j = _mm256_fmadd_ps(
-        _mm256_fmadd_ps(
-            _mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
-            _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
-        u, _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
-    const __m256 abs_n = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
-    const __m256 big = _mm256_cmp_ps(abs_n, _mm256_set1_ps(126.0f), _CMP_GT_OQ);
-    const __m256 plain = _mm256_fmadd_ps(k, j, k);
-    if (!_mm256_movemask_ps(big)) return plain;
-    const __m256i g =
-        _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
-                         _mm256_set1_epi32((int)0x82000000u));
-    const __m256 s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000)));
-    const __m256 s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
-    const __m256 huge = _mm256_cmp_ps(abs_n, _mm256_set1_ps(192.0f), _CMP_GT_OQ);
-    const __m256 scaled = _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1);
-    __m256 r = _mm256_blendv_ps(plain, scaled, big);
-    return _mm256_blendv_ps(r, _mm256_mul_ps(s1, s1), huge);
-}
-
 void ops_swiglu_avx2(int64_t n, float *g, const float *u)
 {
     const __m256 one = _mm256_set1_ps(1.0f);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         const __m256 x = _mm256_loadu_ps(g + i);
-        const __m256 e = expf_poly8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+        const __m256 e = ops_expf_poly8(_mm256_sub_ps(_mm256_setzero_ps(), x));
         const __m256 silu = _mm256_div_ps(x, _mm256_add_ps(one, e));
         _mm256_storeu_ps(g + i, _mm256_mul_ps(silu, _mm256_loadu_ps(u + i)));
     }

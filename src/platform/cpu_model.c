@@ -42,6 +42,7 @@ struct instance {
     struct inst_slot *s; // the layer's slot: existence, running request, outcome
     struct engine_seq *seq;
     int32_t *cached; // (n_ctx) tokens whose keys/values are in seq, in order
+    int n_cached_as_prompt; // leading cached positions computed as prompt tokens (the rest
     struct sampler *sampler;
     enum phase phase;
     int n_fed;           // prompt tokens in the cache
@@ -112,6 +113,18 @@ static int common_prefix(const int32_t *a, int n_a, const int32_t *b, int n_b)
 }
 
 #define MAX_EOG_BANS 16 // end-of-generation tokens banned for ignore_eos
+/* Cached positions a new prompt may reuse: its common prefix with the cache, but with float
+ * weights only up to the positions computed as prompt tokens, since the engine sums a sampled
+ * token's products in another order than a prompt token's (batch invariance: the prompt then
+ * gets the bits it gets cold; the previous answer is computed again as prompt). */
+static int reusable_prefix(const struct platform_model *m, const struct instance *in,
+                           const int32_t *tokens, int n)
+{
+    int keep = common_prefix(in->cached, engine_seq_pos(in->seq), tokens, n);
+    if (!engine_model_sampled_is_prompt(m->engine) && keep > in->n_cached_as_prompt)
+        keep = in->n_cached_as_prompt;
+    return keep;
+}
 
 static struct sampler_params sampler_params_from(const struct gen_params *g)
 {
@@ -166,8 +179,9 @@ static void slot_action(struct platform_model *m, int i, struct request *r)
             return;
         }
     }
-    int keep = common_prefix(in->cached, pos, r->prompt, r->n_prompt);
+    int keep = reusable_prefix(m, in, r->prompt, r->n_prompt);
     engine_seq_truncate(in->seq, keep);
+    in->n_cached_as_prompt = r->n_prompt; // the rest is fed again as prompt
     memcpy(in->cached + keep, r->prompt + keep, (size_t)(r->n_prompt - keep) * sizeof *r->prompt);
     in->n_refeed_end = r->n_prompt;
     if (keep == r->n_prompt)
@@ -231,10 +245,11 @@ static void start_request(void *model, int i)
         }
     }
     // Reuse the cached prefix; at least one prompt token is fed so there are fresh logits.
-    int keep = common_prefix(in->cached, engine_seq_pos(in->seq), r->prompt, r->n_prompt);
+    int keep = reusable_prefix(m, in, r->prompt, r->n_prompt);
     if (keep >= r->n_prompt) keep = r->n_prompt - 1;
     engine_seq_truncate(in->seq, keep);
     keep = engine_seq_pos(in->seq); // less when a sliding window's keys were already dropped
+    in->n_cached_as_prompt = r->n_prompt;
     in->n_fed = keep;
     in->n_cached_prompt = keep;
     int from = r->n_prompt > sp.repeat_last_n ? r->n_prompt - sp.repeat_last_n : 0;
@@ -284,6 +299,8 @@ static void shift_context(struct instance *in)
     memmove(in->cached + n_keep, in->cached + n_keep + n_discard,
             (size_t)(pos - n_keep - n_discard) * sizeof *in->cached);
     engine_seq_truncate(in->seq, n_keep);
+    // The shifted tail is computed again as prompt; counting only what was kept is safe.
+    if (in->n_cached_as_prompt > n_keep) in->n_cached_as_prompt = n_keep;
     in->n_refeed_end = pos - n_discard;
     in->phase = PHASE_REFEED;
 }
@@ -363,6 +380,7 @@ static int build_batch(struct platform_model *m)
                 .seq = in->seq,
                 .tokens = tokens,
                 .n_tokens = n,
+                .is_sampled = is_gen,
             };
             m->item_instance[n_items++] = i;
             room -= n;
@@ -444,7 +462,7 @@ int cpu_model_cached_prefix(struct platform_model *m, int instance, const int32_
     if (m->embed || instance < 0 || instance >= CPU_MAX_INSTANCES) return 0;
     const struct instance *in = &m->inst[instance];
     if (!in->s->exists) return 0;
-    return common_prefix(in->cached, engine_seq_pos(in->seq), tokens, n);
+    return reusable_prefix(m, in, tokens, n);
 }
 
 void cpu_model_submit(struct platform_model *m, int instance, struct request *r)
@@ -671,6 +689,7 @@ int cpu_model_add_instance(struct platform_model *m, int instance, struct errmsg
     instances_lock(&m->set);
     m->inst[instance].seq = seq;
     m->inst[instance].cached = cached;
+    m->inst[instance].n_cached_as_prompt = 0;
     m->inst[instance].s->exists = true;
     instances_unlock(&m->set);
     return ERR_OK;

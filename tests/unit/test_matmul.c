@@ -1,5 +1,7 @@
 /* engine/matmul: the tiled, thread-split product equals a plain loop over vec_dot for every
- * batch size and thread count, is bit-identical across runs, and input conversion validates. */
+ * batch size and thread count, is bit-identical across runs, is batch-invariant in its default
+ * orders (a token's outputs do not depend on the tokens beside it), and input conversion
+ * validates. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -12,6 +14,7 @@
 #include "util/mem.h"
 #include "util/thread.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 static const uint32_t types[] = {QUANT_F32,  QUANT_F16,  QUANT_BF16, QUANT_Q8_0, QUANT_Q4_0,
@@ -36,12 +39,14 @@ struct problem {
     float *xf;   // n_tok x n_in floats
     uint8_t *xq; // n_tok rows in the dot type
     size_t w_row, x_row;
+    enum matmul_rule rule;
 };
 
 static void problem_make(struct problem *p, uint32_t type, int64_t n_in, int64_t n_out,
                          int64_t n_tok)
 {
     const struct quant_traits *tr = quant_traits_of(type);
+    p->rule = MATMUL_RULE_PROMPT;
     p->type = type;
     p->n_in = n_in;
     p->n_out = n_out;
@@ -80,7 +85,8 @@ static void run_split(const struct problem *p, float *y, int nth)
                             .x = p->xq,
                             .x_row_bytes = p->x_row,
                             .n_tok = p->n_tok,
-                            .y = y};
+                            .y = y,
+                            .rule = p->rule};
     for (int ith = nth - 1; ith >= 0; ith--) // order must not matter
         matmul_run(&a, ith, nth);
 }
@@ -89,7 +95,7 @@ static void run_split(const struct problem *p, float *y, int nth)
 static void naive(const struct problem *p, float *y)
 {
     const struct quant_traits *tr = quant_traits_of(p->type);
-    const int order = matmul_order(p->type, p->n_in, p->n_out, p->n_tok);
+    const int order = matmul_order(p->type, p->n_in, p->n_out, p->n_tok, p->rule);
     for (int64_t t = 0; t < p->n_tok; t++)
         for (int64_t r = 0; r < p->n_out; r++) {
             const uint8_t *w = p->w + (size_t)r * p->w_row, *x = p->xq + (size_t)t * p->x_row;
@@ -104,21 +110,68 @@ static void naive(const struct problem *p, float *y)
         }
 }
 
-/* The orders follow the reference's kernel choice: float weights use its single-row dot for
- * one token or shapes its batched kernel refuses, Q4_0 its 8-row interleaved kernels. */
+/* The reference rule follows the reference's kernel choice: float weights use its single-row
+ * dot for one token or shapes its batched kernel refuses, Q4_0 its 8-row interleaved kernels.
+ * The prompt and sampled rules depend on the weights alone, never on the number of tokens. */
 static void test_matmul_order(void **state)
 {
     (void)state;
-    assert_int_equal(matmul_order(QUANT_F32, 64, 64, 1), QUANT_ORDER_VEC);
-    assert_int_equal(matmul_order(QUANT_F32, 64, 64, 2), QUANT_ORDER_LANES);
-    assert_int_equal(matmul_order(QUANT_F16, 172, 64, 5), QUANT_ORDER_VEC);
-    assert_int_equal(matmul_order(QUANT_F16, 64, 6, 5), QUANT_ORDER_VEC);
-    assert_int_equal(matmul_order(QUANT_F16, 64, 8, 5), QUANT_ORDER_LANES);
-    assert_int_equal(matmul_order(QUANT_Q4_0, 64, 64, 1), QUANT_ORDER_BLOCKS);
-    assert_int_equal(matmul_order(QUANT_Q4_0, 64, 64, 9), QUANT_ORDER_BLOCKS);
-    assert_int_equal(matmul_order(QUANT_Q4_0, 64, 172, 1), QUANT_ORDER_LANES);
-    assert_int_equal(matmul_order(QUANT_Q8_0, 64, 64, 1), QUANT_ORDER_LANES);
-    assert_int_equal(matmul_order(QUANT_BF16, 64, 64, 1), QUANT_ORDER_LANES);
+    assert_int_equal(matmul_order(QUANT_F32, 64, 64, 1, MATMUL_RULE_REFERENCE), QUANT_ORDER_VEC);
+    assert_int_equal(matmul_order(QUANT_F32, 64, 64, 2, MATMUL_RULE_REFERENCE), QUANT_ORDER_LANES);
+    assert_int_equal(matmul_order(QUANT_F16, 172, 64, 5, MATMUL_RULE_REFERENCE), QUANT_ORDER_VEC);
+    assert_int_equal(matmul_order(QUANT_F16, 64, 6, 5, MATMUL_RULE_REFERENCE), QUANT_ORDER_VEC);
+    assert_int_equal(matmul_order(QUANT_F16, 64, 8, 5, MATMUL_RULE_REFERENCE), QUANT_ORDER_LANES);
+    assert_int_equal(matmul_order(QUANT_Q4_0, 64, 64, 1, MATMUL_RULE_REFERENCE),
+                     QUANT_ORDER_BLOCKS);
+    assert_int_equal(matmul_order(QUANT_Q4_0, 64, 64, 9, MATMUL_RULE_REFERENCE),
+                     QUANT_ORDER_BLOCKS);
+    assert_int_equal(matmul_order(QUANT_Q4_0, 64, 172, 1, MATMUL_RULE_REFERENCE),
+                     QUANT_ORDER_LANES);
+    assert_int_equal(matmul_order(QUANT_Q8_0, 64, 64, 1, MATMUL_RULE_REFERENCE), QUANT_ORDER_LANES);
+    assert_int_equal(matmul_order(QUANT_BF16, 64, 64, 1, MATMUL_RULE_REFERENCE), QUANT_ORDER_LANES);
+    for (size_t k = 0; k < N_TYPES; k++)
+        for (int64_t n_out = 6; n_out <= 8; n_out++)
+            for (int64_t n_tok = 2; n_tok <= 9; n_tok++)
+                for (int rule = MATMUL_RULE_PROMPT; rule <= MATMUL_RULE_SAMPLED; rule++)
+                    assert_int_equal(matmul_order(types[k], 64, n_out, n_tok, rule),
+                                     matmul_order(types[k], 64, n_out, 1, rule));
+    assert_int_equal(matmul_order(QUANT_F32, 64, 64, 1, MATMUL_RULE_PROMPT), QUANT_ORDER_LANES);
+    assert_int_equal(matmul_order(QUANT_F32, 64, 64, 5, MATMUL_RULE_SAMPLED), QUANT_ORDER_VEC);
+    assert_int_equal(matmul_order(QUANT_F16, 172, 64, 5, MATMUL_RULE_PROMPT), QUANT_ORDER_VEC);
+    assert_int_equal(matmul_order(QUANT_Q4_0, 64, 64, 1, MATMUL_RULE_SAMPLED), QUANT_ORDER_BLOCKS);
+}
+
+/* Batch invariance: each token of a product of n_tok tokens gets exactly the bits it gets
+ * alone (n_tok = 1) under the same rule (prompt, sampled), for every type, shapes with and
+ * without tails, and 1 to 3 threads. */
+static void test_matmul_batch_invariant(void **state)
+{
+    (void)state;
+    for (size_t k = 0; k < N_TYPES; k++) {
+        const struct quant_traits *tr = quant_traits_of(types[k]);
+        const int64_t n_in = tr->block_len == 1 ? 72 : 2 * tr->block_len;
+        for (int64_t n_out = 13; n_out <= 16; n_out += 3) {
+            struct problem p;
+            problem_make(&p, types[k], n_in, n_out, 11);
+            assert_int_equal(
+                matmul_quantize_input(p.xf, 11, n_in, tr->dot_type, p.xq, p.x_row, 0, 1), ERR_OK);
+            float all[16 * 11], one[16];
+            for (int nth = 1; nth <= 3; nth++) {
+                p.rule = (enum matmul_rule)(nth % 2); // PROMPT and SAMPLED
+                run_split(&p, all, nth);
+                for (int64_t t = 0; t < 11; t++) {
+                    struct problem single = p;
+                    single.n_tok = 1;
+                    single.xq = p.xq + (size_t)t * p.x_row;
+                    run_split(&single, one, 1);
+                    if (memcmp(one, all + t * n_out, sizeof(float) * (size_t)n_out) != 0)
+                        fail_msg("%s %lldx%lld token %lld of 11 (nth %d) differs from alone",
+                                 tr->name, (long long)n_out, (long long)n_in, (long long)t, nth);
+                }
+            }
+            problem_free(&p);
+        }
+    }
 }
 
 static void test_matmul_equals_vec_dot_loop(void **state)
@@ -134,6 +187,7 @@ static void test_matmul_equals_vec_dot_loop(void **state)
             for (int64_t n_tok = 1; n_tok <= 17; n_tok++) {
                 struct problem p;
                 problem_make(&p, types[k], n_in, n_out, n_tok);
+                p.rule = (enum matmul_rule)(n_tok % 3); // every rule, over the range of batch sizes
                 for (int nth = 1; nth <= 3; nth++) {
                     for (int ith = 0; ith < nth; ith++)
                         assert_int_equal(matmul_quantize_input(p.xf, n_tok, n_in, tr->dot_type,
@@ -284,6 +338,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul_order),
         cmocka_unit_test(test_matmul_equals_vec_dot_loop),
+        cmocka_unit_test(test_matmul_batch_invariant),
         cmocka_unit_test(test_matmul_threads),
         cmocka_unit_test(test_matmul_token_chunks),
         cmocka_unit_test(test_quantize_input_validation),

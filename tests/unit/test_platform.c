@@ -129,7 +129,8 @@ static void write_file(const char *dir, const char *name, const char *data, size
 static void remove_file(const char *dir, const char *name)
 {
     char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int n = snprintf(path, sizeof path, "%s/%s", dir, name);
+    assert_true(n > 0 && (size_t)n < sizeof path);
     unlink(path);
 }
 

@@ -42,7 +42,21 @@ typedef void (*quant_vec_dot_fn)(int64_t n, float *s, const void *x, const void 
 
 /* One tile of a matrix product: s[c * s_stride + r] = dot(row r of x, row c of y) for
  * r < n_rows, c < n_cols. Rows of x (weight type) are x_stride bytes apart, rows of y (dot type)
- * y_stride bytes apart. Each weight block is loaded once for all n_cols activation rows. */
+ * y_stride bytes apart. Each weight block is loaded once for all n_cols activation rows.
+ *
+ * The batch-invariance rule, which every kernel of every instruction set follows: within one
+ * kernel set and one order, the value written for output (r, c) is a function of weight row r,
+ * activation row c, n and order alone. It must not depend on n_rows, n_cols, is_stream, the
+ * tile's place in the product, the other rows or columns of the tile, or the thread: each
+ * output has its own accumulators, combined in a fixed sequence, and a kernel never switches
+ * to another summation (wider integer accumulation across blocks, another lane split, another
+ * reduction tree) because a tile is larger. So vec_dot equals the 1x1 tile and every tile
+ * shape, bit for bit (test_quants checks each set the machine has), and since matmul picks
+ * the order from the weights alone, a token's products are the same whether it is decoded
+ * alone, stacked with other sequences' tokens, or computed in any chunk of its prompt. A
+ * faster kernel that needs another summation is a new order (or a new kernel set used for
+ * every shape), never a special case for big tiles. Different kernel sets (scalar, AVX2,
+ * AVX-512) may sum differently from each other: invariance holds per set. */
 struct quant_tile {
     int64_t n;       // elements per row, a multiple of block_len
     const void *x;   // first weight row
@@ -59,8 +73,9 @@ struct quant_tile {
 };
 
 /* Summation orders, mirroring the kernels the reference's x86 (AVX2) build runs for a product,
- * so that results agree bit for bit (the AVX2 kernels; the scalar references sum in element
- * order and ignore this):
+ * so that results can agree bit for bit (the AVX2 kernels; the scalar references sum in element
+ * order and ignore this). The reference chooses among them by the number of tokens too;
+ * matmul does only when asked to follow it (matmul_order), else by the weights alone:
  * - QUANT_ORDER_LANES (0): the default. Float weights: one 8-lane FMA chain per output, lanes
  *   added high half onto low, then pairs (the reference's batched product, used for two or
  *   more tokens when rows are a multiple of 8 long and there are a multiple of 4 rows).
@@ -73,7 +88,7 @@ struct quant_tile {
  * - QUANT_ORDER_BLOCKS, Q4_0: one float per output, each block's exact integer dot converted
  *   and fused in as acc += idot * (dx*dy) (its kernels for Q4_0 matrices with a multiple of 8
  *   rows, which it stores interleaved by 8 rows).
- * matmul_run picks the order from the product's type and shape. */
+ * matmul_run picks the order from the product's type and shape (matmul_order). */
 #define QUANT_ORDER_LANES  0
 #define QUANT_ORDER_VEC    1
 #define QUANT_ORDER_BLOCKS 2

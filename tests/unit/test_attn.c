@@ -1,0 +1,221 @@
+/* engine/attn: the tiled attention against a plain double-precision softmax, the AVX2 variant
+ * against the scalar reference bit for bit, and the invariance rule: a query's output is the
+ * same alone as in any block, whatever the other queries' key counts. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "engine/attn.h"
+#include "engine/ops.h"
+#include "util/mem.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
+
+static float rng_float(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((rng_state >> 11) & 0xffffff) / 8388608.0f - 1.0f;
+}
+
+#define MAX_KEYS 300
+#define STRIDE   (2 * ATTN_HEAD_DIM_MAX) // two heads per position, like a GQA cache row
+
+struct fixture {
+    uint16_t *k, *v; // MAX_KEYS rows of STRIDE halves
+    float *q;        // ATTN_QUERIES_MAX rows of ATTN_HEAD_DIM_MAX
+};
+
+static void fixture_make(struct fixture *f, float score_mag)
+{
+    f->k = mem_alloc(sizeof(uint16_t) * MAX_KEYS * STRIDE);
+    f->v = mem_alloc(sizeof(uint16_t) * MAX_KEYS * STRIDE);
+    f->q = mem_alloc(sizeof(float) * ATTN_QUERIES_MAX * ATTN_HEAD_DIM_MAX);
+    assert_true(f->k && f->v && f->q);
+    for (size_t i = 0; i < (size_t)MAX_KEYS * STRIDE; i++) {
+        f->k[i] = ops_f32_to_f16(rng_float());
+        f->v[i] = ops_f32_to_f16(rng_float() * 2.0f);
+    }
+    for (size_t i = 0; i < (size_t)ATTN_QUERIES_MAX * ATTN_HEAD_DIM_MAX; i++)
+        f->q[i] = rng_float() * score_mag;
+}
+
+static void fixture_free(struct fixture *f)
+{
+    mem_free(f->k);
+    mem_free(f->v);
+    mem_free(f->q);
+}
+
+static struct attn_block block_of(const struct fixture *f, int hd, int head, int arith)
+{
+    return (struct attn_block){.arith = (enum attn_arith)arith,
+                               .head_dim = hd,
+                               .scale = 1.0f / sqrtf((float)hd),
+                               .k = f->k + head * ATTN_HEAD_DIM_MAX,
+                               .v = f->v + head * ATTN_HEAD_DIM_MAX,
+                               .kv_stride = STRIDE};
+}
+
+/* softmax(q.k * scale) . v in double. */
+static void naive(const struct attn_block *b, int i, double *out)
+{
+    const int hd = b->head_dim, n = b->n_keys[i];
+    double s[MAX_KEYS], mx = -INFINITY, sum = 0.0;
+    for (int j = 0; j < n; j++) {
+        double acc = 0.0;
+        for (int d = 0; d < hd; d++)
+            acc += (double)b->q[i][d] * ops_f16_to_f32(b->k[(size_t)j * b->kv_stride + d]);
+        s[j] = acc * b->scale;
+        mx = s[j] > mx ? s[j] : mx;
+    }
+    for (int d = 0; d < hd; d++)
+        out[d] = 0.0;
+    for (int j = 0; j < n; j++) {
+        const double p = exp(s[j] - mx);
+        sum += p;
+        for (int d = 0; d < hd; d++)
+            out[d] += p * ops_f16_to_f32(b->v[(size_t)j * b->kv_stride + d]);
+    }
+    for (int d = 0; d < hd; d++)
+        out[d] /= sum;
+}
+
+static const int head_dims[] = {4, 12, 64, 72, 128};
+static const int key_counts[] = {1, 5, 63, 64, 65, 129, 300};
+
+static const char *const arith_names[] = {"single-pass", "tile-softmax"};
+
+/* Every query against the double-precision result (outputs are weighted means of values in
+ * [-2, 2]: an absolute bound; the single-pass arithmetic rounds its query and accumulator to
+ * half), for each arithmetic and each variant the machine has. */
+static void test_attn_matches_naive(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_make(&f, 3.0f);
+    static float out[ATTN_QUERIES_MAX][ATTN_HEAD_DIM_MAX];
+    double want[ATTN_HEAD_DIM_MAX];
+    for (int av = 0; av < 4; av++) {
+        const int variant = av % 2, arith = av / 2;
+        const double tol = arith == ATTN_ARITH_TILE_SOFTMAX ? 1e-4 : 2e-2;
+        if (variant == 1 && !attn_have_avx2()) {
+            printf("skip: avx2 variant (CPU lacks AVX2+FMA+F16C)\n");
+            continue;
+        }
+        for (size_t h = 0; h < sizeof head_dims / sizeof head_dims[0]; h++) {
+            struct attn_block b = block_of(&f, head_dims[h], 1, arith);
+            b.n_q = (int)(sizeof key_counts / sizeof key_counts[0]);
+            for (int i = 0; i < b.n_q; i++) {
+                b.q[i] = f.q + (size_t)i * ATTN_HEAD_DIM_MAX;
+                b.n_keys[i] = key_counts[i];
+                b.out[i] = out[i];
+            }
+            (variant ? attn_run_avx2 : attn_run_ref)(&b);
+            for (int i = 0; i < b.n_q; i++) {
+                naive(&b, i, want);
+                for (int d = 0; d < b.head_dim; d++)
+                    if (fabs(out[i][d] - want[d]) > tol)
+                        fail_msg("%s %s hd %d keys %d dim %d: %.9g vs %.9g",
+                                 variant ? "avx2" : "scalar", arith_names[arith], b.head_dim,
+                                 b.n_keys[i], d, out[i][d], want[d]);
+            }
+        }
+    }
+    fixture_free(&f);
+}
+
+/* The AVX2 variant gives the scalar reference's bits; with large scores too (the running
+ * maximum then changes often and the exponentials span many binades). */
+static void test_attn_avx2_equals_ref(void **state)
+{
+    (void)state;
+    if (!attn_have_avx2()) {
+        printf("skip: avx2 variant (CPU lacks AVX2+FMA+F16C)\n");
+        skip();
+    }
+    for (int ma = 0; ma < 4; ma++) {
+        const int mag = ma % 2, arith = ma / 2;
+        struct fixture f;
+        fixture_make(&f, mag ? 40.0f : 1.0f);
+        static float a[ATTN_QUERIES_MAX][ATTN_HEAD_DIM_MAX], r[ATTN_QUERIES_MAX][ATTN_HEAD_DIM_MAX];
+        for (size_t h = 0; h < sizeof head_dims / sizeof head_dims[0]; h++) {
+            struct attn_block ba = block_of(&f, head_dims[h], 0, arith), br;
+            ba.n_q = ATTN_QUERIES_MAX;
+            for (int i = 0; i < ba.n_q; i++) {
+                ba.q[i] = f.q + (size_t)i * ATTN_HEAD_DIM_MAX;
+                ba.n_keys[i] = 1 + (i * 37) % MAX_KEYS;
+                ba.out[i] = a[i];
+            }
+            br = ba;
+            for (int i = 0; i < br.n_q; i++)
+                br.out[i] = r[i];
+            attn_run_avx2(&ba);
+            attn_run_ref(&br);
+            for (int i = 0; i < ba.n_q; i++)
+                if (memcmp(a[i], r[i], sizeof(float) * (size_t)ba.head_dim) != 0)
+                    fail_msg("%s hd %d query %d (%d keys): avx2 differs from scalar",
+                             arith_names[arith], ba.head_dim, i, ba.n_keys[i]);
+        }
+        fixture_free(&f);
+    }
+}
+
+/* A query alone gives the bits it gets in a full block of queries with other key counts (as a
+ * decode token and a prompt chunk's row would), for each variant. */
+static void test_attn_query_independent_of_block(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_make(&f, 4.0f);
+    static float blk[ATTN_QUERIES_MAX][ATTN_HEAD_DIM_MAX];
+    float one[ATTN_HEAD_DIM_MAX];
+    for (int av = 0; av < 4; av++) {
+        const int variant = av % 2, arith = av / 2;
+        if (variant == 1 && !attn_have_avx2()) continue;
+        void (*run)(const struct attn_block *) = variant ? attn_run_avx2 : attn_run_ref;
+        for (size_t h = 0; h < sizeof head_dims / sizeof head_dims[0]; h++) {
+            struct attn_block b = block_of(&f, head_dims[h], 1, arith);
+            b.n_q = ATTN_QUERIES_MAX;
+            for (int i = 0; i < b.n_q; i++) {
+                b.q[i] = f.q + (size_t)i * ATTN_HEAD_DIM_MAX;
+                b.n_keys[i] = MAX_KEYS - (i * 53) % 200;
+                b.out[i] = blk[i];
+            }
+            run(&b);
+            for (int i = 0; i < b.n_q; i += 7) {
+                struct attn_block s = block_of(&f, head_dims[h], 1, arith);
+                s.n_q = 1;
+                s.q[0] = b.q[i];
+                s.n_keys[0] = b.n_keys[i];
+                s.out[0] = one;
+                run(&s);
+                if (memcmp(one, blk[i], sizeof(float) * (size_t)b.head_dim) != 0)
+                    fail_msg("%s %s hd %d query %d: alone differs from in a block",
+                             variant ? "avx2" : "scalar", arith_names[arith], b.head_dim, i);
+            }
+        }
+    }
+    fixture_free(&f);
+}
+
+int main(void)
+{
+    ops_init();
+    attn_init();
+    printf("attention variant in use: %s\n", attn_variant_name());
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_attn_matches_naive),
+        cmocka_unit_test(test_attn_avx2_equals_ref),
+        cmocka_unit_test(test_attn_query_independent_of_block),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
