@@ -202,7 +202,7 @@ void q8_1_from_float_ref(const float *x, void *y, int64_t n);
 void q8_K_to_float_ref(const void *x, float *y, int64_t n);
 void q8_K_from_float_ref(const float *x, void *y, int64_t n);
 
-/* AVX2+FMA+F16C variants (quants_avx2.c, quants_k_avx2.c); only called after quant_init saw
+/* AVX2+FMA+F16C variants (x86/quants_avx2.c, x86/quants_k_avx2.c); only called after quant_init saw
  * the CPU features. */
 #define QUANT_DECL_AVX2(ty)                                                                        \
     void ty##_vec_dot_avx2(int64_t n, float *s, const void *x, const void *y);                     \
@@ -221,7 +221,7 @@ QUANT_DECL_AVX2(q4_K)
 QUANT_DECL_AVX2(q5_K)
 QUANT_DECL_AVX2(q6_K)
 
-/* AVX-VNNI variants of the 32-element block dots (quants_vnni_avx2.c); bit-identical to the
+/* AVX-VNNI variants of the 32-element block dots (x86/quants_vnni_avx2.c); bit-identical to the
  * AVX2 ones, used when the CPU also has AVX-VNNI. */
 #define QUANT_DECL_VNNI(ty)                                                                        \
     void ty##_vec_dot_vnni(int64_t n, float *s, const void *x, const void *y);                     \
