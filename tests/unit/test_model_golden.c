@@ -11,7 +11,14 @@
  * 6.0e-6, Q5_0 5.8e-6 / 6.2e-6, Q5_1 5.7e-6 / 5.7e-6, Q4_0 6.4e-6 / 6.3e-6, Q4_1 5.9e-6 /
  * 6.5e-6. The bound keeps room for libm differences in the few expf/cosf/sinf calls. The
  * scalar kernels (no AVX2, or LLAMAPI_NO_SIMD=1) sum in element order instead, so without
- * the SIMD kernels the comparison is skipped. */
+ * the SIMD kernels the comparison is skipped.
+ *
+ * Run without LLAMAPI_ISA (or LLAMAPI_NO_SIMD), the binary runs the goldens once per kernel
+ * set the CPU has (test_golden_path_*: a child process with LLAMAPI_ISA set; a set the CPU
+ * lacks is reported skipped). AVX2 is held to the strict rule above. Other sets (AVX-512, which follows the
+ * AVX2 arithmetic bit for bit and in fact meets the strict rule) are held to: log-probabilities
+ * within 1e-3, and greedy tokens equal except where the engine's top two logits are within 1e-4
+ * (a near-tie, reported by the test; that case's remaining tokens are then not compared). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -28,7 +35,14 @@
 #include <stdio.h>
 #include <string.h>
 #include <stdbool.h>
+#include <stdlib.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
+
+static char *self_path; // argv[0], for the per-path child runs
 
 static int argmax(const float *x, int n)
 {
@@ -61,6 +75,21 @@ static void skip_unless(const char *path)
 /* Decodes one golden case greedily; returns the number of generated tokens equal to the
  * reference's before the first difference, and records log-probability errors (chosen token,
  * others). */
+static bool strict_path(void)
+{
+    const enum quant_simd s = quant_simd_active();
+    return s == QUANT_SIMD_AVX2 || s == QUANT_SIMD_AVX2_VNNI;
+}
+
+/* Gap between the two largest logits. */
+static double top2_gap(const float *x, int n)
+{
+    int a = argmax(x, n), b = a == 0 ? 1 : 0;
+    for (int i = 0; i < n; i++)
+        if (i != a && x[i] > x[b]) b = i;
+    return (double)x[a] - x[b];
+}
+
 static int run_case(struct engine_model *m, struct threadpool *tp, json_t *c, double max_lp_err[2])
 {
     json_t *prompt = json_object_get(c, "prompt_tokens"), *want = json_object_get(c, "tokens");
@@ -94,6 +123,12 @@ static int run_case(struct engine_model *m, struct threadpool *tp, json_t *c, do
             }
         }
         if (tok != (int32_t)json_integer_value(json_array_get(want, (size_t)i))) {
+            if (!strict_path() && top2_gap(logits, n_vocab) < 1e-4) {
+                printf("near-tie at generated token %d (top-2 gap %.2e): the rest of this case "
+                       "is not compared\n",
+                       i, top2_gap(logits, n_vocab));
+                matched = n_gen;
+            }
             break;
         }
         matched++;
@@ -147,8 +182,8 @@ static void golden(const char *model_path, const char *golden_path)
     json_decref(root);
     printf("%s: %d of %d cases match all tokens, %d of %d tokens before the first miss\n",
            model_path, n_full, n_cases, n_matched, n_total);
-    printf("%s: log-prob error %.2e (chosen) %.2e (top 5)\n", model_path, max_lp_err[0],
-           max_lp_err[1]);
+    printf("%s [%s]: log-prob error %.2e (chosen) %.2e (top 5)\n", model_path, quant_simd_name(),
+           max_lp_err[0], max_lp_err[1]);
     assert_int_equal(n_full, n_cases);
     assert_true(max_lp_err[0] <= LP_TOL);
     assert_true(max_lp_err[1] <= LP_TOL);
@@ -199,8 +234,49 @@ static void test_golden_v1_file(void **state)
     golden(SM "tinyllamas-stories-260k-f32.gguf", SG "stories260K.greedy.json");
 }
 
-int main(void)
+/* Runs this binary again with LLAMAPI_ISA=isa: the goldens on that kernel set. */
+static void run_path(const char *isa, enum quant_simd set)
 {
+    quant_init();
+    if (!quant_traits_simd(QUANT_F32, set)) {
+        printf("skip: the %s kernel set needs CPU features this machine lacks\n", isa);
+        skip();
+    }
+    setenv("LLAMAPI_ISA", isa, 1);
+    pid_t pid;
+    char *argv[] = {self_path, NULL};
+    int rc = posix_spawn(&pid, self_path, NULL, NULL, argv, environ);
+    unsetenv("LLAMAPI_ISA");
+    assert_int_equal(rc, 0);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("the goldens failed on the %s kernel set (output above)", isa);
+}
+
+static void test_golden_path_avx2(void **state)
+{
+    (void)state;
+    run_path("avx2", QUANT_SIMD_AVX2);
+}
+
+static void test_golden_path_avx512(void **state)
+{
+    (void)state;
+    run_path("avx512", QUANT_SIMD_AVX512);
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    self_path = argv[0];
+    if (!getenv("LLAMAPI_ISA") && !getenv("LLAMAPI_NO_SIMD")) { // one child per kernel set
+        const struct CMUnitTest paths[] = {
+            cmocka_unit_test(test_golden_path_avx2),
+            cmocka_unit_test(test_golden_path_avx512),
+        };
+        return cmocka_run_group_tests(paths, NULL, NULL);
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden_f32),  cmocka_unit_test(test_golden_f16),
         cmocka_unit_test(test_golden_q8_0), cmocka_unit_test(test_golden_q5_0),
