@@ -9,7 +9,8 @@
 # as the output matrix) x tokens/s / the streaming bandwidth bench_membw measures.
 #   scripts/run-bench.sh BUILD_DIR
 # Environment: BENCH_TYPES (default "q8_0 q4_0 q4_k_m f16"), BENCH_THREADS ("1 2"),
-# BENCH_RUNS (3), LLAMAPI_ISA (our kernel set; default the best the CPU has), REFERENCE_BIN
+# BENCH_RUNS (3), BENCH_ISAS (our kernel sets to run, each with LLAMAPI_ISA, e.g. "avx2 avx512"
+# to see what a set buys in the same run; default: the best the CPU has), REFERENCE_BIN
 # (directory holding llama-bench; default ~/.cache/llamapi-reference/llama.cpp/build/bin, where
 # build-reference.sh puts it), IK_REFERENCE_BIN (optional: a second reference's llama-bench
 # directory, e.g. a CPU-focused fork; its ratio is printed too).
@@ -48,12 +49,21 @@ fi
 
 # Instruction sets: ours from our dispatch; the reference's from its CPU backend's feature
 # list (system info printed by llama-completion at start-up, when that tool is built).
-echo "== kernels: ours $("$build/bench/bench_engine" --isa)"
+isas=${BENCH_ISAS:-$("$build/bench/bench_engine" --isa)}
+isas=${isas/avx2+vnni/avx2}
+main_isa=${isas##* } # the ratio column compares the last one
+echo "== kernels: ours $(for i in $isas; do LLAMAPI_ISA=$i "$build/bench/bench_engine" --isa; done | paste -sd' ')"
 if ((have_ref)) && [[ -x $ref_bin/llama-completion ]]; then
     feats=$("$ref_bin/llama-completion" -m "${files[0]}" -p hi -n 1 -no-cnv -t 1 </dev/null 2>&1 |
         grep -m1 -o 'CPU : .*' | tr '|' '\n' | grep -E '(AVX|AMX|FMA|F16C).*= 1' |
         sed 's/ = 1//; s/ //g' | paste -sd' ' || true)
     echo "== kernels: reference ${feats:-unknown} ($ref_bin)"
+elif ((have_ref)) && grep -q '^GGML_NATIVE:BOOL=ON' "$ref_bin/../CMakeCache.txt" 2>/dev/null; then
+    # without llama-completion: a native build compiles for what -march=native enables here
+    feats=$(echo | cc -march=native -dM -E - 2>/dev/null |
+        grep -oE '__(AVX2|AVX512(F|BW|VL|DQ|VNNI|BF16)|AVXVNNI|AMX_(INT8|BF16|TILE))__' |
+        tr -d _ | sort | paste -sd' ')
+    echo "== kernels: reference native build (-march=native here: ${feats:-unknown})"
 fi
 
 ours=$(mktemp)
@@ -74,29 +84,37 @@ for t in $thread_counts; do
     bw=$("$build/bench/bench_membw" -t "$t" 2>/dev/null | awk '{ print $3 }')
     echo "== $t thread(s), median of $runs runs (llama-bench: mean of $runs); per model ours," \
          "then the reference, so machine load hits both alike; memory bandwidth $bw GB/s"
-    printf '%-30s %6s %9s %9s %6s %8s %8s%s\n' model test ours ref ratio "bw ours" "bw ref" \
-        "${ik_bin:+   ik-ref  ratio}"
+    printf '%-30s %6s' model test
+    for i in $isas; do printf ' %9s' "$i"; done
+    printf ' %9s %6s %8s %8s%s\n' ref ratio "bw ours" "bw ref" "${ik_bin:+   ik-ref  ratio}"
     for f in "${files[@]}"; do
         name=$(basename "$f" .gguf)
         name=${name#qwen2.5-0.5b-shape-}
-        "$build/bench/bench_engine" -t "$t" -r "$runs" -p 512 -n 128 "$f" |
-            awk '{ print $2, $3 }' >"$ours"
+        : >"$ours"
+        for i in $isas; do
+            LLAMAPI_ISA=$i "$build/bench/bench_engine" -t "$t" -r "$runs" -p 512 -n 128 "$f" |
+                awk -v i="$i" '{ print $2, i, $3 }' >>"$ours"
+        done
         : >"$refout"
         ((have_ref)) && ref_lines "$ref_bin" "$f" "$t" >"$refout"
         ik=$(mktemp)
         [[ -n $ik_bin ]] && ref_lines "$ik_bin" "$f" "$t" >"$ik"
-        awk -v name="$name" -v bytes="$(weight_bytes "$f")" -v bw="$bw" -v ref="$refout" -v ik="$ik" '
+        awk -v name="$name" -v bytes="$(weight_bytes "$f")" -v bw="$bw" -v ref="$refout" -v ik="$ik" \
+            -v isas="$isas" -v main="$main_isa" '
             BEGIN { while ((getline l < ref) > 0) { split(l, a, " "); r[a[1]] = a[2] }
-                    while ((getline l < ik) > 0) { split(l, a, " "); k[a[1]] = a[2] } }
-            { o = $2; rv = ($1 in r) ? r[$1] : 0
-              fo = "-"; fr = "-"
-              if ($1 ~ /^tg/ && bw > 0) { fo = sprintf("%.0f%%", 100 * bytes * o / (bw * 1e9))
-                  if (rv > 0) fr = sprintf("%.0f%%", 100 * bytes * rv / (bw * 1e9)) }
-              line = sprintf("%-30s %6s %9.2f %9s %6s %8s %8s", name, $1, o,
-                             rv > 0 ? sprintf("%.2f", rv) : "-",
-                             rv > 0 ? sprintf("%.2f", o / rv) : "-", fo, fr)
-              if ($1 in k) line = line sprintf(" %9.2f %6.2f", k[$1], k[$1] > 0 ? o / k[$1] : 0)
-              print line }' "$ours"
+                    while ((getline l < ik) > 0) { split(l, a, " "); k[a[1]] = a[2] }
+                    n_isa = split(isas, isa, " ") }
+            { v[$1 " " $2] = $3; if (!($1 in seen)) { seen[$1] = 1; tests[++n] = $1 } }
+            END { for (j = 1; j <= n; j++) { tt = tests[j]; o = v[tt " " main]
+                  rv = (tt in r) ? r[tt] : 0; fo = "-"; fr = "-"
+                  if (tt ~ /^tg/ && bw > 0) { fo = sprintf("%.0f%%", 100 * bytes * o / (bw * 1e9))
+                      if (rv > 0) fr = sprintf("%.0f%%", 100 * bytes * rv / (bw * 1e9)) }
+                  line = sprintf("%-30s %6s", name, tt)
+                  for (m = 1; m <= n_isa; m++) line = line sprintf(" %9.2f", v[tt " " isa[m]])
+                  line = line sprintf(" %9s %6s %8s %8s", rv > 0 ? sprintf("%.2f", rv) : "-",
+                                      rv > 0 ? sprintf("%.2f", o / rv) : "-", fo, fr)
+                  if (tt in k) line = line sprintf(" %9.2f %6.2f", k[tt], k[tt] > 0 ? o / k[tt] : 0)
+                  print line } }' "$ours"
         rm -f "$ik"
     done
 done
