@@ -53,17 +53,28 @@ isas=${BENCH_ISAS:-$("$build/bench/bench_engine" --isa)}
 isas=${isas/avx2+vnni/avx2}
 main_isa=${isas##* } # the ratio column compares the last one
 echo "== kernels: ours $(for i in $isas; do LLAMAPI_ISA=$i "$build/bench/bench_engine" --isa; done | paste -sd' ')"
+feats=
 if ((have_ref)) && [[ -x $ref_bin/llama-completion ]]; then
-    feats=$("$ref_bin/llama-completion" -m "${files[0]}" -p hi -n 1 -no-cnv -t 1 </dev/null 2>&1 |
-        grep -m1 -o 'CPU : .*' | tr '|' '\n' | grep -E '(AVX|AMX|FMA|F16C).*= 1' |
-        sed 's/ = 1//; s/ //g' | paste -sd' ' || true)
-    echo "== kernels: reference ${feats:-unknown} ($ref_bin)"
-elif ((have_ref)) && grep -q '^GGML_NATIVE:BOOL=ON' "$ref_bin/../CMakeCache.txt" 2>/dev/null; then
-    # without llama-completion: a native build compiles for what -march=native enables here
+    for f in "${files[@]}"; do # the first file it loads (a crashing kernel path skips one)
+        feats=$("$ref_bin/llama-completion" -m "$f" -p hi -n 1 -no-cnv -t 1 </dev/null 2>&1 |
+            grep -m1 -o 'CPU : .*' | tr '|' '\n' | grep -E '(AVX|AMX|FMA|F16C).*= 1' |
+            sed 's/ = 1//; s/ //g' | paste -sd' ' || true)
+        [[ -n $feats ]] && break
+    done
+fi
+cache=$ref_bin/../CMakeCache.txt
+if ((have_ref)) && [[ -n $feats ]]; then
+    echo "== kernels: reference $feats ($ref_bin)"
+elif ((have_ref)) && grep -q '^GGML_NATIVE:BOOL=ON' "$cache" 2>/dev/null; then
+    # a native build compiles for what -march=native enables here
     feats=$(echo | cc -march=native -dM -E - 2>/dev/null |
         grep -oE '__(AVX2|AVX512(F|BW|VL|DQ|VNNI|BF16)|AVXVNNI|AMX_(INT8|BF16|TILE))__' |
         tr -d _ | sort | paste -sd' ')
     echo "== kernels: reference native build (-march=native here: ${feats:-unknown})"
+elif ((have_ref)) && [[ -f $cache ]]; then
+    feats=$(grep -oE '^GGML_(AVX[A-Z0-9_]*|AMX[A-Z0-9_]*|FMA|F16C):BOOL=ON' "$cache" |
+        sed 's/^GGML_//; s/:BOOL=ON//' | paste -sd' ')
+    echo "== kernels: reference build with ${feats:-unknown} ($ref_bin)"
 fi
 
 ours=$(mktemp)
@@ -96,9 +107,14 @@ for t in $thread_counts; do
                 awk -v i="$i" '{ print $2, i, $3 }' >>"$ours"
         done
         : >"$refout"
-        ((have_ref)) && ref_lines "$ref_bin" "$f" "$t" >"$refout"
+        if ((have_ref)) && ! ref_lines "$ref_bin" "$f" "$t" >"$refout"; then
+            echo "(reference llama-bench failed on $name: no ratio)"
+            : >"$refout"
+        fi
         ik=$(mktemp)
-        [[ -n $ik_bin ]] && ref_lines "$ik_bin" "$f" "$t" >"$ik"
+        if [[ -n $ik_bin ]] && ! ref_lines "$ik_bin" "$f" "$t" >"$ik"; then
+            echo "(IK_REFERENCE_BIN llama-bench failed on $name)"
+        fi
         awk -v name="$name" -v bytes="$(weight_bytes "$f")" -v bw="$bw" -v ref="$refout" -v ik="$ik" \
             -v isas="$isas" -v main="$main_isa" '
             BEGIN { while ((getline l < ref) > 0) { split(l, a, " "); r[a[1]] = a[2] }
