@@ -224,13 +224,6 @@ void q8_0_repack_r16(const void *src, void *dst, int64_t n_out, int64_t n_in);
 void q4_0_repack_r16(const void *src, void *dst, int64_t n_out, int64_t n_in);
 
 /* AVX-512 kernels (x86/quants_avx512.c); only called after quant_init saw the features. */
-#define QUANT_DECL_AVX512(ty)                                                                      \
-    void ty##_vec_dot_avx512(int64_t n, float *s, const void *x, const void *y);                   \
-    void ty##_vec_dot_tile_avx512(const struct quant_tile *tile);
-QUANT_DECL_AVX512(f32)
-QUANT_DECL_AVX512(f16)
-QUANT_DECL_AVX512(bf16)
-#undef QUANT_DECL_AVX512
 void q8_0_r16_tile_avx512(const struct quant_tile *tile);
 void q4_0_r16_tile_avx512(const struct quant_tile *tile);
 void q8_0s_from_float_avx512(const float *x, void *y, int64_t n);

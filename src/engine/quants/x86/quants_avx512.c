@@ -1,11 +1,11 @@
-/* AVX-512 kernels, bit for bit the AVX2 kernels' results (the same integer dots, the same
- * float operations per output in the same order), only wider: float weights (F32, F16,
- * BF16) against F32 activations, and the repacked Q8_0_R16 / Q4_0_R16 weights against Q8_0_S
- * activations with VNNI (vpdpbusd), where each zmm holds 4 quants of 16 weight rows, so one
- * instruction advances 16 outputs by 4 elements and no horizontal sums are needed. Every
- * output is computed the same way whatever the tile shape, so the single dot equals every
- * tile. Compiled with the AVX-512 F/BW/VL/DQ/VNNI flags; only called when quant_init detected
- * them. */
+/* AVX-512 VNNI kernels for the repacked Q8_0_R16 / Q4_0_R16 weights against Q8_0_S
+ * activations, bit for bit the AVX2 kernels' results (the same integer dots, the same float
+ * operations per output in the same order): each zmm holds 4 quants of 16 weight rows, so one
+ * vpdpbusd advances 16 outputs by 4 elements and no horizontal sums are needed. Every output is
+ * computed the same way whatever the tile shape. Float weights and the other block formats
+ * keep the AVX2 kernels in the AVX-512 table: zmm ports of them measured no faster here (see
+ * docs/ARCHITECTURE.md). Compiled with the AVX-512 F/BW/VL/DQ/VNNI flags; only called when
+ * quant_init detected them. */
 #include "engine/quants/quants_internal.h"
 
 #include <immintrin.h>
@@ -13,8 +13,9 @@
 
 #define INLINE_ALWAYS static inline __attribute__((always_inline))
 
-/* Bytes ahead of the current block that a streaming tile prefetches (measured: the hardware
- * prefetcher alone keeps about 2/3 of the bandwidth a matvec reaches with this). */
+/* Bytes ahead of the current block that a streaming tile prefetches in each row group (the
+ * AVX2 kernels prefetch a tile ahead for the same reason: a matvec from DRAM is otherwise
+ * latency-bound; the distance is not tuned). */
 #define PF_BYTES 1024
 
 /* Calls fn(type, t, R, C) with C = t->n_cols as a compile-time constant (1..8). */
@@ -49,222 +50,6 @@
             break;                                                                                 \
         }                                                                                          \
     } while (0)
-
-/* fn over R = 1..4 and every column count. A flat dispatch switch. */
-#define SWITCH_RC4(fn, type, t)                                                                    \
-    do {                                                                                           \
-        switch ((t)->n_rows) {                                                                     \
-        case 1:                                                                                    \
-            SWITCH_COLS(fn, type, t, 1);                                                           \
-            break;                                                                                 \
-        case 2:                                                                                    \
-            SWITCH_COLS(fn, type, t, 2);                                                           \
-            break;                                                                                 \
-        case 3:                                                                                    \
-            SWITCH_COLS(fn, type, t, 3);                                                           \
-            break;                                                                                 \
-        case 4:                                                                                    \
-            SWITCH_COLS(fn, type, t, 4);                                                           \
-            break;                                                                                 \
-        default:                                                                                   \
-            break;                                                                                 \
-        }                                                                                          \
-    } while (0)
-
-/* ---- float weights x F32 activations ---- */
-
-/* 8 weights as floats, in both halves of a zmm (the broadcasts are loads, no shuffle). */
-INLINE_ALWAYS __m512 load_w8x2(int type, const uint8_t *p)
-{
-    switch (type) {
-    case QUANT_F16:
-        return _mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p)));
-    case QUANT_BF16: {
-        __m256i h = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
-        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-    }
-    default:
-        return _mm512_broadcast_f32x8(_mm256_loadu_ps((const float *)p));
-    }
-}
-
-/* 16 consecutive weights as floats. */
-INLINE_ALWAYS __m512 load_w16(int type, const uint8_t *p)
-{
-    switch (type) {
-    case QUANT_F16:
-        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
-    case QUANT_BF16:
-        return _mm512_castsi512_ps(
-            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
-    default:
-        return _mm512_loadu_ps((const float *)p);
-    }
-}
-
-INLINE_ALWAYS float load_w1(int type, const uint8_t *p)
-{
-    uint16_t h;
-    float f;
-    switch (type) {
-    case QUANT_F16:
-        memcpy(&h, p, 2);
-        return _cvtsh_ss(h);
-    case QUANT_BF16:
-        memcpy(&h, p, 2);
-        return bf16_to_f32(h);
-    default:
-        memcpy(&f, p, 4);
-        return f;
-    }
-}
-
-/* Sum of 8 float lanes: high half onto low, then pairs (as the AVX2 kernels add them). */
-INLINE_ALWAYS float hsum_f32x8(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-/* QUANT_ORDER_LANES: one 8-lane FMA chain per output over the row, lanes summed, the
- * remaining elements added one by one. Two tokens share a zmm (token c in the low half,
- * c + 1 in the high), the weights broadcast to both halves, so each half runs exactly the AVX2
- * kernel's chain. Straight-line kernel for NR rows x NC tokens. */
-INLINE_ALWAYS void tile_float(int type, const struct quant_tile *t, int NR, int NC)
-{
-    const size_t esz = type == QUANT_F32 ? 4 : 2;
-    const int NP = (NC + 1) / 2; // token pairs
-    const uint8_t *x = t->x;
-    const uint8_t *y = t->y;
-    const bool stream = NC == 1 || t->is_stream;
-    __m512 acc[4][4];
-    for (int r = 0; r < NR; r++)
-        for (int p = 0; p < NP; p++)
-            acc[r][p] = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 8 <= t->n; i += 8) {
-        __m512 w[4];
-        for (int r = 0; r < NR; r++) {
-            const uint8_t *p = x + r * t->x_stride + (size_t)i * esz;
-            if (stream && (i & 15) == 0) _mm_prefetch((const char *)p + PF_BYTES, _MM_HINT_T0);
-            w[r] = load_w8x2(type, p);
-        }
-        for (int p = 0; p < NP; p++) {
-            const float *a0 = (const float *)(y + 2 * p * t->y_stride) + i;
-            __m512 a = _mm512_castps256_ps512(_mm256_loadu_ps(a0));
-            if (2 * p + 1 < NC)
-                a = _mm512_insertf32x8(
-                    a, _mm256_loadu_ps((const float *)((const uint8_t *)a0 + t->y_stride)), 1);
-            else
-                a = _mm512_insertf32x8(a, _mm256_setzero_ps(), 1);
-            for (int r = 0; r < NR; r++)
-                acc[r][p] = _mm512_fmadd_ps(w[r], a, acc[r][p]);
-        }
-    }
-    for (int r = 0; r < NR; r++)
-        for (int c = 0; c < NC; c++) {
-            const __m512 v = acc[r][c / 2];
-            float sum =
-                hsum_f32x8(c % 2 ? _mm512_extractf32x8_ps(v, 1) : _mm512_castps512_ps256(v));
-            const uint8_t *a = y + c * t->y_stride;
-            for (int64_t j = i; j < t->n; j++)
-                sum += load_w1(type, x + r * t->x_stride + (size_t)j * esz) *
-                       load_w1(QUANT_F32, a + (size_t)j * 4);
-            t->s[c * t->s_stride + r] = sum;
-        }
-}
-
-/* QUANT_ORDER_VEC: the AVX2 kernels' four 8-lane chains per 32 elements are the halves of two
- * zmm chains (c0 | c1 and c2 | c3), reduced as (c0 + c2) + (c1 + c3), then lanes high onto low
- * and two horizontal adds; the remaining elements as the AVX2 kernel adds them. */
-INLINE_ALWAYS void tile_float_vec(int type, const struct quant_tile *t, int NR, int NC)
-{
-    const size_t esz = type == QUANT_F32 ? 4 : 2;
-    const uint8_t *x = t->x;
-    const uint8_t *y = t->y;
-    const int64_t np = t->n & ~(int64_t)31;
-    const bool stream = NC == 1 || t->is_stream;
-    __m512 acc[4][8][2];
-    for (int r = 0; r < NR; r++)
-        for (int c = 0; c < NC; c++)
-            acc[r][c][0] = acc[r][c][1] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < np; i += 32) {
-        __m512 w[4][2];
-        for (int r = 0; r < NR; r++) {
-            const uint8_t *p = x + r * t->x_stride + (size_t)i * esz;
-            if (stream) _mm_prefetch((const char *)p + PF_BYTES, _MM_HINT_T0);
-            w[r][0] = load_w16(type, p);
-            w[r][1] = load_w16(type, p + 16 * esz);
-        }
-        for (int c = 0; c < NC; c++) {
-            const float *a = (const float *)(y + c * t->y_stride) + i;
-            const __m512 a0 = _mm512_loadu_ps(a), a1 = _mm512_loadu_ps(a + 16);
-            for (int r = 0; r < NR; r++) {
-                acc[r][c][0] = _mm512_fmadd_ps(w[r][0], a0, acc[r][c][0]);
-                acc[r][c][1] = _mm512_fmadd_ps(w[r][1], a1, acc[r][c][1]);
-            }
-        }
-    }
-    for (int r = 0; r < NR; r++) {
-        const uint8_t *w = x + r * t->x_stride;
-        for (int c = 0; c < NC; c++) {
-            const uint8_t *a = y + c * t->y_stride;
-            float head = 0.0f;
-            if (np > 0) {
-                const __m512 s2 = _mm512_add_ps(acc[r][c][0], acc[r][c][1]);
-                const __m256 v =
-                    _mm256_add_ps(_mm512_castps512_ps256(s2), _mm512_extractf32x8_ps(s2, 1));
-                __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-                h = _mm_hadd_ps(h, h);
-                h = _mm_hadd_ps(h, h);
-                head = _mm_cvtss_f32(h);
-            }
-            float out;
-            if (type == QUANT_F32) {
-                float sum = head;
-                const int64_t fused = t->n - ((t->n - np) & 3);
-                int64_t j = np;
-                for (; j < fused; j++) {
-                    const float p =
-                        load_w1(type, w + (size_t)j * 4) * load_w1(QUANT_F32, a + 4 * j);
-                    sum += p;
-                }
-                for (; j < t->n; j++)
-                    sum = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(load_w1(type, w + (size_t)j * 4)),
-                                                     _mm_set_ss(load_w1(QUANT_F32, a + 4 * j)),
-                                                     _mm_set_ss(sum)));
-                out = sum;
-            } else {
-                double sum = head;
-                for (int64_t j = np; j < t->n; j++)
-                    sum += (double)(load_w1(type, w + (size_t)j * esz) *
-                                    load_w1(QUANT_F32, a + 4 * j));
-                out = (float)sum;
-            }
-            t->s[c * t->s_stride + r] = out;
-        }
-    }
-}
-
-#define FLOAT_ENTRY_POINTS(ty, TYPE)                                                               \
-    void ty##_vec_dot_tile_avx512(const struct quant_tile *tile)                                   \
-    {                                                                                              \
-        if (tile->order == QUANT_ORDER_VEC && TYPE != QUANT_BF16)                                  \
-            SWITCH_RC4(tile_float_vec, TYPE, tile);                                                \
-        else                                                                                       \
-            SWITCH_RC4(tile_float, TYPE, tile);                                                    \
-    }                                                                                              \
-    void ty##_vec_dot_avx512(int64_t n, float *s, const void *x, const void *y)                    \
-    {                                                                                              \
-        struct quant_tile one = {.n = n, .x = x, .y = y, .s = s, .n_rows = 1, .n_cols = 1};        \
-        tile_float(TYPE, &one, 1, 1);                                                              \
-    }
-
-FLOAT_ENTRY_POINTS(f32, QUANT_F32)
-FLOAT_ENTRY_POINTS(f16, QUANT_F16)
-FLOAT_ENTRY_POINTS(bf16, QUANT_BF16)
 
 /* ---- 16-row interleaved Q8_0 / Q4_0 x Q8_0_S ---- */
 
