@@ -67,9 +67,11 @@ tests: $(TEST_BIN) $(FAKE_LIBS)
 tools: $(TOOL_BIN)
 benches: $(BENCH_BIN)
 
-# Kernels: -O3, and per-file ISA flags only for *_avx2.c (and AVX-VNNI for *_vnni_avx2.c);
-# dispatch happens at run time.
+# Kernels: -O3, and per-file ISA flags only for *_avx2.c (AVX-VNNI too for *_vnni_avx2.c) and
+# *_avx512.c (src/engine/quants/x86/); dispatch happens at run time (engine/quants/quants.c).
 $(O)/src/engine/%_avx2.o: CFLAGS += -O3 -mavx2 -mfma -mf16c
+$(O)/src/engine/%_avx512.o: CFLAGS += -O3 -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl \
+                                      -mavx512dq -mavx512vnni -mavx512bf16
 $(O)/src/engine/quants/%.o: CFLAGS += -O3
 $(O)/src/engine/quants/%_vnni_avx2.o: CFLAGS += -mavxvnni
 

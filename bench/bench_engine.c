@@ -2,8 +2,10 @@
  * single-token decodes from an empty context) throughput of the engine, the median of several
  * runs after a warm-up, in the shape llama-bench reports.
  *   bench_engine [-t THREADS] [-r RUNS] [-p PP] [-n TG] MODEL.gguf...
- * Prints one line per model and test: "<file> <test> <tokens/s>". */
+ * Prints one line per model and test: "<file> <test> <tokens/s>".
+ *   bench_engine --isa   prints the kernel set the engine dispatches to (LLAMAPI_ISA applies). */
 #include "engine/model.h"
+#include "engine/quants/quants.h"
 #include "engine/threadpool.h"
 #include "util/clock.h"
 #include "util/err.h"
@@ -97,6 +99,11 @@ static int bench_model(const char *path, const struct opts *o, struct threadpool
 int main(int argc, char **argv)
 {
     struct opts o = {.n_threads = 2, .n_runs = 3, .n_pp = 512, .n_tg = 128};
+    if (argc == 2 && !strcmp(argv[1], "--isa")) {
+        quant_init();
+        puts(quant_simd_name());
+        return 0;
+    }
     int i = 1;
     for (; i + 1 < argc && argv[i][0] == '-'; i += 2) {
         int v = atoi(argv[i + 1]);

@@ -1,6 +1,8 @@
 /* Kernel benchmark: matrix-vector (one token, bound by weight bandwidth) and a 512-token matrix
  * product per tensor type on a Qwen2.5-0.5B-sized FFN matrix, 1 and 2 threads, plus the scalar
- * reference matvec for the SIMD/ref ratio. Usage: bench_kernels [type-name ...] */
+ * reference matvec for the SIMD/ref ratio. Weights are repacked as model loading repacks them
+ * (the row then names the repacked type). LLAMAPI_ISA picks the kernel set.
+ * Usage: bench_kernels [type-name ...] */
 #include "engine/matmul.h"
 #include "engine/quants/quants.h"
 #include "util/clock.h"
@@ -103,6 +105,34 @@ static int setup_make(struct setup *s, uint32_t type, int64_t n_tok)
     return ERR_OK;
 }
 
+/* Repacks s's weights when the kernel set multiplies another layout (quant_repack_type, as
+ * model loading does) and re-quantizes its activations for that layout's dot type. */
+static int setup_repack(struct setup *s)
+{
+    const uint32_t rt = quant_repack_type(s->type, s->n_out, s->n_in);
+    if (rt == s->type) return ERR_OK;
+    const size_t x_row = matmul_input_row_bytes(rt, s->n_in);
+    void *w = mem_alloc(s->w_bytes), *xq = mem_alloc(x_row * (size_t)s->n_tok);
+    float *f = mem_alloc(sizeof(float) * (size_t)(s->n_in * s->n_tok));
+    if (!w || !xq || !f || quant_repack(s->type, s->w, w, s->n_out, s->n_in) != ERR_OK) {
+        mem_free(w);
+        mem_free(xq);
+        mem_free(f);
+        return ERR_NOMEM;
+    }
+    for (int64_t i = 0; i < s->n_in * s->n_tok; i++)
+        f[i] = rnd();
+    matmul_quantize_input(f, s->n_tok, s->n_in, quant_traits_of(rt)->dot_type, xq, x_row, 0, 1);
+    mem_free(f);
+    mem_free(s->w);
+    mem_free(s->xq);
+    s->w = w;
+    s->xq = xq;
+    s->x_row = x_row;
+    s->type = rt;
+    return ERR_OK;
+}
+
 static void setup_free(struct setup *s)
 {
     mem_free(s->w);
@@ -190,7 +220,13 @@ static void bench_type(struct pool *pools, uint32_t type)
     }
     double flop_mm = 2.0 * (double)mm.n_in * (double)mm.n_out * 512.0;
     double ref_ms = time_ref_matvec(&mv);
-    printf("%-5s %4lldx%-4lld %6.2f MB |", quant_traits_of(type)->name, (long long)mv.n_out,
+    if (setup_repack(&mv) != ERR_OK || setup_repack(&mm) != ERR_OK) {
+        printf("%-5s repacking failed\n", quant_traits_of(type)->name);
+        setup_free(&mv);
+        setup_free(&mm);
+        return;
+    }
+    printf("%-5s %4lldx%-4lld %6.2f MB |", quant_traits_of(mv.type)->name, (long long)mv.n_out,
            (long long)mv.n_in, (double)mv.w_bytes / 1e6);
     for (int k = 0; k < 2; k++) {
         double mv_ms = time_matmul(&pools[k], &mv, 30);

@@ -1,24 +1,28 @@
 #!/usr/bin/env bash
 # Engine benchmark: pp512 and tg128 on a synthetic Qwen2.5-0.5B-shaped model (24 layers, 896
 # wide, 14 heads / 2 KV heads, FFN 4864, vocab 151936, tied embeddings) at Q8_0, Q4_0, Q4_K_M
-# and F16, 2 threads, median of 3 runs. With the reference llama-bench built (see
-# ../shared/tools/build-reference.sh; outside the repo), runs it on the same files in the same
-# run and prints our/reference ratios.
+# and F16, at 1 and 2 threads, median of 3 runs. Beside each of ours, in the same run, the
+# reference's llama-bench on the same file (its native build, as ../shared/tools/build-reference.sh
+# makes it: GGML_NATIVE, so it uses what the CPU has) and the ratio. Both sides' instruction
+# sets are printed. tg lines also give the share of the memory-bandwidth limit each side
+# reaches: weight bytes read per token (the file's tensor bytes; tied embeddings are read once
+# as the output matrix) x tokens/s / the streaming bandwidth bench_membw measures.
 #   scripts/run-bench.sh BUILD_DIR
-# Environment: BENCH_TYPES (default "q8_0 q4_0 q4_k_m f16"), BENCH_THREADS (2), BENCH_RUNS (3),
-# REFERENCE_BIN (directory holding llama-bench; default: an AVX2-only build of the reference in
-# /work/refbuild/llama.cpp/build-avx2/bin when present, else /work/refbuild/llama.cpp/build/bin).
-# The AVX2-only build matches the instruction set the engine uses; the native build also uses
-# AVX-512/AMX where the CPU has them (and its AMX path crashed on Q8_0 models on this machine).
+# Environment: BENCH_TYPES (default "q8_0 q4_0 q4_k_m f16"), BENCH_THREADS ("1 2"),
+# BENCH_RUNS (3), BENCH_ISAS (our kernel sets to run, each with LLAMAPI_ISA, e.g. "avx2 avx512"
+# to see what a set buys in the same run; default: the best the CPU has), REFERENCE_BIN
+# (directory holding llama-bench; default ~/.cache/llamapi-reference/llama.cpp/build/bin, where
+# build-reference.sh puts it), IK_REFERENCE_BIN (optional: a second reference's llama-bench
+# directory, e.g. a CPU-focused fork; its ratio is printed too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:?build dir}
 types=${BENCH_TYPES:-q8_0 q4_0 q4_k_m f16}
-threads=${BENCH_THREADS:-2}
+thread_counts=${BENCH_THREADS:-1 2}
+threads=${thread_counts##* } # the sections below use the largest count
 runs=${BENCH_RUNS:-3}
-ref_root=/work/refbuild/llama.cpp
-ref_bin=${REFERENCE_BIN:-$ref_root/build/bin}
-[[ -z ${REFERENCE_BIN:-} && -x $ref_root/build-avx2/bin/llama-bench ]] && ref_bin=$ref_root/build-avx2/bin
+ref_bin=${REFERENCE_BIN:-$HOME/.cache/llamapi-reference/llama.cpp/build/bin}
+ik_bin=${IK_REFERENCE_BIN:-}
 models=build/bench-models
 mkdir -p "$models"
 make --no-print-directory BUILD="${build#build/}" tools benches >/dev/null
@@ -39,30 +43,96 @@ have_ref=1
 if [[ ! -x $ref_bin/llama-bench ]]; then
     have_ref=0
     echo "reference llama-bench not found in $ref_bin: no ratios (build it with" \
-         "../shared/tools/build-reference.sh /work/refbuild)"
+         "../shared/tools/build-reference.sh)"
 fi
+[[ -n $ik_bin && ! -x $ik_bin/llama-bench ]] && { echo "IK_REFERENCE_BIN: no llama-bench in $ik_bin"; ik_bin=; }
+
+# Instruction sets: ours from our dispatch; the reference's from its CPU backend's feature
+# list (system info printed by llama-completion at start-up, when that tool is built).
+isas=${BENCH_ISAS:-$("$build/bench/bench_engine" --isa)}
+isas=${isas/avx2+vnni/avx2}
+main_isa=${isas##* } # the ratio column compares the last one
+echo "== kernels: ours $(for i in $isas; do LLAMAPI_ISA=$i "$build/bench/bench_engine" --isa; done | paste -sd' ')"
+feats=
+if ((have_ref)) && [[ -x $ref_bin/llama-completion ]]; then
+    for f in "${files[@]}"; do # the first file it loads (a crashing kernel path skips one)
+        feats=$("$ref_bin/llama-completion" -m "$f" -p hi -n 1 -no-cnv -t 1 </dev/null 2>&1 |
+            grep -m1 -o 'CPU : .*' | tr '|' '\n' | grep -E '(AVX|AMX|FMA|F16C).*= 1' |
+            sed 's/ = 1//; s/ //g' | paste -sd' ' || true)
+        [[ -n $feats ]] && break
+    done
+fi
+cache=$ref_bin/../CMakeCache.txt
+if ((have_ref)) && [[ -n $feats ]]; then
+    echo "== kernels: reference $feats ($ref_bin)"
+elif ((have_ref)) && grep -q '^GGML_NATIVE:BOOL=ON' "$cache" 2>/dev/null; then
+    # a native build compiles for what -march=native enables here
+    feats=$(echo | cc -march=native -dM -E - 2>/dev/null |
+        grep -oE '__(AVX2|AVX512(F|BW|VL|DQ|VNNI|BF16)|AVXVNNI|AMX_(INT8|BF16|TILE))__' |
+        tr -d _ | sort | paste -sd' ')
+    echo "== kernels: reference native build (-march=native here: ${feats:-unknown})"
+elif ((have_ref)) && [[ -f $cache ]]; then
+    feats=$(grep -oE '^GGML_(AVX[A-Z0-9_]*|AMX[A-Z0-9_]*|FMA|F16C):BOOL=ON' "$cache" |
+        sed 's/^GGML_//; s/:BOOL=ON//' | paste -sd' ')
+    echo "== kernels: reference build with ${feats:-unknown} ($ref_bin)"
+fi
+
 ours=$(mktemp)
-trap 'rm -f "$ours"' EXIT
-echo "== $threads threads, median of $runs runs (llama-bench: mean of $runs); per model ours, then" \
-     "the reference, so machine load hits both alike"
-printf '%-34s %6s %10s %10s %7s\n' model test ours ref ratio
-for f in "${files[@]}"; do
-    name=$(basename "$f")
-    "$build/bench/bench_engine" -t "$threads" -r "$runs" -p 512 -n 128 "$f" >"$ours"
-    if ((have_ref == 0)); then
-        awk '{ printf "%-34s %6s %10.2f %10s %7s\n", $1, $2, $3, "-", "-" }' "$ours"
-        continue
-    fi
-    # CSV columns vary between versions: pick n_prompt, n_gen and avg_ts by header name.
-    "$ref_bin/llama-bench" -m "$f" -t "$threads" -p 512 -n 128 -r "$runs" -o csv 2>/dev/null |
-    awk -F, -v name="$name" -v ours="$ours" '
-        BEGIN { while ((getline l < ours) > 0) { split(l, a, " "); v[a[1] " " a[2]] = a[3] } }
-        NR == 1 { for (i = 1; i <= NF; i++) { h = $i; gsub(/"/, "", h); c[h] = i }; next }
-        { p = $c["n_prompt"]; g = $c["n_gen"]; ts = $c["avg_ts"]; gsub(/"/, "", p);
-          gsub(/"/, "", g); gsub(/"/, "", ts)
-          test = (p + 0 > 0) ? "pp" p : "tg" g
-          o = v[name " " test]
-          printf "%-34s %6s %10.2f %10.2f %7.2f\n", name, test, o, ts, (ts > 0 ? o / ts : 0) }'
+refout=$(mktemp)
+trap 'rm -f "$ours" "$refout"' EXIT
+# Weight bytes read per generated token: the GGUF's tensor data (its size minus the header).
+weight_bytes() { stat -c %s "$1"; }
+
+# llama-bench CSV -> "pp512 t/s" / "tg128 t/s" lines (columns picked by header name).
+ref_lines() {
+    "$1/llama-bench" -m "$2" -t "$3" -p 512 -n 128 -r "$runs" -o csv 2>/dev/null |
+    awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) { h = $i; gsub(/"/, "", h); c[h] = i }; next }
+        { p = $c["n_prompt"]; g = $c["n_gen"]; ts = $c["avg_ts"]; gsub(/"/, "", p); gsub(/"/, "", g)
+          gsub(/"/, "", ts); print ((p + 0 > 0) ? "pp" p : "tg" g), ts }'
+}
+
+for t in $thread_counts; do
+    bw=$("$build/bench/bench_membw" -t "$t" 2>/dev/null | awk '{ print $3 }')
+    echo "== $t thread(s), median of $runs runs (llama-bench: mean of $runs); per model ours," \
+         "then the reference, so machine load hits both alike; memory bandwidth $bw GB/s"
+    printf '%-30s %6s' model test
+    for i in $isas; do printf ' %9s' "$i"; done
+    printf ' %9s %6s %8s %8s%s\n' ref ratio "bw ours" "bw ref" "${ik_bin:+   ik-ref  ratio}"
+    for f in "${files[@]}"; do
+        name=$(basename "$f" .gguf)
+        name=${name#qwen2.5-0.5b-shape-}
+        : >"$ours"
+        for i in $isas; do
+            LLAMAPI_ISA=$i "$build/bench/bench_engine" -t "$t" -r "$runs" -p 512 -n 128 "$f" |
+                awk -v i="$i" '{ print $2, i, $3 }' >>"$ours"
+        done
+        : >"$refout"
+        if ((have_ref)) && ! ref_lines "$ref_bin" "$f" "$t" >"$refout"; then
+            echo "(reference llama-bench failed on $name: no ratio)"
+            : >"$refout"
+        fi
+        ik=$(mktemp)
+        if [[ -n $ik_bin ]] && ! ref_lines "$ik_bin" "$f" "$t" >"$ik"; then
+            echo "(IK_REFERENCE_BIN llama-bench failed on $name)"
+        fi
+        awk -v name="$name" -v bytes="$(weight_bytes "$f")" -v bw="$bw" -v ref="$refout" -v ik="$ik" \
+            -v isas="$isas" -v main="$main_isa" '
+            BEGIN { while ((getline l < ref) > 0) { split(l, a, " "); r[a[1]] = a[2] }
+                    while ((getline l < ik) > 0) { split(l, a, " "); k[a[1]] = a[2] }
+                    n_isa = split(isas, isa, " ") }
+            { v[$1 " " $2] = $3; if (!($1 in seen)) { seen[$1] = 1; tests[++n] = $1 } }
+            END { for (j = 1; j <= n; j++) { tt = tests[j]; o = v[tt " " main]
+                  rv = (tt in r) ? r[tt] : 0; fo = "-"; fr = "-"
+                  if (tt ~ /^tg/ && bw > 0) { fo = sprintf("%.0f%%", 100 * bytes * o / (bw * 1e9))
+                      if (rv > 0) fr = sprintf("%.0f%%", 100 * bytes * rv / (bw * 1e9)) }
+                  line = sprintf("%-30s %6s", name, tt)
+                  for (m = 1; m <= n_isa; m++) line = line sprintf(" %9.2f", v[tt " " isa[m]])
+                  line = line sprintf(" %9s %6s %8s %8s", rv > 0 ? sprintf("%.2f", rv) : "-",
+                                      rv > 0 ? sprintf("%.2f", o / rv) : "-", fo, fr)
+                  if (tt in k) line = line sprintf(" %9.2f %6.2f", k[tt], k[tt] > 0 ? o / k[tt] : 0)
+                  print line } }' "$ours"
+        rm -f "$ik"
+    done
 done
 
 # Continuous batching: aggregate decode throughput with 1, 2, 4 and 8 sequences per step on the

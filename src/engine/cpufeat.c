@@ -1,17 +1,21 @@
 /* cpuid-based detection. <cpuid.h> works with gcc and clang alike (clang 14's
- * __builtin_cpu_supports does not know "f16c"). Bits from the Intel SDM, CPUID leaves 1 and 7. */
+ * __builtin_cpu_supports does not know "f16c"). Bits from the Intel SDM, CPUID leaves 1 and 7,
+ * and XCR0 (which register states the OS saves on a context switch). */
 #include "engine/cpufeat.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #include <stdint.h>
 
-static bool os_saves_avx_state(void)
+static uint32_t xcr0(void)
 {
     uint32_t lo, hi;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     (void)hi;
-    return (lo & 0x6) == 0x6; // XMM and YMM state enabled
+    return lo;
 }
 
 bool cpufeat_has_avx2_fma_f16c(void)
@@ -19,13 +23,82 @@ bool cpufeat_has_avx2_fma_f16c(void)
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
     bool fma = c & (1u << 12), osxsave = c & (1u << 27), f16c = c & (1u << 29);
-    if (!fma || !osxsave || !f16c || !os_saves_avx_state()) return false;
+    if (!fma || !osxsave || !f16c || (xcr0() & 0x6) != 0x6) return false; // XMM and YMM state
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
     return b & (1u << 5); // AVX2
+}
+
+bool cpufeat_has_avx_vnni(void)
+{
+    unsigned a, b, c, d;
+    if (!cpufeat_has_avx2_fma_f16c() || !__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
+    return (a >> 4) & 1; // leaf 7 sub-leaf 1, EAX bit 4
+}
+
+bool cpufeat_has_avx512(void)
+{
+    unsigned a, b, c, d;
+    if (!cpufeat_has_avx2_fma_f16c() || (xcr0() & 0xe6) != 0xe6) return false; // + opmask, zmm
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    const unsigned f = 1u << 16, dq = 1u << 17, bw = 1u << 30, vl = 1u << 31;
+    const bool vnni = c & (1u << 11);
+    return (b & (f | dq | bw | vl)) == (f | dq | bw | vl) && vnni;
+}
+
+bool cpufeat_has_avx512_bf16(void)
+{
+    unsigned a, b, c, d;
+    if (!cpufeat_has_avx512() || !__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
+    return (a >> 5) & 1; // leaf 7 sub-leaf 1, EAX bit 5
 }
 #else
 bool cpufeat_has_avx2_fma_f16c(void)
 {
     return false;
 }
+
+bool cpufeat_has_avx_vnni(void)
+{
+    return false;
+}
+
+bool cpufeat_has_avx512(void)
+{
+    return false;
+}
+
+bool cpufeat_has_avx512_bf16(void)
+{
+    return false;
+}
 #endif
+
+enum cpufeat_isa cpufeat_isa_best(void)
+{
+    if (cpufeat_has_avx512()) return CPUFEAT_ISA_AVX512;
+    if (cpufeat_has_avx2_fma_f16c()) return CPUFEAT_ISA_AVX2;
+    return CPUFEAT_ISA_SCALAR;
+}
+
+enum cpufeat_isa cpufeat_isa(void)
+{
+    enum cpufeat_isa best = cpufeat_isa_best(), want = best;
+    const char *no_simd = getenv("LLAMAPI_NO_SIMD");
+    const char *isa = getenv("LLAMAPI_ISA");
+    if (isa && strcmp(isa, "scalar") == 0) want = CPUFEAT_ISA_SCALAR;
+    if (isa && strcmp(isa, "avx2") == 0) want = CPUFEAT_ISA_AVX2;
+    if (no_simd && strcmp(no_simd, "1") == 0) want = CPUFEAT_ISA_SCALAR;
+    return want < best ? want : best;
+}
+
+const char *cpufeat_isa_name(enum cpufeat_isa isa)
+{
+    switch (isa) {
+    case CPUFEAT_ISA_AVX2:
+        return "avx2";
+    case CPUFEAT_ISA_AVX512:
+        return "avx512";
+    default:
+        return "scalar";
+    }
+}

@@ -54,20 +54,28 @@ void matmul_run(const struct matmul_args *a, int ith, int nth)
 {
     const struct quant_traits *tr = quant_traits_of(a->w_type);
     size_t w_row, x_row;
-    if (!tr || !tr->vec_dot || nth < 1 || ith < 0 || ith >= nth || a->n_tok < 1 ||
-        quant_row_bytes(a->w_type, a->n_in, &w_row) != ERR_OK ||
+    if (!tr || (!tr->vec_dot && !tr->vec_dot_tile) || nth < 1 || ith < 0 || ith >= nth ||
+        a->n_tok < 1 || quant_row_bytes(a->w_type, a->n_in, &w_row) != ERR_OK ||
         quant_row_bytes(tr->dot_type, a->n_in, &x_row) != ERR_OK || a->x_row_bytes < x_row)
         return;
+    // An interleaved (repacked) type's tiles start on its groups of rows; a kernel set may
+    // name its own tile shape.
+    const int64_t unit = tr->rows_interleaved > 0 ? tr->rows_interleaved : ROW_GROUP;
     int64_t r0, r1;
-    thread_range(a->n_out, ROW_GROUP, ith, nth, &r0, &r1);
+    thread_range(a->n_out, unit, ith, nth, &r0, &r1);
     if (!tr->vec_dot_tile) {
         run_untiled(a, tr, w_row, r0, r1);
         return;
     }
     // The single-row float order keeps 4 accumulators per output: its batch tiles are 1 x 3.
+    // Repacked types name their own tile (their rows come interleaved in groups).
     const bool is_vec = reference_order(a) == QUANT_ORDER_VEC;
-    const int64_t tile_rows = a->n_tok == 1 ? ROW_GROUP : is_vec ? 1 : BATCH_TILE_ROWS;
-    const int64_t tile_cols = a->n_tok == 1 ? 1 : is_vec ? 3 : BATCH_TILE_COLS;
+    int64_t tile_rows = a->n_tok == 1 ? ROW_GROUP : is_vec ? 1 : BATCH_TILE_ROWS;
+    int64_t tile_cols = a->n_tok == 1 ? 1 : is_vec ? 3 : BATCH_TILE_COLS;
+    if (tr->tile_rows > 0) {
+        tile_rows = tr->tile_rows;
+        tile_cols = a->n_tok == 1 ? 1 : tr->tile_cols;
+    }
     // Tokens go in chunks whose activations stay in L2 while every row tile of the range
     // passes over them; each chunk re-reads the thread's weights once.
     int64_t chunk = a->x_row_bytes == 0 // n_in == 0
@@ -156,6 +164,8 @@ size_t matmul_input_row_bytes(uint32_t w_type, int64_t n_in)
 {
     const struct quant_traits *tr = quant_traits_of(w_type);
     size_t row;
-    if (!tr || !tr->vec_dot || quant_row_bytes(tr->dot_type, n_in, &row) != ERR_OK) return 0;
+    if (!tr || (!tr->vec_dot && !tr->vec_dot_tile) ||
+        quant_row_bytes(tr->dot_type, n_in, &row) != ERR_OK)
+        return 0;
     return row;
 }

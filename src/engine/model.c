@@ -364,6 +364,44 @@ static int load_layer(struct engine_model *m, int il, struct errmsg *err)
     return rc;
 }
 
+/* Replaces w by a repacked copy when the kernel set multiplies another layout faster
+ * (quant_repack_type); the copy is owned by m. */
+static int repack_wmat(struct engine_model *m, struct wmat *w, struct errmsg *err)
+{
+    const uint32_t to = quant_repack_type(w->type, w->n_out, w->n_in);
+    size_t row, bytes;
+    if (to == w->type) return ERR_OK;
+    if (quant_row_bytes(w->type, w->n_in, &row) != ERR_OK ||
+        !size_mul(row, (size_t)w->n_out, &bytes))
+        return errmsg_set(err, ERR_LIMIT, "weight size overflows");
+    void **owned = mem_realloc(m->owned, (size_t)(m->n_owned + 1) * sizeof *owned);
+    if (!owned) return errmsg_set(err, ERR_NOMEM, "out of memory");
+    m->owned = owned;
+    void *dst = mem_alloc(bytes);
+    if (!dst) return errmsg_set(err, ERR_NOMEM, "out of memory for %zu bytes of weights", bytes);
+    m->owned[m->n_owned++] = dst;
+    if (quant_repack(w->type, w->data, dst, w->n_out, w->n_in) != ERR_OK)
+        return errmsg_set(err, ERR_INVALID, "repacking failed");
+    w->data = dst;
+    w->type = to;
+    return ERR_OK;
+}
+
+/* Every matrix only multiplied (not the token embeddings, whose rows are looked up; a tied
+ * output matrix stays with them, which keeps one copy in memory). */
+static int repack_all(struct engine_model *m, struct errmsg *err)
+{
+    int rc = ERR_OK;
+    for (int il = 0; il < m->info.n_layer && rc == ERR_OK; il++) {
+        struct layer *L = &m->layers[il];
+        struct wmat *ws[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (int i = 0; i < 7 && rc == ERR_OK; i++)
+            rc = repack_wmat(m, ws[i], err);
+    }
+    if (rc == ERR_OK && m->output.data != m->tok_embd.data) rc = repack_wmat(m, &m->output, err);
+    return rc;
+}
+
 /* Groups the weights reading one activation matrix by dot type. */
 static int plan_build(struct qplan *p, const struct wmat *const *ws, int n, size_t *row_cap,
                       struct errmsg *err)
@@ -570,6 +608,7 @@ int engine_model_load(const char *path, struct engine_model **out, struct errmsg
     if (rc == ERR_OK) kv_layout(m);
     for (int il = 0; rc == ERR_OK && il < m->info.n_layer; il++)
         rc = load_layer(m, il, err);
+    if (rc == ERR_OK) rc = repack_all(m, err);
     if (rc == ERR_OK) rc = plan_all(m, err);
     if (rc == ERR_OK) rc = alloc_scratch(m, err);
     if (rc != ERR_OK) {

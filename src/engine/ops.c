@@ -171,8 +171,7 @@ bool ops_have_avx2(void)
 
 static void select_kernels(void)
 {
-    const char *no_simd = getenv("LLAMAPI_NO_SIMD");
-    if (ops_have_avx2() && !(no_simd && strcmp(no_simd, "1") == 0)) kernels_sel = &kernels_avx2;
+    if (ops_have_avx2() && cpufeat_isa() >= CPUFEAT_ISA_AVX2) kernels_sel = &kernels_avx2;
 }
 
 void ops_init(void)

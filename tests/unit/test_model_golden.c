@@ -21,7 +21,12 @@
  * is within 1e-4 of our best log-probability: each such position is printed by case, position
  * and token ids, and counted; a larger gap fails. These short prompts decoded one sequence at a
  * time are where the invariant numerics coincide with the reference's, so the measured errors
- * are the strict ones (<= 6.5e-6, no near-ties). Skipped on the scalar kernels too. */
+ * are the strict ones (<= 6.5e-6, no near-ties). Skipped on the scalar kernels too.
+ *
+ * Run without LLAMAPI_ISA (or LLAMAPI_NO_SIMD), the binary runs the goldens once per kernel
+ * set the CPU has (test_golden_path_*: a child process with LLAMAPI_ISA set; a set the CPU
+ * lacks is reported skipped). The AVX-512 set follows the AVX2 arithmetic bit for bit, so
+ * both are held to the rules above. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -38,7 +43,14 @@
 #include <stdio.h>
 #include <string.h>
 #include <stdbool.h>
+#include <stdlib.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
+
+static char *self_path; // argv[0], for the per-path child runs
 
 static int argmax(const float *x, int n)
 {
@@ -229,8 +241,49 @@ GOLDEN_TEST(q4_1, "stories260K-Q4_1.gguf", "stories260K-Q4_1.greedy.json")
 // Same weights in the GGUF v1 layout (context 512): the same greedy continuation.
 GOLDEN_TEST(v1_file, "tinyllamas-stories-260k-f32.gguf", "stories260K.greedy.json")
 
-int main(void)
+/* Runs this binary again with LLAMAPI_ISA=isa: the goldens on that kernel set. */
+static void run_path(const char *isa, enum quant_simd set)
 {
+    quant_init();
+    if (!quant_traits_simd(QUANT_F32, set)) {
+        printf("skip: the %s kernel set needs CPU features this machine lacks\n", isa);
+        skip();
+    }
+    setenv("LLAMAPI_ISA", isa, 1);
+    pid_t pid;
+    char *argv[] = {self_path, NULL};
+    int rc = posix_spawn(&pid, self_path, NULL, NULL, argv, environ);
+    unsetenv("LLAMAPI_ISA");
+    assert_int_equal(rc, 0);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("the goldens failed on the %s kernel set (output above)", isa);
+}
+
+static void test_golden_path_avx2(void **state)
+{
+    (void)state;
+    run_path("avx2", QUANT_SIMD_AVX2);
+}
+
+static void test_golden_path_avx512(void **state)
+{
+    (void)state;
+    run_path("avx512", QUANT_SIMD_AVX512);
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    self_path = argv[0];
+    if (!getenv("LLAMAPI_ISA") && !getenv("LLAMAPI_NO_SIMD")) { // one child per kernel set
+        const struct CMUnitTest paths[] = {
+            cmocka_unit_test(test_golden_path_avx2),
+            cmocka_unit_test(test_golden_path_avx512),
+        };
+        return cmocka_run_group_tests(paths, NULL, NULL);
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden_f32),     cmocka_unit_test(test_golden_f16),
         cmocka_unit_test(test_golden_q8_0),    cmocka_unit_test(test_golden_q5_0),

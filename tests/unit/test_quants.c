@@ -679,6 +679,323 @@ static void test_from_float_simd_matches_ref(void **state)
     }
 }
 
+/* Random rows for the set tests: n_rows weight rows of type and n_cols activation rows in its
+ * dot format (as the engine quantizes them), each at an odd offset of its buffer; the last
+ * weight row 100x larger so the extreme quants appear. */
+struct mats {
+    int64_t n;
+    size_t wb, ab;
+    uint8_t *wbuf, *abuf;
+    const uint8_t *w, *a;
+};
+
+static void quantize_act(uint32_t dot_type, const float *f, void *out, int64_t n)
+{
+    if (dot_type == QUANT_Q8_0)
+        quant_q8_0_activations(f, out, n);
+    else if (dot_type == QUANT_Q8_1)
+        quant_q8_1_activations(f, out, n);
+    else
+        quant_traits_ref(dot_type)->from_float(f, out, n);
+}
+
+static struct mats mats_make(uint32_t type, int64_t n, int n_rows, int n_cols)
+{
+    const struct quant_traits *tr = quant_traits_ref(type);
+    struct mats m = {.n = n, .wb = row_bytes(type, n), .ab = row_bytes(tr->dot_type, n)};
+    m.wbuf = mem_alloc(m.wb * (size_t)n_rows + 1);
+    m.abuf = mem_alloc(m.ab * (size_t)n_cols + 3);
+    float *f = mem_alloc((size_t)n * sizeof *f);
+    assert_true(m.wbuf && m.abuf && f);
+    for (int r = 0; r < n_rows; r++) {
+        fill_random(f, n, r == n_rows - 1 ? 100.0f : 1.0f);
+        tr->from_float(f, m.wbuf + 1 + r * m.wb, n);
+    }
+    for (int c = 0; c < n_cols; c++) {
+        fill_random(f, n, 3.0f);
+        quantize_act(tr->dot_type, f, m.abuf + 3 + c * m.ab, n);
+    }
+    m.w = m.wbuf + 1;
+    m.a = m.abuf + 3;
+    mem_free(f);
+    return m;
+}
+
+/* sum |x_i y_i| of the dequantized rows: the scale of the rounding tolerance. */
+static double dot_mag(uint32_t type, const uint8_t *w, const uint8_t *a, int64_t n)
+{
+    const struct quant_traits *tr = quant_traits_ref(type);
+    float *x = mem_alloc((size_t)n * sizeof *x), *y = mem_alloc((size_t)n * sizeof *y);
+    assert_true(x && y);
+    tr->to_float(w, x, n);
+    quant_traits_ref(tr->dot_type)->to_float(a, y, n);
+    double mag = 0;
+    for (int64_t i = 0; i < n; i++)
+        mag += fabs((double)x[i] * y[i]);
+    mem_free(x);
+    mem_free(y);
+    return mag;
+}
+
+/* Every tile shape from 1x1 to max_r x max_c equals the set's single dot bit for bit. */
+static void check_tiles(const struct quant_traits *tr, const struct mats *m, int max_r, int max_c)
+{
+    float s[QUANT_TILE_COLS_MAX * QUANT_TILE_ROWS_MAX];
+    for (int nr = 1; nr <= max_r; nr++)
+        for (int nc = 1; nc <= max_c; nc++) {
+            struct quant_tile t = {.n = m->n,
+                                   .x = m->w,
+                                   .x_stride = m->wb,
+                                   .y = m->a,
+                                   .y_stride = m->ab,
+                                   .s = s,
+                                   .s_stride = (size_t)max_r,
+                                   .n_rows = nr,
+                                   .n_cols = nc,
+                                   .is_stream = (nr + nc) % 2};
+            tr->vec_dot_tile(&t);
+            for (int r = 0; r < nr; r++)
+                for (int c = 0; c < nc; c++) {
+                    float one;
+                    tr->vec_dot(m->n, &one, m->w + r * m->wb, m->a + c * m->ab);
+                    if (memcmp(&one, &s[c * max_r + r], sizeof one) != 0)
+                        fail_msg("%s n=%lld tile %dx%d (%d,%d): %.9g vs single %.9g", tr->name,
+                                 (long long)m->n, nr, nc, r, c, s[c * max_r + r], one);
+                }
+        }
+}
+
+/* One kernel set against the scalar references: for every type and row lengths with tails,
+ * each single dot within float rounding of the reference's (2e-5 of sum |x_i y_i|), and every
+ * tile shape the set takes (its named tile, at least QUANT_TILE_MAX square) equal to the single
+ * dot bit for bit; AVX-512 also equals AVX2 bit for bit in every summation order. A set this
+ * CPU cannot run is reported skipped. */
+static void check_set(enum quant_simd set, const char *name)
+{
+    if (!quant_traits_simd(QUANT_F32, set)) {
+        printf("skip: the %s kernel set needs CPU features this machine lacks\n", name);
+        skip();
+    }
+    for (size_t i = 0; i < N_CASES; i++) {
+        const struct quant_traits *tr = quant_traits_simd(cases[i].type, set);
+        const struct quant_traits *ref = quant_traits_ref(cases[i].type);
+        const int64_t bl = ref->block_len;
+        const int64_t ns[] = {bl == 1 ? 37 : bl, bl == 1 ? 100 : 3 * bl, bl == 1 ? 1000 : 9 * bl};
+        const int max_r = tr->tile_rows > QUANT_TILE_MAX ? tr->tile_rows : QUANT_TILE_MAX;
+        const int max_c = tr->tile_cols > QUANT_TILE_MAX ? tr->tile_cols : QUANT_TILE_MAX;
+        for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+            struct mats m = mats_make(cases[i].type, ns[k], max_r, max_c);
+            for (int r = 0; r < max_r; r++)
+                for (int c = 0; c < max_c; c++) {
+                    const uint8_t *w = m.w + r * m.wb, *a = m.a + c * m.ab;
+                    float s_ref, s_set;
+                    ref->vec_dot(m.n, &s_ref, w, a);
+                    tr->vec_dot(m.n, &s_set, w, a);
+                    double tol = 2e-5 * dot_mag(cases[i].type, w, a, m.n) + 1e-6;
+                    if (!(fabs((double)s_set - s_ref) <= tol))
+                        fail_msg("%s %s n=%lld (%d,%d): %.9g vs ref %.9g", name, tr->name,
+                                 (long long)m.n, r, c, s_set, s_ref);
+                    // AVX-512 follows the AVX2 arithmetic: the same bits, in every order
+                    const struct quant_traits *a2 =
+                        quant_traits_simd(cases[i].type, QUANT_SIMD_AVX2);
+                    for (int order = 0; set == QUANT_SIMD_AVX512 && order < 3; order++) {
+                        float s2[2];
+                        struct quant_tile one = {.n = m.n,
+                                                 .x = w,
+                                                 .y = a,
+                                                 .s = s2,
+                                                 .n_rows = 1,
+                                                 .n_cols = 1,
+                                                 .order = order};
+                        a2->vec_dot_tile(&one);
+                        one.s = s2 + 1;
+                        tr->vec_dot_tile(&one);
+                        if (memcmp(&s2[0], &s2[1], sizeof(float)) != 0)
+                            fail_msg("%s n=%lld order %d (%d,%d): avx512 %.9g vs avx2 %.9g",
+                                     tr->name, (long long)m.n, order, r, c, s2[1], s2[0]);
+                    }
+                }
+            if (tr->vec_dot_tile) check_tiles(tr, &m, max_r, max_c);
+            mem_free(m.wbuf);
+            mem_free(m.abuf);
+        }
+    }
+}
+
+static void test_set_avx2(void **state)
+{
+    (void)state;
+    check_set(QUANT_SIMD_AVX2, "avx2");
+}
+
+static void test_set_avx2_vnni(void **state)
+{
+    (void)state;
+    check_set(QUANT_SIMD_AVX2_VNNI, "avx2+vnni");
+}
+
+static void test_set_avx512(void **state)
+{
+    (void)state;
+    check_set(QUANT_SIMD_AVX512, "avx512");
+}
+
+/* The Q8_0_S activations: the SIMD quantizer writes the reference's bytes, and its quants and
+ * scale are those of the engine's Q8_0 activations (ties to even), with the offset sums. */
+static void test_q8_0s_activations(void **state)
+{
+    (void)state;
+    enum { N = 32 * 20 };
+    float x[N];
+    fill_random(x, N, 4.0f);
+    for (int j = 0; j < 32; j++) // block 0: exact ties
+        x[j] = j == 0 ? 127.0f : (float)(j % 2 ? j : -j) + 0.5f;
+    for (int j = 32; j < 64; j++) // block 1: zero
+        x[j] = 0.0f;
+    struct block_q8_0s r[N / 32], v[N / 32];
+    struct block_q8_0 q[N / 32];
+    quant_traits_ref(QUANT_Q8_0_S)->from_float(x, r, N);
+    q8_0_activations_ref(x, q, N);
+    for (int i = 0; i < N / 32; i++) {
+        int sum = 0;
+        for (int k = 0; k < 8; k++) {
+            int part = 0;
+            for (int j = 4 * k; j < 4 * k + 4; j++)
+                part += r[i].qs[j];
+            assert_int_equal(r[i].c128[k], -128 * part);
+            sum += part;
+        }
+        assert_int_equal(r[i].c8, -8 * sum);
+        assert_memory_equal(r[i].qs, q[i].qs, 32);
+        assert_true(r[i].d == half_to_f32(q[i].d));
+    }
+    const struct quant_traits *t = quant_traits_simd(QUANT_Q8_0_S, QUANT_SIMD_AVX512);
+    if (!t) {
+        printf("skip: no AVX-512 on this CPU (the reference quantizer was checked)\n");
+        skip();
+    }
+    t->from_float(x, v, N);
+    assert_memory_equal(r, v, sizeof r);
+}
+
+/* The 16-row interleaved Q8_0 / Q4_0 tiles: 64 rows repacked, 8 tokens, row lengths 32..896;
+ * each output within float rounding of the scalar dot of the original row and bit for bit the
+ * AVX2 kernel's (in the order matmul picks for such a matrix: QUANT_ORDER_BLOCKS for Q4_0,
+ * LANES for Q8_0), and every tile shape (1..4 groups x 1..8 tokens, from any group) gives the
+ * bits of the 16 x 1 tile. */
+static void test_avx512_repacked(void **state)
+{
+    (void)state;
+    const struct quant_traits *t8 = quant_traits_simd(QUANT_Q8_0_R16, QUANT_SIMD_AVX512);
+    if (!t8 || !t8->vec_dot_tile) {
+        printf("skip: no AVX-512 VNNI on this CPU: the repacked kernels are not run\n");
+        skip();
+    }
+    const uint32_t types[] = {QUANT_Q8_0, QUANT_Q4_0};
+    const int64_t ns[] = {32, 96, 896};
+    enum { R = 64, C = 8 };
+    for (size_t ti = 0; ti < 2; ti++)
+        for (size_t k = 0; k < 3; k++) {
+            const uint32_t rt = types[ti] == QUANT_Q8_0 ? QUANT_Q8_0_R16 : QUANT_Q4_0_R16;
+            const struct quant_traits *tr = quant_traits_simd(rt, QUANT_SIMD_AVX512);
+            const struct quant_traits *ref = quant_traits_ref(types[ti]);
+            struct mats m = mats_make(types[ti], ns[k], R, C);
+            const size_t sb = row_bytes(QUANT_Q8_0_S, m.n);
+            uint8_t *packed = mem_alloc(m.wb * R), *acts = mem_alloc(sb * C);
+            float *f = mem_alloc((size_t)m.n * sizeof *f);
+            assert_true(packed && acts && f);
+            if (rt == QUANT_Q8_0_R16)
+                q8_0_repack_r16(m.w, packed, R, m.n);
+            else
+                q4_0_repack_r16(m.w, packed, R, m.n);
+            for (int c = 0; c < C; c++) { // the same activations as m.a, in Q8_0_S
+                quant_traits_ref(QUANT_Q8_0)->to_float(m.a + c * m.ab, f, m.n);
+                quant_traits_simd(QUANT_Q8_0_S, QUANT_SIMD_AVX512)
+                    ->from_float(f, acts + c * sb, m.n);
+            }
+            float base[C][R], s[C][R];
+            for (int g = 0; g < R / 16; g++)
+                for (int c = 0; c < C; c++) {
+                    struct quant_tile t = {.n = m.n,
+                                           .x = packed + 16 * g * m.wb,
+                                           .x_stride = m.wb,
+                                           .y = acts + c * sb,
+                                           .y_stride = sb,
+                                           .s = &base[c][16 * g],
+                                           .s_stride = R,
+                                           .n_rows = 16,
+                                           .n_cols = 1};
+                    tr->vec_dot_tile(&t);
+                }
+            for (int r = 0; r < R; r++)
+                for (int c = 0; c < C; c++) {
+                    float want;
+                    ref->vec_dot(m.n, &want, m.w + r * m.wb, m.a + c * m.ab);
+                    double tol = 2e-5 * dot_mag(types[ti], m.w + r * m.wb, m.a + c * m.ab, m.n);
+                    if (!(fabs((double)base[c][r] - want) <= tol + 1e-6))
+                        fail_msg("%s n=%lld (%d,%d): %.9g vs ref %.9g", tr->name, (long long)m.n, r,
+                                 c, base[c][r], want);
+                    const struct quant_traits *a2 = quant_traits_simd(types[ti], QUANT_SIMD_AVX2);
+                    struct quant_tile one = {.n = m.n,
+                                             .x = m.w + r * m.wb,
+                                             .y = m.a + c * m.ab,
+                                             .s = &want,
+                                             .n_rows = 1,
+                                             .n_cols = 1,
+                                             .order = types[ti] == QUANT_Q4_0 ? QUANT_ORDER_BLOCKS
+                                                                              : QUANT_ORDER_LANES};
+                    a2->vec_dot_tile(&one);
+                    if (memcmp(&want, &base[c][r], sizeof want) != 0)
+                        fail_msg("%s n=%lld (%d,%d): %.9g vs avx2 %.9g", tr->name, (long long)m.n,
+                                 r, c, base[c][r], want);
+                }
+            for (int g0 = 0; g0 < R / 16; g0++)
+                for (int ng = 1; g0 + ng <= R / 16; ng++)
+                    for (int nc = 1; nc <= C; nc++) {
+                        struct quant_tile t = {.n = m.n,
+                                               .x = packed + 16 * g0 * m.wb,
+                                               .x_stride = m.wb,
+                                               .y = acts,
+                                               .y_stride = sb,
+                                               .s = &s[0][16 * g0],
+                                               .s_stride = R,
+                                               .n_rows = 16 * ng,
+                                               .n_cols = nc,
+                                               .is_stream = nc % 2};
+                        tr->vec_dot_tile(&t);
+                        for (int c = 0; c < nc; c++)
+                            if (memcmp(&s[c][16 * g0], &base[c][16 * g0],
+                                       16 * (size_t)ng * sizeof(float)) != 0)
+                                fail_msg("%s n=%lld tile %dx%d from group %d differs", tr->name,
+                                         (long long)m.n, 16 * ng, nc, g0);
+                    }
+            mem_free(f);
+            mem_free(packed);
+            mem_free(acts);
+            mem_free(m.wbuf);
+            mem_free(m.abuf);
+        }
+}
+
+/* Repacking is offered only for whole groups of 16 rows and by a set that has the kernels. */
+static void test_repack_type(void **state)
+{
+    (void)state;
+    const bool avx512 = quant_simd_active() == QUANT_SIMD_AVX512;
+    assert_int_equal(quant_repack_type(QUANT_Q8_0, 48, 64), avx512 ? QUANT_Q8_0_R16 : QUANT_Q8_0);
+    assert_int_equal(quant_repack_type(QUANT_Q4_0, 16, 32), avx512 ? QUANT_Q4_0_R16 : QUANT_Q4_0);
+    assert_int_equal(quant_repack_type(QUANT_Q8_0, 40, 64), QUANT_Q8_0);
+    assert_int_equal(quant_repack_type(QUANT_Q4_K, 64, 256), QUANT_Q4_K);
+    uint8_t a[34 * 16], b[34 * 16];
+    assert_int_equal(quant_repack(QUANT_Q8_0, a, b, 40, 32), ERR_INVALID);
+    assert_null(quant_traits_of(QUANT_Q8_0_R16)->vec_dot); // no single-row kernel
+    size_t rb;
+    assert_int_equal(quant_row_bytes(QUANT_Q8_0_R16, 64, &rb), ERR_OK);
+    assert_int_equal(rb, 68);
+    assert_int_equal(quant_row_bytes(QUANT_Q8_0_S, 64, &rb), ERR_OK);
+    assert_int_equal(rb, 144);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -756,6 +1073,12 @@ int main(void)
         cmocka_unit_test(test_vnni_equals_avx2),
         cmocka_unit_test(test_from_float_simd_matches_ref),
         cmocka_unit_test(test_cross_check_stories260k),
+        cmocka_unit_test(test_set_avx2),
+        cmocka_unit_test(test_set_avx2_vnni),
+        cmocka_unit_test(test_set_avx512),
+        cmocka_unit_test(test_q8_0s_activations),
+        cmocka_unit_test(test_avx512_repacked),
+        cmocka_unit_test(test_repack_type),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

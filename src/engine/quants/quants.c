@@ -1,6 +1,7 @@
-/* The kernel table: one row per tensor type, a scalar-reference table and an AVX2 table, and
- * the one place that picks between them (quant_init). Kernels live in quants_ref.c,
- * quants_k_ref.c and the *_avx2.c files. */
+/* The kernel table: one row per tensor type, a scalar-reference table and the SIMD tables
+ * (AVX2, AVX2 with AVX-VNNI, AVX-512), and the one place that picks between them (quant_init,
+ * from cpufeat_isa()). Kernels live in quants_ref.c, quants_k_ref.c, quants_repack.c and the
+ * x86/ files. */
 #include "engine/quants/quants.h"
 #include "engine/cpufeat.h"
 #include "engine/quants/quants_internal.h"
@@ -63,7 +64,19 @@
         ROW(QUANT_IQ4_XS, "iq4_xs", QK_K, sizeof(struct block_iq4_xs), QUANT_Q8_K, iq4_xs),        \
         ROW(QUANT_MXFP4, "mxfp4", QK_MXFP4, sizeof(struct block_mxfp4), QUANT_Q8_0, mxfp4),        \
         ROW_ACT(QUANT_Q8_1, "q8_1", QK8_1, sizeof(struct block_q8_1), q8_1),                       \
-        ROW_ACT(QUANT_Q8_K, "q8_K", QK_K, sizeof(struct block_q8_K), q8_K)
+        ROW_ACT(QUANT_Q8_K, "q8_K", QK_K, sizeof(struct block_q8_K), q8_K),                        \
+        ROW_ACT(QUANT_Q8_0_S, "q8_0_s", QK8_0, sizeof(struct block_q8_0s), q8_0s),                 \
+        ROW_R16(QUANT_Q8_0_R16, "q8_0_r16", QK8_0, sizeof(struct block_q8_0)),                     \
+        ROW_R16(QUANT_Q4_0_R16, "q4_0_r16", QK4_0, sizeof(struct block_q4_0))
+
+/* Repacked weights: no single-row kernels; the tile kernels are patched into the tables
+ * whose kernel set has them (quant_repack_type offers a type only then). */
+#define ROW_R16(id, nm, blen, bbytes)                                                              \
+    [id] = {.name = nm,                                                                            \
+            .block_len = blen,                                                                     \
+            .block_bytes = bbytes,                                                                 \
+            .dot_type = QUANT_Q8_0_S,                                                              \
+            .rows_interleaved = 16}
 
 static const struct quant_traits table_ref[QUANT_TYPE_MAX] = {TYPE_ROWS(ROW_REF)};
 
@@ -74,6 +87,8 @@ static const struct quant_traits table_ref[QUANT_TYPE_MAX] = {TYPE_ROWS(ROW_REF)
 static struct quant_traits table_avx2[QUANT_TYPE_MAX] = {TYPE_ROWS(ROW_AVX2)};
 /* The AVX2 table with the AVX-VNNI dots patched in; filled by quant_init. */
 static struct quant_traits table_vnni[QUANT_TYPE_MAX];
+/* The AVX-512 table: the AVX2 one with the AVX-512 kernels patched in; filled by quant_init. */
+static struct quant_traits table_avx512[QUANT_TYPE_MAX];
 #else
 #define HAVE_AVX2_KERNELS 0
 #endif
@@ -84,24 +99,6 @@ static const char *simd_name = "scalar";
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 #if HAVE_AVX2_KERNELS
-static bool cpu_has_avx2(void)
-{
-#if HAVE_AVX2_KERNELS
-    return cpufeat_has_avx2_fma_f16c();
-#else
-    return false;
-#endif
-}
-
-/* AVX-VNNI (the VEX form): CPUID leaf 7 sub-leaf 1, EAX bit 4. The OS-saved AVX state is
- * already implied by cpu_has_avx2. */
-static bool cpu_has_avx_vnni(void)
-{
-    unsigned a, b, c, d;
-    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
-    return (a >> 4) & 1;
-}
-
 static bool env_is_set(const char *name)
 {
     const char *v = getenv(name);
@@ -113,16 +110,39 @@ static void patch_vnni(uint32_t type, quant_vec_dot_fn dot, quant_vec_dot_tile_f
     table_vnni[type].vec_dot = dot;
     table_vnni[type].vec_dot_tile = tile;
 }
+
+static void patch_avx512(uint32_t type, quant_vec_dot_fn dot, quant_vec_dot_tile_fn tile, int rows,
+                         int cols)
+{
+    if (dot) table_avx512[type].vec_dot = dot;
+    table_avx512[type].vec_dot_tile = tile;
+    table_avx512[type].tile_rows = rows;
+    table_avx512[type].tile_cols = cols;
+}
+
+/* The AVX2 table with the repacked Q8_0/Q4_0 tiles: Q8_0_R16 16 rows x 3 tokens (8 float chains
+ * per output fill the registers), Q4_0_R16 32 x 4 (2 x 4 int32 and float accumulators). Zmm
+ * ports of the float and K-quant tiles measured no faster on Sapphire Rapids (512-bit
+ * operations issue on two ports, 256-bit ones on three), so those keep the AVX2 kernels. */
+static void fill_avx512(void)
+{
+    memcpy(table_avx512, table_avx2, sizeof table_avx512);
+    patch_avx512(QUANT_Q8_0_R16, NULL, q8_0_r16_tile_avx512, 16, 3);
+    patch_avx512(QUANT_Q4_0_R16, NULL, q4_0_r16_tile_avx512, 32, 4);
+    table_avx512[QUANT_Q8_0_S].from_float = q8_0s_from_float_avx512;
+}
 #endif
 
 /* Which sets this CPU can run; filled by quant_init. */
-static bool has_avx2_set, has_vnni_set;
+static bool has_avx2_set, has_vnni_set, has_avx512_set;
+static enum quant_simd simd_active = QUANT_SIMD_SCALAR;
 
 static void init_tables(void)
 {
 #if HAVE_AVX2_KERNELS
-    has_avx2_set = cpu_has_avx2();
-    has_vnni_set = has_avx2_set && cpu_has_avx_vnni();
+    has_avx2_set = cpufeat_has_avx2_fma_f16c();
+    has_vnni_set = has_avx2_set && cpufeat_has_avx_vnni();
+    has_avx512_set = has_avx2_set && cpufeat_has_avx512();
     if (has_avx2_set) {
         table_avx2[QUANT_Q8_0].from_float = q8_0_from_float_avx2;
         table_avx2[QUANT_Q8_1].from_float = q8_1_from_float_avx2;
@@ -136,12 +156,22 @@ static void init_tables(void)
         patch_vnni(QUANT_Q5_1, q5_1_vec_dot_vnni, q5_1_vec_dot_tile_vnni);
         patch_vnni(QUANT_Q8_0, q8_0_vec_dot_vnni, q8_0_vec_dot_tile_vnni);
     }
-    if (env_is_set("LLAMAPI_NO_SIMD") || !has_avx2_set) return;
+    if (has_avx512_set) fill_avx512();
+    const enum cpufeat_isa isa = cpufeat_isa();
+    if (isa == CPUFEAT_ISA_SCALAR || !has_avx2_set) return;
+    if (isa >= CPUFEAT_ISA_AVX512 && has_avx512_set) {
+        table_active = table_avx512;
+        simd_name = "avx512";
+        simd_active = QUANT_SIMD_AVX512;
+        return;
+    }
     table_active = table_avx2;
     simd_name = "avx2";
+    simd_active = QUANT_SIMD_AVX2;
     if (env_is_set("LLAMAPI_NO_VNNI") || !has_vnni_set) return;
     table_active = table_vnni;
     simd_name = "avx2+vnni";
+    simd_active = QUANT_SIMD_AVX2_VNNI;
 #endif
 }
 
@@ -193,10 +223,39 @@ const struct quant_traits *quant_traits_simd(uint32_t type, enum quant_simd simd
         return has_avx2_set ? lookup(table_avx2, type) : NULL;
     case QUANT_SIMD_AVX2_VNNI:
         return has_vnni_set ? lookup(table_vnni, type) : NULL;
+    case QUANT_SIMD_AVX512:
+        return has_avx512_set ? lookup(table_avx512, type) : NULL;
 #endif
     default:
         return NULL;
     }
+}
+
+enum quant_simd quant_simd_active(void)
+{
+    return simd_active;
+}
+
+uint32_t quant_repack_type(uint32_t type, int64_t n_out, int64_t n_in)
+{
+    uint32_t to = type == QUANT_Q8_0 ? QUANT_Q8_0_R16 : type == QUANT_Q4_0 ? QUANT_Q4_0_R16 : type;
+    const struct quant_traits *t = lookup(table_active, to);
+    if (to == type || !t || !t->vec_dot_tile || n_out <= 0 || n_out % t->rows_interleaved != 0 ||
+        n_in <= 0 || n_in % t->block_len != 0)
+        return type;
+    return to;
+}
+
+int quant_repack(uint32_t type, const void *src, void *dst, int64_t n_out, int64_t n_in)
+{
+    const uint32_t to = quant_repack_type(type, n_out, n_in);
+    if (to == QUANT_Q8_0_R16)
+        q8_0_repack_r16(src, dst, n_out, n_in);
+    else if (to == QUANT_Q4_0_R16)
+        q4_0_repack_r16(src, dst, n_out, n_in);
+    else
+        return ERR_INVALID;
+    return ERR_OK;
 }
 
 const char *quant_simd_name(void)

@@ -1,7 +1,9 @@
 /* Tensor element types and their kernels: the block layouts of the GGUF ecosystem (type ids
  * are the on-disk ggml ids), dequantize/quantize, and dot products of a weight row against an
  * activation row already converted to the type's dot format. Each kernel has a scalar _ref
- * version; AVX2 variants are selected once by quant_init(). */
+ * version; SIMD variants (engine/quants/x86/: AVX2, AVX-512) are selected once by
+ * quant_init(). Weights may be repacked at load into an internal row-interleaved type
+ * (quant_repack) that only the matrix-product tiles read. */
 #ifndef ENGINE_QUANTS_QUANTS_H
 #define ENGINE_QUANTS_QUANTS_H
 
@@ -28,7 +30,13 @@ enum quant_type {
     QUANT_IQ4_XS = 23,
     QUANT_BF16 = 30,
     QUANT_MXFP4 = 39,
-    QUANT_TYPE_MAX = 40, // exclusive upper bound of ids this table knows
+    // Internal types, never in a file (GGUF readers reject ids they do not know): weights
+    // repacked at load, 16 rows interleaved per block (see quant_repack), and the activation
+    // format their kernels read (Q8_0 quants with d and d * sum(quants) as floats).
+    QUANT_Q8_0_R16 = 40,
+    QUANT_Q4_0_R16 = 41,
+    QUANT_Q8_0_S = 42,
+    QUANT_TYPE_MAX = 48, // exclusive upper bound of ids this table knows
 };
 
 /* x: n elements of the type; y: n floats. n is a multiple of block_len. */
@@ -38,7 +46,9 @@ typedef void (*quant_from_float_fn)(const float *x, void *y, int64_t n);
 /* *s = dot(x, y) over n elements; x in the weight type, y in its dot_type. */
 typedef void (*quant_vec_dot_fn)(int64_t n, float *s, const void *x, const void *y);
 
-#define QUANT_TILE_MAX 4 // largest n_rows and n_cols a tile kernel accepts
+#define QUANT_TILE_MAX      4 // largest n_rows and n_cols a tile kernel accepts (but see tile_rows)
+#define QUANT_TILE_ROWS_MAX 64 // largest tile_rows any traits name
+#define QUANT_TILE_COLS_MAX 8  // largest tile_cols any traits name
 
 /* One tile of a matrix product: s[c * s_stride + r] = dot(row r of x, row c of y) for
  * r < n_rows, c < n_cols. Rows of x (weight type) are x_stride bytes apart, rows of y (dot type)
@@ -65,8 +75,9 @@ struct quant_tile {
     size_t y_stride; // bytes between activation rows
     float *s;        // output; element (r, c) at s[c * s_stride + r]
     size_t s_stride; // floats between output rows (one output row per activation row)
-    int n_rows;      // 1..QUANT_TILE_MAX weight rows
-    int n_cols;      // 1..QUANT_TILE_MAX activation rows
+    int n_rows;      // 1..QUANT_TILE_MAX weight rows, or up to the traits' tile_rows (for an
+                     // interleaved type a multiple of rows_interleaved)
+    int n_cols;      // 1..QUANT_TILE_MAX activation rows, or up to the traits' tile_cols
     int order;       // QUANT_ORDER_*: how partial sums are combined (0: the default)
     bool is_stream;  // first pass over these weight rows: prefetch the next tile's rows
                      // (always done when n_cols == 1); the result does not depend on it
@@ -101,16 +112,30 @@ struct quant_traits {
     enum quant_type dot_type;           // format activations are converted to for vec_dot
     quant_to_float_fn to_float;         // never NULL for a supported type
     quant_from_float_fn from_float;     // NULL when quantizing to this type is not supported
-    quant_vec_dot_fn vec_dot;           // NULL for activation-only types (Q8_K, Q8_1)
+    quant_vec_dot_fn vec_dot;           // NULL for activation-only and interleaved types
     quant_vec_dot_tile_fn vec_dot_tile; // NULL: loop vec_dot; else equal to it bit for bit
+    int rows_interleaved; // 0, or 16 for a repacked type: the unit of rows a tile starts on
+                          // (a group of that many rows takes that many row_bytes, in place)
+    int tile_rows;        // batch tile shape matmul uses with this table (0: its default);
+    int tile_cols;        // n_tok == 1 uses tile_rows x 1
 };
 
 /* Selects SIMD variants for this CPU. Thread-safe: the first call does the work and any
  * concurrent or later call returns once it is done. Call it before using the table (until
- * then quant_traits_of gives the scalar references). LLAMAPI_NO_SIMD=1 in the environment
- * forces the scalar references; LLAMAPI_NO_VNNI=1 keeps AVX2 but skips the AVX-VNNI dots
- * (which give the same bits). */
+ * then quant_traits_of gives the scalar references). The set is cpufeat_isa()'s:
+ * LLAMAPI_ISA=scalar|avx2|avx512 lowers it (LLAMAPI_NO_SIMD=1 = scalar); LLAMAPI_NO_VNNI=1
+ * keeps AVX2 but skips the AVX-VNNI dots (which give the same bits). */
 void quant_init(void);
+
+/* Weights in a row-interleaved layout the active kernel set multiplies faster: the type
+ * quant_repack converts a (n_out, n_in) matrix of type to, or type itself when there is none
+ * for this type, shape or kernel set (then keep the weights as they are). Cannot fail. */
+uint32_t quant_repack_type(uint32_t type, int64_t n_out, int64_t n_in);
+
+/* Writes the (n_out, n_in) matrix src of type as quant_repack_type(type, n_out, n_in) into dst
+ * (the same number of bytes, quant_row_bytes(type, n_in) * n_out; dst does not overlap src).
+ * ERR_OK, or ERR_INVALID when that type is type itself. Thread-safe; allocates nothing. */
+int quant_repack(uint32_t type, const void *src, void *dst, int64_t n_out, int64_t n_in);
 
 /* Traits of a type, or NULL for an unknown or unsupported id. Thread-safe after quant_init. */
 const struct quant_traits *quant_traits_of(uint32_t type);
@@ -133,13 +158,14 @@ void quant_q8_0_activations(const float *x, void *y, int64_t n);
  * quant_q8_0_activations, d = amax / 127 and s = d * (sum of the quants), both stored as half. */
 void quant_q8_1_activations(const float *x, void *y, int64_t n);
 
-/* True when the running CPU has AVX2+FMA+F16C and the SIMD variants are in use. */
+/* True when a SIMD set (AVX2 or AVX-512) is in use. */
 bool quant_using_avx2(void);
 
 enum quant_simd {
     QUANT_SIMD_SCALAR = 0,    // the _ref kernels
     QUANT_SIMD_AVX2 = 1,      // AVX2 + FMA + F16C
     QUANT_SIMD_AVX2_VNNI = 2, // the AVX2 set with AVX-VNNI dots for the 32-element blocks
+    QUANT_SIMD_AVX512 = 3,    // AVX-512 F/BW/VL/DQ + VNNI, and the repacked Q8_0/Q4_0 types
 };
 
 /* Traits of a type in one kernel set, whatever quant_init chose (for tests and benchmarks
@@ -147,8 +173,12 @@ enum quant_simd {
  * after quant_init. */
 const struct quant_traits *quant_traits_simd(uint32_t type, enum quant_simd simd);
 
-/* "scalar", "avx2" or "avx2+vnni": the kernel set quant_init chose (static string, for logs).
- * Cannot fail. */
+/* The kernel set quant_init chose (cpufeat_isa(): LLAMAPI_ISA, LLAMAPI_NO_SIMD, then
+ * LLAMAPI_NO_VNNI=1 keeps AVX2 without its AVX-VNNI dots). Cannot fail. */
+enum quant_simd quant_simd_active(void);
+
+/* "scalar", "avx2", "avx2+vnni" or "avx512": the kernel set quant_init chose (static string,
+ * for logs). Cannot fail. */
 const char *quant_simd_name(void);
 
 #endif

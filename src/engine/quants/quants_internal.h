@@ -83,6 +83,17 @@ struct block_q8_K {
     int16_t bsums[QK_K / 16]; // sum of each 16 quants
 } PACKED;
 
+/* The activations of the repacked Q8_0/Q4_0 kernels: Q8_0's quants and scale (d is the
+ * half-rounded scale, as a float) and the integer corrections that remove the offsets of the
+ * unsigned stored weights, so the kernels' integer dots are exact: c8 = -8 * sum(qs) (Q4_0's
+ * nibbles are q + 8), c128[k] = -128 * sum(qs[4k..4k+3]) (Q8_0 is stored as q + 128). */
+struct block_q8_0s {
+    float d;
+    int32_t c8;
+    int32_t c128[QK8_0 / 4];
+    int8_t qs[QK8_0];
+} PACKED;
+
 _Static_assert(sizeof(struct block_q4_0) == 18, "q4_0 layout");
 _Static_assert(sizeof(struct block_q4_1) == 20, "q4_1 layout");
 _Static_assert(sizeof(struct block_q5_0) == 22, "q5_0 layout");
@@ -201,8 +212,23 @@ void q8_1_to_float_ref(const void *x, float *y, int64_t n);
 void q8_1_from_float_ref(const float *x, void *y, int64_t n);
 void q8_K_to_float_ref(const void *x, float *y, int64_t n);
 void q8_K_from_float_ref(const float *x, void *y, int64_t n);
+void q8_0s_to_float_ref(const void *x, float *y, int64_t n);
+void q8_0s_from_float_ref(const float *x, void *y, int64_t n);
 
-/* AVX2+FMA+F16C variants (quants_avx2.c, quants_k_avx2.c); only called after quant_init saw
+/* Row-interleaved layouts (quants_repack.c). A group of 16 rows takes 16 rows' bytes; per
+ * 32-element block b it holds the 16 rows' half scales (32 bytes), then 64-byte chunks whose
+ * 4-byte lane r holds 4 consecutive quants of row r: Q8_0_R16 8 chunks of elements 4k..4k+3
+ * stored + 128 (unsigned), Q4_0_R16 4 chunks of the packed bytes qs[4k..4k+3] (low nibbles
+ * elements 4k.., high nibbles 16+4k..). n_out is a multiple of 16. */
+void q8_0_repack_r16(const void *src, void *dst, int64_t n_out, int64_t n_in);
+void q4_0_repack_r16(const void *src, void *dst, int64_t n_out, int64_t n_in);
+
+/* AVX-512 kernels (x86/quants_avx512.c); only called after quant_init saw the features. */
+void q8_0_r16_tile_avx512(const struct quant_tile *tile);
+void q4_0_r16_tile_avx512(const struct quant_tile *tile);
+void q8_0s_from_float_avx512(const float *x, void *y, int64_t n);
+
+/* AVX2+FMA+F16C variants (x86/quants_avx2.c, x86/quants_k_avx2.c); only called after quant_init saw
  * the CPU features. */
 #define QUANT_DECL_AVX2(ty)                                                                        \
     void ty##_vec_dot_avx2(int64_t n, float *s, const void *x, const void *y);                     \
@@ -221,7 +247,7 @@ QUANT_DECL_AVX2(q4_K)
 QUANT_DECL_AVX2(q5_K)
 QUANT_DECL_AVX2(q6_K)
 
-/* AVX-VNNI variants of the 32-element block dots (quants_vnni_avx2.c); bit-identical to the
+/* AVX-VNNI variants of the 32-element block dots (x86/quants_vnni_avx2.c); bit-identical to the
  * AVX2 ones, used when the CPU also has AVX-VNNI. */
 #define QUANT_DECL_VNNI(ty)                                                                        \
     void ty##_vec_dot_vnni(int64_t n, float *s, const void *x, const void *y);                     \

@@ -3,7 +3,7 @@
  * the int8 activations into 8 int32 lanes, and scaled into an 8-lane float accumulator,
  * summed at the end high half onto low. The block order equals the scalar references'; the
  * lane-wise float sums round differently from them (last bits only). */
-#include "engine/quants/quants_avx2_internal.h"
+#include "engine/quants/x86/quants_avx2_internal.h"
 #include "engine/quants/quants_iq_internal.h"
 
 /* The 32 table values of one block's 16 nibble bytes (low nibbles first, then high). */

@@ -6,7 +6,7 @@
  * results are bit-identical to the plain AVX2 kernels. quant_init selects these only when
  * the CPU reports AVX-VNNI; this file alone adds that ISA on top of the AVX2 flags. */
 #include "engine/quants/quants_internal.h"
-#include "engine/quants/quants_avx2_internal.h"
+#include "engine/quants/x86/quants_avx2_internal.h"
 
 #include <immintrin.h>
 

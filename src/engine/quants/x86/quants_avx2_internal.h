@@ -1,7 +1,7 @@
 /* Helpers shared by the AVX2 kernel files of engine/quants. Include only from *_avx2.c files
  * (they are the ones compiled with -mavx2 -mfma -mf16c). */
-#ifndef ENGINE_QUANTS_QUANTS_AVX2_INTERNAL_H
-#define ENGINE_QUANTS_QUANTS_AVX2_INTERNAL_H
+#ifndef ENGINE_QUANTS_X86_QUANTS_AVX2_INTERNAL_H
+#define ENGINE_QUANTS_X86_QUANTS_AVX2_INTERNAL_H
 
 #include "engine/quants/quants.h"
 

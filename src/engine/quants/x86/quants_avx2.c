@@ -4,7 +4,7 @@
  * same order per output and agree bit for bit. Compiled with -mavx2 -mfma -mf16c; only called
  * when quant_init detected those features. */
 #include "engine/quants/quants_internal.h"
-#include "engine/quants/quants_avx2_internal.h"
+#include "engine/quants/x86/quants_avx2_internal.h"
 
 #include <immintrin.h>
 

@@ -1,0 +1,76 @@
+/* Load-time repacking of Q8_0 / Q4_0 weight matrices into the 16-row interleaved layouts the
+ * AVX-512 VNNI tiles read (layout in quants_internal.h), and the scalar Q8_0_S activation
+ * format those tiles take. Portable C: the layout is data, only its consumers are SIMD. */
+#include "engine/quants/quants_internal.h"
+
+#include <math.h>
+
+#define GROUP 16 // rows per interleaved group
+
+void q8_0s_from_float_ref(const float *x, void *y, int64_t n)
+{
+    struct block_q8_0s *b = y;
+    for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
+        float amax = 0.0f;
+        for (int j = 0; j < QK8_0; j++)
+            amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        int sum = 0;
+        for (int k = 0; k < QK8_0 / 4; k++) {
+            int part = 0;
+            for (int j = 4 * k; j < 4 * k + 4; j++) {
+                b[i].qs[j] = (int8_t)nearbyintf(x[j] * id); // half to even, as Q8_0 activations
+                part += b[i].qs[j];
+            }
+            b[i].c128[k] = -128 * part;
+            sum += part;
+        }
+        b[i].c8 = -8 * sum;
+        b[i].d = half_to_f32(f32_to_half(amax / 127.0f));
+    }
+}
+
+void q8_0s_to_float_ref(const void *x, float *y, int64_t n)
+{
+    const struct block_q8_0s *b = x;
+    for (int64_t i = 0; i < n / QK8_0; i++)
+        for (int j = 0; j < QK8_0; j++)
+            y[i * QK8_0 + j] = b[i].d * (float)b[i].qs[j];
+}
+
+void q8_0_repack_r16(const void *src, void *dst, int64_t n_out, int64_t n_in)
+{
+    const int64_t nb = n_in / QK8_0;
+    const struct block_q8_0 *w = src;
+    uint8_t *out = dst;
+    for (int64_t g = 0; g < n_out / GROUP; g++) {
+        for (int64_t b = 0; b < nb; b++) {
+            for (int r = 0; r < GROUP; r++) {
+                const struct block_q8_0 *blk = &w[(g * GROUP + r) * nb + b];
+                memcpy(out + 2 * r, &blk->d, 2);
+                for (int k = 0; k < QK8_0 / 4; k++)
+                    for (int e = 0; e < 4; e++)
+                        out[32 + 64 * k + 4 * r + e] = (uint8_t)(blk->qs[4 * k + e] + 128);
+            }
+            out += GROUP * sizeof(struct block_q8_0);
+        }
+    }
+}
+
+void q4_0_repack_r16(const void *src, void *dst, int64_t n_out, int64_t n_in)
+{
+    const int64_t nb = n_in / QK4_0;
+    const struct block_q4_0 *w = src;
+    uint8_t *out = dst;
+    for (int64_t g = 0; g < n_out / GROUP; g++) {
+        for (int64_t b = 0; b < nb; b++) {
+            for (int r = 0; r < GROUP; r++) {
+                const struct block_q4_0 *blk = &w[(g * GROUP + r) * nb + b];
+                memcpy(out + 2 * r, &blk->d, 2);
+                for (int k = 0; k < QK4_0 / 8; k++)
+                    memcpy(out + 32 + 64 * k + 4 * r, blk->qs + 4 * k, 4);
+            }
+            out += GROUP * sizeof(struct block_q4_0);
+        }
+    }
+}

@@ -1,0 +1,287 @@
+/* AVX-512 VNNI kernels for the repacked Q8_0_R16 / Q4_0_R16 weights against Q8_0_S
+ * activations, bit for bit the AVX2 kernels' results (the same integer dots, the same float
+ * operations per output in the same order): each zmm holds 4 quants of 16 weight rows, so one
+ * vpdpbusd advances 16 outputs by 4 elements and no horizontal sums are needed. Every output is
+ * computed the same way whatever the tile shape. Float weights and the other block formats
+ * keep the AVX2 kernels in the AVX-512 table: zmm ports of them measured no faster here (see
+ * docs/ARCHITECTURE.md). Compiled with the AVX-512 F/BW/VL/DQ/VNNI flags; only called when
+ * quant_init detected them. */
+#include "engine/quants/quants_internal.h"
+
+#include <immintrin.h>
+#include <stddef.h>
+
+#define INLINE_ALWAYS static inline __attribute__((always_inline))
+
+/* Bytes ahead of the current block that a streaming tile prefetches in each row group (the
+ * AVX2 kernels prefetch a tile ahead for the same reason: a matvec from DRAM is otherwise
+ * latency-bound; the distance is not tuned). */
+#define PF_BYTES 1024
+
+/* Calls fn(type, t, R, C) with C = t->n_cols as a compile-time constant (1..8). */
+#define SWITCH_COLS(fn, type, t, R)                                                                \
+    do {                                                                                           \
+        switch ((t)->n_cols) {                                                                     \
+        case 1:                                                                                    \
+            fn(type, t, R, 1);                                                                     \
+            break;                                                                                 \
+        case 2:                                                                                    \
+            fn(type, t, R, 2);                                                                     \
+            break;                                                                                 \
+        case 3:                                                                                    \
+            fn(type, t, R, 3);                                                                     \
+            break;                                                                                 \
+        case 4:                                                                                    \
+            fn(type, t, R, 4);                                                                     \
+            break;                                                                                 \
+        case 5:                                                                                    \
+            fn(type, t, R, 5);                                                                     \
+            break;                                                                                 \
+        case 6:                                                                                    \
+            fn(type, t, R, 6);                                                                     \
+            break;                                                                                 \
+        case 7:                                                                                    \
+            fn(type, t, R, 7);                                                                     \
+            break;                                                                                 \
+        case 8:                                                                                    \
+            fn(type, t, R, 8);                                                                     \
+            break;                                                                                 \
+        default:                                                                                   \
+            break;                                                                                 \
+        }                                                                                          \
+    } while (0)
+
+/* ---- 16-row interleaved Q8_0 / Q4_0 x Q8_0_S ---- */
+
+INLINE_ALWAYS int32_t load_i32(const uint8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+INLINE_ALWAYS float load_f32(const uint8_t *p)
+{
+    float v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* Prefetches the next blocks of a tile's row groups (streaming tiles only). */
+INLINE_ALWAYS void prefetch_groups(const uint8_t *const wb[4], int G, size_t gblk)
+{
+    for (int g = 0; g < G; g++)
+        for (size_t off = 0; off < gblk; off += 64)
+            _mm_prefetch((const char *)wb[g] + PF_BYTES + off, _MM_HINT_T0);
+}
+
+/* Q4_0_R16 in QUANT_ORDER_BLOCKS (the AVX2 kernels' order for Q4_0 matrices with a multiple
+ * of 8 rows, which every repacked matrix has): per block and (row, token) the exact integer
+ * dot (the stored nibbles are q + 8; the activation's c8 = -8 * sum starts the sum), then
+ * acc += dot * (dx * dy). Bit for bit the AVX2 result. Straight-line kernel over G groups of
+ * 16 rows and NC tokens. */
+INLINE_ALWAYS void tile_q4_r16(int type, const struct quant_tile *t, int G, int NC)
+{
+    (void)type;
+    const size_t gblk = 16 * sizeof(struct block_q4_0), ablk = sizeof(struct block_q8_0s);
+    const size_t gstride = 16 * t->x_stride;
+    const bool stream = NC == 1 || t->is_stream;
+    const uint8_t *y = t->y;
+    __m512 acc[4][8];
+    for (int g = 0; g < G; g++)
+        for (int c = 0; c < NC; c++)
+            acc[g][c] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < t->n / QK4_0; b++) {
+        const uint8_t *wb[4];
+        for (int g = 0; g < G; g++)
+            wb[g] = (const uint8_t *)t->x + g * gstride + (size_t)b * gblk;
+        if (stream) prefetch_groups(wb, G, gblk);
+        __m512i dot[4][8];
+        for (int c = 0; c < NC; c++) {
+            const __m512i init = _mm512_set1_epi32(load_i32(y + c * t->y_stride + (size_t)b * ablk +
+                                                            offsetof(struct block_q8_0s, c8)));
+            for (int g = 0; g < G; g++)
+                dot[g][c] = init;
+        }
+        for (int k = 0; k < 8; k++) { // chunks 0..3 low nibbles (elements 4k..), 4..7 high
+            __m512i w[4];
+            for (int g = 0; g < G; g++) {
+                __m512i raw = _mm512_loadu_si512(wb[g] + 32 + 64 * (k & 3));
+                if (k >= 4) raw = _mm512_srli_epi16(raw, 4);
+                w[g] = _mm512_and_si512(raw, _mm512_set1_epi8(0x0f));
+            }
+            const size_t e = (size_t)(k & 3) * 4 + (k >= 4 ? 16 : 0);
+            for (int c = 0; c < NC; c++) {
+                const uint8_t *a = y + c * t->y_stride + (size_t)b * ablk;
+                const __m512i av =
+                    _mm512_set1_epi32(load_i32(a + offsetof(struct block_q8_0s, qs) + e));
+                for (int g = 0; g < G; g++)
+                    dot[g][c] = _mm512_dpbusd_epi32(dot[g][c], w[g], av);
+            }
+        }
+        for (int g = 0; g < G; g++) {
+            const __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)wb[g]));
+            for (int c = 0; c < NC; c++) {
+                const __m512 dy = _mm512_set1_ps(load_f32(y + c * t->y_stride + (size_t)b * ablk));
+                acc[g][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[g][c]), _mm512_mul_ps(dx, dy),
+                                            acc[g][c]);
+            }
+        }
+    }
+    for (int g = 0; g < G; g++)
+        for (int c = 0; c < NC; c++)
+            _mm512_storeu_ps(t->s + c * t->s_stride + 16 * g, acc[g][c]);
+}
+
+/* Q8_0_R16 in QUANT_ORDER_LANES (the AVX2 kernels' order for Q8_0): per block and (row,
+ * token) eight exact int32 sums of 4 products (chunk k = the AVX2 kernel's lane k; the stored
+ * weights are q + 128, the activation's c128[k] starts each sum), each fused into its own
+ * float chain with dx * dy; the eight chains added as AVX2 adds its lanes. Bit for bit the
+ * AVX2 result. Straight-line kernel over G groups of 16 rows and NC tokens. */
+INLINE_ALWAYS void tile_q8_r16(int type, const struct quant_tile *t, int G, int NC)
+{
+    (void)type;
+    const size_t gblk = 16 * sizeof(struct block_q8_0), ablk = sizeof(struct block_q8_0s);
+    const size_t gstride = 16 * t->x_stride;
+    const bool stream = NC == 1 || t->is_stream;
+    const uint8_t *y = t->y;
+    __m512 acc[2][4][8];
+    for (int g = 0; g < G; g++)
+        for (int c = 0; c < NC; c++)
+            for (int k = 0; k < 8; k++)
+                acc[g][c][k] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < t->n / QK8_0; b++) {
+        const uint8_t *wb[4];
+        for (int g = 0; g < G; g++)
+            wb[g] = (const uint8_t *)t->x + g * gstride + (size_t)b * gblk;
+        if (stream) prefetch_groups(wb, G, gblk);
+        __m512 dxdy[2][4];
+        for (int g = 0; g < G; g++) {
+            const __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)wb[g]));
+            for (int c = 0; c < NC; c++)
+                dxdy[g][c] = _mm512_mul_ps(
+                    dx, _mm512_set1_ps(load_f32(y + c * t->y_stride + (size_t)b * ablk)));
+        }
+        for (int k = 0; k < 8; k++) {
+            __m512i w[2];
+            for (int g = 0; g < G; g++)
+                w[g] = _mm512_loadu_si512(wb[g] + 32 + 64 * k);
+            for (int c = 0; c < NC; c++) {
+                const uint8_t *a = y + c * t->y_stride + (size_t)b * ablk;
+                const __m512i av =
+                    _mm512_set1_epi32(load_i32(a + offsetof(struct block_q8_0s, qs) + 4 * k));
+                const __m512i init = _mm512_set1_epi32(
+                    load_i32(a + offsetof(struct block_q8_0s, c128) + 4 * (size_t)k));
+                for (int g = 0; g < G; g++) {
+                    const __m512i dot = _mm512_dpbusd_epi32(init, w[g], av);
+                    acc[g][c][k] =
+                        _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), dxdy[g][c], acc[g][c][k]);
+                }
+            }
+        }
+    }
+    for (int g = 0; g < G; g++)
+        for (int c = 0; c < NC; c++) {
+            const __m512(*l) = acc[g][c];
+            const __m512 sum =
+                _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(l[0], l[4]), _mm512_add_ps(l[2], l[6])),
+                              _mm512_add_ps(_mm512_add_ps(l[1], l[5]), _mm512_add_ps(l[3], l[7])));
+            _mm512_storeu_ps(t->s + c * t->s_stride + 16 * g, sum);
+        }
+}
+
+void q4_0_r16_tile_avx512(const struct quant_tile *tile)
+{
+    switch (tile->n_rows) {
+    case 16:
+        SWITCH_COLS(tile_q4_r16, 0, tile, 1);
+        break;
+    case 32:
+        SWITCH_COLS(tile_q4_r16, 0, tile, 2);
+        break;
+    case 48:
+        SWITCH_COLS(tile_q4_r16, 0, tile, 3);
+        break;
+    case 64:
+        SWITCH_COLS(tile_q4_r16, 0, tile, 4);
+        break;
+    default:
+        break;
+    }
+}
+
+/* One Q8_0_R16 tile of G groups and 1..4 tokens (2 x 4 x 8 float chains already exceed the
+ * 32 registers, so larger tiles are cut into these). */
+static void q8_r16_part(const struct quant_tile *t, int G)
+{
+    switch (t->n_cols * 2 + G - 3) {
+    case 0:
+        tile_q8_r16(0, t, 1, 1);
+        break;
+    case 1:
+        tile_q8_r16(0, t, 2, 1);
+        break;
+    case 2:
+        tile_q8_r16(0, t, 1, 2);
+        break;
+    case 3:
+        tile_q8_r16(0, t, 2, 2);
+        break;
+    case 4:
+        tile_q8_r16(0, t, 1, 3);
+        break;
+    case 5:
+        tile_q8_r16(0, t, 2, 3);
+        break;
+    case 6:
+        tile_q8_r16(0, t, 1, 4);
+        break;
+    case 7:
+        tile_q8_r16(0, t, 2, 4);
+        break;
+    default:
+        break;
+    }
+}
+
+void q8_0_r16_tile_avx512(const struct quant_tile *tile)
+{
+    struct quant_tile part = *tile;
+    for (int c0 = 0; c0 < tile->n_cols; c0 += 4) {
+        part.y = (const uint8_t *)tile->y + (size_t)c0 * tile->y_stride;
+        part.n_cols = tile->n_cols - c0 < 4 ? tile->n_cols - c0 : 4;
+        for (int r0 = 0; r0 < tile->n_rows; r0 += 32) {
+            part.x = (const uint8_t *)tile->x + (size_t)r0 * tile->x_stride;
+            part.s = tile->s + (size_t)c0 * tile->s_stride + r0;
+            q8_r16_part(&part, tile->n_rows - r0 >= 32 ? 2 : 1);
+        }
+    }
+}
+
+/* Q8_0_S activations: quants byte-identical to quant_q8_0_activations (scale 127/amax, round
+ * half to even in the default rounding mode), d half-rounded, and the offset corrections. */
+void q8_0s_from_float_avx512(const float *x, void *y, int64_t n)
+{
+    struct block_q8_0s *b = y;
+    for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
+        const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+        const float amax =
+            _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+        const __m512 id = _mm512_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
+        const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, id));
+        const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, id));
+        _mm_storeu_si128((__m128i *)b[i].qs, _mm512_cvtsepi32_epi8(q0));
+        _mm_storeu_si128((__m128i *)(b[i].qs + 16), _mm512_cvtsepi32_epi8(q1));
+        int32_t part[8], q[32]; // sums of 4 quants (a small share of the time: scalar)
+        _mm512_storeu_si512(q, q0);
+        _mm512_storeu_si512(q + 16, q1);
+        int sum = 0;
+        for (int k = 0; k < 8; k++) {
+            part[k] = q[4 * k] + q[4 * k + 1] + q[4 * k + 2] + q[4 * k + 3];
+            b[i].c128[k] = -128 * part[k];
+            sum += part[k];
+        }
+        b[i].c8 = -8 * sum;
+        b[i].d = _cvtsh_ss(_cvtss_sh(amax / 127.0f, 0));
+    }
+}
