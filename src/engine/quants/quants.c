@@ -79,6 +79,65 @@ static const struct quant_traits *table_active = table_ref;
 static const char *simd_name = "scalar";
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
+#if defined(__aarch64__)
+/* ARM: a NEON table, the same with sdot (dotprod), and that with smmla tiles for the 32-element
+ * formats (i8mm); cpufeat_arm_level picks one (the core's best, or LLAMAPI_ISA's cap). */
+#include "engine/arm/cpufeat_arm.h"
+#include "engine/quants/arm/quants_arm_internal.h"
+#define HAVE_ARM_KERNELS 1
+#define ROW_ARM(id, nm, blen, bbytes, dot, pre, dot_fn)                                            \
+    [id] = {.name = nm,                                                                            \
+            .block_len = blen,                                                                     \
+            .block_bytes = bbytes,                                                                 \
+            .dot_type = dot,                                                                       \
+            .to_float = pre##_to_float_ref,                                                        \
+            .from_float = pre##_from_float_ref,                                                    \
+            .vec_dot = dot_fn,                                                                     \
+            .vec_dot_tile = NULL}
+#define ROW_NEON(id, nm, blen, bbytes, dot, pre)                                                   \
+    ROW_ARM(id, nm, blen, bbytes, dot, pre, pre##_vec_dot_neon)
+#define ROW_DOTPROD(id, nm, blen, bbytes, dot, pre)                                                \
+    ROW_ARM(id, nm, blen, bbytes, dot, pre, pre##_vec_dot_dotprod)
+static struct quant_traits table_neon[QUANT_TYPE_MAX] = {TYPE_ROWS(ROW_NEON)};
+static struct quant_traits table_dotprod[QUANT_TYPE_MAX] = {TYPE_ROWS(ROW_DOTPROD)};
+static struct quant_traits table_i8mm[QUANT_TYPE_MAX]; // filled by init_arm
+static enum cpufeat_arm_level arm_hw_level;
+static quant_from_float_fn arm_q8_0_act, arm_q8_1_act; // NULL: the references
+
+static void init_arm(void)
+{
+    arm_hw_level = cpufeat_arm_hw_level();
+    table_neon[QUANT_Q8_K].from_float = q8_K_from_float_neon;
+    table_dotprod[QUANT_Q8_K].from_float = q8_K_from_float_dotprod;
+    memcpy(table_i8mm, table_dotprod, sizeof table_i8mm);
+    table_i8mm[QUANT_Q4_0].vec_dot_tile = q4_0_vec_dot_tile_i8mm;
+    table_i8mm[QUANT_Q4_1].vec_dot_tile = q4_1_vec_dot_tile_i8mm;
+    table_i8mm[QUANT_Q5_0].vec_dot_tile = q5_0_vec_dot_tile_i8mm;
+    table_i8mm[QUANT_Q5_1].vec_dot_tile = q5_1_vec_dot_tile_i8mm;
+    table_i8mm[QUANT_Q8_0].vec_dot_tile = q8_0_vec_dot_tile_i8mm;
+    switch (cpufeat_arm_level()) {
+    case CPUFEAT_ARM_I8MM:
+        table_active = table_i8mm;
+        simd_name = "neon+i8mm";
+        break;
+    case CPUFEAT_ARM_DOTPROD:
+        table_active = table_dotprod;
+        simd_name = "neon+dotprod";
+        break;
+    case CPUFEAT_ARM_NEON:
+        table_active = table_neon;
+        simd_name = "neon";
+        break;
+    default:
+        return;
+    }
+    arm_q8_0_act = q8_0_activations_neon; // the same bytes as the reference, every level
+    arm_q8_1_act = q8_1_activations_neon;
+}
+#else
+#define HAVE_ARM_KERNELS 0
+#endif
+
 #if HAVE_AVX2_KERNELS
 static bool cpu_has_avx2(void)
 {
@@ -111,11 +170,16 @@ static void patch_vnni(uint32_t type, quant_vec_dot_fn dot, quant_vec_dot_tile_f
 }
 #endif
 
+#if HAVE_AVX2_KERNELS
 /* Which sets this CPU can run; filled by quant_init. */
 static bool has_avx2_set, has_vnni_set;
+#endif
 
 static void init_tables(void)
 {
+#if HAVE_ARM_KERNELS
+    init_arm();
+#endif
 #if HAVE_AVX2_KERNELS
     has_avx2_set = cpu_has_avx2();
     has_vnni_set = has_avx2_set && cpu_has_avx_vnni();
@@ -176,7 +240,7 @@ int quant_row_bytes(uint32_t type, int64_t n, size_t *out)
 
 bool quant_using_avx2(void)
 {
-    return table_active != table_ref;
+    return HAVE_AVX2_KERNELS && table_active != table_ref;
 }
 
 const struct quant_traits *quant_traits_simd(uint32_t type, enum quant_simd simd)
@@ -190,6 +254,14 @@ const struct quant_traits *quant_traits_simd(uint32_t type, enum quant_simd simd
     case QUANT_SIMD_AVX2_VNNI:
         return has_vnni_set ? lookup(table_vnni, type) : NULL;
 #endif
+#if HAVE_ARM_KERNELS
+    case QUANT_SIMD_NEON:
+        return arm_hw_level >= CPUFEAT_ARM_NEON ? lookup(table_neon, type) : NULL;
+    case QUANT_SIMD_NEON_DOTPROD:
+        return arm_hw_level >= CPUFEAT_ARM_DOTPROD ? lookup(table_dotprod, type) : NULL;
+    case QUANT_SIMD_NEON_I8MM:
+        return arm_hw_level >= CPUFEAT_ARM_I8MM ? lookup(table_i8mm, type) : NULL;
+#endif
     default:
         return NULL;
     }
@@ -202,6 +274,12 @@ const char *quant_simd_name(void)
 
 void quant_q8_0_activations(const float *x, void *y, int64_t n)
 {
+#if HAVE_ARM_KERNELS
+    if (arm_q8_0_act) {
+        arm_q8_0_act(x, y, n);
+        return;
+    }
+#endif
 #if HAVE_AVX2_KERNELS
     if (quant_using_avx2()) {
         q8_0_activations_avx2(x, y, n);
@@ -213,6 +291,12 @@ void quant_q8_0_activations(const float *x, void *y, int64_t n)
 
 void quant_q8_1_activations(const float *x, void *y, int64_t n)
 {
+#if HAVE_ARM_KERNELS
+    if (arm_q8_1_act) {
+        arm_q8_1_act(x, y, n);
+        return;
+    }
+#endif
 #if HAVE_AVX2_KERNELS
     if (quant_using_avx2()) {
         q8_1_activations_avx2(x, y, n);

@@ -115,13 +115,18 @@ void quant_q8_0_activations(const float *x, void *y, int64_t n);
  * quant_q8_0_activations, d = amax / 127 and s = d * (sum of the quants), both stored as half. */
 void quant_q8_1_activations(const float *x, void *y, int64_t n);
 
-/* True when the running CPU has AVX2+FMA+F16C and the SIMD variants are in use. */
+/* True when the running CPU has AVX2+FMA+F16C and the SIMD variants are in use (false on ARM,
+ * whatever its kernels: the strict goldens follow the x86 SIMD arithmetic). */
 bool quant_using_avx2(void);
 
 enum quant_simd {
     QUANT_SIMD_SCALAR = 0,    // the _ref kernels
     QUANT_SIMD_AVX2 = 1,      // AVX2 + FMA + F16C
     QUANT_SIMD_AVX2_VNNI = 2, // the AVX2 set with AVX-VNNI dots for the 32-element blocks
+    // aarch64 (engine/quants/arm/), chosen by getauxval and LLAMAPI_ISA=scalar|neon|dotprod|i8mm
+    QUANT_SIMD_NEON = 16,         // ARMv8.0 Advanced SIMD
+    QUANT_SIMD_NEON_DOTPROD = 17, // + sdot for the integer dots
+    QUANT_SIMD_NEON_I8MM = 18,    // + smmla tiles for the 32-element formats
 };
 
 /* Traits of a type in one kernel set, whatever quant_init chose (for tests and benchmarks
@@ -129,7 +134,7 @@ enum quant_simd {
  * after quant_init. */
 const struct quant_traits *quant_traits_simd(uint32_t type, enum quant_simd simd);
 
-/* "scalar", "avx2" or "avx2+vnni": the kernel set quant_init chose (static string, for logs).
+/* "scalar", "avx2", "avx2+vnni", "neon", "neon+dotprod" or "neon+i8mm": the kernel set quant_init chose (static string, for logs).
  * Cannot fail. */
 const char *quant_simd_name(void);
 

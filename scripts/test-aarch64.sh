@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The aarch64 build under qemu-user: every unit test once per emulated CPU model, then the
+# server smoke test (scripts/smoke-server.sh). Cortex-A76 is ARMv8.2 with dotprod and FP16 but
+# no i8mm (the RK3588's big cores); "max" has every extension qemu knows (i8mm, SVE), so both
+# the sdot and the smmla kernels run. Prints one line per test binary and CPU, then
+# "aarch64: N passed, N failed, N skipped"; exit status 0 when nothing failed.
+#   scripts/test-aarch64.sh BUILD_DIR      (e.g. build/aarch64-release)
+# QEMU_AARCH64 names the emulator; AARCH64_CPUS the CPU models ("cortex-a76 max").
+set -uo pipefail
+cd "$(dirname "$0")/.."
+dir=${1:?aarch64 build dir}
+qemu=${QEMU_AARCH64:-$(command -v qemu-aarch64-static || command -v qemu-aarch64 || true)}
+[[ -n $qemu ]] || {
+    echo "aarch64: qemu-aarch64(-static) not found (scripts/install-deps.sh installs it)" >&2
+    exit 1
+}
+cpus=(${AARCH64_CPUS:-cortex-a76 max})
+# Libraries come from the multiarch arm64 packages under /; the sanitizer runtimes read their
+# options as on the host.
+export QEMU_LD_PREFIX=${QEMU_LD_PREFIX:-/}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+passed=0 failed=0 skipped=0
+failures=()
+count() {
+    local p f s
+    p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$1" | tail -1)
+    f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$1" | tail -1)
+    s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$1" | tail -1)
+    passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0})); skipped=$((skipped + ${s:-0}))
+}
+
+for cpu in "${cpus[@]}"; do
+    mkdir -p "$dir/logs/$cpu"
+    start=$SECONDS
+    for t in "$dir"/tests/test_*; do
+        [[ -x $t ]] || continue
+        name=$(basename "$t")
+        log="$dir/logs/$cpu/$name.log"
+        if "$qemu" -cpu "$cpu" "$t" >"$log" 2>&1; then rc=0; else rc=$?; fi
+        count "$log"
+        if ((rc != 0)); then
+            failures+=("$cpu/$name")
+            grep -q '^\[  FAILED  \]' "$log" || failed=$((failed + 1))
+            echo "--- $cpu/$name failed (exit $rc):"; tail -40 "$log"
+        else
+            echo "ok   $cpu/$name"
+        fi
+        grep -h '^skip:\|^near-tie:\|^kernels:' "$log" | sed "s|^|     $cpu/$name: |" || true
+    done
+    echo "     $cpu: unit tests took $((SECONDS - start)) s"
+done
+
+start=$SECONDS
+if scripts/smoke-server.sh "$dir" "$qemu" -cpu "${cpus[0]}" >"$dir/logs/smoke.log" 2>&1; then
+    grep '^ok' "$dir/logs/smoke.log"
+else
+    failures+=("smoke"); cat "$dir/logs/smoke.log"
+fi
+p=$(sed -n 's/^smoke: \([0-9]*\) passed.*/\1/p' "$dir/logs/smoke.log")
+f=$(sed -n 's/^smoke: [0-9]* passed, \([0-9]*\) failed/\1/p' "$dir/logs/smoke.log")
+passed=$((passed + ${p:-0})); failed=$((failed + ${f:-1}))
+echo "     smoke test took $((SECONDS - start)) s"
+
+((${#failures[@]})) && echo "failed: ${failures[*]}"
+echo "aarch64: $passed passed, $failed failed, $skipped skipped"
+((failed == 0 && ${#failures[@]} == 0))

@@ -1,0 +1,47 @@
+/* The ARM kernel symbols the dispatch table in quants.c points at (engine/quants/arm/). The
+ * aarch64 build alone compiles them: include under #if defined(__aarch64__).
+ * - *_neon (quants_neon.c): ARMv8.0 Advanced SIMD; int8 products by smull/smlal2 + sadalp.
+ * - *_dotprod (quants_dotprod.c, built with +dotprod): the same kernels with sdot.
+ * - *_i8mm (quants_i8mm.c, built with +i8mm): 2x2 tiles of the 32-element formats by smmla.
+ * Every integer kernel equals the scalar reference bit for bit (exact integer block sums, then
+ * the reference's float formula per block, in its order); the float-weight dots differ from it
+ * by summation order only. */
+#ifndef ENGINE_QUANTS_ARM_QUANTS_ARM_INTERNAL_H
+#define ENGINE_QUANTS_ARM_QUANTS_ARM_INTERNAL_H
+
+#include "engine/quants/quants.h"
+
+#include <stdint.h>
+
+#define QUANT_DECL_ARM(ty, isa)                                                                    \
+    void ty##_vec_dot_##isa(int64_t n, float *s, const void *x, const void *y);
+#define QUANT_DECL_ARM_SET(isa)                                                                    \
+    QUANT_DECL_ARM(f32, isa)                                                                       \
+    QUANT_DECL_ARM(f16, isa)                                                                       \
+    QUANT_DECL_ARM(bf16, isa)                                                                      \
+    QUANT_DECL_ARM(q4_0, isa)                                                                      \
+    QUANT_DECL_ARM(q4_1, isa)                                                                      \
+    QUANT_DECL_ARM(q5_0, isa)                                                                      \
+    QUANT_DECL_ARM(q5_1, isa)                                                                      \
+    QUANT_DECL_ARM(q8_0, isa)                                                                      \
+    QUANT_DECL_ARM(q2_K, isa)                                                                      \
+    QUANT_DECL_ARM(q3_K, isa)                                                                      \
+    QUANT_DECL_ARM(q4_K, isa)                                                                      \
+    QUANT_DECL_ARM(q5_K, isa)                                                                      \
+    QUANT_DECL_ARM(q6_K, isa)                                                                      \
+    void q8_0_activations_##isa(const float *x, void *y, int64_t n);                               \
+    void q8_1_activations_##isa(const float *x, void *y, int64_t n);                               \
+    void q8_K_from_float_##isa(const float *x, void *y, int64_t n);
+QUANT_DECL_ARM_SET(neon)
+QUANT_DECL_ARM_SET(dotprod)
+#undef QUANT_DECL_ARM_SET
+#undef QUANT_DECL_ARM
+
+/* smmla tiles (any shape up to QUANT_TILE_MAX x QUANT_TILE_MAX), equal to the single dots. */
+void q4_0_vec_dot_tile_i8mm(const struct quant_tile *t);
+void q4_1_vec_dot_tile_i8mm(const struct quant_tile *t);
+void q5_0_vec_dot_tile_i8mm(const struct quant_tile *t);
+void q5_1_vec_dot_tile_i8mm(const struct quant_tile *t);
+void q8_0_vec_dot_tile_i8mm(const struct quant_tile *t);
+
+#endif
