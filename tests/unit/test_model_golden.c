@@ -9,9 +9,16 @@
  * bit for bit on these cases; what remains is the goldens' printing to 5 decimals. Measured
  * worst errors (chosen / top 5): F32 5.8e-6 / 6.2e-6, F16 6.0e-6 / 6.1e-6, Q8_0 5.7e-6 /
  * 6.0e-6, Q5_0 5.8e-6 / 6.2e-6, Q5_1 5.7e-6 / 5.7e-6, Q4_0 6.4e-6 / 6.3e-6, Q4_1 5.9e-6 /
- * 6.5e-6. The bound keeps room for libm differences in the few expf/cosf/sinf calls. The
- * scalar kernels (no AVX2, or LLAMAPI_NO_SIMD=1) sum in element order instead, so without
- * the SIMD kernels the comparison is skipped. */
+ * 6.5e-6. The bound keeps room for libm differences in the few expf/cosf/sinf calls.
+ *
+ * The aarch64 NEON kernels follow the same arithmetic, so they are held to the same.
+ *
+ * Tolerant, for the scalar references (LLAMAPI_NO_SIMD=1, LLAMAPI_ISA=scalar): they sum in
+ * element order, and these tiny models amplify the last-bit differences far beyond 1e-3 (see
+ * the bounds below, measured), so a greedy choice between two close tokens may go either way.
+ * A differing token is accepted only at such a near-tie, which is reported by name
+ * ("near-tie: <model> case <i> token <t>: ..."), and the rest of that case (a different
+ * continuation) is not compared. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -61,8 +68,21 @@ static void skip_unless(const char *path)
 /* Decodes one golden case greedily; returns the number of generated tokens equal to the
  * reference's before the first difference, and records log-probability errors (chosen token,
  * others). */
-static int run_case(struct engine_model *m, struct threadpool *tp, json_t *c, double max_lp_err[2])
+#define LP_TOL 1e-3 // strict: log-probability bound, chosen token and top 5
+/* Tolerant (the scalar references): measured worst errors over these models 5.3e-2 (chosen)
+ * and 1.41e-1 (top 5, Q8_0); the summation order alone moves F32 by 2.9e-3. */
+#define LP_TOL_CHOSEN_SCALAR 6e-2
+#define LP_TOL_TOP_SCALAR    1.5e-1
+/* A greedy pick may differ where the two tokens lie within the change the chosen-token error
+ * allows to each of them. */
+#define NEAR_TIE (2 * LP_TOL_CHOSEN_SCALAR)
+
+static bool tolerant; // set per golden(): the kernels are not the x86 SIMD ones
+
+static int run_case(struct engine_model *m, struct threadpool *tp, json_t *c, double max_lp_err[2],
+                    const char *label, int case_no, bool *near_tie)
 {
+    *near_tie = false;
     json_t *prompt = json_object_get(c, "prompt_tokens"), *want = json_object_get(c, "tokens");
     json_t *tops = json_object_get(c, "top_logprobs");
     const int n_prompt = (int)json_array_size(prompt), n_gen = (int)json_array_size(want);
@@ -93,7 +113,18 @@ static int run_case(struct engine_model *m, struct threadpool *tp, json_t *c, do
                 *e = d > *e ? d : *e;
             }
         }
-        if (tok != (int32_t)json_integer_value(json_array_get(want, (size_t)i))) {
+        const int32_t ref_tok = (int32_t)json_integer_value(json_array_get(want, (size_t)i));
+        if (tok != ref_tok) {
+            if (tolerant && ref_tok >= 0 && ref_tok < n_vocab) {
+                log_softmax(logits, n_vocab, lp);
+                const double gap = lp[tok] - lp[ref_tok];
+                if (gap <= NEAR_TIE) {
+                    printf("near-tie: %s case %d token %d: %d (log-prob %.6f) over the "
+                           "reference's %d (%.6f), %.1e apart\n",
+                           label, case_no, i, tok, lp[tok], ref_tok, lp[ref_tok], gap);
+                    *near_tie = true;
+                }
+            }
             break;
         }
         matched++;
@@ -106,18 +137,14 @@ static int run_case(struct engine_model *m, struct threadpool *tp, json_t *c, do
     return matched;
 }
 
-#define LP_TOL 1e-3 // log-probability bound, chosen token and top 5
-
 static void golden(const char *model_path, const char *golden_path)
 {
     skip_unless(model_path);
     skip_unless(golden_path);
     quant_init();
-    if (!quant_using_avx2()) {
-        printf("skip: the goldens hold the reference's x86 SIMD arithmetic; scalar kernels in "
-               "use\n");
-        skip();
-    }
+    tolerant = !quant_follows_avx2();
+    printf("%s: %s mode (kernels: %s)\n", model_path, tolerant ? "tolerant" : "strict",
+           quant_simd_name());
     json_error_t jerr;
     json_t *root = json_load_file(golden_path, 0, &jerr);
     assert_non_null(root);
@@ -135,10 +162,11 @@ static void golden(const char *model_path, const char *golden_path)
         json_t *c = json_array_get(cases, (size_t)i);
         int n_gen = (int)json_array_size(json_object_get(c, "tokens"));
         assert_int_equal(n_gen, 64);
-        int matched = run_case(m, tp, c, max_lp_err);
-        if (matched < n_gen)
+        bool near_tie;
+        int matched = run_case(m, tp, c, max_lp_err, model_path, i, &near_tie);
+        if (matched < n_gen && !near_tie)
             printf("%s case %d: first difference at generated token %d\n", model_path, i, matched);
-        n_full += matched == n_gen;
+        n_full += matched == n_gen || near_tie;
         n_matched += matched;
         n_total += n_gen;
     }
@@ -150,8 +178,8 @@ static void golden(const char *model_path, const char *golden_path)
     printf("%s: log-prob error %.2e (chosen) %.2e (top 5)\n", model_path, max_lp_err[0],
            max_lp_err[1]);
     assert_int_equal(n_full, n_cases);
-    assert_true(max_lp_err[0] <= LP_TOL);
-    assert_true(max_lp_err[1] <= LP_TOL);
+    assert_true(max_lp_err[0] <= (tolerant ? LP_TOL_CHOSEN_SCALAR : LP_TOL));
+    assert_true(max_lp_err[1] <= (tolerant ? LP_TOL_TOP_SCALAR : LP_TOL));
 }
 
 #define SM "../shared/models/llama/"

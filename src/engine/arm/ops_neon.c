@@ -16,17 +16,28 @@ static inline void store_h4(uint16_t *p, float32x4_t v)
     vst1_u16(p, vreinterpret_u16_f16(vcvt_f16_f32(v))); // round to nearest even (FPCR default)
 }
 
-/* Products in float, summed in double: two double accumulators per float vector. */
+/* The x86 kernel's arithmetic: per 32 elements four 8-lane FMA chains (each a pair of 4-lane
+ * vectors here), combined (c0 + c2) + (c1 + c3), high half onto low, two horizontal adds; the
+ * rest through the shared double tail. */
 static float dot_f16(int64_t n, const uint16_t *a, const uint16_t *b)
 {
-    float64x2_t acc[2] = {vdupq_n_f64(0.0), vdupq_n_f64(0.0)};
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        const float32x4_t p = vmulq_f32(load_h4(a + i), load_h4(b + i));
-        acc[0] = vaddq_f64(acc[0], vcvt_f64_f32(vget_low_f32(p)));
-        acc[1] = vaddq_f64(acc[1], vcvt_high_f64_f32(p));
-    }
-    return (float)ops_dot_f16_tail(i, n, a, b, vaddvq_f64(vaddq_f64(acc[0], acc[1])));
+    const int64_t np = n & ~(int64_t)31;
+    float32x4_t acc[4][2];
+    for (int j = 0; j < 4; j++)
+        acc[j][0] = acc[j][1] = vdupq_n_f32(0.0f);
+    for (int64_t i = 0; i < np; i += 32)
+        for (int j = 0; j < 4; j++)
+            for (int h = 0; h < 2; h++) {
+                const int64_t k = i + 8 * j + 4 * h;
+                acc[j][h] = vfmaq_f32(acc[j][h], load_h4(a + k), load_h4(b + k));
+            }
+    const float32x4_t lo =
+        vaddq_f32(vaddq_f32(acc[0][0], acc[2][0]), vaddq_f32(acc[1][0], acc[3][0]));
+    const float32x4_t hi =
+        vaddq_f32(vaddq_f32(acc[0][1], acc[2][1]), vaddq_f32(acc[1][1], acc[3][1]));
+    const float32x4_t s = vaddq_f32(lo, hi);
+    const float32x4_t p = vpaddq_f32(s, s);
+    return (float)ops_dot_f16_tail(np, n, a, b, (double)vgetq_lane_f32(vpaddq_f32(p, p), 0));
 }
 
 static void mad_f16(int64_t n, uint16_t *y, const uint16_t *x, float s)

@@ -6,9 +6,8 @@
 #include "engine/ops.h"
 
 /* The NEON kernel table: every ARMv8-A core has Advanced SIMD and half<->float conversion.
- * mad_f16, scale_f16, f32_to_f16 and swiglu give the scalar references' bits (the same fused
- * or rounded steps per lane); dot_f16 sums its float products in double as the reference does,
- * in another order. Cannot fail. */
+ * Each kernel gives the AVX2 variant's bits (mad_f16, scale_f16, f32_to_f16 and swiglu are
+ * also the scalar references' bits; dot_f16 follows the AVX2 summation order). Cannot fail. */
 const struct ops_kernels *ops_neon_kernels(void);
 
 #endif

@@ -80,8 +80,9 @@ static const char *simd_name = "scalar";
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 #if defined(__aarch64__)
-/* ARM: a NEON table, the same with sdot (dotprod), and that with smmla tiles for the 32-element
- * formats (i8mm); cpufeat_arm_level picks one (the core's best, or LLAMAPI_ISA's cap). */
+/* ARM: a NEON table, the same with sdot (dotprod), and that with smmla Q4_0 tiles (i8mm);
+ * cpufeat_arm_level picks one (the core's best, or LLAMAPI_ISA's cap). Float and 32-element
+ * kernels give the AVX2 kernels' bits, K-quants the references'. */
 #include "engine/arm/cpufeat_arm.h"
 #include "engine/quants/arm/quants_arm_internal.h"
 #define HAVE_ARM_KERNELS 1
@@ -109,12 +110,20 @@ static void init_arm(void)
     arm_hw_level = cpufeat_arm_hw_level();
     table_neon[QUANT_Q8_K].from_float = q8_K_from_float_neon;
     table_dotprod[QUANT_Q8_K].from_float = q8_K_from_float_dotprod;
+#define ARM_TILES(ty, id)                                                                          \
+    table_neon[id].vec_dot_tile = ty##_vec_dot_tile_neon;                                          \
+    table_dotprod[id].vec_dot_tile = ty##_vec_dot_tile_dotprod
+    ARM_TILES(f32, QUANT_F32);
+    ARM_TILES(f16, QUANT_F16);
+    ARM_TILES(bf16, QUANT_BF16);
+    ARM_TILES(q4_0, QUANT_Q4_0);
+    ARM_TILES(q4_1, QUANT_Q4_1);
+    ARM_TILES(q5_0, QUANT_Q5_0);
+    ARM_TILES(q5_1, QUANT_Q5_1);
+    ARM_TILES(q8_0, QUANT_Q8_0);
+#undef ARM_TILES
     memcpy(table_i8mm, table_dotprod, sizeof table_i8mm);
     table_i8mm[QUANT_Q4_0].vec_dot_tile = q4_0_vec_dot_tile_i8mm;
-    table_i8mm[QUANT_Q4_1].vec_dot_tile = q4_1_vec_dot_tile_i8mm;
-    table_i8mm[QUANT_Q5_0].vec_dot_tile = q5_0_vec_dot_tile_i8mm;
-    table_i8mm[QUANT_Q5_1].vec_dot_tile = q5_1_vec_dot_tile_i8mm;
-    table_i8mm[QUANT_Q8_0].vec_dot_tile = q8_0_vec_dot_tile_i8mm;
     switch (cpufeat_arm_level()) {
     case CPUFEAT_ARM_I8MM:
         table_active = table_i8mm;
@@ -241,6 +250,11 @@ int quant_row_bytes(uint32_t type, int64_t n, size_t *out)
 bool quant_using_avx2(void)
 {
     return HAVE_AVX2_KERNELS && table_active != table_ref;
+}
+
+bool quant_follows_avx2(void)
+{
+    return table_active != table_ref; // every SIMD set mirrors the AVX2 arithmetic
 }
 
 const struct quant_traits *quant_traits_simd(uint32_t type, enum quant_simd simd)

@@ -115,9 +115,13 @@ void quant_q8_0_activations(const float *x, void *y, int64_t n);
  * quant_q8_0_activations, d = amax / 127 and s = d * (sum of the quants), both stored as half. */
 void quant_q8_1_activations(const float *x, void *y, int64_t n);
 
-/* True when the running CPU has AVX2+FMA+F16C and the SIMD variants are in use (false on ARM,
- * whatever its kernels: the strict goldens follow the x86 SIMD arithmetic). */
+/* True when the running CPU has AVX2+FMA+F16C and the SIMD variants are in use. */
 bool quant_using_avx2(void);
+
+/* True when the kernels in use compute the AVX2 kernels' bits for the float and 32-element
+ * formats: the AVX2 sets on x86, the NEON sets on aarch64 (not the scalar references, which
+ * sum in element order). The strict goldens hold exactly then. */
+bool quant_follows_avx2(void);
 
 enum quant_simd {
     QUANT_SIMD_SCALAR = 0,    // the _ref kernels

@@ -1,10 +1,11 @@
-/* Tiles of the 32-element formats by smmla (built with +i8mm; run when HWCAP2_I8MM is set).
- * smmla multiplies a 2x8 int8 matrix by an 8x2 one into a 2x2 int32 accumulator, so a pair
- * of weight rows against a pair of activation rows takes four smmla per 32-element block
- * where sdot takes eight (and then four reductions). Per (row, column) the block's integer
- * dot is exact and is scaled and summed with the reference's float expression in block order,
- * lane by lane, so every output equals the single dot bit for bit. Odd rows or columns reuse
- * the last one and drop the duplicate outputs. */
+/* Q4_0 tiles by smmla (built with +i8mm; run when HWCAP2_I8MM is set). smmla multiplies a 2x8
+ * int8 matrix by an 8x2 one into a 2x2 int32 accumulator, so a pair of weight rows against a
+ * pair of activation rows takes four smmla per 32-element block where sdot takes eight plus
+ * four reductions. It yields whole-block integer dots, which is the arithmetic of
+ * QUANT_ORDER_BLOCKS (each block's exact dot fused into one float per output with dx*dy, as
+ * the x86 kernel does for Q4_0 matrices of a multiple of 8 rows); the lane orders need the
+ * per-4-element sums that only sdot gives, so other orders go to the dotprod tile. Odd rows or
+ * columns reuse the last one and drop the duplicate outputs. */
 #include "engine/quants/arm/quants_arm_internal.h"
 #include "engine/quants/arm/quants_neon_internal.h"
 
@@ -36,60 +37,42 @@ INLINE_ALWAYS int32x4_t mmla_block(const int8x16_t w0[2], const int8x16_t w1[2],
     return acc;
 }
 
-/* TY: weight format; ACT: block_q8_0 or block_q8_1; HAS_MIN: add m * s per block. */
-#define MMLA_TILE(ty, act, has_min)                                                                \
-    void ty##_vec_dot_tile_i8mm(const struct quant_tile *t)                                        \
-    {                                                                                              \
-        const int64_t nb = t->n / 32;                                                              \
-        for (int r = 0; r < t->n_rows; r += 2) {                                                   \
-            const int r1 = r + 1 < t->n_rows ? r + 1 : r;                                          \
-            const struct block_##ty *x0 =                                                          \
-                (const void *)((const uint8_t *)t->x + (size_t)r * t->x_stride);                   \
-            const struct block_##ty *x1 =                                                          \
-                (const void *)((const uint8_t *)t->x + (size_t)r1 * t->x_stride);                  \
-            for (int c = 0; c < t->n_cols; c += 2) {                                               \
-                const int c1 = c + 1 < t->n_cols ? c + 1 : c;                                      \
-                const struct act *y0 =                                                             \
-                    (const void *)((const uint8_t *)t->y + (size_t)c * t->y_stride);               \
-                const struct act *y1 =                                                             \
-                    (const void *)((const uint8_t *)t->y + (size_t)c1 * t->y_stride);              \
-                float32x4_t sum = vdupq_n_f32(0.0f);                                               \
-                for (int64_t i = 0; i < nb; i++) {                                                 \
-                    int8x16_t w0[2], w1[2];                                                        \
-                    ty##_quants(&x0[i], w0);                                                       \
-                    ty##_quants(&x1[i], w1);                                                       \
-                    const int32x4_t id = mmla_block(w0, w1, y0[i].qs, y1[i].qs);                   \
-                    const float dx0 = h2f(x0[i].d), dx1 = h2f(x1[i].d);                            \
-                    const float dy0 = h2f(y0[i].d), dy1 = h2f(y1[i].d);                            \
-                    const float32x4_t d = {dx0 * dy0, dx0 * dy1, dx1 * dy0, dx1 * dy1};            \
-                    float32x4_t term = vmulq_f32(vcvtq_f32_s32(id), d);                            \
-                    if (has_min) {                                                                 \
-                        const float mx0 = h2f(MIN_OF(x0[i])), mx1 = h2f(MIN_OF(x1[i]));            \
-                        const float sy0 = h2f(SUM_OF(y0[i])), sy1 = h2f(SUM_OF(y1[i]));            \
-                        const float32x4_t ms = {mx0 * sy0, mx0 * sy1, mx1 * sy0, mx1 * sy1};       \
-                        term = vaddq_f32(term, ms);                                                \
-                    }                                                                              \
-                    sum = vaddq_f32(sum, term);                                                    \
-                }                                                                                  \
-                float out[4];                                                                      \
-                vst1q_f32(out, sum);                                                               \
-                t->s[(size_t)c * t->s_stride + (size_t)r] = out[0];                                \
-                if (c1 != c) t->s[(size_t)c1 * t->s_stride + (size_t)r] = out[1];                  \
-                if (r1 != r) t->s[(size_t)c * t->s_stride + (size_t)r1] = out[2];                  \
-                if (r1 != r && c1 != c) t->s[(size_t)c1 * t->s_stride + (size_t)r1] = out[3];      \
-            }                                                                                      \
-        }                                                                                          \
+void q4_0_vec_dot_tile_i8mm(const struct quant_tile *t)
+{
+    if (t->order != QUANT_ORDER_BLOCKS) {
+        q4_0_vec_dot_tile_dotprod(t);
+        return;
     }
-
-/* Symmetric formats have no min: these are never evaluated for them. */
-#define MIN_OF(b) ((b).d)
-#define SUM_OF(b) ((b).d)
-MMLA_TILE(q4_0, block_q8_0, false)
-MMLA_TILE(q5_0, block_q8_0, false)
-MMLA_TILE(q8_0, block_q8_0, false)
-#undef MIN_OF
-#undef SUM_OF
-#define MIN_OF(b) ((b).m)
-#define SUM_OF(b) ((b).s)
-MMLA_TILE(q4_1, block_q8_1, true)
-MMLA_TILE(q5_1, block_q8_1, true)
+    const int64_t nb = t->n / 32;
+    for (int r = 0; r < t->n_rows; r += 2) {
+        const int r1 = r + 1 < t->n_rows ? r + 1 : r;
+        const struct block_q4_0 *x0 =
+            (const struct block_q4_0 *)((const uint8_t *)t->x + (size_t)r * t->x_stride);
+        const struct block_q4_0 *x1 =
+            (const struct block_q4_0 *)((const uint8_t *)t->x + (size_t)r1 * t->x_stride);
+        for (int c = 0; c < t->n_cols; c += 2) {
+            const int c1 = c + 1 < t->n_cols ? c + 1 : c;
+            const struct block_q8_0 *y0 =
+                (const struct block_q8_0 *)((const uint8_t *)t->y + (size_t)c * t->y_stride);
+            const struct block_q8_0 *y1 =
+                (const struct block_q8_0 *)((const uint8_t *)t->y + (size_t)c1 * t->y_stride);
+            float32x4_t sum = vdupq_n_f32(0.0f);
+            for (int64_t i = 0; i < nb; i++) {
+                int8x16_t w0[2], w1[2];
+                q4_0_quants(&x0[i], w0);
+                q4_0_quants(&x1[i], w1);
+                const int32x4_t id = mmla_block(w0, w1, y0[i].qs, y1[i].qs);
+                const float dx0 = h2f(x0[i].d), dx1 = h2f(x1[i].d);
+                const float dy0 = h2f(y0[i].d), dy1 = h2f(y1[i].d);
+                const float32x4_t d = {dx0 * dy0, dx0 * dy1, dx1 * dy0, dx1 * dy1};
+                sum = vfmaq_f32(sum, vcvtq_f32_s32(id), d); // fused, as fmaf per output
+            }
+            float out[4];
+            vst1q_f32(out, sum);
+            t->s[(size_t)c * t->s_stride + (size_t)r] = out[0];
+            if (c1 != c) t->s[(size_t)c1 * t->s_stride + (size_t)r] = out[1];
+            if (r1 != r) t->s[(size_t)c * t->s_stride + (size_t)r1] = out[2];
+            if (r1 != r && c1 != c) t->s[(size_t)c1 * t->s_stride + (size_t)r1] = out[3];
+        }
+    }
+}

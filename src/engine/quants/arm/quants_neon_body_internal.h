@@ -2,10 +2,13 @@
  * by smull/smlal2 + sadalp) and by quants_dotprod.c with +dotprod (sdot); dot16 picks by
  * __ARM_FEATURE_DOTPROD. The includer defines ISA (the symbol suffix) first.
  *
- * Integer formats: each block's (or sub-block's) integer dot is exact in int32 lanes, reduced
- * once per block, then scaled and summed with the scalar reference's own float expression in
- * its order, so results equal the reference bit for bit. Float weights: four 4-lane FMA
- * chains, added pairwise at the end, the tail one by one. */
+ * Float weights and the 32-element formats follow the x86 (AVX2) kernels' arithmetic step by
+ * step - their 8-lane vectors as pairs of 4-lane ones, the same fused operations, the same
+ * reduction order, each QUANT_ORDER_* the tile asks for - so an aarch64 build computes the
+ * same bits as an x86 one and the strict goldens hold on both.
+ * K-quants: each sub-block's integer dot is exact, reduced once per super-block, then scaled
+ * and summed with the scalar reference's own float expression, so they equal the reference
+ * bit for bit. */
 #include "engine/quants/arm/quants_arm_internal.h"
 #include "engine/quants/arm/quants_neon_internal.h"
 
@@ -18,118 +21,297 @@
 
 /* ---- float weights against F32 activations ---- */
 
-INLINE_ALWAYS float32x4_t load_f32x4(const uint8_t *p)
+/* The x86 kernels' 8-lane vectors are two float32x4 here (elements 0..3, 4..7 of each group). */
+struct f32x8 {
+    float32x4_t lo, hi;
+};
+
+INLINE_ALWAYS struct f32x8 load_w8(int type, const uint8_t *p)
 {
-    return vreinterpretq_f32_u8(vld1q_u8(p));
+    struct f32x8 v;
+    if (type == QUANT_F16) {
+        const float16x8_t h = vreinterpretq_f16_u8(vld1q_u8(p));
+        v.lo = vcvt_f32_f16(vget_low_f16(h));
+        v.hi = vcvt_high_f32_f16(h);
+    } else if (type == QUANT_BF16) {
+        const uint16x8_t h = vreinterpretq_u16_u8(vld1q_u8(p));
+        v.lo = vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(h), 16));
+        v.hi = vreinterpretq_f32_u32(vshll_high_n_u16(h, 16));
+    } else {
+        v.lo = vreinterpretq_f32_u8(vld1q_u8(p));
+        v.hi = vreinterpretq_f32_u8(vld1q_u8(p + 16));
+    }
+    return v;
 }
 
-static float f32_at(const uint8_t *p, int64_t i)
+INLINE_ALWAYS float load_w1(int type, const uint8_t *p)
 {
+    uint16_t h;
     float f;
-    memcpy(&f, p + 4 * i, 4);
+    if (type == QUANT_F16) {
+        memcpy(&h, p, 2);
+        return h2f(h);
+    }
+    if (type == QUANT_BF16) {
+        memcpy(&h, p, 2);
+        return bf16_to_f32(h);
+    }
+    memcpy(&f, p, 4);
     return f;
 }
 
-/* Calls LOAD8(p, i, lo, hi) for the 8 weights at i as two float32x4, the tail through SCALAR. */
-#define FLOAT_DOT(name, LOAD8, SCALAR)                                                             \
-    void KERNEL(name)(int64_t n, float *s, const void *x, const void *y)                           \
+INLINE_ALWAYS struct f32x8 fma8(struct f32x8 acc, struct f32x8 a, struct f32x8 b)
+{
+    acc.lo = vfmaq_f32(acc.lo, a.lo, b.lo);
+    acc.hi = vfmaq_f32(acc.hi, a.hi, b.hi);
+    return acc;
+}
+
+/* The x86 8-lane sum: high half onto low, then (l0 + l2) + (l1 + l3). */
+INLINE_ALWAYS float hsum8(struct f32x8 v)
+{
+    const float32x4_t s = vaddq_f32(v.lo, v.hi);
+    return vaddv_f32(vadd_f32(vget_low_f32(s), vget_high_f32(s)));
+}
+
+static const struct f32x8 zero8 = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+
+/* QUANT_ORDER_LANES: one 8-lane FMA chain per output, then the tail one by one. */
+INLINE_ALWAYS void tile_float(int type, const struct quant_tile *t)
+{
+    const size_t esz = type == QUANT_F32 ? 4 : 2;
+    const uint8_t *x = t->x, *y = t->y;
+    const int nr = t->n_rows, nc = t->n_cols;
+    struct f32x8 acc[QUANT_TILE_MAX][QUANT_TILE_MAX];
+    for (int r = 0; r < nr; r++)
+        for (int c = 0; c < nc; c++)
+            acc[r][c] = zero8;
+    int64_t i = 0;
+    for (; i + 8 <= t->n; i += 8) {
+        struct f32x8 w[QUANT_TILE_MAX];
+        for (int r = 0; r < nr; r++)
+            w[r] = load_w8(type, x + r * t->x_stride + (size_t)i * esz);
+        for (int c = 0; c < nc; c++) {
+            const struct f32x8 a = load_w8(QUANT_F32, y + c * t->y_stride + (size_t)i * 4);
+            for (int r = 0; r < nr; r++)
+                acc[r][c] = fma8(acc[r][c], w[r], a);
+        }
+    }
+    for (int r = 0; r < nr; r++)
+        for (int c = 0; c < nc; c++) {
+            float sum = hsum8(acc[r][c]);
+            const uint8_t *a = y + c * t->y_stride;
+            for (int64_t j = i; j < t->n; j++)
+                sum += load_w1(type, x + r * t->x_stride + (size_t)j * esz) *
+                       load_w1(QUANT_F32, a + (size_t)j * 4);
+            t->s[c * t->s_stride + r] = sum;
+        }
+}
+
+/* QUANT_ORDER_VEC: four 8-lane chains per 32 elements, (c0 + c2) + (c1 + c3), high half onto
+ * low, then two horizontal adds ((l0 + l1) + (l2 + l3)); the tail as the x86 kernel does it. */
+INLINE_ALWAYS float reduce_vec4(const struct f32x8 c[4])
+{
+    const float32x4_t lo = vaddq_f32(vaddq_f32(c[0].lo, c[2].lo), vaddq_f32(c[1].lo, c[3].lo));
+    const float32x4_t hi = vaddq_f32(vaddq_f32(c[0].hi, c[2].hi), vaddq_f32(c[1].hi, c[3].hi));
+    const float32x4_t h = vaddq_f32(lo, hi);
+    const float32x4_t p = vpaddq_f32(h, h);
+    return vgetq_lane_f32(vpaddq_f32(p, p), 0);
+}
+
+INLINE_ALWAYS void tile_float_vec(int type, const struct quant_tile *t)
+{
+    const size_t esz = type == QUANT_F32 ? 4 : 2;
+    const uint8_t *x = t->x, *y = t->y;
+    const int nr = t->n_rows, nc = t->n_cols;
+    const int64_t np = t->n & ~(int64_t)31;
+    struct f32x8 acc[QUANT_TILE_MAX][QUANT_TILE_MAX][4];
+    for (int r = 0; r < nr; r++)
+        for (int c = 0; c < nc; c++)
+            for (int j = 0; j < 4; j++)
+                acc[r][c][j] = zero8;
+    for (int64_t i = 0; i < np; i += 32)
+        for (int j = 0; j < 4; j++) {
+            struct f32x8 w[QUANT_TILE_MAX];
+            for (int r = 0; r < nr; r++)
+                w[r] = load_w8(type, x + r * t->x_stride + (size_t)(i + 8 * j) * esz);
+            for (int c = 0; c < nc; c++) {
+                const struct f32x8 a =
+                    load_w8(QUANT_F32, y + c * t->y_stride + (size_t)(i + 8 * j) * 4);
+                for (int r = 0; r < nr; r++)
+                    acc[r][c][j] = fma8(acc[r][c][j], w[r], a);
+            }
+        }
+    for (int r = 0; r < nr; r++) {
+        const uint8_t *w = x + r * t->x_stride;
+        for (int c = 0; c < nc; c++) {
+            const uint8_t *a = y + c * t->y_stride;
+            const float head = np > 0 ? reduce_vec4(acc[r][c]) : 0.0f;
+            float out;
+            if (type == QUANT_F32) {
+                float sum = head;
+                const int64_t fused = t->n - ((t->n - np) & 3);
+                int64_t j = np;
+                for (; j < fused; j++) {
+                    const float p =
+                        load_w1(type, w + (size_t)j * 4) * load_w1(QUANT_F32, a + 4 * j);
+                    sum += p;
+                }
+                for (; j < t->n; j++)
+                    sum =
+                        fmaf(load_w1(type, w + (size_t)j * 4), load_w1(QUANT_F32, a + 4 * j), sum);
+                out = sum;
+            } else {
+                double sum = head;
+                for (int64_t j = np; j < t->n; j++)
+                    sum += (double)(load_w1(type, w + (size_t)j * esz) *
+                                    load_w1(QUANT_F32, a + 4 * j));
+                out = (float)sum;
+            }
+            t->s[c * t->s_stride + r] = out;
+        }
+    }
+}
+
+#define FLOAT_ENTRY(ty, TYPE, HAS_VEC)                                                             \
+    void KERNEL(ty##_vec_dot_tile)(const struct quant_tile *t)                                     \
     {                                                                                              \
-        const uint8_t *a = x, *b = y;                                                              \
-        float32x4_t acc[4] = {vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0)};     \
-        int64_t i = 0;                                                                             \
-        for (; i + 16 <= n; i += 16) {                                                             \
-            float32x4_t w0, w1, w2, w3;                                                            \
-            LOAD8(a, i, w0, w1);                                                                   \
-            LOAD8(a, i + 8, w2, w3);                                                               \
-            acc[0] = vfmaq_f32(acc[0], w0, load_f32x4(b + 4 * i));                                 \
-            acc[1] = vfmaq_f32(acc[1], w1, load_f32x4(b + 4 * (i + 4)));                           \
-            acc[2] = vfmaq_f32(acc[2], w2, load_f32x4(b + 4 * (i + 8)));                           \
-            acc[3] = vfmaq_f32(acc[3], w3, load_f32x4(b + 4 * (i + 12)));                          \
-        }                                                                                          \
-        float sum = vaddvq_f32(vaddq_f32(vaddq_f32(acc[0], acc[2]), vaddq_f32(acc[1], acc[3])));   \
-        for (; i < n; i++)                                                                         \
-            sum += SCALAR(a, i) * f32_at(b, i);                                                    \
-        *s = sum;                                                                                  \
+        if (HAS_VEC && t->order == QUANT_ORDER_VEC)                                                \
+            tile_float_vec(TYPE, t);                                                               \
+        else                                                                                       \
+            tile_float(TYPE, t);                                                                   \
+    }                                                                                              \
+    void KERNEL(ty##_vec_dot)(int64_t n, float *s, const void *x, const void *y)                   \
+    {                                                                                              \
+        const struct quant_tile one = {.n = n, .x = x, .y = y, .s = s, .n_rows = 1, .n_cols = 1};  \
+        KERNEL(ty##_vec_dot_tile)(&one);                                                           \
     }
 
-#define LOAD8_F32(a, i, lo, hi)                                                                    \
-    do {                                                                                           \
-        lo = load_f32x4((a) + 4 * (i));                                                            \
-        hi = load_f32x4((a) + 4 * (i) + 16);                                                       \
-    } while (0)
-#define LOAD8_F16(a, i, lo, hi)                                                                    \
-    do {                                                                                           \
-        float16x8_t h = vreinterpretq_f16_u8(vld1q_u8((a) + 2 * (i)));                             \
-        lo = vcvt_f32_f16(vget_low_f16(h));                                                        \
-        hi = vcvt_high_f32_f16(h);                                                                 \
-    } while (0)
-#define LOAD8_BF16(a, i, lo, hi)                                                                   \
-    do {                                                                                           \
-        uint16x8_t h = vreinterpretq_u16_u8(vld1q_u8((a) + 2 * (i)));                              \
-        lo = vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(h), 16));                              \
-        hi = vreinterpretq_f32_u32(vshll_high_n_u16(h, 16));                                       \
-    } while (0)
-
-static float f16_at(const uint8_t *p, int64_t i)
-{
-    half_bits h;
-    memcpy(&h, p + 2 * i, 2);
-    return h2f(h);
-}
-
-static float bf16_at(const uint8_t *p, int64_t i)
-{
-    uint16_t h;
-    memcpy(&h, p + 2 * i, 2);
-    return bf16_to_f32(h);
-}
-
-FLOAT_DOT(f32_vec_dot, LOAD8_F32, f32_at)
-FLOAT_DOT(f16_vec_dot, LOAD8_F16, f16_at)
-FLOAT_DOT(bf16_vec_dot, LOAD8_BF16, bf16_at)
+FLOAT_ENTRY(f32, QUANT_F32, true)
+FLOAT_ENTRY(f16, QUANT_F16, true)
+FLOAT_ENTRY(bf16, QUANT_BF16, false)
 
 /* ---- 32-element blocks against Q8_0 (symmetric) or Q8_1 (with a min) ---- */
 
-INLINE_ALWAYS int32_t block_dot(const int8x16_t w[2], const int8_t *q)
+/* The block's 32 products as 8 int32 lanes, lane k the sum of elements 4k..4k+3: the grouping
+ * of the x86 kernels' maddubs + madd, which sdot has natively; without dotprod, products are
+ * widened and added in adjacent pairs twice. Exact. */
+INLINE_ALWAYS void lanes8(const int8x16_t w[2], const int8_t *q, int32x4_t out[2])
 {
-    int32x4_t acc = dot16(vdupq_n_s32(0), w[0], vld1q_s8(q));
-    return vaddvq_s32(dot16(acc, w[1], vld1q_s8(q + 16)));
+    for (int h = 0; h < 2; h++) {
+        const int8x16_t a = vld1q_s8(q + 16 * h);
+#if defined(__ARM_FEATURE_DOTPROD)
+        out[h] = vdotq_s32(vdupq_n_s32(0), w[h], a);
+#else
+        const int32x4_t lo = vpaddlq_s16(vmull_s8(vget_low_s8(w[h]), vget_low_s8(a)));
+        const int32x4_t hi = vpaddlq_s16(vmull_high_s8(w[h], a));
+        out[h] = vpaddq_s32(lo, hi);
+#endif
+    }
 }
 
-#define DOT32_SYM(ty)                                                                              \
-    void KERNEL(ty##_vec_dot)(int64_t n, float *s, const void *x, const void *y)                   \
+/* QUANT_ORDER_LANES: per block and (row, column), the 8 integer lanes converted and fused
+ * into an 8-lane float chain with dx*dy; formats with a min add m*s per block to a separate
+ * float; at the end the 8 lanes summed as x86 does, plus that. */
+#define TILE_Q32(ty, act, has_min, MIN_OF, SUM_OF)                                                 \
+    static void ty##_tile_lanes(const struct quant_tile *t)                                        \
     {                                                                                              \
-        const struct block_##ty *a = x;                                                            \
-        const struct block_q8_0 *b = y;                                                            \
-        float sum = 0.0f;                                                                          \
-        for (int64_t i = 0; i < n / 32; i++) {                                                     \
-            int8x16_t w[2];                                                                        \
-            ty##_quants(&a[i], w);                                                                 \
-            sum += (float)block_dot(w, b[i].qs) * (h2f(a[i].d) * h2f(b[i].d));                     \
+        const int nr = t->n_rows, nc = t->n_cols;                                                  \
+        struct f32x8 acc[QUANT_TILE_MAX][QUANT_TILE_MAX];                                          \
+        float macc[QUANT_TILE_MAX][QUANT_TILE_MAX];                                                \
+        for (int r = 0; r < nr; r++)                                                               \
+            for (int c = 0; c < nc; c++) {                                                         \
+                acc[r][c] = zero8;                                                                 \
+                macc[r][c] = 0.0f;                                                                 \
+            }                                                                                      \
+        for (int64_t b = 0; b < t->n / 32; b++) {                                                  \
+            int8x16_t w[QUANT_TILE_MAX][2];                                                        \
+            float dx[QUANT_TILE_MAX], mx[QUANT_TILE_MAX];                                          \
+            for (int r = 0; r < nr; r++) {                                                         \
+                const struct block_##ty *blk =                                                     \
+                    (const struct block_##ty *)((const uint8_t *)t->x + r * t->x_stride) + b;      \
+                ty##_quants(blk, w[r]);                                                            \
+                dx[r] = h2f(blk->d);                                                               \
+                mx[r] = has_min ? h2f(MIN_OF(*blk)) : 0.0f;                                        \
+            }                                                                                      \
+            for (int c = 0; c < nc; c++) {                                                         \
+                const struct act *ab =                                                             \
+                    (const struct act *)((const uint8_t *)t->y + c * t->y_stride) + b;             \
+                const float dy = h2f(ab->d);                                                       \
+                const float ms = has_min ? h2f(SUM_OF(*ab)) : 0.0f;                                \
+                for (int r = 0; r < nr; r++) {                                                     \
+                    int32x4_t l[2];                                                                \
+                    lanes8(w[r], ab->qs, l);                                                       \
+                    const float32x4_t d = vdupq_n_f32(dx[r] * dy);                                 \
+                    acc[r][c].lo = vfmaq_f32(acc[r][c].lo, vcvtq_f32_s32(l[0]), d);                \
+                    acc[r][c].hi = vfmaq_f32(acc[r][c].hi, vcvtq_f32_s32(l[1]), d);                \
+                    if (has_min) macc[r][c] += mx[r] * ms;                                         \
+                }                                                                                  \
+            }                                                                                      \
         }                                                                                          \
-        *s = sum;                                                                                  \
+        for (int r = 0; r < nr; r++)                                                               \
+            for (int c = 0; c < nc; c++)                                                           \
+                t->s[c * t->s_stride + r] = hsum8(acc[r][c]) + macc[r][c];                         \
     }
 
-#define DOT32_MIN(ty)                                                                              \
+#define NO_FIELD(b)  ((b).d)
+#define MIN_FIELD(b) ((b).m)
+#define SUM_FIELD(b) ((b).s)
+TILE_Q32(q4_0, block_q8_0, false, NO_FIELD, NO_FIELD)
+TILE_Q32(q5_0, block_q8_0, false, NO_FIELD, NO_FIELD)
+TILE_Q32(q8_0, block_q8_0, false, NO_FIELD, NO_FIELD)
+TILE_Q32(q4_1, block_q8_1, true, MIN_FIELD, SUM_FIELD)
+TILE_Q32(q5_1, block_q8_1, true, MIN_FIELD, SUM_FIELD)
+
+/* QUANT_ORDER_BLOCKS (Q4_0): per block and (row, column) the exact integer dot, fused into one
+ * float with dx*dy. */
+static void q4_0_tile_blocks(const struct quant_tile *t)
+{
+    float acc[QUANT_TILE_MAX][QUANT_TILE_MAX] = {{0}};
+    for (int64_t b = 0; b < t->n / 32; b++) {
+        int8x16_t w[QUANT_TILE_MAX][2];
+        float dx[QUANT_TILE_MAX];
+        for (int r = 0; r < t->n_rows; r++) {
+            const struct block_q4_0 *blk =
+                (const struct block_q4_0 *)((const uint8_t *)t->x + r * t->x_stride) + b;
+            q4_0_quants(blk, w[r]);
+            dx[r] = h2f(blk->d);
+        }
+        for (int c = 0; c < t->n_cols; c++) {
+            const struct block_q8_0 *ab =
+                (const struct block_q8_0 *)((const uint8_t *)t->y + c * t->y_stride) + b;
+            const float dy = h2f(ab->d);
+            for (int r = 0; r < t->n_rows; r++) {
+                int32x4_t l[2];
+                lanes8(w[r], ab->qs, l);
+                acc[r][c] = fmaf((float)vaddvq_s32(vaddq_s32(l[0], l[1])), dx[r] * dy, acc[r][c]);
+            }
+        }
+    }
+    for (int r = 0; r < t->n_rows; r++)
+        for (int c = 0; c < t->n_cols; c++)
+            t->s[c * t->s_stride + r] = acc[r][c];
+}
+
+#define Q32_ENTRY(ty, BLOCKS)                                                                      \
+    void KERNEL(ty##_vec_dot_tile)(const struct quant_tile *t)                                     \
+    {                                                                                              \
+        if (BLOCKS && t->order == QUANT_ORDER_BLOCKS)                                              \
+            q4_0_tile_blocks(t);                                                                   \
+        else                                                                                       \
+            ty##_tile_lanes(t);                                                                    \
+    }                                                                                              \
     void KERNEL(ty##_vec_dot)(int64_t n, float *s, const void *x, const void *y)                   \
     {                                                                                              \
-        const struct block_##ty *a = x;                                                            \
-        const struct block_q8_1 *b = y;                                                            \
-        float sum = 0.0f;                                                                          \
-        for (int64_t i = 0; i < n / 32; i++) {                                                     \
-            int8x16_t w[2];                                                                        \
-            ty##_quants(&a[i], w);                                                                 \
-            sum += (float)block_dot(w, b[i].qs) * (h2f(a[i].d) * h2f(b[i].d)) +                    \
-                   h2f(a[i].m) * h2f(b[i].s);                                                      \
-        }                                                                                          \
-        *s = sum;                                                                                  \
+        const struct quant_tile one = {.n = n, .x = x, .y = y, .s = s, .n_rows = 1, .n_cols = 1};  \
+        ty##_tile_lanes(&one);                                                                     \
     }
 
-DOT32_SYM(q4_0)
-DOT32_SYM(q5_0)
-DOT32_SYM(q8_0)
-DOT32_MIN(q4_1)
-DOT32_MIN(q5_1)
+Q32_ENTRY(q4_0, true)
+Q32_ENTRY(q5_0, false)
+Q32_ENTRY(q8_0, false)
+Q32_ENTRY(q4_1, false)
+Q32_ENTRY(q5_1, false)
 
 /* ---- K-quant super-blocks against Q8_K ---- */
 
