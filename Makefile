@@ -207,7 +207,11 @@ run: deps
 	$(SERVER) $(RUN_ARGS) $(ARGS)
 
 bench: benches
+ifeq ($(ARCH)-$(filter aarch64,$(HOST_ARCH)),aarch64-)
+	@scripts/bench-aarch64.sh $(O) # cross build: under qemu-user, small models
+else
 	@scripts/run-bench.sh $(O)
+endif
 
 # Each header must compile on its own.
 check-headers:
