@@ -90,13 +90,12 @@ benches: $(BENCH_BIN)
 $(O)/src/engine/%_avx2.o: CFLAGS += -O3 -mavx2 -mfma -mf16c
 $(O)/src/engine/quants/%.o: CFLAGS += -O3
 $(O)/src/engine/quants/%_vnni_avx2.o: CFLAGS += -mavxvnni
-# ARM: the baseline (ARMv8.0 + NEON) everywhere; the dotprod (sdot), i8mm (smmla) and FP16
-# arithmetic files get their extension each, and run only when getauxval says the core has it.
+# ARM: the baseline (ARMv8.0 + NEON) everywhere; the dotprod (sdot) and i8mm (smmla) files get
+# their extension each, and run only when getauxval says the core has it.
 $(O)/src/engine/quants/arm/%.o: CFLAGS += -O3
 $(O)/src/engine/arm/%.o: CFLAGS += -O3
 $(O)/%_dotprod.o: CFLAGS += -march=armv8.2-a+dotprod
 $(O)/%_i8mm.o: CFLAGS += -march=armv8.2-a+dotprod+i8mm
-$(O)/%_fp16.o: CFLAGS += -march=armv8.2-a+fp16
 ifeq ($(ARCH),aarch64)
 # Debian 12's aarch64 gcc 12 stops with an internal error vectorizing a reduction in this test.
 $(O)/tests/unit/test_quants.o: CFLAGS += -fno-tree-vectorize

@@ -9,7 +9,6 @@
 #include <sys/auxv.h>
 
 #define HWCAP_ASIMD_BIT   (1ul << 1)
-#define HWCAP_ASIMDHP_BIT (1ul << 10)
 #define HWCAP_ASIMDDP_BIT (1ul << 20)
 #define HWCAP2_I8MM_BIT   (1ul << 13)
 
@@ -38,9 +37,4 @@ enum cpufeat_arm_level cpufeat_arm_level(void)
 {
     enum cpufeat_arm_level hw = cpufeat_arm_hw_level(), want = requested();
     return want < hw ? want : hw;
-}
-
-bool cpufeat_arm_has_fp16(void)
-{
-    return (getauxval(AT_HWCAP) & HWCAP_ASIMDHP_BIT) != 0;
 }

@@ -3,8 +3,6 @@
 #ifndef ENGINE_ARM_CPUFEAT_ARM_H
 #define ENGINE_ARM_CPUFEAT_ARM_H
 
-#include <stdbool.h>
-
 /* ARM kernel levels, each implying the ones below it. */
 enum cpufeat_arm_level {
     CPUFEAT_ARM_SCALAR = 0,  // the _ref kernels (forced)
@@ -22,9 +20,5 @@ enum cpufeat_arm_level cpufeat_arm_level(void);
 /* The level the core itself supports, ignoring the environment (for tests that skip paths the
  * core lacks). Cannot fail. */
 enum cpufeat_arm_level cpufeat_arm_hw_level(void);
-
-/* True when the core has half-precision vector arithmetic (asimdhp, ARMv8.2 FP16). Cannot
- * fail. */
-bool cpufeat_arm_has_fp16(void);
 
 #endif
