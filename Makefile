@@ -159,14 +159,14 @@ endif
 	@$(if $(AARCH64_READY),LLAMAPI_AARCH64_DIR=build/aarch64-release) LLAMAPI_TSAN_DIR=build/tsan LLAMAPI_FUZZ_DIR=build/fuzz LLAMAPI_FUZZ_RUNS=$(TEST_FUZZ_RUNS) \
 	  LLAMAPI_E2E_ASAN_DIR=build/asan scripts/run-tests.sh build/asan build/release
 
-# The aarch64 cross build (release) under qemu-user: unit tests on two emulated CPU models and
-# a server smoke test (scripts/test-aarch64.sh). `make test` runs it when the cross compiler
+# The aarch64 cross build under qemu-user: unit tests on two emulated CPU models and a server
+# smoke test (scripts/test-aarch64.sh); BUILD=asan for the ASan+UBSan build (no leak check). `make test` runs it when the cross compiler
 # and qemu are installed (scripts/install-deps.sh installs them on x86-64).
 AARCH64_READY := $(shell command -v aarch64-linux-gnu-gcc >/dev/null && \
                    { command -v qemu-aarch64-static || command -v qemu-aarch64; } >/dev/null && echo yes)
 test-aarch64:
-	@$(MAKE) --no-print-directory ARCH=aarch64 BUILD=release all tests benches
-	@scripts/test-aarch64.sh build/aarch64-release
+	@$(MAKE) --no-print-directory ARCH=aarch64 BUILD=$(BUILD) all
+	@scripts/test-aarch64.sh build/aarch64-$(BUILD)
 
 unit: tests tools
 	@scripts/run-tests.sh --unit-only $(O) $(O)
