@@ -78,7 +78,8 @@ CLI      := $(O)/bin/llamapi
         e2e bench check-headers
 all: $(SERVER) $(CLI) $(TOOL_BIN)
 ifeq ($(ARCH),aarch64)
-all: $(TEST_BIN) $(BENCH_BIN) # the cross build builds everything it can run under emulation
+# the cross build builds everything it can run under emulation (benches in release only)
+all: $(TEST_BIN) $(if $(filter release,$(BUILD)),$(BENCH_BIN))
 endif
 lib: $(LIB)
 tests: $(TEST_BIN)
