@@ -6,14 +6,29 @@
 #   make test       deps, unit tests under ASan+UBSan, e2e tests on the release build
 #   make asan|tsan  sanitizer builds (build/asan, build/tsan)
 #   make run        build and start the server on 127.0.0.1:9265
+#   make ARCH=aarch64 [BUILD=asan]   cross build for 64-bit ARM (build/aarch64-$(BUILD)), with
+#                   Debian's gcc-aarch64-linux-gnu and the arm64 -dev packages (multiarch)
+#   make test-aarch64  that build's unit tests and a server smoke test under qemu-user
 
 BUILD   ?= release
+HOST_ARCH := $(shell uname -m)
+ARCH    ?= $(HOST_ARCH)
+ifeq ($(ARCH),$(HOST_ARCH))
 O       := build/$(BUILD)
 CC      ?= cc
+PKG_CONFIG ?= pkg-config
+else ifeq ($(ARCH),aarch64)
+# Cross build: its own folder, the cross compiler, pkg-config reading only the arm64 .pc files.
+O       := build/aarch64-$(BUILD)
+CC      := aarch64-linux-gnu-gcc
+PKG_CONFIG := PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig pkg-config
+else
+$(error ARCH=$(ARCH): only the host architecture or aarch64)
+endif
 PKGS    := libmicrohttpd jansson libpcre2-8 libutf8proc libcurl libpng libjpeg libwebp sndfile libmpg123
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
-CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
+PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
+CMOCKA_LIBS := $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
 
 WARN := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
         -Wpointer-arith -Wcast-qual -Wformat=2 -Wundef -Wvla \
@@ -33,7 +48,16 @@ LDFLAGS  := $(filter -fsanitize=%,$(CFLAGS_$(BUILD))) $(EXTRA_LDFLAGS)
 LDLIBS   := $(PKG_LIBS) -lm -lpthread
 
 MAIN_SRC := src/server/main.c src/cli/main.c
-LIB_SRC  := $(filter-out $(MAIN_SRC),$(shell find src -name '*.c' | sort))
+# Kernel files of one ISA are compiled only for their architecture: x86 ones are *_avx2.c /
+# *_avx512.c or under an x86/ folder, ARM ones *_neon.c or under an arm/ folder.
+X86_SRC  := $(shell find src -name '*_avx2.c' -o -name '*_avx512*.c' -o -path '*/x86/*.c')
+ARM_SRC  := $(shell find src -name '*_neon.c' -o -path '*/arm/*.c')
+ifeq ($(ARCH),aarch64)
+ISA_SKIP := $(X86_SRC)
+else
+ISA_SKIP := $(ARM_SRC)
+endif
+LIB_SRC  := $(filter-out $(MAIN_SRC) $(ISA_SKIP),$(shell find src -name '*.c' | sort))
 LIB_OBJ  := $(LIB_SRC:%.c=$(O)/%.o)
 LIB      := $(O)/libllamapi.a
 TEST_SRC := $(wildcard tests/unit/test_*.c)
@@ -58,10 +82,14 @@ FAKE_LIBS := $(FAKE_SRC:tests/fakes/fake_%.c=$(O)/fakes/lib%_fake.so) \
              $(if $(filter tests/fakes/fake_rkllm.c,$(FAKE_SRC)),$(O)/fakes/librkllm_fake_1_2.so)
 
 .SECONDARY:
-.PHONY: fuzz fuzzers demo-model all fakes lib tests tools benches test unit asan tsan run clean format format-check deps \
+.PHONY: test-aarch64 fuzz fuzzers demo-model all fakes lib tests tools benches test unit asan tsan run clean format format-check deps \
         e2e bench check-headers compat
 all: $(SERVER) $(CLI) $(TOOL_BIN) $(FAKE_LIBS)
 fakes: $(FAKE_LIBS)
+ifeq ($(ARCH),aarch64)
+# the cross build builds everything it can run under emulation (benches in release only)
+all: $(TEST_BIN) $(if $(filter release,$(BUILD)),$(BENCH_BIN))
+endif
 lib: $(LIB)
 tests: $(TEST_BIN) $(FAKE_LIBS)
 tools: $(TOOL_BIN)
@@ -74,6 +102,16 @@ $(O)/src/engine/%_avx512.o: CFLAGS += -O3 -mavx2 -mfma -mf16c -mavx512f -mavx512
                                       -mavx512dq -mavx512vnni -mavx512bf16
 $(O)/src/engine/quants/%.o: CFLAGS += -O3
 $(O)/src/engine/quants/%_vnni_avx2.o: CFLAGS += -mavxvnni
+# ARM: the baseline (ARMv8.0 + NEON) everywhere; the dotprod (sdot) and i8mm (smmla) files get
+# their extension each, and run only when getauxval says the core has it.
+$(O)/src/engine/quants/arm/%.o: CFLAGS += -O3
+$(O)/src/engine/arm/%.o: CFLAGS += -O3
+$(O)/%_dotprod.o: CFLAGS += -march=armv8.2-a+dotprod
+$(O)/%_i8mm.o: CFLAGS += -march=armv8.2-a+dotprod+i8mm
+ifeq ($(ARCH),aarch64)
+# Debian 12's aarch64 gcc 12 stops with an internal error vectorizing a reduction in this test.
+$(O)/tests/unit/test_quants.o: CFLAGS += -fno-tree-vectorize
+endif
 
 $(O)/%.o: %.c
 	@mkdir -p $(@D)
@@ -137,8 +175,20 @@ test: deps
 	@$(MAKE) --no-print-directory BUILD=tsan $(addprefix build/tsan/tests/,$(filter $(TSAN_TESTS),$(TEST_SRC:tests/unit/%.c=%)))
 	@$(MAKE) --no-print-directory BUILD=fuzz CC=clang fuzzers
 	@$(MAKE) --no-print-directory BUILD=release all benches
-	@LLAMAPI_TSAN_DIR=build/tsan LLAMAPI_FUZZ_DIR=build/fuzz LLAMAPI_FUZZ_RUNS=$(TEST_FUZZ_RUNS) \
+ifeq ($(AARCH64_READY),yes)
+	@$(MAKE) --no-print-directory ARCH=aarch64 BUILD=release all tests benches
+endif
+	@$(if $(AARCH64_READY),LLAMAPI_AARCH64_DIR=build/aarch64-release) LLAMAPI_TSAN_DIR=build/tsan LLAMAPI_FUZZ_DIR=build/fuzz LLAMAPI_FUZZ_RUNS=$(TEST_FUZZ_RUNS) \
 	  LLAMAPI_E2E_ASAN_DIR=build/asan scripts/run-tests.sh build/asan build/release
+
+# The aarch64 cross build under qemu-user: unit tests on two emulated CPU models and a server
+# smoke test (scripts/test-aarch64.sh); BUILD=asan for the ASan+UBSan build (no leak check). `make test` runs it when the cross compiler
+# and qemu are installed (scripts/install-deps.sh installs them on x86-64).
+AARCH64_READY := $(shell command -v aarch64-linux-gnu-gcc >/dev/null && \
+                   { command -v qemu-aarch64-static || command -v qemu-aarch64; } >/dev/null && echo yes)
+test-aarch64:
+	@$(MAKE) --no-print-directory ARCH=aarch64 BUILD=$(BUILD) all
+	@scripts/test-aarch64.sh build/aarch64-$(BUILD)
 
 unit: tests tools
 	@scripts/run-tests.sh --unit-only $(O) $(O)
@@ -178,7 +228,11 @@ run: deps
 	$(SERVER) $(RUN_ARGS) $(ARGS)
 
 bench: benches
+ifeq ($(ARCH)-$(filter aarch64,$(HOST_ARCH)),aarch64-)
+	@scripts/bench-aarch64.sh $(O) # cross build: under qemu-user, small models
+else
 	@scripts/run-bench.sh $(O)
+endif
 
 # llama.cpp's own server test suite against our server and the reference llama-server (needs
 # the reference checkout and python3-pytest; not part of `make test`).

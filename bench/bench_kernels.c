@@ -30,6 +30,15 @@ struct worker {
     int ith;
 };
 
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
@@ -37,7 +46,7 @@ static void *worker_main(void *arg)
     for (;;) {
         int g;
         while ((g = atomic_load(&w->pool->gen)) == seen && !atomic_load(&w->pool->is_stopping))
-            __builtin_ia32_pause();
+            cpu_relax();
         if (atomic_load(&w->pool->is_stopping)) return NULL;
         seen = g;
         matmul_run(w->pool->job, w->ith, w->pool->nth);
@@ -52,7 +61,7 @@ static void pool_run(struct pool *p, const struct matmul_args *a)
     atomic_fetch_add(&p->gen, 1);
     matmul_run(a, 0, p->nth);
     while (atomic_load(&p->n_done) < p->nth - 1)
-        __builtin_ia32_pause();
+        cpu_relax();
 }
 
 static uint64_t rng = 88172645463325252ULL;

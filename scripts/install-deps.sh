@@ -31,6 +31,32 @@ if ((${#missing[@]})); then
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# The aarch64 cross build and its emulated tests (make ARCH=aarch64, make test-aarch64): the
+# cross compiler, qemu-user and, through multiarch, the arm64 -dev packages of the libraries
+# above. On x86-64 hosts only; LLAMAPI_DEPS_AARCH64=0 skips them.
+ARM64_DEV=(libmicrohttpd-dev libjansson-dev libpcre2-dev libutf8proc-dev libcmocka-dev
+           libcurl4-openssl-dev libpng-dev libjpeg62-turbo-dev libwebp-dev libsndfile1-dev
+           libmpg123-dev)
+if [[ ${LLAMAPI_DEPS_AARCH64:-1} != 0 && $(dpkg --print-architecture) == amd64 ]]; then
+    cross=()
+    for p in gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static "${ARM64_DEV[@]/%/:arm64}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || cross+=("$p")
+    done
+    if ((${#cross[@]})); then
+        if [[ $(id -u) -ne 0 ]]; then
+            echo "missing aarch64 cross packages: ${cross[*]}" >&2
+            echo "run: sudo dpkg --add-architecture arm64 && sudo apt-get update &&" \
+                "sudo apt-get install -y ${cross[*]} (or LLAMAPI_DEPS_AARCH64=0)" >&2
+            exit 1
+        fi
+        echo "installing (aarch64 cross build): ${cross[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        dpkg --print-foreign-architectures | grep -qx arm64 || dpkg --add-architecture arm64
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends "${cross[@]}" >/dev/null
+    fi
+fi
+
 if [[ -f tests/e2e/package.json ]]; then
     if [[ ! -d tests/e2e/node_modules ]] || [[ tests/e2e/package-lock.json -nt tests/e2e/node_modules ]]; then
         (cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error)

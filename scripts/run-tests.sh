@@ -77,6 +77,20 @@ if [[ $mode == all && -n ${LLAMAPI_FUZZ_DIR:-} ]]; then
     passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
 fi
 
+# The aarch64 build under qemu-user (unit tests on two CPU models, a server smoke test), when built.
+if [[ $mode == all && -n ${LLAMAPI_AARCH64_DIR:-} ]]; then
+    mkdir -p "$LLAMAPI_AARCH64_DIR/logs"
+    if scripts/test-aarch64.sh "$LLAMAPI_AARCH64_DIR" >"$LLAMAPI_AARCH64_DIR/logs/run.log" 2>&1; then
+        grep '^ok\|^     ' "$LLAMAPI_AARCH64_DIR/logs/run.log"
+    else
+        failures+=("aarch64"); cat "$LLAMAPI_AARCH64_DIR/logs/run.log"
+    fi
+    p=$(sed -n 's/^aarch64: \([0-9]*\) passed.*/\1/p' "$LLAMAPI_AARCH64_DIR/logs/run.log")
+    f=$(sed -n 's/^aarch64: [0-9]* passed, \([0-9]*\) failed.*/\1/p' "$LLAMAPI_AARCH64_DIR/logs/run.log")
+    s=$(sed -n 's/^aarch64: .* failed, \([0-9]*\) skipped/\1/p' "$LLAMAPI_AARCH64_DIR/logs/run.log")
+    passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0})); skipped=$((skipped + ${s:-0}))
+fi
+
 # The e2e suite against the server in dir $1 (label $2); a sanitizer build also sets
 # LLAMAPI_E2E_SANITIZER so every server must exit cleanly with no report.
 run_e2e() {

@@ -13,7 +13,7 @@
 struct manager_config {
     char models_dir[MODEL_PATH_CAP]; // where bare names resolve
     int default_queue_size;          // request_queue_size when a load does not say
-    int n_threads;                   // 0: physical cores
+    int n_threads;                   // 0: thread_default_count()
     int n_ctx_max;                   // cap on per-instance context (0: 4096 default cap)
     uint64_t memory_limit;           // bytes; 0: 75% of available memory
     int models_max;                  // > 0: a load beyond this many models first unloads the

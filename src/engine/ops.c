@@ -3,6 +3,10 @@
  * does, so both paths store identical cache bits. */
 #include "engine/ops.h"
 #include "engine/cpufeat.h"
+#if defined(__aarch64__)
+#include "engine/arm/cpufeat_arm.h"
+#include "engine/arm/ops_neon.h"
+#endif
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -148,6 +152,7 @@ static const struct ops_kernels kernels_ref = {
     .swiglu = swiglu_ref,
 };
 
+#if defined(__x86_64__) || defined(__i386__)
 static const struct ops_kernels kernels_avx2 = {
     .dot_f16 = ops_dot_f16_avx2,
     .mad_f16 = ops_mad_f16_avx2,
@@ -155,6 +160,7 @@ static const struct ops_kernels kernels_avx2 = {
     .f32_to_f16 = ops_f32_to_f16_avx2,
     .swiglu = ops_swiglu_avx2,
 };
+#endif
 
 // Set once under pthread_once before any kernel thread reads it (the CPU feature flags).
 static const struct ops_kernels *kernels_sel = &kernels_ref;
@@ -171,7 +177,12 @@ bool ops_have_avx2(void)
 
 static void select_kernels(void)
 {
+#if defined(__x86_64__) || defined(__i386__)
     if (ops_have_avx2() && cpufeat_isa() >= CPUFEAT_ISA_AVX2) kernels_sel = &kernels_avx2;
+#elif defined(__aarch64__)
+    // LLAMAPI_ISA=scalar or LLAMAPI_NO_SIMD=1 keep the references (engine/arm/cpufeat_arm.h)
+    if (cpufeat_arm_level() >= CPUFEAT_ARM_NEON) kernels_sel = ops_neon_kernels();
+#endif
 }
 
 void ops_init(void)

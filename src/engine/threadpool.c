@@ -46,6 +46,7 @@ struct worker {
  * for the wait itself. */
 struct threadpool {
     int n_threads;
+    bool caller_is_pinned; // --cpu-mask applied to the dispatching thread
     _Atomic(threadpool_fn) fn;
     _Atomic(void *) arg;
     atomic_int n_chunks;
@@ -64,6 +65,8 @@ static inline void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
 #endif
 }
 
@@ -114,10 +117,21 @@ static void run_chunks(struct threadpool *tp, uint32_t gen)
     }
 }
 
+/* --cpu-mask: written at start-up before any pool exists, read-only afterwards. */
+static struct cpu_mask pin_mask;
+static bool pin_is_set;
+
+void threadpool_set_cpu_mask(const struct cpu_mask *mask)
+{
+    pin_is_set = mask != NULL;
+    if (mask) pin_mask = *mask;
+}
+
 static void *worker_main(void *p)
 {
     struct worker *w = p;
     struct threadpool *tp = w->tp;
+    if (pin_is_set) (void)thread_pin_self(&pin_mask); // best effort: an offline CPU is no error
     uint32_t seen = 0; // gen before any run; reading it here could skip a run published early
     for (;;) {
         seen = wait_gen(tp, seen);
@@ -205,6 +219,10 @@ int threadpool_size(const struct threadpool *tp)
 void threadpool_run_chunks(struct threadpool *tp, threadpool_fn fn, void *arg, int n_chunks)
 {
     if (n_chunks < 1 || n_chunks > CHUNKS_MAX) return;
+    if (pin_is_set && !tp->caller_is_pinned) { // the dispatching thread computes too
+        (void)thread_pin_self(&pin_mask);
+        tp->caller_is_pinned = true;
+    }
     if (tp->n_threads == 1 || n_chunks == 1) {
         for (int k = 0; k < n_chunks; k++)
             fn(arg, k, n_chunks);

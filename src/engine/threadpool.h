@@ -40,4 +40,10 @@ void threadpool_run_chunks(struct threadpool *tp, threadpool_fn fn, void *arg, i
  * nth = threadpool_size(tp). Cannot fail. */
 void threadpool_run(struct threadpool *tp, threadpool_fn fn, void *arg);
 
+struct cpu_mask;
+/* Pins the compute threads of every pool created afterwards to the mask's CPUs (--cpu-mask):
+ * each worker at its start, the dispatching thread at its first run. NULL: no pinning (the
+ * default). Call before creating pools (start-up); not thread-safe against threadpool_new. */
+void threadpool_set_cpu_mask(const struct cpu_mask *mask);
+
 #endif

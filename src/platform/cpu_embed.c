@@ -631,7 +631,7 @@ int cpu_embed_load(const char *gguf_path, const struct platform_load_args *a,
     rc = is_encoder ? load_encoder(m, gguf_path, a, err) : load_decoder(m, gguf_path, a, err);
     if (rc == ERR_OK) rc = load_text(m, err);
     if (rc != ERR_OK) goto out_free;
-    const int n_threads = a->n_threads > 0 ? a->n_threads : thread_physical_core_count();
+    const int n_threads = a->n_threads > 0 ? a->n_threads : thread_default_count();
     rc = threadpool_new(n_threads, &m->tp);
     for (int i = 0; i < CPU_EMBED_MAX_INSTANCES; i++)
         m->inst[i].s = &m->set.slot[i];

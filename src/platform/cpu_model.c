@@ -619,7 +619,7 @@ int cpu_model_load(const struct platform_load_args *a, struct platform_model **o
     rc = load_text(m, a->chat_template, err);
     if (rc == ERR_OK) rc = load_grammar_vocab(m);
     if (rc != ERR_OK) goto out_free;
-    int n_threads = a->n_threads > 0 ? a->n_threads : thread_physical_core_count();
+    int n_threads = a->n_threads > 0 ? a->n_threads : thread_default_count();
     m->logits = mem_calloc((size_t)m->n_vocab, sizeof *m->logits);
     rc = m->logits ? threadpool_new(n_threads, &m->tp) : ERR_NOMEM;
     if (rc != ERR_OK) goto out_free;

@@ -45,7 +45,7 @@ typedef void (*platform_done_fn)(void *owner, int instance);
 struct platform_load_args {
     const char *path;              // a model file or directory the platform claimed
     int n_ctx;                     // context per instance; 0 = the model's, capped at 4096
-    int n_threads;                 // compute threads; 0 = physical cores
+    int n_threads;                 // compute threads; 0 = thread_default_count()
     int force_embedding;           // 1: serve a decoder as an embedding model
     enum platform_pooling pooling; // embedding models only (ignored for chat models)
     const char *chat_template;     // a built-in template's name or Jinja source used instead of

@@ -5,6 +5,7 @@
 #include "api/model_select.h"
 #include "api/response_store.h"
 #include "core/manager.h"
+#include "engine/threadpool.h"
 #include "platform/platform.h"
 #include "platform/vendor.h"
 #include "media/media_path.h"
@@ -14,6 +15,7 @@
 #include "util/clock.h"
 #include "util/log.h"
 #include "util/mem.h"
+#include "util/thread.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -193,13 +195,24 @@ static void start_deadline_guard(const sigset_t *set, double deadline_ms)
 
 static int serve(const struct server_config *config)
 {
+    int n_threads = config->n_threads;
+    if (config->cpu_mask[0]) {
+        struct cpu_mask mask;
+        if (thread_cpu_mask_parse(config->cpu_mask, &mask) != ERR_OK) {
+            log_error("--cpu-mask %s: not a hexadecimal CPU mask with at least one CPU (e.g. f0)",
+                      config->cpu_mask);
+            return 1;
+        }
+        threadpool_set_cpu_mask(&mask); // before any model's pool exists
+        if (n_threads == 0) n_threads = thread_cpu_mask_count(&mask);
+    }
     sigset_t set;
     block_signals(&set);
     start_platforms(config);
     raise_fd_limit(config->max_connections);
     struct manager_config mc = {
         .default_queue_size = config->request_queue_size,
-        .n_threads = config->n_threads,
+        .n_threads = n_threads,
         .memory_limit = (uint64_t)config->memory_limit_mib << 20,
         .models_max = config->models_max,
     };

@@ -1,8 +1,10 @@
 /* pthread wrappers. Failures of lock/unlock on a valid mutex are programmer errors. */
+#define _GNU_SOURCE // sched_setaffinity, CPU_SET
 #include "util/thread.h"
 
 #include "util/err.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -111,4 +113,78 @@ int thread_physical_core_count(void)
         }
     }
     return n_seen > 0 ? n_seen : n_cpu;
+}
+
+int thread_cpu_mask_parse(const char *text, struct cpu_mask *out)
+{
+    memset(out, 0, sizeof *out);
+    if (text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) text += 2;
+    size_t len = strlen(text);
+    if (len == 0) return ERR_INVALID;
+    for (size_t i = 0; i < len; i++) { // the last digit holds CPUs 0..3
+        const char ch = text[len - 1 - i];
+        int v = ch >= '0' && ch <= '9'   ? ch - '0'
+                : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+                : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
+                                         : -1;
+        if (v < 0) return ERR_INVALID;
+        if (v == 0) continue;
+        if (4 * i + 4 > THREAD_CPU_MAX) return ERR_INVALID;
+        out->bits[4 * i / 64] |= (uint64_t)v << (4 * i % 64);
+    }
+    return thread_cpu_mask_count(out) > 0 ? ERR_OK : ERR_INVALID;
+}
+
+int thread_cpu_mask_count(const struct cpu_mask *m)
+{
+    int n = 0;
+    for (size_t i = 0; i < sizeof m->bits / sizeof m->bits[0]; i++)
+        n += __builtin_popcountll(m->bits[i]);
+    return n;
+}
+
+int thread_big_core_count_at(const char *sysfs_root, struct cpu_mask *big)
+{
+    static long cap[THREAD_CPU_MAX];
+    long max = 0, min = 0;
+    int n = 0;
+    for (; n < THREAD_CPU_MAX; n++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/devices/system/cpu/cpu%d", sysfs_root, n);
+        if (access(path, F_OK) != 0) break; // past the last CPU
+        snprintf(path, sizeof path, "%s/devices/system/cpu/cpu%d/cpu_capacity", sysfs_root, n);
+        FILE *f = fopen(path, "r");
+        if (!f) return 0; // a CPU without a capacity: nothing to compare
+        long v = -1;
+        if (fscanf(f, "%ld", &v) != 1) v = -1;
+        fclose(f);
+        if (v <= 0) return 0; // unreadable: treat the CPU as unknown
+        cap[n] = v;
+        max = n == 0 || v > max ? v : max;
+        min = n == 0 || v < min ? v : min;
+    }
+    if (n == 0 || min == max) return 0;
+    int count = 0;
+    if (big) memset(big, 0, sizeof *big);
+    for (int i = 0; i < n; i++)
+        if (2 * cap[i] >= max) { // the fastest cluster and any within 2x of it
+            count++;
+            if (big) big->bits[i / 64] |= (uint64_t)1 << (i % 64);
+        }
+    return count;
+}
+
+int thread_default_count(void)
+{
+    const int big = thread_big_core_count_at("/sys", NULL);
+    return big > 0 ? big : thread_physical_core_count();
+}
+
+int thread_pin_self(const struct cpu_mask *m)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int i = 0; i < THREAD_CPU_MAX && i < CPU_SETSIZE; i++)
+        if (m->bits[i / 64] >> (i % 64) & 1) CPU_SET(i, &set);
+    return sched_setaffinity(0, sizeof set, &set) == 0 ? ERR_OK : ERR_INVALID;
 }

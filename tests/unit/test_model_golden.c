@@ -25,8 +25,9 @@
  *
  * Run without LLAMAPI_ISA (or LLAMAPI_NO_SIMD), the binary runs the goldens once per kernel
  * set the CPU has (test_golden_path_*: a child process with LLAMAPI_ISA set; a set the CPU
- * lacks is reported skipped). The AVX-512 set follows the AVX2 arithmetic bit for bit, so
- * both are held to the rules above. */
+ * lacks is reported skipped). The AVX-512 set follows the AVX2 arithmetic bit for bit, and the
+ * NEON sets (neon, dotprod, i8mm on aarch64) do for these formats, so all are held to the rules
+ * above. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -165,7 +166,7 @@ static void golden(const char *model_path, const char *golden_path, enum engine_
     skip_unless(golden_path);
     quant_init();
     const bool is_strict = numerics == ENGINE_NUMERICS_REFERENCE;
-    if (!quant_using_avx2()) {
+    if (!quant_follows_avx2()) {
         // Measured with LLAMAPI_NO_SIMD=1 in invariant numerics: log-prob errors up to 1.4e-1
         // and greedy misses, as before this mode existed.
         printf("skip: the goldens hold the reference's x86 SIMD arithmetic; the scalar kernels "
@@ -273,6 +274,24 @@ static void test_golden_path_avx512(void **state)
     run_path("avx512", QUANT_SIMD_AVX512);
 }
 
+static void test_golden_path_neon(void **state)
+{
+    (void)state;
+    run_path("neon", QUANT_SIMD_NEON);
+}
+
+static void test_golden_path_dotprod(void **state)
+{
+    (void)state;
+    run_path("dotprod", QUANT_SIMD_NEON_DOTPROD);
+}
+
+static void test_golden_path_i8mm(void **state)
+{
+    (void)state;
+    run_path("i8mm", QUANT_SIMD_NEON_I8MM);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -281,6 +300,9 @@ int main(int argc, char **argv)
         const struct CMUnitTest paths[] = {
             cmocka_unit_test(test_golden_path_avx2),
             cmocka_unit_test(test_golden_path_avx512),
+            cmocka_unit_test(test_golden_path_neon),
+            cmocka_unit_test(test_golden_path_dotprod),
+            cmocka_unit_test(test_golden_path_i8mm),
         };
         return cmocka_run_group_tests(paths, NULL, NULL);
     }

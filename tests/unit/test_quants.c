@@ -1056,6 +1056,114 @@ static void test_q8_1_activations_match_reference_rounding(void **state)
     }
 }
 
+/* Each ARM kernel set (neon, neon+dotprod, neon+i8mm) on random rows with tails, every tile
+ * shape and order: all sets give the same bits (for the float and 32-element formats those of
+ * the x86 AVX2 kernels, whose arithmetic they follow; for the K-quants those of the scalar
+ * reference), within float rounding of the reference, and the activation quantizers write
+ * the references' bytes. Sets this CPU lacks are reported as skipped. */
+static void test_arm_sets(void **state)
+{
+    (void)state;
+    static const enum quant_simd sets[] = {QUANT_SIMD_NEON, QUANT_SIMD_NEON_DOTPROD,
+                                           QUANT_SIMD_NEON_I8MM};
+    static const char *const names[] = {"neon", "neon+dotprod", "neon+i8mm"};
+    quant_init();
+    int n_run = 0;
+    for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++) {
+        if (!quant_traits_simd(QUANT_F32, sets[si])) {
+            printf("skip: kernel set %s (not on this CPU or architecture)\n", names[si]);
+            continue;
+        }
+        n_run++;
+        for (size_t i = 0; i < N_CASES; i++) {
+            const struct quant_traits *tr = quant_traits_simd(cases[i].type, sets[si]);
+            const struct quant_traits *base = quant_traits_simd(cases[i].type, QUANT_SIMD_NEON);
+            const struct quant_traits *ref = quant_traits_ref(cases[i].type);
+            const bool is_k = ref->block_len == QK_K;
+            const int64_t bl = ref->block_len;
+            const int64_t ns[] = {bl == 1 ? 7 : bl, bl == 1 ? 45 : 3 * bl, bl == 1 ? 1003 : 9 * bl};
+            for (size_t k = 0; k < 3; k++) {
+                const int64_t n = ns[k];
+                struct dot_data d[4];
+                for (int r = 0; r < 4; r++)
+                    dot_data_make(&d[r], cases[i].type, n, (size_t)r, (size_t)(3 - r));
+                for (int r = 0; r < 4; r++) {
+                    float s_set, s_base, s_ref;
+                    tr->vec_dot(n, &s_set, d[r].qw.data, d[r].qa.data);
+                    base->vec_dot(n, &s_base, d[r].qw.data, d[r].qa.data);
+                    ref->vec_dot(n, &s_ref, d[r].qw.data, d[r].qa.data);
+                    double mag = 0;
+                    for (int64_t j = 0; j < n; j++)
+                        mag += fabs((double)d[r].wd[j] * d[r].ad[j]);
+                    if (memcmp(&s_set, &s_base, sizeof s_set) != 0)
+                        fail_msg("%s %s n=%lld: %.9g vs neon %.9g", names[si], ref->name,
+                                 (long long)n, s_set, s_base);
+                    if (is_k ? memcmp(&s_set, &s_ref, sizeof s_set) != 0
+                             : !(fabs((double)s_set - s_ref) <= 2e-5 * mag + 1e-6))
+                        fail_msg("%s %s n=%lld: %.9g vs ref %.9g", names[si], ref->name,
+                                 (long long)n, s_set, s_ref);
+                }
+                if (!tr->vec_dot_tile) {
+                    for (int r = 0; r < 4; r++)
+                        dot_data_free(&d[r]);
+                    continue;
+                }
+                /* rows and columns in separate buffers: strides are the distance between them */
+                for (int order = 0; order <= QUANT_ORDER_BLOCKS; order++)
+                    for (int nr = 1; nr <= QUANT_TILE_MAX; nr++)
+                        for (int nc = 1; nc <= QUANT_TILE_MAX; nc++) {
+                            size_t wb = row_bytes(cases[i].type, n),
+                                   ab = row_bytes(tr->dot_type, n);
+                            uint8_t *w = mem_alloc(4 * wb), *a = mem_alloc(4 * ab);
+                            assert_true(w && a);
+                            for (int r = 0; r < 4; r++) {
+                                memcpy(w + r * wb, d[r].qw.data, wb);
+                                memcpy(a + r * ab, d[r].qa.data, ab);
+                            }
+                            float s[4 * 4], one;
+                            struct quant_tile t = {.n = n,
+                                                   .x = w,
+                                                   .x_stride = wb,
+                                                   .y = a,
+                                                   .y_stride = ab,
+                                                   .s = s,
+                                                   .s_stride = 4,
+                                                   .n_rows = nr,
+                                                   .n_cols = nc,
+                                                   .order = order};
+                            tr->vec_dot_tile(&t);
+                            for (int r = 0; r < nr; r++)
+                                for (int c = 0; c < nc; c++) {
+                                    struct quant_tile t1 = t;
+                                    t1.x = w + r * wb;
+                                    t1.y = a + c * ab;
+                                    t1.s = &one;
+                                    t1.n_rows = t1.n_cols = 1;
+                                    base->vec_dot_tile(&t1);
+                                    if (memcmp(&one, &s[c * 4 + r], sizeof one) != 0)
+                                        fail_msg("%s %s order %d tile %dx%d (%d,%d): %.9g vs %.9g",
+                                                 names[si], ref->name, order, nr, nc, r, c,
+                                                 s[c * 4 + r], one);
+                                }
+                            mem_free(w);
+                            mem_free(a);
+                        }
+                for (int r = 0; r < 4; r++)
+                    dot_data_free(&d[r]);
+            }
+        }
+        /* Q8_K activations (the K-quants' dot type) as the reference writes them. */
+        float x[QK_K * 3];
+        fill_random(x, QK_K * 3, 5.0f);
+        x[7] = -9.0f; // the extreme value negative: its sign sets the scale's
+        struct block_q8_K ka[3], kb[3];
+        quant_traits_ref(QUANT_Q8_K)->from_float(x, ka, QK_K * 3);
+        quant_traits_simd(QUANT_Q8_K, sets[si])->from_float(x, kb, QK_K * 3);
+        assert_memory_equal(ka, kb, sizeof ka);
+    }
+    if (!n_run) skip();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1079,6 +1187,7 @@ int main(void)
         cmocka_unit_test(test_q8_0s_activations),
         cmocka_unit_test(test_avx512_repacked),
         cmocka_unit_test(test_repack_type),
+        cmocka_unit_test(test_arm_sets),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -2,6 +2,7 @@
  * complete before the dispatch returns, chunks go to whichever thread is free (a long chunk on
  * one thread does not hold back the others), and a pool survives many back-to-back runs and
  * sleeps between them. */
+#define _GNU_SOURCE // sched_getcpu
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -11,10 +12,17 @@
 #include "engine/threadpool.h"
 #include "util/err.h"
 #include "util/mem.h"
+#include "util/thread.h"
 
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <time.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 struct job {
     atomic_int calls[8];
@@ -242,6 +250,135 @@ static void test_bad_args_and_alloc_failure(void **state)
     }
 }
 
+/* A fake sysfs root with one cpu_capacity file per CPU (caps[i] < 0: no file). */
+static void fake_sysfs(char *root, const int *caps, int n)
+{
+    strcpy(root, "/tmp/llamapi-sysfs-XXXXXX");
+    assert_non_null(mkdtemp(root));
+    char path[256];
+    const char *parts[] = {"/devices", "/devices/system", "/devices/system/cpu"};
+    for (int k = 0; k < 3; k++) {
+        snprintf(path, sizeof path, "%s%s", root, parts[k]);
+        assert_int_equal(mkdir(path, 0700), 0);
+    }
+    for (int i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s/devices/system/cpu/cpu%d", root, i);
+        assert_int_equal(mkdir(path, 0700), 0);
+        if (caps[i] < 0) continue;
+        snprintf(path, sizeof path, "%s/devices/system/cpu/cpu%d/cpu_capacity", root, i);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fprintf(f, "%d\n", caps[i]);
+        fclose(f);
+    }
+}
+
+static void fake_sysfs_remove(const char *root, int n)
+{
+    char path[256];
+    for (int i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s/devices/system/cpu/cpu%d/cpu_capacity", root, i);
+        unlink(path);
+        snprintf(path, sizeof path, "%s/devices/system/cpu/cpu%d", root, i);
+        rmdir(path);
+    }
+    const char *parts[] = {"/devices/system/cpu", "/devices/system", "/devices", ""};
+    for (int k = 0; k < 4; k++) {
+        snprintf(path, sizeof path, "%s%s", root, parts[k]);
+        rmdir(path);
+    }
+}
+
+/* Big cores from cpu_capacity: an RK3588 (4 x A55 then 4 x A76), a phone (1 prime + 3 big +
+ * 4 little), a homogeneous CPU, files missing. */
+static void test_big_cores_from_sysfs(void **state)
+{
+    (void)state;
+    static const struct {
+        int caps[8], n, want;
+        uint64_t mask;
+    } cs[] = {
+        {{414, 414, 414, 414, 1024, 1024, 1024, 1024}, 8, 4, 0xf0},
+        {{325, 325, 325, 325, 870, 870, 870, 1024}, 8, 4, 0xf0},
+        {{1024, 1024, 1024, 1024}, 4, 0, 0},
+        {{1024, 446, -1, 446}, 4, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        char root[64];
+        fake_sysfs(root, cs[i].caps, cs[i].n);
+        struct cpu_mask big;
+        memset(&big, 0xff, sizeof big);
+        const int got = thread_big_core_count_at(root, &big);
+        fake_sysfs_remove(root, cs[i].n);
+        assert_int_equal(got, cs[i].want);
+        if (got) {
+            assert_int_equal(big.bits[0], cs[i].mask);
+            assert_int_equal(big.bits[1], 0);
+        }
+    }
+    assert_int_equal(thread_big_core_count_at("/nonexistent-sysfs", NULL), 0);
+    assert_true(thread_default_count() >= 1);
+}
+
+static void test_cpu_mask_parse(void **state)
+{
+    (void)state;
+    struct cpu_mask m;
+    assert_int_equal(thread_cpu_mask_parse("f0", &m), ERR_OK);
+    assert_int_equal(m.bits[0], 0xf0);
+    assert_int_equal(thread_cpu_mask_count(&m), 4);
+    assert_int_equal(thread_cpu_mask_parse("0x1", &m), ERR_OK);
+    assert_int_equal(m.bits[0], 1);
+    assert_int_equal(thread_cpu_mask_parse("0X8000000000000000A", &m), ERR_OK);
+    assert_int_equal(m.bits[0], 0xa);
+    assert_int_equal(m.bits[1], 8); // CPU 67
+    char big[300];
+    memset(big, '0', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    big[sizeof big - 2] = '1';
+    assert_int_equal(thread_cpu_mask_parse(big, &m), ERR_OK); // leading zeros are fine
+    assert_int_equal(m.bits[0], 1);
+    big[0] = '1'; // CPU 1196: more than THREAD_CPU_MAX
+    assert_int_equal(thread_cpu_mask_parse(big, &m), ERR_INVALID);
+    const char *bad[] = {"", "0x", "0", "000", "xyz", "f0g", "-1", " 1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(thread_cpu_mask_parse(bad[i], &m), ERR_INVALID);
+}
+
+static atomic_int cpu_seen[8];
+
+static void record_cpu(void *arg, int ith, int nth)
+{
+    (void)arg;
+    (void)nth;
+    atomic_store(&cpu_seen[ith], sched_getcpu());
+}
+
+/* --cpu-mask: every compute thread of a pool created after the call runs on the mask's CPUs
+ * (here CPU 0 alone), the dispatching thread included. */
+static void test_cpu_mask_pins_threads(void **state)
+{
+    (void)state;
+    struct cpu_mask m, all;
+    assert_int_equal(thread_cpu_mask_parse("1", &m), ERR_OK);
+    threadpool_set_cpu_mask(&m);
+    struct threadpool *tp;
+    assert_int_equal(threadpool_new(3, &tp), ERR_OK);
+    for (int round = 0; round < 20; round++) {
+        for (int i = 0; i < 3; i++)
+            atomic_store(&cpu_seen[i], -1);
+        threadpool_run(tp, record_cpu, NULL);
+        for (int i = 0; i < 3; i++)
+            assert_int_equal(atomic_load(&cpu_seen[i]), 0);
+    }
+    threadpool_free(tp);
+    threadpool_set_cpu_mask(NULL);
+    memset(&all, 0, sizeof all);
+    for (int i = 0; i < thread_cpu_count() && i < THREAD_CPU_MAX; i++)
+        all.bits[i / 64] |= (uint64_t)1 << (i % 64);
+    assert_int_equal(thread_pin_self(&all), ERR_OK); // this thread runs anywhere again
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -251,6 +388,9 @@ int main(void)
         cmocka_unit_test(test_busy_thread_does_not_hold_chunks),
         cmocka_unit_test(test_runs_never_overlap),
         cmocka_unit_test(test_bad_args_and_alloc_failure),
+        cmocka_unit_test(test_big_cores_from_sysfs),
+        cmocka_unit_test(test_cpu_mask_parse),
+        cmocka_unit_test(test_cpu_mask_pins_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

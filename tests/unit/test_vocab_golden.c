@@ -410,7 +410,9 @@ static void test_encode_speed_release(void **state)
         tok_ids_deinit(&ids);
     }
     printf("encode qwen2: %.1f ms for 256 KiB, %.1f ms for 1 MiB\n", ms[0], ms[1]);
-    assert_true(ms[1] < 1000.0);
+    // Under an emulator (scripts/test-aarch64.sh sets LLAMAPI_EMULATED=1) only the growth counts.
+    const char *emulated = getenv("LLAMAPI_EMULATED");
+    if (!(emulated && strcmp(emulated, "1") == 0)) assert_true(ms[1] < 1000.0);
     assert_true(ms[1] < 12.0 * ms[0] + 5.0); // 4x the text: far from the 16x of quadratic
     tok_free(t);
     buf_deinit(&seed);

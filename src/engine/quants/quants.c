@@ -96,7 +96,86 @@ static struct quant_traits table_avx512[QUANT_TYPE_MAX];
 /* Set once by quant_init before worker threads start, read-only afterwards. */
 static const struct quant_traits *table_active = table_ref;
 static const char *simd_name = "scalar";
+static enum quant_simd simd_active = QUANT_SIMD_SCALAR;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+#if defined(__aarch64__)
+/* ARM: a NEON table, the same with sdot (dotprod), and that with smmla Q4_0 tiles (i8mm);
+ * cpufeat_arm_level picks one (the core's best, or LLAMAPI_ISA's cap). Float and 32-element
+ * kernels give the AVX2 kernels' bits, K-quants the references'. */
+#include "engine/arm/cpufeat_arm.h"
+#include "engine/quants/arm/quants_arm_internal.h"
+#define HAVE_ARM_KERNELS 1
+#define ROW_ARM(id, nm, blen, bbytes, dot, pre, dot_fn)                                            \
+    [id] = {.name = nm,                                                                            \
+            .block_len = blen,                                                                     \
+            .block_bytes = bbytes,                                                                 \
+            .dot_type = dot,                                                                       \
+            .to_float = pre##_to_float_ref,                                                        \
+            .from_float = pre##_from_float_ref,                                                    \
+            .vec_dot = dot_fn,                                                                     \
+            .vec_dot_tile = NULL}
+/* No NEON kernels yet for these block types: their scalar references. */
+#define iq4_nl_vec_dot_neon    iq4_nl_vec_dot_ref
+#define iq4_xs_vec_dot_neon    iq4_xs_vec_dot_ref
+#define mxfp4_vec_dot_neon     mxfp4_vec_dot_ref
+#define iq4_nl_vec_dot_dotprod iq4_nl_vec_dot_ref
+#define iq4_xs_vec_dot_dotprod iq4_xs_vec_dot_ref
+#define mxfp4_vec_dot_dotprod  mxfp4_vec_dot_ref
+#define ROW_NEON(id, nm, blen, bbytes, dot, pre)                                                   \
+    ROW_ARM(id, nm, blen, bbytes, dot, pre, pre##_vec_dot_neon)
+#define ROW_DOTPROD(id, nm, blen, bbytes, dot, pre)                                                \
+    ROW_ARM(id, nm, blen, bbytes, dot, pre, pre##_vec_dot_dotprod)
+static struct quant_traits table_neon[QUANT_TYPE_MAX] = {TYPE_ROWS(ROW_NEON)};
+static struct quant_traits table_dotprod[QUANT_TYPE_MAX] = {TYPE_ROWS(ROW_DOTPROD)};
+static struct quant_traits table_i8mm[QUANT_TYPE_MAX]; // filled by init_arm
+static enum cpufeat_arm_level arm_hw_level;
+static quant_from_float_fn arm_q8_0_act, arm_q8_1_act; // NULL: the references
+
+static void init_arm(void)
+{
+    arm_hw_level = cpufeat_arm_hw_level();
+    table_neon[QUANT_Q8_K].from_float = q8_K_from_float_neon;
+    table_dotprod[QUANT_Q8_K].from_float = q8_K_from_float_dotprod;
+#define ARM_TILES(ty, id)                                                                          \
+    table_neon[id].vec_dot_tile = ty##_vec_dot_tile_neon;                                          \
+    table_dotprod[id].vec_dot_tile = ty##_vec_dot_tile_dotprod
+    ARM_TILES(f32, QUANT_F32);
+    ARM_TILES(f16, QUANT_F16);
+    ARM_TILES(bf16, QUANT_BF16);
+    ARM_TILES(q4_0, QUANT_Q4_0);
+    ARM_TILES(q4_1, QUANT_Q4_1);
+    ARM_TILES(q5_0, QUANT_Q5_0);
+    ARM_TILES(q5_1, QUANT_Q5_1);
+    ARM_TILES(q8_0, QUANT_Q8_0);
+#undef ARM_TILES
+    memcpy(table_i8mm, table_dotprod, sizeof table_i8mm);
+    table_i8mm[QUANT_Q4_0].vec_dot_tile = q4_0_vec_dot_tile_i8mm;
+    switch (cpufeat_arm_level()) {
+    case CPUFEAT_ARM_I8MM:
+        table_active = table_i8mm;
+        simd_name = "neon+i8mm";
+        simd_active = QUANT_SIMD_NEON_I8MM;
+        break;
+    case CPUFEAT_ARM_DOTPROD:
+        table_active = table_dotprod;
+        simd_name = "neon+dotprod";
+        simd_active = QUANT_SIMD_NEON_DOTPROD;
+        break;
+    case CPUFEAT_ARM_NEON:
+        table_active = table_neon;
+        simd_name = "neon";
+        simd_active = QUANT_SIMD_NEON;
+        break;
+    default:
+        return;
+    }
+    arm_q8_0_act = q8_0_activations_neon; // the same bytes as the reference, every level
+    arm_q8_1_act = q8_1_activations_neon;
+}
+#else
+#define HAVE_ARM_KERNELS 0
+#endif
 
 #if HAVE_AVX2_KERNELS
 static bool env_is_set(const char *name)
@@ -133,12 +212,16 @@ static void fill_avx512(void)
 }
 #endif
 
+#if HAVE_AVX2_KERNELS
 /* Which sets this CPU can run; filled by quant_init. */
 static bool has_avx2_set, has_vnni_set, has_avx512_set;
-static enum quant_simd simd_active = QUANT_SIMD_SCALAR;
+#endif
 
 static void init_tables(void)
 {
+#if HAVE_ARM_KERNELS
+    init_arm();
+#endif
 #if HAVE_AVX2_KERNELS
     has_avx2_set = cpufeat_has_avx2_fma_f16c();
     has_vnni_set = has_avx2_set && cpufeat_has_avx_vnni();
@@ -210,7 +293,12 @@ int quant_row_bytes(uint32_t type, int64_t n, size_t *out)
 
 bool quant_using_avx2(void)
 {
-    return table_active != table_ref;
+    return HAVE_AVX2_KERNELS && table_active != table_ref;
+}
+
+bool quant_follows_avx2(void)
+{
+    return table_active != table_ref; // every SIMD set mirrors the AVX2 arithmetic
 }
 
 const struct quant_traits *quant_traits_simd(uint32_t type, enum quant_simd simd)
@@ -225,6 +313,14 @@ const struct quant_traits *quant_traits_simd(uint32_t type, enum quant_simd simd
         return has_vnni_set ? lookup(table_vnni, type) : NULL;
     case QUANT_SIMD_AVX512:
         return has_avx512_set ? lookup(table_avx512, type) : NULL;
+#endif
+#if HAVE_ARM_KERNELS
+    case QUANT_SIMD_NEON:
+        return arm_hw_level >= CPUFEAT_ARM_NEON ? lookup(table_neon, type) : NULL;
+    case QUANT_SIMD_NEON_DOTPROD:
+        return arm_hw_level >= CPUFEAT_ARM_DOTPROD ? lookup(table_dotprod, type) : NULL;
+    case QUANT_SIMD_NEON_I8MM:
+        return arm_hw_level >= CPUFEAT_ARM_I8MM ? lookup(table_i8mm, type) : NULL;
 #endif
     default:
         return NULL;
@@ -265,6 +361,12 @@ const char *quant_simd_name(void)
 
 void quant_q8_0_activations(const float *x, void *y, int64_t n)
 {
+#if HAVE_ARM_KERNELS
+    if (arm_q8_0_act) {
+        arm_q8_0_act(x, y, n);
+        return;
+    }
+#endif
 #if HAVE_AVX2_KERNELS
     if (quant_using_avx2()) {
         q8_0_activations_avx2(x, y, n);
@@ -276,6 +378,12 @@ void quant_q8_0_activations(const float *x, void *y, int64_t n)
 
 void quant_q8_1_activations(const float *x, void *y, int64_t n)
 {
+#if HAVE_ARM_KERNELS
+    if (arm_q8_1_act) {
+        arm_q8_1_act(x, y, n);
+        return;
+    }
+#endif
 #if HAVE_AVX2_KERNELS
     if (quant_using_avx2()) {
         q8_1_activations_avx2(x, y, n);

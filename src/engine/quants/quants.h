@@ -161,11 +161,20 @@ void quant_q8_1_activations(const float *x, void *y, int64_t n);
 /* True when a SIMD set (AVX2 or AVX-512) is in use. */
 bool quant_using_avx2(void);
 
+/* True when the kernels in use compute the AVX2 kernels' bits for the float and 32-element
+ * formats: the AVX2 sets on x86, the NEON sets on aarch64 (not the scalar references, which
+ * sum in element order). The strict goldens hold exactly then. */
+bool quant_follows_avx2(void);
+
 enum quant_simd {
     QUANT_SIMD_SCALAR = 0,    // the _ref kernels
     QUANT_SIMD_AVX2 = 1,      // AVX2 + FMA + F16C
     QUANT_SIMD_AVX2_VNNI = 2, // the AVX2 set with AVX-VNNI dots for the 32-element blocks
     QUANT_SIMD_AVX512 = 3,    // AVX-512 F/BW/VL/DQ + VNNI, and the repacked Q8_0/Q4_0 types
+    // aarch64 (engine/quants/arm/), chosen by getauxval and LLAMAPI_ISA=scalar|neon|dotprod|i8mm
+    QUANT_SIMD_NEON = 16,         // ARMv8.0 Advanced SIMD
+    QUANT_SIMD_NEON_DOTPROD = 17, // + sdot for the integer dots
+    QUANT_SIMD_NEON_I8MM = 18,    // + smmla tiles for the 32-element formats
 };
 
 /* Traits of a type in one kernel set, whatever quant_init chose (for tests and benchmarks
@@ -174,11 +183,12 @@ enum quant_simd {
 const struct quant_traits *quant_traits_simd(uint32_t type, enum quant_simd simd);
 
 /* The kernel set quant_init chose (cpufeat_isa(): LLAMAPI_ISA, LLAMAPI_NO_SIMD, then
- * LLAMAPI_NO_VNNI=1 keeps AVX2 without its AVX-VNNI dots). Cannot fail. */
+ * LLAMAPI_NO_VNNI=1 keeps AVX2 without its AVX-VNNI dots; on aarch64 the NEON level). Cannot
+ * fail. */
 enum quant_simd quant_simd_active(void);
 
-/* "scalar", "avx2", "avx2+vnni" or "avx512": the kernel set quant_init chose (static string,
- * for logs). Cannot fail. */
+/* "scalar", "avx2", "avx2+vnni", "avx512", "neon", "neon+dotprod" or "neon+i8mm": the kernel
+ * set quant_init chose (static string, for logs). Cannot fail. */
 const char *quant_simd_name(void);
 
 #endif

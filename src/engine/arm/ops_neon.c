@@ -1,0 +1,123 @@
+/* NEON variants of the ops.h kernels: 8 elements a step (two float32x4), the rest through the
+ * scalar tails shared with the references. */
+#include "engine/arm/ops_neon.h"
+
+#include <arm_neon.h>
+#include <math.h>
+#include <string.h>
+
+static inline float32x4_t load_h4(const uint16_t *p)
+{
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
+}
+
+static inline void store_h4(uint16_t *p, float32x4_t v)
+{
+    vst1_u16(p, vreinterpret_u16_f16(vcvt_f16_f32(v))); // round to nearest even (FPCR default)
+}
+
+/* The x86 kernel's arithmetic: per 32 elements four 8-lane FMA chains (each a pair of 4-lane
+ * vectors here), combined (c0 + c2) + (c1 + c3), high half onto low, two horizontal adds; the
+ * rest through the shared double tail. */
+static float dot_f16(int64_t n, const uint16_t *a, const uint16_t *b)
+{
+    const int64_t np = n & ~(int64_t)31;
+    float32x4_t acc[4][2];
+    for (int j = 0; j < 4; j++)
+        acc[j][0] = acc[j][1] = vdupq_n_f32(0.0f);
+    for (int64_t i = 0; i < np; i += 32)
+        for (int j = 0; j < 4; j++)
+            for (int h = 0; h < 2; h++) {
+                const int64_t k = i + 8 * j + 4 * h;
+                acc[j][h] = vfmaq_f32(acc[j][h], load_h4(a + k), load_h4(b + k));
+            }
+    const float32x4_t lo =
+        vaddq_f32(vaddq_f32(acc[0][0], acc[2][0]), vaddq_f32(acc[1][0], acc[3][0]));
+    const float32x4_t hi =
+        vaddq_f32(vaddq_f32(acc[0][1], acc[2][1]), vaddq_f32(acc[1][1], acc[3][1]));
+    const float32x4_t s = vaddq_f32(lo, hi);
+    const float32x4_t p = vpaddq_f32(s, s);
+    return (float)ops_dot_f16_tail(np, n, a, b, (double)vgetq_lane_f32(vpaddq_f32(p, p), 0));
+}
+
+static void mad_f16(int64_t n, uint16_t *y, const uint16_t *x, float s)
+{
+    const float32x4_t sv = vdupq_n_f32(s);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        store_h4(y + i, vfmaq_f32(load_h4(y + i), load_h4(x + i), sv));
+    ops_mad_f16_tail(i, n, y, x, s);
+}
+
+static void scale_f16(int64_t n, uint16_t *y, float s)
+{
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        store_h4(y + i, vmulq_n_f32(load_h4(y + i), s));
+    for (; i < n; i++)
+        y[i] = ops_f32_to_f16(ops_f16_to_f32(y[i]) * s);
+}
+
+static void f32_to_f16(int64_t n, const float *x, uint16_t *y)
+{
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        store_h4(y + i, vld1q_f32(x + i));
+    for (; i < n; i++)
+        y[i] = ops_f32_to_f16(x[i]);
+}
+
+/* ops_expf_poly lane by lane: the same fused steps, the two range branches as selects. */
+static inline float32x4_t expf_poly4(float32x4_t x)
+{
+    const float32x4_t shift = vdupq_n_f32(0x1.8p23f);
+    const float32x4_t z = vfmaq_f32(shift, x, vdupq_n_f32(0x1.715476p+0f));
+    const float32x4_t n = vsubq_f32(z, shift);
+    const float32x4_t nn = vnegq_f32(n);
+    const float32x4_t b =
+        vfmaq_f32(vfmaq_f32(x, nn, vdupq_n_f32(0x1.62e4p-1f)), nn, vdupq_n_f32(0x1.7f7d1cp-20f));
+    const uint32x4_t e = vshlq_n_u32(vreinterpretq_u32_f32(z), 23);
+    const float32x4_t k = vreinterpretq_f32_u32(vaddq_u32(e, vdupq_n_u32(0x3f800000u)));
+    const float32x4_t u = vmulq_f32(b, b);
+    const float32x4_t a1 = vfmaq_f32(vdupq_n_f32(0x1.573e2ep-5f), vdupq_n_f32(0x1.0e4020p-7f), b);
+    const float32x4_t b1 = vfmaq_f32(vdupq_n_f32(0x1.fffdb6p-2f), vdupq_n_f32(0x1.555e66p-3f), b);
+    const float32x4_t a2 = vfmaq_f32(b1, a1, u);
+    const float32x4_t j = vfmaq_f32(vmulq_f32(vdupq_n_f32(0x1.ffffecp-1f), b), a2, u);
+    const float32x4_t normal = vfmaq_f32(k, k, j);
+    const float32x4_t an = vabsq_f32(n);
+    const uint32x4_t big = vcgtq_f32(an, vdupq_n_f32(126.0f));
+    if (vmaxvq_u32(big) == 0) return normal;
+    const uint32x4_t g = vandq_u32(vcleq_f32(n, vdupq_n_f32(0.0f)), vdupq_n_u32(0x82000000u));
+    const float32x4_t s1 = vreinterpretq_f32_u32(vaddq_u32(g, vdupq_n_u32(0x7f000000u)));
+    const float32x4_t s2 = vreinterpretq_f32_u32(vsubq_u32(e, g));
+    const float32x4_t huge = vmulq_f32(s1, s1);
+    const float32x4_t scaled = vmulq_f32(vfmaq_f32(s2, s2, j), s1);
+    const float32x4_t out = vbslq_f32(vcgtq_f32(an, vdupq_n_f32(192.0f)), huge, scaled);
+    return vbslq_f32(big, out, normal);
+}
+
+static void swiglu(int64_t n, float *g, const float *u)
+{
+    const int64_t nv = n & ~(int64_t)7;
+    const float32x4_t one = vdupq_n_f32(1.0f), zero = vdupq_n_f32(0.0f);
+    for (int64_t i = 0; i < nv; i += 4) {
+        const float32x4_t gv = vld1q_f32(g + i);
+        const float32x4_t den = vaddq_f32(one, expf_poly4(vsubq_f32(zero, gv)));
+        vst1q_f32(g + i, vmulq_f32(vdivq_f32(gv, den), vld1q_f32(u + i)));
+    }
+    for (int64_t i = nv; i < n; i++)
+        g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+static const struct ops_kernels kernels_neon = {
+    .dot_f16 = dot_f16,
+    .mad_f16 = mad_f16,
+    .scale_f16 = scale_f16,
+    .f32_to_f16 = f32_to_f16,
+    .swiglu = swiglu,
+};
+
+const struct ops_kernels *ops_neon_kernels(void)
+{
+    return &kernels_neon;
+}
