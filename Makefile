@@ -223,7 +223,9 @@ demo-model: $(DEMO_MODEL)
 
 # deps first, then a fresh make: pkg-config flags are read when make parses this file.
 RUN_ARGS ?= -m $(DEMO_MODEL) --alias demo
-run: deps
+# Serving needs no cross toolchain: only the host's build dependencies are installed here.
+run:
+	@LLAMAPI_DEPS_AARCH64=0 scripts/install-deps.sh
 	@$(MAKE) --no-print-directory all demo-model
 	$(SERVER) $(RUN_ARGS) $(ARGS)
 
