@@ -760,6 +760,9 @@ static void test_chat_template_builtins(void **state)
                    "<|start_header_id|>user<|end_header_id|>\n\nA\nB<|eot_id|>"
                    "<|start_header_id|>assistant<|end_header_id|>\n\n"},
         {"mistral", "<s>[SYSTEM_PROMPT]Be brief.[/SYSTEM_PROMPT][INST]A\nB[/INST]"},
+        {"command-r", "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>Be brief.<|END_OF_TURN_TOKEN|>"
+                      "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>A\nB<|END_OF_TURN_TOKEN|>"
+                      "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>"},
         {"gemma", "<s><start_of_turn>user\nBe brief.\n\nA\nB<end_of_turn>\n<start_of_turn>model\n"},
     };
     struct chat_template_opts opts = {.add_generation_prompt = true,
