@@ -82,7 +82,7 @@ FAKE_LIBS := $(FAKE_SRC:tests/fakes/fake_%.c=$(O)/fakes/lib%_fake.so) \
              $(if $(filter tests/fakes/fake_rkllm.c,$(FAKE_SRC)),$(O)/fakes/librkllm_fake_1_2.so)
 
 .SECONDARY:
-.PHONY: test-aarch64 fuzz fuzzers demo-model all fakes lib tests tools benches test unit asan tsan run clean format format-check deps \
+.PHONY: test-aarch64 test-after-deps fuzz fuzzers demo-model all fakes lib tests tools benches test unit asan tsan run clean format format-check deps \
         e2e bench check-headers compat
 all: $(SERVER) $(CLI) $(TOOL_BIN) $(FAKE_LIBS)
 fakes: $(FAKE_LIBS)
@@ -165,12 +165,20 @@ $(O)/fakes/librkllm_fake_1_2.so: tests/fakes/fake_rkllm.c
 deps:
 	@scripts/install-deps.sh
 
+# Whether the aarch64 cross build and its emulated tests can run here; defined before the
+# test rule, whose ifeq is read when make parses it.
+AARCH64_READY := $(shell command -v aarch64-linux-gnu-gcc >/dev/null && \
+                   { command -v qemu-aarch64-static || command -v qemu-aarch64; } >/dev/null && echo yes)
 # Unit tests under ASan+UBSan, the threaded ones again under TSan, each fuzzer over its seeds
 # plus a fixed-seed run of mutations, then e2e against the release build and again against the
 # ASan+UBSan one (every server must exit cleanly, with no sanitizer report); one summary line.
 TSAN_TESTS ?= test_core test_cpu_model test_cpu_embed test_instances test_bert test_threadpool test_model test_content test_tokenizer test_workers
 TEST_FUZZ_RUNS ?= 30000 # per fuzzer, fixed seed: the same inputs on every run
+# deps first, then a fresh make: AARCH64_READY and the pkg-config flags are read when make
+# parses this file, which must be after deps installed what they look for.
 test: deps
+	@$(MAKE) --no-print-directory test-after-deps
+test-after-deps:
 	@$(MAKE) --no-print-directory BUILD=asan all tests tools
 	@$(MAKE) --no-print-directory BUILD=tsan $(addprefix build/tsan/tests/,$(filter $(TSAN_TESTS),$(TEST_SRC:tests/unit/%.c=%)))
 	@$(MAKE) --no-print-directory BUILD=fuzz CC=clang fuzzers
@@ -184,8 +192,6 @@ endif
 # The aarch64 cross build under qemu-user: unit tests on two emulated CPU models and a server
 # smoke test (scripts/test-aarch64.sh); BUILD=asan for the ASan+UBSan build (no leak check). `make test` runs it when the cross compiler
 # and qemu are installed (scripts/install-deps.sh installs them on x86-64).
-AARCH64_READY := $(shell command -v aarch64-linux-gnu-gcc >/dev/null && \
-                   { command -v qemu-aarch64-static || command -v qemu-aarch64; } >/dev/null && echo yes)
 test-aarch64:
 	@$(MAKE) --no-print-directory ARCH=aarch64 BUILD=$(BUILD) all
 	@scripts/test-aarch64.sh build/aarch64-$(BUILD)

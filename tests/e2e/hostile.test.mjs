@@ -115,13 +115,14 @@ describe('abandoned work is freed', () => {
     const rr = synthModel('abandon-rr', ['--arch', 'qwen3', ...DEC, '--cls-out', '2', '--seed', '13']);
     embedSrv = await startServer(['-m', emb, '--alias', 'emb', '-m', rr, '--threads', '1', '-np', '2',
       '--request-queue-size', '16']);
-    // 1500 tokens per request, in inputs of ~94 tokens.
+    // ~96,000 tokens per request, in 1024 inputs of ~94 tokens: on an idle machine 16 inputs
+    // took 20 ms, so the requests must be this long to still be running when the clients go.
     const text = Array.from({ length: 100 }, (_, i) => `w${i % 50}`).join(' ').slice(0, 130);
     const kinds = [
       { name: 'embeddings', model: 'emb', path: '/v1/embeddings',
-        body: { model: 'emb', input: Array(16).fill(text) } },
+        body: { model: 'emb', input: Array(1024).fill(text) } },
       { name: 'rerank', model: 'abandon-rr', path: '/v1/rerank',
-        body: { model: 'abandon-rr', query: 'q', documents: Array(16).fill(text) } },
+        body: { model: 'abandon-rr', query: 'q', documents: Array(1024).fill(text) } },
     ];
     for (const kind of kinds) {
       const ms = await abandonTen(embedSrv.url, kind, 300);
