@@ -24,6 +24,7 @@ isa_tests=" ${AARCH64_ISA_TESTS:-test_quants test_ops test_matmul test_model tes
 # options as on the host.
 export QEMU_LD_PREFIX=${QEMU_LD_PREFIX:-/}
 export LLAMAPI_EMULATED=1 # timing bounds of native runs do not apply
+export LLAMAPI_BUILD_DIR=$dir # where tests find the fake vendor runtimes
 # An ASan+UBSan build (make ARCH=aarch64 BUILD=asan) runs too, with two differences: the
 # sanitizer runtimes of the cross compiler live in /usr/aarch64-linux-gnu/lib, and
 # LeakSanitizer cannot stop the threads of an emulated process (it reports a fatal error), so
@@ -65,6 +66,21 @@ for cpu in "${cpus[@]}"; do
     done
     echo "     $cpu: unit tests took $((SECONDS - start)) s"
 done
+
+# The goldens on the plain NEON set too (the loop ran each CPU's best set; a test cannot start
+# a copy of itself under qemu-user to run the others).
+if [[ -x $dir/tests/test_model_golden ]]; then
+    log="$dir/logs/${cpus[0]}/test_model_golden.neon.log"
+    if LLAMAPI_ISA=neon "$qemu" -cpu "${cpus[0]}" "${qemu_env[@]}" "$dir/tests/test_model_golden" \
+        >"$log" 2>&1; then
+        echo "ok   ${cpus[0]}/test_model_golden (LLAMAPI_ISA=neon)"
+    else
+        failures+=("${cpus[0]}/test_model_golden:neon")
+        grep -q '^\[  FAILED  \]' "$log" || failed=$((failed + 1))
+        echo "--- ${cpus[0]}/test_model_golden (LLAMAPI_ISA=neon) failed:"; tail -40 "$log"
+    fi
+    count "$log"
+fi
 
 start=$SECONDS
 if scripts/smoke-server.sh "$dir" "$qemu" -cpu "${cpus[0]}" "${qemu_env[@]}" \

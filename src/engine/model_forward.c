@@ -41,7 +41,7 @@ struct fwd {
     const float *gate_bias, *up_bias; // job_swiglu_quant: added to gate / up rows first
     float *post_y;                    // job_post_block: rows changed in place
     const float *post_bias;           // added to them first, or NULL
-    bool is_kept; // after keep_output_rows: the rows only produce outputs
+    bool is_kept;                     // after keep_output_rows: the rows only produce outputs
 };
 
 static void split(int n, int ith, int nth, int *lo, int *hi)
@@ -376,16 +376,15 @@ static void attn_block_run(const struct fwd *f, const struct attn_plan *p, int u
     const int tb = u % n_tb, hs = u / n_tb % p->n_hsub, g = u / n_tb / p->n_hsub;
     const struct engine_seq *s = f->items[i].seq;
     const size_t base = kv_layer_base(m, s, f->il) + (size_t)g * hd;
-    struct attn_block b = {.arith = m->numerics == ENGINE_NUMERICS_REFERENCE &&
-                                            f->n_tok >= REF_TILED_MIN_TOKENS
-                                        ? ATTN_ARITH_TILE_SOFTMAX
-                                        : ATTN_ARITH_SINGLE_PASS,
-                           .head_dim = hd,
-                           .scale = m->feat.kq_scale != 0.0f ? m->feat.kq_scale
-                                                              : 1.0f / sqrtf((float)hd),
-                           .k = s->k_cache + base,
-                           .v = s->v_cache + base,
-                           .kv_stride = (size_t)m->kv_dim};
+    struct attn_block b = {
+        .arith = m->numerics == ENGINE_NUMERICS_REFERENCE && f->n_tok >= REF_TILED_MIN_TOKENS
+                     ? ATTN_ARITH_TILE_SOFTMAX
+                     : ATTN_ARITH_SINGLE_PASS,
+        .head_dim = hd,
+        .scale = m->feat.kq_scale != 0.0f ? m->feat.kq_scale : 1.0f / sqrtf((float)hd),
+        .k = s->k_cache + base,
+        .v = s->v_cache + base,
+        .kv_stride = (size_t)m->kv_dim};
     const int ta = t0 + tb * p->tok_per_block;
     const int tz = ta + p->tok_per_block < t0 + f->items[i].n_tokens ? ta + p->tok_per_block
                                                                      : t0 + f->items[i].n_tokens;

@@ -41,7 +41,7 @@ enum phase {
 struct instance {
     struct inst_slot *s; // the layer's slot: existence, running request, outcome
     struct engine_seq *seq;
-    int32_t *cached; // (n_ctx) tokens whose keys/values are in seq, in order
+    int32_t *cached;        // (n_ctx) tokens whose keys/values are in seq, in order
     int n_cached_as_prompt; // leading cached positions computed as prompt tokens (the rest
     struct sampler *sampler;
     enum phase phase;
@@ -370,7 +370,9 @@ static int build_batch(struct platform_model *m)
             if ((pass == 0) != is_gen) continue;
             bool is_refeed = in->phase == PHASE_REFEED;
             int at = engine_seq_pos(in->seq);
-            int n = is_gen ? 1 : is_refeed ? in->n_refeed_end - at : in->s->req->n_prompt - in->n_fed;
+            int n = is_gen      ? 1
+                    : is_refeed ? in->n_refeed_end - at
+                                : in->s->req->n_prompt - in->n_fed;
             if (n > room) n = room;
             in->n_feeding = n;
             const int32_t *tokens = is_gen      ? &in->next_token

@@ -22,9 +22,9 @@ struct server_config {
     int port;
     char *api_keys[CONFIG_MAX_API_KEYS]; // owned copies
     int n_api_keys;
-    int n_threads;              // engine threads per model; 0 = big cores on big.LITTLE, else physical
-    char cpu_mask[300];         // --cpu-mask: hex CPU mask compute threads are pinned to; "" = none
-    int max_connections;        // total concurrent connections
+    int n_threads;       // engine threads per model; 0 = big cores on big.LITTLE, else physical
+    char cpu_mask[300];  // --cpu-mask: hex CPU mask compute threads are pinned to; "" = none
+    int max_connections; // total concurrent connections
     int max_connections_per_ip; // --max-connections-per-address; 0: no limit
     int min_body_rate;          // body bytes per second, averaged after a grace (0: no minimum)
     int header_timeout_s;       // request line + headers, from accept (or the request line)

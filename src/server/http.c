@@ -57,9 +57,9 @@ struct pump;
 struct conn_state {
     struct http_server *s;
     struct MHD_Connection *conn;
-    struct watched *watched; // the connection's watcher entry (borrowed; may be NULL)
-    const char *url;         // libmicrohttpd's, valid until completion
-    const char *method;      // likewise
+    struct watched *watched;            // the connection's watcher entry (borrowed; may be NULL)
+    const char *url;                    // libmicrohttpd's, valid until completion
+    const char *method;                 // likewise
     const struct server_config *config; // borrowed (the server's)
     double start_ms;
     const struct route *route; // NULL until routed
