@@ -8,16 +8,31 @@
 #include "api/model_select.h"
 #include "api/validate.h"
 
-#include <stdatomic.h>
+#include <string.h>
 
-/* The model named name without waiting: its id, else (once start-up is over) an --alias name
- * as every endpoint resolves it. NULL when absent. */
+/* True when the comma-separated list holds name. */
+static bool list_has(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == n && strncmp(p, name, n) == 0) return true;
+        p += len + (p[len] == ',');
+    }
+    return false;
+}
+
+/* The model named name without waiting: its id or one of the first -m model's --alias names.
+ * Unlike requests, a one-model server does not answer for any other name: behind a balancer
+ * the probe says whether this server has that model. NULL when absent. */
 static struct model *find_model(const struct api_ctx *ctx, const char *name)
 {
-    struct model *m = registry_acquire(manager_registry(ctx->manager), name);
-    if (m) return m;
-    if (ctx->is_starting && atomic_load(ctx->is_starting)) return NULL;
-    return api_acquire_model(ctx, name);
+    struct registry *reg = manager_registry(ctx->manager);
+    struct model *m = registry_acquire(reg, name);
+    if (m || !ctx->model_aliases || !list_has(ctx->model_aliases, name)) return m;
+    char id[MODEL_ID_CAP];
+    api_alias_first(ctx->model_aliases, id, sizeof id);
+    return registry_acquire(reg, id);
 }
 
 static void model_health(const struct api_ctx *ctx, const char *name, struct api_response *resp)
