@@ -6,6 +6,8 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { startServer, errorOf } from './lib/server.mjs';
 import { synthModel, SMALL, SLOW, tmpDir } from './lib/models.mjs';
+import { rkllmFake, makeBoard, makeRkllmModel } from './lib/rockchip.mjs';
+import { existsSync, mkdirSync } from 'node:fs';
 
 const NO_EOS = { 2: -100 }; // random weights keep generating until max_tokens
 
@@ -114,4 +116,27 @@ test('--config errors stop the start naming file and line', async () => {
   const conf = path.join(tmpDir, 'bad.conf');
   writeFileSync(conf, 'port = 0\nthreads = lots\n');
   await assert.rejects(startServer(['--config', conf]), new RegExp(`${conf}:2: --threads: 'lots' is not an integer`));
+});
+
+// A model seen while it loads: the fake RKLLM runtime takes 1.5 s per handle.
+test('/health?model= is 503 model_loading while a SIGHUP-added model loads, then 200', async (t) => {
+  if (!existsSync(rkllmFake('1.3'))) { t.skip('the fake RKLLM runtime is not built (make fakes)'); return; }
+  const dir = path.join(tmpDir, 'service-npu');
+  mkdirSync(dir, { recursive: true });
+  const board = makeBoard(path.join(dir, 'board'));
+  const model = makeRkllmModel(path.join(dir, 'npu-model'));
+  const preset = path.join(dir, 'models.ini');
+  writeFileSync(preset, '; nothing yet\n');
+  const srv = await startServer(['--rkllm-lib', rkllmFake('1.3'), '--sysfs-root', board,
+    '--models-preset', preset], { env: { FAKE_RKLLM_INIT_MS: '1500' } });
+  try {
+    writeFileSync(preset, `[npu]\nmodel = ${model}\n`);
+    srv.proc.kill('SIGHUP');
+    const loading = await waitHealth(srv, 'npu', (h) => h.status === 503 && h.body.error.code === 'model_loading');
+    assert.equal(loading.retryAfter, '1');
+    assert.match(loading.body.error.message, /npu.*loading/);
+    await waitHealth(srv, 'npu', (h) => h.status === 200);
+  } finally {
+    await srv.stop();
+  }
 });
