@@ -215,6 +215,9 @@ int presets_sync(struct manager *m, const struct preset_list *want, struct prese
     for (int i = 0; i < loaded->n; i++) {
         const struct preset *p = &loaded->items[i];
         const struct preset *w = find(want, p->id);
+        struct model_info info;
+        // Gone meanwhile (unloaded through the API, evicted by --models-max): loaded again.
+        if (registry_get(manager_registry(m), p->id, &info) != ERR_OK) continue;
         if (w && w->load_on_startup && same(w, p)) {
             if (kept != i) loaded->items[kept] = *p;
             kept++;

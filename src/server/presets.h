@@ -51,7 +51,8 @@ struct preset_defaults {
 /* Makes the models loaded from presets match want: unloads the entries of *loaded that are
  * gone from want, no longer load-on-startup or changed (running requests on them end with an
  * error, as for any unload), then loads want's load-on-startup entries that are not loaded
- * (changed ones again), leaving identical entries serving untouched. *loaded becomes what is
+ * (changed ones again, and ones unloaded meanwhile through the API or by --models-max),
+ * leaving identical entries serving untouched. *loaded becomes what is
  * loaded now. Returns how many loads failed (each logged with its id and reason); 0 on full
  * success. Runs on one thread at a time (the caller's signal loop). */
 int presets_sync(struct manager *m, const struct preset_list *want, struct preset_list *loaded,

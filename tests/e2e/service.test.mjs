@@ -109,6 +109,13 @@ describe('service: --config, --models-preset, SIGHUP, /health?model=', () => {
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ model: 'small', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 }) });
     assert.equal(chat.status, 200);
+    // Unloaded through the API meanwhile: the next reload loads it again.
+    const un = await fetch(`${srv.url}/v1/models/unload`, { method: 'POST',
+      headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model_id: 'small' }) });
+    assert.equal(un.status, 200);
+    assert.equal((await health(srv, 'small')).status, 503);
+    srv.proc.kill('SIGHUP');
+    await waitHealth(srv, 'small', (h) => h.status === 200);
   });
 });
 
