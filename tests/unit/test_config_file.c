@@ -234,6 +234,42 @@ static void test_presets_read(void **state)
     mem_free(l);
 }
 
+/* Every allocation of a --config read (keys, models) and of a preset read fails in turn:
+ * each run ends in ERR_NOMEM or success, and nothing leaks. */
+static void test_config_file_fault_injection(void **state)
+{
+    (void)state;
+    char conf[64], preset[64];
+    write_file(conf, sizeof conf, "api-key = a\napi-key = b\nmodel = /m/x.gguf\nport = 1\n");
+    write_file(preset, sizeof preset, "[*]\nparallel = 2\n[a]\nmodel = a.gguf\n");
+    struct preset_list *l = mem_alloc(sizeof *l);
+    assert_non_null(l);
+    int64_t live = mem_live_count();
+    bool conf_ok = false, preset_ok = false;
+    for (int64_t n = 0; n < 64 && !(conf_ok && preset_ok); n++) {
+        struct server_config c;
+        struct errmsg e;
+        char *argv[] = {"x", "--config", conf};
+        config_defaults(&c);
+        mem_fail_after(n);
+        int rc = config_parse(&c, 3, argv, &e);
+        mem_fail_after(-1);
+        assert_true(rc == CONFIG_PARSE_OK || rc == ERR_NOMEM);
+        conf_ok |= rc == CONFIG_PARSE_OK;
+        config_deinit(&c);
+        mem_fail_after(n);
+        rc = presets_read(preset, l, &e);
+        mem_fail_after(-1);
+        assert_true(rc == ERR_OK || rc == ERR_NOMEM);
+        preset_ok |= rc == ERR_OK;
+        assert_int_equal(mem_live_count(), live);
+    }
+    assert_true(conf_ok && preset_ok);
+    mem_free(l);
+    unlink(conf);
+    unlink(preset);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -241,6 +277,7 @@ int main(void)
         cmocka_unit_test(test_config_file_errors_name_file_and_line),
         cmocka_unit_test(test_config_file_sections_and_callback_errors),
         cmocka_unit_test(test_presets_read),
+        cmocka_unit_test(test_config_file_fault_injection),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
