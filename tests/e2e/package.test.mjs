@@ -67,6 +67,16 @@ describe('Debian package', { skip }, () => {
       const elf = readFileSync(path.join(dir, 'usr/bin/llamapi-server'));
       const machine = elf.readUInt16LE(18); // e_machine
       assert.equal(machine, arch === 'arm64' ? 183 : 62, `${arch} binary machine`);
+      const qemu = ['/usr/bin/qemu-aarch64-static', '/usr/bin/qemu-aarch64'].find((q) => existsSync(q));
+      const runner = arch === hostArch ? [] : arch === 'arm64' && qemu ? [qemu] : null;
+      if (runner) { // the stripped binary still runs (under qemu-user for arm64)
+        const cmd = [...runner, path.join(dir, 'usr/bin/llamapi-server'), '--version'];
+        assert.match(execFileSync(cmd[0], cmd.slice(1)).toString(), /^llamapi-server \d/);
+      }
+      for (const script of ['postinst', 'prerm', 'postrm']) {
+        const r = spawnSync('sh', ['-n'], { input: run('dpkg-deb', ['-I', deb, script]) });
+        assert.equal(r.status, 0, `${script} parses: ${r.stderr}`);
+      }
     }
   });
 
