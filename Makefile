@@ -9,6 +9,7 @@
 #   make ARCH=aarch64 [BUILD=asan]   cross build for 64-bit ARM (build/aarch64-$(BUILD)), with
 #                   Debian's gcc-aarch64-linux-gnu and the arm64 -dev packages (multiarch)
 #   make test-aarch64  that build's unit tests and a server smoke test under qemu-user
+#   make deb        Debian packages in build/deb (the host's, and arm64 cross-built on amd64)
 
 BUILD   ?= release
 HOST_ARCH := $(shell uname -m)
@@ -83,7 +84,7 @@ FAKE_LIBS := $(FAKE_SRC:tests/fakes/fake_%.c=$(O)/fakes/lib%_fake.so) \
 
 .SECONDARY:
 .PHONY: test-aarch64 test-after-deps fuzz fuzzers demo-model all fakes lib tests tools benches test unit asan tsan run clean format format-check deps \
-        e2e bench check-headers compat
+        e2e bench check-headers compat deb
 all: $(SERVER) $(CLI) $(TOOL_BIN) $(FAKE_LIBS)
 fakes: $(FAKE_LIBS)
 ifeq ($(ARCH),aarch64)
@@ -246,6 +247,19 @@ endif
 # the reference checkout and python3-pytest; not part of `make test`).
 compat: all
 	@scripts/run-peer-suite.sh $(SERVER)
+
+# Debian packages with dpkg-deb (scripts/build-deb.sh): the host architecture's from the release
+# build and, on amd64 with the cross toolchain, arm64's from the aarch64 release build (its man
+# pages generated from the host binary's --help). Output: build/deb/llamapi_VERSION_ARCH.deb.
+DEB_ARCH := $(shell dpkg --print-architecture 2>/dev/null)
+deb:
+	@$(MAKE) --no-print-directory BUILD=release build/release/bin/llamapi-server build/release/bin/llamapi
+	@scripts/build-deb.sh build/release $(DEB_ARCH) build/deb
+ifeq ($(DEB_ARCH)-$(shell command -v aarch64-linux-gnu-gcc >/dev/null && echo cross),amd64-cross)
+	@$(MAKE) --no-print-directory ARCH=aarch64 BUILD=release build/aarch64-release/bin/llamapi-server \
+	  build/aarch64-release/bin/llamapi
+	@scripts/build-deb.sh build/aarch64-release arm64 build/deb build/release
+endif
 
 # Each header must compile on its own.
 check-headers:

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 DEB_PKGS=(build-essential pkg-config libmicrohttpd-dev libjansson-dev libpcre2-dev
           libutf8proc-dev libcmocka-dev libcurl4-openssl-dev clang llvm libclang-rt-14-dev
-          clang-format nodejs npm curl ca-certificates python3 libpng-dev libjpeg62-turbo-dev libwebp-dev libsndfile1-dev libmpg123-dev)
+          clang-format nodejs npm curl ca-certificates python3 nginx libpng-dev libjpeg62-turbo-dev libwebp-dev libsndfile1-dev libmpg123-dev)
 
 missing=()
 for p in "${DEB_PKGS[@]}"; do

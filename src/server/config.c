@@ -2,6 +2,7 @@
  * definition of its name, environment variable, value type, range and help text. */
 #include "server/config.h"
 
+#include "server/config_file.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -32,6 +33,7 @@ enum opt_kind {
     OPT_TUNING_FLAG,  // the same, without a value
     OPT_REFUSED,      // needs what we cannot do: start-up fails with the help text as reason
     OPT_REFUSED_FLAG, // the same, without a value
+    OPT_CONFIG,       // --config FILE: read before the environment and the other flags
 };
 
 struct opt {
@@ -244,6 +246,14 @@ static const struct opt options[] = {
     ROW_TUNING("--log-verbosity", "-lv --verbosity", "logging: see --verbose"),
     {"--help", "-h --usage", NULL, OPT_HELP, 0, 0, 0, 0, "show this help", NULL, NULL},
     {"--version", NULL, NULL, OPT_VERSION, 0, 0, 0, 0, "show the version", NULL, NULL},
+    {"--config", NULL, NULL, OPT_CONFIG, 0, 0, 0, 0,
+     "read flags from FILE first: one 'key = value' line per flag (key: the long flag without "
+     "dashes; true/false for switches); the environment and command-line flags override it",
+     NULL, NULL},
+    {"--models-preset", NULL, "LLAMAPI_MODELS_PRESET", OPT_STRING, FIELD(models_preset), 0, 0,
+     "INI file of models to load at start, one [id] section each (model, parallel, ctx-size, "
+     "…); SIGHUP reads it again: new models load, removed ones unload, the rest keep serving",
+     "LLAMA_ARG_MODELS_PRESET", NULL},
     {"--slot-save-path", NULL, "LLAMAPI_SLOT_SAVE_PATH", OPT_STRING, FIELD(slot_save_path), 0, 0,
      "directory for POST /slots/{id}?action=save|restore (off without it)", NULL, NULL},
     {"--context-shift", NULL, NULL, OPT_FLAG, GEN(is_context_shift), 0, 0,
@@ -430,7 +440,6 @@ static const struct opt options[] = {
     ROW_TUNING_FLAG("--cache-prompt", NULL, WHY_KV_CACHE),
     ROW_TUNING_FLAG("--no-cache-prompt", NULL, WHY_KV_CACHE),
     ROW_TUNING("--cache-reuse", NULL, WHY_KV_CACHE),
-    ROW_REFUSED("--models-preset", NULL, "model presets are not supported; use --models-dir"),
     ROW_TUNING("--reasoning", "-rea", WHY_TEMPLATE_PARSING),
     ROW_TUNING("--reasoning-effort", NULL, WHY_TEMPLATE_PARSING),
     ROW_TUNING("--reasoning-budget", NULL, WHY_TEMPLATE_PARSING),
@@ -743,6 +752,7 @@ static int apply(struct server_config *c, const struct opt *o, const char *value
         return ERR_OK;
     case OPT_HELP:
     case OPT_VERSION:
+    case OPT_CONFIG:
         return ERR_OK;
     }
     return ERR_INVALID;
@@ -799,9 +809,60 @@ static int apply_environment(struct server_config *c, struct errmsg *err)
     return rc == ERR_OK ? apply_env_family(c, false, err) : rc;
 }
 
+static bool is_switch(const struct opt *o)
+{
+    return o->kind == OPT_FLAG || o->kind == OPT_FLAG_NEG || o->kind == OPT_VERBOSE ||
+           o->kind == OPT_TUNING_FLAG || o->kind == OPT_REFUSED_FLAG;
+}
+
+int config_set(struct server_config *c, const char *key, const char *value, struct errmsg *err)
+{
+    const struct opt *o = NULL;
+    for (size_t i = 0; i < N_OPTIONS && !o; i++)
+        if (strncmp(options[i].name, "--", 2) == 0 && strcmp(options[i].name + 2, key) == 0)
+            o = &options[i];
+    if (!o) return errmsg_set(err, ERR_INVALID, "unknown key '%s'", key);
+    if (o->kind == OPT_HELP || o->kind == OPT_VERSION || o->kind == OPT_CONFIG)
+        return errmsg_set(err, ERR_INVALID, "'%s' cannot be set in a config file", key);
+    if (is_switch(o)) {
+        bool is_true = strcmp(value, "true") == 0;
+        if (!is_true && strcmp(value, "false") != 0)
+            return errmsg_set(err, ERR_INVALID, "%s: expected true or false, got '%s'", key, value);
+        // A switch that only records or refuses its presence does nothing when false.
+        if (!is_true && (o->kind == OPT_TUNING_FLAG || o->kind == OPT_REFUSED_FLAG)) return ERR_OK;
+    } else if (!*value && o->kind != OPT_STRING && o->kind != OPT_GPU) {
+        return errmsg_set(err, ERR_INVALID, "%s: needs a value", key);
+    }
+    return apply(c, o, value, err);
+}
+
+static int set_from_file(void *ctx, const char *section, const char *key, const char *value,
+                         struct errmsg *err)
+{
+    (void)section; // sections are refused for --config
+    return config_set(ctx, key, value, err);
+}
+
+/* The value of the last --config flag (either spelling), or NULL. */
+static const char *config_flag(int argc, char **argv)
+{
+    const char *path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+            path = argv[++i];
+        else if (strncmp(argv[i], "--config=", 9) == 0)
+            path = argv[i] + 9;
+    }
+    return path;
+}
+
 int config_parse(struct server_config *c, int argc, char **argv, struct errmsg *err)
 {
-    int rc = apply_environment(c, err);
+    // The file is read first so that the environment and the flags override it.
+    const char *file = config_flag(argc, argv);
+    int rc = file ? config_file_read(file, false, set_from_file, c, err) : ERR_OK;
+    if (rc == ERR_OK && file) snprintf(c->config_file, sizeof c->config_file, "%s", file);
+    if (rc == ERR_OK) rc = apply_environment(c, err);
     int result = CONFIG_PARSE_OK;
     for (int i = 1; rc == ERR_OK && i < argc; i++) {
         const char *arg = argv[i];

@@ -70,6 +70,8 @@ struct server_config {
     bool is_cors_no_credentials;    // --no-cors-credentials: origins "*" answers "*"
     char tools[256];                // --tools (accepted; only its CORS default applies)
     char ignored_flags[1024];       // llama-server flags accepted without effect, space-separated
+    char config_file[1024];         // --config FILE that was read ("" = none)
+    char models_preset[1024];       // --models-preset FILE: models loaded at start and on SIGHUP
 };
 
 enum config_parse_result {
@@ -86,6 +88,12 @@ void config_defaults(struct server_config *c);
  * (>= 0) or ERR_INVALID with err naming the flag and what is wrong (unknown flag, missing or
  * malformed value, unreadable --api-key-file). ERR_NOMEM on allocation failure. */
 int config_parse(struct server_config *c, int argc, char **argv, struct errmsg *err);
+
+/* Sets one option as a config file line `key = value` does: key is a long flag without its
+ * dashes ("port", "api-key"); switches take exactly true or false; repeatable options append.
+ * ERR_OK, or ERR_INVALID / ERR_UNSUPPORTED with err saying what is wrong (unknown key, bad
+ * value, a key a file cannot set such as help or config), ERR_NOMEM. */
+int config_set(struct server_config *c, const char *key, const char *value, struct errmsg *err);
 
 /* Frees the owned strings. A no-op on a defaulted config. */
 void config_deinit(struct server_config *c);

@@ -11,6 +11,7 @@
 #include "media/media_path.h"
 #include "server/config.h"
 #include "server/http.h"
+#include "server/presets.h"
 #include "server/version.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -40,6 +41,7 @@ static void block_signals(sigset_t *set)
     sigemptyset(set);
     sigaddset(set, SIGINT);
     sigaddset(set, SIGTERM);
+    sigaddset(set, SIGHUP); // reloads --models-preset
     pthread_sigmask(SIG_BLOCK, set, NULL);
     signal(SIGPIPE, SIG_IGN);
 }
@@ -97,6 +99,40 @@ static int load_startup_models(const struct server_config *config, struct manage
         }
     }
     return 0;
+}
+
+/* The --models-preset models: read and loaded at start (any failure is fatal, as for -m),
+ * read again on SIGHUP (a bad file or a failed load is logged and the server keeps serving
+ * what it has). loaded is what the last sync left loaded. */
+struct presets_state {
+    const struct server_config *config;
+    struct manager *manager;
+    struct preset_list *want, *loaded; // heap: each list is ~280 KiB
+};
+
+static int presets_reload(struct presets_state *ps, bool is_start)
+{
+    const struct server_config *c = ps->config;
+    if (!c->models_preset[0]) {
+        if (!is_start) log_info("SIGHUP: no --models-preset to read again");
+        return 0;
+    }
+    struct errmsg err;
+    errmsg_clear(&err);
+    if (presets_read(c->models_preset, ps->want, &err) != ERR_OK) {
+        log_error("--models-preset: %s%s", err.msg, is_start ? "" : " (models left as they were)");
+        return 1;
+    }
+    struct preset_defaults d = {.n_parallel = c->n_parallel,
+                                .n_ctx = c->n_ctx,
+                                .is_kv_unified = c->is_kv_unified,
+                                .is_embedding = c->force_embedding,
+                                .is_reranking = c->reranking,
+                                .pooling = c->pooling};
+    int n_failed = presets_sync(ps->manager, ps->want, ps->loaded, &d);
+    log_info("--models-preset %s: %d model(s) loaded from it, %d failed", c->models_preset,
+             ps->loaded->n, n_failed);
+    return n_failed ? 1 : 0;
 }
 
 #define TEMPLATE_FILE_MAX (1u << 20) // bytes of a --chat-template-file
@@ -231,7 +267,8 @@ static int serve(const struct server_config *config)
         return 1;
     }
     atomic_bool is_starting; // read by HTTP threads while the -m models load; outlives them
-    atomic_init(&is_starting, config->n_model_paths > 0);
+    atomic_init(&is_starting, config->n_model_paths > 0 || config->models_preset[0]);
+
     struct media_path media;
     media_path_init_disabled(&media);
     struct errmsg merr;
@@ -291,7 +328,14 @@ static int serve(const struct server_config *config)
     // and requests for them wait until they are ready.
     log_info("llamapi-server %s listening on http://%s:%d", LLAMAPI_VERSION, config->host,
              http_server_port(http));
-    int startup_rc = load_startup_models(config, manager);
+    struct presets_state presets = {config, manager, mem_alloc(sizeof(struct preset_list)),
+                                    mem_alloc(sizeof(struct preset_list))};
+    int startup_rc = presets.want && presets.loaded ? 0 : 1;
+    if (startup_rc == 0) {
+        presets.loaded->n = 0;
+        startup_rc = load_startup_models(config, manager);
+    }
+    if (startup_rc == 0) startup_rc = presets_reload(&presets, true);
     atomic_store(&is_starting, false);
     if (startup_rc != 0) {
         http_server_stop(http);
@@ -299,11 +343,16 @@ static int serve(const struct server_config *config)
         manager_free(manager);
         media_path_deinit(&media);
         mem_free(file_template);
+        mem_free(presets.want);
+        mem_free(presets.loaded);
         return 1;
     }
     log_info("ready");
     int sig = 0;
-    sigwait(&set, &sig);
+    while (sigwait(&set, &sig) == 0 && sig == SIGHUP) {
+        log_info("received SIGHUP: reading --models-preset again");
+        presets_reload(&presets, false);
+    }
     log_info("received %s, shutting down (at most %d s; a second signal exits at once)",
              sig == SIGINT ? "SIGINT" : "SIGTERM", config->shutdown_timeout_s);
     const double deadline_ms = clock_now_ms() + config->shutdown_timeout_s * 1000.0;
@@ -323,6 +372,8 @@ static int serve(const struct server_config *config)
     platform_stop_all();
     media_path_deinit(&media);
     mem_free(file_template);
+    mem_free(presets.want);
+    mem_free(presets.loaded);
     return 0;
 }
 

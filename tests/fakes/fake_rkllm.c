@@ -16,6 +16,7 @@
  *    base_domain_id (init fails), implausible param values (a wrong ABI layout); destroy during
  *    a run aborts the process;
  *  - FAKE_RKLLM_FAIL_INIT=N makes the Nth rkllm_init fail (partial loads);
+ *  - FAKE_RKLLM_INIT_MS=N makes every rkllm_init take N ms (a model seen while it loads);
  *  - FAKE_RKLLM_RECORD=FILE appends one JSON line per init and per run with what was passed.
  * Its own code: no vendor code. */
 #include "platform/rkllm_abi.h"
@@ -143,6 +144,7 @@ int rkllm_init(void **handle, param_t *param, struct rkllm13_callbacks *cbs)
         violation("rkllm_init: implausible parameters (wrong ABI layout?)");
         return -1;
     }
+    sleep_ms(env_int("FAKE_RKLLM_INIT_MS", 0));
     FILE *model = param->model_path ? fopen(param->model_path, "rb") : NULL;
     if (!model) return -1;
     fclose(model);

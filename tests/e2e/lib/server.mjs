@@ -19,8 +19,9 @@ export const sanitizer = process.env.LLAMAPI_E2E_SANITIZER ?? '';
 export const hasShared = existsSync(path.join(sharedDir, 'models'));
 
 // Resolves once the server listens and (unless waitReady is false) its start-up models loaded.
-export async function startServer(args = [], { env = {}, timeoutMs = 20000, waitReady = true } = {}) {
-  const proc = spawn(serverBin, ['--port', '0', ...args], {
+// bin: another server binary (the packaged one).
+export async function startServer(args = [], { env = {}, timeoutMs = 20000, waitReady = true, bin = serverBin } = {}) {
+  const proc = spawn(bin, ['--port', '0', ...args], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
