@@ -8,6 +8,7 @@
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -19,6 +20,13 @@ json_t *ollama_error_json(const char *message)
     json_t *j = msg ? json_pack("{s:O}", "error", msg) : NULL;
     json_decref(e);
     return j;
+}
+
+void ollama_dumps_free(char *text)
+{
+    json_free_t jfree = free;
+    json_get_alloc_funcs(NULL, &jfree);
+    if (text) jfree(text);
 }
 
 void ollama_error(struct api_response *resp, int status, const char *fmt, ...)

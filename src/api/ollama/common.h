@@ -13,6 +13,10 @@
  * on allocation failure. */
 json_t *ollama_error_json(const char *message);
 
+/* Frees text from json_dumps / json_text_dumps with jansson's own deallocator (tests route
+ * jansson through mem_). NULL is a no-op. */
+void ollama_dumps_free(char *text);
+
 /* Sets resp to Ollama's error object with status; message printf-formatted. */
 void ollama_error(struct api_response *resp, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

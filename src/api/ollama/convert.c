@@ -2,12 +2,12 @@
 #include "api/ollama/convert.h"
 
 #include "api/ids.h"
+#include "api/ollama/common.h"
 #include "text/json_text.h"
 #include "util/buf.h"
 #include "util/err.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 const char *ollama_image_mime(const char *b64)
@@ -78,14 +78,6 @@ json_t *ollama_content_json(const char *text, const json_t *images, const char *
     return parts;
 }
 
-/* Frees text from json_dumps with jansson's own deallocator (tests route it through mem_). */
-static void dumps_free(char *text)
-{
-    json_free_t jfree = free;
-    json_get_alloc_funcs(NULL, &jfree);
-    jfree(text);
-}
-
 /* Ollama's tool_calls (arguments an object) as OpenAI's (arguments a JSON string). */
 static json_t *calls_to_chat(const json_t *calls, const char *param, struct api_fail *f)
 {
@@ -118,7 +110,7 @@ static json_t *calls_to_chat(const json_t *calls, const char *param, struct api_
         }
         json_t *call = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id, "type", "function",
                                  "function", "name", name, "arguments", text ? text : "{}");
-        if (text) dumps_free(text);
+        ollama_dumps_free(text);
         if (!call || json_array_append_new(out, call) != 0) {
             json_decref(out);
             api_failf(f, 500, NULL, NULL, "out of memory");

@@ -11,7 +11,6 @@
 #include "util/mem.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -147,7 +146,7 @@ static json_t *parameters_json(const json_t *default_params)
     {
         char *text = json_text_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
         if (text) buf_printf(&b, "%s%-30s %s", b.len ? "\n" : "", key, text);
-        free(text);
+        ollama_dumps_free(text);
     }
     json_decref(dp);
     json_t *s = json_stringn(b.data ? b.data : "", b.len);

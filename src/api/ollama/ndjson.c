@@ -6,7 +6,6 @@
 #include "util/err.h"
 #include "util/mem.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 #define NDJSON_WAIT_MS 1000 // one wait on the producer; it is asked again until it answers
@@ -27,7 +26,7 @@ int ndjson_append(struct buf *out, json_t *j)
     if (!text) return ERR_NOMEM;
     int rc = buf_append_cstr(out, text);
     if (rc == ERR_OK) rc = buf_append_byte(out, '\n');
-    free(text);
+    ollama_dumps_free(text);
     return rc;
 }
 
