@@ -301,6 +301,8 @@ static enum MHD_Result queue_shutting_down(struct MHD_Connection *conn, struct c
     if (is_anthropic_path(cs->path))
         api_respond_json(&resp, 503,
                          anthropic_error_json(anthropic_error_type(503), SHUTDOWN_MESSAGE));
+    else if (is_ollama_path(cs->path))
+        api_respond_json(&resp, 503, ollama_error_json(SHUTDOWN_MESSAGE));
     else
         api_error(&resp, 503, API_TYPE_UNAVAILABLE, API_CODE_SHUTTING_DOWN, NULL, "%s",
                   SHUTDOWN_MESSAGE);
