@@ -4,9 +4,12 @@
 // schema), think (a grammar scripts the synthetic model's "<think>…</think>"), options,
 // generate (templated, raw, suffix on a vocabulary with FIM tokens, context), embeddings on
 // both routes, pull of a model that is here, and Ollama's errors: unknown model 404, bad JSON
-// 400, images for a text-only model 400. A disconnect mid-stream frees the instance.
+// 400, images for a text-only model 400. A disconnect mid-stream frees the instance. With
+// ../shared: raw greedy generate on stories260K equals llama-server's golden output, and
+// tiny_bert's vectors match the reference on both embedding routes.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { deflateSync } from 'node:zlib';
 import { Ollama } from 'ollama';
@@ -418,5 +421,54 @@ describe('ollama api: generate with suffix on a vocabulary with FIM tokens', { s
     const detok = await post(srv, '/detokenize', { tokens: r.context.slice(0, r.prompt_eval_count) });
     assert.equal(detok.json.content, '<fim_prefix>def f(<fim_suffix>):\n<fim_middle>');
     assert.ok((await ollama.show({ model: 'coder' })).capabilities.includes('insert'));
+  });
+});
+
+describe('ollama api on real models (stories260K, tiny_bert)', { skip: !hasShared && 'skip: ../shared is absent' }, () => {
+  let srv, ollama, golden, bertExpected;
+  before(async () => {
+    golden = JSON.parse(readFileSync(path.join(sharedDir, 'golden', 'stories260K.greedy.json'), 'utf8'));
+    bertExpected = JSON.parse(readFileSync(path.join(sharedDir, 'models', 'bert', 'tiny_bert.expected.json'), 'utf8'));
+    srv = await startServer(['--threads', '1', '-m', path.join(sharedDir, 'models', 'llama', 'stories260K.gguf'),
+      '-m', path.join(sharedDir, 'models', 'llama', 'stories260K-Q4_0.gguf'),
+      '-m', path.join(sharedDir, 'models', 'bert', 'tiny_bert.gguf')]);
+    ollama = new Ollama({ host: srv.url });
+  });
+  after(async () => srv?.stop());
+
+  test('raw greedy generate equals llama-server\'s output; context holds the prompt and answer tokens', async () => {
+    for (const c of golden.cases) {
+      const r = await ollama.generate({ model: 'stories260K', prompt: c.prompt, raw: true, stream: false,
+        options: { temperature: 0, num_predict: c.n_predict } });
+      assert.equal(r.response, c.content, `response to ${JSON.stringify(c.prompt)}`);
+      assert.deepEqual(r.context, [...c.prompt_tokens, ...c.tokens]);
+      assert.equal(r.done_reason, 'length');
+      assert.equal(r.eval_count, c.n_predict);
+      assert.equal(r.prompt_eval_count, c.prompt_tokens.length);
+    }
+  });
+
+  test('list: the quantization from the file name, family llama; tiny_bert is an embedding model', async () => {
+    const list = await ollama.list();
+    const q4 = list.models.find((m) => m.name === 'stories260K-Q4_0:latest');
+    assert.equal(q4.details.quantization_level, 'Q4_0');
+    assert.equal(q4.details.family, 'llama');
+    assert.equal(list.models.find((m) => m.name === 'stories260K:latest').details.quantization_level, 'unknown');
+    assert.deepEqual(list.models.find((m) => m.name === 'tiny_bert:latest').capabilities, ['embedding']);
+  });
+
+  test('/api/embed and /api/embeddings match the reference vectors', async () => {
+    const cosine = (a, b) => {
+      let ab = 0, aa = 0, bb = 0;
+      for (let i = 0; i < a.length; i++) { ab += a[i] * b[i]; aa += a[i] * a[i]; bb += b[i] * b[i]; }
+      return ab / Math.sqrt(aa * bb);
+    };
+    const cases = bertExpected.cases.slice(0, 3);
+    const r = await ollama.embed({ model: 'tiny_bert', input: cases.map((c) => c.text) });
+    assert.equal(r.embeddings.length, cases.length);
+    cases.forEach((c, i) => assert.ok(cosine(r.embeddings[i], c.embedding) >= 0.999, `case ${i}`));
+    assert.equal(r.prompt_eval_count, cases.reduce((s, c) => s + c.token_ids.length, 0));
+    const old = await ollama.embeddings({ model: 'tiny_bert:latest', prompt: cases[0].text });
+    assert.ok(cosine(old.embedding, cases[0].embedding) >= 0.999);
   });
 });

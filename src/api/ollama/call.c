@@ -188,7 +188,11 @@ static void finish_fields(struct ollama_call *c, const struct gen_delta *d, json
     json_object_set_new(j, "prompt_eval_duration", json_integer((json_int_t)(t.prompt_ms * 1e6)));
     json_object_set_new(j, "eval_count", json_integer(gen_session_n_completion(c->session)));
     json_object_set_new(j, "eval_duration", json_integer((json_int_t)(t.predicted_ms * 1e6)));
-    if (!c->is_chat && c->want_context) json_object_set_new(j, "context", context_json(c));
+    json_t *ctx = !c->is_chat && c->want_context ? context_json(c) : NULL;
+    if (json_array_size(ctx) > 0) // Ollama leaves an empty context out
+        json_object_set_new(j, "context", ctx);
+    else
+        json_decref(ctx);
 }
 
 /* Keeps the step's answer tokens for `context`. */

@@ -46,15 +46,23 @@ void ollama_fail_respond(const struct api_fail *f, struct api_response *resp)
     if (status == 429 || status == 503) api_response_add_header(resp, "Retry-After", "1");
 }
 
+/* RFC 3339 in UTC with the fraction Go's RFC3339Nano writes: trailing zeros dropped, no
+ * fraction at all on a whole second. */
 static void format_time(const struct timespec *ts, char out[OLLAMA_TIME_CAP])
 {
     struct tm tm;
     gmtime_r(&ts->tv_sec, &tm);
     // Fields bounded so the text always fits (a year past 9999 is clamped).
     int year = tm.tm_year + 1900 > 9999 ? 9999 : tm.tm_year + 1900 < 0 ? 0 : tm.tm_year + 1900;
-    snprintf(out, OLLAMA_TIME_CAP, "%04d-%02d-%02dT%02d:%02d:%02d.%09dZ", year,
-             (tm.tm_mon + 1) % 100, tm.tm_mday % 100, tm.tm_hour % 100, tm.tm_min % 100,
-             tm.tm_sec % 100, (int)(ts->tv_nsec % 1000000000));
+    char frac[12] = "";
+    int ns = (int)(ts->tv_nsec % 1000000000);
+    if (ns > 0) {
+        snprintf(frac, sizeof frac, ".%09d", ns);
+        for (size_t n = strlen(frac); frac[n - 1] == '0'; n--)
+            frac[n - 1] = '\0';
+    }
+    snprintf(out, OLLAMA_TIME_CAP, "%04d-%02d-%02dT%02d:%02d:%02d%sZ", year, (tm.tm_mon + 1) % 100,
+             tm.tm_mday % 100, tm.tm_hour % 100, tm.tm_min % 100, tm.tm_sec % 100, frac);
 }
 
 void ollama_time_now(char out[OLLAMA_TIME_CAP])

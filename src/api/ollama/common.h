@@ -25,7 +25,8 @@ void ollama_error(struct api_response *resp, int status, const char *fmt, ...)
  * unset) and message; 429 and 503 also get Retry-After: 1. */
 void ollama_fail_respond(const struct api_fail *f, struct api_response *resp);
 
-/* The current time as Ollama writes created_at (RFC 3339, UTC, nanoseconds). Cannot fail. */
+/* The current time as Ollama writes created_at (RFC 3339 in UTC, Go's RFC3339Nano: up to nine
+ * fraction digits, trailing zeros dropped). Cannot fail. */
 void ollama_time_now(char out[OLLAMA_TIME_CAP]);
 
 /* The time unix_s (seconds) in the same form. Cannot fail. */
