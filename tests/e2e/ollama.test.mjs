@@ -306,7 +306,9 @@ describe('ollama api', () => {
     await assert.rejects(ollama.embed({ model: 'small', input: 'x' }),
       (err) => err.status_code === 400 && /does not support embeddings/.test(err.error));
     await assert.rejects(ollama.chat({ model: embedName, messages: user('x') }),
-      (err) => err.status_code === 400 && /does not support chat/.test(err.error));
+      (err) => err.status_code === 400 && err.error === `"${embedName}" does not support chat`);
+    await assert.rejects(ollama.generate({ model: embedName, prompt: 'x' }),
+      (err) => err.status_code === 400 && err.error === `"${embedName}" does not support generate`);
     await assert.rejects(ollama.embed({ model: embedName, input: 'x', dimensions: 65 }),
       (err) => err.status_code === 400 && /dimensions/.test(err.error));
   });

@@ -66,6 +66,9 @@ bool ollama_call_begin(const struct api_ctx *ctx, const json_t *req, struct olla
         return false;
     snprintf(c->name, sizeof c->name, "%s", name);
     c->model = ollama_model_acquire(ctx, name, MODEL_KIND_CHAT, f);
+    if (!c->model && !c->is_chat && f->code && strcmp(f->code, "wrong_model_type") == 0)
+        api_failf(f, 400, "wrong_model_type", "model", "\"%.200s\" does not support generate",
+                  name); // Ollama names the route's capability
     if (!c->model) return false;
     c->loaded_ns = clock_now_ns();
     return ollama_options_to_body(req, &c->body, f) &&
