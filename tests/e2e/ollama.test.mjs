@@ -343,6 +343,38 @@ describe('ollama api', () => {
       (err) => err.status_code === 400 && /image/.test(err.error));
     await assert.rejects(ollama.chat({ model: 'small', messages: user('x'), think: 'hard' }),
       (err) => err.status_code === 400 && /think/.test(err.error));
+    // Wrong shapes anywhere: a 4xx in Ollama's shape, never a 5xx, and the server serves on.
+    const hostile = [
+      ['/api/chat', { model: 'small', messages: [{ role: 'user', content: 'x', images: 'abc' }] }],
+      ['/api/chat', { model: 'small', messages: [{ role: 'user', content: 'x', images: ['!!!notbase64'] }] }],
+      ['/api/chat', { model: 'small', messages: [{ role: 'assistant', tool_calls: [{ function: { name: 'f', arguments: '{}' } }] }] }],
+      ['/api/chat', { model: 'small', messages: user('x'), tools: [{ type: 'function' }] }],
+      ['/api/chat', { model: 'small', messages: user('x'), tools: {} }],
+      ['/api/chat', { model: 'small', messages: user('x'), format: { type: 'object', properties: { a: { $ref: '#/nowhere' } } } }],
+      ['/api/chat', { model: 'small', messages: user('x'), options: { stop: Array(40).fill('s') } }],
+      ['/api/chat', { model: 'small', messages: user('x'), options: { top_p: 7 } }],
+      ['/api/chat', { model: 'small', messages: user('x'), keep_alive: { d: 1 } }],
+      ['/api/chat', { model: 'small', messages: user('x'), stream: 'yes' }],
+      ['/api/chat', { model: ['small'], messages: user('x') }],
+      ['/api/chat', { model: 'small', messages: user('x'.repeat(40000)) }],
+      ['/api/generate', { model: 'small', prompt: 5 }],
+      ['/api/generate', { model: 'small', prompt: 'x', context: [1, -5] }],
+      ['/api/generate', { model: 'small', prompt: 'x', context: 'abc' }],
+      ['/api/generate', { model: 'small', prompt: 'x', raw: 'yes' }],
+      ['/api/generate', { model: 'small', prompt: 'x', raw: true, grammar: 'root ::= (' }],
+      ['/api/embed', { model: embedName, input: [1.5] }],
+      ['/api/embed', { model: embedName, input: { a: 1 } }],
+      ['/api/embed', { model: embedName, input: 'x', truncate: 'no' }],
+      ['/api/embeddings', { model: embedName, prompt: ['x'] }],
+      ['/api/show', { model: 7 }],
+      ['/api/pull', { model: 'small', stream: 3 }],
+    ];
+    for (const [route, body] of hostile) {
+      const r = await post(srv, route, body);
+      assert.ok(r.status >= 400 && r.status < 500, `${route} ${JSON.stringify(body).slice(0, 120)}: ${r.status} ${r.text}`);
+      assert.equal(typeof r.json?.error, 'string', r.text);
+      assert.deepEqual(Object.keys(r.json), ['error']);
+    }
     const unknown = await fetch(`${srv.url}/api/nothing`);
     assert.equal(unknown.status, 404);
     assert.equal(typeof (await unknown.json()).error, 'string');
