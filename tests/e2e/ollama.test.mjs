@@ -176,6 +176,27 @@ describe('ollama api', () => {
     assert.equal(ka.done, true);
   });
 
+  test('logprobs: one entry per answer token with its alternatives, whole and streamed', async () => {
+    const params = { model: 'small', messages: user('Hi'), logprobs: true, top_logprobs: 3, logit_bias: NO_EOS,
+      options: { temperature: 0, num_predict: 7 } };
+    const r = await ollama.chat({ ...params, stream: false });
+    assert.equal(r.logprobs.length, 7);
+    for (const e of r.logprobs) {
+      assert.equal(typeof e.token, 'string');
+      assert.ok(e.logprob <= 0);
+      assert.equal(e.top_logprobs.length, 3);
+      assert.ok(e.top_logprobs[0].logprob >= e.top_logprobs[2].logprob);
+    }
+    let n = 0;
+    for await (const p of await ollama.chat({ ...params, stream: true })) n += p.logprobs?.length ?? 0;
+    assert.equal(n, 7);
+    const g = await ollama.generate({ model: 'small', prompt: 'Hi', raw: true, logprobs: true, stream: false,
+      logit_bias: NO_EOS, options: { num_predict: 4 } });
+    assert.equal(g.logprobs.length, 4);
+    await assert.rejects(ollama.chat({ ...params, top_logprobs: 21 }),
+      (err) => err.status_code === 400 && err.error === 'top_logprobs must be between 0 and 20');
+  });
+
   test('tools: a call comes back in Ollama\'s shape (arguments an object), whole and streamed', async () => {
     const params = { model: 'small', messages: user('Weather in Paris?'), tools: [weatherTool],
       tool_choice: 'required', options: { seed: 3, num_predict: 200 } };

@@ -3,6 +3,7 @@
 
 #include "api/ollama/convert.h"
 #include "api/chat_session.h"
+#include "api/logprobs.h"
 #include "api/ollama/ndjson.h"
 #include "api/ollama/options.h"
 #include "text/reasoning.h"
@@ -18,6 +19,7 @@ struct ollama_call *ollama_call_new(bool is_chat)
     if (!c) return NULL;
     c->is_chat = is_chat;
     c->think = -1;
+    c->top_logprobs = -1;
     c->start_ns = clock_now_ns();
     c->loaded_ns = c->start_ns;
     tok_ids_init(&c->answer_ids);
@@ -34,6 +36,7 @@ void ollama_call_free(void *call)
     buf_deinit(&c->content);
     buf_deinit(&c->thinking);
     tok_ids_deinit(&c->answer_ids);
+    json_decref(c->logprobs);
     mem_free(c);
 }
 
@@ -57,6 +60,27 @@ static bool keep_alive_check(const json_t *body, struct api_fail *f)
                      v_type_name(v));
 }
 
+/* logprobs / top_logprobs: Ollama's range and message. The platform computes probabilities
+ * only when asked for alternatives, so at least one is asked. */
+static bool logprobs_parse(const json_t *req, struct ollama_call *c, struct api_fail *f)
+{
+    bool want = false;
+    int64_t top = 0;
+    if (!v_bool(req, "logprobs", "logprobs", &want, f)) return false;
+    const json_t *t = json_object_get(req, "top_logprobs");
+    if (t && !json_is_null(t) &&
+        (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) > GEN_MAX_PROBS))
+        return api_failf(f, 400, "invalid_value", "top_logprobs",
+                         "top_logprobs must be between 0 and %d", GEN_MAX_PROBS);
+    if (json_is_integer(t)) top = json_integer_value(t);
+    if (!want) return true;
+    c->logprobs = json_array();
+    if (!c->logprobs) return api_failf(f, 500, NULL, NULL, "out of memory");
+    c->top_logprobs = (int)top;
+    c->params.gen.n_probs = top > 0 ? (int)top : 1;
+    return true;
+}
+
 bool ollama_call_begin(const struct api_ctx *ctx, const json_t *req, struct ollama_call *c,
                        bool *is_stream, struct api_fail *f)
 {
@@ -73,7 +97,7 @@ bool ollama_call_begin(const struct api_ctx *ctx, const json_t *req, struct olla
     c->loaded_ns = clock_now_ns();
     return ollama_options_to_body(req, &c->body, f) &&
            chat_session_precheck(c->model, c->body, f) && ollama_call_params(ctx, c, f) &&
-           ollama_think_check(c, f);
+           ollama_think_check(c, f) && logprobs_parse(req, c, f);
 }
 
 bool ollama_think_parse(const json_t *body, int *out, struct api_fail *f)
@@ -149,6 +173,14 @@ static json_t *chunk_json(const struct ollama_call *c, struct str text, struct s
     return j;
 }
 
+/* Moves the log-probabilities not yet sent onto line j. */
+static void attach_logprobs(struct ollama_call *c, json_t *j)
+{
+    if (!j || json_array_size(c->logprobs) == 0) return;
+    json_object_set_new(j, "logprobs", c->logprobs);
+    c->logprobs = json_array();
+}
+
 static json_t *calls_json(const struct toolcall *calls, const int *index, int n)
 {
     if (n == 0) return NULL;
@@ -198,14 +230,18 @@ static void finish_fields(struct ollama_call *c, const struct gen_delta *d, json
         json_decref(ctx);
 }
 
-/* Keeps the step's answer tokens for `context`. */
-static void keep_ids(struct ollama_call *c)
+/* Keeps the step's answer tokens (for `context`) and log-probabilities. */
+static void keep_step(struct ollama_call *c)
 {
-    if (!c->want_context) return;
+    if (!c->want_context && !c->logprobs) return;
     int n = 0;
     const struct gen_event *ev = gen_session_events(c->session, &n);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; c->want_context && i < n; i++)
         if (ev[i].token >= 0) tok_ids_push(&c->answer_ids, ev[i].token);
+    if (!c->logprobs || n == 0) return;
+    json_t *lp = api_logprobs_json(model_desc(c->model)->tokenizer, ev, n, c->top_logprobs, false);
+    if (lp) json_array_extend(c->logprobs, lp);
+    json_decref(lp);
 }
 
 static json_t *error_line(const struct gen_delta *d)
@@ -220,12 +256,13 @@ static enum sse_status stream_produce(void *ctx, struct buf *out, int timeout_ms
     struct ollama_call *c = ctx;
     struct gen_delta d;
     if (!gen_session_next(c->session, timeout_ms, &d)) return SSE_MORE;
-    keep_ids(c);
+    keep_step(c);
     bool has_text = d.content.len || (d.reasoning.len && c->think != 0);
     if (has_text || d.n_calls) {
         json_t *calls = calls_json(d.calls, d.call_index, d.n_calls);
-        if (ndjson_append(out, chunk_json(c, d.content, d.reasoning, calls)) != ERR_OK)
-            return SSE_END;
+        json_t *line = chunk_json(c, d.content, d.reasoning, calls);
+        attach_logprobs(c, line);
+        if (ndjson_append(out, line) != ERR_OK) return SSE_END;
     }
     if (!d.is_done) return SSE_MORE;
     if (!d.finish_reason) {
@@ -233,6 +270,7 @@ static enum sse_status stream_produce(void *ctx, struct buf *out, int timeout_ms
         return SSE_END;
     }
     json_t *last = chunk_json(c, (struct str){"", 0}, (struct str){"", 0}, NULL);
+    attach_logprobs(c, last); // tokens held back until the end (a stop string's start)
     if (last) finish_fields(c, &d, last);
     ndjson_append(out, last);
     return SSE_END;
@@ -245,7 +283,7 @@ static void respond_whole(struct ollama_call *c, struct api_response *resp)
     struct gen_delta d;
     do {
         gen_session_next(c->session, -1, &d);
-        keep_ids(c);
+        keep_step(c);
         buf_append(&c->content, d.content.ptr, d.content.len);
         buf_append(&c->thinking, d.reasoning.ptr, d.reasoning.len);
     } while (!d.is_done);
@@ -260,6 +298,7 @@ static void respond_whole(struct ollama_call *c, struct api_response *resp)
     json_t *j = chunk_json(c, (struct str){c->content.data, c->content.len},
                            (struct str){c->thinking.data, c->thinking.len},
                            calls_json(calls, NULL, n_calls));
+    attach_logprobs(c, j);
     if (j) finish_fields(c, &d, j);
     api_respond_json(resp, 200, j);
 }

@@ -24,6 +24,8 @@ struct ollama_call {
     struct buf content;      // whole answers: accumulated
     struct buf thinking;
     struct tok_ids answer_ids; // generate: the answer's tokens, for `context`
+    int top_logprobs;          // alternatives per token with logprobs: true; -1: no logprobs
+    json_t *logprobs;          // entries not yet sent (array) or NULL without logprobs
 };
 
 /* A zeroed call with the start time taken; NULL when out of memory. */
@@ -37,8 +39,8 @@ void ollama_call_free(void *call);
 bool ollama_call_params(const struct api_ctx *ctx, struct ollama_call *c, struct api_fail *f);
 
 /* The request fields every generating route shares: model (acquired into c->model, a chat
- * model), stream (*is_stream), think, keep_alive (checked, not applied), options and format
- * (translated into c->body), then the sampling merge. False with f filled (400, 404, 503). */
+ * model), stream (*is_stream), think, keep_alive (checked, not applied), logprobs and
+ * top_logprobs (0–20), options and format (translated into c->body), then the sampling merge. False with f filled (400, 404, 503). */
 bool ollama_call_begin(const struct api_ctx *ctx, const json_t *req, struct ollama_call *c,
                        bool *is_stream, struct api_fail *f);
 

@@ -169,6 +169,10 @@ static bool start_tokens(const struct api_ctx *ctx, struct ollama_call *c,
     if (ok && grammar.len && (d->unsupported & PLATFORM_UNSUPPORTED_GRAMMAR))
         ok = api_failf(f, 400, "unsupported_parameter", "format",
                        "The %s platform cannot constrain output", model_platform(c->model)->id);
+    if (ok && c->params.gen.n_probs > 0 && (d->unsupported & PLATFORM_UNSUPPORTED_LOGPROBS))
+        ok = api_failf(f, 400, "unsupported_parameter", "logprobs",
+                       "The %s platform does not report probabilities",
+                       model_platform(c->model)->id);
     if (ok && g->suffix[0])
         ok = fim_prompt(c, g, &ids, f);
     else if (ok && g->is_raw)
