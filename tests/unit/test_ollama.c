@@ -318,7 +318,8 @@ static void test_think_and_stream(void **state)
         {"{\"think\": false}", 0},
         {"{\"think\": \"high\"}", 1},
         {"{\"think\": \"low\"}", 1},
-        {"{\"think\": \"max\"}", -2},
+        {"{\"think\": \"max\"}", 1},
+        {"{\"think\": \"extreme\"}", -2},
         {"{\"think\": 1}", -2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

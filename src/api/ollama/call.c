@@ -1,9 +1,9 @@
 /* The answer of /api/chat and /api/generate: chunks, the final object, whole or streamed. */
 #include "api/ollama/call.h"
 
-#include "api/ollama/convert.h"
 #include "api/chat_session.h"
 #include "api/logprobs.h"
+#include "api/ollama/convert.h"
 #include "api/ollama/ndjson.h"
 #include "api/ollama/options.h"
 #include "text/reasoning.h"
@@ -110,12 +110,14 @@ bool ollama_think_parse(const json_t *body, int *out, struct api_fail *f)
         return true;
     }
     const char *s = json_string_value(v);
-    if (s && (strcmp(s, "low") == 0 || strcmp(s, "medium") == 0 || strcmp(s, "high") == 0)) {
+    if (s && (strcmp(s, "low") == 0 || strcmp(s, "medium") == 0 || strcmp(s, "high") == 0 ||
+              strcmp(s, "max") == 0)) {
         *out = 1; // no effort levels here: thinking is on or off
         return true;
     }
     return api_failf(f, 400, "invalid_value", "think",
-                     "invalid think value: must be a boolean or \"high\", \"medium\", \"low\"");
+                     "invalid think value: must be a boolean or \"high\", \"medium\", \"low\", "
+                     "\"max\"");
 }
 
 bool ollama_stream_parse(const json_t *body, bool *out, struct api_fail *f)

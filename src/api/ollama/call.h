@@ -48,7 +48,7 @@ bool ollama_call_begin(const struct api_ctx *ctx, const json_t *req, struct olla
  * else whole (the call is freed here). */
 void ollama_call_respond(struct ollama_call *c, bool is_stream, struct api_response *resp);
 
-/* Ollama's `think`: a bool or "low"/"medium"/"high" (as true). Writes *out -1 when absent,
+/* Ollama's `think`: a bool or "low"/"medium"/"high"/"max" (as true). Writes *out -1 when absent,
  * else 0 or 1. 400 on another value. */
 bool ollama_think_parse(const json_t *body, int *out, struct api_fail *f);
 
