@@ -403,11 +403,12 @@ describe('ollama api', () => {
   });
 });
 
-describe('ollama api: a model without reasoning markers', () => {
+describe('ollama api: a model without reasoning markers, a 256-token context', () => {
   let srv, ollama;
   before(async () => {
     srv = await startServer(['--threads', '1', '-m', synthModel('small', ['--arch', 'llama', '--layers', '2', '--embd', '128',
-      '--heads', '4', '--heads-kv', '2', '--ffn', '256', '--ctx', '4096', '--type', 'f16', '--seed', '7']), '--alias', 'plain']);
+      '--heads', '4', '--heads-kv', '2', '--ffn', '256', '--ctx', '4096', '--type', 'f16', '--seed', '7']), '--alias', 'plain',
+      '-c', '256']);
     ollama = new Ollama({ host: srv.url });
   });
   after(async () => srv.stop());
@@ -419,6 +420,20 @@ describe('ollama api: a model without reasoning markers', () => {
     assert.equal(r.done, true);
     // One model served: unlike the OpenAI routes, another name is still Ollama's 404.
     await assert.rejects(ollama.chat({ model: 'other', messages: user('x') }), (err) => err.status_code === 404);
+  });
+
+  test('truncate (the default) drops the oldest messages to fit the context; truncate: false is a 400', async () => {
+    const turn = 'The cat sat on the mat and looked at the dog. ';
+    const messages = [{ role: 'system', content: 'Be brief.' }];
+    for (let i = 0; i < 16; i++) messages.push({ role: i % 2 ? 'assistant' : 'user', content: `${i}: ${turn}` });
+    messages.push({ role: 'user', content: 'And then?' });
+    const r = await ollama.chat({ model: 'plain', messages, stream: false, options: { num_predict: 2 } });
+    assert.equal(r.done, true);
+    assert.ok(r.prompt_eval_count < 256);
+    const full = await ollama.chat({ model: 'plain', messages: messages.slice(-3), stream: false, options: { num_predict: 1 } });
+    assert.ok(r.prompt_eval_count > full.prompt_eval_count, 'older messages kept while they fit');
+    await assert.rejects(ollama.chat({ model: 'plain', messages, truncate: false }),
+      (err) => err.status_code === 400 && /context/.test(err.error));
   });
 });
 

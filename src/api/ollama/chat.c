@@ -10,6 +10,19 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Removes the first message that is not a system message and not the last one. False when
+ * there is none (nothing left to drop). */
+static bool drop_oldest(json_t *messages)
+{
+    size_t n = json_array_size(messages);
+    for (size_t i = 0; i + 1 < n; i++) {
+        const char *role = json_string_value(json_object_get(json_array_get(messages, i), "role"));
+        if (role && strcmp(role, "system") == 0) continue;
+        return json_array_remove(messages, i) == 0;
+    }
+    return false;
+}
+
 static bool start_chat(const struct api_ctx *ctx, const json_t *req, struct ollama_call *c,
                        json_t *messages, struct api_fail *f)
 {
@@ -29,8 +42,16 @@ static bool start_chat(const struct api_ctx *ctx, const json_t *req, struct olla
         .is_prefill = true, // Ollama continues a last assistant message
         .metrics = ctx->metrics,
     };
+    bool is_truncate = true; // Ollama's default
+    if (!v_bool(req, "truncate", "truncate", &is_truncate, f)) return false;
     int n_prompt = 0;
-    return chat_session_start(&a, &c->session, &n_prompt, f) == ERR_OK;
+    for (;;) {
+        if (chat_session_start(&a, &c->session, &n_prompt, f) == ERR_OK) return true;
+        // Over the context: as Ollama truncates, drop the oldest message that is neither a
+        // system message nor the last, and try again.
+        if (!is_truncate || f->n_ctx == 0 || !drop_oldest(messages)) return false;
+        *f = (struct api_fail){0};
+    }
 }
 
 void api_ollama_chat(const struct api_ctx *ctx, const struct api_request *req,
