@@ -422,6 +422,22 @@ describe('ollama api: a model without reasoning markers, a 256-token context', (
     await assert.rejects(ollama.chat({ model: 'other', messages: user('x') }), (err) => err.status_code === 404);
   });
 
+  test('names: name:tag finds id name-tag, an id with a tag is listed as it is', async () => {
+    const file = synthModel('small', []);
+    for (const id of ['mini-1b', 'mini:q8']) {
+      const r = await post(srv, '/v1/models/load', { model_id: id, model_path: file });
+      assert.equal(r.status, 200, r.text);
+    }
+    const names = (await ollama.list()).models.map((m) => m.name).sort();
+    assert.deepEqual(names, ['mini-1b:latest', 'mini:q8', 'plain:latest']);
+    for (const name of ['mini:1b', 'mini-1b', 'mini-1b:latest', 'mini:q8']) {
+      const r = await ollama.chat({ model: name, messages: user('x'), stream: false, options: { num_predict: 1 } });
+      assert.equal(r.model, name);
+    }
+    await assert.rejects(ollama.chat({ model: 'mini:2b', messages: user('x') }), (err) => err.status_code === 404);
+    for (const id of ['mini-1b', 'mini:q8']) await post(srv, '/v1/models/unload', { model_id: id });
+  });
+
   test('truncate (the default) drops the oldest messages to fit the context; truncate: false is a 400', async () => {
     const turn = 'The cat sat on the mat and looked at the dog. ';
     const messages = [{ role: 'system', content: 'Be brief.' }];
