@@ -13,6 +13,7 @@
 #include "api/anthropic.h"
 #include "api/client_watch.h"
 #include "api/errors.h"
+#include "api/ollama/common.h"
 #include "server/auth.h"
 #include "server/gate.h"
 #include "server/cors.h"
@@ -271,6 +272,12 @@ static bool is_anthropic_path(const char *path)
     return strcmp(path, "/v1/messages") == 0 || strncmp(path, "/v1/messages/", 13) == 0;
 }
 
+/* Ollama's routes answer {"error": "…"}, also before their handler runs. */
+static bool is_ollama_path(const char *path)
+{
+    return strncmp(path, "/api/", 5) == 0;
+}
+
 static enum MHD_Result queue_error(struct MHD_Connection *conn, struct conn_state *cs, int status,
                                    const char *type, const char *code, const char *allow,
                                    const char *message)
@@ -279,6 +286,8 @@ static enum MHD_Result queue_error(struct MHD_Connection *conn, struct conn_stat
     if (is_anthropic_path(cs->path))
         api_respond_json(&resp, status,
                          anthropic_error_json(anthropic_error_type(status), message));
+    else if (is_ollama_path(cs->path))
+        api_respond_json(&resp, status, ollama_error_json(message));
     else
         api_error(&resp, status, type, code, NULL, "%s", message);
     if (allow) api_response_add_header(&resp, "Allow", allow);
@@ -292,6 +301,8 @@ static enum MHD_Result queue_shutting_down(struct MHD_Connection *conn, struct c
     if (is_anthropic_path(cs->path))
         api_respond_json(&resp, 503,
                          anthropic_error_json(anthropic_error_type(503), SHUTDOWN_MESSAGE));
+    else if (is_ollama_path(cs->path))
+        api_respond_json(&resp, 503, ollama_error_json(SHUTDOWN_MESSAGE));
     else
         api_error(&resp, 503, API_TYPE_UNAVAILABLE, API_CODE_SHUTTING_DOWN, NULL, "%s",
                   SHUTDOWN_MESSAGE);
@@ -416,6 +427,8 @@ static void run_handler(struct http_server *s, struct conn_state *cs)
             if (is_anthropic_path(cs->path))
                 api_respond_json(resp, 400,
                                  anthropic_error_json(anthropic_error_type(400), err.msg));
+            else if (is_ollama_path(cs->path))
+                api_respond_json(resp, 400, ollama_error_json(err.msg));
             else
                 api_error(resp, 400, API_TYPE_INVALID_REQUEST, "invalid_json", NULL, "%s", err.msg);
             return;

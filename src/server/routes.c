@@ -3,6 +3,7 @@
 #include "server/routes.h"
 
 #include "api/handlers.h"
+#include "api/ollama/handlers.h"
 
 #include <string.h>
 
@@ -100,6 +101,16 @@ static const struct route table[] = {
     {"POST", "/reranking", api_rerank, ROUTE_BODY_JSON, false},
     {"POST", "/v1/rerank", api_rerank, ROUTE_BODY_JSON, false},
     {"POST", "/v1/reranking", api_rerank, ROUTE_BODY_JSON, false},
+    // Ollama's API (api/ollama/)
+    {"GET", "/api/version", api_ollama_version, ROUTE_BODY_NONE, false},
+    {"GET", "/api/tags", api_ollama_tags, ROUTE_BODY_NONE, false},
+    {"GET", "/api/ps", api_ollama_ps, ROUTE_BODY_NONE, false},
+    {"POST", "/api/show", api_ollama_show, ROUTE_BODY_JSON, false},
+    {"POST", "/api/chat", api_ollama_chat, ROUTE_BODY_JSON, false},
+    {"POST", "/api/generate", api_ollama_generate, ROUTE_BODY_JSON, false},
+    {"POST", "/api/embed", api_ollama_embed, ROUTE_BODY_JSON, false},
+    {"POST", "/api/embeddings", api_ollama_embeddings, ROUTE_BODY_JSON, false},
+    {"POST", "/api/pull", api_ollama_pull, ROUTE_BODY_JSON, false},
 };
 
 const struct route *routes_table(size_t *n_routes)
