@@ -224,7 +224,7 @@ DEMO_MODEL := $(O)/models/demo.gguf
 $(DEMO_MODEL): $(O)/bin/gguf-synth Makefile
 	@mkdir -p $(@D)
 	@$(O)/bin/gguf-synth --arch qwen2 --layers 4 --embd 256 --heads 4 --heads-kv 2 --ffn 512 \
-	  --ctx 2048 --type q8_0 --seed 42 -o $@
+	  --ctx 2048 --type q8_0 --seed 42 --words -o $@
 demo-model: $(DEMO_MODEL)
 
 # deps first, then a fresh make: pkg-config flags are read when make parses this file.
