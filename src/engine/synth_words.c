@@ -61,7 +61,7 @@ int synth_words_count(void)
 
 float synth_words_output_gain(int i)
 {
-    if (i == ID_IM_END) return 3.0f; // answers end about as often as a given word is chosen
+    if (i == ID_IM_END) return 6.0f; // answers end after ~100 words (median), not at n_ctx
     if (i >= N_SPECIALS && i < N_SPECIALS + N_WORDS) return 3.0f;
     const int c = i - N_SPECIALS - N_WORDS + ASCII_FIRST;
     if (c == '.' || c == ',') return 2.5f; // a little punctuation breaks the run of words
