@@ -264,3 +264,15 @@ clean:
 	rm -rf build
 
 -include $(shell find build -name '*.d' 2>/dev/null)
+
+# The chat page (web/) compiled into the server: tools/embed-web.sh turns the files into C
+# arrays (portable C, so cross and sanitizer builds need nothing more; no xxd, no ld -b binary).
+WEB_FILES := $(sort $(wildcard web/*.html web/*.css web/*.js web/*.svg))
+$(O)/gen/webui_assets.c: tools/embed-web.sh $(WEB_FILES)
+	@mkdir -p $(@D)
+	@echo "  GEN $@"
+	@sh tools/embed-web.sh $@ $(WEB_FILES)
+$(O)/gen/webui_assets.o: $(O)/gen/webui_assets.c
+	@echo "  CC  $<"
+	@$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+$(LIB): $(O)/gen/webui_assets.o

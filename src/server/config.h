@@ -70,6 +70,7 @@ struct server_config {
     bool is_cors_no_credentials;    // --no-cors-credentials: origins "*" answers "*"
     char tools[256];                // --tools (accepted; only its CORS default applies)
     char ignored_flags[1024];       // llama-server flags accepted without effect, space-separated
+    bool is_webui_disabled;         // --no-webui: no chat page on GET /
 };
 
 enum config_parse_result {

@@ -265,6 +265,7 @@ static int serve(const struct server_config *config)
         .is_single_model = config->n_model_paths == 1,
         .is_verbose = config->verbosity > 0,
         .slot_save_path = config->slot_save_path[0] ? config->slot_save_path : NULL,
+        .is_webui_disabled = config->is_webui_disabled,
     };
     if (response_store_new(&ctx.responses) != ERR_OK) {
         log_error("out of memory");

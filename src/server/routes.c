@@ -3,6 +3,7 @@
 #include "server/routes.h"
 
 #include "api/handlers.h"
+#include "api/webui/webui.h"
 
 #include <string.h>
 
@@ -100,6 +101,8 @@ static const struct route table[] = {
     {"POST", "/reranking", api_rerank, ROUTE_BODY_JSON, false},
     {"POST", "/v1/rerank", api_rerank, ROUTE_BODY_JSON, false},
     {"POST", "/v1/reranking", api_rerank, ROUTE_BODY_JSON, false},
+    {"GET", "/", api_webui, ROUTE_BODY_NONE, true}, // the chat page: a browser comes keyless
+    {"GET", "/webui/{id}", api_webui, ROUTE_BODY_NONE, true},
 };
 
 const struct route *routes_table(size_t *n_routes)
