@@ -229,9 +229,10 @@ demo-model: $(DEMO_MODEL)
 
 # deps first, then a fresh make: pkg-config flags are read when make parses this file.
 RUN_ARGS ?= -m $(DEMO_MODEL) --alias demo
-# Serving needs no cross toolchain: only the host's build dependencies are installed here.
+# Serving needs no cross toolchain nor the browser test's chromium: only the host's build
+# dependencies are installed here.
 run:
-	@LLAMAPI_DEPS_AARCH64=0 scripts/install-deps.sh
+	@LLAMAPI_DEPS_AARCH64=0 LLAMAPI_DEPS_BROWSER=0 scripts/install-deps.sh
 	@$(MAKE) --no-print-directory all demo-model
 	$(SERVER) $(RUN_ARGS) $(ARGS)
 

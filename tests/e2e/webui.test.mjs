@@ -1,0 +1,274 @@
+// The chat page on GET / in a real browser: Debian's chromium driven by puppeteer-core. Skips
+// (with the reason) when chromium or puppeteer-core is missing. Every step is bounded; the
+// page must make no request to anything but this server and break no CSP rule. A screenshot
+// goes to <build>/artifacts/webui.png.
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { startServer, serverBin } from './lib/server.mjs';
+import { synthModel, tmpDir } from './lib/models.mjs';
+
+const CHROMIUM = [process.env.LLAMAPI_CHROMIUM, '/usr/bin/chromium', '/usr/bin/chromium-browser']
+  .find((p) => p && existsSync(p));
+let puppeteer = null;
+try {
+  puppeteer = (await import('puppeteer-core')).default;
+} catch {
+  // reported by the skip below
+}
+const skip = !CHROMIUM ? 'chromium is not installed (apt-get install chromium, or set LLAMAPI_CHROMIUM)'
+  : !puppeteer ? 'puppeteer-core is not installed (cd tests/e2e && npm ci)' : false;
+if (skip) console.log(`# webui: skipped: ${skip}`);
+
+// The demo model as make run writes it, and a slower one of the same vocabulary.
+const DEMO = ['--arch', 'qwen2', '--layers', '4', '--embd', '256', '--heads', '4', '--heads-kv', '2',
+  '--ffn', '512', '--ctx', '2048', '--type', 'q8_0', '--seed', '42', '--words'];
+const LONG = ['--arch', 'qwen2', '--layers', '6', '--embd', '512', '--heads', '8', '--heads-kv', '2',
+  '--ffn', '2048', '--ctx', '4096', '--type', 'f32', '--seed', '3', '--words'];
+const READABLE = /^[A-Za-z.,\s]+$/;
+const STEP_MS = 30000;
+// A 1x1 PNG.
+const PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==', 'base64');
+const artifacts = path.join(path.dirname(path.dirname(serverBin)), 'artifacts');
+
+async function launch() {
+  return puppeteer.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    defaultViewport: { width: 1100, height: 760 },
+    timeout: STEP_MS,
+    protocolTimeout: STEP_MS * 2,
+    // As root (CI, this sandbox) chromium refuses to start without --no-sandbox.
+    args: [...(process.getuid?.() === 0 ? ['--no-sandbox'] : []), '--disable-dev-shm-usage',
+      '--no-first-run', '--disable-gpu'],
+  });
+}
+
+// A page that records requests to other origins, CSP refusals and script errors.
+async function openPage(context, server) {
+  const page = await context.newPage();
+  page.setDefaultTimeout(STEP_MS);
+  const problems = [];
+  page.on('request', (r) => {
+    const url = r.url();
+    if (!url.startsWith(server.url) && !url.startsWith('data:') && !url.startsWith('blob:'))
+      problems.push(`request to ${url}`);
+  });
+  page.on('console', (m) => {
+    if (/Content.Security.Policy|Refused to/i.test(m.text())) problems.push(`console: ${m.text()}`);
+  });
+  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  await page.goto(`${server.url}/`, { waitUntil: 'load' });
+  return { page, problems };
+}
+
+const text = (page, sel) => page.$eval(sel, (e) => e.textContent);
+const count = (page, sel) => page.$$eval(sel, (l) => l.length);
+
+describe('chat page', { skip, timeout: 300000 }, () => {
+  let server;
+  let browser;
+  let page;
+  let problems;
+  let firstAnswer;
+
+  before(async () => {
+    server = await startServer(['-m', synthModel('demo', DEMO), '--alias', 'demo',
+      '-m', synthModel('long', LONG), '--ignore-eos', '--threads', '1']);
+    browser = await launch();
+    ({ page, problems } = await openPage(browser.defaultBrowserContext(), server));
+  });
+  after(async () => {
+    if (page && !page.isClosed()) {
+      mkdirSync(artifacts, { recursive: true });
+      await page.screenshot({ path: path.join(artifacts, 'webui.png') }).catch(() => {});
+    }
+    await browser?.close();
+    await server?.stop();
+  });
+
+  test('the page comes from the binary with a strict policy', { timeout: STEP_MS }, async () => {
+    const res = await fetch(`${server.url}/`);
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-type'), /^text\/html/);
+    const csp = res.headers.get('content-security-policy');
+    assert.match(csp, /default-src 'none'/);
+    assert.match(csp, /script-src 'self'/);
+    assert.match(csp, /connect-src 'self'/);
+    assert.equal(res.headers.get('x-content-type-options'), 'nosniff');
+    assert.equal((await fetch(`${server.url}/webui/app.js`)).status, 200);
+    assert.equal((await fetch(`${server.url}/webui/missing.js`)).status, 404);
+  });
+
+  test('models are listed; the demo answers, streamed, with tokens per second', { timeout: STEP_MS * 2 }, async () => {
+    await page.waitForFunction(() => document.querySelectorAll('#model option').length >= 2);
+    const ids = await page.$$eval('#model option', (l) => l.map((o) => o.value));
+    assert.deepEqual(ids.sort(), ['demo', 'long']);
+    await page.select('#model', 'demo');
+    await page.waitForFunction(() => document.querySelector('#model-info').textContent.includes('text only'));
+    // The sampling settings are sent: a bounded answer (the server ignores end tokens).
+    await page.click('#settings summary');
+    await page.type('#set-max_tokens', '40');
+    await page.type('#set-seed', '7');
+    await page.type('#input', 'Hello, who are you?');
+    await page.keyboard.press('Enter');
+    await page.waitForFunction(() => document.querySelector('.msg.assistant .stats')?.textContent.includes('tokens/s'));
+    firstAnswer = await text(page, '.msg.assistant .content');
+    assert.match(firstAnswer, READABLE);
+    assert.ok(firstAnswer.trim().split(/\s+/).length >= 10, firstAnswer);
+    assert.match(await text(page, '.msg.assistant .stats'), /^40 tokens · [\d.]+ tokens\/s · finish: length$/);
+    assert.equal(await text(page, '.msg.user .body'), 'Hello, who are you?');
+    assert.equal(await text(page, '#send'), 'Send');
+  });
+
+  test('a long answer streams in and the stop button ends it', { timeout: STEP_MS * 3 }, async () => {
+    await page.click('#new-chat');
+    await page.select('#model', 'long');
+    // No token limit: the long model would write until its 4096-token context is full.
+    await page.$eval('#set-max_tokens', (e) => {
+      e.value = '';
+      e.dispatchEvent(new Event('input'));
+    });
+    await page.type('#input', 'Tell me a very long story');
+    await page.click('#send');
+    // Text on the page while the answer is still running: it streams.
+    await page.waitForFunction(() => {
+      const c = document.querySelector('.msg.assistant .content');
+      return c && c.textContent.trim().split(/\s+/).length >= 3 && document.querySelector('#send').textContent === 'Stop';
+    });
+    await page.click('#send');
+    await page.waitForFunction(() => document.querySelector('#send').textContent === 'Send');
+    const stopped = await text(page, '.msg.assistant .content');
+    assert.match(await text(page, '.msg.assistant .stats'), /stopped/);
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.equal(await text(page, '.msg.assistant .content'), stopped, 'nothing more arrives');
+    assert.match(stopped, READABLE);
+    // The server let the request go: the long model is idle again.
+    const deadline = Date.now() + 10000;
+    for (;;) {
+      const slots = await (await fetch(`${server.url}/slots?model=long`)).json();
+      assert.ok(Array.isArray(slots) && slots.length >= 1, JSON.stringify(slots));
+      if (slots.every((s) => !s.is_processing)) break;
+      assert.ok(Date.now() < deadline, 'the stopped request still runs');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  });
+
+  test('conversations survive a reload; rename and delete', { timeout: STEP_MS * 2 }, async () => {
+    await page.reload({ waitUntil: 'load' });
+    await page.waitForSelector('#conversations li');
+    assert.equal(await count(page, '#conversations li'), 2);
+    // The first conversation (listed last) holds the demo's answer as it was.
+    await page.click('#conversations li:last-child .title');
+    await page.waitForFunction(() => document.querySelector('.msg.user .body')?.textContent === 'Hello, who are you?');
+    assert.equal(await text(page, '.msg.assistant .content'), firstAnswer);
+    assert.equal(await page.$eval('#model', (e) => e.value), 'demo');
+    assert.equal(await page.$eval('#set-seed', (e) => e.value), '7', 'settings are kept too');
+    await page.click('#conversations li:last-child .rename');
+    await page.keyboard.down('Control');
+    await page.keyboard.press('a');
+    await page.keyboard.up('Control');
+    await page.keyboard.type('Greetings');
+    await page.keyboard.press('Enter');
+    assert.equal(await text(page, '#conversations li:last-child .title'), 'Greetings');
+    await page.click('#conversations li:first-child .delete');
+    assert.equal(await count(page, '#conversations li'), 2, 'the first click only arms the button');
+    await page.click('#conversations li:first-child .delete');
+    assert.equal(await count(page, '#conversations li'), 1);
+    await page.reload({ waitUntil: 'load' });
+    await page.waitForSelector('#conversations li');
+    assert.deepEqual(await page.$$eval('#conversations li .title', (l) => l.map((e) => e.textContent)), ['Greetings']);
+  });
+
+  test('model text is never markup: stored HTML and scripts render as text', { timeout: STEP_MS }, async () => {
+    await page.evaluate(() => {
+      const convs = JSON.parse(localStorage.getItem('llamapi.conversations'));
+      convs[0].messages.push({ role: 'assistant', model: 'demo', reasoning: 'thinking <b>hard</b>',
+        content: '<img src=x onerror="window.pwned=1"> **bold** [bad](javascript:window.pwned=2) ' +
+          '[good](https://example.org/)\n\n```html\n<script>window.pwned=3</script>\n```' });
+      localStorage.setItem('llamapi.conversations', JSON.stringify(convs));
+    });
+    await page.reload({ waitUntil: 'load' });
+    await page.waitForFunction(() => document.querySelectorAll('.msg.assistant').length === 2);
+    const r = await page.evaluate(() => {
+      const c = document.querySelectorAll('.msg.assistant .content')[1];
+      const details = document.querySelectorAll('.msg.assistant .reasoning')[1];
+      return { pwned: window.pwned ?? null, imgs: c.querySelectorAll('img').length,
+        scripts: document.querySelectorAll('script:not([src])').length, strong: c.querySelector('strong')?.textContent,
+        links: [...c.querySelectorAll('a')].map((a) => a.getAttribute('href')), code: c.querySelector('pre code')?.textContent,
+        text: c.textContent, reasoningOpen: details.open, reasoning: details.querySelector('div').textContent };
+    });
+    assert.equal(r.pwned, null);
+    assert.equal(r.imgs, 0);
+    assert.equal(r.scripts, 0);
+    assert.equal(r.strong, 'bold');
+    assert.deepEqual(r.links, ['https://example.org/']);
+    assert.equal(r.code, '<script>window.pwned=3</script>');
+    assert.ok(r.text.includes('<img src=x onerror="window.pwned=1">'), r.text);
+    assert.equal(r.reasoningOpen, false, 'reasoning is collapsed');
+    assert.equal(r.reasoning, 'thinking <b>hard</b>');
+  });
+
+  test('an image for a text-only model is refused on the page', { timeout: STEP_MS }, async () => {
+    await page.select('#model', 'demo');
+    const file = path.join(tmpDir, 'pixel.png');
+    writeFileSync(file, PNG);
+    const input = await page.$('#file');
+    await input.uploadFile(file);
+    await page.waitForFunction(() => !document.querySelector('#notice').hidden);
+    assert.match(await text(page, '#notice'), /demo is text-only: it cannot read images/);
+    assert.equal(await count(page, '#attachments .chip'), 0);
+  });
+
+  test('no request left this server, no policy was broken', () => {
+    assert.deepEqual(problems, []);
+  });
+});
+
+describe('chat page with --api-key', { skip, timeout: 120000 }, () => {
+  let server;
+  let browser;
+
+  before(async () => {
+    server = await startServer(['-m', synthModel('demo', DEMO), '--alias', 'demo', '--api-key', 'sesame']);
+    browser = await launch();
+  });
+  after(async () => {
+    await browser?.close();
+    await server?.stop();
+  });
+
+  test('asks for the key once, says when it is wrong, keeps it', { timeout: STEP_MS * 2 }, async () => {
+    const context = await browser.createBrowserContext(); // fresh storage
+    const { page, problems } = await openPage(context, server);
+    await page.waitForSelector('#key-dialog:not([hidden])');
+    await page.type('#key-input', 'wrong');
+    await page.click('#key-save');
+    await page.waitForFunction(() => document.querySelector('#key-error').textContent.includes('refused'));
+    await page.type('#key-input', 'sesame');
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('#key-dialog', { hidden: true });
+    await page.waitForFunction(() => document.querySelector('#model').value === 'demo');
+    await page.reload({ waitUntil: 'load' });
+    await page.waitForFunction(() => document.querySelector('#model').value === 'demo');
+    assert.equal(await page.$eval('#key-dialog', (e) => e.hidden), true, 'not asked again');
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+});
+
+describe('--no-webui', () => {
+  test('/ is an unknown path again', { timeout: STEP_MS }, async () => {
+    const server = await startServer(['--no-webui']);
+    try {
+      for (const p of ['/', '/webui/app.js']) {
+        const res = await fetch(`${server.url}${p}`);
+        assert.equal(res.status, 404);
+        assert.equal((await res.json()).error.code, 'not_found');
+      }
+    } finally {
+      await server.stop();
+    }
+  });
+});
