@@ -9,15 +9,17 @@ import path from 'node:path';
 import { startServer, serverBin } from './lib/server.mjs';
 import { synthModel, tmpDir } from './lib/models.mjs';
 
-const CHROMIUM = [process.env.LLAMAPI_CHROMIUM, '/usr/bin/chromium', '/usr/bin/chromium-browser']
-  .find((p) => p && existsSync(p));
+// LLAMAPI_CHROMIUM names the browser (only it is tried); else Debian's.
+const CHROMIUM = (process.env.LLAMAPI_CHROMIUM ? [process.env.LLAMAPI_CHROMIUM]
+  : ['/usr/bin/chromium', '/usr/bin/chromium-browser']).find((p) => existsSync(p));
 let puppeteer = null;
 try {
   puppeteer = (await import('puppeteer-core')).default;
 } catch {
   // reported by the skip below
 }
-const skip = !CHROMIUM ? 'chromium is not installed (apt-get install chromium, or set LLAMAPI_CHROMIUM)'
+const skip = !CHROMIUM ? `chromium is not installed (apt-get install chromium, or set LLAMAPI_CHROMIUM)${
+  process.env.LLAMAPI_CHROMIUM ? `: no ${process.env.LLAMAPI_CHROMIUM}` : ''}`
   : !puppeteer ? 'puppeteer-core is not installed (cd tests/e2e && npm ci)' : false;
 if (skip) console.log(`# webui: skipped: ${skip}`);
 
@@ -30,6 +32,25 @@ const READABLE = /^[A-Za-z.,\s]+$/;
 const STEP_MS = 30000;
 // A 1x1 PNG.
 const PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==', 'base64');
+// A short 8 kHz mono 16-bit WAV.
+function wavFile() {
+  const n = 800;
+  const b = Buffer.alloc(44 + n * 2);
+  b.write('RIFF', 0);
+  b.writeUInt32LE(36 + n * 2, 4);
+  b.write('WAVEfmt ', 8);
+  b.writeUInt32LE(16, 16);
+  b.writeUInt16LE(1, 20);
+  b.writeUInt16LE(1, 22);
+  b.writeUInt32LE(8000, 24);
+  b.writeUInt32LE(16000, 28);
+  b.writeUInt16LE(2, 32);
+  b.writeUInt16LE(16, 34);
+  b.write('data', 36);
+  b.writeUInt32LE(n * 2, 40);
+  for (let i = 0; i < n; i++) b.writeInt16LE(Math.round(8000 * Math.sin(i / 4)), 44 + i * 2);
+  return b;
+}
 const artifacts = path.join(path.dirname(path.dirname(serverBin)), 'artifacts');
 
 async function launch() {
@@ -221,6 +242,48 @@ describe('chat page', { skip, timeout: 300000 }, () => {
     assert.equal(await count(page, '#attachments .chip'), 0);
   });
 
+  test('a model that takes images and audio: attachments go out as content parts', { timeout: STEP_MS * 2 }, async () => {
+    // The demo is text-only; the page is told otherwise (its /props answer is replaced), so
+    // it attaches, and the server's own refusal is what the answer shows.
+    const context = await browser.createBrowserContext();
+    const p = await context.newPage();
+    p.setDefaultTimeout(STEP_MS);
+    await p.setRequestInterception(true);
+    const sent = [];
+    p.on('request', (r) => {
+      if (r.url().includes('/props?model=')) {
+        r.respond({ status: 200, contentType: 'application/json',
+          body: JSON.stringify({ modalities: { vision: true, audio: true } }) });
+        return;
+      }
+      if (r.url().endsWith('/v1/chat/completions')) sent.push(JSON.parse(r.postData()));
+      r.continue();
+    });
+    await p.goto(`${server.url}/`, { waitUntil: 'load' });
+    await p.waitForFunction(() => document.querySelector('#model-info').textContent.includes('accepts images and audio'));
+    await p.select('#model', 'demo');
+    const png = path.join(tmpDir, 'pixel.png');
+    writeFileSync(png, PNG);
+    const wav = path.join(tmpDir, 'tone.wav');
+    writeFileSync(wav, wavFile());
+    await (await p.$('#file')).uploadFile(png, wav);
+    await p.waitForFunction(() => document.querySelectorAll('#attachments .chip').length === 2);
+    await p.type('#input', 'What is in these?');
+    await p.click('#send');
+    await p.waitForFunction(() => document.querySelector('.msg.assistant .error')?.textContent);
+    assert.match(await text(p, '.msg.assistant .error'), /does not accept (image|audio) input/);
+    assert.equal(await count(p, '.msg.user .thumbs img'), 1);
+    assert.equal(await count(p, '.msg.user .thumbs audio'), 1);
+    assert.equal(await count(p, '#attachments .chip'), 0);
+    assert.equal(sent.length, 1);
+    const parts = sent[0].messages.at(-1).content;
+    assert.deepEqual(parts.map((x) => x.type), ['text', 'image_url', 'input_audio']);
+    assert.equal(parts[1].image_url.url, `data:image/png;base64,${PNG.toString('base64')}`);
+    assert.deepEqual(parts[2].input_audio, { data: wavFile().toString('base64'), format: 'wav' });
+    assert.equal(sent[0].stream, true);
+    await context.close();
+  });
+
   test('no request left this server, no policy was broken', () => {
     assert.deepEqual(problems, []);
   });
@@ -255,6 +318,44 @@ describe('chat page with --api-key', { skip, timeout: 120000 }, () => {
     assert.equal(await page.$eval('#key-dialog', (e) => e.hidden), true, 'not asked again');
     assert.deepEqual(problems, []);
     await context.close();
+  });
+});
+
+describe('the Markdown renderer (no browser needed)', () => {
+  test('text stays text; only safe links; code kept verbatim', async () => {
+    const { parseMarkdown, parseInline, safeUrl } = await import('../../web/markdown.js');
+    const strings = (nodes) => JSON.stringify(nodes);
+    // Markup in model output is a string node, never a tag of its own.
+    const p = parseMarkdown('<img src=x onerror=alert(1)> <script>alert(2)</script>');
+    assert.deepEqual(p, [{ t: 'p', c: ['<img src=x onerror=alert(1)> <script>alert(2)</script>'] }]);
+    for (const bad of ['javascript:alert(1)', 'JaVaScRiPt:alert(1)', 'data:text/html,<b>x</b>',
+      'vbscript:x', ' javascript:alert(1)', 'file:///etc/passwd'])
+      assert.equal(safeUrl(bad), null, bad);
+    assert.equal(safeUrl('https://example.org/a?b=c'), 'https://example.org/a?b=c');
+    assert.ok(!strings(parseInline('[x](javascript:alert(1))')).includes('"href"'));
+    assert.deepEqual(parseInline('[x](https://a.example/)'), [{ t: 'a', href: 'https://a.example/', c: ['x'] }]);
+    assert.deepEqual(parseMarkdown('```js\nif (a < b) { x(); }\n```'),
+      [{ t: 'pre', lang: 'js', text: 'if (a < b) { x(); }' }]);
+    // While streaming, an open fence is already a code block.
+    assert.deepEqual(parseMarkdown('Look:\n```py\nprint(1)'),
+      [{ t: 'p', c: ['Look:'] }, { t: 'pre', lang: 'py', text: 'print(1)' }]);
+  });
+
+  test('blocks and inline spans', async () => {
+    const { parseMarkdown, parseInline } = await import('../../web/markdown.js');
+    assert.deepEqual(parseMarkdown('# Title\n\n- a\n- b\n\n2. x\n3. y\n\n> q\n\n---'), [
+      { t: 'h', level: 1, c: ['Title'] },
+      { t: 'ul', start: 1, items: [['a'], ['b']] },
+      { t: 'ol', start: 2, items: [['x'], ['y']] },
+      { t: 'quote', c: [{ t: 'p', c: ['q'] }] },
+      { t: 'hr' },
+    ]);
+    assert.deepEqual(parseInline('**b** *i* `c` ~~s~~ snake_case_name'), [
+      { t: 'strong', c: ['b'] }, ' ', { t: 'em', c: ['i'] }, ' ', { t: 'code', text: 'c' }, ' ',
+      { t: 'del', c: ['s'] }, ' snake_case_name',
+    ]);
+    assert.deepEqual(parseInline('line one\nline two'), ['line one', { t: 'br' }, 'line two']);
+    assert.deepEqual(parseInline('\\*not em\\*'), ['*not em*']);
   });
 });
 
