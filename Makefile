@@ -269,7 +269,7 @@ clean:
 # The chat page (web/) compiled into the server: tools/embed-web.sh turns the files into C
 # arrays (portable C, so cross and sanitizer builds need nothing more; no xxd, no ld -b binary).
 WEB_FILES := $(sort $(wildcard web/*.html web/*.css web/*.js web/*.svg))
-$(O)/gen/webui_assets.c: tools/embed-web.sh $(WEB_FILES)
+$(O)/gen/webui_assets.c: tools/embed-web.sh web $(WEB_FILES) # web: a file removed
 	@mkdir -p $(@D)
 	@echo "  GEN $@"
 	@sh tools/embed-web.sh $@ $(WEB_FILES)

@@ -30,11 +30,19 @@ function loadJson(key, fallback) {
 }
 
 function saveConvs() {
+  localStorage.setItem(STORE.current, state.currentId);
   try {
     localStorage.setItem(STORE.convs, JSON.stringify(state.convs));
-    localStorage.setItem(STORE.current, state.currentId);
-  } catch (e) {
-    showNotice(`Could not save the conversation in this browser: ${e.message}`);
+  } catch {
+    // Over the storage quota (attachments are data URLs): keep the text, drop their bytes.
+    const slim = JSON.stringify(state.convs, (k, v) =>
+      (k === 'url' || k === 'data') && typeof v === 'string' && v.length > 1024 ? undefined : v);
+    try {
+      localStorage.setItem(STORE.convs, slim);
+      showNotice('Attachments are too large to keep in this browser: conversations are saved without them.');
+    } catch (e) {
+      showNotice(`Could not save the conversation in this browser: ${e.message}`);
+    }
   }
 }
 
@@ -275,7 +283,8 @@ function messageNode(msg) {
     const body = el('div', { class: 'body', text: msg.content });
     const thumbs = el('div', { class: 'thumbs' });
     for (const a of msg.attachments || []) {
-      if (a.kind === 'image') thumbs.append(el('img', { src: a.url, alt: a.name }));
+      if (!a.url && !a.data) thumbs.append(el('span', { class: 'chip', text: `${a.name} (not kept)` }));
+      else if (a.kind === 'image') thumbs.append(el('img', { src: a.url, alt: a.name }));
       else thumbs.append(el('audio', { src: `data:audio/${a.format};base64,${a.data}`, controls: '' }));
     }
     if (thumbs.childNodes.length) body.append(thumbs);
@@ -385,10 +394,11 @@ function requestMessages(conv) {
     const parts = [];
     if (m.content) parts.push({ type: 'text', text: m.content });
     for (const a of m.attachments) {
+      if (!a.url && !a.data) continue; // not kept (storage quota)
       if (a.kind === 'image') parts.push({ type: 'image_url', image_url: { url: a.url } });
       else parts.push({ type: 'input_audio', input_audio: { data: a.data, format: a.format } });
     }
-    out.push({ role: 'user', content: parts });
+    out.push({ role: 'user', content: parts.length ? parts : m.content });
   }
   return out;
 }
