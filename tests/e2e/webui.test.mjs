@@ -284,6 +284,52 @@ describe('chat page', { skip, timeout: 300000 }, () => {
     await context.close();
   });
 
+  test('reasoning deltas go to a collapsed block; a mid-stream error is shown', { timeout: STEP_MS * 2 }, async () => {
+    // Canned event streams in the server's framing (a reasoning model is not at hand here).
+    const chunk = (delta, extra = {}) => `data: ${JSON.stringify({ object: 'chat.completion.chunk',
+      choices: [{ index: 0, delta, finish_reason: null }], ...extra })}\n\n`;
+    const streams = [
+      chunk({ role: 'assistant', content: null }) + chunk({ reasoning_content: 'Let me ' }) +
+        chunk({ reasoning_content: 'think.' }) + chunk({ content: 'The **answer**' }) +
+        chunk({ content: ' is 42.' }) +
+        `data: ${JSON.stringify({ choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })}\n\n` +
+        `data: ${JSON.stringify({ choices: [], usage: { completion_tokens: 6 },
+          timings: { predicted_n: 6, predicted_per_second: 12.5 } })}\n\ndata: [DONE]\n\n`,
+      chunk({ content: 'Half an' }) +
+        `event: error\ndata: ${JSON.stringify({ error: { message: 'the model file was truncated' } })}\n\n`,
+    ];
+    const context = await browser.createBrowserContext();
+    const p = await context.newPage();
+    p.setDefaultTimeout(STEP_MS);
+    await p.setRequestInterception(true);
+    p.on('request', (r) => {
+      if (r.url().endsWith('/v1/chat/completions'))
+        r.respond({ status: 200, contentType: 'text/event-stream', body: streams.shift() });
+      else r.continue();
+    });
+    await p.goto(`${server.url}/`, { waitUntil: 'load' });
+    await p.waitForFunction(() => document.querySelector('#model').value);
+    await p.type('#input', 'What is the answer?');
+    await p.click('#send');
+    await p.waitForFunction(() => document.querySelector('.msg.assistant .stats')?.textContent.includes('tokens/s'));
+    const r = await p.evaluate(() => {
+      const d = document.querySelector('.msg.assistant .reasoning');
+      return { hidden: d.hidden, open: d.open, reasoning: d.querySelector('div').textContent,
+        content: document.querySelector('.msg.assistant .content').textContent,
+        strong: document.querySelector('.msg.assistant .content strong')?.textContent,
+        stats: document.querySelector('.msg.assistant .stats').textContent };
+    });
+    assert.deepEqual(r, { hidden: false, open: false, reasoning: 'Let me think.', content: 'The answer is 42.',
+      strong: 'answer', stats: '6 tokens · 12.5 tokens/s' });
+    await p.type('#input', 'And then?');
+    await p.click('#send');
+    await p.waitForFunction(() => document.querySelectorAll('.msg.assistant .error')[1]?.textContent);
+    assert.equal(await p.$$eval('.msg.assistant .error', (l) => l[1].textContent), 'the model file was truncated');
+    assert.equal(await p.$$eval('.msg.assistant .content', (l) => l[1].textContent), 'Half an');
+    assert.equal(await p.$$eval('.msg.assistant .reasoning', (l) => l[1].hidden), true, 'no reasoning, no block');
+    await context.close();
+  });
+
   test('no request left this server, no policy was broken', () => {
     assert.deepEqual(problems, []);
   });
