@@ -9,6 +9,7 @@
 
 #include "api/webui/webui.h"
 #include "api/webui/webui_assets.h"
+#include "util/mem.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -105,12 +106,32 @@ static void test_unknown_and_disabled_are_404(void **state)
     buf_deinit(&r.body);
 }
 
+/* Out of memory while copying a file: a 500 error, nothing leaked, and the next answer whole. */
+static void test_allocation_failure(void **state)
+{
+    (void)state;
+    struct api_ctx ctx = {0};
+    struct api_response r;
+    const int64_t live = mem_live_count();
+    mem_fail_after(0);
+    get(&ctx, "/", "", &r);
+    mem_fail_after(-1);
+    assert_int_equal(r.status, 500);
+    assert_null(header_of(&r, "Content-Security-Policy"));
+    buf_deinit(&r.body);
+    assert_int_equal(mem_live_count(), live);
+    get(&ctx, "/", "", &r);
+    assert_int_equal(r.status, 200);
+    buf_deinit(&r.body);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_root_is_the_page),
         cmocka_unit_test(test_every_file_served),
         cmocka_unit_test(test_unknown_and_disabled_are_404),
+        cmocka_unit_test(test_allocation_failure),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
