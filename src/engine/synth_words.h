@@ -13,8 +13,8 @@
 int synth_words_count(void);
 
 /* Gain of token i's row of the output matrix: words and punctuation large, so sampling favours
- * them, the end-of-turn token as a word, and 0 for single characters and control tokens (their
- * logit stays 0 and top-k / min-p drop them). i must be in [0, synth_words_count()). Cannot
+ * them, the end-of-turn token twice a word's (so answers end), and 0 for single characters and
+ * control tokens (their logit stays 0 and top-k / min-p drop them). i must be in [0, synth_words_count()). Cannot
  * fail. */
 float synth_words_output_gain(int i);
 
