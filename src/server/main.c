@@ -292,6 +292,9 @@ static int serve(const struct server_config *config)
     // and requests for them wait until they are ready.
     log_info("llamapi-server %s listening on http://%s:%d", LLAMAPI_VERSION, config->host,
              http_server_port(http));
+    if (!config->is_webui_disabled)
+        log_info("chat page: open http://%s:%d/ in a browser", config->host,
+                 http_server_port(http));
     int startup_rc = load_startup_models(config, manager);
     atomic_store(&is_starting, false);
     if (startup_rc != 0) {
