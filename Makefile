@@ -225,14 +225,15 @@ DEMO_MODEL := $(O)/models/demo.gguf
 $(DEMO_MODEL): $(O)/bin/gguf-synth Makefile
 	@mkdir -p $(@D)
 	@$(O)/bin/gguf-synth --arch qwen2 --layers 4 --embd 256 --heads 4 --heads-kv 2 --ffn 512 \
-	  --ctx 2048 --type q8_0 --seed 42 -o $@
+	  --ctx 2048 --type q8_0 --seed 42 --words -o $@
 demo-model: $(DEMO_MODEL)
 
 # deps first, then a fresh make: pkg-config flags are read when make parses this file.
 RUN_ARGS ?= -m $(DEMO_MODEL) --alias demo
-# Serving needs no cross toolchain: only the host's build dependencies are installed here.
+# Serving needs no cross toolchain nor the browser test's chromium: only the host's build
+# dependencies are installed here.
 run:
-	@LLAMAPI_DEPS_AARCH64=0 scripts/install-deps.sh
+	@LLAMAPI_DEPS_AARCH64=0 LLAMAPI_DEPS_BROWSER=0 scripts/install-deps.sh
 	@$(MAKE) --no-print-directory all demo-model
 	$(SERVER) $(RUN_ARGS) $(ARGS)
 
@@ -278,3 +279,15 @@ clean:
 	rm -rf build
 
 -include $(shell find build -name '*.d' 2>/dev/null)
+
+# The chat page (web/) compiled into the server: tools/embed-web.sh turns the files into C
+# arrays (portable C, so cross and sanitizer builds need nothing more; no xxd, no ld -b binary).
+WEB_FILES := $(sort $(wildcard web/*.html web/*.css web/*.js web/*.svg))
+$(O)/gen/webui_assets.c: tools/embed-web.sh web $(WEB_FILES) # web: a file removed
+	@mkdir -p $(@D)
+	@echo "  GEN $@"
+	@sh tools/embed-web.sh $@ $(WEB_FILES)
+$(O)/gen/webui_assets.o: $(O)/gen/webui_assets.c
+	@echo "  CC  $<"
+	@$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+$(LIB): $(O)/gen/webui_assets.o

@@ -57,6 +57,22 @@ if [[ ${LLAMAPI_DEPS_AARCH64:-1} != 0 && $(dpkg --print-architecture) == amd64 ]
     fi
 fi
 
+# The e2e suite's browser test (tests/e2e/webui.test.mjs) drives Debian's chromium and skips
+# without it, so a missing browser is a notice, not a failure. LLAMAPI_DEPS_BROWSER=0 skips it
+# (make run: serving needs no browser).
+if [[ ${LLAMAPI_DEPS_BROWSER:-1} != 0 ]] &&
+    ! dpkg-query -W -f='${Status}' chromium 2>/dev/null | grep -q "install ok installed"; then
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "note: the browser test needs chromium (sudo apt-get install -y chromium)" >&2
+    else
+        echo "installing (browser test): chromium"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium \
+            >/dev/null || { apt-get update -qq &&
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+                chromium >/dev/null; }
+    fi
+fi
+
 if [[ -f tests/e2e/package.json ]]; then
     if [[ ! -d tests/e2e/node_modules ]] || [[ tests/e2e/package-lock.json -nt tests/e2e/node_modules ]]; then
         (cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error)

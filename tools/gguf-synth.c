@@ -38,6 +38,8 @@ static void usage(FILE *f)
             "  --experts N       experts per MoE layer (8)\n"
             "  --experts-used K  experts each token uses (2)\n"
             "  --vocab-from F    copy every tokenizer.* key from GGUF file F\n"
+            "  --words           a vocabulary of whole English words and no byte tokens, its\n"
+            "                    output rows favouring words (readable, valid UTF-8 gibberish)\n"
             "  --pooling N       write <arch>.pooling_type N (0 none, 1 mean, 2 cls, 3 last,\n"
             "                    4 rank); bert writes 1 unless given, decoders nothing\n"
             "  --cls-out N       a reranker's classification head with N outputs and N\n"
@@ -68,6 +70,10 @@ static int parse_args(int argc, char **argv, struct synth_params *p, const char 
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int bad = 0;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return 2;
+        if (!strcmp(a, "--words")) {
+            p->is_words_vocab = true;
+            continue;
+        }
         if (!strcmp(a, "--tied")) {
             p->tied = true;
             continue;

@@ -43,6 +43,7 @@ struct api_ctx {
     bool is_single_model;       // started with one -m and no router: any name serves that model
     bool is_verbose;            // --verbose: chat answers carry __verbose
     const char *slot_save_path; // --slot-save-path directory (borrowed) or NULL: slot actions off
+    bool is_webui_disabled;     // --no-webui: GET / and /webui/* are 404
 };
 
 /* Returns the value of a request header (case-insensitive name) or NULL. */
@@ -81,7 +82,7 @@ struct api_response {
     int n_headers;
     struct {
         const char *name; // static string
-        char value[128];
+        char value[256];  // a Content-Security-Policy needs more than 128
     } headers[API_MAX_HEADERS];
 };
 
@@ -96,7 +97,7 @@ void api_respond_json(struct api_response *resp, int status, json_t *j);
 void api_respond_text(struct api_response *resp, int status, const char *content_type,
                       const char *text);
 
-/* Adds a response header (name static; value copied, truncated to 127 bytes). Ignored when
+/* Adds a response header (name static; value copied, truncated to 255 bytes). Ignored when
  * API_MAX_HEADERS are already set. */
 void api_response_add_header(struct api_response *resp, const char *name, const char *value);
 

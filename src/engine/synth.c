@@ -5,6 +5,7 @@
 #include "engine/synth.h"
 
 #include "engine/quants/quants.h"
+#include "engine/synth_words.h"
 #include "util/mem.h"
 
 #include <math.h>
@@ -130,6 +131,7 @@ struct synth {
     int n_swa;    // resolved window, 0: none
     int n_expert; // resolved expert counts (mixture-of-experts families)
     int n_expert_used;
+    float (*row_gain)(int row); // set while the output matrix is written: row i is scaled by it
 };
 
 /* Adds a tensor of n_out rows of n_in values uniform in [-scale, scale] + offset, stored as
@@ -152,6 +154,8 @@ static int add_tensor(struct synth *s, const char *name, int64_t n_in, int64_t n
     if (x && q) {
         for (int64_t i = 0; i < n; i++)
             x[i] = offset + scale * rng_unit(&s->rng);
+        for (int64_t i = 0; s->row_gain && i < n; i++)
+            x[i] *= s->row_gain((int)(i / n_in));
         tr->from_float(x, q, n);
         int64_t ne[2] = {n_in, n_out};
         rc = gguf_writer_add_tensor(s->w, name, type, n_out > 1 ? 2 : 1, ne, q,
@@ -380,8 +384,10 @@ static int add_globals(struct synth *s, bool is_bert)
         return rc;
     }
     if (rc == ERR_OK) rc = add_vec(s, "output_norm.weight", e, 0.1f, 1.0f);
+    if (p->is_words_vocab) s->row_gain = synth_words_output_gain;
     if (rc == ERR_OK && !p->tied)
         rc = add_mat(s, "output.weight", e, p->n_vocab, s->is_mix ? QUANT_Q6_K : s->type);
+    s->row_gain = NULL;
     if (rc == ERR_OK && arch_is(p, "phi3")) {
         // LongRoPE divisors: near 1 for short contexts, growing with the pair for long ones.
         const int half = s->n_rot / 2;
@@ -754,7 +760,10 @@ static int check_params(const struct synth_params *p, struct synth *s, struct er
     if (is_olmo && (p->n_head_kv != p->n_head || s->head_dim * p->n_head != p->n_embd))
         return errmsg_set(err, ERR_INVALID,
                           "%s needs heads-kv == heads and head-dim * heads == embd", p->arch);
-    if (!p->vocab_from && p->n_vocab < synth_builtin_vocab_size(p->arch))
+    if (p->is_words_vocab && (is_bert || p->vocab_from))
+        return errmsg_set(err, ERR_INVALID,
+                          "the words vocabulary is for decoders, not with a copied one");
+    if (!p->vocab_from && !p->is_words_vocab && p->n_vocab < synth_builtin_vocab_size(p->arch))
         return errmsg_set(err, ERR_INVALID, "vocab %d is below the built-in tokenizer's %d",
                           p->n_vocab, synth_builtin_vocab_size(p->arch));
     return ERR_OK;
@@ -770,6 +779,7 @@ int synth_build(const struct synth_params *params, struct gguf_writer **out, str
         gguf_get_arr(p.vocab_from, "tokenizer.ggml.tokens", &et, &n_tok) == ERR_OK &&
         p.n_vocab < n_tok)
         p.n_vocab = (int)n_tok; // the copied vocabulary decides
+    if (p.is_words_vocab) p.n_vocab = synth_words_count();
     int rc = check_params(&p, &s, err);
     if (rc != ERR_OK) return rc;
     if (strcmp(p.arch, "gemma2") == 0) p.tied = true; // the family has no output matrix
@@ -781,7 +791,10 @@ int synth_build(const struct synth_params *params, struct gguf_writer **out, str
     rc = gguf_writer_new(&s.w);
     if (rc != ERR_OK) return errmsg_set(err, rc, "out of memory");
     rc = add_hparams(&s, is_bert);
-    if (rc == ERR_OK) rc = p.vocab_from ? copy_vocab(&s) : add_builtin_vocab(&s, is_bert);
+    if (rc == ERR_OK)
+        rc = p.vocab_from       ? copy_vocab(&s)
+             : p.is_words_vocab ? synth_words_add(s.w)
+                                : add_builtin_vocab(&s, is_bert);
     if (rc != ERR_OK) errmsg_set(err, rc, "writing metadata: %s", err_str(rc));
     if (rc == ERR_OK) rc = add_globals(&s, is_bert);
     for (int il = 0; il < p.n_layer && rc == ERR_OK; il++)

@@ -42,6 +42,9 @@ struct synth_params {
     int n_cls_out;     // > 0: a reranker's classification head with this many outputs and
                        // <arch>.classifier.output_labels (bert: cls + cls.output with biases,
                        // decoders: cls.output), pooling_type 4 unless pooling_type says otherwise
+
+    bool is_words_vocab; // the demo vocabulary of synth_words.h (n_vocab ignored); its output
+                         // rows favour words, so sampled text is readable valid UTF-8
 };
 
 /* Every family feature is on: gemma's window (layers alternate sliding / global), soft-caps

@@ -58,7 +58,7 @@ struct opt {
 #define WHY_PRESET           "presets download models, which is not supported"
 #define WHY_TEMPLATE_PARSING "reasoning and parsing follow the template"
 #define WHY_MMPROJ           "multimodal projector tuning (no projectors)"
-#define WHY_NO_WEBUI         "there is no web UI"
+#define WHY_NO_WEBUI         "the built-in chat page is fixed: no other files, settings or tools"
 #define WHY_DOWNLOAD         "downloading models is not supported; download the file and pass it with -m"
 
 #define ROW_TUNING(name, alias, help)                                                              \
@@ -215,9 +215,10 @@ static const struct opt options[] = {
      "LLAMA_ARG_CONT_BATCHING", NULL},
     {"--no-cont-batching", "-nocb", NULL, OPT_FLAG, 0, 0, 0, 0, "accepted; batching stays on", NULL,
      NULL},
-    {"--no-ui", "--no-webui", NULL, OPT_FLAG, 0, 0, 0, 0, "accepted; there is no web UI", NULL,
-     NULL},
-    ROW_TUNING_FLAG("--ui", "--webui", WHY_NO_WEBUI),
+    {"--no-webui", "--no-ui", "LLAMAPI_NO_WEBUI", OPT_FLAG, FIELD(is_webui_disabled), 0, 0,
+     "no chat page on GET / (404 as any unknown path)", NULL, NULL},
+    {"--webui", "--ui", NULL, OPT_FLAG_NEG, FIELD(is_webui_disabled), 0, 0,
+     "serve the chat page on GET / (the default)", "LLAMA_ARG_UI", NULL},
     {"--n-gpu-layers", "-ngl --gpu-layers", NULL, OPT_GPU, 0, 0, 0, 0, "GPU only: no effect",
      "LLAMA_ARG_N_GPU_LAYERS", NULL},
     {"--flash-attn", "-fa", NULL, OPT_GPU, 0, 0, 0, 0, "GPU only: no effect",

@@ -72,6 +72,7 @@ struct server_config {
     char ignored_flags[1024];       // llama-server flags accepted without effect, space-separated
     char config_file[1024];         // --config FILE that was read ("" = none)
     char models_preset[1024];       // --models-preset FILE: models loaded at start and on SIGHUP
+    bool is_webui_disabled;         // --no-webui: no chat page on GET /
 };
 
 enum config_parse_result {

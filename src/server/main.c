@@ -302,6 +302,7 @@ static int serve(const struct server_config *config)
         .is_single_model = config->n_model_paths == 1,
         .is_verbose = config->verbosity > 0,
         .slot_save_path = config->slot_save_path[0] ? config->slot_save_path : NULL,
+        .is_webui_disabled = config->is_webui_disabled,
     };
     if (response_store_new(&ctx.responses) != ERR_OK) {
         log_error("out of memory");
@@ -328,6 +329,9 @@ static int serve(const struct server_config *config)
     // and requests for them wait until they are ready.
     log_info("llamapi-server %s listening on http://%s:%d", LLAMAPI_VERSION, config->host,
              http_server_port(http));
+    if (!config->is_webui_disabled)
+        log_info("chat page: open http://%s:%d/ in a browser", config->host,
+                 http_server_port(http));
     struct presets_state presets = {config, manager, mem_alloc(sizeof(struct preset_list)),
                                     mem_alloc(sizeof(struct preset_list))};
     int startup_rc = presets.want && presets.loaded ? 0 : 1;

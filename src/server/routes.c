@@ -4,6 +4,7 @@
 
 #include "api/handlers.h"
 #include "api/ollama/handlers.h"
+#include "api/webui/webui.h"
 
 #include <string.h>
 
@@ -111,6 +112,8 @@ static const struct route table[] = {
     {"POST", "/api/embed", api_ollama_embed, ROUTE_BODY_JSON, false},
     {"POST", "/api/embeddings", api_ollama_embeddings, ROUTE_BODY_JSON, false},
     {"POST", "/api/pull", api_ollama_pull, ROUTE_BODY_JSON, false},
+    {"GET", "/", api_webui, ROUTE_BODY_NONE, true}, // the chat page: a browser comes keyless
+    {"GET", "/webui/{id}", api_webui, ROUTE_BODY_NONE, true},
 };
 
 const struct route *routes_table(size_t *n_routes)

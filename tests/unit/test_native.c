@@ -455,6 +455,7 @@ static void test_llama_server_flags(void **state)
     assert_string_equal(c.reasoning_format, "deepseek");
     assert_int_equal(c.models_max, 3);
     assert_true(c.no_models_autoload);
+    assert_true(c.is_webui_disabled); // --no-ui
     config_deinit(&c);
 
     // Defaults are llama.cpp's.
@@ -465,6 +466,7 @@ static void test_llama_server_flags(void **state)
     assert_int_equal(c.gen_defaults.max_tokens, -1);
     assert_false(c.metrics_enabled);
     assert_false(c.slots_disabled);
+    assert_false(c.is_webui_disabled); // the chat page is on by default
     config_deinit(&c);
 
     char *slots[] = {"x", "--no-slots", "--slots"};

@@ -78,11 +78,15 @@ static void test_server_table_has_public_health_only(void **state)
     for (size_t i = 0; i < n; i++) {
         if (t[i].is_public) {
             n_public++;
+            // Health, and the chat page (a browser loads it before it knows a key).
             assert_true(strcmp(t[i].pattern, "/health") == 0 ||
-                        strcmp(t[i].pattern, "/v1/health") == 0);
+                        strcmp(t[i].pattern, "/v1/health") == 0 || strcmp(t[i].pattern, "/") == 0 ||
+                        strcmp(t[i].pattern, "/webui/{id}") == 0);
+            assert_string_equal(t[i].method, "GET");
+            assert_int_equal(t[i].body, ROUTE_BODY_NONE);
         }
     }
-    assert_int_equal(n_public, 2);
+    assert_int_equal(n_public, 4);
 }
 
 /* llama-server serves its OpenAI routes with and without the /v1 prefix. */
