@@ -85,8 +85,9 @@ struct opt {
 /* llama-server's flags keep its spelling and meaning (common/arg.cpp), including its
  * LLAMA_ARG_* variables; LLAMAPI_* variables win over those, flags over both. */
 static const struct opt options[] = {
-    {"--host", NULL, "LLAMAPI_HOST", OPT_STRING, FIELD(host), 0, 0, "address to bind",
-     "LLAMA_ARG_HOST", NULL},
+    {"--host", NULL, "LLAMAPI_HOST", OPT_STRING, FIELD(host), 0, 0,
+     "addresses to bind, comma-separated (IPv4, IPv6 or a name in /etc/hosts)", "LLAMA_ARG_HOST",
+     NULL},
     {"--port", NULL, "LLAMAPI_PORT", OPT_INT, FIELD(port), 0, 65535, "TCP port (0 = any free port)",
      "LLAMA_ARG_PORT", NULL},
     {"--api-key", NULL, "LLAMAPI_API_KEY", OPT_API_KEY, 0, 0, 0, 0, "require this key (repeatable)",

@@ -546,12 +546,13 @@ static void log_access(const struct http_server *s, const struct conn_state *cs,
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     char addr[64] = "-";
-    if (ci && ci->client_addr && ci->client_addr->sa_family == AF_INET) {
-        const unsigned char *b =
-            (const unsigned char *)&((const struct sockaddr_in *)(const void *)ci->client_addr)
-                ->sin_addr;
-        snprintf(addr, sizeof addr, "%u.%u.%u.%u", b[0], b[1], b[2], b[3]);
-    }
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    if (sa && sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, addr,
+                  sizeof addr);
+    else if (sa && sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, addr,
+                  sizeof addr);
     double ms = clock_now_ms() - cs->start_ms;
     if (s->config->log_format == LOG_FORMAT_JSON)
         log_line("{\"type\":\"access\",\"client\":\"%s\",\"method\":\"%s\",\"path\":\"%s\","

@@ -28,9 +28,42 @@
 #include <time.h>
 #include <unistd.h>
 
-static bool is_loopback(const char *host)
+/* True when every address of the comma-separated list is a loopback one. */
+static bool is_loopback(const char *hosts)
 {
-    return strncmp(host, "127.", 4) == 0 || strcmp(host, "localhost") == 0;
+    for (const char *q = hosts; *q;) {
+        while (*q == ' ' || *q == ',')
+            q++;
+        size_t n = strcspn(q, ", ");
+        if (n == 0) break;
+        bool is_lo = strncmp(q, "127.", 4) == 0 || (n == 9 && strncmp(q, "localhost", 9) == 0) ||
+                     (n == 3 && strncmp(q, "::1", 3) == 0) ||
+                     (n == 5 && strncmp(q, "[::1]", 5) == 0);
+        if (!is_lo) return false;
+        q += n;
+    }
+    return true;
+}
+
+/* Logs each address of the --host list as a URL (IPv6 in brackets), the first on the line
+ * scripts read the port from. */
+static void log_listening(const char *hosts, int port)
+{
+    char urls[1024] = "";
+    size_t used = 0;
+    for (const char *q = hosts; *q && used < sizeof urls;) {
+        while (*q == ' ' || *q == ',')
+            q++;
+        int n = (int)strcspn(q, ", ");
+        if (n == 0) break;
+        bool is_v6 = memchr(q, ':', (size_t)n) && q[0] != '[';
+        int w = snprintf(urls + used, sizeof urls - used, "%shttp://%s%.*s%s:%d",
+                         used ? " and " : "", is_v6 ? "[" : "", n, q, is_v6 ? "]" : "", port);
+        if (w < 0) break;
+        used += (size_t)w;
+        q += n;
+    }
+    log_info("llamapi-server %s listening on %s", LLAMAPI_VERSION, urls);
 }
 
 /* Blocks the shutdown signals in this thread (and every thread started later), so sigwait
@@ -289,8 +322,7 @@ static int serve(const struct server_config *config)
                  config->host);
     // HTTP is up while start-up models load: /health answers, the models show as loading,
     // and requests for them wait until they are ready.
-    log_info("llamapi-server %s listening on http://%s:%d", LLAMAPI_VERSION, config->host,
-             http_server_port(http));
+    log_listening(config->host, http_server_port(http));
     int startup_rc = load_startup_models(config, manager);
     atomic_store(&is_starting, false);
     if (startup_rc != 0) {
