@@ -113,9 +113,22 @@ static json_t *chunk_json(const struct chat_call *c, json_t *delta, const char *
     return chunk_json_lp(c, delta, finish, NULL);
 }
 
+json_t *api_progress_json(const struct request_progress *p)
+{
+    return json_pack("{s:i, s:i, s:i, s:I}", "total", p->total, "cache", p->cache, "processed",
+                     p->processed, "time_ms", (json_int_t)p->time_ms);
+}
+
 static int stream_delta(struct chat_call *c, const struct gen_delta *d, struct buf *out)
 {
     int rc = ERR_OK;
+    // return_progress: each point on a chunk of its own that opens the assistant's message,
+    // as llama-server sends it.
+    for (int i = 0; rc == ERR_OK && i < d->n_progress; i++) {
+        json_t *j = chunk_json(c, json_pack("{s:s, s:n}", "role", "assistant", "content"), NULL);
+        if (j) json_object_set_new(j, "prompt_progress", api_progress_json(&d->progress[i]));
+        rc = sse_append_json(out, NULL, j);
+    }
     if (d->reasoning.len)
         rc = sse_append_json(
             out, NULL,

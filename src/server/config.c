@@ -143,8 +143,9 @@ static const struct opt options[] = {
      "context of the -np instances together, as in llama-server: each gets -c / -np tokens "
      "(0 = each gets the model's, capped at 4096)",
      "LLAMA_ARG_CTX_SIZE", NULL},
-    {"--batch-size", "-b", NULL, OPT_INT, FIELD(n_batch), 1, 1 << 20,
-     "logical batch size (accepted; the engine sizes its own batches)", "LLAMA_ARG_BATCH", NULL},
+    {"--batch-size", "-b", NULL, OPT_INT, GEN(n_batch), 1, 1 << 20,
+     "prompt tokens a request feeds per step at most (default 2048; a step holds 512 in all)",
+     "LLAMA_ARG_BATCH", NULL},
     {"--ubatch-size", "-ub", NULL, OPT_INT, FIELD(n_ubatch), 1, 1 << 20,
      "physical batch size (accepted)", "LLAMA_ARG_UBATCH", NULL},
     {"--n-predict", "-n --predict", NULL, OPT_INT, GEN(max_tokens), -1, INT32_MAX,

@@ -50,7 +50,6 @@ struct server_config {
     bool reranking;                 // --reranking: sets force_embedding and pooling "rank"
     bool no_models_autoload;        // --no-models-autoload: requests never load models themselves
     int models_max;                 // --models-max (accepted; 0 = unlimited)
-    int n_batch;                    // -b (accepted; the engine sizes its own batches)
     int n_ubatch;                   // -ub (accepted)
     char pooling[16];               // --pooling: none, mean, cls, last, rank, or "" (the file's)
     char reasoning_format[32];      // --reasoning-format (accepted: none, deepseek, auto, …)

@@ -231,6 +231,100 @@ describe('/completion as llama-server answers it', () => {
   });
 });
 
+// prompt_progress points of an SSE body: the objects, in order.
+function progressOf(text) {
+  return text.split('\n').filter((l) => l.startsWith('data: {')).map((l) => JSON.parse(l.slice(6)))
+    .filter((e) => e.prompt_progress).map((e) => e.prompt_progress);
+}
+
+// Checks the points as llama-server's suite does: the first at the cache, each later one
+// further by at most n_batch, the last at the total; returns how many there were.
+function checkProgress(points, nBatch) {
+  assert.ok(points.length >= 2, JSON.stringify(points));
+  assert.ok(points[0].total > 0);
+  assert.equal(points[0].processed, points[0].cache);
+  for (let i = 1; i < points.length; i++) {
+    assert.equal(points[i].total, points[0].total);
+    assert.equal(points[i].cache, points[0].cache);
+    const step = points[i].processed - points[i - 1].processed;
+    assert.ok(step > 0 && step <= nBatch, JSON.stringify(points));
+    assert.equal(typeof points[i].time_ms, 'number');
+  }
+  assert.equal(points.at(-1).processed, points[0].total);
+  assert.equal(points.length, 1 + Math.ceil((points[0].total - points[0].cache) / nBatch));
+  return points.length;
+}
+
+describe('return_progress and -b', () => {
+  let srv;
+  before(async () => {
+    srv = await startServer(['--threads', '1', '-m', synthModel('small', SMALL), '-b', '16', '-np', '1', '-c', '1024']);
+  });
+  after(async () => srv && (await srv.stop()));
+
+  test('a streamed chat sends a progress point at the start and per -b chunk; a repeat starts at its cache', async () => {
+    const body = { messages: [{ role: 'user', content: 'This is a test '.repeat(12) }], max_tokens: 2,
+      stream: true, return_progress: true };
+    const first = progressOf((await post(srv, '/chat/completions', body)).text);
+    assert.equal(first[0].cache, 0);
+    assert.ok(checkProgress(first, 16) >= 4);
+    const again = progressOf((await post(srv, '/chat/completions', body)).text);
+    assert.ok(again[0].cache > 0);
+    assert.equal(checkProgress(again, 16), 2);
+    const r = await post(srv, '/chat/completions', body);
+    const chunks = r.text.split('\n').filter((l) => l.startsWith('data: {')).map((l) => JSON.parse(l.slice(6)));
+    const withProgress = chunks.filter((c) => c.prompt_progress);
+    for (const c of withProgress) assert.deepEqual(c.choices[0].delta, { role: 'assistant', content: null });
+    assert.ok(chunks.indexOf(withProgress.at(-1)) < chunks.findIndex((c) => c.choices[0]?.delta?.content));
+  });
+
+  test('/completion and /v1/completions streams carry it; whole answers and requests without it do not', async () => {
+    const prompt = 'Once upon a time '.repeat(8);
+    const native = await post(srv, '/completion', { prompt, n_predict: 2, stream: true, return_progress: true });
+    const points = progressOf(native.text);
+    checkProgress(points, 16);
+    const oai = await post(srv, '/v1/completions', { prompt: prompt + 'x', max_tokens: 2, stream: true, return_progress: true });
+    checkProgress(progressOf(oai.text), 16);
+    const plain = await post(srv, '/completion', { prompt: prompt + 'y', n_predict: 2, stream: true });
+    assert.equal(progressOf(plain.text).length, 0);
+    const whole = await post(srv, '/completion', { prompt, n_predict: 2, return_progress: true });
+    assert.equal(whole.status, 200);
+    assert.equal(whole.json.prompt_progress, undefined);
+    const bad = await post(srv, '/chat/completions', chat({ return_progress: 1 }));
+    assert.equal(bad.status, 400);
+    assert.equal(errorOf(bad.json).param, 'return_progress');
+  });
+});
+
+describe('--host with several addresses', () => {
+  const hasIpv6 = (() => {
+    try {
+      return os.networkInterfaces().lo?.some((a) => a.family === 'IPv6') ?? false;
+    } catch {
+      return false;
+    }
+  })();
+  test('every address of the list serves on the same port', { skip: !hasIpv6 && 'no IPv6 loopback' }, async () => {
+    const srv = await startServer(['--threads', '1', '-m', synthModel('small', SMALL), '--host', '127.0.0.1, ::1']);
+    try {
+      assert.match(srv.log(), new RegExp(`listening on http://127\\.0\\.0\\.1:${srv.port} and http://\\[::1\\]:${srv.port}`));
+      for (const base of [srv.url, `http://[::1]:${srv.port}`]) {
+        const h = await fetch(`${base}/health`);
+        assert.equal(h.status, 200);
+        const r = await fetch(`${base}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ prompt: 'hi', max_tokens: 2 }) });
+        assert.equal(r.status, 200);
+      }
+    } finally {
+      await srv.stop();
+    }
+  });
+  test('a UNIX socket path or an empty list stops start-up with a message', async () => {
+    await assert.rejects(startServer(['--host', '/tmp/llamapi-test.sock']), /UNIX socket paths are not supported/);
+    await assert.rejects(startServer(['--host', ' , ']), /--host requires at least one address/);
+  });
+});
+
 describe('--context-shift', () => {
   let shift;
   let plain;
