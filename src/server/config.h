@@ -44,6 +44,7 @@ struct server_config {
     char media_path[1024];          // root for file:// image parts; empty: local files refused
     struct gen_params gen_defaults; // --temp, --top-k, -n, …: sampling defaults for requests
     bool metrics_enabled;           // --metrics: GET /metrics
+    bool cors_proxy_enabled;        // --ui-mcp-proxy: GET/POST /cors-proxy
     bool slots_disabled;            // --no-slots: GET /slots answers 501
     bool props_enabled;             // --props (accepted; POST /props is not implemented)
     bool force_embedding;           // --embedding(s): serve the -m models as embedding models

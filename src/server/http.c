@@ -325,6 +325,26 @@ static enum MHD_Result queue_preflight(struct MHD_Connection *conn, struct conn_
     return ret;
 }
 
+struct header_visit {
+    api_header_visit_fn visit;
+    void *arg;
+};
+
+static enum MHD_Result visit_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *value)
+{
+    (void)kind;
+    struct header_visit *v = cls;
+    if (key) v->visit(v->arg, key, value ? value : "");
+    return MHD_YES;
+}
+
+static void headers_each(void *conn, api_header_visit_fn visit, void *arg)
+{
+    struct header_visit v = {visit, arg};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, visit_header, &v);
+}
+
 static const char *header_lookup(void *conn, const char *name)
 {
     return MHD_lookup_connection_value(conn, MHD_HEADER_KIND, name);
@@ -403,6 +423,7 @@ static void run_handler(struct http_server *s, struct conn_state *cs)
         .body = cs->body.data ? cs->body.data : "",
         .body_len = cs->body.len,
         .header = header_lookup,
+        .headers = headers_each,
         .query = query_lookup,
         .conn = cs->conn,
     };

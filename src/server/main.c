@@ -285,6 +285,7 @@ static int serve(const struct server_config *config)
         .metrics = &metrics,
         .version = LLAMAPI_VERSION,
         .is_metrics_enabled = config->metrics_enabled,
+        .is_cors_proxy_enabled = config->cors_proxy_enabled,
         .is_slots_disabled = config->slots_disabled,
         .load_instances = config->n_parallel,
         .load_n_ctx = instance_ctx(config),
@@ -323,6 +324,9 @@ static int serve(const struct server_config *config)
     // HTTP is up while start-up models load: /health answers, the models show as loading,
     // and requests for them wait until they are ready.
     log_listening(config->host, http_server_port(http));
+    if (config->cors_proxy_enabled)
+        log_warn("--ui-mcp-proxy: /cors-proxy is on; every client that may call this server can "
+                 "make it fetch what this host reaches");
     int startup_rc = load_startup_models(config, manager);
     atomic_store(&is_starting, false);
     if (startup_rc != 0) {

@@ -3,6 +3,7 @@
 #include "server/routes.h"
 
 #include "api/handlers.h"
+#include "api/proxy/cors_proxy.h"
 
 #include <string.h>
 
@@ -100,6 +101,8 @@ static const struct route table[] = {
     {"POST", "/reranking", api_rerank, ROUTE_BODY_JSON, false},
     {"POST", "/v1/rerank", api_rerank, ROUTE_BODY_JSON, false},
     {"POST", "/v1/reranking", api_rerank, ROUTE_BODY_JSON, false},
+    {"GET", "/cors-proxy", api_cors_proxy, ROUTE_BODY_NONE, false},
+    {"POST", "/cors-proxy", api_cors_proxy, ROUTE_BODY_NONE, false},
 };
 
 const struct route *routes_table(size_t *n_routes)

@@ -3,6 +3,7 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync } from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { startServer, errorOf } from './lib/server.mjs';
@@ -322,6 +323,93 @@ describe('--host with several addresses', () => {
   test('a UNIX socket path or an empty list stops start-up with a message', async () => {
     await assert.rejects(startServer(['--host', '/tmp/llamapi-test.sock']), /UNIX socket paths are not supported/);
     await assert.rejects(startServer(['--host', ' , ']), /--host requires at least one address/);
+  });
+});
+
+describe('/cors-proxy (--ui-mcp-proxy)', () => {
+  let srv, off, target, seen;
+  const KEY = 'proxy-test-key';
+  before(async () => {
+    // The target: records what reached it; answers chunked (no Content-Length), 204, or a 302.
+    target = http.createServer((req, res) => {
+      let body = '';
+      req.on('data', (c) => (body += c));
+      req.on('end', () => {
+        seen = { method: req.method, url: req.url, headers: req.headers, body };
+        if (req.url.startsWith('/empty')) {
+          res.writeHead(204);
+          res.end();
+        } else if (req.url.startsWith('/moved')) {
+          res.writeHead(302, { location: 'http://127.0.0.1:1/' });
+          res.end();
+        } else {
+          res.writeHead(201, { 'content-type': 'application/json; charset=utf-8' });
+          res.write('{"echo":');
+          res.end(JSON.stringify(body) + '}');
+        }
+      });
+    });
+    await new Promise((resolve) => target.listen(0, '127.0.0.1', resolve));
+    const small = synthModel('small', SMALL);
+    srv = await startServer(['--threads', '1', '-m', small, '--ui-mcp-proxy', '--api-key', KEY]);
+    off = await startServer(['--threads', '1', '-m', small]);
+  });
+  after(async () => {
+    if (srv) await srv.stop();
+    if (off) await off.stop();
+    target?.close();
+  });
+  const proxied = (server, url, init = {}) => fetch(`${server.url}/cors-proxy?url=${encodeURIComponent(url)}`,
+    { ...init, headers: { authorization: `Bearer ${KEY}`, ...(init.headers ?? {}) } });
+
+  test('off by default: 403 feature_disabled', async () => {
+    const r = await proxied(off, `http://127.0.0.1:${target.address().port}/x`);
+    assert.equal(r.status, 403);
+    assert.equal(errorOf(await r.json()).type, 'feature_disabled');
+  });
+
+  test('relays status, type and a chunked body; forwards only x-llama-server-proxy-header-*', async () => {
+    const r = await proxied(srv, `http://127.0.0.1:${target.address().port}/echo?a=1#frag`, {
+      method: 'POST', body: 'hello',
+      headers: { cookie: 'session=secret', 'x-api-key': KEY, 'proxy-authorization': 'Basic x',
+        'x-llama-server-proxy-header-authorization': 'Bearer explicit',
+        'x-llama-server-proxy-header-content-type': 'text/plain', 'x-llama-server-proxy-header-host': 'evil' },
+    });
+    assert.equal(r.status, 201);
+    assert.equal(r.headers.get('content-type'), 'application/json; charset=utf-8');
+    assert.deepEqual(await r.json(), { echo: 'hello' });
+    assert.equal(seen.method, 'POST');
+    assert.equal(seen.url, '/echo?a=1');
+    assert.equal(seen.headers.authorization, 'Bearer explicit');
+    assert.equal(seen.headers['content-type'], 'text/plain');
+    assert.equal(seen.headers.host, `127.0.0.1:${target.address().port}`);
+    for (const h of ['cookie', 'x-api-key', 'proxy-authorization']) assert.equal(seen.headers[h], undefined);
+  });
+
+  test('204 and redirects come back as they are (not followed)', async () => {
+    const empty = await proxied(srv, `http://127.0.0.1:${target.address().port}/empty`, { method: 'POST', body: '{}' });
+    assert.equal(empty.status, 204);
+    const moved = await proxied(srv, `http://127.0.0.1:${target.address().port}/moved`, { redirect: 'manual' });
+    assert.equal(moved.status, 302);
+    assert.equal(seen.url, '/moved');
+  });
+
+  test('only http(s) URLs: other schemes and credentials 400, https 501, no key 401, dead target 502', async () => {
+    for (const url of ['file:///etc/passwd', 'ftp://127.0.0.1/', 'http://u:p@127.0.0.1/', 'http:///x']) {
+      const r = await proxied(srv, url);
+      assert.equal(r.status, 400, url);
+      assert.equal(errorOf(await r.json()).param, 'url');
+    }
+    const none = await fetch(`${srv.url}/cors-proxy`, { headers: { authorization: `Bearer ${KEY}` } });
+    assert.equal(none.status, 400);
+    const tls = await proxied(srv, 'https://127.0.0.1:1/');
+    assert.equal(tls.status, 501);
+    const anon = await fetch(`${srv.url}/cors-proxy?url=http://127.0.0.1:1/`);
+    assert.equal(anon.status, 401);
+    const dead = await proxied(srv, 'http://127.0.0.1:1/');
+    assert.equal(dead.status, 502);
+    assert.match(errorOf(await dead.json()).message, /cannot connect/);
+    assert.equal((await fetch(`${srv.url}/health`)).status, 200);
   });
 });
 
