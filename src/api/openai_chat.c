@@ -17,8 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-/* Milliseconds to the microsecond, rates to a thousandth: more digits are clock noise, and
- * these print short. */
+/* Milliseconds to the microsecond: more digits are clock noise, and these print short. */
 static double thousandths(double v)
 {
     return round(v * 1000.0) / 1000.0;
@@ -28,12 +27,19 @@ json_t *api_timings_json(struct gen_session *s)
 {
     struct request_timings t;
     gen_session_timings(s, &t);
-    double pps = t.prompt_ms > 0 ? 1000.0 * t.n_prompt / t.prompt_ms : 0;
-    double gps = t.predicted_ms > 0 ? 1000.0 * t.n_predicted / t.predicted_ms : 0;
-    return json_pack("{s:i, s:i, s:f, s:f, s:i, s:f, s:f}", "cache_n", t.n_cached, "prompt_n",
-                     t.n_prompt, "prompt_ms", thousandths(t.prompt_ms), "prompt_per_second",
-                     thousandths(pps), "predicted_n", t.n_predicted, "predicted_ms",
-                     thousandths(t.predicted_ms), "predicted_per_second", thousandths(gps));
+    // As llama-server counts: the first generated token comes from the prompt's last batch,
+    // so the generation rate is over predicted_n - 1 decode steps. Rates and per-token times
+    // are derived from the milliseconds as shown, so a client recomputing them agrees.
+    int n_steps = t.n_predicted > 1 ? t.n_predicted - 1 : 0;
+    double p_ms = thousandths(t.prompt_ms), g_ms = thousandths(t.predicted_ms);
+    double pps = p_ms > 0 ? 1e3 / p_ms * t.n_prompt : 0;
+    double gps = g_ms > 0 ? 1e3 / g_ms * n_steps : 0;
+    double ppt = t.n_prompt > 0 ? p_ms / t.n_prompt : 0;
+    double gpt = n_steps > 0 ? g_ms / n_steps : 0;
+    return json_pack("{s:i, s:i, s:f, s:f, s:f, s:i, s:f, s:f, s:f}", "cache_n", t.n_cached,
+                     "prompt_n", t.n_prompt, "prompt_ms", p_ms, "prompt_per_token_ms", ppt,
+                     "prompt_per_second", pps, "predicted_n", t.n_predicted, "predicted_ms", g_ms,
+                     "predicted_per_token_ms", gpt, "predicted_per_second", gps);
 }
 
 json_t *api_usage_json(struct gen_session *s)

@@ -413,6 +413,36 @@ describe('/cors-proxy (--ui-mcp-proxy)', () => {
   });
 });
 
+describe('timings and /metrics as llama-server counts them', () => {
+  let srv;
+  before(async () => {
+    srv = await startServer(['--threads', '1', '-m', synthModel('small', SMALL), '--metrics', '-np', '1']);
+  });
+  after(async () => srv && (await srv.stop()));
+
+  test('rates over predicted_n - 1 steps, per-token times; cached prompt tokens counted apart', async () => {
+    const one = await post(srv, '/completion', { prompt: 'the quick brown fox', n_predict: 1 });
+    assert.equal(one.json.timings.predicted_n, 1);
+    assert.equal(one.json.timings.predicted_per_second, 0);
+    assert.equal(one.json.timings.predicted_per_token_ms, 0);
+    const r = await post(srv, '/completion', { prompt: 'the quick brown fox', n_predict: 9, ignore_eos: true });
+    const t = r.json.timings;
+    assert.equal(t.predicted_n, 9);
+    assert.ok(t.cache_n > 0);
+    assert.ok(Math.abs(t.predicted_per_second - 1e3 / t.predicted_ms * 8) < 1e-6);
+    assert.ok(Math.abs(t.predicted_per_token_ms - t.predicted_ms / 8) < 1e-9);
+    assert.ok(t.prompt_per_token_ms > 0 && Math.abs(t.prompt_per_token_ms - t.prompt_ms / t.prompt_n) < 1e-9);
+    const m = await fetch(`${srv.url}/metrics`);
+    assert.match(m.headers.get('process-start-time-unix'), /^\d+$/);
+    const text = await m.text();
+    const value = (name) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)[1]);
+    assert.equal(value('llamacpp:prompt_tokens_total'), one.json.timings.prompt_n + t.prompt_n);
+    assert.equal(value('llamacpp:prompt_tokens_cached_total'), one.json.timings.cache_n + t.cache_n);
+    assert.equal(value('llamacpp:spec_decode_num_drafts_total'), 0);
+    assert.match(text, /# TYPE llamacpp:prompt_tokens_cached_total counter/);
+  });
+});
+
 describe('--context-shift', () => {
   let shift;
   let plain;
