@@ -21,7 +21,8 @@ CORE="unit/test_basic.py unit/test_tokenize.py unit/test_completion.py
 # Other files whose servers use only the stories260K preset (no other download).
 EXTRA="unit/test_ignore_eos.py unit/test_template.py unit/test_tool_call.py
        unit/test_metrics.py unit/test_compat_anthropic.py unit/test_compat_oai_responses.py
-       unit/test_kv_keep_only_active.py unit/test_sleep.py unit/test_compat_gcp.py"
+       unit/test_kv_keep_only_active.py unit/test_sleep.py unit/test_compat_gcp.py
+       unit/test_proxy.py"
 
 files="$CORE $EXTRA"
 if [ "${1:-}" = "--core" ]; then

@@ -44,23 +44,29 @@ struct api_ctx {
     bool is_verbose;            // --verbose: chat answers carry __verbose
     const char *slot_save_path; // --slot-save-path directory (borrowed) or NULL: slot actions off
     bool is_webui_disabled;     // --no-webui: GET / and /webui/* are 404
+    bool is_cors_proxy_enabled; // --ui-mcp-proxy: /cors-proxy relays (else 403)
 };
 
 /* Returns the value of a request header (case-insensitive name) or NULL. */
 typedef const char *(*api_header_fn)(void *conn, const char *name);
 /* Returns the value of a query-string argument or NULL. */
 typedef const char *(*api_query_fn)(void *conn, const char *name);
+/* Called once per request header with its name and value (borrowed for the call). */
+typedef void (*api_header_visit_fn)(void *arg, const char *name, const char *value);
+/* Calls visit for every request header, in order of arrival. */
+typedef void (*api_headers_fn)(void *conn, api_header_visit_fn visit, void *arg);
 
 struct api_request {
-    const char *method;    // "GET", "POST", …
-    const char *path;      // URL path without the query string
-    struct str path_param; // the {id} part of a pattern route; empty otherwise
-    const char *body;      // raw body bytes (NUL-terminated); empty string when none
-    size_t body_len;       // bytes
-    json_t *json;          // parsed body for JSON routes (borrowed; NULL otherwise)
-    api_header_fn header;  // header lookup
-    api_query_fn query;    // query-string lookup
-    void *conn;            // opaque argument for header/query
+    const char *method;     // "GET", "POST", …
+    const char *path;       // URL path without the query string
+    struct str path_param;  // the {id} part of a pattern route; empty otherwise
+    const char *body;       // raw body bytes (NUL-terminated); empty string when none
+    size_t body_len;        // bytes
+    json_t *json;           // parsed body for JSON routes (borrowed; NULL otherwise)
+    api_header_fn header;   // header lookup
+    api_query_fn query;     // query-string lookup
+    api_headers_fn headers; // every header (NULL where the caller has none to list)
+    void *conn;             // opaque argument for header/query
 };
 
 #define API_MAX_HEADERS 4

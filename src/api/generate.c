@@ -229,7 +229,10 @@ bool gen_session_next(struct gen_session *s, int timeout_ms, struct gen_delta *d
     }
     enum finish_reason fin;
     int n = request_wait_events(s->req, &s->cursor, s->events, EVENTS_PER_STEP, timeout_ms, &fin);
-    if (n == 0 && fin == FINISH_NONE) return false;
+    // Taken after the events: the platform records a prompt's progress before its tokens, so
+    // every point older than these events is in this step too.
+    d->n_progress = request_take_progress(s->req, d->progress, GEN_DELTA_MAX_PROGRESS);
+    if (n == 0 && fin == FINISH_NONE) return d->n_progress > 0;
     bool is_final = fin != FINISH_NONE;
     int used = detokenize_until_stop(s, n, is_final, d);
     s->n_step_events = used;

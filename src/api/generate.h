@@ -34,7 +34,8 @@ struct gen_options {
     int enable_thinking;     // -1 unset, 0, 1
 };
 
-#define GEN_DELTA_MAX_CALLS 16
+#define GEN_DELTA_MAX_CALLS    16
+#define GEN_DELTA_MAX_PROGRESS 8
 
 /* One step's output. Slices are borrowed until the next gen_session_next(). */
 struct gen_delta {
@@ -43,6 +44,8 @@ struct gen_delta {
     int n_calls;                                // complete tool calls found in this step
     struct toolcall calls[GEN_DELTA_MAX_CALLS]; // strings borrowed until gen_session_end
     int call_index[GEN_DELTA_MAX_CALLS];        // position among the output's calls
+    int n_progress; // prompt progress points (params.is_return_progress), before the text
+    struct request_progress progress[GEN_DELTA_MAX_PROGRESS];
     bool is_done;
     const char *finish_reason; // when done: "stop", "length", "tool_calls", or NULL on error
     bool is_stop_string;       // finished on a stop string (index in stop_index)
@@ -62,7 +65,7 @@ int gen_session_start(struct model *m, const int32_t *prompt, int n_prompt,
                       struct gen_session **out, struct api_fail *f);
 
 /* Waits up to timeout_ms (-1: no limit) for output. Returns true when *d holds something new
- * (possibly only is_done), false on timeout (nothing happened). */
+ * (possibly only is_done, or only progress points), false on timeout (nothing happened). */
 bool gen_session_next(struct gen_session *s, int timeout_ms, struct gen_delta *d);
 
 /* Token counts and timings, valid once done. */

@@ -7,6 +7,7 @@
 void metrics_init(struct metrics *m)
 {
     atomic_init(&m->prompt_tokens, 0);
+    atomic_init(&m->prompt_cached, 0);
     atomic_init(&m->prompt_us, 0);
     atomic_init(&m->predicted_tokens, 0);
     atomic_init(&m->predicted_us, 0);
@@ -33,6 +34,7 @@ void metrics_request_finished(struct metrics *m, const struct request_timings *t
     uint64_t n_prompt = t->n_prompt > 0 ? (uint64_t)t->n_prompt : 0;
     uint64_t n_pred = t->n_predicted > 0 ? (uint64_t)t->n_predicted : 0;
     atomic_fetch_add(&m->prompt_tokens, n_prompt);
+    atomic_fetch_add(&m->prompt_cached, t->n_cached > 0 ? (uint64_t)t->n_cached : 0);
     atomic_fetch_add(&m->prompt_us, to_us(t->prompt_ms));
     atomic_fetch_add(&m->predicted_tokens, n_pred);
     atomic_fetch_add(&m->predicted_us, to_us(t->predicted_ms));
@@ -53,6 +55,7 @@ void metrics_snapshot_take(struct metrics *m, struct metrics_snapshot *out)
 {
     memset(out, 0, sizeof *out);
     out->prompt_tokens = atomic_load(&m->prompt_tokens);
+    out->prompt_cached = atomic_load(&m->prompt_cached);
     out->prompt_us = atomic_load(&m->prompt_us);
     out->predicted_tokens = atomic_load(&m->predicted_tokens);
     out->predicted_us = atomic_load(&m->predicted_us);
@@ -131,6 +134,8 @@ int metrics_format(const struct metrics_snapshot *s, const struct metrics_model 
     } rows[] = {
         {"llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed.",
          (double)s->prompt_tokens},
+        {"llamacpp:prompt_tokens_cached_total", "counter",
+         "Number of prompt tokens reused from the cache.", (double)s->prompt_cached},
         {"llamacpp:prompt_seconds_total", "counter", "Prompt process time.", prompt_s},
         {"llamacpp:tokens_predicted_total", "counter", "Number of generation tokens processed.",
          (double)s->predicted_tokens},
@@ -139,6 +144,13 @@ int metrics_format(const struct metrics_snapshot *s, const struct metrics_model 
         {"llamacpp:n_decode_total", "counter", "Total number of decode steps.",
          (double)s->n_decode},
         {"llamacpp:n_tokens_max", "counter", "Largest observed n_tokens.", (double)s->n_tokens_max},
+        // No speculative decoding here: llama-server's counters for it stay at zero.
+        {"llamacpp:spec_decode_num_draft_tokens_total", "counter",
+         "Draft tokens generated (no speculative decoding here).", 0},
+        {"llamacpp:spec_decode_num_accepted_tokens_total", "counter",
+         "Draft tokens accepted (no speculative decoding here).", 0},
+        {"llamacpp:spec_decode_num_drafts_total", "counter",
+         "Drafts generated (no speculative decoding here).", 0},
         {"llamacpp:prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.",
          prompt_s > 0 ? (double)s->prompt_tokens / prompt_s : 0},
         {"llamacpp:predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.",

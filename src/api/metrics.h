@@ -21,6 +21,7 @@ enum metrics_reject {
  * with metrics_init(). */
 struct metrics {
     atomic_uint_fast64_t prompt_tokens;    // prompt tokens evaluated (cache hits excluded)
+    atomic_uint_fast64_t prompt_cached;    // prompt tokens reused from an instance's cache
     atomic_uint_fast64_t prompt_us;        // microseconds spent on prompts
     atomic_uint_fast64_t predicted_tokens; // tokens generated
     atomic_uint_fast64_t predicted_us;     // microseconds spent generating
@@ -41,7 +42,7 @@ void metrics_request_rejected(struct metrics *m, enum metrics_reject why);
 /* A consistent-enough copy of the counters (each read atomically). */
 struct metrics_snapshot {
     uint64_t prompt_tokens, prompt_us, predicted_tokens, predicted_us, n_decode, n_tokens_max;
-    uint64_t requests;
+    uint64_t requests, prompt_cached;
     uint64_t rejected[METRICS_REJECT_COUNT];
     int requests_processing; // instances running a request, all models
     int requests_deferred;   // requests waiting in queues, all models

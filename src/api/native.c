@@ -443,6 +443,13 @@ static int stream_step(struct native_call *c, const struct gen_delta *d, struct 
 {
     size_t n = json_array_size(c->step_tokens);
     int n_done = c->session ? gen_session_n_completion(c->session) - (int)n : 0;
+    for (int i = 0; i < d->n_progress; i++) { // return_progress: an empty event per point
+        json_t *j = json_pack("{s:i, s:s, s:[], s:b, s:i, s:i, s:i, s:o}", "index", 0, "content",
+                              "", "tokens", "stop", false, "id_slot", native_slot(c),
+                              "tokens_predicted", n_done, "tokens_evaluated", (int)c->prompt.n_ids,
+                              "prompt_progress", api_progress_json(&d->progress[i]));
+        if (sse_append_json(out, NULL, j) != ERR_OK) return ERR_NOMEM;
+    }
     for (size_t i = 0; i < n || (i == 0 && d->content.len); i++) {
         bool is_last = i + 1 >= n;
         json_t *tok = json_array_get(c->step_tokens, i);

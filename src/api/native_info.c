@@ -329,4 +329,7 @@ void api_native_metrics(const struct api_ctx *ctx, const struct api_request *req
     }
     resp->status = 200;
     resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
+    char started[24]; // llama-server's header: when the counters started
+    snprintf(started, sizeof started, "%lld", (long long)ctx->started_unix_s);
+    api_response_add_header(resp, "Process-Start-Time-Unix", started);
 }

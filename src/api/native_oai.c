@@ -107,6 +107,12 @@ static enum sse_status oai_produce(void *ctx, struct buf *out, int timeout_ms)
     struct gen_delta d;
     if (!native_call_step(c, timeout_ms, &d)) return SSE_MORE;
     bool has_probs = c->oai_logprobs >= 0 && json_array_size(c->step_probs) > 0;
+    for (int i = 0; i < d.n_progress; i++) { // return_progress: an empty chunk per point
+        struct str empty = {"", 0};
+        json_t *j = completion_json(c, json_pack("[o]", choice_json(c, empty, NULL, NULL)));
+        if (j) json_object_set_new(j, "prompt_progress", api_progress_json(&d.progress[i]));
+        if (sse_append_json(out, NULL, j) != ERR_OK) return SSE_END;
+    }
     if ((d.content.len || has_probs) &&
         sse_append_json(out, NULL,
                         completion_json(c, json_pack("[o]", choice_json(c, d.content, NULL,

@@ -17,8 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-/* Milliseconds to the microsecond, rates to a thousandth: more digits are clock noise, and
- * these print short. */
+/* Milliseconds to the microsecond: more digits are clock noise, and these print short. */
 static double thousandths(double v)
 {
     return round(v * 1000.0) / 1000.0;
@@ -28,12 +27,19 @@ json_t *api_timings_json(struct gen_session *s)
 {
     struct request_timings t;
     gen_session_timings(s, &t);
-    double pps = t.prompt_ms > 0 ? 1000.0 * t.n_prompt / t.prompt_ms : 0;
-    double gps = t.predicted_ms > 0 ? 1000.0 * t.n_predicted / t.predicted_ms : 0;
-    return json_pack("{s:i, s:i, s:f, s:f, s:i, s:f, s:f}", "cache_n", t.n_cached, "prompt_n",
-                     t.n_prompt, "prompt_ms", thousandths(t.prompt_ms), "prompt_per_second",
-                     thousandths(pps), "predicted_n", t.n_predicted, "predicted_ms",
-                     thousandths(t.predicted_ms), "predicted_per_second", thousandths(gps));
+    // As llama-server counts: the first generated token comes from the prompt's last batch,
+    // so the generation rate is over predicted_n - 1 decode steps. Rates and per-token times
+    // are derived from the milliseconds as shown, so a client recomputing them agrees.
+    int n_steps = t.n_predicted > 1 ? t.n_predicted - 1 : 0;
+    double p_ms = thousandths(t.prompt_ms), g_ms = thousandths(t.predicted_ms);
+    double pps = p_ms > 0 ? 1e3 / p_ms * t.n_prompt : 0;
+    double gps = g_ms > 0 ? 1e3 / g_ms * n_steps : 0;
+    double ppt = t.n_prompt > 0 ? p_ms / t.n_prompt : 0;
+    double gpt = n_steps > 0 ? g_ms / n_steps : 0;
+    return json_pack("{s:i, s:i, s:f, s:f, s:f, s:i, s:f, s:f, s:f}", "cache_n", t.n_cached,
+                     "prompt_n", t.n_prompt, "prompt_ms", p_ms, "prompt_per_token_ms", ppt,
+                     "prompt_per_second", pps, "predicted_n", t.n_predicted, "predicted_ms", g_ms,
+                     "predicted_per_token_ms", gpt, "predicted_per_second", gps);
 }
 
 json_t *api_usage_json(struct gen_session *s)
@@ -113,9 +119,22 @@ static json_t *chunk_json(const struct chat_call *c, json_t *delta, const char *
     return chunk_json_lp(c, delta, finish, NULL);
 }
 
+json_t *api_progress_json(const struct request_progress *p)
+{
+    return json_pack("{s:i, s:i, s:i, s:I}", "total", p->total, "cache", p->cache, "processed",
+                     p->processed, "time_ms", (json_int_t)p->time_ms);
+}
+
 static int stream_delta(struct chat_call *c, const struct gen_delta *d, struct buf *out)
 {
     int rc = ERR_OK;
+    // return_progress: each point on a chunk of its own that opens the assistant's message,
+    // as llama-server sends it.
+    for (int i = 0; rc == ERR_OK && i < d->n_progress; i++) {
+        json_t *j = chunk_json(c, json_pack("{s:s, s:n}", "role", "assistant", "content"), NULL);
+        if (j) json_object_set_new(j, "prompt_progress", api_progress_json(&d->progress[i]));
+        rc = sse_append_json(out, NULL, j);
+    }
     if (d->reasoning.len)
         rc = sse_append_json(
             out, NULL,

@@ -187,8 +187,9 @@ bool params_llama_extras(const json_t *body, int n_ctx, struct gen_params *g, st
 {
     int64_t mirostat = g->mirostat, last_n = g->repeat_last_n;
     double tau = g->mirostat_tau, eta = g->mirostat_eta;
-    bool ignore_eos = g->ignore_eos;
+    bool ignore_eos = g->ignore_eos, is_progress = g->is_return_progress;
     if (!v_int(body, "mirostat", "mirostat", 0, 2, &mirostat, f) ||
+        !v_bool(body, "return_progress", "return_progress", &is_progress, f) ||
         !v_number(body, "mirostat_tau", "mirostat_tau", 0.001, 100, &tau, f) ||
         !v_number(body, "mirostat_eta", "mirostat_eta", 0, 1, &eta, f) ||
         !v_bool(body, "ignore_eos", "ignore_eos", &ignore_eos, f) ||
@@ -198,6 +199,7 @@ bool params_llama_extras(const json_t *body, int n_ctx, struct gen_params *g, st
     g->mirostat_tau = (float)tau;
     g->mirostat_eta = (float)eta;
     g->ignore_eos = ignore_eos;
+    g->is_return_progress = is_progress;
     g->repeat_last_n = last_n < 0 ? n_ctx : (int)last_n;
     return true;
 }

@@ -47,7 +47,8 @@ bool params_merge_base(const struct gen_params *base, const json_t *default_para
 
 /* llama-server's sampling extensions, on any generation endpoint: mirostat (0, 1, 2),
  * mirostat_tau (> 0 – 100), mirostat_eta (0–1), ignore_eos, repeat_last_n (−1 = n_ctx),
- * written into g over what it holds. 400 invalid_type / invalid_value naming the field. */
+ * return_progress (prompt progress points; streams show them), written into g over what it
+ * holds. 400 invalid_type / invalid_value naming the field. */
 bool params_llama_extras(const json_t *body, int n_ctx, struct gen_params *g, struct api_fail *f);
 
 #endif

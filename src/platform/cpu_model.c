@@ -104,6 +104,17 @@ static void end_request(void *model, int i)
     in->phase = PHASE_IDLE;
 }
 
+/* llama-server's prompt_progress point for instance in's prompt (when the request asked). */
+static void push_progress(struct instance *in)
+{
+    struct request *r = in->s->req;
+    const struct request_progress p = {.total = r->n_prompt,
+                                       .cache = in->n_cached_prompt,
+                                       .processed = in->n_fed,
+                                       .time_ms = clock_now_ms() - in->t_start_ms};
+    request_push_progress(r, &p);
+}
+
 static int common_prefix(const int32_t *a, int n_a, const int32_t *b, int n_b)
 {
     int n = 0;
@@ -252,6 +263,7 @@ static void start_request(void *model, int i)
     in->n_cached_as_prompt = r->n_prompt;
     in->n_fed = keep;
     in->n_cached_prompt = keep;
+    push_progress(in);
     int from = r->n_prompt > sp.repeat_last_n ? r->n_prompt - sp.repeat_last_n : 0;
     for (int k = from; k < r->n_prompt; k++)
         sampler_accept(in->sampler, r->prompt[k]);
@@ -373,6 +385,9 @@ static int build_batch(struct platform_model *m)
             int n = is_gen      ? 1
                     : is_refeed ? in->n_refeed_end - at
                                 : in->s->req->n_prompt - in->n_fed;
+            // A prompt goes in chunks of at most -b tokens, as llama-server's batches.
+            int n_batch = in->s->req->params.n_batch;
+            if (!is_gen && !is_refeed && n_batch > 0 && n > n_batch) n = n_batch;
             if (n > room) n = room;
             in->n_feeding = n;
             const int32_t *tokens = is_gen      ? &in->next_token
@@ -438,6 +453,7 @@ static void run_step(struct platform_model *m)
         memcpy(in->cached + pos, m->items[k].tokens, (size_t)in->n_feeding * sizeof(int32_t));
         if (in->phase == PHASE_PROMPT) {
             in->n_fed += in->n_feeding;
+            push_progress(in);
             if (in->n_fed < in->s->req->n_prompt) continue;
             in->t_prompt_done_ms = clock_now_ms();
         }

@@ -18,6 +18,7 @@ void gen_params_defaults(struct gen_params *p)
     p->repeat_last_n = 64;
     p->seed = -1;
     p->max_tokens = -1;
+    p->n_batch = 2048; // llama-server's -b default
     p->mirostat_tau = 5.0f;
     p->mirostat_eta = 0.1f;
 }
@@ -91,6 +92,7 @@ void request_release(struct request *r)
     mem_free(r->input_lens);
     mem_free(r->prompt_text);
     mem_free(r->text);
+    mem_free(r->progress);
     mem_free(r);
 }
 
@@ -216,7 +218,8 @@ int request_wait_events(struct request *r, int *cursor, struct gen_event *out, i
                         int timeout_ms, enum finish_reason *finish)
 {
     mutex_lock(&r->mu);
-    while (r->n_events <= *cursor && r->finish == FINISH_NONE) {
+    while (r->n_events <= *cursor && r->finish == FINISH_NONE &&
+           r->n_progress_read == r->n_progress) {
         if (timeout_ms < 0) {
             cond_wait(&r->cv, &r->mu);
         } else if (cond_wait_ms(&r->cv, &r->mu, timeout_ms) == ERR_TIMEOUT) {
@@ -228,6 +231,34 @@ int request_wait_events(struct request *r, int *cursor, struct gen_event *out, i
         out[n++] = r->events[(*cursor)++];
     // Report the outcome only once every event before it has been handed out.
     *finish = *cursor < r->n_events ? FINISH_NONE : r->finish;
+    mutex_unlock(&r->mu);
+    return n;
+}
+
+void request_push_progress(struct request *r, const struct request_progress *p)
+{
+    if (!r->params.is_return_progress) return;
+    mutex_lock(&r->mu);
+    if (r->n_progress == r->progress_cap) {
+        int cap = r->progress_cap ? r->progress_cap * 2 : 8;
+        struct request_progress *grown =
+            cap > r->progress_cap ? mem_realloc(r->progress, (size_t)cap * sizeof *grown) : NULL;
+        if (grown) r->progress = grown, r->progress_cap = cap;
+    }
+    if (r->n_progress < r->progress_cap)
+        r->progress[r->n_progress++] = *p;
+    else if (r->n_progress > r->n_progress_read)
+        r->progress[r->n_progress - 1] = *p;
+    cond_broadcast(&r->cv);
+    mutex_unlock(&r->mu);
+}
+
+int request_take_progress(struct request *r, struct request_progress *out, int max)
+{
+    mutex_lock(&r->mu);
+    int n = 0;
+    while (n < max && r->n_progress_read < r->n_progress)
+        out[n++] = r->progress[r->n_progress_read++];
     mutex_unlock(&r->mu);
     return n;
 }

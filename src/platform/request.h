@@ -52,11 +52,13 @@ struct gen_params {
     int n_probs;                 // top log-probabilities to report per token (0: none)
     bool is_post_sampling_probs; // report them from the distribution drawn from (after the chain)
     bool ignore_eos; // end-of-generation tokens are never sampled (banned), unless a grammar runs
-    bool is_context_shift; // a full context drops the older half (after n_keep) and goes on
-    int n_keep;            // tokens kept at the start on a shift (-1: the whole prompt)
-    int mirostat;          // 0 off, 1 or 2: Mirostat v1/v2 instead of top-k/top-p/min-p
-    float mirostat_tau;    // target surprise (bits)
-    float mirostat_eta;    // learning rate
+    bool is_context_shift;   // a full context drops the older half (after n_keep) and goes on
+    int n_keep;              // tokens kept at the start on a shift (-1: the whole prompt)
+    int n_batch;             // prompt tokens an instance feeds per step at most (-b); 0: any
+    bool is_return_progress; // record prompt progress points (request_push_progress)
+    int mirostat;            // 0 off, 1 or 2: Mirostat v1/v2 instead of top-k/top-p/min-p
+    float mirostat_tau;      // target surprise (bits)
+    float mirostat_eta;      // learning rate
     int n_logit_bias;
     struct {
         int32_t token;
@@ -80,6 +82,15 @@ struct gen_event {
         int32_t token;
         float logprob;
     } top[GEN_MAX_PROBS];
+};
+
+/* How far a request's prompt is (llama-server's prompt_progress): of total prompt tokens,
+ * cache came from the instance's cache and processed (cache included) are in it now. */
+struct request_progress {
+    int total;
+    int cache;
+    int processed;
+    double time_ms; // since the request started on its instance
 };
 
 struct request_timings {
@@ -120,7 +131,10 @@ struct request {
     int error_status; // HTTP status for FINISH_ERROR (429, 500, …)
     struct errmsg err;
     struct request_timings timings;
-    bool is_started; // an instance picked it up
+    bool is_started;                   // an instance picked it up
+    struct request_progress *progress; // (progress_cap) with params.is_return_progress
+    int n_progress, progress_cap;
+    int n_progress_read; // handed to the reader so far
 };
 
 /* Creates a request owning a copy of the prompt, with room for max_events events. refs = 1
@@ -166,13 +180,23 @@ void request_outcome_fail(struct request_outcome *o, int status, const char *msg
 /* request_finish with o, then request_release: the platform's last act on r. */
 void request_deliver(struct request *r, const struct request_outcome *o);
 
+/* Writer side, params.is_return_progress only (otherwise a no-op): records a progress point
+ * and wakes the reader. Cannot fail: when the list cannot grow, the point replaces the last
+ * one unread (the reader then sees fewer points, the newest always). */
+void request_push_progress(struct request *r, const struct request_progress *p);
+
+/* Reader side: copies up to max progress points not handed out yet, in order; returns how
+ * many. request_wait_events returns when there are some. Cannot fail. */
+int request_take_progress(struct request *r, struct request_progress *out, int max);
+
 /* Records the timings (writer side). */
 void request_set_timings(struct request *r, const struct request_timings *t);
 
 /* Reader side (HTTP thread). Waits until there are events beyond *cursor or the request
  * finished, up to timeout_ms (-1: no limit). Copies up to max new events into out, advances
  * *cursor, and returns the number copied; *finish is the outcome so far (FINISH_NONE while
- * running). Returns 0 with FINISH_NONE on timeout. */
+ * running). Returns 0 with FINISH_NONE on timeout, or when only progress points arrived
+ * (request_take_progress). */
 int request_wait_events(struct request *r, int *cursor, struct gen_event *out, int max,
                         int timeout_ms, enum finish_reason *finish);
 

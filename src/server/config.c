@@ -87,8 +87,9 @@ struct opt {
 /* llama-server's flags keep its spelling and meaning (common/arg.cpp), including its
  * LLAMA_ARG_* variables; LLAMAPI_* variables win over those, flags over both. */
 static const struct opt options[] = {
-    {"--host", NULL, "LLAMAPI_HOST", OPT_STRING, FIELD(host), 0, 0, "address to bind",
-     "LLAMA_ARG_HOST", NULL},
+    {"--host", NULL, "LLAMAPI_HOST", OPT_STRING, FIELD(host), 0, 0,
+     "addresses to bind, comma-separated (IPv4, IPv6 or a name in /etc/hosts)", "LLAMA_ARG_HOST",
+     NULL},
     {"--port", NULL, "LLAMAPI_PORT", OPT_INT, FIELD(port), 0, 65535, "TCP port (0 = any free port)",
      "LLAMA_ARG_PORT", NULL},
     {"--api-key", NULL, "LLAMAPI_API_KEY", OPT_API_KEY, 0, 0, 0, 0, "require this key (repeatable)",
@@ -144,8 +145,9 @@ static const struct opt options[] = {
      "context of the -np instances together, as in llama-server: each gets -c / -np tokens "
      "(0 = each gets the model's, capped at 4096)",
      "LLAMA_ARG_CTX_SIZE", NULL},
-    {"--batch-size", "-b", NULL, OPT_INT, FIELD(n_batch), 1, 1 << 20,
-     "logical batch size (accepted; the engine sizes its own batches)", "LLAMA_ARG_BATCH", NULL},
+    {"--batch-size", "-b", NULL, OPT_INT, GEN(n_batch), 1, 1 << 20,
+     "prompt tokens a request feeds per step at most (default 2048; a step holds 512 in all)",
+     "LLAMA_ARG_BATCH", NULL},
     {"--ubatch-size", "-ub", NULL, OPT_INT, FIELD(n_ubatch), 1, 1 << 20,
      "physical batch size (accepted)", "LLAMA_ARG_UBATCH", NULL},
     {"--n-predict", "-n --predict", NULL, OPT_INT, GEN(max_tokens), -1, INT32_MAX,
@@ -422,8 +424,12 @@ static const struct opt options[] = {
     ROW_REFUSED("--api-prefix", NULL, "an API path prefix is not supported"),
     ROW_TUNING("--webui-config", "--ui-config", WHY_NO_WEBUI),
     ROW_TUNING("--webui-config-file", "--ui-config-file", WHY_NO_WEBUI),
-    ROW_TUNING_FLAG("--webui-mcp-proxy", "--ui-mcp-proxy", WHY_NO_WEBUI),
-    ROW_TUNING_FLAG("--no-webui-mcp-proxy", "--no-ui-mcp-proxy", WHY_NO_WEBUI),
+    {"--ui-mcp-proxy", "--webui-mcp-proxy", NULL, OPT_FLAG, FIELD(cors_proxy_enabled), 0, 0,
+     "serve GET/POST /cors-proxy?url=http://… (off by default: it lets every client with access "
+     "reach what this host reaches; plain-HTTP targets only)",
+     "LLAMA_ARG_UI_MCP_PROXY", NULL},
+    {"--no-ui-mcp-proxy", "--no-webui-mcp-proxy", NULL, OPT_FLAG_NEG, FIELD(cors_proxy_enabled), 0,
+     0, "no /cors-proxy (the default)", NULL, NULL},
     ROW_TUNING("--tools-runtime", NULL, WHY_NO_WEBUI),
     ROW_REFUSED("--mcp-servers-config", NULL, "MCP servers are not supported"),
     ROW_REFUSED("--mcp-servers-json", NULL, "MCP servers are not supported"),

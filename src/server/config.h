@@ -44,13 +44,13 @@ struct server_config {
     char media_path[1024];          // root for file:// image parts; empty: local files refused
     struct gen_params gen_defaults; // --temp, --top-k, -n, …: sampling defaults for requests
     bool metrics_enabled;           // --metrics: GET /metrics
+    bool cors_proxy_enabled;        // --ui-mcp-proxy: GET/POST /cors-proxy
     bool slots_disabled;            // --no-slots: GET /slots answers 501
     bool props_enabled;             // --props (accepted; POST /props is not implemented)
     bool force_embedding;           // --embedding(s): serve the -m models as embedding models
     bool reranking;                 // --reranking: sets force_embedding and pooling "rank"
     bool no_models_autoload;        // --no-models-autoload: requests never load models themselves
     int models_max;                 // --models-max (accepted; 0 = unlimited)
-    int n_batch;                    // -b (accepted; the engine sizes its own batches)
     int n_ubatch;                   // -ub (accepted)
     char pooling[16];               // --pooling: none, mean, cls, last, rank, or "" (the file's)
     char reasoning_format[32];      // --reasoning-format (accepted: none, deepseek, auto, …)

@@ -10,6 +10,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -25,6 +26,7 @@
 #define GATE_REFUSED_MS   1000  // a refused connection's head must come this quickly
 #define GATE_SWEEP_MS     50    // deadline checks at most this often
 #define GATE_ADDR_BUCKETS 1024
+#define GATE_LISTEN_MAX   16 // addresses in one --host list
 
 enum pending_state {
     PENDING_HEAD = 0,    // waiting for the complete head (counted against the limits)
@@ -32,24 +34,33 @@ enum pending_state {
     PENDING_DRAIN = 2,   // answered; reading what the client still sends, then close
 };
 
+/* A client address as the limits count it: IPv6 bytes, an IPv4 address in its mapped form
+ * (::ffff:a.b.c.d), so a client reaching a dual-stack listener and an IPv4 one is one client. */
+struct addr_key {
+    unsigned char b[16];
+};
+
 struct pending {
     int fd;
     enum pending_state state;
     bool is_counted; // holds a place in the limits
     double deadline_ms;
-    struct sockaddr_in addr;
+    struct sockaddr_storage addr;
+    socklen_t addr_len;
+    struct addr_key key;
     struct pending *prev, *next;
 };
 
 struct addr_count {
-    uint32_t addr; // network order
+    struct addr_key key;
     int n;
     struct addr_count *next;
 };
 
 struct gate {
     struct gate_config c;
-    int listen_fd;
+    int listen_fds[GATE_LISTEN_MAX]; // one per --host address; their epoll tags point here
+    int n_listen;
     int epoll_fd;
     int wake_fd; // eventfd: stop or close the listener
     int port;
@@ -84,24 +95,49 @@ static const char BAD_400[] = "HTTP/1.1 400 Bad Request\r\n"
 
 /* ---- counts ---- */
 
-static struct addr_count **bucket_of(struct gate *g, uint32_t addr)
+/* The key of an IPv4 or IPv6 socket address: false for another family. */
+static bool addr_key_of(const struct sockaddr *sa, struct addr_key *k)
 {
-    uint32_t h = addr * 2654435761u;
-    return &g->buckets[(h >> 16) % GATE_ADDR_BUCKETS];
+    memset(k, 0, sizeof *k);
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
+        k->b[10] = k->b[11] = 0xff;
+        memcpy(k->b + 12, &in->sin_addr, 4);
+        return true;
+    }
+    if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)sa;
+        memcpy(k->b, &in6->sin6_addr, 16);
+        return true;
+    }
+    return false;
 }
 
-/* Takes a place for addr within the limits: true, or false when over one. */
-static bool count_take(struct gate *g, uint32_t addr)
+static bool addr_key_eq(const struct addr_key *a, const struct addr_key *b)
+{
+    return memcmp(a->b, b->b, sizeof a->b) == 0;
+}
+
+static struct addr_count **bucket_of(struct gate *g, const struct addr_key *k)
+{
+    uint32_t h = 2166136261u; // FNV-1a
+    for (size_t i = 0; i < sizeof k->b; i++)
+        h = (h ^ k->b[i]) * 16777619u;
+    return &g->buckets[h % GATE_ADDR_BUCKETS];
+}
+
+/* Takes a place for the address within the limits: true, or false when over one. */
+static bool count_take(struct gate *g, const struct addr_key *k)
 {
     bool is_ok = false;
     mutex_lock(&g->mu);
-    struct addr_count **b = bucket_of(g, addr), *e = *b;
-    while (e && e->addr != addr)
+    struct addr_count **b = bucket_of(g, k), *e = *b;
+    while (e && !addr_key_eq(&e->key, k))
         e = e->next;
     bool is_per_ok = g->c.max_per_address <= 0 || !e || e->n < g->c.max_per_address;
     if (g->n_open < g->c.max_connections && is_per_ok) {
         if (!e && (e = mem_calloc(1, sizeof *e))) {
-            e->addr = addr;
+            e->key = *k;
             e->next = *b;
             *b = e;
         }
@@ -115,11 +151,11 @@ static bool count_take(struct gate *g, uint32_t addr)
     return is_ok;
 }
 
-static void count_drop(struct gate *g, uint32_t addr)
+static void count_drop(struct gate *g, const struct addr_key *k)
 {
     mutex_lock(&g->mu);
-    struct addr_count **link = bucket_of(g, addr);
-    while (*link && (*link)->addr != addr)
+    struct addr_count **link = bucket_of(g, k);
+    while (*link && !addr_key_eq(&(*link)->key, k))
         link = &(*link)->next;
     if (*link) {
         g->n_open--;
@@ -134,8 +170,8 @@ static void count_drop(struct gate *g, uint32_t addr)
 
 void gate_connection_closed(struct gate *g, const struct sockaddr *addr)
 {
-    if (!addr || addr->sa_family != AF_INET) return;
-    count_drop(g, ((const struct sockaddr_in *)(const void *)addr)->sin_addr.s_addr);
+    struct addr_key k;
+    if (addr && addr_key_of(addr, &k)) count_drop(g, &k);
 }
 
 int gate_open_count(struct gate *g)
@@ -174,7 +210,7 @@ static void pending_close(struct gate *g, struct pending *p)
 {
     list_remove(g, p);
     close(p->fd); // leaves the epoll set with it
-    if (p->is_counted) count_drop(g, p->addr.sin_addr.s_addr);
+    if (p->is_counted) count_drop(g, &p->key);
     if (p->state != PENDING_HEAD) g->n_refused--;
     mem_free(p);
 }
@@ -189,7 +225,7 @@ static void answer_and_drain(struct gate *g, struct pending *p, const char *head
         (void)!send(p->fd, out, (size_t)n < sizeof out ? (size_t)n : sizeof out - 1, MSG_NOSIGNAL);
     shutdown(p->fd, SHUT_WR);
     if (p->is_counted) {
-        count_drop(g, p->addr.sin_addr.s_addr);
+        count_drop(g, &p->key);
         p->is_counted = false;
     }
     if (p->state == PENDING_HEAD) g->n_refused++;
@@ -224,8 +260,8 @@ static void hand_over(struct gate *g, struct pending *p)
 {
     list_remove(g, p);
     epoll_ctl(g->epoll_fd, EPOLL_CTL_DEL, p->fd, NULL);
-    if (!g->c.handoff(g->c.handoff_ctx, p->fd, (const struct sockaddr *)&p->addr, sizeof p->addr))
-        count_drop(g, p->addr.sin_addr.s_addr);
+    if (!g->c.handoff(g->c.handoff_ctx, p->fd, (const struct sockaddr *)&p->addr, p->addr_len))
+        count_drop(g, &p->key);
     mem_free(p);
 }
 
@@ -269,47 +305,77 @@ static void on_readable(struct gate *g, struct pending *p, uint32_t events)
     hand_over(g, p); // a head longer than the peek goes on for the HTTP library to refuse
 }
 
-static void on_accept(struct gate *g)
+/* Stops (or resumes) watching every listener: out of descriptors, the backlogs wait. */
+static void listeners_watch(struct gate *g, bool is_on)
+{
+    for (int i = 0; i < g->n_listen; i++) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &g->listen_fds[i]};
+        epoll_ctl(g->epoll_fd, is_on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, g->listen_fds[i], &ev);
+    }
+}
+
+/* Index of the listener an epoll tag names, or -1. */
+static int listener_of(const struct gate *g, const void *tag)
+{
+    for (int i = 0; i < g->n_listen; i++)
+        if (tag == &g->listen_fds[i]) return i;
+    return -1;
+}
+
+/* Puts an accepted connection in the gate; closes it when it cannot be held. */
+static void pending_add(struct gate *g, int fd, const struct sockaddr_storage *addr,
+                        socklen_t addr_len)
+{
+    struct addr_key key;
+    if (!addr_key_of((const struct sockaddr *)addr, &key)) {
+        close(fd);
+        return;
+    }
+    bool is_counted = count_take(g, &key);
+    struct pending *p = NULL;
+    if (is_counted || g->n_refused < GATE_REFUSED_MAX) p = mem_calloc(1, sizeof *p);
+    if (!p) {
+        if (is_counted) count_drop(g, &key);
+        close(fd);
+        return;
+    }
+    *p = (struct pending){.fd = fd,
+                          .state = is_counted ? PENDING_HEAD : PENDING_REFUSED,
+                          .is_counted = is_counted,
+                          .addr = *addr,
+                          .addr_len = addr_len,
+                          .key = key};
+    p->deadline_ms = clock_now_ms() + (is_counted ? g->c.header_timeout_ms : GATE_REFUSED_MS);
+    if (!is_counted) g->n_refused++;
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.ptr = p};
+    if (epoll_ctl(g->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        if (!is_counted) g->n_refused--;
+        if (is_counted) count_drop(g, &key);
+        close(fd);
+        mem_free(p);
+        return;
+    }
+    p->next = g->pending;
+    if (g->pending) g->pending->prev = p;
+    g->pending = p;
+}
+
+static void on_accept(struct gate *g, int listen_fd)
 {
     for (;;) {
-        struct sockaddr_in addr;
+        struct sockaddr_storage addr;
         socklen_t len = sizeof addr;
-        int fd =
-            accept4(g->listen_fd, (struct sockaddr *)&addr, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(listen_fd, (struct sockaddr *)&addr, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-                // Out of descriptors: the backlog waits (and overflows) until some close.
-                epoll_ctl(g->epoll_fd, EPOLL_CTL_DEL, g->listen_fd, NULL);
+                // Out of descriptors: the backlogs wait (and overflow) until some close.
+                listeners_watch(g, false);
                 g->listen_paused_until_ms = clock_now_ms() + 100;
                 log_warn("out of file descriptors: accepting pauses for 100 ms");
             }
             return;
         }
-        bool is_counted = count_take(g, addr.sin_addr.s_addr);
-        struct pending *p = NULL;
-        if (is_counted || g->n_refused < GATE_REFUSED_MAX) p = mem_calloc(1, sizeof *p);
-        if (!p) {
-            if (is_counted) count_drop(g, addr.sin_addr.s_addr);
-            close(fd);
-            continue;
-        }
-        *p = (struct pending){.fd = fd,
-                              .state = is_counted ? PENDING_HEAD : PENDING_REFUSED,
-                              .is_counted = is_counted,
-                              .addr = addr};
-        p->deadline_ms = clock_now_ms() + (is_counted ? g->c.header_timeout_ms : GATE_REFUSED_MS);
-        if (!is_counted) g->n_refused++;
-        struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.ptr = p};
-        if (epoll_ctl(g->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-            if (!is_counted) g->n_refused--;
-            if (is_counted) count_drop(g, addr.sin_addr.s_addr);
-            close(fd);
-            mem_free(p);
-            continue;
-        }
-        p->next = g->pending;
-        if (g->pending) g->pending->prev = p;
-        g->pending = p;
+        pending_add(g, fd, &addr, len);
     }
 }
 
@@ -325,8 +391,7 @@ static void sweep(struct gate *g)
     }
     if (g->listen_paused_until_ms > 0 && now >= g->listen_paused_until_ms &&
         !g->is_listener_closed) {
-        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &g->listen_fd};
-        epoll_ctl(g->epoll_fd, EPOLL_CTL_ADD, g->listen_fd, &ev);
+        listeners_watch(g, true);
         g->listen_paused_until_ms = 0;
     }
 }
@@ -334,7 +399,8 @@ static void sweep(struct gate *g)
 static void close_everything(struct gate *g)
 {
     if (!g->is_listener_closed) {
-        close(g->listen_fd);
+        for (int i = 0; i < g->n_listen; i++)
+            close(g->listen_fds[i]);
         g->is_listener_closed = true;
     }
     while (g->pending)
@@ -349,8 +415,9 @@ static void *gate_main(void *arg)
         int n = epoll_wait(g->epoll_fd, events, 256, GATE_SWEEP_MS);
         for (int i = 0; i < n; i++) {
             void *tag = events[i].data.ptr;
-            if (tag == &g->listen_fd) {
-                if (!atomic_load(&g->is_listener_closing)) on_accept(g);
+            int li = listener_of(g, tag);
+            if (li >= 0) {
+                if (!atomic_load(&g->is_listener_closing)) on_accept(g, g->listen_fds[li]);
             } else if (tag == &g->wake_fd) {
                 uint64_t v;
                 (void)!read(g->wake_fd, &v, sizeof v);
@@ -369,50 +436,133 @@ static void *gate_main(void *arg)
     return NULL;
 }
 
-static int listen_on(const struct gate_config *c, int *fd_out, int *port_out, struct errmsg *err)
+/* Binds and listens on one address (a numeric IPv4 or IPv6 address, optionally in brackets,
+ * or a name /etc/hosts resolves) at port; is_v6_only keeps "::" off IPv4 when other addresses
+ * are listed, as llama-server does. */
+static int listen_one(const char *host, int port, bool is_v6_only, int *fd_out, int *port_out,
+                      struct errmsg *err)
 {
-    struct sockaddr_in addr = {0};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons((uint16_t)c->port);
-    if (inet_pton(AF_INET, c->host, &addr.sin_addr) != 1)
-        return errmsg_set(err, ERR_INVALID, "--host: '%s' is not an IPv4 address", c->host);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) return errmsg_set(err, ERR_IO, "socket: %s", strerror(errno));
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    socklen_t len = sizeof addr;
-    if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(fd, 1024) != 0 ||
-        getsockname(fd, (struct sockaddr *)&addr, &len) != 0) {
-        int e = errno;
-        close(fd);
-        return errmsg_set(err, ERR_IO, "cannot listen on %s:%d: %s", c->host, c->port, strerror(e));
+    char name[256];
+    size_t n = strlen(host);
+    if (n >= 2 && host[0] == '[' && host[n - 1] == ']') {
+        host++;
+        n -= 2;
     }
-    *fd_out = fd;
-    *port_out = ntohs(addr.sin_port);
+    if (n == 0 || n >= sizeof name) return errmsg_set(err, ERR_INVALID, "--host: empty address");
+    memcpy(name, host, n);
+    name[n] = 0;
+    if (n > 5 && strcmp(name + n - 5, ".sock") == 0)
+        return errmsg_set(err, ERR_INVALID,
+                          "--host: '%s': UNIX socket paths are not supported; give IP addresses",
+                          name);
+    char service[16];
+    snprintf(service, sizeof service, "%d", port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    int gai = getaddrinfo(name, service, &hints, &res);
+    if (gai != 0)
+        return errmsg_set(err, ERR_INVALID, "--host: '%s' is not an address (%s)", name,
+                          gai_strerror(gai));
+    int e = 0;
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) { // the first that binds, as httplib
+        if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6) continue;
+        int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            e = errno;
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (ai->ai_family == AF_INET6 && is_v6_only)
+            setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+        struct sockaddr_storage bound;
+        socklen_t len = sizeof bound;
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 1024) != 0 ||
+            getsockname(fd, (struct sockaddr *)&bound, &len) != 0) {
+            e = errno;
+            close(fd);
+            continue;
+        }
+        freeaddrinfo(res);
+        *fd_out = fd;
+        *port_out = bound.ss_family == AF_INET6
+                        ? ntohs(((struct sockaddr_in6 *)(void *)&bound)->sin6_port)
+                        : ntohs(((struct sockaddr_in *)(void *)&bound)->sin_port);
+        return ERR_OK;
+    }
+    freeaddrinfo(res);
+    return errmsg_set(err, ERR_IO, "cannot listen on %s:%d: %s", name, port,
+                      e ? strerror(e) : "no IPv4 or IPv6 address");
+}
+
+/* Binds every address of the comma-separated list on one port: with port 0 the first picks a
+ * free port and the others take the same. Any failure closes what was bound. */
+static int listen_all(struct gate *g, const struct gate_config *c, struct errmsg *err)
+{
+    int n_hosts = 1;
+    for (const char *q = c->host; *q; q++)
+        n_hosts += *q == ',';
+    char item[256];
+    int port = c->port, rc = ERR_OK;
+    for (const char *q = c->host; rc == ERR_OK && *q;) {
+        const char *end = strchr(q, ',');
+        size_t len = end ? (size_t)(end - q) : strlen(q);
+        const char *next = end ? end + 1 : q + len;
+        while (len && (*q == ' ' || *q == '\t'))
+            q++, len--;
+        while (len && (q[len - 1] == ' ' || q[len - 1] == '\t'))
+            len--;
+        if (len >= sizeof item) {
+            rc = errmsg_set(err, ERR_INVALID, "--host: an address is too long");
+        } else if (len > 0 && g->n_listen == GATE_LISTEN_MAX) {
+            rc = errmsg_set(err, ERR_INVALID, "--host: more than %d addresses", GATE_LISTEN_MAX);
+        } else if (len > 0) {
+            memcpy(item, q, len);
+            item[len] = 0;
+            int fd = -1;
+            rc = listen_one(item, port, n_hosts > 1, &fd, &port, err);
+            if (rc == ERR_OK) g->listen_fds[g->n_listen++] = fd;
+        }
+        q = next;
+    }
+    if (rc == ERR_OK && g->n_listen == 0)
+        rc = errmsg_set(err, ERR_INVALID, "--host requires at least one address");
+    if (rc != ERR_OK) {
+        for (int i = 0; i < g->n_listen; i++)
+            close(g->listen_fds[i]);
+        g->n_listen = 0;
+        return rc;
+    }
+    g->port = port;
     return ERR_OK;
 }
 
 int gate_start(const struct gate_config *c, struct gate **out, struct errmsg *err)
 {
+    *out = NULL;
     struct gate *g = mem_calloc(1, sizeof *g);
     if (!g) return ERR_NOMEM;
     g->c = *c;
-    g->listen_fd = g->epoll_fd = g->wake_fd = -1;
+    g->epoll_fd = g->wake_fd = -1;
     atomic_init(&g->is_stopping, false);
     atomic_init(&g->is_listener_closing, false);
-    int rc = listen_on(c, &g->listen_fd, &g->port, err);
+    int rc = listen_all(g, c, err);
     if (rc != ERR_OK) {
         mem_free(g);
         return rc;
     }
     g->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     g->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    struct epoll_event lev = {.events = EPOLLIN, .data.ptr = &g->listen_fd};
     struct epoll_event wev = {.events = EPOLLIN, .data.ptr = &g->wake_fd};
-    if (g->epoll_fd < 0 || g->wake_fd < 0 ||
-        epoll_ctl(g->epoll_fd, EPOLL_CTL_ADD, g->listen_fd, &lev) != 0 ||
-        epoll_ctl(g->epoll_fd, EPOLL_CTL_ADD, g->wake_fd, &wev) != 0 ||
-        mutex_init(&g->mu) != ERR_OK) {
+    bool is_ok = g->epoll_fd >= 0 && g->wake_fd >= 0 &&
+                 epoll_ctl(g->epoll_fd, EPOLL_CTL_ADD, g->wake_fd, &wev) == 0;
+    for (int i = 0; is_ok && i < g->n_listen; i++) {
+        struct epoll_event lev = {.events = EPOLLIN, .data.ptr = &g->listen_fds[i]};
+        is_ok = epoll_ctl(g->epoll_fd, EPOLL_CTL_ADD, g->listen_fds[i], &lev) == 0;
+    }
+    if (!is_ok || mutex_init(&g->mu) != ERR_OK) {
         rc = errmsg_set(err, ERR_IO, "epoll: %s", strerror(errno));
     } else {
         // Stored before the thread runs: a connection it hands over at once may reach
@@ -427,7 +577,8 @@ int gate_start(const struct gate_config *c, struct gate **out, struct errmsg *er
         *out = NULL;
         if (g->wake_fd >= 0) close(g->wake_fd);
         if (g->epoll_fd >= 0) close(g->epoll_fd);
-        close(g->listen_fd);
+        for (int i = 0; i < g->n_listen; i++)
+            close(g->listen_fds[i]);
         mem_free(g);
         return rc;
     }
@@ -450,7 +601,8 @@ void gate_close_listener(struct gate *g)
     if (atomic_exchange(&g->is_listener_closing, true)) return;
     // Stops listening now (the kernel refuses new connections and resets the backlog); the
     // gate's thread closes the descriptor, which it may be polling.
-    shutdown(g->listen_fd, SHUT_RDWR);
+    for (int i = 0; i < g->n_listen; i++)
+        shutdown(g->listen_fds[i], SHUT_RDWR);
     wake(g);
 }
 

@@ -1,4 +1,4 @@
-/* The connection gate: owns the listening socket and every new connection until its first
+/* The connection gate: owns the listening sockets and every new connection until its first
  * request head has fully arrived. One thread and one epoll set hold the connections that have
  * sent nothing yet or whose head is still trickling in, so they cost a descriptor and a few
  * bytes, never a thread or an HTTP parser. It
@@ -29,7 +29,7 @@ struct gate;
 typedef bool (*gate_handoff_fn)(void *ctx, int fd, const struct sockaddr *addr, socklen_t addr_len);
 
 struct gate_config {
-    const char *host;      // IPv4 address to bind
+    const char *host;      // addresses to bind, comma-separated (IPv4, IPv6, a hosts name)
     int port;              // 0: any free port
     int max_connections;   // open connections in all (gate + HTTP library); 1 or more
     int max_per_address;   // open connections from one client address; 0: no limit
@@ -39,15 +39,17 @@ struct gate_config {
     void *handoff_ctx; // borrowed
 };
 
-/* Binds, listens and starts the gate's thread; *out is written before the thread starts (a
- * handoff may run at once). ERR_IO (err says why) or ERR_NOMEM, with *out NULL. Caller
+/* Binds and listens on every address of c->host (one port for all; a UNIX socket path is
+ * refused) and starts the gate's thread; *out is written before the thread starts (a
+ * handoff may run at once). ERR_INVALID (a bad address list), ERR_IO (err says why) or
+ * ERR_NOMEM, with *out NULL. Caller
  * stops with gate_stop() and frees with gate_free(). */
 int gate_start(const struct gate_config *c, struct gate **out, struct errmsg *err);
 
 /* The port bound. */
 int gate_port(const struct gate *g);
 
-/* Closes the listening socket now: new connections are refused by the kernel. Connections
+/* Closes the listening sockets now: new connections are refused by the kernel. Connections
  * already in the gate are closed too. Thread-safe; idempotent. */
 void gate_close_listener(struct gate *g);
 

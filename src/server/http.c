@@ -336,6 +336,26 @@ static enum MHD_Result queue_preflight(struct MHD_Connection *conn, struct conn_
     return ret;
 }
 
+struct header_visit {
+    api_header_visit_fn visit;
+    void *arg;
+};
+
+static enum MHD_Result visit_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *value)
+{
+    (void)kind;
+    struct header_visit *v = cls;
+    if (key) v->visit(v->arg, key, value ? value : "");
+    return MHD_YES;
+}
+
+static void headers_each(void *conn, api_header_visit_fn visit, void *arg)
+{
+    struct header_visit v = {visit, arg};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, visit_header, &v);
+}
+
 static const char *header_lookup(void *conn, const char *name)
 {
     return MHD_lookup_connection_value(conn, MHD_HEADER_KIND, name);
@@ -414,6 +434,7 @@ static void run_handler(struct http_server *s, struct conn_state *cs)
         .body = cs->body.data ? cs->body.data : "",
         .body_len = cs->body.len,
         .header = header_lookup,
+        .headers = headers_each,
         .query = query_lookup,
         .conn = cs->conn,
     };
@@ -559,12 +580,13 @@ static void log_access(const struct http_server *s, const struct conn_state *cs,
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     char addr[64] = "-";
-    if (ci && ci->client_addr && ci->client_addr->sa_family == AF_INET) {
-        const unsigned char *b =
-            (const unsigned char *)&((const struct sockaddr_in *)(const void *)ci->client_addr)
-                ->sin_addr;
-        snprintf(addr, sizeof addr, "%u.%u.%u.%u", b[0], b[1], b[2], b[3]);
-    }
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    if (sa && sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, addr,
+                  sizeof addr);
+    else if (sa && sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, addr,
+                  sizeof addr);
     double ms = clock_now_ms() - cs->start_ms;
     if (s->config->log_format == LOG_FORMAT_JSON)
         log_line("{\"type\":\"access\",\"client\":\"%s\",\"method\":\"%s\",\"path\":\"%s\","

@@ -29,9 +29,42 @@
 #include <time.h>
 #include <unistd.h>
 
-static bool is_loopback(const char *host)
+/* True when every address of the comma-separated list is a loopback one. */
+static bool is_loopback(const char *hosts)
 {
-    return strncmp(host, "127.", 4) == 0 || strcmp(host, "localhost") == 0;
+    for (const char *q = hosts; *q;) {
+        while (*q == ' ' || *q == ',')
+            q++;
+        size_t n = strcspn(q, ", ");
+        if (n == 0) break;
+        bool is_lo = strncmp(q, "127.", 4) == 0 || (n == 9 && strncmp(q, "localhost", 9) == 0) ||
+                     (n == 3 && strncmp(q, "::1", 3) == 0) ||
+                     (n == 5 && strncmp(q, "[::1]", 5) == 0);
+        if (!is_lo) return false;
+        q += n;
+    }
+    return true;
+}
+
+/* Logs each address of the --host list as a URL (IPv6 in brackets), the first on the line
+ * scripts read the port from. */
+static void log_listening(const char *hosts, int port)
+{
+    char urls[1024] = "";
+    size_t used = 0;
+    for (const char *q = hosts; *q && used < sizeof urls;) {
+        while (*q == ' ' || *q == ',')
+            q++;
+        int n = (int)strcspn(q, ", ");
+        if (n == 0) break;
+        bool is_v6 = memchr(q, ':', (size_t)n) && q[0] != '[';
+        int w = snprintf(urls + used, sizeof urls - used, "%shttp://%s%.*s%s:%d",
+                         used ? " and " : "", is_v6 ? "[" : "", n, q, is_v6 ? "]" : "", port);
+        if (w < 0) break;
+        used += (size_t)w;
+        q += n;
+    }
+    log_info("llamapi-server %s listening on %s", LLAMAPI_VERSION, urls);
 }
 
 /* Blocks the shutdown signals in this thread (and every thread started later), so sigwait
@@ -289,6 +322,7 @@ static int serve(const struct server_config *config)
         .metrics = &metrics,
         .version = LLAMAPI_VERSION,
         .is_metrics_enabled = config->metrics_enabled,
+        .is_cors_proxy_enabled = config->cors_proxy_enabled,
         .is_slots_disabled = config->slots_disabled,
         .load_instances = config->n_parallel,
         .load_n_ctx = instance_ctx(config),
@@ -327,11 +361,11 @@ static int serve(const struct server_config *config)
                  config->host);
     // HTTP is up while start-up models load: /health answers, the models show as loading,
     // and requests for them wait until they are ready.
-    log_info("llamapi-server %s listening on http://%s:%d", LLAMAPI_VERSION, config->host,
-             http_server_port(http));
-    if (!config->is_webui_disabled)
-        log_info("chat page: open http://%s:%d/ in a browser", config->host,
-                 http_server_port(http));
+    log_listening(config->host, http_server_port(http));
+    if (!config->is_webui_disabled) log_info("chat page: open that address in a browser");
+    if (config->cors_proxy_enabled)
+        log_warn("--ui-mcp-proxy: /cors-proxy is on; every client that may call this server can "
+                 "make it fetch what this host reaches");
     struct presets_state presets = {config, manager, mem_alloc(sizeof(struct preset_list)),
                                     mem_alloc(sizeof(struct preset_list))};
     int startup_rc = presets.want && presets.loaded ? 0 : 1;

@@ -5,6 +5,7 @@
 #include "api/handlers.h"
 #include "api/ollama/handlers.h"
 #include "api/webui/webui.h"
+#include "api/proxy/cors_proxy.h"
 
 #include <string.h>
 
@@ -114,6 +115,8 @@ static const struct route table[] = {
     {"POST", "/api/pull", api_ollama_pull, ROUTE_BODY_JSON, false},
     {"GET", "/", api_webui, ROUTE_BODY_NONE, true}, // the chat page: a browser comes keyless
     {"GET", "/webui/{id}", api_webui, ROUTE_BODY_NONE, true},
+    {"GET", "/cors-proxy", api_cors_proxy, ROUTE_BODY_NONE, false},
+    {"POST", "/cors-proxy", api_cors_proxy, ROUTE_BODY_NONE, false},
 };
 
 const struct route *routes_table(size_t *n_routes)

@@ -3,6 +3,7 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync } from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { startServer, errorOf } from './lib/server.mjs';
@@ -228,6 +229,217 @@ describe('/completion as llama-server answers it', () => {
       assert.equal(e.completion_probabilities.length, 1);
     }
     assert.equal(steps.map((e) => e.content).join(''), a.json.content);
+  });
+});
+
+// prompt_progress points of an SSE body: the objects, in order.
+function progressOf(text) {
+  return text.split('\n').filter((l) => l.startsWith('data: {')).map((l) => JSON.parse(l.slice(6)))
+    .filter((e) => e.prompt_progress).map((e) => e.prompt_progress);
+}
+
+// Checks the points as llama-server's suite does: the first at the cache, each later one
+// further by at most n_batch, the last at the total; returns how many there were.
+function checkProgress(points, nBatch) {
+  assert.ok(points.length >= 2, JSON.stringify(points));
+  assert.ok(points[0].total > 0);
+  assert.equal(points[0].processed, points[0].cache);
+  for (let i = 1; i < points.length; i++) {
+    assert.equal(points[i].total, points[0].total);
+    assert.equal(points[i].cache, points[0].cache);
+    const step = points[i].processed - points[i - 1].processed;
+    assert.ok(step > 0 && step <= nBatch, JSON.stringify(points));
+    assert.equal(typeof points[i].time_ms, 'number');
+  }
+  assert.equal(points.at(-1).processed, points[0].total);
+  assert.equal(points.length, 1 + Math.ceil((points[0].total - points[0].cache) / nBatch));
+  return points.length;
+}
+
+describe('return_progress and -b', () => {
+  let srv;
+  before(async () => {
+    srv = await startServer(['--threads', '1', '-m', synthModel('small', SMALL), '-b', '16', '-np', '1', '-c', '1024']);
+  });
+  after(async () => srv && (await srv.stop()));
+
+  test('a streamed chat sends a progress point at the start and per -b chunk; a repeat starts at its cache', async () => {
+    const body = { messages: [{ role: 'user', content: 'This is a test '.repeat(12) }], max_tokens: 2,
+      stream: true, return_progress: true };
+    const first = progressOf((await post(srv, '/chat/completions', body)).text);
+    assert.equal(first[0].cache, 0);
+    assert.ok(checkProgress(first, 16) >= 4);
+    const again = progressOf((await post(srv, '/chat/completions', body)).text);
+    assert.ok(again[0].cache > 0);
+    assert.equal(checkProgress(again, 16), 2);
+    const r = await post(srv, '/chat/completions', body);
+    const chunks = r.text.split('\n').filter((l) => l.startsWith('data: {')).map((l) => JSON.parse(l.slice(6)));
+    const withProgress = chunks.filter((c) => c.prompt_progress);
+    for (const c of withProgress) assert.deepEqual(c.choices[0].delta, { role: 'assistant', content: null });
+    assert.ok(chunks.indexOf(withProgress.at(-1)) < chunks.findIndex((c) => c.choices[0]?.delta?.content));
+  });
+
+  test('/completion and /v1/completions streams carry it; whole answers and requests without it do not', async () => {
+    const prompt = 'Once upon a time '.repeat(8);
+    const native = await post(srv, '/completion', { prompt, n_predict: 2, stream: true, return_progress: true });
+    const points = progressOf(native.text);
+    checkProgress(points, 16);
+    const oai = await post(srv, '/v1/completions', { prompt: prompt + 'x', max_tokens: 2, stream: true, return_progress: true });
+    checkProgress(progressOf(oai.text), 16);
+    const plain = await post(srv, '/completion', { prompt: prompt + 'y', n_predict: 2, stream: true });
+    assert.equal(progressOf(plain.text).length, 0);
+    const whole = await post(srv, '/completion', { prompt, n_predict: 2, return_progress: true });
+    assert.equal(whole.status, 200);
+    assert.equal(whole.json.prompt_progress, undefined);
+    const bad = await post(srv, '/chat/completions', chat({ return_progress: 1 }));
+    assert.equal(bad.status, 400);
+    assert.equal(errorOf(bad.json).param, 'return_progress');
+  });
+});
+
+describe('--host with several addresses', () => {
+  const hasIpv6 = (() => {
+    try {
+      return os.networkInterfaces().lo?.some((a) => a.family === 'IPv6') ?? false;
+    } catch {
+      return false;
+    }
+  })();
+  test('every address of the list serves on the same port', { skip: !hasIpv6 && 'no IPv6 loopback' }, async () => {
+    const srv = await startServer(['--threads', '1', '-m', synthModel('small', SMALL), '--host', '127.0.0.1, ::1']);
+    try {
+      assert.match(srv.log(), new RegExp(`listening on http://127\\.0\\.0\\.1:${srv.port} and http://\\[::1\\]:${srv.port}`));
+      for (const base of [srv.url, `http://[::1]:${srv.port}`]) {
+        const h = await fetch(`${base}/health`);
+        assert.equal(h.status, 200);
+        const r = await fetch(`${base}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ prompt: 'hi', max_tokens: 2 }) });
+        assert.equal(r.status, 200);
+      }
+    } finally {
+      await srv.stop();
+    }
+  });
+  test('a UNIX socket path or an empty list stops start-up with a message', async () => {
+    await assert.rejects(startServer(['--host', '/tmp/llamapi-test.sock']), /UNIX socket paths are not supported/);
+    await assert.rejects(startServer(['--host', ' , ']), /--host requires at least one address/);
+  });
+});
+
+describe('/cors-proxy (--ui-mcp-proxy)', () => {
+  let srv, off, target, seen;
+  const KEY = 'proxy-test-key';
+  before(async () => {
+    // The target: records what reached it; answers chunked (no Content-Length), 204, or a 302.
+    target = http.createServer((req, res) => {
+      let body = '';
+      req.on('data', (c) => (body += c));
+      req.on('end', () => {
+        seen = { method: req.method, url: req.url, headers: req.headers, body };
+        if (req.url.startsWith('/empty')) {
+          res.writeHead(204);
+          res.end();
+        } else if (req.url.startsWith('/moved')) {
+          res.writeHead(302, { location: 'http://127.0.0.1:1/' });
+          res.end();
+        } else {
+          res.writeHead(201, { 'content-type': 'application/json; charset=utf-8' });
+          res.write('{"echo":');
+          res.end(JSON.stringify(body) + '}');
+        }
+      });
+    });
+    await new Promise((resolve) => target.listen(0, '127.0.0.1', resolve));
+    const small = synthModel('small', SMALL);
+    srv = await startServer(['--threads', '1', '-m', small, '--ui-mcp-proxy', '--api-key', KEY]);
+    off = await startServer(['--threads', '1', '-m', small]);
+  });
+  after(async () => {
+    if (srv) await srv.stop();
+    if (off) await off.stop();
+    target?.close();
+  });
+  const proxied = (server, url, init = {}) => fetch(`${server.url}/cors-proxy?url=${encodeURIComponent(url)}`,
+    { ...init, headers: { authorization: `Bearer ${KEY}`, ...(init.headers ?? {}) } });
+
+  test('off by default: 403 feature_disabled', async () => {
+    const r = await proxied(off, `http://127.0.0.1:${target.address().port}/x`);
+    assert.equal(r.status, 403);
+    assert.equal(errorOf(await r.json()).type, 'feature_disabled');
+  });
+
+  test('relays status, type and a chunked body; forwards only x-llama-server-proxy-header-*', async () => {
+    const r = await proxied(srv, `http://127.0.0.1:${target.address().port}/echo?a=1#frag`, {
+      method: 'POST', body: 'hello',
+      headers: { cookie: 'session=secret', 'x-api-key': KEY, 'proxy-authorization': 'Basic x',
+        'x-llama-server-proxy-header-authorization': 'Bearer explicit',
+        'x-llama-server-proxy-header-content-type': 'text/plain', 'x-llama-server-proxy-header-host': 'evil' },
+    });
+    assert.equal(r.status, 201);
+    assert.equal(r.headers.get('content-type'), 'application/json; charset=utf-8');
+    assert.deepEqual(await r.json(), { echo: 'hello' });
+    assert.equal(seen.method, 'POST');
+    assert.equal(seen.url, '/echo?a=1');
+    assert.equal(seen.headers.authorization, 'Bearer explicit');
+    assert.equal(seen.headers['content-type'], 'text/plain');
+    assert.equal(seen.headers.host, `127.0.0.1:${target.address().port}`);
+    for (const h of ['cookie', 'x-api-key', 'proxy-authorization']) assert.equal(seen.headers[h], undefined);
+  });
+
+  test('204 and redirects come back as they are (not followed)', async () => {
+    const empty = await proxied(srv, `http://127.0.0.1:${target.address().port}/empty`, { method: 'POST', body: '{}' });
+    assert.equal(empty.status, 204);
+    const moved = await proxied(srv, `http://127.0.0.1:${target.address().port}/moved`, { redirect: 'manual' });
+    assert.equal(moved.status, 302);
+    assert.equal(seen.url, '/moved');
+  });
+
+  test('only http(s) URLs: other schemes and credentials 400, https 501, no key 401, dead target 502', async () => {
+    for (const url of ['file:///etc/passwd', 'ftp://127.0.0.1/', 'http://u:p@127.0.0.1/', 'http:///x']) {
+      const r = await proxied(srv, url);
+      assert.equal(r.status, 400, url);
+      assert.equal(errorOf(await r.json()).param, 'url');
+    }
+    const none = await fetch(`${srv.url}/cors-proxy`, { headers: { authorization: `Bearer ${KEY}` } });
+    assert.equal(none.status, 400);
+    const tls = await proxied(srv, 'https://127.0.0.1:1/');
+    assert.equal(tls.status, 501);
+    const anon = await fetch(`${srv.url}/cors-proxy?url=http://127.0.0.1:1/`);
+    assert.equal(anon.status, 401);
+    const dead = await proxied(srv, 'http://127.0.0.1:1/');
+    assert.equal(dead.status, 502);
+    assert.match(errorOf(await dead.json()).message, /cannot connect/);
+    assert.equal((await fetch(`${srv.url}/health`)).status, 200);
+  });
+});
+
+describe('timings and /metrics as llama-server counts them', () => {
+  let srv;
+  before(async () => {
+    srv = await startServer(['--threads', '1', '-m', synthModel('small', SMALL), '--metrics', '-np', '1']);
+  });
+  after(async () => srv && (await srv.stop()));
+
+  test('rates over predicted_n - 1 steps, per-token times; cached prompt tokens counted apart', async () => {
+    const one = await post(srv, '/completion', { prompt: 'the quick brown fox', n_predict: 1 });
+    assert.equal(one.json.timings.predicted_n, 1);
+    assert.equal(one.json.timings.predicted_per_second, 0);
+    assert.equal(one.json.timings.predicted_per_token_ms, 0);
+    const r = await post(srv, '/completion', { prompt: 'the quick brown fox', n_predict: 9, ignore_eos: true });
+    const t = r.json.timings;
+    assert.equal(t.predicted_n, 9);
+    assert.ok(t.cache_n > 0);
+    assert.ok(Math.abs(t.predicted_per_second - 1e3 / t.predicted_ms * 8) < 1e-6);
+    assert.ok(Math.abs(t.predicted_per_token_ms - t.predicted_ms / 8) < 1e-9);
+    assert.ok(t.prompt_per_token_ms > 0 && Math.abs(t.prompt_per_token_ms - t.prompt_ms / t.prompt_n) < 1e-9);
+    const m = await fetch(`${srv.url}/metrics`);
+    assert.match(m.headers.get('process-start-time-unix'), /^\d+$/);
+    const text = await m.text();
+    const value = (name) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)[1]);
+    assert.equal(value('llamacpp:prompt_tokens_total'), one.json.timings.prompt_n + t.prompt_n);
+    assert.equal(value('llamacpp:prompt_tokens_cached_total'), one.json.timings.cache_n + t.cache_n);
+    assert.equal(value('llamacpp:spec_decode_num_drafts_total'), 0);
+    assert.match(text, /# TYPE llamacpp:prompt_tokens_cached_total counter/);
   });
 });
 

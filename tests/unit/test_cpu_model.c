@@ -170,6 +170,42 @@ static void test_describe_and_generate(void **state)
     cpu_platform.unload(m);
 }
 
+/* -b chunks a prompt: with return_progress each chunk leaves a point (the first at the cache);
+ * the tokens are those of an unchunked run on a fresh model (batch invariance). */
+static void test_prompt_chunks_and_progress(void **state)
+{
+    (void)state;
+    const int32_t prompt[10] = {1, 40, 41, 42, 43, 44, 45, 46, 47, 48};
+    int32_t toks[2][3];
+    for (int run = 0; run < 2; run++) {
+        struct platform_model *m = load(1);
+        struct gen_params gp;
+        gen_params_defaults(&gp);
+        gp.temperature = 0;
+        gp.max_tokens = 3;
+        gp.ignore_eos = true;
+        gp.n_batch = run == 0 ? 4 : 0;
+        gp.is_return_progress = run == 0;
+        struct request *r;
+        assert_int_equal(request_new(REQUEST_GENERATE, prompt, 10, &gp, 3, &r), ERR_OK);
+        cpu_platform.submit(m, 0, r);
+        assert_int_equal(finished_outcome(r, NULL, NULL), FINISH_LENGTH);
+        struct request_progress p[8];
+        int n = request_take_progress(r, p, 8);
+        static const int processed[] = {0, 4, 8, 10}; // the start, then 4 + 4 + 2 tokens
+        assert_int_equal(n, run == 0 ? 4 : 0);        // none when not asked for
+        for (int i = 0; i < n; i++) {
+            assert_int_equal(p[i].total, 10);
+            assert_int_equal(p[i].cache, 0);
+            assert_int_equal(p[i].processed, processed[i]);
+        }
+        tokens_of(r, toks[run], 3);
+        request_release(r);
+        cpu_platform.unload(m);
+    }
+    assert_memory_equal(toks[0], toks[1], sizeof toks[0]);
+}
+
 static void test_batched_equals_alone(void **state)
 {
     (void)state;
@@ -342,6 +378,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_describe_and_generate),
+        cmocka_unit_test(test_prompt_chunks_and_progress),
         cmocka_unit_test(test_batched_equals_alone),
         cmocka_unit_test(test_cancel_stops_at_next_step),
         cmocka_unit_test(test_bad_requests_fail_cleanly),

@@ -257,6 +257,7 @@ static void test_metrics_counters_and_text(void **state)
     struct metrics_snapshot s;
     metrics_snapshot_take(&m, &s);
     assert_int_equal(s.prompt_tokens, 20);
+    assert_int_equal(s.prompt_cached, 8); // counted apart from the evaluated ones
     assert_int_equal(s.predicted_tokens, 21);
     assert_int_equal(s.n_decode, (1 + 19) + (1 + 0));
     assert_int_equal(s.n_tokens_max, 34);
@@ -280,6 +281,8 @@ static void test_metrics_counters_and_text(void **state)
     assert_true(fabs(sample_value(txt, "llamacpp:requests_processing") - 1) < 1e-9);
     assert_true(fabs(sample_value(txt, "llamacpp:requests_deferred") - 3) < 1e-9);
     assert_true(fabs(sample_value(txt, "llamacpp:n_decode_total") - 21) < 1e-9);
+    assert_true(fabs(sample_value(txt, "llamacpp:prompt_tokens_cached_total") - 8) < 1e-9);
+    assert_true(fabs(sample_value(txt, "llamacpp:spec_decode_num_drafts_total")) < 1e-9);
     assert_true(fabs(sample_value(txt, "llamapi_requests_rejected_total{reason=\"queue_full\"}") -
                      1) < 1e-9);
     assert_true(fabs(sample_value(txt, "llamapi_requests_rejected_total{reason=\"unloading\"}")) <
@@ -447,7 +450,7 @@ static void test_llama_server_flags(void **state)
     assert_true(c.gen_defaults.seed == 4294967295LL);
     assert_true(c.metrics_enabled);
     assert_true(c.slots_disabled);
-    assert_int_equal(c.n_batch, 64); // "-fa" without a value did not swallow "-b"
+    assert_int_equal(c.gen_defaults.n_batch, 64); // "-fa" without a value did not swallow "-b"
     assert_int_equal(c.n_ubatch, 32);
     assert_string_equal(c.pooling, "cls");
     assert_true(c.force_embedding);
@@ -464,6 +467,7 @@ static void test_llama_server_flags(void **state)
     assert_true(fabsf(c.gen_defaults.temperature - 0.8f) < 1e-6f);
     assert_int_equal(c.gen_defaults.top_k, 40);
     assert_int_equal(c.gen_defaults.max_tokens, -1);
+    assert_int_equal(c.gen_defaults.n_batch, 2048); // llama-server's -b
     assert_false(c.metrics_enabled);
     assert_false(c.slots_disabled);
     assert_false(c.is_webui_disabled); // the chat page is on by default
