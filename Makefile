@@ -25,7 +25,7 @@ PKG_CONFIG := PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/
 else
 $(error ARCH=$(ARCH): only the host architecture or aarch64)
 endif
-PKGS    := libmicrohttpd jansson libpcre2-8 libutf8proc libcurl libpng libjpeg libwebp sndfile libmpg123
+PKGS    := libmicrohttpd jansson libpcre2-8 libutf8proc libcurl libpng libjpeg libwebp sndfile libmpg123 nettle
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 CMOCKA_LIBS := $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 DEB_PKGS=(build-essential pkg-config libmicrohttpd-dev libjansson-dev libpcre2-dev
           libutf8proc-dev libcmocka-dev libcurl4-openssl-dev clang llvm libclang-rt-14-dev
-          clang-format nodejs npm curl ca-certificates python3 libpng-dev libjpeg62-turbo-dev libwebp-dev libsndfile1-dev libmpg123-dev)
+          clang-format nodejs npm curl ca-certificates python3 libpng-dev libjpeg62-turbo-dev libwebp-dev libsndfile1-dev libmpg123-dev nettle-dev)
 
 missing=()
 for p in "${DEB_PKGS[@]}"; do
@@ -36,7 +36,7 @@ fi
 # above. On x86-64 hosts only; LLAMAPI_DEPS_AARCH64=0 skips them.
 ARM64_DEV=(libmicrohttpd-dev libjansson-dev libpcre2-dev libutf8proc-dev libcmocka-dev
            libcurl4-openssl-dev libpng-dev libjpeg62-turbo-dev libwebp-dev libsndfile1-dev
-           libmpg123-dev)
+           libmpg123-dev nettle-dev)
 if [[ ${LLAMAPI_DEPS_AARCH64:-1} != 0 && $(dpkg --print-architecture) == amd64 ]]; then
     cross=()
     for p in gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static "${ARM64_DEV[@]/%/:arm64}"; do
