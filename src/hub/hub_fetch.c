@@ -12,6 +12,7 @@
 #include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <nettle/sha2.h>
 #include <stdio.h>
@@ -223,16 +224,22 @@ void hub_listing_free(struct hub_listing *l)
 
 int hub_sha256_file(const char *path, char hex[65])
 {
+    enum { CHUNK = 1 << 16 };
+    unsigned char *chunk = mem_alloc(CHUNK);
+    if (!chunk) return ERR_NOMEM;
     FILE *f = fopen(path, "rb");
-    if (!f) return ERR_IO;
+    if (!f) {
+        mem_free(chunk);
+        return ERR_IO;
+    }
     struct sha256_ctx ctx;
     sha256_init(&ctx);
-    static _Thread_local unsigned char chunk[1 << 16];
     size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+    while ((n = fread(chunk, 1, CHUNK, f)) > 0)
         sha256_update(&ctx, n, chunk);
     int rc = ferror(f) ? ERR_IO : ERR_OK;
     fclose(f);
+    mem_free(chunk);
     if (rc != ERR_OK) return rc;
     uint8_t digest[SHA256_DIGEST_SIZE];
     sha256_digest(&ctx, sizeof digest, digest);
@@ -474,6 +481,17 @@ static int fill_part(struct transfer *t, const char *url, const char *part, enum
         if (!t->f) {
             *why = HUB_FAIL_IO;
             return errmsg_set(err, ERR_IO, "cannot write %s: %s", part, strerror(errno));
+        }
+        // another process (a pull beside a server) appending to the same .part would mix bytes
+        struct flock lock = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        if (fcntl(fileno(t->f), F_SETLK, &lock) != 0) {
+            fclose(t->f);
+            t->f = NULL;
+            *why = HUB_FAIL_IO;
+            return errmsg_set(err, ERR_BUSY,
+                              "%s is being downloaded by another process; try again when it is "
+                              "done",
+                              part);
         }
         t->is_started = t->is_error_body = t->is_bad_range = false;
         rc = transfer_run(t, url, part, why, err);

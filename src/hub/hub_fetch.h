@@ -73,11 +73,13 @@ void hub_listing_free(struct hub_listing *l);
  * that file holds a prefix, retried o->n_retries times when the transfer is cut, checked
  * against e->sha256, renamed into place. A checksum mismatch deletes the .part; a cut transfer
  * keeps it for the next run. Errors: ERR_IO (with *why), ERR_FORMAT (checksum), ERR_LIMIT
- * (disk full), ERR_NOMEM. Concurrent calls for one dest must be serialized by the caller. */
+ * (disk full), ERR_BUSY (another process holds the .part's lock), ERR_NOMEM. Concurrent calls
+ * for one dest within a process must be serialized by the caller (the lock is per process). */
 int hub_fetch_file(const struct hub_opts *o, const char *repo, const struct hub_entry *e,
                    const char *dest, enum hub_failure *why, struct errmsg *err);
 
-/* SHA-256 of a file as 64 lower-case hex digits into hex[65]. ERR_IO when it cannot be read. */
+/* SHA-256 of a file as 64 lower-case hex digits into hex[65]. ERR_IO when it cannot be read,
+ * ERR_NOMEM. */
 int hub_sha256_file(const char *path, char hex[65]);
 
 #endif

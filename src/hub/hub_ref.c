@@ -135,8 +135,10 @@ static bool split_suffix(const char *s, size_t end, int *index, int *count)
         bool digit = isdigit((unsigned char)p[i]);
         if (pat[i] == '0' ? !digit : tolower((unsigned char)p[i]) != pat[i]) return false;
     }
-    *index = atoi(p + 1);
-    *count = atoi(p + 10);
+    int i = atoi(p + 1), c = atoi(p + 10);
+    if (i < 1 || i > c) return false; // "-00000-of-…", "-00003-of-00002": not a split name
+    *index = i;
+    *count = c;
     return true;
 }
 
@@ -268,6 +270,7 @@ static int collect_parts(const char *const *paths, int n, int first, struct hub_
         plan->parts[k] = -1;
     for (int i = 0; i < n; i++) {
         int idx, cnt;
+        if (!ends_with(paths[i], ".gguf")) continue; // "X-Q8_0" is not "X-Q8_0.gguf"'s twin
         hub_split_info(paths[i], other, sizeof other, &idx, &cnt);
         if (cnt == count && idx >= 1 && idx <= count && strcmp(other, prefix) == 0)
             plan->parts[idx - 1] = i;

@@ -101,6 +101,11 @@ static void test_split_info(void **state)
     assert_int_equal(count, 1); // no prefix before the split part: not a split name
     hub_split_info("x-0001-of-00002.gguf", prefix, sizeof prefix, &index, &count);
     assert_int_equal(count, 1); // four digits: not a split name
+    hub_split_info("x-00001-of-00000.gguf", prefix, sizeof prefix, &index, &count);
+    assert_int_equal(count, 1); // no parts, or a part past the count: not a split name
+    hub_split_info("x-00003-of-00002.gguf", prefix, sizeof prefix, &index, &count);
+    assert_int_equal(count, 1);
+    assert_string_equal(prefix, "x-00003-of-00002");
 }
 
 static int pick(const char *const *paths, int n, const char *ref_text, struct hub_plan *plan)
@@ -145,6 +150,10 @@ static void test_quant_rules(void **state)
     assert_int_equal(pick(files, N(files), "o/r/Model-IQ4_XS.gguf", &p), ERR_OK);
     assert_int_equal(p.primary, 5);
     assert_int_equal(pick(files, N(files), "o/r/Nope.gguf", &p), ERR_NOT_FOUND);
+    // a file without the extension shares the model's prefix and must not stand in for it
+    static const char *const twin[] = {"Model-Q8_0.gguf", "Model-Q8_0"};
+    assert_int_equal(pick(twin, N(twin), "o/r:Q8_0", &p), ERR_OK);
+    assert_int_equal(p.primary, 0);
 }
 
 static void test_default_fallbacks(void **state)
