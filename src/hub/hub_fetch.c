@@ -363,11 +363,15 @@ static int on_xfer(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t 
     return 0;
 }
 
-/* Fails with DISK_FULL when the file system holding dir has less than need bytes free. */
+/* Fails with DISK_FULL when the file system that will hold part has less than need bytes free. */
 static int check_space(const char *part, uint64_t need, enum hub_failure *why, struct errmsg *err)
 {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", part);
+    char *slash = strrchr(dir, '/');
+    if (slash && slash != dir) *slash = '\0'; // the folder: the .part may not exist yet
     struct statvfs vfs;
-    if (statvfs(part, &vfs) != 0) return ERR_OK; // cannot tell: the writes will
+    if (statvfs(dir, &vfs) != 0) return ERR_OK; // cannot tell: the writes will
     uint64_t avail = (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize;
     if (avail >= need) return ERR_OK;
     *why = HUB_FAIL_DISK_FULL;

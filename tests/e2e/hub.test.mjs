@@ -56,6 +56,7 @@ const repos = {
     'sub/S-Q4_K_M-00003-of-00003.gguf': blob(5_000),
     'S-Q8_0.gguf': blob(1_000),
   } },
+  'org/huge': { files: { 'H-Q8_0.gguf': blob(1_000) }, listedSize: { 'H-Q8_0.gguf': 2 ** 52 } },
   'org/evil': {
     files: { 'E-Q8_0.gguf': blob(2_000) },
     extraListing: [
@@ -146,6 +147,15 @@ describe('llamapi pull', () => {
     assert.deepEqual(walk(dir), [], 'neither the model nor a .part is left');
   });
 
+  test('a file larger than the free space is refused before any byte is written', async () => {
+    const dir = freshDir();
+    const r = await pull(['pull', '--hub-url', hub.url, '--models-dir', dir, 'org/huge']);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /disk full: .*H-Q8_0\.gguf\.part needs 4503599627370496 more bytes/);
+    assert.deepEqual(walk(dir), []);
+    assert.equal(cdnRequests('H-Q8_0.gguf').length, 0);
+  });
+
   test('404, 401 without HF_TOKEN, 403 with a refused token, 200 with the right one', async () => {
     const dir = freshDir();
     const missing = await pull(['pull', '--hub-url', hub.url, '--models-dir', dir, 'org/nothing']);
@@ -232,6 +242,7 @@ describe('the server: hf:// model paths, -hf, --offline', () => {
         ['hf://org/model:Q3_K_S', 404, 'hub_no_matching_file', /no Q3_K_S model file/],
         ['hf://org/private', 502, 'hub_unauthorized', /HF_TOKEN/],
         ['hf://org/bad', 502, 'hub_checksum_mismatch', /checksum mismatch/],
+        ['hf://org/huge', 507, 'insufficient_storage', /disk full/],
         ['hf://../etc/x.gguf', 400, 'invalid_model_path', /repository name/],
       ];
       for (const [modelPath, status, code, message] of cases) {

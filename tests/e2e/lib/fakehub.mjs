@@ -11,7 +11,8 @@ export const sha256 = (buf) => createHash('sha256').update(buf).digest('hex');
 const COMMIT = 'a'.repeat(40);
 
 // repos: { 'org/name': { files: { path: Buffer }, token?: string, wrongSha?: [path],
-//          cutAt?: { path: fraction } (the first download of path is cut there) } }
+//          cutAt?: { path: fraction } (the first download of path is cut there),
+//          listedSize?: { path: bytes } (the size the listing claims) } }
 export async function startHub(repos) {
   const log = []; // { method, url, range, auth }
   const cut = new Set();
@@ -42,8 +43,9 @@ export async function startHub(repos) {
         const segs = path.split('/');
         for (let i = 1; i < segs.length; i++) dirs.add(segs.slice(0, i).join('/'));
         const oid = (repo.wrongSha ?? []).includes(path) ? sha256(Buffer.from('other')) : sha256(buf);
-        items.push({ type: 'file', oid: createHash('sha1').update(buf).digest('hex'), size: buf.length,
-          path, lfs: { oid, size: buf.length, pointerSize: 134 } });
+        const size = repo.listedSize?.[path] ?? buf.length;
+        items.push({ type: 'file', oid: createHash('sha1').update(buf).digest('hex'), size,
+          path, lfs: { oid, size, pointerSize: 134 } });
       }
       for (const d of dirs) items.push({ type: 'directory', oid: 'b'.repeat(40), size: 0, path: d });
       for (const extra of repo.extraListing ?? []) items.push(extra);
