@@ -95,9 +95,27 @@ static void set_common(CURL *curl, const char *url, struct curl_slist *headers)
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
 }
 
-/* Turns an HTTP error status into *why and a message about what. */
-static int fail_status(long status, const char *what, enum hub_failure *why, struct errmsg *err)
+#define ERROR_CODE_CAP 64 // the hub's X-Error-Code value
+
+/* Turns an HTTP error status and the hub's X-Error-Code (or "") into *why and a message about
+ * what. The public hub answers 401 RepoNotFound for a repository that does not exist (or is
+ * private) when no token is sent, so the code decides before the status. */
+static int fail_status(long status, const char *code, const char *what, enum hub_failure *why,
+                       struct errmsg *err)
 {
+    if (strcmp(code, "RepoNotFound") == 0 || strcmp(code, "EntryNotFound") == 0 ||
+        strcmp(code, "RevisionNotFound") == 0) {
+        *why = HUB_FAIL_NOT_FOUND;
+        return errmsg_set(err, ERR_IO, "%s: not found on the hub (%ld%s)", what, status,
+                          status == 401 ? "; a private repository needs HF_TOKEN" : "");
+    }
+    if (strcmp(code, "GatedRepo") == 0) {
+        *why = HUB_FAIL_FORBIDDEN;
+        return errmsg_set(err, ERR_IO,
+                          "%s: a gated model (%ld); accept its terms on the hub and set HF_TOKEN "
+                          "to a token of that account",
+                          what, status);
+    }
     switch (status) {
     case 401:
         *why = HUB_FAIL_AUTH;
@@ -126,9 +144,37 @@ static size_t on_list_body(char *data, size_t size, size_t n, void *user)
     return buf_append(b, data, size * n) == ERR_OK ? size * n : 0;
 }
 
+/* Copies a header's value (after the colon, without quotes and blanks) into out. */
+static void header_value(const char *line, size_t len, char *out, size_t cap)
+{
+    const char *colon = memchr(line, ':', len);
+    size_t i = colon ? (size_t)(colon - line) + 1 : len, k = 0;
+    while (i < len && (line[i] == ' ' || line[i] == '"'))
+        i++;
+    while (i < len && line[i] != '"' && line[i] != '\r' && line[i] != '\n' && k + 1 < cap)
+        out[k++] = line[i++];
+    out[k] = '\0';
+}
+
+/* Keeps the last response's X-Error-Code in user (char[ERROR_CODE_CAP]). */
+static void note_error_code(const char *line, size_t len, char *code)
+{
+    if (len >= 5 && memcmp(line, "HTTP/", 5) == 0)
+        code[0] = '\0';
+    else if (len > 13 && strncasecmp(line, "x-error-code:", 13) == 0)
+        header_value(line, len, code, ERROR_CODE_CAP);
+}
+
+static size_t on_list_header(char *line, size_t size, size_t n, void *user)
+{
+    note_error_code(line, size * n, user);
+    return size * n;
+}
+
 static int get_json(const struct hub_opts *o, const char *url, json_t **out, const char *what,
                     enum hub_failure *why, struct errmsg *err)
 {
+    char code[ERROR_CODE_CAP] = "";
     CURL *curl = curl_easy_init();
     if (!curl) return ERR_NOMEM;
     struct curl_slist *headers = auth_headers(o);
@@ -137,6 +183,8 @@ static int get_json(const struct hub_opts *o, const char *url, json_t **out, con
     set_common(curl, url, headers);
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_list_body);
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
+    curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_list_header);
+    curl_easy_setopt(curl, CURLOPT_HEADERDATA, (void *)code);
     CURLcode cc = curl_easy_perform(curl);
     long status = 0;
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
@@ -147,7 +195,7 @@ static int get_json(const struct hub_opts *o, const char *url, json_t **out, con
         *why = HUB_FAIL_NETWORK;
         rc = errmsg_set(err, ERR_IO, "%s: %s (%s)", what, curl_easy_strerror(cc), url);
     } else if (status != 200) {
-        rc = fail_status(status, what, why, err);
+        rc = fail_status(status, code, what, why, err);
     } else {
         *out = json_loadb(body.data ? body.data : "", body.len, 0, NULL);
         if (!*out) {
@@ -253,35 +301,26 @@ struct transfer {
     const struct hub_opts *o;
     const struct hub_entry *e;
     CURL *curl;
-    FILE *f;                // the .part, opened for appending
-    uint64_t have;          // bytes in the .part before this transfer's body
-    uint64_t resumed;       // bytes there when this hub_fetch_file call started
-    uint64_t range_start;   // Content-Range start of the current response
-    bool has_range;         // the current response carried Content-Range
-    bool is_started;        // the final response's body has begun
-    bool is_error_body;     // the final response is an error: its body is dropped
-    bool is_bad_range;      // 206 for another range than asked
-    int write_errno;        // errno of a failed write, or 0
-    char linked_sha256[65]; // X-Linked-Etag when it is a SHA-256
-    double t0_ms, last_ms;  // start and last progress report
+    FILE *f;                         // the .part, opened for appending
+    uint64_t have;                   // bytes in the .part before this transfer's body
+    uint64_t resumed;                // bytes there when this hub_fetch_file call started
+    uint64_t range_start;            // Content-Range start of the current response
+    bool has_range;                  // the current response carried Content-Range
+    bool is_started;                 // the final response's body has begun
+    bool is_error_body;              // the final response is an error: its body is dropped
+    bool is_bad_range;               // 206 for another range than asked
+    int write_errno;                 // errno of a failed write, or 0
+    char linked_sha256[65];          // X-Linked-Etag when it is a SHA-256
+    char error_code[ERROR_CODE_CAP]; // X-Error-Code of the last response
+    double t0_ms, last_ms;           // start and last progress report
 };
-
-static void header_value(const char *line, size_t len, char *out, size_t cap)
-{
-    const char *colon = memchr(line, ':', len);
-    size_t i = colon ? (size_t)(colon - line) + 1 : len, k = 0;
-    while (i < len && (line[i] == ' ' || line[i] == '"'))
-        i++;
-    while (i < len && line[i] != '"' && line[i] != '\r' && line[i] != '\n' && k + 1 < cap)
-        out[k++] = line[i++];
-    out[k] = '\0';
-}
 
 static size_t on_header(char *line, size_t size, size_t n, void *user)
 {
     struct transfer *t = user;
     size_t len = size * n;
     char v[128];
+    note_error_code(line, len, t->error_code);
     if (len >= 5 && memcmp(line, "HTTP/", 5) == 0) {
         t->has_range = false; // a new response (after a redirect)
     } else if (len > 14 && strncasecmp(line, "content-range:", 14) == 0) {
@@ -425,7 +464,7 @@ static int transfer_result(struct transfer *t, CURLcode cc, const char *part, en
         *why = HUB_FAIL_NETWORK;
         return errmsg_set(err, ERR_IO, "%s: the hub sent another range than asked", name);
     }
-    if (status >= 300 && status != 416) return fail_status(status, name, why, err);
+    if (status >= 300 && status != 416) return fail_status(status, t->error_code, name, why, err);
     if (cc != CURLE_OK) {
         *why = HUB_FAIL_NETWORK;
         return errmsg_set(err, ERR_IO, "%s: %s", name, curl_easy_strerror(cc));

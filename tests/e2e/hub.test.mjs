@@ -160,7 +160,13 @@ describe('llamapi pull', () => {
     const dir = freshDir();
     const missing = await pull(['pull', '--hub-url', hub.url, '--models-dir', dir, 'org/nothing']);
     assert.equal(missing.code, 1);
-    assert.match(missing.stderr, /org\/nothing: not found on the hub \(404\)/);
+    assert.match(missing.stderr, /org\/nothing: not found on the hub \(401; a private repository needs HF_TOKEN\)/);
+    const missingFile = await pull(['pull', '--hub-url', hub.url, '--models-dir', dir, 'org/model/Nope-Q8_0.gguf']);
+    assert.equal(missingFile.code, 1);
+    assert.match(missingFile.stderr, /no file 'Nope-Q8_0\.gguf' in org\/model; GGUF files there/);
+    const withToken = await pull(['pull', '--hub-url', hub.url, '--models-dir', dir, 'org/nothing'],
+      { env: { HF_TOKEN: 'secret' } });
+    assert.match(withToken.stderr, /org\/nothing: not found on the hub \(404\)/);
     const anon = await pull(['pull', '--hub-url', hub.url, '--models-dir', dir, 'org/private']);
     assert.equal(anon.code, 1);
     assert.match(anon.stderr, /401.*HF_TOKEN/);
@@ -287,6 +293,6 @@ describe('the server: hf:// model paths, -hf, --offline', () => {
       await srv.stop();
     }
     await assert.rejects(startServer(['--hub-url', hub.url, '--models-dir', fresh, '-hf', 'org/nothing']),
-      /--hf-repo org\/nothing: org\/nothing: not found on the hub \(404\)/);
+      /--hf-repo org\/nothing: org\/nothing: not found on the hub/);
   });
 });

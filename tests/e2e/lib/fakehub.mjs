@@ -27,8 +27,13 @@ export async function startHub(repos) {
       res.end(JSON.stringify({ error: req.headers.authorization ? 'Access denied' : 'Invalid credentials' }));
       return true;
     };
+    // As the public hub: a missing repository is 401 RepoNotFound to a request without a token
+    // (private ones must not be told apart), 404 to one with a token; a missing file 404.
     const notFound = (what) => {
-      res.writeHead(404, { 'content-type': 'application/json', 'x-error-code': 'RepoNotFound' });
+      const repoMissing = what === 'Repository';
+      const status = repoMissing && !req.headers.authorization ? 401 : 404;
+      res.writeHead(status, { 'content-type': 'application/json',
+        'x-error-code': repoMissing ? 'RepoNotFound' : 'EntryNotFound' });
       res.end(JSON.stringify({ error: `${what} not found` }));
     };
     // /api/models/{org}/{name}/tree/main
