@@ -5,6 +5,7 @@
 
 #include "hub/hub_ref.h"
 #include "util/buf.h"
+#include "util/checked.h"
 #include "util/clock.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -24,9 +25,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LISTING_MAX      (64u << 20) // bytes of a listing's JSON
-#define URL_CAP          4096
-#define PROGRESS_EVERY_S 0.1
+#define LISTING_MAX       (64u << 20) // bytes of a listing's JSON
+#define URL_CAP           4096
+#define LISTING_PAGES_MAX 100 // pages of a listing followed through Link: rel="next"
+#define PROGRESS_EVERY_S  0.1
 
 /* Hex digits of an oid: 64 of them, any case. */
 static bool is_sha256_hex(const char *s)
@@ -165,16 +167,38 @@ static void note_error_code(const char *line, size_t len, char *code)
         header_value(line, len, code, ERROR_CODE_CAP);
 }
 
+/* What a listing page's headers say besides its body. */
+struct page_headers {
+    char code[ERROR_CODE_CAP]; // X-Error-Code
+    char next[URL_CAP];        // the Link header's rel="next" URL, or ""
+};
+
+static void note_next_link(const char *line, size_t len, char *next)
+{
+    if (len <= 5 || strncasecmp(line, "link:", 5) != 0) return;
+    const char *lt = memchr(line, '<', len);
+    const char *gt = lt ? memchr(lt, '>', len - (size_t)(lt - line)) : NULL;
+    if (!gt || (size_t)(gt - lt) >= URL_CAP) return;
+    char rest[128];
+    snprintf(rest, sizeof rest, "%.*s", (int)(len - (size_t)(gt - line)), gt);
+    if (!strstr(rest, "rel=\"next\"")) return;
+    memcpy(next, lt + 1, (size_t)(gt - lt) - 1);
+    next[gt - lt - 1] = '\0';
+}
+
 static size_t on_list_header(char *line, size_t size, size_t n, void *user)
 {
-    note_error_code(line, size * n, user);
+    struct page_headers *h = user;
+    if (size * n >= 5 && memcmp(line, "HTTP/", 5) == 0) h->next[0] = '\0';
+    note_error_code(line, size * n, h->code);
+    note_next_link(line, size * n, h->next);
     return size * n;
 }
 
-static int get_json(const struct hub_opts *o, const char *url, json_t **out, const char *what,
-                    enum hub_failure *why, struct errmsg *err)
+static int get_json(const struct hub_opts *o, const char *url, json_t **out, struct page_headers *h,
+                    const char *what, enum hub_failure *why, struct errmsg *err)
 {
-    char code[ERROR_CODE_CAP] = "";
+    h->code[0] = h->next[0] = '\0';
     CURL *curl = curl_easy_init();
     if (!curl) return ERR_NOMEM;
     struct curl_slist *headers = auth_headers(o);
@@ -184,7 +208,7 @@ static int get_json(const struct hub_opts *o, const char *url, json_t **out, con
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_list_body);
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
     curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_list_header);
-    curl_easy_setopt(curl, CURLOPT_HEADERDATA, (void *)code);
+    curl_easy_setopt(curl, CURLOPT_HEADERDATA, h);
     CURLcode cc = curl_easy_perform(curl);
     long status = 0;
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
@@ -195,7 +219,7 @@ static int get_json(const struct hub_opts *o, const char *url, json_t **out, con
         *why = HUB_FAIL_NETWORK;
         rc = errmsg_set(err, ERR_IO, "%s: %s (%s)", what, curl_easy_strerror(cc), url);
     } else if (status != 200) {
-        rc = fail_status(status, code, what, why, err);
+        rc = fail_status(status, h->code, what, why, err);
     } else {
         *out = json_loadb(body.data ? body.data : "", body.len, 0, NULL);
         if (!*out) {
@@ -231,6 +255,36 @@ static bool entry_from_json(const json_t *item, struct hub_entry *e)
     return e->path != NULL;
 }
 
+/* Appends the file entries of one listing page to l. */
+static int append_page(struct hub_listing *l, const json_t *page)
+{
+    size_t n = json_array_size(page), cap;
+    if (!size_add((size_t)l->n, n, &cap) || cap > INT32_MAX) return ERR_LIMIT;
+    struct hub_entry *e = mem_realloc(l->entries, (cap ? cap : 1) * sizeof *e);
+    if (!e) return ERR_NOMEM;
+    l->entries = e;
+    for (size_t i = 0; i < n; i++)
+        if (entry_from_json(json_array_get(page, i), &l->entries[l->n])) l->n++;
+    return ERR_OK;
+}
+
+/* The next page's URL into url when next is on this hub (absolute or '/'-rooted); false when
+ * there is none to follow. */
+static bool next_page_url(const struct hub_opts *o, const char *next, struct buf *url)
+{
+    int base = base_len(o->hub_url);
+    bool is_ours = next[0] == '/' || (strncmp(next, o->hub_url, (size_t)base) == 0 &&
+                                      (next[base] == '/' || next[base] == '\0'));
+    if (!next[0]) return false;
+    if (!is_ours) {
+        log_warn("hub: not following a listing page on another host: %.200s", next);
+        return false;
+    }
+    buf_clear(url);
+    if (next[0] == '/') return buf_printf(url, "%.*s%s", base, o->hub_url, next) == ERR_OK;
+    return buf_append_cstr(url, next) == ERR_OK;
+}
+
 int hub_fetch_list(const struct hub_opts *o, const char *repo, struct hub_listing *out,
                    enum hub_failure *why, struct errmsg *err)
 {
@@ -239,24 +293,26 @@ int hub_fetch_list(const struct hub_opts *o, const char *repo, struct hub_listin
     int rc = buf_printf(&url, "%.*s/api/models/", base_len(o->hub_url), o->hub_url);
     if (rc == ERR_OK) rc = url_append_path(&url, repo);
     if (rc == ERR_OK) rc = buf_append_cstr(&url, "/tree/main?recursive=true");
-    json_t *root = NULL;
-    if (rc == ERR_OK) rc = get_json(o, url.data, &root, repo, why, err);
+    struct hub_listing l = {0};
+    struct page_headers *h = mem_alloc(sizeof *h);
+    if (!h) rc = ERR_NOMEM;
+    for (int page = 0; rc == ERR_OK && page < LISTING_PAGES_MAX; page++) {
+        json_t *root = NULL;
+        rc = get_json(o, url.data, &root, h, repo, why, err);
+        if (rc == ERR_OK && !json_is_array(root)) {
+            *why = HUB_FAIL_NETWORK;
+            rc = errmsg_set(err, ERR_FORMAT, "%s: the hub's listing is not a JSON array", repo);
+        }
+        if (rc == ERR_OK) rc = append_page(&l, root);
+        json_decref(root);
+        if (rc != ERR_OK || !next_page_url(o, h->next, &url)) break;
+    }
+    mem_free(h);
     buf_deinit(&url);
-    if (rc != ERR_OK) return rc;
-    if (!json_is_array(root)) {
-        json_decref(root);
-        *why = HUB_FAIL_NETWORK;
-        return errmsg_set(err, ERR_FORMAT, "%s: the hub's listing is not a JSON array", repo);
+    if (rc != ERR_OK) {
+        hub_listing_free(&l);
+        return rc;
     }
-    size_t n = json_array_size(root);
-    struct hub_listing l = {.entries = mem_calloc(n ? n : 1, sizeof *l.entries)};
-    if (!l.entries) {
-        json_decref(root);
-        return ERR_NOMEM;
-    }
-    for (size_t i = 0; i < n; i++)
-        if (entry_from_json(json_array_get(root, i), &l.entries[l.n])) l.n++;
-    json_decref(root);
     *out = l;
     return ERR_OK;
 }

@@ -56,6 +56,8 @@ const repos = {
     'sub/S-Q4_K_M-00003-of-00003.gguf': blob(5_000),
     'S-Q8_0.gguf': blob(1_000),
   } },
+  'org/many': { pageSize: 2, files: Object.fromEntries(['F16', 'Q8_0', 'Q6_K', 'Q5_K_M', 'Q4_K_M']
+    .map((q) => [`a-${q}.gguf`, blob(500)])) },
   'org/huge': { files: { 'H-Q8_0.gguf': blob(1_000) }, listedSize: { 'H-Q8_0.gguf': 2 ** 52 } },
   'org/evil': {
     files: { 'E-Q8_0.gguf': blob(2_000) },
@@ -95,6 +97,16 @@ describe('llamapi pull', () => {
     const again = await pull(['pull', '--hub-url', hub.url, '--models-dir', dir, 'org/model:Q8_0']);
     assert.equal(again.code, 0, again.stderr);
     assert.equal(cdnRequests('Model-Q8_0.gguf').length, before, 'no second download');
+  });
+
+  test('a listing in pages is followed to its end (Link: rel="next")', async () => {
+    const dir = freshDir();
+    const r = await pull(['pull', '--hub-url', hub.url, '--models-dir', dir, 'org/many']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.stdout.trim(), path.join(dir, 'org/many/a-Q4_K_M.gguf')); // on the last page
+    const pages = hub.log.filter((q) => q.url.startsWith('/api/models/org/many/tree/main'));
+    assert.deepEqual(pages.map((q) => new URL(q.url, hub.url).searchParams.get('cursor')),
+      [null, '2', '4']);
   });
 
   test('a file named by path', async () => {

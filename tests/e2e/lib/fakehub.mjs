@@ -12,7 +12,8 @@ const COMMIT = 'a'.repeat(40);
 
 // repos: { 'org/name': { files: { path: Buffer }, token?: string, wrongSha?: [path],
 //          cutAt?: { path: fraction } (the first download of path is cut there),
-//          listedSize?: { path: bytes } (the size the listing claims) } }
+//          listedSize?: { path: bytes } (the size the listing claims),
+//          pageSize?: n (listing entries per page, the rest behind Link: rel="next") } }
 export async function startHub(repos) {
   const log = []; // { method, url, range, auth }
   const cut = new Set();
@@ -54,8 +55,15 @@ export async function startHub(repos) {
       }
       for (const d of dirs) items.push({ type: 'directory', oid: 'b'.repeat(40), size: 0, path: d });
       for (const extra of repo.extraListing ?? []) items.push(extra);
-      res.writeHead(200, { 'content-type': 'application/json', 'x-repo-commit': COMMIT });
-      return res.end(JSON.stringify(items));
+      const headers = { 'content-type': 'application/json', 'x-repo-commit': COMMIT };
+      const from = Number(url.searchParams.get('cursor') ?? 0);
+      const size = repo.pageSize ?? items.length;
+      if (from + size < items.length) { // as the hub pages long listings: Link rel="next"
+        headers.link = `<http://${req.headers.host}/api/models/${name}/tree/main?recursive=true` +
+          `&cursor=${from + size}>; rel="next"`;
+      }
+      res.writeHead(200, headers);
+      return res.end(JSON.stringify(items.slice(from, from + size)));
     }
     // /{org}/{name}/resolve/main/{path…} → 302 to /cdn/{org}/{name}/{path…}
     if (parts[3] === 'resolve' && parts[4] === 'main') {
