@@ -198,10 +198,10 @@ static int ensure_file(const struct hub_opts *o, const char *repo, const char *d
     buf_init(&dest);
     int rc = buf_printf(&dest, "%s/%s", dir, e->path);
     struct stat st;
-    if (rc == ERR_OK &&
-        !(stat(dest.data, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == e->size)) {
-        mutex_lock(&download_mu);
-        rc = hub_fetch_file(o, repo, e, dest.data, why, err);
+    if (rc == ERR_OK) {
+        mutex_lock(&download_mu); // checked under the lock: a load racing ours may just have it
+        if (!(stat(dest.data, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == e->size))
+            rc = hub_fetch_file(o, repo, e, dest.data, why, err);
         mutex_unlock(&download_mu);
     }
     buf_deinit(&dest);

@@ -277,6 +277,21 @@ describe('the server: hf:// model paths, -hf, --offline', () => {
     assert.match(srv.log(), /hub: tiny-Q8_0\.gguf .*verified/);
   });
 
+  test('two loads of one hub model at once download it once', async () => {
+    const fresh = freshDir();
+    const srv = await startServer(['--threads', '1', '--hub-url', hub.url, '--models-dir', fresh]);
+    try {
+      const before = cdnRequests('tiny-Q8_0.gguf').length;
+      const [a, b] = await Promise.all(['a', 'b'].map((id) =>
+        load(srv, { model_id: id, model_path: 'hf://org/tiny:Q8_0' })));
+      assert.equal(a.status, 200, JSON.stringify(a.json));
+      assert.equal(b.status, 200, JSON.stringify(b.json));
+      assert.equal(cdnRequests('tiny-Q8_0.gguf').length, before + 1);
+    } finally {
+      await srv.stop();
+    }
+  });
+
   test('-hf loads the cached model at start-up; --offline refuses what is not there', async () => {
     const before = hub.log.length;
     const srv = await startServer(['--threads', '1', '--offline', '--hub-url', hub.url, '--models-dir', dir,
