@@ -98,16 +98,36 @@ static void show_progress(void *user, const struct hub_progress *p)
     fflush(stderr);
 }
 
+static const char pull_usage[] =
+    "usage: llamapi pull [--hub-url URL] [--models-dir DIR] [--offline] org/repo[:QUANT] |\n"
+    "                    org/repo/path/file.gguf\n"
+    "Downloads a GGUF model (its split parts and the repository's mmproj too) into\n"
+    "DIR/org/repo/ unless it is there, checks its SHA-256, and prints its path. QUANT is\n"
+    "matched in any case (default Q4_K_M, then Q8_0, then the first model file). HF_TOKEN is\n"
+    "sent to the hub for gated and private models. DIR: --models-dir, LLAMAPI_MODELS_DIR, or\n"
+    "~/.cache/llamapi/models (/var/lib/llamapi/models for root). URL: --hub-url,\n"
+    "LLAMAPI_HUB_URL, HF_ENDPOINT or https://huggingface.co.\n";
+
+static bool wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return true;
+    return false;
+}
+
 static int usage_pull(void)
 {
-    fprintf(stderr, "usage: llamapi pull [--hub-url URL] [--models-dir DIR] [--offline] "
-                    "org/repo[:QUANT] | org/repo/path/file.gguf\n");
+    fputs(pull_usage, stderr);
     return 2;
 }
 
 int cli_cmd_pull(int argc, char **argv)
 {
     struct pull_args a = {0};
+    if (wants_help(argc, argv)) {
+        fputs(pull_usage, stdout);
+        return 0;
+    }
     if (!parse_args(argc, argv, &a, true)) return usage_pull();
     struct display d = {.is_tty = isatty(STDERR_FILENO) == 1};
     const char *token = getenv("HF_TOKEN");

@@ -86,6 +86,11 @@ describe('llamapi pull', () => {
     assert.deepEqual(walk(dir), ['org/model/Model-Q4_K_M.gguf', 'org/model/mmproj-Model-F16.gguf']);
     assert.deepEqual(readFileSync(r.stdout.trim()), repos['org/model'].files['Model-Q4_K_M.gguf']);
     assert.match(r.stderr, /Model-Q4_K_M\.gguf: 100% .*\(done\)/); // not a terminal: lines
+    const help = await pull(['pull', '--help']);
+    assert.equal(help.code, 0);
+    assert.match(help.stdout, /default Q4_K_M, then Q8_0/);
+    const usage = await pull(['pull']);
+    assert.equal(usage.code, 2);
   });
 
   test('a quant matches in any case; a second pull reuses the file', async () => {
