@@ -140,6 +140,15 @@ static bool resolve_hub_path(const struct api_ctx *ctx, const char *path, char *
         respond_hub_failure(why, &err, resp);
         return false;
     }
+    int part, n_parts;
+    hub_split_info(file, NULL, 0, &part, &n_parts);
+    if (n_parts > 1) { // the GGUF reader maps one file; a split model's tensors span several
+        api_error(resp, 400, API_TYPE_INVALID_REQUEST, "split_model_unsupported", "model_path",
+                  "%s is split in %d files (downloaded); models load from one GGUF file: merge "
+                  "the parts (llama-gguf-split --merge) and load the merged file",
+                  file, n_parts);
+        return false;
+    }
     if (!realpath(file, out) || strlen(out) >= out_cap) {
         api_error(resp, 500, API_TYPE_SERVER, "model_load_failed", "model_path",
                   "cannot use the downloaded file %s", file);

@@ -355,6 +355,14 @@ static int add_hub_model(struct server_config *c)
         log_error("--hf-repo %s: %s", ref, err.msg);
         return 1;
     }
+    int part, n_parts;
+    hub_split_info(path, NULL, 0, &part, &n_parts);
+    if (n_parts > 1) {
+        log_error("--hf-repo %s: %s is split in %d files (downloaded); models load from one GGUF "
+                  "file: merge the parts (llama-gguf-split --merge) and pass the result with -m",
+                  ref, path, n_parts);
+        return 1;
+    }
     if (c->n_model_paths >= CONFIG_MAX_MODELS) {
         log_error("--hf-repo: at most %d models at start-up", CONFIG_MAX_MODELS);
         return 1;

@@ -266,6 +266,7 @@ describe('the server: hf:// model paths, -hf, --offline', () => {
         ['hf://org/private', 502, 'hub_unauthorized', /HF_TOKEN/],
         ['hf://org/bad', 502, 'hub_checksum_mismatch', /checksum mismatch/],
         ['hf://org/huge', 507, 'insufficient_storage', /disk full/],
+        ['hf://org/split', 400, 'split_model_unsupported', /split in 3 files \(downloaded\).*merge/],
         ['hf://../etc/x.gguf', 400, 'invalid_model_path', /repository name/],
       ];
       for (const [modelPath, status, code, message] of cases) {
