@@ -56,6 +56,7 @@ const repos = {
     'sub/S-Q4_K_M-00003-of-00003.gguf': blob(5_000),
     'S-Q8_0.gguf': blob(1_000),
   } },
+  'org/tty': { files: { 'Tty-Q4_K_M.gguf': blob(3_000_000) } },
   'org/many': { pageSize: 2, files: Object.fromEntries(['F16', 'Q8_0', 'Q6_K', 'Q5_K_M', 'Q4_K_M']
     .map((q) => [`a-${q}.gguf`, blob(500)])) },
   'org/huge': { files: { 'H-Q8_0.gguf': blob(1_000) }, listedSize: { 'H-Q8_0.gguf': 2 ** 52 } },
@@ -91,6 +92,19 @@ describe('llamapi pull', () => {
     assert.match(help.stdout, /default Q4_K_M, then Q8_0/);
     const usage = await pull(['pull']);
     assert.equal(usage.code, 2);
+  });
+
+  test('on a terminal the progress is one redrawn bar', async (t) => {
+    const dir = freshDir();
+    // util-linux's script gives the command a pseudo-terminal (bsdutils, an essential package)
+    const cmd = [cliBin, 'pull', '--hub-url', hub.url, '--models-dir', dir, 'org/tty'].join(' ');
+    const r = await new Promise((resolve) => execFile('script', ['-qec', cmd, '/dev/null'],
+      { timeout: 60000 }, (err, stdout) => resolve({ code: err ? err.code : 0, stdout })));
+    if (r.code === 'ENOENT') return t.skip('no script(1) here');
+    assert.equal(r.code, 0, r.stdout);
+    assert.match(r.stdout, /\r\x1b\[KTty-Q4_K_M\.gguf \[#{30}\] 100% 3\.0 MB\/3\.0 MB .* ETA 0:00\r?\n/);
+    assert.doesNotMatch(r.stdout, /\(done\)/); // no log lines on a terminal
+    return undefined;
   });
 
   test('a quant matches in any case; a second pull reuses the file', async () => {
