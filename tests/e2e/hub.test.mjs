@@ -7,7 +7,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { cliBin, errorOf, startServer } from './lib/server.mjs';
@@ -74,7 +74,10 @@ before(async () => {
   repos['org/tiny'] = { files: { 'tiny-Q8_0.gguf': readFileSync(synthModel('small', SMALL)) } };
   hub = await startHub(repos);
 });
-after(async () => { await hub.close(); });
+after(async () => {
+  await hub.close();
+  rmSync(root, { recursive: true, force: true });
+});
 
 const cdnRequests = (file) => hub.log.filter((r) => r.url.startsWith('/cdn/') && r.url.endsWith(`/${file}`));
 
