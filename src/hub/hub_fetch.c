@@ -326,7 +326,9 @@ void hub_listing_free(struct hub_listing *l)
     l->n = 0;
 }
 
-int hub_sha256_file(const char *path, char hex[65])
+/* Feeds the first limit bytes of the file at path (all of it for UINT64_MAX) into ctx.
+ * ERR_IO when it cannot be read or is shorter than a finite limit; ERR_NOMEM. */
+static int hash_file_prefix(const char *path, uint64_t limit, struct sha256_ctx *ctx)
 {
     enum { CHUNK = 1 << 16 };
     unsigned char *chunk = mem_alloc(CHUNK);
@@ -336,20 +338,34 @@ int hub_sha256_file(const char *path, char hex[65])
         mem_free(chunk);
         return ERR_IO;
     }
-    struct sha256_ctx ctx;
-    sha256_init(&ctx);
+    uint64_t done = 0;
     size_t n;
-    while ((n = fread(chunk, 1, CHUNK, f)) > 0)
-        sha256_update(&ctx, n, chunk);
-    int rc = ferror(f) ? ERR_IO : ERR_OK;
+    while (done < limit &&
+           (n = fread(chunk, 1, limit - done < CHUNK ? (size_t)(limit - done) : CHUNK, f)) > 0) {
+        sha256_update(ctx, n, chunk);
+        done += n;
+    }
+    int rc = ferror(f) || (limit != UINT64_MAX && done != limit) ? ERR_IO : ERR_OK;
     fclose(f);
     mem_free(chunk);
-    if (rc != ERR_OK) return rc;
+    return rc;
+}
+
+static void digest_hex(struct sha256_ctx *ctx, char hex[65])
+{
     uint8_t digest[SHA256_DIGEST_SIZE];
-    sha256_digest(&ctx, sizeof digest, digest);
+    sha256_digest(ctx, sizeof digest, digest);
     for (size_t i = 0; i < sizeof digest; i++)
         snprintf(hex + 2 * i, 3, "%02x", digest[i]);
-    return ERR_OK;
+}
+
+int hub_sha256_file(const char *path, char hex[65])
+{
+    struct sha256_ctx ctx;
+    sha256_init(&ctx);
+    int rc = hash_file_prefix(path, UINT64_MAX, &ctx);
+    if (rc == ERR_OK) digest_hex(&ctx, hex);
+    return rc;
 }
 
 /* One HTTP transfer of a file into its .part. */
@@ -369,6 +385,8 @@ struct transfer {
     char linked_sha256[65];          // X-Linked-Etag when it is a SHA-256
     char error_code[ERROR_CODE_CAP]; // X-Error-Code of the last response
     double t0_ms, last_ms;           // start and last progress report
+    struct sha256_ctx sha;           // over the .part's first `hashed` bytes, as written
+    uint64_t hashed;                 // bytes sha has seen
 };
 
 static size_t on_header(char *line, size_t size, size_t n, void *user)
@@ -416,6 +434,8 @@ static bool start_body(struct transfer *t)
         }
         t->have = 0;
         t->resumed = 0;
+        sha256_init(&t->sha);
+        t->hashed = 0;
     }
     return true;
 }
@@ -430,6 +450,8 @@ static size_t on_body(char *data, size_t size, size_t n, void *user)
         t->write_errno = errno ? errno : EIO;
         return 0;
     }
+    sha256_update(&t->sha, len, (const uint8_t *)data); // the checksum costs no second read
+    t->hashed += len;
     return len;
 }
 
@@ -573,6 +595,11 @@ static int fill_part(struct transfer *t, const char *url, const char *part, enum
             if (truncate(part, 0) != 0) t->write_errno = errno;
             t->have = 0;
         }
+        if (t->hashed != t->have) { // a .part from an earlier run, or a failed write: read it
+            sha256_init(&t->sha);
+            t->hashed = 0;
+            if (hash_file_prefix(part, t->have, &t->sha) == ERR_OK) t->hashed = t->have;
+        }
         if (t->have == t->e->size) return ERR_OK;
         rc = check_space(part, t->e->size - t->have, why, err);
         if (rc != ERR_OK) return rc;
@@ -621,7 +648,7 @@ static int fill_part(struct transfer *t, const char *url, const char *part, enum
 }
 
 /* The .part's SHA-256 against the hub's oid; a mismatch deletes it. */
-static int verify_part(const struct transfer *t, const char *part, enum hub_failure *why,
+static int verify_part(struct transfer *t, const char *part, enum hub_failure *why,
                        struct errmsg *err)
 {
     const char *want = t->e->sha256[0] ? t->e->sha256 : t->linked_sha256;
@@ -630,7 +657,9 @@ static int verify_part(const struct transfer *t, const char *part, enum hub_fail
         return ERR_OK;
     }
     char got[65];
-    if (hub_sha256_file(part, got) != ERR_OK) {
+    if (t->hashed == t->e->size) {
+        digest_hex(&t->sha, got);
+    } else if (hub_sha256_file(part, got) != ERR_OK) {
         *why = HUB_FAIL_IO;
         return errmsg_set(err, ERR_IO, "cannot read %s back: %s", part, strerror(errno));
     }
@@ -659,6 +688,7 @@ int hub_fetch_file(const struct hub_opts *o, const char *repo, const struct hub_
         goto out_free;
     }
     struct transfer t = {.o = o, .e = e, .t0_ms = clock_now_ms()};
+    sha256_init(&t.sha);
     t.resumed = file_size(part.data) <= e->size ? file_size(part.data) : 0;
     rc = fill_part(&t, url.data, part.data, why, err);
     if (rc == ERR_OK) rc = verify_part(&t, part.data, why, err);
