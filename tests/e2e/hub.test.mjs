@@ -56,6 +56,8 @@ const repos = {
     'sub/S-Q4_K_M-00003-of-00003.gguf': blob(5_000),
     'S-Q8_0.gguf': blob(1_000),
   } },
+  'org/nolfs': { files: { 'N-Q8_0.gguf': blob(4_000), 'W-Q4_0.gguf': blob(4_000) },
+    noLfs: ['N-Q8_0.gguf', 'W-Q4_0.gguf'], wrongSha: ['W-Q4_0.gguf'] },
   'org/tty': { files: { 'Tty-Q4_K_M.gguf': blob(3_000_000) } },
   'org/many': { pageSize: 2, files: Object.fromEntries(['F16', 'Q8_0', 'Q6_K', 'Q5_K_M', 'Q4_K_M']
     .map((q) => [`a-${q}.gguf`, blob(500)])) },
@@ -188,6 +190,16 @@ describe('llamapi pull', () => {
     assert.match(r.stderr, /disk full: .*H-Q8_0\.gguf\.part needs 4503599627370496 more bytes/);
     assert.deepEqual(walk(dir), []);
     assert.equal(cdnRequests('H-Q8_0.gguf').length, 0);
+  });
+
+  test('without an LFS oid in the listing, the redirect\'s X-Linked-Etag is the checksum', async () => {
+    const dir = freshDir();
+    const good = await pull(['pull', '--hub-url', hub.url, '--models-dir', dir, 'org/nolfs:Q8_0']);
+    assert.equal(good.code, 0, good.stderr);
+    const bad = await pull(['pull', '--hub-url', hub.url, '--models-dir', dir, 'org/nolfs:Q4_0']);
+    assert.equal(bad.code, 1);
+    assert.match(bad.stderr, /W-Q4_0\.gguf: checksum mismatch/);
+    assert.deepEqual(walk(dir), ['org/nolfs/N-Q8_0.gguf']);
   });
 
   test('404, 401 without HF_TOKEN, 403 with a refused token, 200 with the right one', async () => {

@@ -13,6 +13,7 @@ const COMMIT = 'a'.repeat(40);
 // repos: { 'org/name': { files: { path: Buffer }, token?: string, wrongSha?: [path],
 //          cutAt?: { path: fraction } (the first download of path is cut there),
 //          listedSize?: { path: bytes } (the size the listing claims),
+//          noLfs?: [path] (listed without lfs: the client has X-Linked-Etag only),
 //          pageSize?: n (listing entries per page, the rest behind Link: rel="next") } }
 export async function startHub(repos) {
   const log = []; // { method, url, range, auth }
@@ -50,8 +51,9 @@ export async function startHub(repos) {
         for (let i = 1; i < segs.length; i++) dirs.add(segs.slice(0, i).join('/'));
         const oid = (repo.wrongSha ?? []).includes(path) ? sha256(Buffer.from('other')) : sha256(buf);
         const size = repo.listedSize?.[path] ?? buf.length;
-        items.push({ type: 'file', oid: createHash('sha1').update(buf).digest('hex'), size,
-          path, lfs: { oid, size, pointerSize: 134 } });
+        const item = { type: 'file', oid: createHash('sha1').update(buf).digest('hex'), size, path };
+        if (!(repo.noLfs ?? []).includes(path)) item.lfs = { oid, size, pointerSize: 134 };
+        items.push(item);
       }
       for (const d of dirs) items.push({ type: 'directory', oid: 'b'.repeat(40), size: 0, path: d });
       for (const extra of repo.extraListing ?? []) items.push(extra);
@@ -75,7 +77,7 @@ export async function startHub(repos) {
       const buf = repo.files[path];
       if (!buf) return notFound('Entry');
       res.writeHead(302, { location: `/cdn/${name}/${encodeURI(path)}`, 'x-repo-commit': COMMIT,
-        'x-linked-etag': `"${sha256(buf)}"`, 'x-linked-size': String(buf.length), etag: '"redirect"' });
+        'x-linked-etag': `"${(repo.wrongSha ?? []).includes(path) ? sha256(Buffer.from('other')) : sha256(buf)}"`, 'x-linked-size': String(buf.length), etag: '"redirect"' });
       return res.end();
     }
     if (parts[1] === 'cdn') {
