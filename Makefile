@@ -26,7 +26,7 @@ PKG_CONFIG := PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/
 else
 $(error ARCH=$(ARCH): only the host architecture or aarch64)
 endif
-PKGS    := libmicrohttpd jansson libpcre2-8 libutf8proc libcurl libpng libjpeg libwebp sndfile libmpg123
+PKGS    := libmicrohttpd jansson libpcre2-8 libutf8proc libcurl libpng libjpeg libwebp sndfile libmpg123 nettle
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 CMOCKA_LIBS := $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
@@ -233,7 +233,7 @@ RUN_ARGS ?= -m $(DEMO_MODEL) --alias demo
 # Serving needs no cross toolchain nor the browser test's chromium: only the host's build
 # dependencies are installed here.
 run:
-	@LLAMAPI_DEPS_AARCH64=0 LLAMAPI_DEPS_BROWSER=0 scripts/install-deps.sh
+	@LLAMAPI_DEPS_AARCH64=0 LLAMAPI_DEPS_TESTS=0 scripts/install-deps.sh
 	@$(MAKE) --no-print-directory all demo-model
 	$(SERVER) $(RUN_ARGS) $(ARGS)
 

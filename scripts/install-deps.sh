@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 DEB_PKGS=(build-essential pkg-config libmicrohttpd-dev libjansson-dev libpcre2-dev
           libutf8proc-dev libcmocka-dev libcurl4-openssl-dev clang llvm libclang-rt-14-dev
-          clang-format nodejs npm curl ca-certificates python3 nginx libpng-dev libjpeg62-turbo-dev libwebp-dev libsndfile1-dev libmpg123-dev)
+          clang-format nodejs npm curl ca-certificates python3 libpng-dev libjpeg62-turbo-dev libwebp-dev libsndfile1-dev libmpg123-dev nettle-dev)
 
 missing=()
 for p in "${DEB_PKGS[@]}"; do
@@ -36,7 +36,7 @@ fi
 # above. On x86-64 hosts only; LLAMAPI_DEPS_AARCH64=0 skips them.
 ARM64_DEV=(libmicrohttpd-dev libjansson-dev libpcre2-dev libutf8proc-dev libcmocka-dev
            libcurl4-openssl-dev libpng-dev libjpeg62-turbo-dev libwebp-dev libsndfile1-dev
-           libmpg123-dev)
+           libmpg123-dev nettle-dev)
 if [[ ${LLAMAPI_DEPS_AARCH64:-1} != 0 && $(dpkg --print-architecture) == amd64 ]]; then
     cross=()
     for p in gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static "${ARM64_DEV[@]/%/:arm64}"; do
@@ -57,19 +57,25 @@ if [[ ${LLAMAPI_DEPS_AARCH64:-1} != 0 && $(dpkg --print-architecture) == amd64 ]
     fi
 fi
 
-# The e2e suite's browser test (tests/e2e/webui.test.mjs) drives Debian's chromium and skips
-# without it, so a missing browser is a notice, not a failure. LLAMAPI_DEPS_BROWSER=0 skips it
-# (make run: serving needs no browser).
-if [[ ${LLAMAPI_DEPS_BROWSER:-1} != 0 ]] &&
-    ! dpkg-query -W -f='${Status}' chromium 2>/dev/null | grep -q "install ok installed"; then
-    if [[ $(id -u) -ne 0 ]]; then
-        echo "note: the browser test needs chromium (sudo apt-get install -y chromium)" >&2
-    else
-        echo "installing (browser test): chromium"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium \
-            >/dev/null || { apt-get update -qq &&
-            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-                chromium >/dev/null; }
+# Tools only tests use: nginx (tests/e2e/scaling.test.mjs runs two servers behind it) and
+# Debian's chromium (tests/e2e/webui.test.mjs drives the chat page in it). Each test skips
+# without its tool, so as a non-root user a missing one is a notice, not a failure.
+# LLAMAPI_DEPS_TESTS=0 skips them (make run: serving needs neither).
+if [[ ${LLAMAPI_DEPS_TESTS:-1} != 0 ]]; then
+    tools=()
+    for p in nginx chromium; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || tools+=("$p")
+    done
+    if ((${#tools[@]})); then
+        if [[ $(id -u) -ne 0 ]]; then
+            echo "note: some tests need ${tools[*]} (sudo apt-get install -y ${tools[*]})" >&2
+        else
+            echo "installing (tests): ${tools[*]}"
+            export DEBIAN_FRONTEND=noninteractive
+            apt-get install -y -qq --no-install-recommends "${tools[@]}" >/dev/null ||
+                { apt-get update -qq &&
+                  apt-get install -y -qq --no-install-recommends "${tools[@]}" >/dev/null; }
+        fi
     fi
 fi
 

@@ -1,12 +1,17 @@
 /* POST /v1/models/load, /v1/models/resize, /v1/models/unload: the LlamaPi management API. */
+#define _XOPEN_SOURCE 700 // realpath()
 #include "api/handlers.h"
 
 #include "api/errors.h"
 #include "api/params.h"
 #include "api/validate.h"
 #include "core/manager.h"
+#include "hub/hub.h"
+#include "server/config.h"
 
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define INSTANCES_MAX 64
@@ -88,6 +93,70 @@ static bool pooling_arg(const json_t *body, enum platform_pooling *out, struct a
     return true;
 }
 
+/* A hub failure as the OpenAI error a load answers with. */
+static void respond_hub_failure(enum hub_failure why, const struct errmsg *err,
+                                struct api_response *resp)
+{
+    static const struct {
+        int status;
+        const char *type, *code;
+    } table[] = {
+        [HUB_FAIL_NONE] = {500, API_TYPE_SERVER, "model_load_failed"},
+        [HUB_FAIL_REF] = {400, API_TYPE_INVALID_REQUEST, "invalid_model_path"},
+        [HUB_FAIL_NOT_FOUND] = {404, API_TYPE_NOT_FOUND, "hub_model_not_found"},
+        [HUB_FAIL_NO_MATCH] = {404, API_TYPE_NOT_FOUND, "hub_no_matching_file"},
+        [HUB_FAIL_AUTH] = {502, API_TYPE_SERVER, "hub_unauthorized"},
+        [HUB_FAIL_FORBIDDEN] = {502, API_TYPE_SERVER, "hub_forbidden"},
+        [HUB_FAIL_OFFLINE] = {400, API_TYPE_INVALID_REQUEST, "hub_offline"},
+        [HUB_FAIL_NETWORK] = {502, API_TYPE_SERVER, "hub_unreachable"},
+        [HUB_FAIL_CHECKSUM] = {502, API_TYPE_SERVER, "hub_checksum_mismatch"},
+        [HUB_FAIL_DISK_FULL] = {507, API_TYPE_SERVER, "insufficient_storage"},
+        [HUB_FAIL_IO] = {500, API_TYPE_SERVER, "model_load_failed"},
+    };
+    size_t k = (size_t)why < sizeof table / sizeof table[0] ? (size_t)why : 0;
+    api_error(resp, table[k].status, table[k].type, table[k].code, "model_path", "%s", err->msg);
+}
+
+/* An `hf://org/repo[:QUANT]` model path becomes the cached (or downloaded) file's absolute
+ * path in out; false after answering the failure. Blocks this handler while it downloads. */
+static bool resolve_hub_path(const struct api_ctx *ctx, const char *path, char *out, size_t out_cap,
+                             struct api_response *resp)
+{
+    const struct server_config *c = ctx->config;
+    struct hub_log_progress progress = {0};
+    struct hub_opts o = {.hub_url = c->hub_url,
+                         .token = c->hf_token[0] ? c->hf_token : NULL,
+                         .models_dir = c->models_dir,
+                         .is_offline = c->is_offline,
+                         .n_retries = 3,
+                         .retry_delay_ms = 1000,
+                         .progress = hub_log_progress,
+                         .progress_user = &progress};
+    char file[PATH_MAX];
+    enum hub_failure why;
+    struct errmsg err;
+    errmsg_clear(&err);
+    if (hub_resolve(&o, path, file, sizeof file, &why, &err) != ERR_OK) {
+        respond_hub_failure(why, &err, resp);
+        return false;
+    }
+    int part, n_parts;
+    hub_split_info(file, NULL, 0, &part, &n_parts);
+    if (n_parts > 1) { // the GGUF reader maps one file; a split model's tensors span several
+        api_error(resp, 400, API_TYPE_INVALID_REQUEST, "split_model_unsupported", "model_path",
+                  "%s is split in %d files (downloaded); models load from one GGUF file: merge "
+                  "the parts (llama-gguf-split --merge) and load the merged file",
+                  file, n_parts);
+        return false;
+    }
+    if (!realpath(file, out) || strlen(out) >= out_cap) {
+        api_error(resp, 500, API_TYPE_SERVER, "model_load_failed", "model_path",
+                  "cannot use the downloaded file %s", file);
+        return false;
+    }
+    return true;
+}
+
 void api_models_load(const struct api_ctx *ctx, const struct api_request *req,
                      struct api_response *resp)
 {
@@ -114,6 +183,16 @@ void api_models_load(const struct api_ctx *ctx, const struct api_request *req,
     if (!ok) {
         api_fail_respond(&f, resp);
         return;
+    }
+    char hub_file[PATH_MAX];
+    if (strncmp(path, HUB_URL_PREFIX, strlen(HUB_URL_PREFIX)) == 0) {
+        if (!ctx->config) {
+            api_error(resp, 400, API_TYPE_INVALID_REQUEST, "invalid_model_path", "model_path",
+                      "hub models are not available here");
+            return;
+        }
+        if (!resolve_hub_path(ctx, path, hub_file, sizeof hub_file, resp)) return;
+        path = hub_file;
     }
     struct manager_load args = {
         .id = id,

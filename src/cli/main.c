@@ -1,6 +1,7 @@
 /* llamapi: the command-line client. Server-facing subcommands talk HTTP to llamapi-server;
  * `serve` runs the server in the foreground; local tools (tokenize, template, …) read files. */
 #include "cli/cmd_chat.h"
+#include "cli/cmd_pull.h"
 #include "cli/cmd_template.h"
 #include "cli/cmd_tokenize.h"
 #include "cli/commands.h"
@@ -29,9 +30,16 @@ static void usage(FILE *f)
                "  tokenize -m FILE.gguf [--ids|--pieces] [--no-special] [--add-bos] [-p TEXT]\n"
                "  detokenize -m FILE.gguf IDS...\n"
                "  template render (--template FILE.jinja | -m FILE.gguf) --context CTX.json\n"
+               "  pull [--hub-url URL] [--models-dir DIR] [--offline] org/repo[:QUANT]\n"
+               "       | org/repo/path/file.gguf   download a model from the hub\n"
+               "  ls [--models-dir DIR]           list downloaded models\n"
+               "  rm [--models-dir DIR] org/repo[:QUANT] | org/repo/path/file.gguf\n"
                "  version\n\n"
                "The server address comes from --host/--port or LLAMAPI_HOST/LLAMAPI_PORT\n"
-               "(default 127.0.0.1:9265); the key from --api-key or LLAMAPI_API_KEY.\n");
+               "(default 127.0.0.1:9265); the key from --api-key or LLAMAPI_API_KEY.\n"
+               "pull, ls and rm: --models-dir or LLAMAPI_MODELS_DIR (default\n"
+               "~/.cache/llamapi/models, /var/lib/llamapi/models for root); --hub-url or\n"
+               "LLAMAPI_HUB_URL, HF_ENDPOINT (default https://huggingface.co); HF_TOKEN.\n");
 }
 
 /* Replaces this process with the llamapi-server binary next to this one. */
@@ -66,6 +74,9 @@ static const struct {
     {"tokenize", cli_cmd_tokenize},
     {"detokenize", cli_cmd_detokenize},
     {"template", cli_cmd_template},
+    {"pull", cli_cmd_pull},
+    {"ls", cli_cmd_ls},
+    {"rm", cli_cmd_rm},
 };
 
 struct command {

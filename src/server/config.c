@@ -2,6 +2,7 @@
  * definition of its name, environment variable, value type, range and help text. */
 #include "server/config.h"
 
+#include "hub/hub.h"
 #include "server/config_file.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -298,14 +299,20 @@ static const struct opt options[] = {
      "default Mirostat target entropy (tau, 5.0)", NULL, NULL},
     {"--ignore-eos", NULL, NULL, OPT_FLAG, GEN(ignore_eos), 0, 0,
      "default ignore_eos: end-of-generation tokens are never sampled", NULL, NULL},
-    {"--offline", NULL, NULL, OPT_FLAG, 0, 0, 0, 0, "accepted; nothing is ever downloaded",
-     "LLAMA_ARG_OFFLINE", NULL},
-    ROW_REFUSED("--hf-repo", "-hf -hfr",
-                "downloading from Hugging Face is not supported; download the GGUF file and "
-                "start with -m FILE"),
-    ROW_REFUSED("--hf-file", "-hff",
-                "downloading from Hugging Face is not supported; download the GGUF file and "
-                "start with -m FILE"),
+    /* Models from a Hugging Face-compatible hub (src/hub/): -hf and hf:// model paths. */
+    {"--hf-repo", "-hf -hfr", "LLAMAPI_HF_REPO", OPT_STRING, FIELD(hf_repo), 0, 0,
+     "load org/repo[:QUANT] from the hub at start-up (downloaded into --models-dir unless there)",
+     "LLAMA_ARG_HF_REPO", NULL},
+    {"--hf-file", "-hff", "LLAMAPI_HF_FILE", OPT_STRING, FIELD(hf_file), 0, 0,
+     "with --hf-repo: this file of the repository instead of the quant choice", "LLAMA_ARG_HF_FILE",
+     NULL},
+    {"--hf-token", "-hft", "HF_TOKEN", OPT_STRING, FIELD(hf_token), 0, 0,
+     "bearer token for the hub (gated and private models)", NULL, NULL},
+    {"--hub-url", NULL, "LLAMAPI_HUB_URL", OPT_STRING, FIELD(hub_url), 0, 0,
+     "the hub's address (default $MODEL_ENDPOINT, $HF_ENDPOINT or https://huggingface.co)", NULL,
+     NULL},
+    {"--offline", NULL, "LLAMAPI_OFFLINE", OPT_FLAG, FIELD(is_offline), 0, 0,
+     "never download: hub models only from what --models-dir holds", "LLAMA_ARG_OFFLINE", NULL},
     ROW_REFUSED_FLAG(
         "--cache-list", "-cl",
         "there is no model cache (models are files given with -m or under --models-dir)"),
@@ -417,7 +424,6 @@ static const struct opt options[] = {
     ROW_REFUSED("--control-vector-layer-range", NULL, "control vectors are not supported"),
     ROW_REFUSED("--model-url", "-mu", WHY_DOWNLOAD),
     ROW_REFUSED("--docker-repo", "-dr", WHY_DOWNLOAD),
-    ROW_REFUSED("--hf-token", "-hft", WHY_DOWNLOAD),
     ROW_TUNING("--embd-normalize", NULL, "command-line tool option"),
     ROW_TUNING_FLAG("--reuse-port", NULL, "HTTP tuning: libmicrohttpd's own"),
     ROW_TUNING("--path", NULL, WHY_NO_WEBUI),
@@ -534,20 +540,6 @@ static const struct opt options[] = {
 
 #define N_OPTIONS (sizeof options / sizeof options[0])
 
-static void default_models_dir(char *out, size_t cap)
-{
-    const char *xdg = getenv("XDG_DATA_HOME");
-    const char *home = getenv("HOME");
-    if (geteuid() == 0)
-        snprintf(out, cap, "/var/lib/llamapi/models");
-    else if (xdg && *xdg)
-        snprintf(out, cap, "%s/llamapi/models", xdg);
-    else if (home && *home)
-        snprintf(out, cap, "%s/.local/share/llamapi/models", home);
-    else
-        snprintf(out, cap, "/var/lib/llamapi/models");
-}
-
 void config_defaults(struct server_config *c)
 {
     memset(c, 0, sizeof *c);
@@ -564,7 +556,8 @@ void config_defaults(struct server_config *c)
     snprintf(c->cors_methods, sizeof c->cors_methods, "GET, POST, DELETE, OPTIONS");
     snprintf(c->cors_headers, sizeof c->cors_headers, "*");
     gen_params_defaults(&c->gen_defaults);
-    default_models_dir(c->models_dir, sizeof c->models_dir);
+    hub_default_models_dir(c->models_dir, sizeof c->models_dir); // where pull downloads too
+    hub_default_url(c->hub_url, sizeof c->hub_url);
 }
 
 void config_deinit(struct server_config *c)

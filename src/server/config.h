@@ -31,6 +31,11 @@ struct server_config {
     int timeout_s;              // idle connection timeout
     int shutdown_timeout_s;     // SIGTERM to exit, at most
     char models_dir[1024];
+    char hf_repo[512];      // -hf org/repo[:QUANT]: a start-up model from the hub ("" = none)
+    char hf_file[512];      // -hff: a file of --hf-repo instead of the quant choice ("" = none)
+    char hf_token[512];     // --hf-token (HF_TOKEN): the hub's bearer token ("" = none)
+    char hub_url[512];      // --hub-url: the hub's address, no trailing '/'
+    bool is_offline;        // --offline: hub models only from models_dir, never downloaded
     int request_queue_size; // default queue capacity per model
     enum log_format log_format;
     int verbosity; // 0 normal, 1 verbose (debug)

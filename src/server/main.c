@@ -6,6 +6,7 @@
 #include "api/response_store.h"
 #include "core/manager.h"
 #include "engine/threadpool.h"
+#include "hub/hub.h"
 #include "platform/platform.h"
 #include "platform/vendor.h"
 #include "media/media_path.h"
@@ -18,6 +19,7 @@
 #include "util/mem.h"
 #include "util/thread.h"
 
+#include <curl/curl.h>
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -415,6 +417,54 @@ static int serve(const struct server_config *config)
     return 0;
 }
 
+/* -hf (with -hff): the hub model, cached or downloaded into --models-dir, becomes the first
+ * start-up model (so --alias names it). Returns 0, or 1 after logging why. */
+static int add_hub_model(struct server_config *c)
+{
+    if (!c->hf_repo[0]) return 0;
+    char ref[sizeof c->hf_repo + sizeof c->hf_file + 2], path[PATH_MAX];
+    size_t repo_len = strcspn(c->hf_repo, ":");
+    if (c->hf_file[0]) // a file of the repository: the quant part does not apply
+        snprintf(ref, sizeof ref, "%.*s/%s", (int)repo_len, c->hf_repo, c->hf_file);
+    else
+        snprintf(ref, sizeof ref, "%s", c->hf_repo);
+    struct hub_log_progress progress = {0};
+    struct hub_opts o = {.hub_url = c->hub_url,
+                         .token = c->hf_token[0] ? c->hf_token : NULL,
+                         .models_dir = c->models_dir,
+                         .is_offline = c->is_offline,
+                         .n_retries = 3,
+                         .retry_delay_ms = 1000,
+                         .progress = hub_log_progress,
+                         .progress_user = &progress};
+    enum hub_failure why;
+    struct errmsg err;
+    errmsg_clear(&err);
+    if (hub_resolve(&o, ref, path, sizeof path, &why, &err) != ERR_OK) {
+        log_error("--hf-repo %s: %s", ref, err.msg);
+        return 1;
+    }
+    int part, n_parts;
+    hub_split_info(path, NULL, 0, &part, &n_parts);
+    if (n_parts > 1) {
+        log_error("--hf-repo %s: %s is split in %d files (downloaded); models load from one GGUF "
+                  "file: merge the parts (llama-gguf-split --merge) and pass the result with -m",
+                  ref, path, n_parts);
+        return 1;
+    }
+    if (c->n_model_paths >= CONFIG_MAX_MODELS) {
+        log_error("--hf-repo: at most %d models at start-up", CONFIG_MAX_MODELS);
+        return 1;
+    }
+    char *copy = mem_strdup(path);
+    if (!copy) return 1;
+    memmove(c->model_paths + 1, c->model_paths, (size_t)c->n_model_paths * sizeof copy);
+    c->model_paths[0] = copy;
+    c->n_model_paths++;
+    log_info("--hf-repo %s: %s", ref, path);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct server_config config;
@@ -444,7 +494,10 @@ int main(int argc, char **argv)
         log_warn("llama-server flags with no effect here (tuning done differently, see --help): "
                  "%s",
                  config.ignored_flags);
-    int status = serve(&config);
+    curl_global_init(CURL_GLOBAL_DEFAULT); // before any thread: the hub client uses libcurl
+    int status = add_hub_model(&config);
+    if (status == 0) status = serve(&config);
+    curl_global_cleanup();
     config_deinit(&config);
     return status;
 }

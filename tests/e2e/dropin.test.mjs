@@ -539,8 +539,9 @@ describe('several models: names are checked', () => {
 });
 
 describe('refused llama-server flags', () => {
-  test('--hf-repo fails naming the flag and what to do instead', async () => {
-    await assert.rejects(startServer(['--hf-repo', 'ggml-org/models']), /--hf-repo: downloading .* -m FILE/);
+  test('--model-url fails naming the flag and what to do instead', async () => {
+    await assert.rejects(startServer(['--model-url', 'https://example.com/m.gguf']),
+      /--model-url: downloading .* with -m/);
   });
   test('--lora fails clearly', async () => {
     await assert.rejects(startServer(['--lora', 'x.gguf']), /--lora: LoRA adapters are not supported/);

@@ -238,10 +238,22 @@ static void test_config_llama_server_flags(void **state)
     config_deinit(&c);
 
     // Refused: a clear message naming the flag and what to do instead.
-    char *hf[] = {"x", "-hf", "ggml-org/models"};
-    assert_int_equal(parse(&c, &e, 3, hf), ERR_UNSUPPORTED);
-    assert_non_null(strstr(e.msg, "--hf-repo: downloading"));
-    assert_non_null(strstr(e.msg, "-m FILE"));
+    char *mu[] = {"x", "-mu", "https://example.com/m.gguf"};
+    assert_int_equal(parse(&c, &e, 3, mu), ERR_UNSUPPORTED);
+    assert_non_null(strstr(e.msg, "--model-url: downloading"));
+    assert_non_null(strstr(e.msg, "with -m"));
+    config_deinit(&c);
+
+    // The hub flags (src/hub/): stored for start-up, --offline a real setting.
+    char *hf[] = {"x",        "-hf",       "ggml-org/models:Q8_0", "-hff",
+                  "a/b.gguf", "--hub-url", "http://127.0.0.1:1",   "-hft",
+                  "tok",      "--offline"};
+    assert_int_equal(parse(&c, &e, 10, hf), CONFIG_PARSE_OK);
+    assert_string_equal(c.hf_repo, "ggml-org/models:Q8_0");
+    assert_string_equal(c.hf_file, "a/b.gguf");
+    assert_string_equal(c.hub_url, "http://127.0.0.1:1");
+    assert_string_equal(c.hf_token, "tok");
+    assert_true(c.is_offline);
     char *lora[] = {"x", "--lora", "a.gguf"};
     assert_int_equal(parse(&c, &e, 3, lora), ERR_UNSUPPORTED);
     assert_non_null(strstr(e.msg, "LoRA"));
