@@ -119,7 +119,7 @@ static void test_config_file_errors_name_file_and_line(void **state)
     expect_error("pooling = best\n", 1, "is not one of");
     expect_error("-t = 4\n", 1, "unknown key '-t'"); // long names only
     expect_error("t = 4\n", 1, "unknown key 't'");
-    expect_error("hf-repo = x/y\n", 1, "not supported");
+    expect_error("grammar = root ::= \"a\"\n", 1, "per request");
 
     // A line longer than the reader's buffer is refused, not split.
     char *big = mem_alloc(CONFIG_FILE_LINE_MAX + 32);
