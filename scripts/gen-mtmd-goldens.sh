@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Regenerates tests/data/mtmd/: test images, and the reference implementation's image
+# embeddings and greedy answers for them with the shared tiny Gemma 3 projector and a
+# synthetic Gemma 3 text model, which test_clip and tests/e2e/vision.test.mjs compare against.
+# Run by hand (not by make test) after building the release tools:
+#   make -j2 build/release/bin/gguf-synth && scripts/gen-mtmd-goldens.sh [REFERENCE_BIN_DIR]
+# REFERENCE_BIN_DIR holds llama-mtmd-cli (default ~/.cache/llamapi-reference/llama.cpp/build/bin).
+# Keep the gguf-synth options and the prompt in step with test_clip.c and the e2e test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=${1:-$HOME/.cache/llamapi-reference/llama.cpp/build/bin}
+synth=${GGUF_SYNTH:-build/release/bin/gguf-synth}
+proj=../shared/models/mmproj/mmproj-tinygemma3.gguf
+out=tests/data/mtmd
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+[ -x "$synth" ] || { echo "build $synth first" >&2; exit 1; }
+mkdir -p "$out"
+(cd "$out" && python3 ../../../scripts/mtmd-test-images.py)
+"$synth" --arch gemma3 --embd 128 --heads 4 --heads-kv 2 --layers 2 --ffn 256 --ctx 1024 \
+    --swa 0 --seed 2 -o "$tmp/g3.gguf"
+for img in a b c; do
+    # MTMD_DEBUG_EMBEDDINGS=FILE: int32 n_tokens, int32 n_embd, then the floats
+    MTMD_DEBUG_EMBEDDINGS="$out/$img.emb" MTMD_TEST_RESPONSE_MARKER=@@ANSWER@@ \
+        "$bin/llama-mtmd-cli" -m "$tmp/g3.gguf" --mmproj "$proj" --image "$out/$img.png" \
+        -p "What is this?" -n 12 --temp 0 -t 1 2>/dev/null > "$tmp/$img.out"
+    # What the cli prints after the marker line, as hex (the synthetic vocabulary answers in
+    # arbitrary bytes): a newline, the answer, one more newline when it ended on an
+    # end-of-generation token (not at -n), then two newlines.
+    sed -n '/^@@ANSWER@@$/,$p' "$tmp/$img.out" | tail -n +2 | xxd -p | tr -d '\n' \
+        > "$out/$img.answer.hex"
+    echo "$img: $(cat "$out/$img.answer.hex")"
+done
