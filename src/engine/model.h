@@ -150,12 +150,17 @@ enum engine_output {
 /* One sequence's share of a batch: its next tokens. */
 struct engine_batch_item {
     struct engine_seq *seq;    // appended to at its current position; each seq at most once
-    const int32_t *tokens;     // n_tokens ids, borrowed for the call
+    const int32_t *tokens;     // n_tokens ids, borrowed for the call; unused with embd
+    const float *embd;         // NULL, or (n_tokens, n_embd) input embeddings used instead of
+                               // token rows (a projector's image embeddings; not scaled by
+                               // the family's embedding scale), borrowed for the call
     int n_tokens;              // >= 1
     enum engine_output output; // zero: logits
     float *hidden;             // (n_embd) floats for the hidden-state outputs, else unused
     bool is_sampled;           // the tokens were sampled (generated), not prompt: they take
                                // the single-token summation order (ENGINE_NUMERICS_INVARIANT)
+    bool is_noncausal;         // every token of the item sees all of the item's tokens (Gemma
+                               // 3's image embeddings); earlier positions as usual
 };
 
 /* Appends each item's tokens to its sequence and runs one forward pass over all of them:

@@ -151,11 +151,6 @@ static void test_same_image_same_embeddings_any_threads(void **state)
     assert_int_equal(clip_encode(c, t1, pix, o1), ERR_OK);
     assert_int_equal(clip_encode(c, t2, pix, o2), ERR_OK);
     assert_memory_equal(o1, o2, n * sizeof(float));
-    assert_int_equal(clip_image_hash(rgb, w, h), clip_image_hash(rgb, w, h));
-    rgb[5] ^= 1;
-    uint64_t h2 = clip_image_hash(rgb, w, h);
-    rgb[5] ^= 1;
-    assert_true(h2 != clip_image_hash(rgb, w, h));
     threadpool_free(t1);
     threadpool_free(t2);
     free(o1);

@@ -342,19 +342,6 @@ int clip_preprocess(const struct clip_model *c, const uint8_t *rgb, uint32_t w, 
     return rc;
 }
 
-uint64_t clip_image_hash(const uint8_t *rgb, uint32_t w, uint32_t h)
-{
-    uint64_t x = 14695981039346656037ull;
-    const uint32_t dims[2] = {w, h};
-    const uint8_t *d = (const uint8_t *)dims;
-    for (size_t i = 0; i < sizeof dims; i++)
-        x = (x ^ d[i]) * 1099511628211ull;
-    const size_t n = (size_t)w * (size_t)h * 3;
-    for (size_t i = 0; i < n; i++)
-        x = (x ^ rgb[i]) * 1099511628211ull;
-    return x;
-}
-
 /* ---- the encoder ---- */
 
 struct enc {

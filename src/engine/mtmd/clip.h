@@ -66,8 +66,4 @@ int clip_preprocess(const struct clip_model *c, const uint8_t *rgb, uint32_t w, 
  * threads may encode at once, each with its own pool. */
 int clip_encode(const struct clip_model *c, struct threadpool *tp, const float *pixels, float *out);
 
-/* 64-bit FNV-1a of the image's dimensions and pixels: the key a repeated image is found by.
- * Cannot fail. */
-uint64_t clip_image_hash(const uint8_t *rgb, uint32_t w, uint32_t h);
-
 #endif
