@@ -174,8 +174,9 @@ struct engine_batch_item {
  * bit-identical for every thread count). Errors, checked before anything changes (nothing is
  * appended): ERR_INVALID (no items, n_tokens < 1, neither tokens nor embd, a token id
  * outside the vocabulary, a sequence of another model or listed twice, an unknown output, a
- * hidden output without a buffer, logits asked of a view sequence; err says which), ERR_LIMIT (more than
- * ENGINE_BATCH_MAX tokens in total, or an item would overflow its sequence's n_ctx).
+ * hidden output without a buffer, logits asked of a view sequence; err says which), ERR_LIMIT
+ * (more than ENGINE_BATCH_MAX tokens in total, or an item would overflow its sequence's
+ * n_ctx).
  * Allocates nothing. Not reentrant:
  * one thread at a time per model (the model's scheduler thread), because the batch scratch
  * belongs to the model. */
