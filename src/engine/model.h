@@ -165,8 +165,8 @@ struct engine_batch_item {
 
 /* Appends each item's tokens to its sequence and runs one forward pass over all of them:
  * weight matrices are applied to the stacked tokens of every item at once, attention runs per
- * sequence over its own cache (causal, or both ways within an is_noncausal item). Afterwards each ENGINE_OUTPUT_LOGITS item's sequence
- * holds the logits of its last token (engine_seq_logits); the other items have their hidden
+ * sequence over its own cache (causal, or both ways within an is_noncausal item). Afterwards
+ * each ENGINE_OUTPUT_LOGITS item's sequence holds the logits of its last token (engine_seq_logits); the other items have their hidden
  * output written (the sequence's logits become stale). The logits product runs only when some
  * item wants logits, over every row kept for the batch's outputs. In invariant numerics a
  * token's results do not depend on the other items of the batch or on how its sequence was
