@@ -10,6 +10,7 @@
 #include "engine/gguf_write.h"
 #include "engine/mtmd/clip.h"
 #include "engine/mtmd/clip_prep.h"
+#include "engine/mtmd/clip_synth.h"
 #include "engine/threadpool.h"
 #include "media/image.h"
 #include "util/err.h"
@@ -58,8 +59,10 @@ static unsigned char *load_png(const char *path, uint32_t *w, uint32_t *h)
     return rgb;
 }
 
-/* Our embeddings of one test image and the reference's, compared token by token. */
-static void compare_image(struct clip_model *c, struct threadpool *tp, const char *name)
+/* Our embeddings of one test image and the reference's (DATA <emb>.emb), compared token by
+ * token. */
+static void compare_image_to(struct clip_model *c, struct threadpool *tp, const char *name,
+                             const char *emb)
 {
     const struct clip_info *in = clip_get_info(c);
     char path[128];
@@ -71,7 +74,7 @@ static void compare_image(struct clip_model *c, struct threadpool *tp, const cha
     float *out = malloc(sizeof(float) * n_out);
     assert_int_equal(clip_preprocess(c, rgb, w, h, pix), ERR_OK);
     assert_int_equal(clip_encode(c, tp, pix, out), ERR_OK);
-    snprintf(path, sizeof path, DATA "%s.emb", name);
+    snprintf(path, sizeof path, DATA "%s.emb", emb);
     size_t len;
     int32_t *ref = read_all(path, &len);
     assert_non_null(ref);
@@ -94,7 +97,7 @@ static void compare_image(struct clip_model *c, struct threadpool *tp, const cha
         const double cs = dot / sqrt(na * nb);
         if (cs < min_cos) min_cos = cs;
     }
-    printf("%s: max |ours - reference| %.3g (largest value %.3g), lowest cosine %.7f\n", name,
+    printf("%s: max |ours - reference| %.3g (largest value %.3g), lowest cosine %.7f\n", emb,
            max_diff, max_ref, min_cos);
     assert_true(min_cos > 0.9999);
     assert_true(max_diff < 0.01 * max_ref);
@@ -102,6 +105,48 @@ static void compare_image(struct clip_model *c, struct threadpool *tp, const cha
     free(out);
     free(pix);
     mem_free(rgb);
+}
+
+static void compare_image(struct clip_model *c, struct threadpool *tp, const char *name)
+{
+    compare_image_to(c, tp, name, name);
+}
+
+/* A projector written by clip_synth (in memory, as mmproj-synth writes it for the goldens)
+ * with pooling and Q8_0 blocks, against the reference's embeddings of c.png. */
+static void test_synthetic_pooling_matches_reference(void **state)
+{
+    (void)state;
+    struct clip_synth_params p = clip_synth_params_default();
+    p.image_size = 48;
+    p.patch_size = 4;
+    p.n_merge = 2;
+    p.n_embd = 96;
+    p.n_head = 3;
+    p.n_layer = 3;
+    p.n_ff = 256;
+    p.n_out = 128;
+    p.type = "q8_0";
+    p.seed = 5;
+    struct gguf_writer *w = NULL;
+    struct errmsg e;
+    errmsg_clear(&e);
+    assert_int_equal(clip_synth_build(&p, &w, &e), ERR_OK);
+    void *data = NULL;
+    size_t len = 0;
+    assert_int_equal(gguf_writer_to_memory(w, &data, &len), ERR_OK);
+    gguf_writer_free(w);
+    struct clip_model *c = NULL;
+    assert_int_equal(clip_load_memory(data, len, &c, &e), ERR_OK);
+    assert_int_equal(clip_get_info(c)->n_out_tokens, 36); // 12 x 12 patches pooled 2 x 2
+    struct threadpool *tp = NULL;
+    assert_int_equal(threadpool_new(2, &tp), ERR_OK);
+    compare_image_to(c, tp, "c", "syn-pool-c");
+    threadpool_free(tp);
+    clip_free(c);
+    mem_free(data);
+    p.n_merge = 5; // does not divide 12
+    assert_int_equal(clip_synth_build(&p, &w, &e), ERR_INVALID);
 }
 
 static void test_embeddings_match_reference(void **state)
@@ -263,6 +308,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_embeddings_match_reference),
+        cmocka_unit_test(test_synthetic_pooling_matches_reference),
         cmocka_unit_test(test_same_image_same_embeddings_any_threads),
         cmocka_unit_test(test_resize_properties),
         cmocka_unit_test(test_refused_files),

@@ -288,13 +288,14 @@ static int load_tensors(struct clip_model *c, struct errmsg *err)
     return c->proj ? ERR_OK : errmsg_set(err, ERR_NOMEM, "out of memory");
 }
 
-int clip_load(const char *path, struct clip_model **out, struct errmsg *err)
+static int load_from(const char *path, const void *data, size_t len, struct clip_model **out,
+                     struct errmsg *err)
 {
     quant_init();
     ops_init();
     struct clip_model *c = mem_calloc(1, sizeof *c);
     if (!c) return errmsg_set(err, ERR_NOMEM, "out of memory");
-    int rc = gguf_open(path, &c->g, err);
+    int rc = path ? gguf_open(path, &c->g, err) : gguf_open_memory(data, len, &c->g, err);
     if (rc == ERR_OK) rc = read_hparams(c, err);
     if (rc == ERR_OK) rc = load_tensors(c, err);
     if (rc != ERR_OK) {
@@ -303,6 +304,16 @@ int clip_load(const char *path, struct clip_model **out, struct errmsg *err)
     }
     *out = c;
     return ERR_OK;
+}
+
+int clip_load(const char *path, struct clip_model **out, struct errmsg *err)
+{
+    return load_from(path, NULL, 0, out, err);
+}
+
+int clip_load_memory(const void *data, size_t len, struct clip_model **out, struct errmsg *err)
+{
+    return load_from(NULL, data, len, out, err);
 }
 
 void clip_free(struct clip_model *c)

@@ -46,6 +46,10 @@ struct clip_info {
  * clip_free(). Weights stay in the read-only mapping. */
 int clip_load(const char *path, struct clip_model **out, struct errmsg *err);
 
+/* clip_load on a file already in memory (borrowed; must outlive the model): for fuzzing and
+ * tests. Same errors. */
+int clip_load_memory(const void *data, size_t len, struct clip_model **out, struct errmsg *err);
+
 /* Unmaps and frees. NULL is a no-op. */
 void clip_free(struct clip_model *c);
 
