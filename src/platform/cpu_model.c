@@ -345,6 +345,13 @@ static void shift_context(struct instance *in)
         in->s->done = FINISH_LENGTH;
         return;
     }
+    // The kept tail is fed again as ids; an image's positions cannot be (their embeddings are
+    // not kept), so a context holding one after n_keep ends instead of shifting.
+    for (int k = n_keep; k < pos; k++)
+        if (in->cached[k] < 0) {
+            in->s->done = FINISH_LENGTH;
+            return;
+        }
     memmove(in->cached + n_keep, in->cached + n_keep + n_discard,
             (size_t)(pos - n_keep - n_discard) * sizeof *in->cached);
     engine_seq_truncate(in->seq, n_keep);

@@ -361,7 +361,6 @@ struct enc {
     int n_tok;
     float *x, *xn, *q, *k, *v, *attn, *ff; // (n_tok, width) floats
     uint16_t *kh, *vh;                     // (n_tok, n_embd) halves
-    float *scores;                         // (threads, n_tok) attention rows
     void *qin;                             // quantized activation rows
     size_t qin_row;
     const struct mat *m; // the product running
@@ -447,38 +446,41 @@ static void linear(struct threadpool *tp, struct enc *e, const struct mat *m, co
 }
 
 /* Full (bidirectional) attention of every patch over every patch, one (token, head) pair at
- * a time; keys and values rounded to half as the reference's attention reads them. */
+ * a time, in the single pass the reference's CPU flash attention makes: the query rounded to
+ * half, keys and values in half, a running maximum, and the weighted sum of values kept in a
+ * half accumulator rescaled when the maximum grows (ops' AVX2 kernels). */
 static void job_attention(void *arg, int ith, int nth)
 {
     const struct enc *e = arg;
     const struct clip_info *in = &e->c->info;
+    const struct ops_kernels *ops = ops_get();
     const int hd = in->n_embd / in->n_head, n = e->n_tok;
     const float scale = 1.0f / sqrtf((float)hd);
-    float *sc = e->scores + (size_t)ith * (size_t)n;
     for (int p = ith; p < n * in->n_head; p += nth) {
         const int t = p / in->n_head, h = p % in->n_head;
-        uint16_t qh[CLIP_HEAD_DIM_MAX];
-        ops_get()->f32_to_f16(hd, e->q + (size_t)t * in->n_embd + (size_t)h * hd, qh);
-        float mx = -INFINITY;
+        uint16_t qh[CLIP_HEAD_DIM_MAX], acc[CLIP_HEAD_DIM_MAX];
+        ops->f32_to_f16(hd, e->q + (size_t)t * in->n_embd + (size_t)h * hd, qh);
+        memset(acc, 0, sizeof(uint16_t) * (size_t)hd);
+        float mx = -INFINITY, sum = 0.0f;
         for (int j = 0; j < n; j++) {
-            sc[j] =
-                ops_get()->dot_f16(hd, e->kh + (size_t)j * in->n_embd + (size_t)h * hd, qh) * scale;
-            if (sc[j] > mx) mx = sc[j];
-        }
-        float sum = 0.0f;
-        for (int j = 0; j < n; j++) {
-            sc[j] = expf(sc[j] - mx);
-            sum += sc[j];
+            const size_t row = (size_t)j * in->n_embd + (size_t)h * hd;
+            const float sc = ops->dot_f16(hd, e->kh + row, qh) * scale;
+            float ms = 1.0f, vs = 1.0f;
+            if (sc > mx) {
+                const float mx_old = mx;
+                mx = sc;
+                ms = expf(mx_old - mx); // 0 for the first key
+                ops->scale_f16(hd, acc, ms);
+            } else {
+                vs = expf(sc - mx);
+            }
+            ops->mad_f16(hd, acc, e->vh + row, vs);
+            sum = fmaf(sum, ms, vs);
         }
         float *out = e->attn + (size_t)t * in->n_embd + (size_t)h * hd;
-        memset(out, 0, sizeof(float) * (size_t)hd);
-        for (int j = 0; j < n; j++) {
-            const uint16_t *vr = e->vh + (size_t)j * in->n_embd + (size_t)h * hd;
-            for (int i = 0; i < hd; i++)
-                out[i] += sc[j] * ops_f16_to_f32(vr[i]);
-        }
+        const float inv = 1.0f / sum;
         for (int i = 0; i < hd; i++)
-            out[i] /= sum;
+            out[i] = ops_f16_to_f32(acc[i]) * inv;
     }
 }
 
@@ -560,7 +562,6 @@ static void enc_free(struct enc *e)
     mem_free(e->kh);
     mem_free(e->vh);
     mem_free(e->qin);
-    mem_free(e->scores);
 }
 
 int clip_encode(const struct clip_model *c, struct threadpool *tp, const float *pixels, float *out)
@@ -588,9 +589,7 @@ int clip_encode(const struct clip_model *c, struct threadpool *tp, const float *
     e.kh = mem_alloc(n * d * sizeof(uint16_t));
     e.vh = mem_alloc(n * d * sizeof(uint16_t));
     e.qin = mem_alloc(n * qrow);
-    e.scores = mem_alloc((size_t)threadpool_size(tp) * n * sizeof(float));
-    if (!e.x || !e.xn || !e.q || !e.k || !e.v || !e.attn || !e.ff || !e.kh || !e.vh || !e.qin ||
-        !e.scores) {
+    if (!e.x || !e.xn || !e.q || !e.k || !e.v || !e.attn || !e.ff || !e.kh || !e.vh || !e.qin) {
         enc_free(&e);
         return ERR_NOMEM;
     }
