@@ -2,6 +2,8 @@
 #include "api/chat_prompt.h"
 
 #include "media/content.h"
+#include "platform/request.h"
+#include "text/json_text.h"
 #include "text/chat_template.h"
 #include "util/mem.h"
 
@@ -50,7 +52,7 @@ static bool validate_part(const struct model *m, const json_t *part, const char 
         struct image_info info;
         if (content_image_load(u, &lim, &info, NULL, &err) != ERR_OK)
             return api_failf(f, 400, "invalid_content_part", param, "%s", err.msg);
-        return unsupported_modality(m, "image", param, f);
+        return model_desc(m)->has_vision || unsupported_modality(m, "image", param, f);
     }
     if (strcmp(type, "input_audio") == 0) {
         const json_t *ia = json_object_get(part, "input_audio");
@@ -190,12 +192,178 @@ int chat_prompt_tokenize(const struct model *m, const char *text, size_t len, st
     return ERR_OK;
 }
 
+static bool is_image_part(const json_t *part)
+{
+    const char *type = json_string_value(json_object_get(part, "type"));
+    return type && strcmp(type, "image_url") == 0;
+}
+
+/* Decodes an image part (validated before) into the prompt's list. */
+static int take_image(const json_t *part, const struct media_path *media_path,
+                      struct chat_prompt *out, struct api_fail *f)
+{
+    const json_t *iu = json_object_get(part, "image_url");
+    const json_t *url = json_is_object(iu) ? json_object_get(iu, "url") : iu;
+    struct str u = {json_string_value(url), json_string_length(url)};
+    struct content_limits lim = {.media_path = media_path};
+    struct image_info info;
+    unsigned char *rgb = NULL;
+    struct errmsg err;
+    errmsg_clear(&err);
+    int rc = content_image_load(u, &lim, &info, &rgb, &err);
+    if (rc != ERR_OK)
+        return api_failf(f, rc == ERR_NOMEM ? 500 : 400, "invalid_content_part", "messages", "%s",
+                         err.msg),
+               rc;
+    struct chat_image *im = mem_realloc(out->images, (size_t)(out->n_images + 1) * sizeof *im);
+    if (!im) {
+        mem_free(rgb);
+        return api_failf(f, 500, NULL, NULL, "out of memory"), ERR_NOMEM;
+    }
+    out->images = im;
+    im[out->n_images++] = (struct chat_image){.rgb = rgb, .w = info.width, .h = info.height};
+    return ERR_OK;
+}
+
+/* A copy of one message whose image parts are media markers, its images appended to out. */
+static int message_with_markers(const json_t *msg, const struct media_path *media_path,
+                                struct chat_prompt *out, json_t **copy, struct api_fail *f)
+{
+    const json_t *content = json_object_get(msg, "content");
+    json_t *c = json_copy(json_unconst(msg)), *parts = json_array();
+    int rc = c && parts ? ERR_OK : ERR_NOMEM;
+    size_t k;
+    const json_t *part;
+    json_array_foreach(content, k, part)
+    {
+        if (rc != ERR_OK) break;
+        if (!is_image_part(part)) {
+            rc = json_array_append(parts, json_unconst(part)) == 0 ? ERR_OK : ERR_NOMEM;
+            continue;
+        }
+        rc = take_image(part, media_path, out, f);
+        json_t *marker = rc == ERR_OK ? json_pack("{s:s, s:s}", "type", "media_marker", "text",
+                                                  CHAT_MEDIA_MARKER)
+                                      : NULL;
+        if (rc == ERR_OK && (!marker || json_array_append_new(parts, marker) != 0)) rc = ERR_NOMEM;
+    }
+    if (rc == ERR_OK && json_object_set(c, "content", parts) != 0) rc = ERR_NOMEM;
+    json_decref(parts);
+    if (rc != ERR_OK) {
+        json_decref(c);
+        if (rc == ERR_NOMEM && !f->status) api_failf(f, 500, NULL, NULL, "out of memory");
+        return rc;
+    }
+    *copy = c;
+    return ERR_OK;
+}
+
+/* messages with every image part replaced by a media marker (a new array), or NULL with rc
+ * ERR_OK when there is no image. */
+static int messages_with_markers(const json_t *messages, const struct media_path *media_path,
+                                 struct chat_prompt *out, json_t **copy, struct api_fail *f)
+{
+    *copy = NULL;
+    json_t *arr = json_array();
+    if (!arr) return api_failf(f, 500, NULL, NULL, "out of memory"), ERR_NOMEM;
+    int rc = ERR_OK;
+    size_t i;
+    const json_t *msg;
+    json_array_foreach(messages, i, msg)
+    {
+        const json_t *content = json_object_get(msg, "content");
+        json_t *c = NULL;
+        if (json_is_array(content)) rc = message_with_markers(msg, media_path, out, &c, f);
+        if (rc != ERR_OK) break;
+        if (json_array_append_new(arr, c ? c : json_incref(json_unconst(msg))) != 0) {
+            api_failf(f, 500, NULL, NULL, "out of memory");
+            rc = ERR_NOMEM;
+            break;
+        }
+    }
+    if (rc != ERR_OK || out->n_images == 0) {
+        json_decref(arr);
+        return rc;
+    }
+    *copy = arr;
+    return ERR_OK;
+}
+
+/* The next CHAT_MEDIA_MARKER in [p, end), or NULL. */
+static const char *find_marker(const char *p, const char *end, size_t mlen)
+{
+    for (; (size_t)(end - p) >= mlen; p++)
+        if (memcmp(p, CHAT_MEDIA_MARKER, mlen) == 0) return p;
+    return NULL;
+}
+
+static int encode_piece(const struct tokenizer *t, const char *s, size_t len, bool add_special,
+                        struct tok_ids *ids, struct api_fail *f)
+{
+    int rc = tok_encode(t, (struct str){s, len}, add_special, true, ids);
+    if (rc != ERR_OK) api_failf(f, 500, NULL, NULL, "tokenization failed: %s", err_str(rc));
+    return rc;
+}
+
+/* The rendered text with images: the pieces between markers tokenized one by one with
+ * special tokens parsed (BOS before the first, per the vocab, unless the text writes it), each
+ * marker replaced by image_begin, the image's placeholders and image_end. */
+static int tokenize_with_images(const struct model *m, struct chat_prompt *out, struct api_fail *f)
+{
+    const struct platform_model_desc *d = model_desc(m);
+    const char *text = out->text.data ? out->text.data : "", *end = text + out->text.len;
+    const size_t mlen = strlen(CHAT_MEDIA_MARKER);
+    size_t bos_len = d->bos_text ? strlen(d->bos_text) : 0;
+    bool has_bos = bos_len && out->text.len >= bos_len && memcmp(text, d->bos_text, bos_len) == 0;
+    int rc = ERR_OK, k = 0;
+    for (const char *p = text; rc == ERR_OK;) {
+        const char *hit = find_marker(p, end, mlen);
+        const char *stop = hit ? hit : end;
+        rc = encode_piece(d->tokenizer, p, (size_t)(stop - p), p == text && !has_bos, &out->ids, f);
+        if (rc != ERR_OK || !hit) break;
+        if (k == out->n_images)
+            return api_failf(f, 400, "invalid_value", "messages",
+                             "the messages' text holds the media marker '%s'", CHAT_MEDIA_MARKER),
+                   ERR_INVALID;
+        struct chat_image *im = &out->images[k++];
+        rc =
+            encode_piece(d->tokenizer, d->image_begin, strlen(d->image_begin), false, &out->ids, f);
+        const uint64_t h = request_image_hash(im->rgb, im->w, im->h);
+        im->pos = (int)out->ids.n_ids;
+        for (int j = 0; rc == ERR_OK && j < d->image_tokens; j++)
+            if (tok_ids_push(&out->ids, request_image_token(h, j)) != ERR_OK) rc = ERR_NOMEM;
+        if (rc == ERR_OK)
+            rc =
+                encode_piece(d->tokenizer, d->image_end, strlen(d->image_end), false, &out->ids, f);
+        p = hit + mlen;
+    }
+    if (rc == ERR_NOMEM && !f->status) api_failf(f, 500, NULL, NULL, "out of memory");
+    if (rc != ERR_OK) return rc;
+    if (k != out->n_images)
+        return api_failf(f, 400, "invalid_value", "messages",
+                         "the chat template dropped %d of the %d images", out->n_images - k,
+                         out->n_images),
+               ERR_INVALID;
+    if ((int64_t)out->ids.n_ids + 1 > d->n_ctx) {
+        api_fail_context(f, "messages", out->ids.n_ids, d->n_ctx);
+        return ERR_LIMIT;
+    }
+    return ERR_OK;
+}
+
 int chat_prompt_build(const struct model *m, const struct chat_prompt_opts *o,
                       struct chat_prompt *out, struct api_fail *f)
 {
     const struct platform_model_desc *d = model_desc(m);
     buf_init(&out->text);
     tok_ids_init(&out->ids);
+    out->images = NULL;
+    out->n_images = 0;
+    json_t *with_markers = NULL;
+    if (d->has_vision) {
+        int mrc = messages_with_markers(o->messages, o->media_path, out, &with_markers, f);
+        if (mrc != ERR_OK) return mrc;
+    }
     struct chat_template_opts to = {
         .add_generation_prompt = o->add_generation_prompt,
         .enable_thinking = o->enable_thinking,
@@ -205,7 +373,9 @@ int chat_prompt_build(const struct model *m, const struct chat_prompt_opts *o,
     };
     struct errmsg err;
     errmsg_clear(&err);
-    int rc = chat_template_apply(d->chat_template, o->messages, o->tools, &to, &out->text, &err);
+    int rc = chat_template_apply(d->chat_template, with_markers ? with_markers : o->messages,
+                                 o->tools, &to, &out->text, &err);
+    json_decref(with_markers);
     if (rc != ERR_OK) {
         api_failf(f, rc == ERR_NOMEM ? 500 : 400, "template_error", "messages",
                   "The chat template failed: %s", err.msg[0] ? err.msg : err_str(rc));
@@ -213,6 +383,7 @@ int chat_prompt_build(const struct model *m, const struct chat_prompt_opts *o,
     }
     if (o->prefill.len && buf_append(&out->text, o->prefill.ptr, o->prefill.len) != ERR_OK)
         return api_failf(f, 500, NULL, NULL, "out of memory"), ERR_NOMEM;
+    if (out->n_images > 0) return tokenize_with_images(m, out, f);
     return chat_prompt_tokenize(m, out->text.data ? out->text.data : "", out->text.len, &out->ids,
                                 f);
 }
@@ -221,4 +392,9 @@ void chat_prompt_deinit(struct chat_prompt *p)
 {
     buf_deinit(&p->text);
     tok_ids_deinit(&p->ids);
+    for (int i = 0; i < p->n_images; i++)
+        mem_free(p->images[i].rgb);
+    mem_free(p->images);
+    p->images = NULL;
+    p->n_images = 0;
 }

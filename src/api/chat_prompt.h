@@ -21,9 +21,21 @@ struct chat_prompt_opts {
     struct str prefill; // text appended to the rendered prompt (an assistant prefill) or empty
 };
 
+/* The text the template sees where an image part was, and where its positions go. */
+#define CHAT_MEDIA_MARKER "<__media__>"
+
+/* An image of the prompt (models with a projector): its pixels and its placeholder run. */
+struct chat_image {
+    unsigned char *rgb; // (w * h * 3) RGB8, owned (mem_alloc) until handed to a request
+    uint32_t w, h;      // pixels
+    int pos;            // first of the model's image_tokens positions in ids
+};
+
 struct chat_prompt {
-    struct buf text;    // the rendered prompt
-    struct tok_ids ids; // its tokens
+    struct buf text;           // the rendered prompt
+    struct tok_ids ids;        // its tokens; an image's positions hold request_image_token ids
+    struct chat_image *images; // (n_images) in prompt order, owned
+    int n_images;
 };
 
 /* Checks messages[] (roles system/developer/user/assistant/tool; content string, parts
@@ -34,9 +46,13 @@ struct chat_prompt {
 bool chat_messages_validate(const struct model *m, const json_t *messages,
                             const struct media_path *media_path, struct api_fail *f);
 
-/* Renders and tokenizes (call chat_messages_validate first). 400 template_error when the
- * template raises or fails, 400 context_length_exceeded when the prompt leaves no room for one
- * token. ERR_OK or an error with f filled. Caller frees with chat_prompt_deinit(). */
+/* Renders and tokenizes (call chat_messages_validate first). For a model with vision, image
+ * parts are decoded and rendered as CHAT_MEDIA_MARKER; the text around them is tokenized
+ * piece by piece and each image takes image_begin, image_tokens placeholders and image_end
+ * (as the reference's multimodal tokenizer lays it out). 400 template_error when the
+ * template raises or fails, 400 invalid_value when the text itself holds the marker, 400
+ * context_length_exceeded when the prompt leaves no room for one token. ERR_OK or an error
+ * with f filled. Caller frees with chat_prompt_deinit(). */
 int chat_prompt_build(const struct model *m, const struct chat_prompt_opts *o,
                       struct chat_prompt *out, struct api_fail *f);
 

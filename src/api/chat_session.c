@@ -247,7 +247,7 @@ int chat_session_start(const struct chat_session_args *a, struct gen_session **o
     enum toolcall_format format = toolcall_format_detect(d->chat_template_src);
     struct buf grammar;
     buf_init(&grammar);
-    struct chat_prompt prompt;
+    struct chat_prompt prompt = {0};
     buf_init(&prompt.text);
     tok_ids_init(&prompt.ids);
     const char *role = "user";
@@ -274,6 +274,8 @@ int chat_session_start(const struct chat_session_args *a, struct gen_session **o
         .prompt_text_len = prompt.text.len,
         .prompt_role = role,
         .enable_thinking = a->enable_thinking,
+        .images = prompt.images,
+        .n_images = prompt.n_images,
     };
     // The request copies the parameters and the grammar, so this copy may point at ours.
     struct gen_params gen = a->params->gen;
@@ -312,7 +314,7 @@ int chat_session_count(const struct chat_session_args *a, int *n_tokens, struct 
                          "internally: counting tokens is not available.",
                          model_id(a->model), model_platform(a->model)->id),
                ERR_UNSUPPORTED;
-    struct chat_prompt prompt;
+    struct chat_prompt prompt = {0};
     int rc = build(a, &prompt, f);
     // Over the context is an error for generation, but the count is still the answer here.
     if (rc == ERR_LIMIT && prompt.ids.n_ids > 0) rc = ERR_OK;

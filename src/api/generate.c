@@ -62,6 +62,15 @@ int gen_session_start(struct model *m, const int32_t *prompt, int n_prompt,
         s->req->enable_thinking = opt->enable_thinking;
     }
     if (rc == ERR_OK && opt->has_slot) s->req->preferred_instance = opt->slot;
+    for (int k = 0; k < opt->n_images; k++) {
+        struct chat_image *im = &opt->images[k];
+        unsigned char *rgb = im->rgb;
+        im->rgb = NULL; // the request owns it from here, or it is freed now
+        if (rc == ERR_OK)
+            rc = request_add_image(s->req, im->pos, desc->image_tokens, rgb, im->w, im->h);
+        else
+            mem_free(rgb);
+    }
     if (rc == ERR_OK && opt->n_stops > 0)
         rc = stopstr_new(opt->stops, opt->n_stops, &s->stops, &err);
     if (rc == ERR_OK)

@@ -6,6 +6,7 @@
 #ifndef API_GENERATE_H
 #define API_GENERATE_H
 
+#include "api/chat_prompt.h"
 #include "api/validate.h"
 #include "core/model.h"
 #include "platform/request.h"
@@ -32,6 +33,10 @@ struct gen_options {
     size_t prompt_text_len;
     const char *prompt_role; // the role it is sent as (NULL: "user")
     int enable_thinking;     // -1 unset, 0, 1
+    // Images of the prompt (models with a projector): their pixels move to the request, so
+    // each rgb is set to NULL once taken (also when the start fails).
+    struct chat_image *images;
+    int n_images;
 };
 
 #define GEN_DELTA_MAX_CALLS    16

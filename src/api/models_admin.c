@@ -62,6 +62,10 @@ static void respond_load_failure(enum load_failure why, const struct errmsg *err
         api_error(resp, 400, API_TYPE_INVALID_REQUEST, "invalid_model_path", "model_path", "%s",
                   err->msg);
         return;
+    case LOAD_FAIL_MMPROJ_PATH:
+        api_error(resp, 400, API_TYPE_INVALID_REQUEST, "invalid_model_path", "mmproj_path", "%s",
+                  err->msg);
+        return;
     case LOAD_FAIL_NO_PLATFORM:
         api_error(resp, 400, API_TYPE_INVALID_REQUEST, "platform_detection_failed", "model_path",
                   "%s", err->msg);
@@ -162,7 +166,7 @@ void api_models_load(const struct api_ctx *ctx, const struct api_request *req,
 {
     struct api_fail f = {0};
     const json_t *body = req->json;
-    const char *id = NULL, *path = NULL;
+    const char *id = NULL, *path = NULL, *mmproj = NULL;
     int64_t n_instances = 1, queue = -1, n_ctx = 0;
     json_t *dp = json_object_get(body, "default_params");
     bool ok = v_require(body, "model_id", "model_id", &f) &&
@@ -170,6 +174,7 @@ void api_models_load(const struct api_ctx *ctx, const struct api_request *req,
               valid_model_id(id, &f, "model_id") &&
               v_require(body, "model_path", "model_path", &f) &&
               v_string(body, "model_path", "model_path", MODEL_PATH_CAP - 1, &path, &f) &&
+              v_string(body, "mmproj_path", "mmproj_path", MODEL_PATH_CAP - 1, &mmproj, &f) &&
               instance_count_arg(body, &n_instances, &f) &&
               v_int(body, "request_queue_size", "request_queue_size", 0, 100000, &queue, &f) &&
               (!dp || json_is_null(dp) || params_validate_defaults(dp, &f));
@@ -203,6 +208,7 @@ void api_models_load(const struct api_ctx *ctx, const struct api_request *req,
         .force_embedding = embedding || pooling == PLATFORM_POOLING_RANK, // as --reranking
         .pooling = pooling,
         .default_params = json_is_object(dp) ? dp : NULL,
+        .mmproj_path = mmproj && mmproj[0] ? mmproj : NULL,
     };
     int actual = 0;
     enum load_failure why;

@@ -40,8 +40,8 @@ static bool parse_one(const json_t *p, const char *name, const struct native_tok
     const json_t *media = json_is_object(p) ? json_object_get(p, "multimodal_data") : NULL;
     if (media && !json_is_null(media) && !(json_is_array(media) && json_array_size(media) == 0))
         return api_failf(f, 400, "invalid_value", name,
-                         "'%s.multimodal_data' needs a multimodal model; this one reads text "
-                         "only",
+                         "'%s.multimodal_data' is not taken here; send images as image_url "
+                         "parts of chat messages (/v1/chat/completions)",
                          name);
     if (json_is_object(p) && json_is_string(json_object_get(p, "prompt_string")))
         return encode(t, json_object_get(p, "prompt_string"), add_special, parse_special, out, f);

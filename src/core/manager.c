@@ -194,6 +194,11 @@ int manager_load(struct manager *m, const struct manager_load *a, int *n_actual,
     char path[MODEL_PATH_CAP];
     int rc = manager_resolve_path(m, a->path, path, sizeof path, err);
     if (rc != ERR_OK) return fail(why, LOAD_FAIL_PATH, rc);
+    char mmproj[MODEL_PATH_CAP] = "";
+    if (a->mmproj_path) {
+        rc = manager_resolve_path(m, a->mmproj_path, mmproj, sizeof mmproj, err);
+        if (rc != ERR_OK) return fail(why, LOAD_FAIL_MMPROJ_PATH, rc);
+    }
     const struct platform *p = NULL;
     rc = detect_platform(path, &p, why, err);
     if (rc != ERR_OK) return rc;
@@ -209,6 +214,7 @@ int manager_load(struct manager *m, const struct manager_load *a, int *n_actual,
         .force_embedding = a->force_embedding,
         .pooling = a->pooling,
         .chat_template = m->config.chat_template,
+        .mmproj_path = mmproj[0] ? mmproj : NULL,
         .default_params = a->default_params,
         .budget = &m->budget,
     };

@@ -27,6 +27,7 @@ enum load_failure {
     LOAD_FAIL_NONE = 0,
     LOAD_FAIL_EXISTS,      // 409 model_already_exists
     LOAD_FAIL_PATH,        // 400: missing, unreadable or outside the allowed places
+    LOAD_FAIL_MMPROJ_PATH, // 400: the same for mmproj_path
     LOAD_FAIL_NO_PLATFORM, // 400 platform_detection_failed
     LOAD_FAIL_UNAVAILABLE, // 400 unsupported_platform
     LOAD_FAIL_ENGINE,      // 500: the platform could not load it
@@ -43,6 +44,8 @@ struct manager_load {
     bool force_embedding;
     enum platform_pooling pooling; // embedding models: DEFAULT = the file's
     const json_t *default_params;  // validated, or NULL
+    const char *mmproj_path;       // a multimodal projector as the user gave it (resolved like
+                                   // path), or NULL: the one beside the model, if any
 };
 
 struct manager;

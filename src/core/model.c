@@ -26,7 +26,8 @@ struct model {
     int n_ctx, n_threads;
     bool force_embedding;
     enum platform_pooling pooling;
-    const char *chat_template; // borrowed (outlives the model) or NULL
+    const char *chat_template;   // borrowed (outlives the model) or NULL
+    char mmproj[MODEL_PATH_CAP]; // the projector given at load, or ""
     int64_t created_unix_s;
     atomic_llong last_used_ns; // monotonic time of the last submit (or of creation)
     atomic_int status;         // enum model_status
@@ -56,6 +57,7 @@ int model_new(const struct model_params *p, struct model **out)
     m->force_embedding = p->force_embedding;
     m->pooling = p->pooling;
     m->chat_template = p->chat_template;
+    snprintf(m->mmproj, sizeof m->mmproj, "%s", p->mmproj_path ? p->mmproj_path : "");
     m->created_unix_s = clock_unix_s();
     atomic_init(&m->last_used_ns, clock_now_ns());
     atomic_init(&m->refs, 1);
@@ -129,6 +131,7 @@ int model_load(struct model *m, int n_instances, int *n_actual, struct errmsg *e
         .force_embedding = m->force_embedding,
         .pooling = m->pooling,
         .chat_template = m->chat_template,
+        .mmproj_path = m->mmproj[0] ? m->mmproj : NULL,
         .on_done = on_instance_done,
         .owner = m,
     };

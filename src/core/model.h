@@ -26,6 +26,7 @@ struct model_params {
                                    // the model) or NULL
     const json_t *default_params;  // validated object or NULL (copied)
     struct budget *budget;         // borrowed; outlives the model
+    const char *mmproj_path;       // a multimodal projector (copied) or NULL
 };
 
 /* Creates a model in state LOADING with no platform model yet. ERR_NOMEM. refs = 1. */

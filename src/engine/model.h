@@ -150,27 +150,33 @@ enum engine_output {
 /* One sequence's share of a batch: its next tokens. */
 struct engine_batch_item {
     struct engine_seq *seq;    // appended to at its current position; each seq at most once
-    const int32_t *tokens;     // n_tokens ids, borrowed for the call
+    const int32_t *tokens;     // n_tokens ids, borrowed for the call; unused with embd
     int n_tokens;              // >= 1
     enum engine_output output; // zero: logits
     float *hidden;             // (n_embd) floats for the hidden-state outputs, else unused
     bool is_sampled;           // the tokens were sampled (generated), not prompt: they take
                                // the single-token summation order (ENGINE_NUMERICS_INVARIANT)
+    const float *embd;         // NULL, or (n_tokens, n_embd) input embeddings used instead of
+                               // token rows (a projector's image embeddings; not scaled by
+                               // the family's embedding scale), borrowed for the call
+    bool is_noncausal;         // every token of the item sees all of the item's tokens (Gemma
+                               // 3's image embeddings); earlier positions as usual
 };
 
 /* Appends each item's tokens to its sequence and runs one forward pass over all of them:
  * weight matrices are applied to the stacked tokens of every item at once, attention runs per
- * sequence over its own cache (causal). Afterwards each ENGINE_OUTPUT_LOGITS item's sequence
- * holds the logits of its last token (engine_seq_logits); the other items have their hidden
+ * sequence over its own cache (causal, or both ways within an is_noncausal item). Afterwards
+ * each ENGINE_OUTPUT_LOGITS item's sequence holds the logits of its last token (engine_seq_logits); the other items have their hidden
  * output written (the sequence's logits become stale). The logits product runs only when some
  * item wants logits, over every row kept for the batch's outputs. In invariant numerics a
  * token's results do not depend on the other items of the batch or on how its sequence was
  * split into calls (see enum engine_numerics). tp runs the kernels (any size; results are
  * bit-identical for every thread count). Errors, checked before anything changes (nothing is
- * appended): ERR_INVALID (no items, n_tokens < 1, a token id outside the vocabulary, a
- * sequence of another model or listed twice, an unknown output, a hidden output without a
- * buffer, logits asked of a view sequence; err says which), ERR_LIMIT (more than
- * ENGINE_BATCH_MAX tokens in total, or an item would overflow its sequence's n_ctx).
+ * appended): ERR_INVALID (no items, n_tokens < 1, neither tokens nor embd, a token id
+ * outside the vocabulary, a sequence of another model or listed twice, an unknown output, a
+ * hidden output without a buffer, logits asked of a view sequence; err says which), ERR_LIMIT
+ * (more than ENGINE_BATCH_MAX tokens in total, or an item would overflow its sequence's
+ * n_ctx).
  * Allocates nothing. Not reentrant:
  * one thread at a time per model (the model's scheduler thread), because the batch scratch
  * belongs to the model. */

@@ -252,6 +252,14 @@ static void job_qkv_post(void *arg, int ith, int nth)
     }
 }
 
+/* Keys query token t sees: those up to itself, or, in a non-causal item (an image's
+ * embeddings, which attend to each other both ways), those up to the item's last token. */
+static int key_count(const struct fwd *f, int t)
+{
+    const struct engine_batch_item *it = &f->items[f->m->sc.tok_item[t]];
+    return it->is_noncausal ? it->seq->pos + it->n_tokens : f->m->sc.tok_pos[t] + 1;
+}
+
 /* Attention of one query head over keys 0..pos of its sequence with a running softmax, as
  * the reference CPU flash-attention kernel computes it: the query rounded to half, one pass
  * over the keys, the weighted sum of values kept in a half accumulator that is rescaled
@@ -267,9 +275,9 @@ static void attend_head(const struct fwd *f, int t, int h, float *out)
     const int hd = m->info.head_dim, kvd = m->kv_dim;
     const int g = h / (m->info.n_head / m->info.n_head_kv);
     const struct engine_seq *s = f->items[m->sc.tok_item[t]].seq;
-    const int n_keys = m->sc.tok_pos[t] + 1;
+    const int n_keys = key_count(f, t), own = m->sc.tok_pos[t] + 1;
     // A sliding-window layer's query sees its last n_swa keys, itself included.
-    const int j0 = f->L->is_swa && n_keys > m->feat.n_swa ? n_keys - m->feat.n_swa : 0;
+    const int j0 = f->L->is_swa && own > m->feat.n_swa ? own - m->feat.n_swa : 0;
     const float cap = m->feat.attn_softcap;
     const size_t base = kv_layer_base(m, s, f->il) + (size_t)g * hd;
     const uint16_t *kc = s->k_cache + base, *vc = s->v_cache + base;
@@ -394,7 +402,7 @@ static void attn_block_run(const struct fwd *f, const struct attn_plan *p, int u
         for (int h = h0; h < h1; h++, b.n_q++) {
             b.q[b.n_q] = m->sc.q + (size_t)t * m->q_dim + (size_t)h * hd;
             b.out[b.n_q] = m->sc.attn + (size_t)t * m->q_dim + (size_t)h * hd;
-            b.n_keys[b.n_q] = m->sc.tok_pos[t] + 1;
+            b.n_keys[b.n_q] = key_count(f, t);
         }
     attn_run(&b);
 }
@@ -504,9 +512,14 @@ static void job_embed(void *arg, int ith, int nth)
     for (int i = 0; i < f->n_items; i++) {
         for (int j = 0; j < f->items[i].n_tokens; j++, t++) {
             if (t < lo || t >= hi) continue;
+            float *x = m->sc.x + (size_t)t * m->info.n_embd;
+            if (f->items[i].embd) { // given embeddings are taken as they are, unscaled
+                memcpy(x, f->items[i].embd + (size_t)j * m->info.n_embd,
+                       sizeof(float) * (size_t)m->info.n_embd);
+                continue;
+            }
             const uint8_t *row =
                 (const uint8_t *)m->tok_embd.data + (size_t)f->items[i].tokens[j] * row_bytes;
-            float *x = m->sc.x + (size_t)t * m->info.n_embd;
             tr->to_float(row, x, m->info.n_embd);
             for (int k = 0; m->feat.embd_scale != 0.0f && k < m->info.n_embd; k++)
                 x[k] *= m->feat.embd_scale;
@@ -811,7 +824,7 @@ static int check_batch(const struct engine_model *m, const struct engine_batch_i
         const struct engine_batch_item *it = &items[i];
         if (!it->seq || it->seq->m != m)
             return errmsg_set(err, ERR_INVALID, "item %d: sequence of another model", i);
-        if (it->n_tokens < 1 || !it->tokens)
+        if (it->n_tokens < 1 || (!it->tokens && !it->embd))
             return errmsg_set(err, ERR_INVALID, "item %d: no tokens", i);
         if (it->output < ENGINE_OUTPUT_LOGITS || it->output > ENGINE_OUTPUT_SUM)
             return errmsg_set(err, ERR_INVALID, "item %d: unknown output %d", i, (int)it->output);
@@ -825,7 +838,7 @@ static int check_batch(const struct engine_model *m, const struct engine_batch_i
         if (it->n_tokens > it->seq->n_ctx - it->seq->pos)
             return errmsg_set(err, ERR_LIMIT, "item %d: %d tokens do not fit (%d of %d used)", i,
                               it->n_tokens, it->seq->pos, it->seq->n_ctx);
-        for (int j = 0; j < it->n_tokens; j++)
+        for (int j = 0; !it->embd && j < it->n_tokens; j++)
             if (it->tokens[j] < 0 || it->tokens[j] >= m->info.n_vocab)
                 return errmsg_set(err, ERR_INVALID, "item %d: token id %d outside 0..%d", i,
                                   (int)it->tokens[j], m->info.n_vocab - 1);

@@ -36,7 +36,31 @@ static bool ends_with_gguf(const char *name)
     return n > 5 && strcmp(name + n - 5, ".gguf") == 0;
 }
 
-/* Finds the single .gguf in dir; false when there are none or several. */
+bool cpu_is_mmproj_name(const char *name)
+{
+    return strncmp(name, "mmproj-", 7) == 0 && ends_with_gguf(name);
+}
+
+int cpu_find_mmproj(const char *path, char *out, size_t cap)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    int found = 0;
+    char best[256] = "";
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!cpu_is_mmproj_name(e->d_name) || strlen(e->d_name) >= sizeof best) continue;
+        if (found++ == 0 || strcmp(e->d_name, best) < 0)
+            snprintf(best, sizeof best, "%s", e->d_name);
+    }
+    closedir(d);
+    if (found) snprintf(out, cap, "%s/%s", path, best);
+    return found;
+}
+
+/* Finds the single .gguf in dir (projectors aside); false when there are none or several. */
 static bool single_gguf_in_dir(const char *dir, char *out, size_t cap)
 {
     DIR *d = opendir(dir);
@@ -44,7 +68,8 @@ static bool single_gguf_in_dir(const char *dir, char *out, size_t cap)
     int found = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.' || !ends_with_gguf(e->d_name)) continue;
+        if (e->d_name[0] == '.' || !ends_with_gguf(e->d_name) || cpu_is_mmproj_name(e->d_name))
+            continue;
         if (++found == 1) snprintf(out, cap, "%s/%s", dir, e->d_name);
     }
     closedir(d);

@@ -3,11 +3,14 @@
  * instances, under the instance layer's lock; submit hands a request over through it. */
 #include "platform/cpu_model.h"
 
+#include "platform/cpu_vision.h"
+
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/threadpool.h"
 #include "platform/cpu.h"
 #include "platform/cpu_embed.h"
+#include "platform/cpu_vision.h"
 #include "platform/instances.h"
 #include "platform/vocab_gguf.h"
 #include "text/chat_template.h"
@@ -66,6 +69,8 @@ struct platform_model {
     struct stat file_stat; // its identity and size when loaded
     bool is_file_broken;   // the mapped file shrank: no more decoding
     struct threadpool *tp;
+    struct cpu_vision *vision; // the multimodal projector, or NULL
+    int n_images_step;         // images in the batch being built
     int n_ctx;
     int n_vocab;
     float *logits;                // (n_vocab) scheduler scratch: the sampler edits in place
@@ -120,7 +125,45 @@ static int common_prefix(const int32_t *a, int n_a, const int32_t *b, int n_b)
     int n = 0;
     while (n < n_a && n < n_b && a[n] == b[n])
         n++;
+    // An image's positions are computed together (they attend to each other): never keep
+    // part of one. Its placeholders are negative ids.
+    while (n > 0 && n < n_b && b[n] < 0 && b[n - 1] < 0)
+        n--;
     return n;
+}
+
+/* The image of r whose positions start at pos, or NULL. */
+static const struct request_image *image_at(const struct request *r, int pos)
+{
+    for (int k = 0; k < r->n_images; k++)
+        if (r->images[k].pos == pos) return &r->images[k];
+    return NULL;
+}
+
+/* Prompt tokens from pos that are fed as one run: an image's positions, or the text up to
+ * the next image. */
+static int run_length(const struct request *r, int pos)
+{
+    const struct request_image *im = image_at(r, pos);
+    if (im) return im->n_tok;
+    int end = r->n_prompt;
+    for (int k = 0; k < r->n_images; k++)
+        if (r->images[k].pos > pos && r->images[k].pos < end) end = r->images[k].pos;
+    return end - pos;
+}
+
+/* Every negative id of the prompt is an image's placeholder, and images need a projector. */
+static bool images_fit(const struct platform_model *m, const struct request *r)
+{
+    if (r->n_images > 0 && !m->vision) return false;
+    int k = 0;
+    for (int p = 0; p < r->n_prompt; p++) {
+        if (r->prompt[p] >= 0) continue;
+        while (k < r->n_images && r->images[k].pos + r->images[k].n_tok <= p)
+            k++;
+        if (k == r->n_images || r->images[k].pos > p) return false;
+    }
+    return true;
 }
 
 #define MAX_EOG_BANS 16 // end-of-generation tokens banned for ignore_eos
@@ -221,6 +264,12 @@ static void start_request(void *model, int i)
         inst_slot_fail(in->s, 400, "the prompt does not fit the context");
         return;
     }
+    if (!images_fit(m, r)) {
+        inst_slot_fail(in->s, 400,
+                       m->vision ? "the prompt holds ids outside the vocabulary"
+                                 : "this model has no multimodal projector; it takes no images");
+        return;
+    }
     struct sampler_bias bias[GEN_MAX_LOGIT_BIAS + MAX_EOG_BANS];
     struct sampler_params sp = sampler_params_from(&r->params);
     int n_bias = 0;
@@ -266,7 +315,7 @@ static void start_request(void *model, int i)
     push_progress(in);
     int from = r->n_prompt > sp.repeat_last_n ? r->n_prompt - sp.repeat_last_n : 0;
     for (int k = from; k < r->n_prompt; k++)
-        sampler_accept(in->sampler, r->prompt[k]);
+        if (r->prompt[k] >= 0) sampler_accept(in->sampler, r->prompt[k]);
     in->phase = PHASE_PROMPT;
 }
 
@@ -308,6 +357,13 @@ static void shift_context(struct instance *in)
         in->s->done = FINISH_LENGTH;
         return;
     }
+    // The kept tail is fed again as ids; an image's positions cannot be (their embeddings are
+    // not kept), so a context holding one after n_keep ends instead of shifting.
+    for (int k = n_keep; k < pos; k++)
+        if (in->cached[k] < 0) {
+            in->s->done = FINISH_LENGTH;
+            return;
+        }
     memmove(in->cached + n_keep, in->cached + n_keep + n_discard,
             (size_t)(pos - n_keep - n_discard) * sizeof *in->cached);
     engine_seq_truncate(in->seq, n_keep);
@@ -365,11 +421,48 @@ static void advance(struct platform_model *m, int i)
         shift_context(in);
 }
 
+/* Adds instance i's next prompt run to the batch: text up to the next image, or a whole image
+ * (its embeddings, encoded now unless cached) when it fits the room left and the step has
+ * fewer than CPU_VISION_PER_STEP images; else the instance waits for the next step. */
+static int add_prompt_run(struct platform_model *m, int i, int *room, int *n_items)
+{
+    struct instance *in = &m->inst[i];
+    const struct request *r = in->s->req;
+    const struct request_image *im = image_at(r, in->n_fed);
+    int n = run_length(r, in->n_fed);
+    const float *embd = NULL;
+    if (im) {
+        if (n > *room || m->n_images_step >= CPU_VISION_PER_STEP) return ERR_BUSY;
+        struct errmsg err;
+        errmsg_clear(&err);
+        int rc = cpu_vision_embed(m->vision, m->tp, im, &embd, &err);
+        if (rc != ERR_OK) {
+            inst_slot_fail(in->s, rc == ERR_NOMEM ? 500 : 400, err.msg);
+            return rc;
+        }
+        m->n_images_step++;
+    } else if (n > *room) {
+        n = *room;
+    }
+    in->n_feeding = n;
+    m->items[*n_items] = (struct engine_batch_item){
+        .seq = in->seq,
+        .tokens = r->prompt + in->n_fed,
+        .embd = embd,
+        .n_tokens = n,
+        .is_noncausal = embd && cpu_vision_is_noncausal(m->vision),
+    };
+    m->item_instance[(*n_items)++] = i;
+    *room -= n;
+    return ERR_OK;
+}
+
 /* Collects this step's batch: one token for every generating instance first (so decoding
  * never waits behind a long prompt), then prompt chunks in the room left. */
 static int build_batch(struct platform_model *m)
 {
     int n_items = 0, room = ENGINE_BATCH_MAX;
+    m->n_images_step = 0;
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 0; i < CPU_MAX_INSTANCES && room > 0; i++) {
             struct instance *in = &m->inst[i];
@@ -381,6 +474,10 @@ static int build_batch(struct platform_model *m)
             bool is_gen = in->phase == PHASE_GENERATE;
             if ((pass == 0) != is_gen) continue;
             bool is_refeed = in->phase == PHASE_REFEED;
+            if (!is_gen && !is_refeed && in->s->req->n_images > 0) {
+                if (add_prompt_run(m, i, &room, &n_items) != ERR_OK) continue;
+                continue;
+            }
             int at = engine_seq_pos(in->seq);
             int n = is_gen      ? 1
                     : is_refeed ? in->n_refeed_end - at
@@ -592,6 +689,7 @@ static int pick_n_ctx(const struct engine_model_info *info, int requested)
 static void free_parts(struct platform_model *m)
 {
     threadpool_free(m->tp);
+    cpu_vision_free(m->vision);
     mem_free(m->logits);
     grammar_vocab_free(m->gvocab);
     mem_free(m->mask);
@@ -636,6 +734,9 @@ int cpu_model_load(const struct platform_load_args *a, struct platform_model **o
     m->n_ctx = pick_n_ctx(info, a->n_ctx);
     rc = load_text(m, a->chat_template, err);
     if (rc == ERR_OK) rc = load_grammar_vocab(m);
+    if (rc == ERR_OK)
+        rc = cpu_vision_load(a->mmproj_path, a->path, info->n_embd, ENGINE_BATCH_MAX, &m->vision,
+                             err);
     if (rc != ERR_OK) goto out_free;
     int n_threads = a->n_threads > 0 ? a->n_threads : thread_default_count();
     m->logits = mem_calloc((size_t)m->n_vocab, sizeof *m->logits);
@@ -690,6 +791,7 @@ void cpu_model_describe(const struct platform_model *m, struct platform_model_de
         engine_seq_bytes(m->engine, m->n_ctx) + (uint64_t)m->n_ctx * sizeof(int32_t);
     snprintf(out->arch, sizeof out->arch, "%s", info->arch);
     describe_origin(engine_model_gguf(m->engine), out->description, sizeof out->description);
+    cpu_vision_describe(m->vision, out);
 }
 
 int cpu_model_add_instance(struct platform_model *m, int instance, struct errmsg *err)

@@ -123,7 +123,8 @@ static int scan_dir(const char *dir, struct scan *s, struct errmsg *err)
             add_name(s->rknn3, &s->n_rknn3, n);
         else if (ends_with(n, ".rknn") && !ends_with(n, "-vision.rknn"))
             add_name(s->rknn, &s->n_rknn, n);
-        else if (ends_with(n, ".gguf") && !ends_with(n, ".tokenizer.gguf"))
+        else if (ends_with(n, ".gguf") && !ends_with(n, ".tokenizer.gguf") &&
+                 !cpu_is_mmproj_name(n))
             add_name(s->gguf, &s->n_gguf, n);
     }
     closedir(d);

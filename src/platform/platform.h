@@ -50,6 +50,9 @@ struct platform_load_args {
     enum platform_pooling pooling; // embedding models only (ignored for chat models)
     const char *chat_template;     // a built-in template's name or Jinja source used instead of
                                    // the model's (borrowed for the call), or NULL
+    const char *mmproj_path;       // a multimodal projector GGUF (borrowed for the call), or
+                                   // NULL: the cpu platform looks for mmproj-*.gguf beside a
+                                   // model in a model directory
     platform_done_fn on_done;      // never NULL
     void *owner;                   // passed to on_done
 };
@@ -112,6 +115,12 @@ struct platform_model_desc {
     unsigned unsupported;      // enum platform_unsupported bits
     const struct platform_sampling *fixed_sampling; // NULL: sampling is per request
     const char *abi;                                // the runtime ABI in use ("1.2"), or NULL
+    // Image input through a multimodal projector: each image becomes image_tokens embeddings
+    // placed between the texts image_begin and image_end (tokenized with special tokens).
+    bool has_vision;
+    int image_tokens;
+    const char *image_begin, *image_end; // "" when the family has none
+    char projector[24];                  // the projector type ("gemma3"), "" without one
 };
 
 struct platform_model;

@@ -93,7 +93,53 @@ void request_release(struct request *r)
     mem_free(r->prompt_text);
     mem_free(r->text);
     mem_free(r->progress);
+    for (int i = 0; i < r->n_images; i++)
+        mem_free(r->images[i].rgb);
+    mem_free(r->images);
     mem_free(r);
+}
+
+uint64_t request_image_hash(const unsigned char *rgb, uint32_t w, uint32_t h)
+{
+    uint64_t x = 14695981039346656037ull;
+    const uint32_t dims[2] = {w, h};
+    const unsigned char *d = (const unsigned char *)dims;
+    for (size_t i = 0; i < sizeof dims; i++)
+        x = (x ^ d[i]) * 1099511628211ull;
+    const size_t n = (size_t)w * (size_t)h * 3;
+    for (size_t i = 0; i < n; i++)
+        x = (x ^ rgb[i]) * 1099511628211ull;
+    return x;
+}
+
+int32_t request_image_token(uint64_t hash, int j)
+{
+    const uint64_t v = (hash + (uint64_t)j * 0x9E3779B97F4A7C15ull) * 0xBF58476D1CE4E5B9ull;
+    return -1 - (int32_t)(v >> 33); // 31 bits: -2^31 .. -1
+}
+
+int request_add_image(struct request *r, int pos, int n_tok, unsigned char *rgb, uint32_t w,
+                      uint32_t h)
+{
+    const int prev_end =
+        r->n_images ? r->images[r->n_images - 1].pos + r->images[r->n_images - 1].n_tok : 0;
+    const uint64_t hash = request_image_hash(rgb, w, h);
+    bool ok = n_tok >= 1 && pos >= prev_end && pos <= r->n_prompt - n_tok;
+    for (int j = 0; ok && j < n_tok; j++)
+        ok = r->prompt[pos + j] == request_image_token(hash, j);
+    if (!ok) {
+        mem_free(rgb);
+        return ERR_INVALID;
+    }
+    struct request_image *im = mem_realloc(r->images, (size_t)(r->n_images + 1) * sizeof *im);
+    if (!im) {
+        mem_free(rgb);
+        return ERR_NOMEM;
+    }
+    r->images = im;
+    im[r->n_images++] = (struct request_image){
+        .pos = pos, .n_tok = n_tok, .hash = hash, .rgb = rgb, .w = w, .h = h};
+    return ERR_OK;
 }
 
 void request_mark_started(struct request *r)

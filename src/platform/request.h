@@ -135,6 +135,19 @@ struct request {
     struct request_progress *progress; // (progress_cap) with params.is_return_progress
     int n_progress, progress_cap;
     int n_progress_read; // handed to the reader so far
+
+    struct request_image *images; // (n_images) in prompt order, owned; set before submitting
+    int n_images;
+};
+
+/* An image of the prompt: its pixels, and the n_tok placeholder positions from pos on that
+ * its embeddings fill (request_image_token ids). */
+struct request_image {
+    int pos;            // first prompt position
+    int n_tok;          // positions
+    uint64_t hash;      // request_image_hash of the pixels
+    unsigned char *rgb; // (w * h * 3) RGB8, owned (mem_alloc)
+    uint32_t w, h;      // pixels
 };
 
 /* Creates a request owning a copy of the prompt, with room for max_events events. refs = 1
@@ -147,6 +160,25 @@ int request_new(enum request_kind kind, const int32_t *prompt, int n_prompt,
  * submitting. ERR_INVALID (n < 1, a length < 1, or the lengths do not add up to n_prompt),
  * ERR_NOMEM. */
 int request_set_inputs(struct request *r, const int *lens, int n);
+
+/* Adds an image whose embeddings fill prompt positions pos .. pos + n_tok - 1, which must hold
+ * request_image_token(hash, 0 .. n_tok - 1). Takes ownership of rgb (mem_alloc'd, freed with
+ * the request, also on failure). Images must come in prompt order without overlapping. Call
+ * before submitting. ERR_INVALID (positions outside the prompt, out of order, or not holding
+ * the placeholders), ERR_NOMEM. */
+int request_add_image(struct request *r, int pos, int n_tok, unsigned char *rgb, uint32_t w,
+                      uint32_t h);
+
+/* 64-bit FNV-1a of an image's dimensions and RGB8 pixels: the key that finds a repeated image
+ * (its embeddings are not computed twice) and that makes its placeholders differ from another
+ * image's. Cannot fail. */
+uint64_t request_image_hash(const unsigned char *rgb, uint32_t w, uint32_t h);
+
+/* The placeholder id prompt position j of an image takes: negative (never a vocabulary id) and
+ * drawn from the hash, so two different images' placeholders differ (but for a 2^-31 chance
+ * per position) and a prompt cache never reuses one image's positions for another's. Cannot
+ * fail. */
+int32_t request_image_token(uint64_t hash, int j);
 
 /* Reference counting; the last request_release frees everything. NULL is a no-op. */
 void request_retain(struct request *r);

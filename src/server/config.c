@@ -58,7 +58,7 @@ struct opt {
 #define WHY_SAMPLER          "sampler not implemented; server-wide default ignored"
 #define WHY_PRESET           "presets download models, which is not supported"
 #define WHY_TEMPLATE_PARSING "reasoning and parsing follow the template"
-#define WHY_MMPROJ           "multimodal projector tuning (no projectors)"
+#define WHY_MMPROJ           "multimodal projector tuning (projectors run on the CPU)"
 #define WHY_NO_WEBUI         "the built-in chat page is fixed: no other files, settings or tools"
 #define WHY_DOWNLOAD         "downloading models is not supported; download the file and pass it with -m"
 
@@ -388,7 +388,10 @@ static const struct opt options[] = {
     ROW_TUNING("--cache-type-k", "-ctk", WHY_KV_CACHE),
     ROW_TUNING("--cache-type-v", "-ctv", WHY_KV_CACHE),
     ROW_TUNING("--defrag-thold", "-dt", WHY_KV_CACHE),
-    ROW_REFUSED("--mmproj", "-mm", "multimodal projectors are not supported"),
+    {"--mmproj", "-mm", "LLAMAPI_MMPROJ", OPT_STRING, FIELD(mmproj), 0, 0,
+     "multimodal projector GGUF of the first --model (image input; default: an mmproj-*.gguf "
+     "beside it in its model directory)",
+     "LLAMA_ARG_MMPROJ", NULL},
     ROW_REFUSED("--mmproj-url", "-mmu", WHY_DOWNLOAD),
     ROW_TUNING_FLAG("--mmproj-auto", NULL, WHY_MMPROJ),
     ROW_TUNING_FLAG("--no-mmproj-auto", "--no-mmproj", WHY_MMPROJ),

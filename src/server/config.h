@@ -67,6 +67,7 @@ struct server_config {
     char rkllm_abi[8];              // --rkllm-abi: 1.2 or 1.3 (models' model.json "abi" wins)
     char sysfs_root[1024];          // --sysfs-root: host files are read under this ("/")
     char tags[256];                 // --tags: comma-separated tags of the first -m model
+    char mmproj[4096];              // --mmproj: multimodal projector of the first -m model
     char slot_save_path[1024];      // --slot-save-path DIR ("": POST /slots/{id} is off)
     bool is_kv_unified;             // --kv-unified: each instance gets the whole -c
     char cors_origins[1024];        // --cors-origins: "*", "localhost" or exact origins (never "")

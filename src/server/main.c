@@ -123,7 +123,9 @@ static int load_startup_models(const struct server_config *config, struct manage
                                     .queue_size = -1,
                                     .n_ctx = instance_ctx(config),
                                     .force_embedding = config->force_embedding,
-                                    .pooling = pooling_from(config->pooling)};
+                                    .pooling = pooling_from(config->pooling),
+                                    .mmproj_path =
+                                        i == 0 && config->mmproj[0] ? config->mmproj : NULL};
         int actual = 0;
         enum load_failure why;
         struct errmsg err;

@@ -75,7 +75,8 @@ const char *chat_template_builtin_name(size_t i)
     return i < N_BUILTINS ? builtins[i].name : NULL;
 }
 
-/* Text parts joined with "\n"; other part types are dropped. NULL when out of memory. */
+/* Text parts joined with "\n", media_marker parts' text without a newline before or after
+ * them (as llama.cpp joins them); other part types are dropped. NULL when out of memory. */
 static json_t *join_parts(const json_t *parts)
 {
     struct buf b;
@@ -83,15 +84,18 @@ static json_t *join_parts(const json_t *parts)
     int rc = buf_reserve(&b, 64);
     size_t i;
     const json_t *p;
-    bool first = true;
+    bool after_marker = false;
     json_array_foreach(parts, i, p)
     {
         const char *type = json_string_value(json_object_get(p, "type"));
         const json_t *text = json_object_get(p, "text");
-        if (rc != ERR_OK || !json_is_string(text) || (type && strcmp(type, "text") != 0)) continue;
-        if (!first) rc = buf_append_byte(&b, '\n');
+        const bool is_marker = type && strcmp(type, "media_marker") == 0;
+        if (rc != ERR_OK || !json_is_string(text) ||
+            (type && !is_marker && strcmp(type, "text") != 0))
+            continue;
+        if (b.len > 0 && !is_marker && !after_marker) rc = buf_append_byte(&b, '\n');
         if (rc == ERR_OK) rc = buf_append(&b, json_string_value(text), json_string_length(text));
-        first = false;
+        after_marker = is_marker;
     }
     json_t *r = rc == ERR_OK ? json_stringn(b.data ? b.data : "", b.len) : NULL;
     buf_deinit(&b);

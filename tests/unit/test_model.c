@@ -567,6 +567,55 @@ static void test_hidden_reference(void **state)
     check_hidden_against_reference("llama", "f32", 2e-3);
 }
 
+/* Input embeddings instead of ids: the token_embd rows of the prompt (an f32 llama, which
+ * scales nothing) give the same logits as the ids; a non-causal item lets its first token see
+ * the later ones, so the first position's hidden state changes while a causal one does not. */
+static void test_input_embeddings(void **state)
+{
+    (void)state;
+    struct fixture *f = fixture_new("llama", "f32");
+    const int e = engine_model_info(f->m)->n_embd, nv = engine_model_info(f->m)->n_vocab;
+    const struct gguf_tensor *te = gguf_find_tensor(engine_model_gguf(f->m), "token_embd.weight");
+    assert_non_null(te);
+    float *rows = mem_alloc(sizeof(float) * (size_t)e * N_PROMPT);
+    for (int j = 0; j < N_PROMPT; j++)
+        memcpy(rows + (size_t)j * e, (const float *)te->data + (size_t)prompt[j] * e,
+               sizeof(float) * (size_t)e);
+    struct engine_seq *a, *b;
+    assert_int_equal(engine_seq_new(f->m, MAX_CTX, &a), ERR_OK);
+    assert_int_equal(engine_seq_new(f->m, MAX_CTX, &b), ERR_OK);
+    struct errmsg err;
+    decode_one(f, f->tp2, a, prompt, N_PROMPT);
+    struct engine_batch_item it = {.seq = b, .embd = rows, .n_tokens = N_PROMPT};
+    assert_int_equal(engine_decode(f->m, f->tp2, &it, 1, &err), ERR_OK);
+    assert_memory_equal(engine_seq_logits(a), engine_seq_logits(b), sizeof(float) * (size_t)nv);
+    float first_causal[256] = {0}, first_both[256] = {0};
+    engine_seq_truncate(b, 0);
+    it = (struct engine_batch_item){.seq = b,
+                                    .embd = rows,
+                                    .n_tokens = 1,
+                                    .output = ENGINE_OUTPUT_FIRST,
+                                    .hidden = first_causal};
+    assert_int_equal(engine_decode(f->m, f->tp2, &it, 1, &err), ERR_OK);
+    float first_alone[256] = {0};
+    memcpy(first_alone, first_causal, sizeof first_alone);
+    engine_seq_truncate(b, 0);
+    it.n_tokens = N_PROMPT;
+    assert_int_equal(engine_decode(f->m, f->tp2, &it, 1, &err), ERR_OK);
+    assert_memory_equal(first_causal, first_alone, sizeof(float) * (size_t)e);
+    engine_seq_truncate(b, 0);
+    it.hidden = first_both;
+    it.is_noncausal = true;
+    assert_int_equal(engine_decode(f->m, f->tp2, &it, 1, &err), ERR_OK);
+    assert_memory_not_equal(first_both, first_alone, sizeof(float) * (size_t)e);
+    it = (struct engine_batch_item){.seq = b, .n_tokens = 2}; // neither ids nor embeddings
+    assert_int_equal(engine_decode(f->m, f->tp2, &it, 1, &err), ERR_INVALID);
+    engine_seq_free(a);
+    engine_seq_free(b);
+    mem_free(rows);
+    fixture_free(f);
+}
+
 /* An input's hidden states are the same bits alone, in a batch with other inputs (views
  * packed in one allocation), beside a generating sequence, and when fed in two chunks. */
 static void test_hidden_batch_independent(void **state)
@@ -582,7 +631,8 @@ static void test_hidden_batch_independent(void **state)
     struct errmsg err;
     for (int i = 0; i < 3; i++) {
         struct engine_seq *v = view_at(f->m, kv, cap, lens[i]);
-        struct engine_batch_item it = {v, toks[i], lens[i], ENGINE_OUTPUT_SUM, alone[i], false};
+        struct engine_batch_item it = {v,        toks[i], lens[i], ENGINE_OUTPUT_SUM,
+                                       alone[i], false,   NULL,    false};
         assert_int_equal(engine_decode(f->m, f->tp2, &it, 1, &err), ERR_OK);
         engine_seq_free(v);
     }
@@ -598,7 +648,7 @@ static void test_hidden_batch_independent(void **state)
         v[i] = view_at(f->m, (uint8_t *)kv + off, b, lens[i]);
         off += b;
         items[1 + i] = (struct engine_batch_item){v[i],       toks[i], lens[i], ENGINE_OUTPUT_SUM,
-                                                  batched[i], false};
+                                                  batched[i], false,   NULL,    false};
     }
     assert_int_equal(engine_decode(f->m, f->tp1, items, 4, &err), ERR_OK);
     for (int i = 0; i < 3; i++)
@@ -608,20 +658,24 @@ static void test_hidden_batch_independent(void **state)
     // The first input in two chunks, with LAST beside SUM: the same sum and the same last state.
     float chunked[256] = {0}, last[256], last_whole[256];
     struct engine_seq *c = view_at(f->m, kv, cap, N_PROMPT);
-    struct engine_batch_item it = {c, prompt, 6, ENGINE_OUTPUT_SUM, chunked, false};
+    struct engine_batch_item it = {c, prompt, 6, ENGINE_OUTPUT_SUM, chunked, false, NULL, false};
     assert_int_equal(engine_decode(f->m, f->tp2, &it, 1, &err), ERR_OK);
-    it = (struct engine_batch_item){c, prompt + 6, N_PROMPT - 6, ENGINE_OUTPUT_SUM, chunked, false};
+    it = (struct engine_batch_item){c,       prompt + 6, N_PROMPT - 6, ENGINE_OUTPUT_SUM,
+                                    chunked, false,      NULL,         false};
     assert_int_equal(engine_decode(f->m, f->tp2, &it, 1, &err), ERR_OK);
     assert_memory_equal(chunked, alone[0], (size_t)e * sizeof(float));
     assert_int_equal(engine_seq_bind(c, kv, cap, N_PROMPT), ERR_OK); // empties it
-    it = (struct engine_batch_item){c, prompt, N_PROMPT, ENGINE_OUTPUT_LAST, last_whole, false};
+    it = (struct engine_batch_item){c,          prompt, N_PROMPT, ENGINE_OUTPUT_LAST,
+                                    last_whole, false,  NULL,     false};
     assert_int_equal(engine_decode(f->m, f->tp2, &it, 1, &err), ERR_OK);
     engine_seq_truncate(c, 6);
-    it = (struct engine_batch_item){c, prompt + 6, N_PROMPT - 6, ENGINE_OUTPUT_LAST, last, false};
+    it = (struct engine_batch_item){c,    prompt + 6, N_PROMPT - 6, ENGINE_OUTPUT_LAST,
+                                    last, false,      NULL,         false};
     assert_int_equal(engine_decode(f->m, f->tp2, &it, 1, &err), ERR_OK);
     assert_memory_equal(last, last_whole, (size_t)e * sizeof(float));
     // A regular sequence can give hidden states too; its logits are then stale.
-    it = (struct engine_batch_item){gen, prompt + 4, 2, ENGINE_OUTPUT_LAST, last, false};
+    it = (struct engine_batch_item){gen,  prompt + 4, 2,    ENGINE_OUTPUT_LAST,
+                                    last, false,      NULL, false};
     assert_int_equal(engine_decode(f->m, f->tp2, &it, 1, &err), ERR_OK);
     assert_null(engine_seq_logits(gen));
     engine_seq_free(c);
@@ -919,7 +973,7 @@ int main(void)
         cmocka_unit_test(test_load_errors),         cmocka_unit_test(test_load_alloc_failures),
         cmocka_unit_test(test_synth_layouts),       cmocka_unit_test(test_synth_vocab_from),
         cmocka_unit_test(test_hidden_reference),    cmocka_unit_test(test_hidden_batch_independent),
-        cmocka_unit_test(test_hidden_errors),
+        cmocka_unit_test(test_hidden_errors),       cmocka_unit_test(test_input_embeddings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

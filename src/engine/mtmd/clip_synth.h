@@ -1,0 +1,36 @@
+/* Synthetic multimodal projectors for tests and benchmarks: a CLIP-family GGUF with the keys and
+ * tensor layout of a real projector type and seeded random weights, so encoders can be
+ * compared with the reference and timed at real shapes without downloading anything. */
+#ifndef ENGINE_MTMD_CLIP_SYNTH_H
+#define ENGINE_MTMD_CLIP_SYNTH_H
+
+#include "engine/gguf_write.h"
+#include "util/err.h"
+
+#include <stdint.h>
+
+struct clip_synth_params {
+    const char *projector; // "gemma3"
+    int image_size;        // square side in pixels
+    int patch_size;
+    int n_embd;       // ViT width
+    int n_layer;      // ViT blocks
+    int n_head;       // attention heads
+    int n_ff;         // feed-forward width
+    int n_merge;      // gemma3's pooling kernel side
+    int n_out;        // projection width (the decoder's n_embd)
+    const char *type; // matrices: "f32", "f16" or "q8_0" (rows that do not fit its blocks: f16)
+    uint64_t seed;
+};
+
+/* The tiny projector's shape (32x32 images, patch 2, 128 wide, 4 blocks, merge 1, out 128),
+ * f16, seed 1. Cannot fail. */
+struct clip_synth_params clip_synth_params_default(void);
+
+/* Builds the projector into a new writer (caller frees with gguf_writer_free()).
+ * ERR_INVALID (shape or type the loader would refuse; err says which), ERR_NOMEM.
+ * Deterministic for given params. */
+int clip_synth_build(const struct clip_synth_params *p, struct gguf_writer **out,
+                     struct errmsg *err);
+
+#endif
