@@ -99,14 +99,18 @@ int gen_session_start(struct model *m, const int32_t *prompt, int n_prompt,
     return ERR_BUSY;
 }
 
-/* Appends content events to plain and records call events in d. The calls themselves stay
- * owned by the stream (valid until it is freed), so pointers kept in d remain valid. */
-static void collect_events(const struct toolcall_events *ev, struct buf *plain, struct gen_delta *d)
+/* Appends content events to plain, reasoning events (harmony) to reasoning, and records call
+ * events in d. The calls themselves stay owned by the stream (valid until it is freed), so
+ * pointers kept in d remain valid. */
+static void collect_events(const struct toolcall_events *ev, struct buf *plain,
+                           struct buf *reasoning, struct gen_delta *d)
 {
     for (int i = 0; i < ev->n; i++) {
         const struct toolcall_event *e = &ev->ev[i];
         if (e->kind == TOOLCALL_EVENT_CONTENT) {
             buf_append(plain, e->content.ptr, e->content.len);
+        } else if (e->kind == TOOLCALL_EVENT_REASONING) {
+            buf_append(reasoning, e->content.ptr, e->content.len);
         } else if (d->n_calls < GEN_DELTA_MAX_CALLS) {
             d->calls[d->n_calls] = *e->call; // the array may move; the strings do not
             d->call_index[d->n_calls++] = e->index;
@@ -186,11 +190,13 @@ static void process_text(struct gen_session *s, bool is_final, struct gen_delta 
     buf_init(&plain);
     struct toolcall_events ev = {0};
     if (d->content.len) toolcall_stream_feed(s->tools, d->content.ptr, d->content.len, &ev);
-    collect_events(&ev, &plain, d);
+    collect_events(&ev, &plain, &s->reasoning_out, d);
     if (is_final) {
         toolcall_stream_finish(s->tools, &ev);
-        collect_events(&ev, &plain, d);
+        collect_events(&ev, &plain, &s->reasoning_out, d);
     }
+    d->reasoning =
+        (struct str){s->reasoning_out.data ? s->reasoning_out.data : "", s->reasoning_out.len};
     buf_clear(&s->content);
     buf_append(&s->content, plain.data ? plain.data : "", plain.len);
     buf_deinit(&plain);
