@@ -205,6 +205,9 @@ static void fill_avx512(void)
     patch_avx512(QUANT_Q8_0_R16, NULL, q8_0_r16_tile_avx512, 16, 3);
     patch_avx512(QUANT_Q4_0_R16, NULL, q4_0_r16_tile_avx512, 32, 4);
     table_avx512[QUANT_Q8_0_S].from_float = q8_0s_from_float_avx512;
+    patch_avx512(QUANT_IQ4_NL, iq4_nl_vec_dot_avx512, iq4_nl_vec_dot_tile_avx512, 0, 0);
+    patch_avx512(QUANT_IQ4_XS, iq4_xs_vec_dot_avx512, iq4_xs_vec_dot_tile_avx512, 0, 0);
+    patch_avx512(QUANT_MXFP4, mxfp4_vec_dot_avx512, mxfp4_vec_dot_tile_avx512, 0, 0);
 }
 #endif
 
