@@ -20,7 +20,7 @@ struct gen_session {
     struct tok_stream detok;
     struct stopstr *stops; // NULL when there are none
     struct reasoning_stream *reasoning;
-    struct toolcall_stream *tools; // NULL unless parse_tools
+    struct toolcall_stream *tools; // NULL unless parse_tools or harmony
     struct metrics *metrics;       // borrowed or NULL
     bool is_counted;               // admitted: its timings go to metrics at the end
     int n_step_events;             // events consumed by the last step
@@ -66,7 +66,12 @@ int gen_session_start(struct model *m, const int32_t *prompt, int n_prompt,
         rc = stopstr_new(opt->stops, opt->n_stops, &s->stops, &err);
     if (rc == ERR_OK)
         rc = reasoning_stream_new(opt->reasoning, opt->reasoning_starts_inside, &s->reasoning);
-    if (rc == ERR_OK && opt->parse_tools) rc = toolcall_stream_new(opt->tool_format, &s->tools);
+    // Harmony output is a run of messages whatever the request: without tools its channels
+    // still split, and calls the model makes on its own are dropped.
+    const bool is_harmony = opt->tool_format == TOOLCALL_FORMAT_HARMONY;
+    if (rc == ERR_OK && (opt->parse_tools || is_harmony))
+        rc = toolcall_stream_new(opt->tool_format, &s->tools);
+    if (rc == ERR_OK && is_harmony && !opt->parse_tools) toolcall_stream_drop_calls(s->tools);
     if (rc != ERR_OK) {
         gen_session_end(s);
         api_failf(f, 500, NULL, NULL, "cannot start generation: %s",

@@ -71,6 +71,7 @@ struct toolcall_stream {
     bool skip_ws;      // a call just ended: drop whitespace before the next content
     bool json_is_args; // ST_JSON: the value is the arguments of name/id above
     bool is_reasoning; // ST_HARMONY_BODY: an analysis message
+    bool drop_calls;   // HARMONY: messages to functions.* are dropped (no tools declared)
     bool is_finished;
     int err; // sticky
     struct jscan js;
@@ -1024,7 +1025,8 @@ static int step_harmony_head(struct toolcall_stream *s, bool is_final, enum step
         !harmony_head_parse(t + s->pos, (size_t)m - s->pos, &h))
         return settle(s, PARSED_NO, 0, s->pos + 1);
     const size_t fl = sizeof "functions." - 1;
-    bool is_call = h.to_len > fl && memcmp(t + s->pos + h.to_off, "functions.", fl) == 0;
+    bool is_call =
+        h.to_len > fl && memcmp(t + s->pos + h.to_off, "functions.", fl) == 0 && !s->drop_calls;
     s->name_off = s->pos + h.to_off + (is_call ? fl : 0);
     s->name_len = h.to_len - (is_call ? fl : 0);
     s->pos = s->scan = (size_t)m + mlen;
@@ -1162,6 +1164,11 @@ int toolcall_stream_new(enum toolcall_format f, struct toolcall_stream **out)
     buf_init(&s->text);
     *out = s;
     return ERR_OK;
+}
+
+void toolcall_stream_drop_calls(struct toolcall_stream *s)
+{
+    s->drop_calls = true;
 }
 
 void toolcall_stream_free(struct toolcall_stream *s)

@@ -94,6 +94,12 @@ struct toolcall_events {
  * unknown format, ERR_NOMEM. Caller frees *out with toolcall_stream_free(). Not thread-safe. */
 int toolcall_stream_new(enum toolcall_format f, struct toolcall_stream **out);
 
+/* HARMONY: messages to functions.NAME are dropped like those to other recipients, as when the
+ * request declared no tools (the reference's parser consumes such unsolicited calls), while
+ * the channels still split into content and reasoning. Call before the first feed; other
+ * formats ignore it. Cannot fail. */
+void toolcall_stream_drop_calls(struct toolcall_stream *s);
+
 /* Frees the stream and every call it reported. toolcall_stream_free(NULL) is a no-op. */
 void toolcall_stream_free(struct toolcall_stream *s);
 

@@ -148,6 +148,15 @@ describe('gpt-oss harmony tool calls', () => {
     await srv?.stop();
   });
 
+  test('without tools the harmony messages still parse and nothing becomes a call', async (t) => {
+    if (!srv) return t.skip(`${template} not found`);
+    const r = await chat(srv, { model: 'oss', messages: [{ role: 'user', content: 'Hi' }],
+      max_tokens: 12, temperature: 0, logit_bias: NO_EOS });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.equal(r.body.choices[0].finish_reason, 'length');
+    assert.deepEqual(r.body.choices[0].message.tool_calls ?? [], []);
+  });
+
   for (const choice of [{ type: 'function', function: { name: 'get_weather' } }, 'required']) {
     test(`tool_choice ${JSON.stringify(choice)} gives tool_calls, whole and streamed`, async (t) => {
       if (!srv) return t.skip(`${template} not found`);

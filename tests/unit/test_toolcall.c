@@ -121,6 +121,49 @@ static const struct tc_case cases[] = {
      "Sure.<|start|>assist",
      0,
      {{0}}},
+    // harmony outputs recorded in the reference's own parser tests (after our reasoning stage)
+    {"harmony recorded: role recipient, analysis channel",
+     HARMONY,
+     " to=functions.special_function<|channel|>analysis<|message|>{\"arg1\": 1}",
+     NULL,
+     1,
+     {{"special_function", "{\"arg1\":1}", NULL}}},
+    {"harmony recorded: channel recipient without a content type",
+     HARMONY,
+     "<|channel|>analysis to=functions.special_function<|message|>{\"arg1\": 1}",
+     NULL,
+     1,
+     {{"special_function", "{\"arg1\":1}", NULL}}},
+    {"harmony recorded: role recipient with a constraint",
+     HARMONY,
+     " to=functions.special_function<|channel|>analysis <|constrain|>json<|message|>{\"arg1\": 1}",
+     NULL,
+     1,
+     {{"special_function", "{\"arg1\":1}", NULL}}},
+    {"harmony recorded: edit call after analysis",
+     HARMONY,
+     "<|start|>assistant<|channel|>commentary to=functions.edit <|constrain|>json<|message|>"
+     "{\"oldString\": \"if (part < railCount - 1) {\", \"newString\": \"if (part < 4) {\", "
+     "\"replaceAll\": false}",
+     NULL,
+     1,
+     {{"edit",
+       "{\"oldString\":\"if (part < railCount - 1) {\",\"newString\":\"if (part < 4) {\","
+       "\"replaceAll\":false}",
+       NULL}}},
+    {"harmony recorded: final with a constraint (structured output)",
+     HARMONY,
+     "<|start|>assistant<|channel|>final <|constrain|>json<|message|>{\"amount\": 123.45}",
+     "{\"amount\": 123.45}",
+     0,
+     {{0}}},
+    {"harmony recorded: built-in recipient in the role is dropped",
+     HARMONY,
+     "<|start|>assistant to=container.exec<|channel|>commentary<|message|>python3 -c "
+     "'print(\"hello\")'",
+     NULL,
+     0,
+     {{0}}},
     // Hermes 2 Pro / Qwen 2.5 / Qwen 3
     {"hermes one call",
      HERMES,
@@ -869,6 +912,37 @@ static void test_allocation_failures(void **state)
     }
 }
 
+/* Without declared tools a harmony call is dropped like any unsolicited message; the channels
+ * still split. */
+static void test_harmony_drop_calls(void **state)
+{
+    (void)state;
+    static const char text[] =
+        "<|channel|>commentary<|message|>Let me check.<|end|><|start|>assistant<|channel|>"
+        "commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Paris\"}";
+    struct toolcall_stream *s = NULL;
+    assert_int_equal(toolcall_stream_new(HARMONY, &s), ERR_OK);
+    toolcall_stream_drop_calls(s);
+    struct buf content, reasoning;
+    buf_init(&content);
+    buf_init(&reasoning);
+    int next = 0;
+    struct toolcall_events ev;
+    for (size_t i = 0; i < sizeof text - 1; i++) {
+        assert_int_equal(toolcall_stream_feed(s, text + i, 1, &ev), ERR_OK);
+        collect(&ev, &content, &reasoning, &next);
+    }
+    assert_int_equal(toolcall_stream_finish(s, &ev), ERR_OK);
+    collect(&ev, &content, &reasoning, &next);
+    assert_int_equal(next, 0);
+    assert_int_equal(content.len, 13);
+    assert_memory_equal(content.data, "Let me check.", 13);
+    assert_int_equal(reasoning.len, 0);
+    buf_deinit(&content);
+    buf_deinit(&reasoning);
+    toolcall_stream_free(s);
+}
+
 static void test_invalid_format(void **state)
 {
     (void)state;
@@ -894,6 +968,7 @@ int main(void)
         cmocka_unit_test(test_golden_template_renders),
         cmocka_unit_test(test_random_outputs_stream_equals_oneshot),
         cmocka_unit_test(test_allocation_failures),
+        cmocka_unit_test(test_harmony_drop_calls),
         cmocka_unit_test(test_invalid_format),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
