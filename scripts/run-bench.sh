@@ -180,7 +180,7 @@ fi
 # <extra_N> pieces would make the grammar's vocabulary trie unrealistically regular).
 qwen2_vocab=../shared/models/vocab/ggml-vocab-qwen2.gguf
 gq8=$models/qwen2.5-0.5b-shape-q8_0-qwen2vocab.gguf
-if [[ -s $qwen2_vocab && ! -s $gq8 ]]; then
+if [[ -s $qwen2_vocab && ! -s $gq8 && " $types " == *" q8_0 "* ]]; then
     echo "generating $gq8"
     "$build/bin/gguf-synth" --arch qwen2 --layers 24 --embd 896 --heads 14 --heads-kv 2 \
         --ffn 4864 --ctx 32768 --tied --rope-base 1000000 --eps 1e-6 --type q8_0 --seed 1 \
