@@ -254,9 +254,10 @@ static void bench_type(struct pool *pools, uint32_t type)
 int main(int argc, char **argv)
 {
     quant_init();
-    static const uint32_t all[] = {QUANT_F32,  QUANT_F16,  QUANT_BF16, QUANT_Q8_0, QUANT_Q4_0,
-                                   QUANT_Q4_1, QUANT_Q5_0, QUANT_Q5_1, QUANT_Q2_K, QUANT_Q3_K,
-                                   QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
+    static const uint32_t all[] = {QUANT_F32,  QUANT_F16,    QUANT_BF16,   QUANT_Q8_0,
+                                   QUANT_Q4_0, QUANT_Q4_1,   QUANT_Q5_0,   QUANT_Q5_1,
+                                   QUANT_Q2_K, QUANT_Q3_K,   QUANT_Q4_K,   QUANT_Q5_K,
+                                   QUANT_Q6_K, QUANT_IQ4_NL, QUANT_IQ4_XS, QUANT_MXFP4};
     struct pool pools[2] = {{.nth = 1}, {.nth = 2}};
     struct worker w1 = {.pool = &pools[1], .ith = 1};
     if (thread_start(&w1.th, worker_main, &w1) != ERR_OK) return 1;

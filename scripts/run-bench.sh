@@ -8,16 +8,21 @@
 # reaches: weight bytes read per token (the file's tensor bytes; tied embeddings are read once
 # as the output matrix) x tokens/s / the streaming bandwidth bench_membw measures.
 #   scripts/run-bench.sh BUILD_DIR
-# Environment: BENCH_TYPES (default "q8_0 q4_0 q4_k_m f16"), BENCH_THREADS ("1 2"),
+# Environment: BENCH_TYPES (default "q8_0 q4_0 q4_k_m f16"; empty: none), BENCH_THREADS ("1 2"),
 # BENCH_RUNS (3), BENCH_ISAS (our kernel sets to run, each with LLAMAPI_ISA, e.g. "avx2 avx512"
 # to see what a set buys in the same run; default: the best the CPU has), REFERENCE_BIN
 # (directory holding llama-bench; default ~/.cache/llamapi-reference/llama.cpp/build/bin, where
 # build-reference.sh puts it), IK_REFERENCE_BIN (optional: a second reference's llama-bench
 # directory, e.g. a CPU-focused fork; its ratio is printed too).
+# Mixture of experts: BENCH_MOE (types, default "q4_k_m"; empty: none) adds a synthetic
+# Qwen3-30B-A3B-shaped qwen3moe (2048 wide, 32 heads of 128 / 4 KV heads, 128 experts of 768
+# with 8 used per token, vocab 151936; all experts present) with BENCH_MOE_LAYERS (8) of its 48
+# layers, so it fits a 24 GiB machine and generates quickly, to the same table; its tg lines
+# have no bandwidth share (a token reads only its experts, not the file).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:?build dir}
-types=${BENCH_TYPES:-q8_0 q4_0 q4_k_m f16}
+types=${BENCH_TYPES-q8_0 q4_0 q4_k_m f16}
 thread_counts=${BENCH_THREADS:-1 2}
 threads=${thread_counts##* } # the sections below use the largest count
 runs=${BENCH_RUNS:-3}
@@ -35,6 +40,19 @@ for t in $types; do
         "$build/bin/gguf-synth" --arch qwen2 --layers 24 --embd 896 --heads 14 --heads-kv 2 \
             --ffn 4864 --vocab 151936 --ctx 32768 --tied --rope-base 1000000 --eps 1e-6 \
             --type "$t" --seed 1 -o "$f.tmp" && mv "$f.tmp" "$f"
+    fi
+    files+=("$f")
+done
+
+moe_layers=${BENCH_MOE_LAYERS:-8}
+for t in ${BENCH_MOE-q4_k_m}; do
+    f=$models/qwen3-30b-a3b-shape-${moe_layers}l-$t.gguf
+    if [[ ! -s $f ]]; then
+        echo "generating $f"
+        "$build/bin/gguf-synth" --arch qwen3moe --layers "$moe_layers" --embd 2048 --heads 32 \
+            --heads-kv 4 --head-dim 128 --ffn 768 --experts 128 --experts-used 8 \
+            --vocab 151936 --ctx 40960 --rope-base 1000000 --eps 1e-6 --type "$t" --seed 1 \
+            -o "$f.tmp" && mv "$f.tmp" "$f"
     fi
     files+=("$f")
 done
@@ -80,8 +98,9 @@ fi
 ours=$(mktemp)
 refout=$(mktemp)
 trap 'rm -f "$ours" "$refout"' EXIT
-# Weight bytes read per generated token: the GGUF's tensor data (its size minus the header).
-weight_bytes() { stat -c %s "$1"; }
+# Weight bytes read per generated token: the GGUF's tensor data (its size minus the header);
+# 0 (no share printed) for a mixture of experts, whose tokens read only their experts.
+weight_bytes() { [[ $1 == *-a3b-* ]] && echo 0 || stat -c %s "$1"; }
 
 # llama-bench CSV -> "pp512 t/s" / "tg128 t/s" lines (columns picked by header name).
 ref_lines() {
@@ -123,7 +142,7 @@ for t in $thread_counts; do
             { v[$1 " " $2] = $3; if (!($1 in seen)) { seen[$1] = 1; tests[++n] = $1 } }
             END { for (j = 1; j <= n; j++) { tt = tests[j]; o = v[tt " " main]
                   rv = (tt in r) ? r[tt] : 0; fo = "-"; fr = "-"
-                  if (tt ~ /^tg/ && bw > 0) { fo = sprintf("%.0f%%", 100 * bytes * o / (bw * 1e9))
+                  if (tt ~ /^tg/ && bw > 0 && bytes > 0) { fo = sprintf("%.0f%%", 100 * bytes * o / (bw * 1e9))
                       if (rv > 0) fr = sprintf("%.0f%%", 100 * bytes * rv / (bw * 1e9)) }
                   line = sprintf("%-30s %6s", name, tt)
                   for (m = 1; m <= n_isa; m++) line = line sprintf(" %9.2f", v[tt " " isa[m]])
@@ -161,7 +180,7 @@ fi
 # <extra_N> pieces would make the grammar's vocabulary trie unrealistically regular).
 qwen2_vocab=../shared/models/vocab/ggml-vocab-qwen2.gguf
 gq8=$models/qwen2.5-0.5b-shape-q8_0-qwen2vocab.gguf
-if [[ -s $qwen2_vocab && ! -s $gq8 ]]; then
+if [[ -s $qwen2_vocab && ! -s $gq8 && " $types " == *" q8_0 "* ]]; then
     echo "generating $gq8"
     "$build/bin/gguf-synth" --arch qwen2 --layers 24 --embd 896 --heads 14 --heads-kv 2 \
         --ffn 4864 --ctx 32768 --tied --rope-base 1000000 --eps 1e-6 --type q8_0 --seed 1 \

@@ -20,7 +20,7 @@ struct gen_session {
     struct tok_stream detok;
     struct stopstr *stops; // NULL when there are none
     struct reasoning_stream *reasoning;
-    struct toolcall_stream *tools; // NULL unless parse_tools
+    struct toolcall_stream *tools; // NULL unless parse_tools or harmony
     struct metrics *metrics;       // borrowed or NULL
     bool is_counted;               // admitted: its timings go to metrics at the end
     int n_step_events;             // events consumed by the last step
@@ -75,7 +75,12 @@ int gen_session_start(struct model *m, const int32_t *prompt, int n_prompt,
         rc = stopstr_new(opt->stops, opt->n_stops, &s->stops, &err);
     if (rc == ERR_OK)
         rc = reasoning_stream_new(opt->reasoning, opt->reasoning_starts_inside, &s->reasoning);
-    if (rc == ERR_OK && opt->parse_tools) rc = toolcall_stream_new(opt->tool_format, &s->tools);
+    // Harmony output is a run of messages whatever the request: without tools its channels
+    // still split, and calls the model makes on its own are dropped.
+    const bool is_harmony = opt->tool_format == TOOLCALL_FORMAT_HARMONY;
+    if (rc == ERR_OK && (opt->parse_tools || is_harmony))
+        rc = toolcall_stream_new(opt->tool_format, &s->tools);
+    if (rc == ERR_OK && is_harmony && !opt->parse_tools) toolcall_stream_drop_calls(s->tools);
     if (rc != ERR_OK) {
         gen_session_end(s);
         api_failf(f, 500, NULL, NULL, "cannot start generation: %s",
@@ -108,14 +113,18 @@ int gen_session_start(struct model *m, const int32_t *prompt, int n_prompt,
     return ERR_BUSY;
 }
 
-/* Appends content events to plain and records call events in d. The calls themselves stay
- * owned by the stream (valid until it is freed), so pointers kept in d remain valid. */
-static void collect_events(const struct toolcall_events *ev, struct buf *plain, struct gen_delta *d)
+/* Appends content events to plain, reasoning events (harmony) to reasoning, and records call
+ * events in d. The calls themselves stay owned by the stream (valid until it is freed), so
+ * pointers kept in d remain valid. */
+static void collect_events(const struct toolcall_events *ev, struct buf *plain,
+                           struct buf *reasoning, struct gen_delta *d)
 {
     for (int i = 0; i < ev->n; i++) {
         const struct toolcall_event *e = &ev->ev[i];
         if (e->kind == TOOLCALL_EVENT_CONTENT) {
             buf_append(plain, e->content.ptr, e->content.len);
+        } else if (e->kind == TOOLCALL_EVENT_REASONING) {
+            buf_append(reasoning, e->content.ptr, e->content.len);
         } else if (d->n_calls < GEN_DELTA_MAX_CALLS) {
             d->calls[d->n_calls] = *e->call; // the array may move; the strings do not
             d->call_index[d->n_calls++] = e->index;
@@ -195,11 +204,13 @@ static void process_text(struct gen_session *s, bool is_final, struct gen_delta 
     buf_init(&plain);
     struct toolcall_events ev = {0};
     if (d->content.len) toolcall_stream_feed(s->tools, d->content.ptr, d->content.len, &ev);
-    collect_events(&ev, &plain, d);
+    collect_events(&ev, &plain, &s->reasoning_out, d);
     if (is_final) {
         toolcall_stream_finish(s->tools, &ev);
-        collect_events(&ev, &plain, d);
+        collect_events(&ev, &plain, &s->reasoning_out, d);
     }
+    d->reasoning =
+        (struct str){s->reasoning_out.data ? s->reasoning_out.data : "", s->reasoning_out.len};
     buf_clear(&s->content);
     buf_append(&s->content, plain.data ? plain.data : "", plain.len);
     buf_deinit(&plain);

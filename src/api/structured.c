@@ -131,6 +131,37 @@ static bool wrap_calls(struct buf *schema_g, enum toolcall_format format, bool p
     return rc == ERR_OK || api_failf(f, 500, NULL, NULL, "out of memory");
 }
 
+/* gpt-oss harmony: an optional analysis message, then a commentary message to one of the
+ * functions with its arguments (the header as the reference's harmony parser reads it). The
+ * arguments follow the union of the named functions' parameter schemas: with several
+ * functions the name and its schema are not tied together (the schema grammars' rule names
+ * would collide), so a required call may pair a name with another function's arguments. */
+static bool harmony_calls(const json_t *names, struct buf *schema_g, struct buf *out,
+                          struct api_fail *f)
+{
+    char *p = schema_g->data ? strstr(schema_g->data, "root ::=") : NULL;
+    if (!p || (p != schema_g->data && p[-1] != '\n'))
+        return api_failf(f, 500, NULL, NULL, "tool grammar: no root rule");
+    memcpy(p, "args", 4);
+    int rc = buf_printf(out, "root ::= analysis? \"<|channel|>commentary to=functions.\" "
+                             "fname \" <|constrain|>json<|message|>\" args\n"
+                             "analysis ::= \"<|channel|>analysis<|message|>\" "
+                             "([^<] | \"<\" [^|])* \"<|end|><|start|>assistant\"\n"
+                             "fname ::= ");
+    for (size_t i = 0; rc == ERR_OK && i < json_array_size(names); i++) {
+        const char *n = json_string_value(json_array_get(names, i));
+        rc = buf_printf(out, "%s\"", i ? " | " : "");
+        for (; rc == ERR_OK && *n; n++) // a GBNF literal: quote, backslash and controls escaped
+            rc = *n == '"' || *n == '\\'    ? buf_printf(out, "\\%c", *n)
+                 : (unsigned char)*n < 0x20 ? buf_printf(out, "\\x%02X", (unsigned char)*n)
+                                            : buf_printf(out, "%c", *n);
+        if (rc == ERR_OK) rc = buf_printf(out, "\"");
+    }
+    if (rc == ERR_OK) rc = buf_printf(out, "\n");
+    if (rc == ERR_OK) rc = buf_append(out, schema_g->data, schema_g->len);
+    return rc == ERR_OK || api_failf(f, 500, NULL, NULL, "out of memory");
+}
+
 bool structured_tool_grammar(const json_t *tools, const json_t *tool_choice, bool parallel,
                              enum toolcall_format format, struct buf *out, struct api_fail *f)
 {
@@ -139,7 +170,8 @@ bool structured_tool_grammar(const json_t *tools, const json_t *tool_choice, boo
         json_string_value(json_object_get(json_object_get(tool_choice, "function"), "name"));
     bool is_required = choice && strcmp(choice, "required") == 0;
     if ((!is_required && !forced) || json_array_size(tools) == 0) return true;
-    json_t *any = json_array();
+    bool is_harmony = format == TOOLCALL_FORMAT_HARMONY;
+    json_t *any = json_array(), *names = json_array();
     size_t i;
     const json_t *t;
     json_array_foreach(tools, i, t)
@@ -147,10 +179,18 @@ bool structured_tool_grammar(const json_t *tools, const json_t *tool_choice, boo
         const json_t *fn = json_object_get(t, "function");
         const char *name = json_string_value(json_object_get(fn, "name"));
         if (forced && (!name || strcmp(name, forced) != 0)) continue;
-        json_array_append_new(any, call_schema(fn, format));
+        if (!is_harmony) {
+            json_array_append_new(any, call_schema(fn, format));
+            continue;
+        }
+        const json_t *params = json_object_get(fn, "parameters");
+        json_array_append_new(any, json_is_object(params) ? json_deep_copy(params)
+                                                          : json_pack("{s:s}", "type", "object"));
+        json_array_append_new(names, json_string(name ? name : ""));
     }
     if (json_array_size(any) == 0) {
         json_decref(any);
+        json_decref(names);
         return api_failf(f, 400, "invalid_value", "tool_choice",
                          "tool_choice names the function '%.100s', which is not in tools",
                          forced ? forced : "");
@@ -158,8 +198,11 @@ bool structured_tool_grammar(const json_t *tools, const json_t *tool_choice, boo
     json_t *schema = json_pack("{s:o}", "anyOf", any);
     struct buf g;
     buf_init(&g);
-    bool ok = schema_grammar(schema, "tools", &g, f) && wrap_calls(&g, format, parallel, out, f);
+    bool ok =
+        schema_grammar(schema, "tools", &g, f) &&
+        (is_harmony ? harmony_calls(names, &g, out, f) : wrap_calls(&g, format, parallel, out, f));
     json_decref(schema);
+    json_decref(names);
     buf_deinit(&g);
     return ok && compile_check(out, "tool_choice", f);
 }

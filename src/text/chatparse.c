@@ -82,6 +82,8 @@ static int push_event(struct chatparse *c, const struct toolcall_event *e)
         c->ev_off = off;
         c->cap_ev = cap;
     }
+    if (e->kind == TOOLCALL_EVENT_REASONING) // harmony: a later analysis message
+        return buf_append(&c->rbuf, e->content.ptr, e->content.len) ? ERR_NOMEM : ERR_OK;
     c->ev[c->n_ev] = *e;
     c->ev_off[c->n_ev] = c->cbuf.len;
     if (e->kind == TOOLCALL_EVENT_CONTENT && buf_append(&c->cbuf, e->content.ptr, e->content.len))

@@ -34,6 +34,10 @@ enum state {
     ST_JSON_START,    // expecting the JSON value of a Mistral call
     ST_JSON,          // scanning that value to its end
     ST_PYTHON,        // after <|python_tag|>: the rest of the output is the call
+    ST_HARMONY_HEAD,  // a harmony message header, up to <|message|>
+    ST_HARMONY_BODY,  // a harmony message's text (content or reasoning), up to its end
+    ST_HARMONY_CALL,  // the arguments of a message to functions.NAME
+    ST_HARMONY_SKIP,  // a message to a recipient that is not a declared function: dropped
 };
 
 enum step {
@@ -66,6 +70,8 @@ struct toolcall_stream {
     bool at_start;     // only whitespace so far: a leading JSON value is a candidate
     bool skip_ws;      // a call just ended: drop whitespace before the next content
     bool json_is_args; // ST_JSON: the value is the arguments of name/id above
+    bool is_reasoning; // ST_HARMONY_BODY: an analysis message
+    bool drop_calls;   // HARMONY: messages to functions.* are dropped (no tools declared)
     bool is_finished;
     int err; // sticky
     struct jscan js;
@@ -92,6 +98,7 @@ static bool is_ident(char c)
 enum toolcall_format toolcall_format_detect(const char *src)
 {
     if (!src) return TOOLCALL_FORMAT_GENERIC;
+    if (strstr(src, "<|channel|>")) return TOOLCALL_FORMAT_HARMONY;
     if (strstr(src, HERMES_OPEN)) return TOOLCALL_FORMAT_HERMES;
     if (strstr(src, MISTRAL_OPEN)) return TOOLCALL_FORMAT_MISTRAL;
     if (strstr(src, PYTHON_TAG) || strstr(src, "<|start_header_id|>"))
@@ -108,6 +115,8 @@ const char *toolcall_format_name(enum toolcall_format f)
         return "llama3";
     case TOOLCALL_FORMAT_MISTRAL:
         return "mistral";
+    case TOOLCALL_FORMAT_HARMONY:
+        return "harmony";
     case TOOLCALL_FORMAT_GENERIC:
         return "generic";
     }
@@ -637,6 +646,7 @@ static bool format_marker(enum toolcall_format f, struct marker *m)
     case TOOLCALL_FORMAT_LLAMA3:
         *m = (struct marker){PYTHON_TAG, sizeof PYTHON_TAG - 1, ST_PYTHON};
         return true;
+    case TOOLCALL_FORMAT_HARMONY: // its own content step
     case TOOLCALL_FORMAT_GENERIC:
         break;
     }
@@ -862,6 +872,240 @@ static int step_json(struct toolcall_stream *s, bool is_final, enum step *out)
     return settle(s, r, n0, s->scan);
 }
 
+/* ---- gpt-oss harmony: messages `[<|start|>ROLE[ to=R]]<|channel|>CH[ to=R][ [<|constrain|>]T]
+ * <|message|>BODY<|end|>` (or <|call|>, <|return|>); facts from the gpt-oss chat template and the
+ * reference's parser. A recipient `functions.NAME` makes the body the arguments of a call to
+ * NAME, in either header position; analysis bodies are reasoning, commentary (preambles) and
+ * final bodies are content, and messages to any other recipient (built-in tools the request did
+ * not declare) are dropped. ---- */
+
+static const char HARMONY_START[] = "<|start|>";
+static const char HARMONY_CHANNEL[] = "<|channel|>";
+static const char HARMONY_MESSAGE[] = "<|message|>";
+static const char *const HARMONY_ENDS[] = {"<|end|>", "<|call|>", "<|return|>"};
+#define HARMONY_N_ENDS   3
+#define HARMONY_HEAD_MAX 512 // bytes of a header before <|message|>; longer is not a header
+
+/* Earliest of the n markers in t[from..len): its offset (or -1) and which one. */
+static long find_any(const char *t, size_t len, size_t from, const char *const *mk, int n,
+                     int *which)
+{
+    long best = -1;
+    for (int k = 0; k < n; k++) {
+        long m = holdback_find(t, len, from, mk[k], strlen(mk[k]));
+        if (m >= 0 && (best < 0 || m < best)) best = m, *which = k;
+    }
+    return best;
+}
+
+/* Longest tail of t[from..len) that may still become one of the markers. */
+static size_t partial_any(const char *t, size_t len, size_t from, const char *const *mk, int n)
+{
+    size_t hold = 0;
+    for (int k = 0; k < n; k++) {
+        size_t h = holdback_partial_len(t + from, len - from, mk[k], strlen(mk[k]));
+        hold = h > hold ? h : hold;
+    }
+    return hold;
+}
+
+/* Reads ` to=RECIPIENT` at *i (spaces first); true when one was there. */
+static bool harmony_recipient(const char *p, size_t n, size_t *i, size_t *off, size_t *len)
+{
+    size_t k = *i;
+    skip_ws(p, n, &k);
+    if (!eat(p, n, &k, "to=")) return false;
+    size_t start = k;
+    while (k < n && is_ident(p[k]))
+        k++;
+    if (k == start) return false;
+    *off = start, *len = k - start, *i = k;
+    return true;
+}
+
+struct harmony_head {
+    size_t to_off, to_len; // recipient within the header (to_len 0: none)
+    bool is_analysis;
+};
+
+/* Parses a header h[0..n) (the text before <|message|>). False when it is not one. */
+static bool harmony_head_parse(const char *h, size_t n, struct harmony_head *out)
+{
+    size_t i = 0, off = 0, len = 0;
+    *out = (struct harmony_head){0, 0, false};
+    if (eat(h, n, &i, HARMONY_START)) {
+        while (i < n && is_ident(h[i]))
+            i++; // the role
+    }
+    if (harmony_recipient(h, n, &i, &off, &len)) out->to_off = off, out->to_len = len;
+    // A stray "<|channel|>commentary[ to=assistant]" may precede the real channel: last wins.
+    while (eat(h, n, &i, HARMONY_CHANNEL)) {
+        size_t ch = i;
+        while (i < n && is_ident(h[i]))
+            i++;
+        out->is_analysis = i - ch == 8 && memcmp(h + ch, "analysis", 8) == 0;
+        if (harmony_recipient(h, n, &i, &off, &len)) out->to_off = off, out->to_len = len;
+    }
+    skip_ws(h, n, &i);
+    eat(h, n, &i, "<|constrain|>");
+    while (i < n && is_ident(h[i]))
+        i++; // the content type ("json")
+    skip_ws(h, n, &i);
+    if (out->to_len == 9 && memcmp(h + out->to_off, "assistant", 9) == 0) out->to_len = 0;
+    return i == n;
+}
+
+/* Ordinary text: a header starts at <|start|> or <|channel|>, or, at the very start of the
+ * output, at "to=" (the generation prompt ended with "<|start|>assistant"). */
+static int step_harmony_content(struct toolcall_stream *s, bool is_final, enum step *out)
+{
+    static const char *const heads[] = {HARMONY_START, HARMONY_CHANNEL};
+    const char *t = s->text.data;
+    size_t len = s->text.len;
+    *out = STEP_WAIT;
+    if (s->skip_ws) {
+        skip_ws(t, len, &s->pos);
+        if (s->pos == len) return ERR_OK;
+        s->skip_ws = false;
+    }
+    if (s->at_start) {
+        size_t i = s->pos;
+        skip_ws(t, len, &i);
+        if (i == len && !is_final) return ERR_OK;
+        if (!is_final && holdback_partial_len(t + i, len - i, "to=", 3) == len - i) return ERR_OK;
+        s->at_start = false;
+        if (len - i >= 3 && memcmp(t + i, "to=", 3) == 0) {
+            s->mark = s->pos;
+            s->st = ST_HARMONY_HEAD;
+            *out = STEP_AGAIN;
+            return ERR_OK;
+        }
+    }
+    int which = 0;
+    long m = find_any(t, len, s->pos, heads, 2, &which);
+    if (m >= 0) {
+        size_t end = (size_t)m;
+        while (end > s->pos && is_ws(t[end - 1]))
+            end--;
+        int rc = emit_content(s, s->pos, end);
+        s->mark = end;
+        s->pos = (size_t)m;
+        s->st = ST_HARMONY_HEAD;
+        *out = STEP_AGAIN;
+        return rc;
+    }
+    size_t cut = len;
+    if (!is_final) {
+        cut -= partial_any(t, len, s->pos, heads, 2);
+        while (cut > s->pos && is_ws(t[cut - 1]))
+            cut--;
+        cut = holdback_utf8_cut(t, len, cut);
+        cut = cut < s->pos ? s->pos : cut;
+    }
+    int rc = emit_content(s, s->pos, cut);
+    s->pos = cut;
+    return rc;
+}
+
+/* Waits for <|message|>, then decides what the message is. */
+static int step_harmony_head(struct toolcall_stream *s, bool is_final, enum step *out)
+{
+    const char *t = s->text.data;
+    size_t len = s->text.len;
+    const size_t mlen = sizeof HARMONY_MESSAGE - 1;
+    long m = holdback_find(t, len, s->pos, HARMONY_MESSAGE, mlen);
+    *out = STEP_AGAIN;
+    if (m < 0) {
+        if (!is_final && len - s->pos <= HARMONY_HEAD_MAX) return *out = STEP_WAIT, ERR_OK;
+        // Not a header after all: its first byte is content, the rest is looked at again.
+        return settle(s, PARSED_NO, 0, s->pos + 1);
+    }
+    struct harmony_head h;
+    if ((size_t)m - s->pos > HARMONY_HEAD_MAX ||
+        !harmony_head_parse(t + s->pos, (size_t)m - s->pos, &h))
+        return settle(s, PARSED_NO, 0, s->pos + 1);
+    const size_t fl = sizeof "functions." - 1;
+    bool is_call =
+        h.to_len > fl && memcmp(t + s->pos + h.to_off, "functions.", fl) == 0 && !s->drop_calls;
+    s->name_off = s->pos + h.to_off + (is_call ? fl : 0);
+    s->name_len = h.to_len - (is_call ? fl : 0);
+    s->pos = s->scan = (size_t)m + mlen;
+    s->is_reasoning = h.is_analysis;
+    s->st = is_call ? ST_HARMONY_CALL : h.to_len ? ST_HARMONY_SKIP : ST_HARMONY_BODY;
+    s->skip_ws = s->st == ST_HARMONY_BODY;
+    return ERR_OK;
+}
+
+static int emit_reasoning(struct toolcall_stream *s, size_t from, size_t to)
+{
+    if (to <= from) return ERR_OK;
+    struct raw_event *last = s->n_raw ? &s->raw[s->n_raw - 1] : NULL;
+    if (last && last->kind == TOOLCALL_EVENT_REASONING && last->off + last->len == from) {
+        last->len += to - from;
+        return ERR_OK;
+    }
+    return raw_push(s, (struct raw_event){TOOLCALL_EVENT_REASONING, from, to - from, -1});
+}
+
+/* The body of a message to functions.NAME: a JSON object (or a string holding one) is the
+ * arguments; anything else leaves the message as content. */
+static enum parsed call_from_harmony(struct toolcall_stream *s, const char *p, size_t n)
+{
+    if (s->name_len == 0 || s->name_len > NAME_LEN_MAX) return PARSED_NO;
+    json_t *v = json_loadb(p, n, JSON_DECODE_ANY, NULL);
+    char *a = NULL;
+    enum parsed r = v ? args_text(v, &a) : PARSED_NO;
+    json_decref(v);
+    if (r != PARSED_OK) return r;
+    char *name = mem_alloc(s->name_len + 1);
+    if (name) {
+        memcpy(name, s->text.data + s->name_off, s->name_len);
+        name[s->name_len] = '\0';
+    }
+    return call_push(s, name, a, NULL);
+}
+
+/* A message's body up to its end marker: emitted as it comes (BODY), decided whole (CALL) or
+ * dropped (SKIP). */
+static int step_harmony_body(struct toolcall_stream *s, bool is_final, enum step *out)
+{
+    const char *t = s->text.data;
+    size_t len = s->text.len;
+    if (s->skip_ws) {
+        skip_ws(t, len, &s->pos);
+        s->scan = s->pos;
+        if (s->pos < len) s->skip_ws = false;
+    }
+    int which = 0;
+    long m = find_any(t, len, s->scan, HARMONY_ENDS, HARMONY_N_ENDS, &which);
+    size_t body_end = m >= 0 ? (size_t)m : len;
+    if (m < 0 && !is_final) body_end -= partial_any(t, len, s->scan, HARMONY_ENDS, HARMONY_N_ENDS);
+    *out = m >= 0 || is_final ? STEP_AGAIN : STEP_WAIT;
+    size_t end = m >= 0 ? (size_t)m + strlen(HARMONY_ENDS[which]) : len;
+    if (s->st == ST_HARMONY_CALL) {
+        s->scan = body_end > s->pos ? body_end : s->pos; // resume the search here
+        if (*out == STEP_WAIT) return ERR_OK;
+        int n0 = s->n_calls;
+        enum parsed r = call_from_harmony(s, t + s->pos, body_end - s->pos);
+        return settle(s, r, n0, end);
+    }
+    size_t cut = body_end;
+    while (cut > s->pos && is_ws(t[cut - 1]))
+        cut--; // trailing whitespace waits: it is dropped if the message ends next
+    if (*out == STEP_WAIT) cut = holdback_utf8_cut(t, len, cut);
+    cut = cut < s->pos ? s->pos : cut;
+    int rc = ERR_OK;
+    if (s->st == ST_HARMONY_BODY)
+        rc = s->is_reasoning ? emit_reasoning(s, s->pos, cut) : emit_content(s, s->pos, cut);
+    s->pos = s->scan = cut;
+    if (*out == STEP_AGAIN) {
+        s->pos = end;
+        s->skip_ws = true;
+        s->st = ST_CONTENT;
+    }
+    return rc;
+}
+
 /* Runs the machine until it needs more text. A flat dispatch over the states. */
 static int advance(struct toolcall_stream *s, bool is_final)
 {
@@ -870,7 +1114,16 @@ static int advance(struct toolcall_stream *s, bool is_final)
     while (rc == ERR_OK && st == STEP_AGAIN) {
         switch (s->st) {
         case ST_CONTENT:
-            rc = step_content(s, is_final, &st);
+            rc = s->fmt == TOOLCALL_FORMAT_HARMONY ? step_harmony_content(s, is_final, &st)
+                                                   : step_content(s, is_final, &st);
+            break;
+        case ST_HARMONY_HEAD:
+            rc = step_harmony_head(s, is_final, &st);
+            break;
+        case ST_HARMONY_BODY:
+        case ST_HARMONY_CALL:
+        case ST_HARMONY_SKIP:
+            rc = step_harmony_body(s, is_final, &st);
             break;
         case ST_WHOLE:
             rc = step_whole(s, is_final, &st);
@@ -902,7 +1155,7 @@ static int advance(struct toolcall_stream *s, bool is_final)
 
 int toolcall_stream_new(enum toolcall_format f, struct toolcall_stream **out)
 {
-    if ((unsigned)f > TOOLCALL_FORMAT_MISTRAL) return ERR_INVALID;
+    if ((unsigned)f > TOOLCALL_FORMAT_HARMONY) return ERR_INVALID;
     struct toolcall_stream *s = mem_calloc(1, sizeof *s);
     if (!s) return ERR_NOMEM;
     s->fmt = f;
@@ -911,6 +1164,11 @@ int toolcall_stream_new(enum toolcall_format f, struct toolcall_stream **out)
     buf_init(&s->text);
     *out = s;
     return ERR_OK;
+}
+
+void toolcall_stream_drop_calls(struct toolcall_stream *s)
+{
+    s->drop_calls = true;
 }
 
 void toolcall_stream_free(struct toolcall_stream *s)
@@ -932,7 +1190,7 @@ static void publish(struct toolcall_stream *s, struct toolcall_events *out)
         const struct raw_event *r = &s->raw[i];
         struct toolcall_event *e = &s->ev[i];
         *e = (struct toolcall_event){.kind = r->kind, .index = r->call};
-        if (r->kind == TOOLCALL_EVENT_CONTENT)
+        if (r->kind != TOOLCALL_EVENT_CALL)
             e->content = (struct str){s->text.data + r->off, r->len};
         else
             e->call = &s->calls[r->call];
@@ -979,15 +1237,18 @@ void toolcall_result_deinit(struct toolcall_result *r)
         call_deinit(&r->calls[i]);
     mem_free(r->calls);
     mem_free(r->content);
+    mem_free(r->reasoning);
     *r = (struct toolcall_result){0};
 }
 
-static int append_content(struct buf *b, const struct toolcall_events *ev)
+static int append_content(struct buf *b, struct buf *r, const struct toolcall_events *ev)
 {
     for (int i = 0; i < ev->n; i++) {
         const struct toolcall_event *e = &ev->ev[i];
-        if (e->kind == TOOLCALL_EVENT_CONTENT && buf_append(b, e->content.ptr, e->content.len))
-            return ERR_NOMEM;
+        struct buf *to = e->kind == TOOLCALL_EVENT_CONTENT     ? b
+                         : e->kind == TOOLCALL_EVENT_REASONING ? r
+                                                               : NULL;
+        if (to && buf_append(to, e->content.ptr, e->content.len)) return ERR_NOMEM;
     }
     return ERR_OK;
 }
@@ -1000,20 +1261,23 @@ int toolcall_parse(enum toolcall_format f, const char *text, size_t len,
     int rc = toolcall_stream_new(f, &s);
     if (rc != ERR_OK) return rc;
     struct toolcall_events ev;
-    struct buf content;
+    struct buf content, reasoning;
     buf_init(&content);
+    buf_init(&reasoning);
     rc = toolcall_stream_feed(s, text, len, &ev);
-    rc = rc == ERR_OK ? append_content(&content, &ev) : rc;
+    rc = rc == ERR_OK ? append_content(&content, &reasoning, &ev) : rc;
     if (rc == ERR_OK) rc = toolcall_stream_finish(s, &ev);
-    rc = rc == ERR_OK ? append_content(&content, &ev) : rc;
+    rc = rc == ERR_OK ? append_content(&content, &reasoning, &ev) : rc;
     if (rc == ERR_OK) {
         out->content = buf_steal(&content);
+        out->reasoning = buf_steal(&reasoning);
         out->calls = s->calls;
         out->n_calls = s->n_calls;
         s->calls = NULL; // handed over
         s->n_calls = 0;
     }
     buf_deinit(&content);
+    buf_deinit(&reasoning);
     toolcall_stream_free(s);
     return rc;
 }

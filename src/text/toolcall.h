@@ -1,8 +1,8 @@
 /* Tool-call parser for generated text, per model family: Hermes/Qwen `<tool_call>` blocks (JSON
  * objects, Qwen3.5's `<function=..><parameter=..>` XML, or GLM 4.x's `name<arg_key>..` pairs),
  * Llama 3.x JSON and `<|python_tag|>`, Mistral `[TOOL_CALLS]` (JSON array, or
- * `name[CALL_ID]id[ARGS]{..}`), and a generic fallback where the whole output is one call object
- * or an array of them (tried for every format). Produces OpenAI chat completions
+ * `name[CALL_ID]id[ARGS]{..}`), gpt-oss harmony messages to `functions.NAME`, and a generic fallback where the whole output is one call object
+ * or an array of them (tried for every format but harmony). Produces OpenAI chat completions
  * `message.tool_calls` data (name, compact JSON arguments) plus the remaining content, in one go
  * or incrementally from text deltas. Not a grammar: it never constrains generation.
  *
@@ -24,11 +24,17 @@ enum toolcall_format {
     TOOLCALL_FORMAT_HERMES = 1,  // <tool_call>...</tool_call> (Hermes 2 Pro, Qwen 2.5-3.5, GLM 4.x)
     TOOLCALL_FORMAT_LLAMA3 = 2,  // {"name":..,"parameters":..} / <|python_tag|> (Llama 3.1-3.3)
     TOOLCALL_FORMAT_MISTRAL = 3, // [TOOL_CALLS] (Mistral Nemo, Small 3.x, Devstral)
+    TOOLCALL_FORMAT_HARMONY = 4, // gpt-oss: the content after the reasoning stage is a run of
+    // `[<|start|>assistant][ to=R]<|channel|>CH[ to=R][ [<|constrain|>]
+    // json]<|message|>BODY[<|end|>|<|call|>]` messages (or plain
+    // final text); R = functions.NAME makes BODY a call's arguments,
+    // an analysis BODY is reasoning (REASONING events), commentary
+    // and final BODYs are content, other recipients are dropped
 };
 
-/* Picks the format from a chat template's source: `<tool_call>` -> HERMES, `[TOOL_CALLS]` ->
- * MISTRAL, `<|python_tag|>` or the Llama 3 header tokens -> LLAMA3, anything else (or NULL) ->
- * GENERIC. Cannot fail. */
+/* Picks the format from a chat template's source: `<|channel|>` -> HARMONY, `<tool_call>` ->
+ * HERMES, `[TOOL_CALLS]` -> MISTRAL, `<|python_tag|>` or the Llama 3 header tokens -> LLAMA3,
+ * anything else (or NULL) -> GENERIC. Cannot fail. */
 enum toolcall_format toolcall_format_detect(const char *template_src);
 
 /* Lower-case name ("hermes"); static storage. Cannot fail. */
@@ -42,6 +48,7 @@ struct toolcall {
 
 struct toolcall_result {
     char *content;          // owned, NUL-terminated; NULL when there is no content
+    char *reasoning;        // owned, NUL-terminated; NULL when none (harmony analysis messages)
     struct toolcall *calls; // owned array of n_calls
     int n_calls;
 };
@@ -62,11 +69,13 @@ struct toolcall_stream;
 enum toolcall_event_kind {
     TOOLCALL_EVENT_CONTENT = 0, // content delta: text that is definitely not part of a call
     TOOLCALL_EVENT_CALL = 1,    // one complete call
+    TOOLCALL_EVENT_REASONING =
+        2, // reasoning delta in `content` (HARMONY: a later analysis message)
 };
 
 struct toolcall_event {
     enum toolcall_event_kind kind;
-    struct str content;          // CONTENT: the delta (never empty)
+    struct str content;          // CONTENT, REASONING: the delta (never empty)
     int index;                   // CALL: 0-based position among this output's calls
     const struct toolcall *call; // CALL: name, whole arguments, id
 };
@@ -84,6 +93,12 @@ struct toolcall_events {
  * toolcall_parse() of the concatenated text, for any chunking. Returns ERR_INVALID for an
  * unknown format, ERR_NOMEM. Caller frees *out with toolcall_stream_free(). Not thread-safe. */
 int toolcall_stream_new(enum toolcall_format f, struct toolcall_stream **out);
+
+/* HARMONY: messages to functions.NAME are dropped like those to other recipients, as when the
+ * request declared no tools (the reference's parser consumes such unsolicited calls), while
+ * the channels still split into content and reasoning. Call before the first feed; other
+ * formats ignore it. Cannot fail. */
+void toolcall_stream_drop_calls(struct toolcall_stream *s);
 
 /* Frees the stream and every call it reported. toolcall_stream_free(NULL) is a no-op. */
 void toolcall_stream_free(struct toolcall_stream *s);

@@ -1,10 +1,13 @@
 // Every newer model family (gemma2, gemma3, phi3, granite, smollm3, olmo2, qwen3moe, olmoe,
 // granitemoe, gpt-oss) loads from a synthetic gguf-synth model with its features on and chats
 // through /v1/chat/completions, streamed and not; and a prompt cache longer than a sliding
-// window is reused without changing the answer.
+// window is reused without changing the answer; gpt-oss with its harmony template answers a
+// forced tool call as tool_calls.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startServer } from './lib/server.mjs';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { startServer, sharedDir } from './lib/server.mjs';
 import { synthModel } from './lib/models.mjs';
 
 const NO_EOS = { 2: -100 };
@@ -125,4 +128,65 @@ describe('sliding window and the prompt cache', () => {
       await cold.stop();
     }
   });
+});
+
+describe('gpt-oss harmony tool calls', () => {
+  // The real gpt-oss template, so the server detects the harmony formats from it.
+  const template = path.join(sharedDir, 'templates', 'openai-gpt-oss-120b.jinja');
+  const tools = [{ type: 'function', function: { name: 'get_weather', description: 'Weather in a city',
+    parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 12 } },
+      required: ['city'], additionalProperties: false } } },
+  { type: 'function', function: { name: 'get_time', description: 'The time now',
+    parameters: { type: 'object', properties: {}, additionalProperties: false } } }];
+  let srv;
+  before(async () => {
+    if (!existsSync(template)) return;
+    const model = synthModel('fam-gpt-oss', familyArgs('gpt-oss'));
+    srv = await startServer(['--threads', '1', '-m', model, '--alias', 'oss', '--chat-template-file', template]);
+  });
+  after(async () => {
+    await srv?.stop();
+  });
+
+  test('without tools the harmony messages still parse and nothing becomes a call', async (t) => {
+    if (!srv) return t.skip(`${template} not found`);
+    const r = await chat(srv, { model: 'oss', messages: [{ role: 'user', content: 'Hi' }],
+      max_tokens: 12, temperature: 0, logit_bias: NO_EOS });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.equal(r.body.choices[0].finish_reason, 'length');
+    assert.deepEqual(r.body.choices[0].message.tool_calls ?? [], []);
+  });
+
+  for (const choice of [{ type: 'function', function: { name: 'get_weather' } }, 'required']) {
+    test(`tool_choice ${JSON.stringify(choice)} gives tool_calls, whole and streamed`, async (t) => {
+      if (!srv) return t.skip(`${template} not found`);
+      const body = { model: 'oss', messages: [{ role: 'user', content: 'Weather in Paris?' }], tools,
+        tool_choice: choice, max_tokens: 400, temperature: 0 };
+      const r = await chat(srv, body);
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      const msg = r.body.choices[0].message;
+      assert.equal(r.body.choices[0].finish_reason, 'tool_calls', JSON.stringify(msg));
+      assert.equal(msg.tool_calls.length, 1);
+      const call = msg.tool_calls[0];
+      if (typeof choice === 'object') assert.equal(call.function.name, 'get_weather');
+      else assert.ok(['get_weather', 'get_time'].includes(call.function.name));
+      assert.equal(typeof JSON.parse(call.function.arguments), 'object');
+      assert.ok(!(msg.content ?? '').includes('<|'), `no harmony markup in content: ${msg.content}`);
+      const s = await chat(srv, { ...body, stream: true });
+      assert.equal(s.status, 200);
+      const calls = [];
+      let finish = null;
+      for (const line of s.body.split('\n')) {
+        if (!line.startsWith('data: ') || line === 'data: [DONE]') continue;
+        const ev = JSON.parse(line.slice(6));
+        for (const tc of ev.choices?.[0]?.delta?.tool_calls ?? []) {
+          if (tc.function?.name) calls[tc.index] = { name: tc.function.name, arguments: '' };
+          calls[tc.index].arguments += tc.function?.arguments ?? '';
+        }
+        finish = ev.choices?.[0]?.finish_reason ?? finish;
+      }
+      assert.equal(finish, 'tool_calls');
+      assert.deepEqual(calls, [{ name: call.function.name, arguments: call.function.arguments }]);
+    });
+  }
 });

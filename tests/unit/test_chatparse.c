@@ -82,6 +82,28 @@ static const struct cp_case cases[] = {
      1,
      "get_weather",
      "{\"city\":\"Zürich\"}"},
+    {"gpt-oss analysis, preamble, later analysis, call (harmony)",
+     {NULL, 0, REASONING_FORMAT_HARMONY, false, true, TOOLCALL_FORMAT_HARMONY},
+     "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>"
+     "commentary<|message|>One moment.<|end|><|start|>assistant<|channel|>analysis<|message|> "
+     "Paris it is.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather "
+     "<|constrain|>json<|message|>{\"city\": \"Paris\"}",
+     "Need the weather.Paris it is.",
+     "One moment.",
+     -1,
+     1,
+     "get_weather",
+     "{\"city\":\"Paris\"}"},
+    {"gpt-oss final answer with tools offered (harmony)",
+     {NULL, 0, REASONING_FORMAT_HARMONY, false, true, TOOLCALL_FORMAT_HARMONY},
+     "<|channel|>analysis<|message|>No tool needed.<|end|><|start|>assistant<|channel|>final"
+     "<|message|>It is 4.",
+     "No tool needed.",
+     "It is 4.",
+     -1,
+     0,
+     NULL,
+     NULL},
 };
 
 #define N_CASES (sizeof cases / sizeof cases[0])
@@ -149,10 +171,10 @@ static void run(const struct cp_case *k, const size_t *cuts, int n_cuts)
 static void test_every_split_and_byte_by_byte(void **state)
 {
     (void)state;
-    size_t cuts[256];
+    size_t cuts[512];
     for (size_t k = 0; k < N_CASES; k++) {
         size_t len = strlen(cases[k].text);
-        assert_true(len < 256);
+        assert_true(len < 512);
         for (size_t i = 0; i <= len; i++) {
             size_t one[1] = {i};
             run(&cases[k], one, 1);

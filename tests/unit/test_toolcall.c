@@ -31,12 +31,139 @@ struct tc_case {
     struct want_call calls[3];
 };
 
+/* The reasoning a case's harmony analysis messages carry (the other cases have none). */
+static const struct {
+    const char *label, *reasoning;
+} case_reasonings[] = {
+    {"harmony later analysis is reasoning", "The city is Paris."},
+};
+
 #define HERMES  TOOLCALL_FORMAT_HERMES
 #define LLAMA3  TOOLCALL_FORMAT_LLAMA3
 #define MISTRAL TOOLCALL_FORMAT_MISTRAL
 #define GENERIC TOOLCALL_FORMAT_GENERIC
+#define HARMONY TOOLCALL_FORMAT_HARMONY
 
 static const struct tc_case cases[] = {
+    // gpt-oss harmony: what is left after the reasoning stage took the first analysis message
+    {"harmony call, recipient in the channel",
+     HARMONY,
+     "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json"
+     "<|message|>{\"location\": \"Paris, France\"}",
+     NULL,
+     1,
+     {{"get_weather", "{\"location\":\"Paris, France\"}", NULL}}},
+    {"harmony call, recipient in the role (template form, output start)",
+     HARMONY,
+     " to=functions.get_weather<|channel|>commentary json<|message|>{\"location\":\"Tokyo\"}"
+     "<|call|>",
+     NULL,
+     1,
+     {{"get_weather", "{\"location\":\"Tokyo\"}", NULL}}},
+    {"harmony call, recipient in the role after analysis",
+     HARMONY,
+     "<|start|>assistant to=functions.lookup<|channel|>commentary <|constrain|>json<|message|>"
+     "{\"q\": {\"a\": [1, 2]}, \"s\": \"}\"}",
+     NULL,
+     1,
+     {{"lookup", "{\"q\":{\"a\":[1,2]},\"s\":\"}\"}", NULL}}},
+    {"harmony preamble then call",
+     HARMONY,
+     "<|channel|>commentary<|message|>Checking the weather.<|end|><|start|>assistant<|channel|>"
+     "commentary to=functions.get_weather <|constrain|>json<|message|>{\"location\":\"Oslo\"}"
+     "<|call|>",
+     "Checking the weather.",
+     1,
+     {{"get_weather", "{\"location\":\"Oslo\"}", NULL}}},
+    {"harmony call on the analysis channel",
+     HARMONY,
+     "<|channel|>analysis to=functions.search <|constrain|>json<|message|>{\"query\":\"東京\"}",
+     NULL,
+     1,
+     {{"search", "{\"query\":\"東京\"}", NULL}}},
+    {"harmony two calls",
+     HARMONY,
+     "<|channel|>commentary to=functions.a <|constrain|>json<|message|>{}<|call|>"
+     "<|start|>assistant<|channel|>commentary to=functions.b json<|message|>{\"x\":true}<|call|>",
+     NULL,
+     2,
+     {{"a", "{}", NULL}, {"b", "{\"x\":true}", NULL}}},
+    {"harmony final text", HARMONY, "Hello! How can I help?", "Hello! How can I help?", 0, {{0}}},
+    {"harmony stray commentary before final",
+     HARMONY,
+     "<|channel|>commentary to=assistant<|channel|>final<|message|>Done.",
+     "Done.",
+     0,
+     {{0}}},
+    {"harmony undeclared recipient dropped",
+     HARMONY,
+     "<|channel|>analysis to=browser.search code<|message|>{\"query\":\"x\"}<|call|>",
+     NULL,
+     0,
+     {{0}}},
+    {"harmony malformed arguments are content",
+     HARMONY,
+     "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{not json",
+     "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{not json",
+     0,
+     {{0}}},
+    {"harmony later analysis is reasoning",
+     HARMONY,
+     "<|channel|>commentary<|message|>Let me think again.<|end|><|start|>assistant<|channel|>"
+     "analysis<|message|> The city is Paris. <|end|><|start|>assistant<|channel|>commentary "
+     "to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Paris\"}",
+     "Let me think again.",
+     1,
+     {{"get_weather", "{\"city\":\"Paris\"}", NULL}}},
+    {"harmony partial header at the end is content",
+     HARMONY,
+     "Sure.<|start|>assist",
+     "Sure.<|start|>assist",
+     0,
+     {{0}}},
+    // harmony outputs recorded in the reference's own parser tests (after our reasoning stage)
+    {"harmony recorded: role recipient, analysis channel",
+     HARMONY,
+     " to=functions.special_function<|channel|>analysis<|message|>{\"arg1\": 1}",
+     NULL,
+     1,
+     {{"special_function", "{\"arg1\":1}", NULL}}},
+    {"harmony recorded: channel recipient without a content type",
+     HARMONY,
+     "<|channel|>analysis to=functions.special_function<|message|>{\"arg1\": 1}",
+     NULL,
+     1,
+     {{"special_function", "{\"arg1\":1}", NULL}}},
+    {"harmony recorded: role recipient with a constraint",
+     HARMONY,
+     " to=functions.special_function<|channel|>analysis <|constrain|>json<|message|>{\"arg1\": 1}",
+     NULL,
+     1,
+     {{"special_function", "{\"arg1\":1}", NULL}}},
+    {"harmony recorded: edit call after analysis",
+     HARMONY,
+     "<|start|>assistant<|channel|>commentary to=functions.edit <|constrain|>json<|message|>"
+     "{\"oldString\": \"if (part < railCount - 1) {\", \"newString\": \"if (part < 4) {\", "
+     "\"replaceAll\": false}",
+     NULL,
+     1,
+     {{"edit",
+       "{\"oldString\":\"if (part < railCount - 1) {\",\"newString\":\"if (part < 4) {\","
+       "\"replaceAll\":false}",
+       NULL}}},
+    {"harmony recorded: final with a constraint (structured output)",
+     HARMONY,
+     "<|start|>assistant<|channel|>final <|constrain|>json<|message|>{\"amount\": 123.45}",
+     "{\"amount\": 123.45}",
+     0,
+     {{0}}},
+    {"harmony recorded: built-in recipient in the role is dropped",
+     HARMONY,
+     "<|start|>assistant to=container.exec<|channel|>commentary<|message|>python3 -c "
+     "'print(\"hello\")'",
+     NULL,
+     0,
+     {{0}}},
     // Hermes 2 Pro / Qwen 2.5 / Qwen 3
     {"hermes one call",
      HERMES,
@@ -326,6 +453,20 @@ static void check_calls(const struct tc_case *c, const struct toolcall *calls, i
     }
 }
 
+static const char *case_reasoning(const struct tc_case *c)
+{
+    for (size_t i = 0; i < sizeof case_reasonings / sizeof case_reasonings[0]; i++)
+        if (strcmp(c->label, case_reasonings[i].label) == 0) return case_reasonings[i].reasoning;
+    return NULL;
+}
+
+static void check_reasoning(const struct tc_case *c, const char *want, const char *got)
+{
+    want = want ? want : "";
+    if (strcmp(got ? got : "", want) != 0)
+        fail_msg("%s: reasoning \"%s\", want \"%s\"", c->label, got ? got : "(null)", want);
+}
+
 static void check_content(const struct tc_case *c, const char *got)
 {
     const char *want = c->content ? c->content : "";
@@ -342,6 +483,8 @@ static void test_parse_whole_outputs(void **state)
         assert_int_equal(toolcall_parse(c->fmt, c->text, strlen(c->text), &r), ERR_OK);
         check_content(c, r.content);
         if (!c->content) assert_null(r.content);
+        check_reasoning(c, case_reasoning(c), r.reasoning);
+        if (!case_reasoning(c)) assert_null(r.reasoning);
         check_calls(c, r.calls, r.n_calls);
         toolcall_result_deinit(&r);
         assert_null(r.calls);
@@ -359,14 +502,16 @@ static void assert_utf8_complete(struct str s)
     assert_int_equal(s.len - (i - 1), need);
 }
 
-static void collect(const struct toolcall_events *ev, struct buf *content, int *next_index)
+static void collect(const struct toolcall_events *ev, struct buf *content, struct buf *reasoning,
+                    int *next_index)
 {
     for (int i = 0; i < ev->n; i++) {
         const struct toolcall_event *e = &ev->ev[i];
-        if (e->kind == TOOLCALL_EVENT_CONTENT) {
+        if (e->kind != TOOLCALL_EVENT_CALL) {
+            struct buf *to = e->kind == TOOLCALL_EVENT_CONTENT ? content : reasoning;
             assert_true(e->content.len > 0);
             assert_utf8_complete(e->content);
-            assert_int_equal(buf_append(content, e->content.ptr, e->content.len), ERR_OK);
+            assert_int_equal(buf_append(to, e->content.ptr, e->content.len), ERR_OK);
         } else {
             assert_int_equal(e->index, *next_index);
             assert_non_null(e->call);
@@ -375,25 +520,30 @@ static void collect(const struct toolcall_events *ev, struct buf *content, int *
     }
 }
 
-static void run_stream(const struct tc_case *c, const size_t *cuts, int n_cuts)
+static void run_stream(const struct tc_case *c, const char *want_reasoning, const size_t *cuts,
+                       int n_cuts)
 {
     struct toolcall_stream *s = NULL;
     assert_int_equal(toolcall_stream_new(c->fmt, &s), ERR_OK);
-    struct buf content;
+    struct buf content, reasoning;
     buf_init(&content);
+    buf_init(&reasoning);
     assert_int_equal(buf_append(&content, "", 0), ERR_OK);
+    assert_int_equal(buf_append(&reasoning, "", 0), ERR_OK);
     struct toolcall_events ev;
     size_t len = strlen(c->text), prev = 0;
     int next_index = 0;
     for (int k = 0; k <= n_cuts; k++) {
         size_t end = k < n_cuts ? cuts[k] : len;
         assert_int_equal(toolcall_stream_feed(s, c->text + prev, end - prev, &ev), ERR_OK);
-        collect(&ev, &content, &next_index);
+        collect(&ev, &content, &reasoning, &next_index);
         prev = end;
     }
     assert_int_equal(toolcall_stream_finish(s, &ev), ERR_OK);
-    collect(&ev, &content, &next_index);
+    collect(&ev, &content, &reasoning, &next_index);
     check_content(c, content.data);
+    check_reasoning(c, want_reasoning, reasoning.data);
+    buf_deinit(&reasoning);
     int n = 0;
     const struct toolcall *calls = toolcall_stream_calls(s, &n);
     assert_int_equal(n, next_index);
@@ -410,7 +560,7 @@ static void test_stream_every_split(void **state)
         size_t len = strlen(cases[k].text);
         for (size_t i = 0; i <= len; i++) {
             size_t cut[1] = {i};
-            run_stream(&cases[k], cut, 1);
+            run_stream(&cases[k], case_reasoning(&cases[k]), cut, 1);
         }
     }
 }
@@ -424,11 +574,11 @@ static void test_stream_byte_by_byte_and_three_pieces(void **state)
         assert_true(len < 512);
         for (size_t i = 0; i < len; i++)
             cuts[i] = i + 1;
-        run_stream(&cases[k], cuts, (int)len);
+        run_stream(&cases[k], case_reasoning(&cases[k]), cuts, (int)len);
         for (size_t i = 0; i <= len; i += 3) {
             for (size_t j = i; j <= len; j += 5) {
                 size_t cut[2] = {i, j};
-                run_stream(&cases[k], cut, 2);
+                run_stream(&cases[k], case_reasoning(&cases[k]), cut, 2);
             }
         }
     }
@@ -509,6 +659,7 @@ static void test_format_detect_on_real_templates(void **state)
         {"GLM-4.6.jinja", HERMES},
         {"google-gemma-2-2b-it.jinja", GENERIC},
         {"microsoft-Phi-3.5-mini-instruct.jinja", GENERIC},
+        {"openai-gpt-oss-120b.jinja", HARMONY},
     };
     assert_int_equal(toolcall_format_detect(NULL), GENERIC);
     assert_int_equal(toolcall_format_detect("{{ messages }}"), GENERIC);
@@ -563,8 +714,8 @@ static void golden_check(const char *label, const char *turn, enum toolcall_form
                          bool starts_inside, const char *name, const char *args)
 {
     struct reasoning_result rr;
-    assert_int_equal(
-        reasoning_split(REASONING_FORMAT_THINK, starts_inside, turn, strlen(turn), &rr), ERR_OK);
+    enum reasoning_format rf = fmt == HARMONY ? REASONING_FORMAT_HARMONY : REASONING_FORMAT_THINK;
+    assert_int_equal(reasoning_split(rf, starts_inside, turn, strlen(turn), &rr), ERR_OK);
     const char *content = rr.content ? rr.content : "";
     struct toolcall_result r;
     assert_int_equal(toolcall_parse(fmt, content, strlen(content), &r), ERR_OK);
@@ -577,7 +728,7 @@ static void golden_check(const char *label, const char *turn, enum toolcall_form
     assert_true(len < 1024);
     for (size_t i = 0; i < len; i++)
         cuts[i] = i + 1;
-    run_stream(&c, cuts, (int)len);
+    run_stream(&c, NULL, cuts, (int)len);
     toolcall_result_deinit(&r);
     reasoning_result_deinit(&rr);
 }
@@ -605,6 +756,7 @@ static void test_golden_template_renders(void **state)
         {"meta-llama-Llama-3.2-3B-Instruct", "<|start_header_id|>assistant<|end_header_id|>\n\n",
          "<|eot_id|>", LLAMA3, false},
         {"unsloth-mistral-Devstral-Small-2507", "[/INST]", "</s>", MISTRAL, false},
+        {"openai-gpt-oss-120b", "<|start|>assistant", "<|call|>", HARMONY, false},
     };
     char path[256], name[128], label[256];
     int n_checked = 0;
@@ -680,12 +832,21 @@ static void test_random_outputs_stream_equals_oneshot(void **state)
         "</parameter>",
         "</function>",
         "abc123def",
+        "<|start|>assistant",
+        "<|channel|>commentary",
+        "<|channel|>analysis",
+        " to=functions.f",
+        " <|constrain|>json",
+        "<|message|>",
+        "<|end|>",
+        "<|call|>",
+        "<|chan",
     };
     const int n_frag = (int)(sizeof frag / sizeof frag[0]);
     uint64_t x = 2026;
     char text[512];
     int n_with_calls = 0, n_with_content = 0;
-    for (int iter = 0; iter < 3000; iter++) {
+    for (int iter = 0; iter < 4000; iter++) {
         size_t len = 0;
         int n = 1 + (int)(rng_next(&x) % 12);
         for (int k = 0; k < n; k++) {
@@ -696,7 +857,7 @@ static void test_random_outputs_stream_equals_oneshot(void **state)
             len += fl;
         }
         text[len] = '\0';
-        enum toolcall_format fmt = (enum toolcall_format)(rng_next(&x) % 4);
+        enum toolcall_format fmt = (enum toolcall_format)(rng_next(&x) % 5);
         struct toolcall_result r;
         assert_int_equal(toolcall_parse(fmt, text, len, &r), ERR_OK);
         n_with_calls += r.n_calls > 0;
@@ -715,7 +876,7 @@ static void test_random_outputs_stream_equals_oneshot(void **state)
                     cuts[j] = cuts[j - 1];
                     cuts[j - 1] = t;
                 }
-            run_stream(&c, cuts, n_cuts);
+            run_stream(&c, r.reasoning, cuts, n_cuts);
         }
         toolcall_result_deinit(&r);
     }
@@ -751,6 +912,37 @@ static void test_allocation_failures(void **state)
     }
 }
 
+/* Without declared tools a harmony call is dropped like any unsolicited message; the channels
+ * still split. */
+static void test_harmony_drop_calls(void **state)
+{
+    (void)state;
+    static const char text[] =
+        "<|channel|>commentary<|message|>Let me check.<|end|><|start|>assistant<|channel|>"
+        "commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Paris\"}";
+    struct toolcall_stream *s = NULL;
+    assert_int_equal(toolcall_stream_new(HARMONY, &s), ERR_OK);
+    toolcall_stream_drop_calls(s);
+    struct buf content, reasoning;
+    buf_init(&content);
+    buf_init(&reasoning);
+    int next = 0;
+    struct toolcall_events ev;
+    for (size_t i = 0; i < sizeof text - 1; i++) {
+        assert_int_equal(toolcall_stream_feed(s, text + i, 1, &ev), ERR_OK);
+        collect(&ev, &content, &reasoning, &next);
+    }
+    assert_int_equal(toolcall_stream_finish(s, &ev), ERR_OK);
+    collect(&ev, &content, &reasoning, &next);
+    assert_int_equal(next, 0);
+    assert_int_equal(content.len, 13);
+    assert_memory_equal(content.data, "Let me check.", 13);
+    assert_int_equal(reasoning.len, 0);
+    buf_deinit(&content);
+    buf_deinit(&reasoning);
+    toolcall_stream_free(s);
+}
+
 static void test_invalid_format(void **state)
 {
     (void)state;
@@ -776,6 +968,7 @@ int main(void)
         cmocka_unit_test(test_golden_template_renders),
         cmocka_unit_test(test_random_outputs_stream_equals_oneshot),
         cmocka_unit_test(test_allocation_failures),
+        cmocka_unit_test(test_harmony_drop_calls),
         cmocka_unit_test(test_invalid_format),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

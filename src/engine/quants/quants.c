@@ -115,13 +115,6 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
             .from_float = pre##_from_float_ref,                                                    \
             .vec_dot = dot_fn,                                                                     \
             .vec_dot_tile = NULL}
-/* No NEON kernels yet for these block types: their scalar references. */
-#define iq4_nl_vec_dot_neon    iq4_nl_vec_dot_ref
-#define iq4_xs_vec_dot_neon    iq4_xs_vec_dot_ref
-#define mxfp4_vec_dot_neon     mxfp4_vec_dot_ref
-#define iq4_nl_vec_dot_dotprod iq4_nl_vec_dot_ref
-#define iq4_xs_vec_dot_dotprod iq4_xs_vec_dot_ref
-#define mxfp4_vec_dot_dotprod  mxfp4_vec_dot_ref
 #define ROW_NEON(id, nm, blen, bbytes, dot, pre)                                                   \
     ROW_ARM(id, nm, blen, bbytes, dot, pre, pre##_vec_dot_neon)
 #define ROW_DOTPROD(id, nm, blen, bbytes, dot, pre)                                                \
@@ -148,6 +141,9 @@ static void init_arm(void)
     ARM_TILES(q5_0, QUANT_Q5_0);
     ARM_TILES(q5_1, QUANT_Q5_1);
     ARM_TILES(q8_0, QUANT_Q8_0);
+    ARM_TILES(iq4_nl, QUANT_IQ4_NL);
+    ARM_TILES(iq4_xs, QUANT_IQ4_XS);
+    ARM_TILES(mxfp4, QUANT_MXFP4);
 #undef ARM_TILES
     memcpy(table_i8mm, table_dotprod, sizeof table_i8mm);
     table_i8mm[QUANT_Q4_0].vec_dot_tile = q4_0_vec_dot_tile_i8mm;
@@ -209,6 +205,9 @@ static void fill_avx512(void)
     patch_avx512(QUANT_Q8_0_R16, NULL, q8_0_r16_tile_avx512, 16, 3);
     patch_avx512(QUANT_Q4_0_R16, NULL, q4_0_r16_tile_avx512, 32, 4);
     table_avx512[QUANT_Q8_0_S].from_float = q8_0s_from_float_avx512;
+    patch_avx512(QUANT_IQ4_NL, iq4_nl_vec_dot_avx512, iq4_nl_vec_dot_tile_avx512, 0, 0);
+    patch_avx512(QUANT_IQ4_XS, iq4_xs_vec_dot_avx512, iq4_xs_vec_dot_tile_avx512, 0, 0);
+    patch_avx512(QUANT_MXFP4, mxfp4_vec_dot_avx512, mxfp4_vec_dot_tile_avx512, 0, 0);
 }
 #endif
 

@@ -60,4 +60,27 @@ QUANT_DECL_IQ(iq4_xs)
 QUANT_DECL_IQ(mxfp4)
 #undef QUANT_DECL_IQ
 
+/* engine/quants/x86/quants_iq_avx512.c: the AVX2 kernels' bits with AVX-512 VNNI. */
+#define QUANT_DECL_IQ_AVX512(t)                                                                    \
+    void t##_vec_dot_avx512(int64_t n, float *s, const void *x, const void *y);                    \
+    void t##_vec_dot_tile_avx512(const struct quant_tile *tile);
+QUANT_DECL_IQ_AVX512(iq4_nl)
+QUANT_DECL_IQ_AVX512(iq4_xs)
+QUANT_DECL_IQ_AVX512(mxfp4)
+#undef QUANT_DECL_IQ_AVX512
+
+#if defined(__aarch64__)
+/* engine/quants/arm/quants_iq_{neon,dotprod}.c: the AVX2 kernels' bits on NEON. */
+#define QUANT_DECL_IQ_ARM(t, isa)                                                                  \
+    void t##_vec_dot_##isa(int64_t n, float *s, const void *x, const void *y);                     \
+    void t##_vec_dot_tile_##isa(const struct quant_tile *tile);
+QUANT_DECL_IQ_ARM(iq4_nl, neon)
+QUANT_DECL_IQ_ARM(iq4_xs, neon)
+QUANT_DECL_IQ_ARM(mxfp4, neon)
+QUANT_DECL_IQ_ARM(iq4_nl, dotprod)
+QUANT_DECL_IQ_ARM(iq4_xs, dotprod)
+QUANT_DECL_IQ_ARM(mxfp4, dotprod)
+#undef QUANT_DECL_IQ_ARM
+#endif
+
 #endif

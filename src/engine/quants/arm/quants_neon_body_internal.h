@@ -193,23 +193,6 @@ FLOAT_ENTRY(bf16, QUANT_BF16, false)
 
 /* ---- 32-element blocks against Q8_0 (symmetric) or Q8_1 (with a min) ---- */
 
-/* The block's 32 products as 8 int32 lanes, lane k the sum of elements 4k..4k+3: the grouping
- * of the x86 kernels' maddubs + madd, which sdot has natively; without dotprod, products are
- * widened and added in adjacent pairs twice. Exact. */
-INLINE_ALWAYS void lanes8(const int8x16_t w[2], const int8_t *q, int32x4_t out[2])
-{
-    for (int h = 0; h < 2; h++) {
-        const int8x16_t a = vld1q_s8(q + 16 * h);
-#if defined(__ARM_FEATURE_DOTPROD)
-        out[h] = vdotq_s32(vdupq_n_s32(0), w[h], a);
-#else
-        const int32x4_t lo = vpaddlq_s16(vmull_s8(vget_low_s8(w[h]), vget_low_s8(a)));
-        const int32x4_t hi = vpaddlq_s16(vmull_high_s8(w[h], a));
-        out[h] = vpaddq_s32(lo, hi);
-#endif
-    }
-}
-
 /* QUANT_ORDER_LANES: per block and (row, column), the 8 integer lanes converted and fused
  * into an 8-lane float chain with dx*dy; formats with a min add m*s per block to a separate
  * float; at the end the 8 lanes summed as x86 does, plus that. */
