@@ -878,11 +878,11 @@ static void test_q8_0s_activations(void **state)
     assert_memory_equal(r, v, sizeof r);
 }
 
-/* The 16-row interleaved Q8_0 / Q4_0 tiles: 64 rows repacked, 8 tokens, row lengths 32..896;
- * each output within float rounding of the scalar dot of the original row and bit for bit the
- * AVX2 kernel's (in the order matmul picks for such a matrix: QUANT_ORDER_BLOCKS for Q4_0,
- * LANES for Q8_0), and every tile shape (1..4 groups x 1..8 tokens, from any group) gives the
- * bits of the 16 x 1 tile. */
+/* The 16-row interleaved Q8_0 / Q4_0 / Q5_0 tiles: 64 rows repacked, 8 tokens, row lengths
+ * 32..896; each output within float rounding of the scalar dot of the original row and bit for
+ * bit the AVX2 kernel's (in the order matmul picks for such a matrix: QUANT_ORDER_BLOCKS for
+ * Q4_0, LANES for Q8_0 and Q5_0), and every tile shape (1..4 groups x 1..8 tokens, from any
+ * group) gives the bits of the 16 x 1 tile. */
 static void test_avx512_repacked(void **state)
 {
     (void)state;
@@ -891,12 +891,13 @@ static void test_avx512_repacked(void **state)
         printf("skip: no AVX-512 VNNI on this CPU: the repacked kernels are not run\n");
         skip();
     }
-    const uint32_t types[] = {QUANT_Q8_0, QUANT_Q4_0};
+    const uint32_t types[] = {QUANT_Q8_0, QUANT_Q4_0, QUANT_Q5_0};
+    const uint32_t repacked[] = {QUANT_Q8_0_R16, QUANT_Q4_0_R16, QUANT_Q5_0_R16};
     const int64_t ns[] = {32, 96, 896};
     enum { R = 64, C = 8 };
-    for (size_t ti = 0; ti < 2; ti++)
+    for (size_t ti = 0; ti < 3; ti++)
         for (size_t k = 0; k < 3; k++) {
-            const uint32_t rt = types[ti] == QUANT_Q8_0 ? QUANT_Q8_0_R16 : QUANT_Q4_0_R16;
+            const uint32_t rt = repacked[ti];
             const struct quant_traits *tr = quant_traits_simd(rt, QUANT_SIMD_AVX512);
             const struct quant_traits *ref = quant_traits_ref(types[ti]);
             struct mats m = mats_make(types[ti], ns[k], R, C);
@@ -904,10 +905,14 @@ static void test_avx512_repacked(void **state)
             uint8_t *packed = mem_alloc(m.wb * R), *acts = mem_alloc(sb * C);
             float *f = mem_alloc((size_t)m.n * sizeof *f);
             assert_true(packed && acts && f);
+            assert_int_equal(quant_repack_type(types[ti], R, m.n),
+                             quant_simd_active() == QUANT_SIMD_AVX512 ? rt : types[ti]);
             if (rt == QUANT_Q8_0_R16)
                 q8_0_repack_r16(m.w, packed, R, m.n);
-            else
+            else if (rt == QUANT_Q4_0_R16)
                 q4_0_repack_r16(m.w, packed, R, m.n);
+            else
+                q5_0_repack_r16(m.w, packed, R, m.n);
             for (int c = 0; c < C; c++) { // the same activations as m.a, in Q8_0_S
                 quant_traits_ref(QUANT_Q8_0)->to_float(m.a + c * m.ab, f, m.n);
                 quant_traits_simd(QUANT_Q8_0_S, QUANT_SIMD_AVX512)

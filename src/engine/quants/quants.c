@@ -67,7 +67,8 @@
         ROW_ACT(QUANT_Q8_K, "q8_K", QK_K, sizeof(struct block_q8_K), q8_K),                        \
         ROW_ACT(QUANT_Q8_0_S, "q8_0_s", QK8_0, sizeof(struct block_q8_0s), q8_0s),                 \
         ROW_R16(QUANT_Q8_0_R16, "q8_0_r16", QK8_0, sizeof(struct block_q8_0)),                     \
-        ROW_R16(QUANT_Q4_0_R16, "q4_0_r16", QK4_0, sizeof(struct block_q4_0))
+        ROW_R16(QUANT_Q4_0_R16, "q4_0_r16", QK4_0, sizeof(struct block_q4_0)),                     \
+        ROW_R16(QUANT_Q5_0_R16, "q5_0_r16", QK5_0, sizeof(struct block_q5_0))
 
 /* Repacked weights: no single-row kernels; the tile kernels are patched into the tables
  * whose kernel set has them (quant_repack_type offers a type only then). */
@@ -199,8 +200,9 @@ static void patch_avx512(uint32_t type, quant_vec_dot_fn dot, quant_vec_dot_tile
     table_avx512[type].tile_cols = cols;
 }
 
-/* The AVX2 table with the repacked Q8_0/Q4_0 tiles: Q8_0_R16 16 rows x 3 tokens (8 float chains
- * per output fill the registers), Q4_0_R16 32 x 4 (2 x 4 int32 and float accumulators). Zmm
+/* The AVX2 table with the repacked Q8_0/Q4_0/Q5_0 tiles: Q8_0_R16 and Q5_0_R16 16 rows x 3
+ * tokens (8 float chains per output fill the registers), Q4_0_R16 32 x 4 (2 x 4 int32 and float
+ * accumulators). Zmm
  * ports of the float and K-quant tiles measured no faster on Sapphire Rapids (512-bit
  * operations issue on two ports, 256-bit ones on three), so those keep the AVX2 kernels. */
 static void fill_avx512(void)
@@ -208,6 +210,7 @@ static void fill_avx512(void)
     memcpy(table_avx512, table_avx2, sizeof table_avx512);
     patch_avx512(QUANT_Q8_0_R16, NULL, q8_0_r16_tile_avx512, 16, 3);
     patch_avx512(QUANT_Q4_0_R16, NULL, q4_0_r16_tile_avx512, 32, 4);
+    patch_avx512(QUANT_Q5_0_R16, NULL, q5_0_r16_tile_avx512, 16, 3);
     table_avx512[QUANT_Q8_0_S].from_float = q8_0s_from_float_avx512;
 }
 #endif
@@ -334,7 +337,10 @@ enum quant_simd quant_simd_active(void)
 
 uint32_t quant_repack_type(uint32_t type, int64_t n_out, int64_t n_in)
 {
-    uint32_t to = type == QUANT_Q8_0 ? QUANT_Q8_0_R16 : type == QUANT_Q4_0 ? QUANT_Q4_0_R16 : type;
+    uint32_t to = type == QUANT_Q8_0   ? QUANT_Q8_0_R16
+                  : type == QUANT_Q4_0 ? QUANT_Q4_0_R16
+                  : type == QUANT_Q5_0 ? QUANT_Q5_0_R16
+                                       : type;
     const struct quant_traits *t = lookup(table_active, to);
     if (to == type || !t || !t->vec_dot_tile || n_out <= 0 || n_out % t->rows_interleaved != 0 ||
         n_in <= 0 || n_in % t->block_len != 0)
@@ -349,6 +355,8 @@ int quant_repack(uint32_t type, const void *src, void *dst, int64_t n_out, int64
         q8_0_repack_r16(src, dst, n_out, n_in);
     else if (to == QUANT_Q4_0_R16)
         q4_0_repack_r16(src, dst, n_out, n_in);
+    else if (to == QUANT_Q5_0_R16)
+        q5_0_repack_r16(src, dst, n_out, n_in);
     else
         return ERR_INVALID;
     return ERR_OK;

@@ -74,3 +74,32 @@ void q4_0_repack_r16(const void *src, void *dst, int64_t n_out, int64_t n_in)
         }
     }
 }
+
+void q5_0_repack_r16(const void *src, void *dst, int64_t n_out, int64_t n_in)
+{
+    const int64_t nb = n_in / QK5_0;
+    const struct block_q5_0 *w = src;
+    uint8_t *out = dst;
+    for (int64_t g = 0; g < n_out / GROUP; g++) {
+        for (int64_t b = 0; b < nb; b++) {
+            uint64_t masks[8] = {0};
+            for (int r = 0; r < GROUP; r++) {
+                const struct block_q5_0 *blk = &w[(g * GROUP + r) * nb + b];
+                const uint32_t qh = (uint32_t)blk->qh[0] | (uint32_t)blk->qh[1] << 8 |
+                                    (uint32_t)blk->qh[2] << 16 | (uint32_t)blk->qh[3] << 24;
+                memcpy(out + 2 * r, &blk->d, 2);
+                for (int k = 0; k < 8; k++)
+                    for (int e = 0; e < 4; e++) {
+                        const int elem = 4 * (k & 3) + e + (k >= 4 ? 16 : 0);
+                        masks[k] |= (uint64_t)((qh >> elem) & 1) << (4 * r + e);
+                    }
+                for (int k = 0; k < QK5_0 / 8; k++)
+                    memcpy(out + 96 + 64 * k + 4 * r, blk->qs + 4 * k, 4);
+            }
+            for (int k = 0; k < 8; k++) // little-endian, as the kernel loads them
+                for (int i = 0; i < 8; i++)
+                    out[32 + 8 * k + i] = (uint8_t)(masks[k] >> (8 * i));
+            out += GROUP * sizeof(struct block_q5_0);
+        }
+    }
+}

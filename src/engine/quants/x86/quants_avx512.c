@@ -1,4 +1,4 @@
-/* AVX-512 VNNI kernels for the repacked Q8_0_R16 / Q4_0_R16 weights against Q8_0_S
+/* AVX-512 VNNI kernels for the repacked Q8_0_R16 / Q4_0_R16 / Q5_0_R16 weights against Q8_0_S
  * activations, bit for bit the AVX2 kernels' results (the same integer dots, the same float
  * operations per output in the same order): each zmm holds 4 quants of 16 weight rows, so one
  * vpdpbusd advances 16 outputs by 4 elements and no horizontal sums are needed. Every output is
@@ -133,15 +133,38 @@ INLINE_ALWAYS void tile_q4_r16(int type, const struct quant_tile *t, int G, int 
             _mm512_storeu_ps(t->s + c * t->s_stride + 16 * g, acc[g][c]);
 }
 
-/* Q8_0_R16 in QUANT_ORDER_LANES (the AVX2 kernels' order for Q8_0): per block and (row,
- * token) eight exact int32 sums of 4 products (chunk k = the AVX2 kernel's lane k; the stored
- * weights are q + 128, the activation's c128[k] starts each sum), each fused into its own
- * float chain with dx * dy; the eight chains added as AVX2 adds its lanes. Bit for bit the
- * AVX2 result. Straight-line kernel over G groups of 16 rows and NC tokens. */
+/* Chunk k of a Q8_0_R16 / Q5_0_R16 block (wb: the group's block): 4 quants of each of the 16
+ * rows, unsigned (q + 128 / q + 16), for the elements of the AVX2 kernels' lane k. */
+INLINE_ALWAYS __m512i r16_chunk(int type, const uint8_t *wb, int k)
+{
+    if (type == QUANT_Q8_0_R16) return _mm512_loadu_si512(wb + 32 + 64 * k);
+    __m512i raw = _mm512_loadu_si512(wb + 96 + 64 * (k & 3)); // Q5_0_R16
+    if (k >= 4) raw = _mm512_srli_epi16(raw, 4);
+    const __m512i lo = _mm512_and_si512(raw, _mm512_set1_epi8(0x0f));
+    uint64_t fifth;
+    memcpy(&fifth, wb + 32 + 8 * k, 8);
+    return _mm512_mask_add_epi8(lo, (__mmask64)fifth, lo, _mm512_set1_epi8(16));
+}
+
+/* The int32 that starts lane k's dot and removes the stored weights' offset: -128 (Q8_0) or
+ * -16 (Q5_0) times the sum of the activation's 4 quants (c128[k] is the former, a multiple of
+ * 8, so the shift is exact). */
+INLINE_ALWAYS int32_t r16_offset(int type, const uint8_t *a, int k)
+{
+    const int32_t c128 = load_i32(a + offsetof(struct block_q8_0s, c128) + 4 * (size_t)k);
+    return type == QUANT_Q8_0_R16 ? c128 : c128 / 8;
+}
+
+/* Q8_0_R16 and Q5_0_R16 in QUANT_ORDER_LANES (the AVX2 kernels' order for Q8_0 and Q5_0): per
+ * block and (row, token) eight exact int32 sums of 4 products (chunk k = the AVX2 kernel's lane
+ * k; the stored weights are unsigned, the activation's offset term starts each sum), each
+ * fused into its own float chain with dx * dy; the eight chains added as AVX2 adds its lanes.
+ * Bit for bit the AVX2 result. Straight-line kernel over G groups of 16 rows and NC tokens. */
 INLINE_ALWAYS void tile_q8_r16(int type, const struct quant_tile *t, int G, int NC)
 {
-    (void)type;
-    const size_t gblk = 16 * sizeof(struct block_q8_0), ablk = sizeof(struct block_q8_0s);
+    const size_t gblk =
+        16 * (type == QUANT_Q8_0_R16 ? sizeof(struct block_q8_0) : sizeof(struct block_q5_0));
+    const size_t ablk = sizeof(struct block_q8_0s);
     const size_t gstride = 16 * t->x_stride;
     const bool stream = NC == 1 || t->is_stream;
     const uint8_t *y = t->y;
@@ -165,13 +188,12 @@ INLINE_ALWAYS void tile_q8_r16(int type, const struct quant_tile *t, int G, int 
         for (int k = 0; k < 8; k++) {
             __m512i w[2];
             for (int g = 0; g < G; g++)
-                w[g] = _mm512_loadu_si512(wb[g] + 32 + 64 * k);
+                w[g] = r16_chunk(type, wb[g], k);
             for (int c = 0; c < NC; c++) {
                 const uint8_t *a = y + c * t->y_stride + (size_t)b * ablk;
                 const __m512i av =
                     _mm512_set1_epi32(load_i32(a + offsetof(struct block_q8_0s, qs) + 4 * k));
-                const __m512i init = _mm512_set1_epi32(
-                    load_i32(a + offsetof(struct block_q8_0s, c128) + 4 * (size_t)k));
+                const __m512i init = _mm512_set1_epi32(r16_offset(type, a, k));
                 for (int g = 0; g < G; g++) {
                     const __m512i dot = _mm512_dpbusd_epi32(init, w[g], av);
                     acc[g][c][k] =
@@ -210,41 +232,41 @@ void q4_0_r16_tile_avx512(const struct quant_tile *tile)
     }
 }
 
-/* One Q8_0_R16 tile of G groups and 1..4 tokens (2 x 4 x 8 float chains already exceed the
- * 32 registers, so larger tiles are cut into these). */
-static void q8_r16_part(const struct quant_tile *t, int G)
+/* One Q8_0_R16 / Q5_0_R16 tile of G groups and 1..4 tokens (2 x 4 x 8 float chains already
+ * exceed the 32 registers, so larger tiles are cut into these). Flat dispatch switch. */
+INLINE_ALWAYS void lanes_r16_part(int type, const struct quant_tile *t, int G)
 {
     switch (t->n_cols * 2 + G - 3) {
     case 0:
-        tile_q8_r16(0, t, 1, 1);
+        tile_q8_r16(type, t, 1, 1);
         break;
     case 1:
-        tile_q8_r16(0, t, 2, 1);
+        tile_q8_r16(type, t, 2, 1);
         break;
     case 2:
-        tile_q8_r16(0, t, 1, 2);
+        tile_q8_r16(type, t, 1, 2);
         break;
     case 3:
-        tile_q8_r16(0, t, 2, 2);
+        tile_q8_r16(type, t, 2, 2);
         break;
     case 4:
-        tile_q8_r16(0, t, 1, 3);
+        tile_q8_r16(type, t, 1, 3);
         break;
     case 5:
-        tile_q8_r16(0, t, 2, 3);
+        tile_q8_r16(type, t, 2, 3);
         break;
     case 6:
-        tile_q8_r16(0, t, 1, 4);
+        tile_q8_r16(type, t, 1, 4);
         break;
     case 7:
-        tile_q8_r16(0, t, 2, 4);
+        tile_q8_r16(type, t, 2, 4);
         break;
     default:
         break;
     }
 }
 
-void q8_0_r16_tile_avx512(const struct quant_tile *tile)
+INLINE_ALWAYS void lanes_r16_tile(int type, const struct quant_tile *tile)
 {
     struct quant_tile part = *tile;
     for (int c0 = 0; c0 < tile->n_cols; c0 += 4) {
@@ -253,9 +275,19 @@ void q8_0_r16_tile_avx512(const struct quant_tile *tile)
         for (int r0 = 0; r0 < tile->n_rows; r0 += 32) {
             part.x = (const uint8_t *)tile->x + (size_t)r0 * tile->x_stride;
             part.s = tile->s + (size_t)c0 * tile->s_stride + r0;
-            q8_r16_part(&part, tile->n_rows - r0 >= 32 ? 2 : 1);
+            lanes_r16_part(type, &part, tile->n_rows - r0 >= 32 ? 2 : 1);
         }
     }
+}
+
+void q8_0_r16_tile_avx512(const struct quant_tile *tile)
+{
+    lanes_r16_tile(QUANT_Q8_0_R16, tile);
+}
+
+void q5_0_r16_tile_avx512(const struct quant_tile *tile)
+{
+    lanes_r16_tile(QUANT_Q5_0_R16, tile);
 }
 
 /* Q8_0_S activations: quants byte-identical to quant_q8_0_activations (scale 127/amax, round
