@@ -66,17 +66,18 @@
         ROW_ACT(QUANT_Q8_1, "q8_1", QK8_1, sizeof(struct block_q8_1), q8_1),                       \
         ROW_ACT(QUANT_Q8_K, "q8_K", QK_K, sizeof(struct block_q8_K), q8_K),                        \
         ROW_ACT(QUANT_Q8_0_S, "q8_0_s", QK8_0, sizeof(struct block_q8_0s), q8_0s),                 \
-        ROW_R16(QUANT_Q8_0_R16, "q8_0_r16", QK8_0, sizeof(struct block_q8_0)),                     \
-        ROW_R16(QUANT_Q4_0_R16, "q4_0_r16", QK4_0, sizeof(struct block_q4_0)),                     \
-        ROW_R16(QUANT_Q5_0_R16, "q5_0_r16", QK5_0, sizeof(struct block_q5_0))
+        ROW_R16(QUANT_Q8_0_R16, "q8_0_r16", QK8_0, sizeof(struct block_q8_0), QUANT_Q8_0_S),       \
+        ROW_R16(QUANT_Q4_0_R16, "q4_0_r16", QK4_0, sizeof(struct block_q4_0), QUANT_Q8_0_S),       \
+        ROW_R16(QUANT_Q5_0_R16, "q5_0_r16", QK5_0, sizeof(struct block_q5_0), QUANT_Q8_0_S),       \
+        ROW_R16(QUANT_Q4_K_R16, "q4_K_r16", QK_K, sizeof(struct block_q4_K), QUANT_Q8_K)
 
 /* Repacked weights: no single-row kernels; the tile kernels are patched into the tables
  * whose kernel set has them (quant_repack_type offers a type only then). */
-#define ROW_R16(id, nm, blen, bbytes)                                                              \
+#define ROW_R16(id, nm, blen, bbytes, dot)                                                         \
     [id] = {.name = nm,                                                                            \
             .block_len = blen,                                                                     \
             .block_bytes = bbytes,                                                                 \
-            .dot_type = QUANT_Q8_0_S,                                                              \
+            .dot_type = dot,                                                                       \
             .rows_interleaved = 16}
 
 static const struct quant_traits table_ref[QUANT_TYPE_MAX] = {TYPE_ROWS(ROW_REF)};
@@ -211,6 +212,7 @@ static void fill_avx512(void)
     patch_avx512(QUANT_Q8_0_R16, NULL, q8_0_r16_tile_avx512, 16, 3);
     patch_avx512(QUANT_Q4_0_R16, NULL, q4_0_r16_tile_avx512, 32, 4);
     patch_avx512(QUANT_Q5_0_R16, NULL, q5_0_r16_tile_avx512, 16, 3);
+    patch_avx512(QUANT_Q4_K_R16, NULL, q4_K_r16_tile_avx512, 32, 4);
     table_avx512[QUANT_Q8_0_S].from_float = q8_0s_from_float_avx512;
 }
 #endif
@@ -340,6 +342,7 @@ uint32_t quant_repack_type(uint32_t type, int64_t n_out, int64_t n_in)
     uint32_t to = type == QUANT_Q8_0   ? QUANT_Q8_0_R16
                   : type == QUANT_Q4_0 ? QUANT_Q4_0_R16
                   : type == QUANT_Q5_0 ? QUANT_Q5_0_R16
+                  : type == QUANT_Q4_K ? QUANT_Q4_K_R16
                                        : type;
     const struct quant_traits *t = lookup(table_active, to);
     if (to == type || !t || !t->vec_dot_tile || n_out <= 0 || n_out % t->rows_interleaved != 0 ||
@@ -357,6 +360,8 @@ int quant_repack(uint32_t type, const void *src, void *dst, int64_t n_out, int64
         q4_0_repack_r16(src, dst, n_out, n_in);
     else if (to == QUANT_Q5_0_R16)
         q5_0_repack_r16(src, dst, n_out, n_in);
+    else if (to == QUANT_Q4_K_R16)
+        q4_K_repack_r16(src, dst, n_out, n_in);
     else
         return ERR_INVALID;
     return ERR_OK;

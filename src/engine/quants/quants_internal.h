@@ -229,10 +229,21 @@ void q8_0_repack_r16(const void *src, void *dst, int64_t n_out, int64_t n_in);
 void q4_0_repack_r16(const void *src, void *dst, int64_t n_out, int64_t n_in);
 void q5_0_repack_r16(const void *src, void *dst, int64_t n_out, int64_t n_in);
 
+/* Q4_K_R16: per 256-element super-block, 16 rows' d (32 bytes), dmin (32 bytes), their 6-bit
+ * scales and mins as 256 values (scale of sub-block s, row r: value 16s + r; min: value
+ * 128 + 32(s / 2) + 2r + s % 2, so each pair of sub-blocks' mins is a row-interleaved int16
+ * pair) stored in 128 bytes of low nibbles (value j in byte j % 128, high nibble for j >= 128)
+ * and 64 bytes of high bit pairs (value j in byte j % 64 at bit 2(j / 64)), then for each
+ * 64-element pair p eight 64-byte chunks k whose lane r holds Q4_K's packed bytes
+ * qs[32p + 4k .. + 3] of row r (low nibbles sub-block 2p, high ones 2p + 1). 16 rows' bytes. */
+#define Q4_K_R16_QS 256 // offset of the quants in a group's super-block
+void q4_K_repack_r16(const void *src, void *dst, int64_t n_out, int64_t n_in);
+
 /* AVX-512 kernels (x86/quants_avx512.c); only called after quant_init saw the features. */
 void q8_0_r16_tile_avx512(const struct quant_tile *tile);
 void q4_0_r16_tile_avx512(const struct quant_tile *tile);
 void q5_0_r16_tile_avx512(const struct quant_tile *tile);
+void q4_K_r16_tile_avx512(const struct quant_tile *tile);
 void q8_0s_from_float_avx512(const float *x, void *y, int64_t n);
 
 /* AVX2+FMA+F16C variants (x86/quants_avx2.c, x86/quants_k_avx2.c); only called after quant_init saw

@@ -103,3 +103,39 @@ void q5_0_repack_r16(const void *src, void *dst, int64_t n_out, int64_t n_in)
         }
     }
 }
+
+/* Writes value v (< 64) of a Q4_K_R16 super-block's 256 scale/min values (layout in
+ * quants_internal.h): nib is its 128 low-nibble bytes, hb its 64 high-bit bytes. */
+static void k4_r16_put(uint8_t *nib, uint8_t *hb, int j, uint8_t v)
+{
+    nib[j % 128] |= (uint8_t)((v & 0xf) << (j >= 128 ? 4 : 0));
+    hb[j % 64] |= (uint8_t)((v >> 4) << (2 * (j / 64)));
+}
+
+void q4_K_repack_r16(const void *src, void *dst, int64_t n_out, int64_t n_in)
+{
+    const int64_t nb = n_in / QK_K;
+    const struct block_q4_K *w = src;
+    uint8_t *out = dst;
+    for (int64_t g = 0; g < n_out / GROUP; g++) {
+        for (int64_t b = 0; b < nb; b++) {
+            memset(out, 0, Q4_K_R16_QS);
+            for (int r = 0; r < GROUP; r++) {
+                const struct block_q4_K *blk = &w[(g * GROUP + r) * nb + b];
+                memcpy(out + 2 * r, &blk->d, 2);
+                memcpy(out + 32 + 2 * r, &blk->dmin, 2);
+                for (int s = 0; s < 8; s++) {
+                    uint8_t sc, m;
+                    k4_scale_min(s, blk->scales, &sc, &m);
+                    k4_r16_put(out + 64, out + 192, 16 * s + r, sc);
+                    k4_r16_put(out + 64, out + 192, 128 + 32 * (s / 2) + 2 * r + s % 2, m);
+                }
+                for (int p = 0; p < 4; p++)
+                    for (int k = 0; k < 8; k++)
+                        memcpy(out + Q4_K_R16_QS + 512 * p + 64 * k + 4 * r,
+                               blk->qs + 32 * p + 4 * k, 4);
+            }
+            out += GROUP * sizeof(struct block_q4_K);
+        }
+    }
+}
