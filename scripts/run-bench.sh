@@ -12,7 +12,8 @@
 # BENCH_RUNS (3), BENCH_ISAS (our kernel sets to run, each with LLAMAPI_ISA, e.g. "avx2 avx512"
 # to see what a set buys in the same run; default: the best the CPU has), REFERENCE_BIN
 # (directory holding llama-bench; default ~/.cache/llamapi-reference/llama.cpp/build/bin, where
-# build-reference.sh puts it), IK_REFERENCE_BIN (optional: a second reference's llama-bench
+# build-reference.sh puts it; a reference that dies with SIGILL is reported as such, with the
+# fix: on a VM whose CPU lists AMX but cannot run it, a native build with AMX turned off), IK_REFERENCE_BIN (optional: a second reference's llama-bench
 # directory, e.g. a CPU-focused fork; its ratio is printed too).
 # Mixture of experts: BENCH_MOE (types, default "q4_k_m"; empty: none) adds a synthetic
 # Qwen3-30B-A3B-shaped qwen3moe (2048 wide, 32 heads of 128 / 4 KV heads, 128 experts of 768
@@ -84,11 +85,14 @@ cache=$ref_bin/../CMakeCache.txt
 if ((have_ref)) && [[ -n $feats ]]; then
     echo "== kernels: reference $feats ($ref_bin)"
 elif ((have_ref)) && grep -q '^GGML_NATIVE:BOOL=ON' "$cache" 2>/dev/null; then
-    # a native build compiles for what -march=native enables here
-    feats=$(echo | cc -march=native -dM -E - 2>/dev/null |
+    # a native build compiles for what -march=native enables here, less what its flags turn off
+    cflags=$(sed -n 's/^CMAKE_C_FLAGS:STRING=//p' "$cache")
+    # shellcheck disable=SC2086 # the flags are words
+    feats=$(echo | cc -march=native $cflags -dM -E - 2>/dev/null |
         grep -oE '__(AVX2|AVX512(F|BW|VL|DQ|VNNI|BF16)|AVXVNNI|AMX_(INT8|BF16|TILE))__' |
         tr -d _ | sort | paste -sd' ')
-    echo "== kernels: reference native build (-march=native here: ${feats:-unknown})"
+    echo "== kernels: reference native build (-march=native${cflags:+ $cflags} here:" \
+         "${feats:-unknown}; $ref_bin)"
 elif ((have_ref)) && [[ -f $cache ]]; then
     feats=$(grep -oE '^GGML_(AVX[A-Z0-9_]*|AMX[A-Z0-9_]*|FMA|F16C):BOOL=ON' "$cache" |
         sed 's/^GGML_//; s/:BOOL=ON//' | paste -sd' ')
@@ -102,12 +106,34 @@ trap 'rm -f "$ours" "$refout"' EXIT
 # 0 (no share printed) for a mixture of experts, whose tokens read only their experts.
 weight_bytes() { [[ $1 == *-a3b-* ]] && echo 0 || stat -c %s "$1"; }
 
-# llama-bench CSV -> "pp512 t/s" / "tg128 t/s" lines (columns picked by header name).
+# Why a reference binary stopped, from its exit status ($1) and what ran ($2). SIGILL (132):
+# the build uses instructions this CPU or VM does not run; a native build on a CPU listing AMX
+# whose hypervisor does not enable the AMX state dies this way on its quantized kernels.
+ref_failure() {
+    if (($1 == 132)); then
+        echo "reference $2 died with SIGILL (illegal instruction): its build uses" \
+             "instructions this machine does not run (a native build takes its AMX path where the" \
+             "CPU lists AMX but the hypervisor does not enable it). Fix: point REFERENCE_BIN at a" \
+             "native build with AMX turned off (cmake -DGGML_NATIVE=ON, with" \
+             "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16 in CMAKE_C_FLAGS and CMAKE_CXX_FLAGS)." \
+             "No ratio."
+    elif (($1 > 128)); then
+        echo "reference $2 was killed by signal $(($1 - 128)) ($(kill -l $(($1 - 128)) 2>/dev/null ||
+            echo '?')): no ratio"
+    else
+        echo "reference $2 failed (exit status $1): no ratio"
+    fi
+}
+
+# llama-bench CSV -> "pp512 t/s" / "tg128 t/s" lines (columns picked by header name). Its
+# status is llama-bench's: a run that dies prints nothing (no partial table).
 ref_lines() {
-    "$1/llama-bench" -m "$2" -t "$3" -p 512 -n 128 -r "$runs" -o csv 2>/dev/null |
+    local csv rc=0
+    csv=$("$1/llama-bench" -m "$2" -t "$3" -p 512 -n 128 -r "$runs" -o csv 2>/dev/null) || rc=$?
+    ((rc == 0)) || return "$rc"
     awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) { h = $i; gsub(/"/, "", h); c[h] = i }; next }
         { p = $c["n_prompt"]; g = $c["n_gen"]; ts = $c["avg_ts"]; gsub(/"/, "", p); gsub(/"/, "", g)
-          gsub(/"/, "", ts); print ((p + 0 > 0) ? "pp" p : "tg" g), ts }'
+          gsub(/"/, "", ts); print ((p + 0 > 0) ? "pp" p : "tg" g), ts }' <<<"$csv"
 }
 
 for t in $thread_counts; do
@@ -126,13 +152,18 @@ for t in $thread_counts; do
                 awk -v i="$i" '{ print $2, i, $3 }' >>"$ours"
         done
         : >"$refout"
-        if ((have_ref)) && ! ref_lines "$ref_bin" "$f" "$t" >"$refout"; then
-            echo "(reference llama-bench failed on $name: no ratio)"
+        rc=0
+        ((have_ref)) && { ref_lines "$ref_bin" "$f" "$t" >"$refout" || rc=$?; }
+        if ((rc != 0)); then
+            echo "($(ref_failure "$rc" "llama-bench on $name"))"
             : >"$refout"
         fi
         ik=$(mktemp)
-        if [[ -n $ik_bin ]] && ! ref_lines "$ik_bin" "$f" "$t" >"$ik"; then
-            echo "(IK_REFERENCE_BIN llama-bench failed on $name)"
+        rc=0
+        [[ -n $ik_bin ]] && { ref_lines "$ik_bin" "$f" "$t" >"$ik" || rc=$?; }
+        if ((rc != 0)); then
+            echo "(IK_REFERENCE_BIN: $(ref_failure "$rc" "llama-bench on $name"))"
+            : >"$ik"
         fi
         awk -v name="$name" -v bytes="$(weight_bytes "$f")" -v bw="$bw" -v ref="$refout" -v ik="$ik" \
             -v isas="$isas" -v main="$main_isa" '
@@ -163,8 +194,10 @@ if [[ -s $q8 ]]; then
     "$build/bench/bench_batch" -t "$threads" -r "$runs" -n 32 "$q8"
     if [[ -x $ref_bin/llama-batched-bench ]]; then
         echo "-- reference llama-batched-bench (S_TG t/s)"
-        "$ref_bin/llama-batched-bench" -m "$q8" -t "$threads" -c 2048 -b 512 -ub 512 -npp 16 \
-            -ntg 32 -npl 1,2,4,8 2>/dev/null | grep -E '^\|' || true
+        rc=0
+        table=$("$ref_bin/llama-batched-bench" -m "$q8" -t "$threads" -c 2048 -b 512 -ub 512 \
+            -npp 16 -ntg 32 -npl 1,2,4,8 2>/dev/null) || rc=$?
+        if ((rc == 0)); then grep -E '^\|' <<<"$table" || true; else ref_failure "$rc" llama-batched-bench; fi
     fi
 fi
 

@@ -2,7 +2,9 @@
  * __builtin_cpu_supports does not know "f16c"). Bits from the Intel SDM, CPUID leaves 1 and 7,
  * and XCR0 (which register states the OS saves on a context switch). */
 #include "engine/cpufeat.h"
+#include "util/log.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,13 +82,39 @@ enum cpufeat_isa cpufeat_isa_best(void)
     return CPUFEAT_ISA_SCALAR;
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+/* Set by the first warning about an unknown LLAMAPI_ISA, so a value read by every kernel
+ * table's init is reported once per process. */
+static atomic_flag isa_warned = ATOMIC_FLAG_INIT;
+
+/* LLAMAPI_ISA's set, or best when it is unset or names none (warned once: a typo would
+ * otherwise leave a benchmark silently on another set than the one asked for). */
+static enum cpufeat_isa isa_requested(const char *isa, enum cpufeat_isa best)
+{
+    if (!isa) return best;
+    if (strcmp(isa, "scalar") == 0) return CPUFEAT_ISA_SCALAR;
+    if (strcmp(isa, "avx2") == 0) return CPUFEAT_ISA_AVX2;
+    if (strcmp(isa, "avx512") == 0) return CPUFEAT_ISA_AVX512;
+    if (!atomic_flag_test_and_set(&isa_warned))
+        log_warn("LLAMAPI_ISA=%s is not a kernel set; accepted values: scalar, avx2, avx512 "
+                 "(using %s)",
+                 isa, cpufeat_isa_name(best));
+    return best;
+}
+#else
+static enum cpufeat_isa isa_requested(const char *isa, enum cpufeat_isa best)
+{
+    // Other architectures pick their level elsewhere (engine/arm/cpufeat_arm.c, which
+    // checks the value); only "scalar" means something here.
+    return isa && strcmp(isa, "scalar") == 0 ? CPUFEAT_ISA_SCALAR : best;
+}
+#endif
+
 enum cpufeat_isa cpufeat_isa(void)
 {
-    enum cpufeat_isa best = cpufeat_isa_best(), want = best;
+    enum cpufeat_isa best = cpufeat_isa_best();
+    enum cpufeat_isa want = isa_requested(getenv("LLAMAPI_ISA"), best);
     const char *no_simd = getenv("LLAMAPI_NO_SIMD");
-    const char *isa = getenv("LLAMAPI_ISA");
-    if (isa && strcmp(isa, "scalar") == 0) want = CPUFEAT_ISA_SCALAR;
-    if (isa && strcmp(isa, "avx2") == 0) want = CPUFEAT_ISA_AVX2;
     if (no_simd && strcmp(no_simd, "1") == 0) want = CPUFEAT_ISA_SCALAR;
     return want < best ? want : best;
 }

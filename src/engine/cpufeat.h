@@ -30,9 +30,10 @@ bool cpufeat_has_avx512_bf16(void);
 enum cpufeat_isa cpufeat_isa_best(void);
 
 /* The set the engine uses: cpufeat_isa_best(), lowered by LLAMAPI_ISA=scalar|avx2|avx512 (a
- * request above what the CPU runs falls back to the best it has, and an unknown value is
- * ignored) or by LLAMAPI_NO_SIMD=1 (the same as LLAMAPI_ISA=scalar). Reads the environment
- * on every call: call it once at init, before worker threads start. Cannot fail. */
+ * request above what the CPU runs falls back to the best it has; an unknown value is ignored
+ * after one warning on stderr, per process, naming the accepted values) or by
+ * LLAMAPI_NO_SIMD=1 (the same as LLAMAPI_ISA=scalar). Reads the environment on every call:
+ * call it once at init, before worker threads start. Cannot fail; thread-safe. */
 enum cpufeat_isa cpufeat_isa(void);
 
 /* "scalar", "avx2" or "avx512". Cannot fail. */

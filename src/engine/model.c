@@ -1,6 +1,7 @@
 /* Model loading: hyperparameters from <arch>.* metadata with the defaults the GGUF ecosystem
  * uses, every tensor located and shape-checked, scratch for one batch, and sequences with
  * their KV caches. The forward pass is in model_forward.c. */
+#define _DEFAULT_SOURCE // madvise(MADV_DONTNEED)
 #include "engine/model.h"
 
 #include "engine/attn.h"
@@ -16,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define N_EMBD_MAX   (1 << 16)
 #define N_LAYER_MAX  1024
@@ -364,8 +367,24 @@ static int load_layer(struct engine_model *m, int il, struct errmsg *err)
     return rc;
 }
 
+/* Gives the whole pages of [p, p + len) in the model file's mapping back to the OS: after
+ * repacking, nothing reads the file's copy of a matrix, and without this its pages (faulted in
+ * by the repack) stayed resident beside the copy, doubling those weights' share of the RSS.
+ * The mapping is private and read-only (gguf_open, the only way engine_model_load opens a
+ * file), so a page touched again is read back from the file, never lost; pages shared with a
+ * neighbouring tensor are kept (the range is rounded inward). Best effort: a failure keeps the
+ * pages mapped. */
+static void drop_file_pages(const void *p, size_t len)
+{
+    const long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0 || len < (size_t)page) return;
+    const uintptr_t a = (uintptr_t)p, mask = (uintptr_t)page - 1;
+    const uintptr_t lo = (a + mask) & ~mask, hi = (a + len) & ~mask;
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 /* Replaces w by a repacked copy when the kernel set multiplies another layout faster
- * (quant_repack_type); the copy is owned by m. */
+ * (quant_repack_type); the copy is owned by m, and the file's pages of w are dropped. */
 static int repack_wmat(struct engine_model *m, struct wmat *w, struct errmsg *err)
 {
     const uint32_t to = quant_repack_type(w->type, w->n_out, w->n_in);
@@ -382,6 +401,7 @@ static int repack_wmat(struct engine_model *m, struct wmat *w, struct errmsg *er
     m->owned[m->n_owned++] = dst;
     if (quant_repack(w->type, w->data, dst, w->n_out, w->n_in) != ERR_OK)
         return errmsg_set(err, ERR_INVALID, "repacking failed");
+    drop_file_pages(w->data, bytes);
     w->data = dst;
     w->type = to;
     return ERR_OK;

@@ -878,11 +878,11 @@ static void test_q8_0s_activations(void **state)
     assert_memory_equal(r, v, sizeof r);
 }
 
-/* The 16-row interleaved Q8_0 / Q4_0 tiles: 64 rows repacked, 8 tokens, row lengths 32..896;
- * each output within float rounding of the scalar dot of the original row and bit for bit the
- * AVX2 kernel's (in the order matmul picks for such a matrix: QUANT_ORDER_BLOCKS for Q4_0,
- * LANES for Q8_0), and every tile shape (1..4 groups x 1..8 tokens, from any group) gives the
- * bits of the 16 x 1 tile. */
+/* The 16-row interleaved Q8_0 / Q4_0 / Q5_0 tiles: 64 rows repacked, 8 tokens, row lengths
+ * 32..896; each output within float rounding of the scalar dot of the original row and bit for
+ * bit the AVX2 kernel's (in the order matmul picks for such a matrix: QUANT_ORDER_BLOCKS for
+ * Q4_0, LANES for Q8_0 and Q5_0), and every tile shape (1..4 groups x 1..8 tokens, from any
+ * group) gives the bits of the 16 x 1 tile. */
 static void test_avx512_repacked(void **state)
 {
     (void)state;
@@ -891,12 +891,13 @@ static void test_avx512_repacked(void **state)
         printf("skip: no AVX-512 VNNI on this CPU: the repacked kernels are not run\n");
         skip();
     }
-    const uint32_t types[] = {QUANT_Q8_0, QUANT_Q4_0};
+    const uint32_t types[] = {QUANT_Q8_0, QUANT_Q4_0, QUANT_Q5_0};
+    const uint32_t repacked[] = {QUANT_Q8_0_R16, QUANT_Q4_0_R16, QUANT_Q5_0_R16};
     const int64_t ns[] = {32, 96, 896};
     enum { R = 64, C = 8 };
-    for (size_t ti = 0; ti < 2; ti++)
+    for (size_t ti = 0; ti < 3; ti++)
         for (size_t k = 0; k < 3; k++) {
-            const uint32_t rt = types[ti] == QUANT_Q8_0 ? QUANT_Q8_0_R16 : QUANT_Q4_0_R16;
+            const uint32_t rt = repacked[ti];
             const struct quant_traits *tr = quant_traits_simd(rt, QUANT_SIMD_AVX512);
             const struct quant_traits *ref = quant_traits_ref(types[ti]);
             struct mats m = mats_make(types[ti], ns[k], R, C);
@@ -904,10 +905,14 @@ static void test_avx512_repacked(void **state)
             uint8_t *packed = mem_alloc(m.wb * R), *acts = mem_alloc(sb * C);
             float *f = mem_alloc((size_t)m.n * sizeof *f);
             assert_true(packed && acts && f);
+            assert_int_equal(quant_repack_type(types[ti], R, m.n),
+                             quant_simd_active() == QUANT_SIMD_AVX512 ? rt : types[ti]);
             if (rt == QUANT_Q8_0_R16)
                 q8_0_repack_r16(m.w, packed, R, m.n);
-            else
+            else if (rt == QUANT_Q4_0_R16)
                 q4_0_repack_r16(m.w, packed, R, m.n);
+            else
+                q5_0_repack_r16(m.w, packed, R, m.n);
             for (int c = 0; c < C; c++) { // the same activations as m.a, in Q8_0_S
                 quant_traits_ref(QUANT_Q8_0)->to_float(m.a + c * m.ab, f, m.n);
                 quant_traits_simd(QUANT_Q8_0_S, QUANT_SIMD_AVX512)
@@ -977,6 +982,78 @@ static void test_avx512_repacked(void **state)
         }
 }
 
+/* The 16-row interleaved Q4_K tiles (an order of their own: one exact integer sum per
+ * super-block and output): 64 rows repacked, 8 tokens, 1..3 super-blocks; each output within
+ * float rounding of the scalar dot of the original row, and every tile shape (1..4 groups x
+ * 1..8 tokens, from any group, streaming or not) gives the bits of the 16 x 1 tile, so a
+ * token's result does not depend on the batch it is computed in. */
+static void test_avx512_repacked_k(void **state)
+{
+    (void)state;
+    const struct quant_traits *tr = quant_traits_simd(QUANT_Q4_K_R16, QUANT_SIMD_AVX512);
+    if (!tr || !tr->vec_dot_tile) {
+        printf("skip: no AVX-512 VNNI on this CPU: the repacked Q4_K kernel is not run\n");
+        skip();
+    }
+    const struct quant_traits *ref = quant_traits_ref(QUANT_Q4_K);
+    enum { R = 64, C = 8 };
+    for (int64_t n = 256; n <= 768; n += 256) {
+        struct mats m = mats_make(QUANT_Q4_K, n, R, C);
+        assert_int_equal(row_bytes(QUANT_Q4_K_R16, n), m.wb);
+        uint8_t *packed = mem_alloc(m.wb * R);
+        assert_non_null(packed);
+        assert_int_equal(quant_repack_type(QUANT_Q4_K, R, n),
+                         quant_simd_active() == QUANT_SIMD_AVX512 ? QUANT_Q4_K_R16 : QUANT_Q4_K);
+        q4_K_repack_r16(m.w, packed, R, n);
+        float base[C][R], s[C][R];
+        for (int g = 0; g < R / 16; g++)
+            for (int c = 0; c < C; c++) {
+                struct quant_tile t = {.n = n,
+                                       .x = packed + 16 * g * m.wb,
+                                       .x_stride = m.wb,
+                                       .y = m.a + c * m.ab,
+                                       .y_stride = m.ab,
+                                       .s = &base[c][16 * g],
+                                       .s_stride = R,
+                                       .n_rows = 16,
+                                       .n_cols = 1};
+                tr->vec_dot_tile(&t);
+            }
+        for (int r = 0; r < R; r++)
+            for (int c = 0; c < C; c++) {
+                float want;
+                ref->vec_dot(n, &want, m.w + r * m.wb, m.a + c * m.ab);
+                double tol = 2e-5 * dot_mag(QUANT_Q4_K, m.w + r * m.wb, m.a + c * m.ab, n);
+                if (!(fabs((double)base[c][r] - want) <= tol + 1e-6))
+                    fail_msg("%s n=%lld (%d,%d): %.9g vs ref %.9g", tr->name, (long long)n, r, c,
+                             base[c][r], want);
+            }
+        for (int g0 = 0; g0 < R / 16; g0++)
+            for (int ng = 1; g0 + ng <= R / 16; ng++)
+                for (int nc = 1; nc <= C; nc++) {
+                    struct quant_tile t = {.n = n,
+                                           .x = packed + 16 * g0 * m.wb,
+                                           .x_stride = m.wb,
+                                           .y = m.a,
+                                           .y_stride = m.ab,
+                                           .s = &s[0][16 * g0],
+                                           .s_stride = R,
+                                           .n_rows = 16 * ng,
+                                           .n_cols = nc,
+                                           .is_stream = nc % 2};
+                    tr->vec_dot_tile(&t);
+                    for (int c = 0; c < nc; c++)
+                        if (memcmp(&s[c][16 * g0], &base[c][16 * g0],
+                                   16 * (size_t)ng * sizeof(float)) != 0)
+                            fail_msg("%s n=%lld tile %dx%d from group %d differs", tr->name,
+                                     (long long)n, 16 * ng, nc, g0);
+                }
+        mem_free(packed);
+        mem_free(m.wbuf);
+        mem_free(m.abuf);
+    }
+}
+
 /* Repacking is offered only for whole groups of 16 rows and by a set that has the kernels. */
 static void test_repack_type(void **state)
 {
@@ -985,7 +1062,8 @@ static void test_repack_type(void **state)
     assert_int_equal(quant_repack_type(QUANT_Q8_0, 48, 64), avx512 ? QUANT_Q8_0_R16 : QUANT_Q8_0);
     assert_int_equal(quant_repack_type(QUANT_Q4_0, 16, 32), avx512 ? QUANT_Q4_0_R16 : QUANT_Q4_0);
     assert_int_equal(quant_repack_type(QUANT_Q8_0, 40, 64), QUANT_Q8_0);
-    assert_int_equal(quant_repack_type(QUANT_Q4_K, 64, 256), QUANT_Q4_K);
+    assert_int_equal(quant_repack_type(QUANT_Q4_K, 64, 256), avx512 ? QUANT_Q4_K_R16 : QUANT_Q4_K);
+    assert_int_equal(quant_repack_type(QUANT_Q4_K, 40, 256), QUANT_Q4_K);
     uint8_t a[34 * 16], b[34 * 16];
     assert_int_equal(quant_repack(QUANT_Q8_0, a, b, 40, 32), ERR_INVALID);
     assert_null(quant_traits_of(QUANT_Q8_0_R16)->vec_dot); // no single-row kernel
@@ -1186,6 +1264,7 @@ int main(void)
         cmocka_unit_test(test_set_avx512),
         cmocka_unit_test(test_q8_0s_activations),
         cmocka_unit_test(test_avx512_repacked),
+        cmocka_unit_test(test_avx512_repacked_k),
         cmocka_unit_test(test_repack_type),
         cmocka_unit_test(test_arm_sets),
     };

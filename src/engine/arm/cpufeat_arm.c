@@ -3,7 +3,9 @@
  * <asm/hwcap.h>, spelled out so older headers build too. */
 #define _GNU_SOURCE // getauxval
 #include "engine/arm/cpufeat_arm.h"
+#include "util/log.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
@@ -30,7 +32,12 @@ static enum cpufeat_arm_level requested(void)
     static const char *const names[] = {"scalar", "neon", "dotprod", "i8mm"};
     for (int i = 0; i < 4; i++)
         if (strcmp(isa, names[i]) == 0) return (enum cpufeat_arm_level)i;
-    return CPUFEAT_ARM_I8MM; // another architecture's name: no cap
+    static atomic_flag warned = ATOMIC_FLAG_INIT; // once per process
+    if (!atomic_flag_test_and_set(&warned))
+        log_warn("LLAMAPI_ISA=%s is not a kernel set on this CPU; accepted values: scalar, neon, "
+                 "dotprod, i8mm (using the best the core runs)",
+                 isa);
+    return CPUFEAT_ARM_I8MM; // no cap
 }
 
 enum cpufeat_arm_level cpufeat_arm_level(void)

@@ -36,6 +36,8 @@ enum quant_type {
     QUANT_Q8_0_R16 = 40,
     QUANT_Q4_0_R16 = 41,
     QUANT_Q8_0_S = 42,
+    QUANT_Q5_0_R16 = 43,
+    QUANT_Q4_K_R16 = 44,
     QUANT_TYPE_MAX = 48, // exclusive upper bound of ids this table knows
 };
 
@@ -170,7 +172,7 @@ enum quant_simd {
     QUANT_SIMD_SCALAR = 0,    // the _ref kernels
     QUANT_SIMD_AVX2 = 1,      // AVX2 + FMA + F16C
     QUANT_SIMD_AVX2_VNNI = 2, // the AVX2 set with AVX-VNNI dots for the 32-element blocks
-    QUANT_SIMD_AVX512 = 3,    // AVX-512 F/BW/VL/DQ + VNNI, and the repacked Q8_0/Q4_0 types
+    QUANT_SIMD_AVX512 = 3,    // AVX-512 F/BW/VL/DQ + VNNI, and the repacked Q8_0/Q4_0/Q5_0/Q4_K
     // aarch64 (engine/quants/arm/), chosen by getauxval and LLAMAPI_ISA=scalar|neon|dotprod|i8mm
     QUANT_SIMD_NEON = 16,         // ARMv8.0 Advanced SIMD
     QUANT_SIMD_NEON_DOTPROD = 17, // + sdot for the integer dots

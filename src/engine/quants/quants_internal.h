@@ -86,7 +86,8 @@ struct block_q8_K {
 /* The activations of the repacked Q8_0/Q4_0 kernels: Q8_0's quants and scale (d is the
  * half-rounded scale, as a float) and the integer corrections that remove the offsets of the
  * unsigned stored weights, so the kernels' integer dots are exact: c8 = -8 * sum(qs) (Q4_0's
- * nibbles are q + 8), c128[k] = -128 * sum(qs[4k..4k+3]) (Q8_0 is stored as q + 128). */
+ * nibbles are q + 8), c128[k] = -128 * sum(qs[4k..4k+3]) (Q8_0 is stored as q + 128; Q5_0 as
+ * q + 16 takes c128[k] / 8). */
 struct block_q8_0s {
     float d;
     int32_t c8;
@@ -219,13 +220,30 @@ void q8_0s_from_float_ref(const float *x, void *y, int64_t n);
  * 32-element block b it holds the 16 rows' half scales (32 bytes), then 64-byte chunks whose
  * 4-byte lane r holds 4 consecutive quants of row r: Q8_0_R16 8 chunks of elements 4k..4k+3
  * stored + 128 (unsigned), Q4_0_R16 4 chunks of the packed bytes qs[4k..4k+3] (low nibbles
- * elements 4k.., high nibbles 16+4k..). n_out is a multiple of 16. */
+ * elements 4k.., high nibbles 16+4k..). Q5_0_R16 puts the fifth bits between the scales and
+ * Q4_0_R16's 4 chunks, as 8 64-bit masks: bit 4r+e of mask k is the fifth bit of the element
+ * whose low nibble is byte 4r+e of chunk k & 3 (low nibbles for k < 4, high ones after), so a
+ * masked byte add completes a chunk's quants (stored q + 16, unsigned). n_out is a multiple
+ * of 16. */
 void q8_0_repack_r16(const void *src, void *dst, int64_t n_out, int64_t n_in);
 void q4_0_repack_r16(const void *src, void *dst, int64_t n_out, int64_t n_in);
+void q5_0_repack_r16(const void *src, void *dst, int64_t n_out, int64_t n_in);
+
+/* Q4_K_R16: per 256-element super-block, 16 rows' d (32 bytes), dmin (32 bytes), their 6-bit
+ * scales and mins as 256 values (scale of sub-block s, row r: value 16s + r; min: value
+ * 128 + 32(s / 2) + 2r + s % 2, so each pair of sub-blocks' mins is a row-interleaved int16
+ * pair) stored in 128 bytes of low nibbles (value j in byte j % 128, high nibble for j >= 128)
+ * and 64 bytes of high bit pairs (value j in byte j % 64 at bit 2(j / 64)), then for each
+ * 64-element pair p eight 64-byte chunks k whose lane r holds Q4_K's packed bytes
+ * qs[32p + 4k .. + 3] of row r (low nibbles sub-block 2p, high ones 2p + 1). 16 rows' bytes. */
+#define Q4_K_R16_QS 256 // offset of the quants in a group's super-block
+void q4_K_repack_r16(const void *src, void *dst, int64_t n_out, int64_t n_in);
 
 /* AVX-512 kernels (x86/quants_avx512.c); only called after quant_init saw the features. */
 void q8_0_r16_tile_avx512(const struct quant_tile *tile);
 void q4_0_r16_tile_avx512(const struct quant_tile *tile);
+void q5_0_r16_tile_avx512(const struct quant_tile *tile);
+void q4_K_r16_tile_avx512(const struct quant_tile *tile);
 void q8_0s_from_float_avx512(const float *x, void *y, int64_t n);
 
 /* AVX2+FMA+F16C variants (x86/quants_avx2.c, x86/quants_k_avx2.c); only called after quant_init saw

@@ -74,3 +74,68 @@ void q4_0_repack_r16(const void *src, void *dst, int64_t n_out, int64_t n_in)
         }
     }
 }
+
+void q5_0_repack_r16(const void *src, void *dst, int64_t n_out, int64_t n_in)
+{
+    const int64_t nb = n_in / QK5_0;
+    const struct block_q5_0 *w = src;
+    uint8_t *out = dst;
+    for (int64_t g = 0; g < n_out / GROUP; g++) {
+        for (int64_t b = 0; b < nb; b++) {
+            uint64_t masks[8] = {0};
+            for (int r = 0; r < GROUP; r++) {
+                const struct block_q5_0 *blk = &w[(g * GROUP + r) * nb + b];
+                const uint32_t qh = (uint32_t)blk->qh[0] | (uint32_t)blk->qh[1] << 8 |
+                                    (uint32_t)blk->qh[2] << 16 | (uint32_t)blk->qh[3] << 24;
+                memcpy(out + 2 * r, &blk->d, 2);
+                for (int k = 0; k < 8; k++)
+                    for (int e = 0; e < 4; e++) {
+                        const int elem = 4 * (k & 3) + e + (k >= 4 ? 16 : 0);
+                        masks[k] |= (uint64_t)((qh >> elem) & 1) << (4 * r + e);
+                    }
+                for (int k = 0; k < QK5_0 / 8; k++)
+                    memcpy(out + 96 + 64 * k + 4 * r, blk->qs + 4 * k, 4);
+            }
+            for (int k = 0; k < 8; k++) // little-endian, as the kernel loads them
+                for (int i = 0; i < 8; i++)
+                    out[32 + 8 * k + i] = (uint8_t)(masks[k] >> (8 * i));
+            out += GROUP * sizeof(struct block_q5_0);
+        }
+    }
+}
+
+/* Writes value v (< 64) of a Q4_K_R16 super-block's 256 scale/min values (layout in
+ * quants_internal.h): nib is its 128 low-nibble bytes, hb its 64 high-bit bytes. */
+static void k4_r16_put(uint8_t *nib, uint8_t *hb, int j, uint8_t v)
+{
+    nib[j % 128] |= (uint8_t)((v & 0xf) << (j >= 128 ? 4 : 0));
+    hb[j % 64] |= (uint8_t)((v >> 4) << (2 * (j / 64)));
+}
+
+void q4_K_repack_r16(const void *src, void *dst, int64_t n_out, int64_t n_in)
+{
+    const int64_t nb = n_in / QK_K;
+    const struct block_q4_K *w = src;
+    uint8_t *out = dst;
+    for (int64_t g = 0; g < n_out / GROUP; g++) {
+        for (int64_t b = 0; b < nb; b++) {
+            memset(out, 0, Q4_K_R16_QS);
+            for (int r = 0; r < GROUP; r++) {
+                const struct block_q4_K *blk = &w[(g * GROUP + r) * nb + b];
+                memcpy(out + 2 * r, &blk->d, 2);
+                memcpy(out + 32 + 2 * r, &blk->dmin, 2);
+                for (int s = 0; s < 8; s++) {
+                    uint8_t sc, m;
+                    k4_scale_min(s, blk->scales, &sc, &m);
+                    k4_r16_put(out + 64, out + 192, 16 * s + r, sc);
+                    k4_r16_put(out + 64, out + 192, 128 + 32 * (s / 2) + 2 * r + s % 2, m);
+                }
+                for (int p = 0; p < 4; p++)
+                    for (int k = 0; k < 8; k++)
+                        memcpy(out + Q4_K_R16_QS + 512 * p + 64 * k + 4 * r,
+                               blk->qs + 32 * p + 4 * k, 4);
+            }
+            out += GROUP * sizeof(struct block_q4_K);
+        }
+    }
+}
