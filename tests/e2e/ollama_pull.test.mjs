@@ -1,7 +1,7 @@
 // Ollama's POST /api/pull of Hugging Face GGUFs (`hf.co/org/repo[:QUANT]`) through the hub
 // client, against the hub imitation on loopback (lib/fakehub.mjs): streamed status lines with
 // throttled progress, stream:false, reuse of a downloaded file, a missing quant or repository,
-// --offline, names that are not hub names, and a chat with the pulled model once loaded.
+// --offline, names that are not hub names, and /api/chat loading a pulled model by that name.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
@@ -129,18 +129,22 @@ describe('POST /api/pull from the hub', () => {
     assert.equal((await fetch(`${srv.url}/health`)).status, 200);
   });
 
-  test('the pulled model, loaded under its name, serves /api/chat', async () => {
-    const name = 'hf.co/org/tiny:Q8_0';
-    const load = await fetch(`${srv.url}/v1/models/load`, { method: 'POST',
+  test('/api/chat with a pulled hub name loads it from the models folder; an unpulled one is 404', async () => {
+    const chat = (model) => fetch(`${srv.url}/api/chat`, { method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model_id: name, model_path: 'hf://org/tiny:Q8_0' }) });
-    assert.equal(load.status, 200, await load.text());
-    const chat = await fetch(`${srv.url}/api/chat`, { method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model: name, messages: [{ role: 'user', content: 'hi' }], stream: false,
+      body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }], stream: false,
         options: { num_predict: 3 } }) });
-    assert.equal(chat.status, 200);
-    assert.equal((await chat.json()).model, name);
+    const name = 'hf.co/org/tiny:Q8_0';
+    const r = await chat(name);
+    assert.equal(r.status, 200, await r.clone().text());
+    assert.equal((await r.json()).model, name);
+    const ps = await (await fetch(`${srv.url}/api/ps`)).json();
+    assert.ok(ps.models.some((m) => m.name === name), JSON.stringify(ps));
+    const before = hub.log.length;
+    const missing = await chat('hf.co/org/tiny:Q4_0');
+    assert.equal(missing.status, 404);
+    assert.deepEqual(await missing.json(), { error: "model 'hf.co/org/tiny:Q4_0' not found" });
+    assert.equal(hub.log.length, before, 'a chat never asks the hub');
   });
 });
 

@@ -18,24 +18,6 @@
 #define PULL_LINE_EVERY_MS 250.0 // progress lines at most 4 a second
 #define PULL_REF_CAP       (HUB_REPO_CAP + HUB_QUANT_CAP + HUB_FILE_CAP)
 
-/* The hub reference of an Ollama name `hf.co/org/repo[:tag]` or `huggingface.co/…` (tag
- * `latest` is the default choice), into out; false for any other name. */
-static bool hub_ref_of(const char *name, char *out, size_t cap)
-{
-    static const char *const hosts[] = {"hf.co/", "huggingface.co/"};
-    for (size_t i = 0; i < sizeof hosts / sizeof hosts[0]; i++) {
-        size_t n = strlen(hosts[i]);
-        if (strncmp(name, hosts[i], n) != 0) continue;
-        const char *ref = name + n;
-        const char *colon = strrchr(ref, ':');
-        size_t len = colon && strcmp(colon, ":latest") == 0 ? (size_t)(colon - ref) : strlen(ref);
-        if (len >= cap) return false;
-        snprintf(out, cap, "%.*s", (int)len, ref);
-        return true;
-    }
-    return false;
-}
-
 /* Hub failures as HTTP statuses: the hub's 401/403 are the server's upstream failing (502),
  * not the client's credentials, as on POST /v1/models/load. */
 static int status_of(enum hub_failure why)
@@ -292,7 +274,7 @@ void api_ollama_pull(const struct api_ctx *ctx, const struct api_request *req,
         return;
     }
     char ref[PULL_REF_CAP];
-    if (!hub_ref_of(name, ref, sizeof ref)) {
+    if (!ollama_hub_ref(name, ref, sizeof ref)) {
         pull_local(ctx, name, is_stream, resp);
         return;
     }
