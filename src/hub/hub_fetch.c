@@ -462,6 +462,7 @@ static void report(struct transfer *t, uint64_t done, bool is_done)
     if (!is_done && now - t->last_ms < PROGRESS_EVERY_S * 1000) return;
     t->last_ms = now;
     struct hub_progress p = {.file = t->e->path,
+                             .sha256 = t->e->sha256[0] ? t->e->sha256 : t->linked_sha256,
                              .done = done,
                              .total = t->e->size,
                              .resumed = t->resumed,

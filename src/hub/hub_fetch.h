@@ -28,12 +28,13 @@ enum hub_failure {
 
 /* Download progress, reported about 10 times a second and once at the end of each file. */
 struct hub_progress {
-    const char *file; // path inside the repository
-    uint64_t done;    // bytes of the file on disk (resumed bytes included)
-    uint64_t total;   // the file's size
-    uint64_t resumed; // bytes that were already there when this run started
-    double elapsed_s; // since this run of the file started
-    bool is_done;     // the last report for this file
+    const char *file;   // path inside the repository
+    const char *sha256; // the hub's SHA-256 of the file (hex), or "" when it gave none
+    uint64_t done;      // bytes of the file on disk (resumed bytes included)
+    uint64_t total;     // the file's size
+    uint64_t resumed;   // bytes that were already there when this run started
+    double elapsed_s;   // since this run of the file started
+    bool is_done;       // the last report for this file
 };
 typedef void (*hub_progress_fn)(void *user, const struct hub_progress *p);
 

@@ -340,7 +340,7 @@ describe('ollama api', () => {
     assert.deepEqual(lines, ['pulling manifest', 'success']);
     assert.equal((await ollama.pull({ model: 'small:latest' })).status, 'success');
     await assert.rejects(ollama.pull({ model: 'llama3.2:1b' }),
-      (err) => err.status_code === 404 && /not found locally/.test(err.error));
+      (err) => err.status_code === 404 && /only Hugging Face GGUF models can be pulled/.test(err.error));
   });
 
   test('errors in Ollama\'s shape: unknown model 404, bad JSON 400, missing model 400, images on a text model 400', async () => {

@@ -228,6 +228,16 @@ static void test_names(void **state)
     assert_string_equal(out, "qwen2.5:0.5b");
     ollama_name_of("host:5000/org/model", out, sizeof out); // a port is not a tag
     assert_string_equal(out, "host:5000/org/model:latest");
+    // Hugging Face names as Ollama takes them; :latest is the hub's default choice.
+    assert_true(ollama_hub_ref("hf.co/org/repo:Q4_K_M", out, sizeof out));
+    assert_string_equal(out, "org/repo:Q4_K_M");
+    assert_true(ollama_hub_ref("huggingface.co/org/repo:latest", out, sizeof out));
+    assert_string_equal(out, "org/repo");
+    assert_true(ollama_hub_ref("hf.co/org/repo", out, sizeof out));
+    assert_string_equal(out, "org/repo");
+    assert_false(ollama_hub_ref("qwen2.5:0.5b", out, sizeof out));
+    assert_false(ollama_hub_ref("registry.ollama.ai/library/x", out, sizeof out));
+    assert_false(ollama_hub_ref("hf.co/org/repo:Q8_0", out, 8)); // does not fit
     json_t *body = test_json_parse("{\"name\": \"m:1b\"}");
     struct api_fail f = {0};
     assert_string_equal(ollama_request_name(body, &f), "m:1b");

@@ -1,11 +1,16 @@
 /* Ollama's error object, names, timestamps and model details. */
+#define _XOPEN_SOURCE 700 // realpath()
 #include "api/ollama/common.h"
 
 #include "api/errors.h"
 #include "api/model_select.h"
 #include "core/manager.h"
+#include "hub/hub.h"
+#include "server/config.h"
+#include "util/log.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,6 +148,57 @@ static struct model *acquire_by_name(const struct api_ctx *ctx, const char *name
     return NULL;
 }
 
+bool ollama_hub_ref(const char *name, char *out, size_t cap)
+{
+    static const char *const hosts[] = {"hf.co/", "huggingface.co/"};
+    for (size_t i = 0; i < sizeof hosts / sizeof hosts[0]; i++) {
+        size_t n = strlen(hosts[i]);
+        if (strncmp(name, hosts[i], n) != 0) continue;
+        const char *ref = name + n;
+        const char *colon = strrchr(ref, ':');
+        size_t len = colon && strcmp(colon, ":latest") == 0 ? (size_t)(colon - ref) : strlen(ref);
+        if (len >= cap) return false;
+        snprintf(out, cap, "%.*s", (int)len, ref);
+        return true;
+    }
+    return false;
+}
+
+/* A hub name whose files are already under --models-dir (pulled before) is loaded under that
+ * name, as the router loads NAME.gguf: with the server's -np and -c. Never downloads (a chat
+ * that waits out a download would surprise; /api/pull is for that). NULL when the name is not
+ * a hub name, autoload is off, nothing matches locally or the load fails (logged). */
+static struct model *autoload_hub(const struct api_ctx *ctx, const char *name)
+{
+    char ref[HUB_REPO_CAP + HUB_QUANT_CAP + HUB_FILE_CAP], file[PATH_MAX], path[PATH_MAX];
+    const struct server_config *c = ctx->config;
+    if (!c || ctx->is_autoload_disabled || strlen(name) >= MODEL_ID_CAP ||
+        !ollama_hub_ref(name, ref, sizeof ref))
+        return NULL;
+    struct hub_opts o = {.hub_url = c->hub_url, .models_dir = c->models_dir, .is_offline = true};
+    enum hub_failure why;
+    struct errmsg err;
+    errmsg_clear(&err);
+    int part, n_parts;
+    if (hub_resolve(&o, ref, file, sizeof file, &why, &err) != ERR_OK) return NULL;
+    hub_split_info(file, NULL, 0, &part, &n_parts);
+    if (n_parts > 1 || !realpath(file, path)) return NULL; // the GGUF reader maps one file
+    struct manager_load args = {.id = name,
+                                .path = path,
+                                .n_instances = ctx->load_instances > 0 ? ctx->load_instances : 1,
+                                .queue_size = -1,
+                                .n_ctx = ctx->load_n_ctx};
+    int actual = 0;
+    enum load_failure load_why = LOAD_FAIL_NONE;
+    if (manager_load(ctx->manager, &args, &actual, &load_why, &err) != ERR_OK &&
+        load_why != LOAD_FAIL_EXISTS) {
+        log_warn("autoload of '%s' failed: %s", name, err.msg);
+        return NULL;
+    }
+    log_info("autoloaded model '%s' from %s", name, path);
+    return registry_acquire(manager_registry(ctx->manager), name);
+}
+
 struct model *ollama_model_acquire(const struct api_ctx *ctx, const char *name,
                                    enum model_kind kind, struct api_fail *f)
 {
@@ -151,6 +207,7 @@ struct model *ollama_model_acquire(const struct api_ctx *ctx, const char *name,
         return NULL;
     }
     struct model *m = acquire_by_name(ctx, name);
+    if (!m) m = autoload_hub(ctx, name);
     if (!m) {
         api_failf(f, 404, "model_not_found", "model", "model '%.200s' not found", name);
         return NULL;

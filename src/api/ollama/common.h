@@ -36,9 +36,16 @@ void ollama_time_unix(int64_t unix_s, char out[OLLAMA_TIME_CAP]);
  * '/'), else id + ":latest". Cannot fail; truncates to cap - 1 bytes. */
 void ollama_name_of(const char *id, char *out, size_t cap);
 
+/* Whether name is a Hugging Face name as Ollama writes one, `hf.co/org/repo[:tag]` or
+ * `huggingface.co/…`; then its hub reference (`org/repo[:tag]`, without a `:latest` tag, which
+ * means the default choice) goes to out. False for other names and when it does not fit in
+ * cap. Cannot fail otherwise. */
+bool ollama_hub_ref(const char *name, char *out, size_t cap);
+
 /* The model an Ollama name stands for, acquired: the id as given, then without ":latest",
  * then with its ":tag" written "-tag" (qwen2.5:0.5b → qwen2.5-0.5b), then one of --alias's
- * names. Unlike the OpenAI routes, a server with one model does not answer every name with
+ * names; a hub name (ollama_hub_ref) not loaded but whose files are under --models-dir is
+ * loaded under that name first (unless autoload is off; never downloaded). Unlike the OpenAI routes, a server with one model does not answer every name with
  * it: an unknown name is Ollama's 404. NULL with f filled: 400 "model is required" for an
  * empty name, 404 "model 'NAME' not found" otherwise, 503 while it loads. A model of the
  * other kind is 400 naming what it cannot do. The caller releases the reference. */

@@ -6,7 +6,7 @@
 
 #include "api/api.h"
 
-/* models.c: GET /api/version, GET /api/tags, GET /api/ps, POST /api/show, POST /api/pull */
+/* models.c: GET /api/version, GET /api/tags, GET /api/ps, POST /api/show; pull.c: POST /api/pull */
 void api_ollama_version(const struct api_ctx *ctx, const struct api_request *req,
                         struct api_response *resp);
 void api_ollama_tags(const struct api_ctx *ctx, const struct api_request *req,

@@ -1,9 +1,8 @@
-/* GET /api/version, /api/tags, /api/ps and POST /api/show, /api/pull: the models this server
- * has, in Ollama's list, process and show shapes. */
+/* GET /api/version, /api/tags, /api/ps and POST /api/show: the models this server has, in
+ * Ollama's list, process and show shapes (POST /api/pull is pull.c). */
 #include "api/ollama/handlers.h"
 
 #include "api/ollama/common.h"
-#include "api/ollama/ndjson.h"
 #include "core/manager.h"
 #include "text/json_text.h"
 #include "text/reasoning.h"
@@ -198,57 +197,4 @@ void api_ollama_show(const struct api_ctx *ctx, const struct api_request *req,
     buf_deinit(&modelfile);
     model_release(m);
     api_respond_json(resp, 200, j);
-}
-
-/* Ollama's status lines for a model that is already here. */
-static void pull_present(bool is_stream, struct api_response *resp)
-{
-    if (!is_stream) {
-        api_respond_json(resp, 200, json_pack("{s:s}", "status", "success"));
-        return;
-    }
-    struct buf b;
-    buf_init(&b);
-    ndjson_append(&b, json_pack("{s:s}", "status", "pulling manifest"));
-    ndjson_append(&b, json_pack("{s:s}", "status", "success"));
-    resp->status = 200;
-    resp->content_type = "application/x-ndjson";
-    buf_clear(&resp->body);
-    if (b.len == 0 || buf_append(&resp->body, b.data, b.len) != ERR_OK)
-        ollama_error(resp, 500, "out of memory");
-    buf_deinit(&b);
-}
-
-void api_ollama_pull(const struct api_ctx *ctx, const struct api_request *req,
-                     struct api_response *resp)
-{
-    struct api_fail f = {0};
-    const char *name = ollama_request_name(req->json, &f);
-    bool is_stream = true;
-    const json_t *stream = json_object_get(req->json, "stream");
-    if (name && stream && !json_is_null(stream) && !json_is_boolean(stream))
-        api_failf(&f, 400, "invalid_type", "stream", "stream must be a boolean");
-    is_stream = !json_is_false(stream);
-    if (!name || f.status) {
-        ollama_fail_respond(&f, resp);
-        return;
-    }
-    struct model *m = ollama_model_acquire(ctx, name, MODEL_KIND_CHAT, &f);
-    if (!m && f.status == 400 && name[0]) // embedding models are pulled the same way
-        m = ollama_model_acquire(ctx, name, MODEL_KIND_EMBEDDING, &(struct api_fail){0});
-    if (m) {
-        model_release(m);
-        pull_present(is_stream, resp);
-        return;
-    }
-    if (f.status != 404) {
-        ollama_fail_respond(&f, resp);
-        return;
-    }
-    // No registry client in this build: say so instead of pretending to look one up.
-    ollama_error(resp, 404,
-                 "model '%.200s' not found locally, and this server does not download models: "
-                 "put its GGUF under the models directory and load it with POST "
-                 "/v1/models/load",
-                 name);
 }

@@ -14,7 +14,8 @@ const COMMIT = 'a'.repeat(40);
 //          cutAt?: { path: fraction } (the first download of path is cut there),
 //          listedSize?: { path: bytes } (the size the listing claims),
 //          noLfs?: [path] (listed without lfs: the client has X-Linked-Etag only),
-//          pageSize?: n (listing entries per page, the rest behind Link: rel="next") } }
+//          pageSize?: n (listing entries per page, the rest behind Link: rel="next"),
+//          slowMs?: ms (file bodies sent in 10 pieces, ms apart, for progress reports) } }
 export async function startHub(repos) {
   const log = []; // { method, url, range, auth }
   const cut = new Set();
@@ -102,6 +103,17 @@ export async function startHub(repos) {
         cut.add(key);
         const upto = Math.floor(buf.length * fraction) - start;
         res.write(body.subarray(0, Math.max(upto, 0)), () => setTimeout(() => res.socket.destroy(), 50));
+        return undefined;
+      }
+      if (repos[name].slowMs) {
+        const piece = Math.ceil(body.length / 10);
+        const send = (i) => {
+          if (res.destroyed) return;
+          if (i * piece >= body.length) { res.end(); return; }
+          res.write(body.subarray(i * piece, (i + 1) * piece));
+          setTimeout(() => send(i + 1), repos[name].slowMs);
+        };
+        send(0);
         return undefined;
       }
       return res.end(body);
