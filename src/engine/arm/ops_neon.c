@@ -109,12 +109,25 @@ static void swiglu(int64_t n, float *g, const float *u)
         g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+// TODO(speed2): NEON rmsnorm and rope; the references until then.
+static void rmsnorm(int64_t n, float *y, const float *x, const float *w, float eps)
+{
+    ops_ref()->rmsnorm(n, y, x, w, eps);
+}
+
+static void rope(float *x, const float *cs, const float *sn, int n_rot, bool neox)
+{
+    ops_ref()->rope(x, cs, sn, n_rot, neox);
+}
+
 static const struct ops_kernels kernels_neon = {
     .dot_f16 = dot_f16,
     .mad_f16 = mad_f16,
     .scale_f16 = scale_f16,
     .f32_to_f16 = f32_to_f16,
     .swiglu = swiglu,
+    .rmsnorm = rmsnorm,
+    .rope = rope,
 };
 
 const struct ops_kernels *ops_neon_kernels(void)
