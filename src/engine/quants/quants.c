@@ -81,6 +81,7 @@
 static const struct quant_traits table_ref[QUANT_TYPE_MAX] = {TYPE_ROWS(ROW_REF)};
 
 #if defined(__x86_64__) || defined(__i386__)
+#include "engine/quants/x86/quants_pair_avx512.h"
 #include <cpuid.h>
 #define HAVE_AVX2_KERNELS 1
 /* Completed by quant_init (the SIMD activation quantizers) before any reader exists. */
@@ -209,6 +210,12 @@ static void fill_avx512(void)
     patch_avx512(QUANT_Q8_0_R16, NULL, q8_0_r16_tile_avx512, 16, 3);
     patch_avx512(QUANT_Q4_0_R16, NULL, q4_0_r16_tile_avx512, 32, 4);
     table_avx512[QUANT_Q8_0_S].from_float = q8_0s_from_float_avx512;
+    // Row-pair VNNI kernels in the file's layout (x86/quants_pair_avx512.c), the AVX2 bits.
+    patch_avx512(QUANT_Q4_1, q4_1_vec_dot_avx512, q4_1_vec_dot_tile_avx512, 4, 8);
+    patch_avx512(QUANT_Q5_0, q5_0_vec_dot_avx512, q5_0_vec_dot_tile_avx512, 4, 8);
+    patch_avx512(QUANT_Q5_1, q5_1_vec_dot_avx512, q5_1_vec_dot_tile_avx512, 4, 8);
+    patch_avx512(QUANT_Q3_K, q3_K_vec_dot_avx512, q3_K_vec_dot_tile_avx512, 0, 0);
+    patch_avx512(QUANT_Q5_K, q5_K_vec_dot_avx512, q5_K_vec_dot_tile_avx512, 0, 0);
 }
 #endif
 
