@@ -81,7 +81,7 @@ static void test_simd_matches_ref(void **state)
 {
     (void)state;
     ops_init();
-    struct variant vs[2];
+    struct variant vs[2] = {{NULL, NULL}, {NULL, NULL}};
     const int n_v = simd_variants(vs);
     if (n_v == 0) skip();
     const struct ops_kernels *r = ops_ref();
@@ -146,7 +146,7 @@ static void test_swiglu(void **state)
 {
     (void)state;
     ops_init();
-    struct variant vs[2];
+    struct variant vs[2] = {{NULL, NULL}, {NULL, NULL}};
     const int n_v = simd_variants(vs);
     float g1[300], g2[300], u[300], g0[300];
     for (int n = 1; n < 300; n += 5) {
@@ -183,7 +183,7 @@ static uint32_t bits_of(float f)
 static void test_rmsnorm(void **state)
 {
     (void)state;
-    struct variant vs[2];
+    struct variant vs[2] = {{NULL, NULL}, {NULL, NULL}};
     const int n_v = simd_variants(vs);
     static float x[5000], w[5000], y0[5000], y1[5000];
     for (int k = 0; k < n_v; k++) {
@@ -216,7 +216,7 @@ static void test_rmsnorm(void **state)
 static void test_rope(void **state)
 {
     (void)state;
-    struct variant vs[2];
+    struct variant vs[2] = {{NULL, NULL}, {NULL, NULL}};
     const int n_v = simd_variants(vs);
     float cs[64], sn[64], x0[256], x1[256], x2[256];
     for (int k = 0; k < n_v; k++)

@@ -109,15 +109,63 @@ static void swiglu(int64_t n, float *g, const float *u)
         g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
-// TODO(speed2): NEON rmsnorm and rope; the references until then.
+/* Squares in float (the reference's), summed in double over four 2-lane chains (ops.h: the
+ * float result may differ from the element-order sum only when the double lands within a few
+ * of its ulps of a float rounding boundary). */
 static void rmsnorm(int64_t n, float *y, const float *x, const float *w, float eps)
 {
-    ops_ref()->rmsnorm(n, y, x, w, eps);
+    float64x2_t s[4] = {vdupq_n_f64(0.0), vdupq_n_f64(0.0), vdupq_n_f64(0.0), vdupq_n_f64(0.0)};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const float32x4_t a = vld1q_f32(x + i), b = vld1q_f32(x + i + 4);
+        const float32x4_t qa = vmulq_f32(a, a), qb = vmulq_f32(b, b);
+        s[0] = vaddq_f64(s[0], vcvt_f64_f32(vget_low_f32(qa)));
+        s[1] = vaddq_f64(s[1], vcvt_high_f64_f32(qa));
+        s[2] = vaddq_f64(s[2], vcvt_f64_f32(vget_low_f32(qb)));
+        s[3] = vaddq_f64(s[3], vcvt_high_f64_f32(qb));
+    }
+    double sum = vaddvq_f64(vaddq_f64(vaddq_f64(s[0], s[1]), vaddq_f64(s[2], s[3])));
+    for (; i < n; i++)
+        sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / (double)n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    i = 0;
+    for (; i + 4 <= n; i += 4)
+        vst1q_f32(y + i, vmulq_f32(vmulq_n_f32(vld1q_f32(x + i), scale), vld1q_f32(w + i)));
+    for (; i < n; i++)
+        y[i] = (x[i] * scale) * w[i];
+}
+
+/* x0' = fma(c, x0, -(s * x1)) as -(s * x1 - c * x0) fused (negation is exact), and
+ * x1' = fma(s, x0, c * x1); adjacent pairs deinterleaved by vld2q. An odd last adjacent pair
+ * and the rest go through the shared scalar tail: the reference's bits. */
+static inline void rope4(float32x4_t *x0, float32x4_t *x1, float32x4_t c, float32x4_t s)
+{
+    const float32x4_t a = vnegq_f32(vfmsq_f32(vmulq_f32(s, *x1), c, *x0));
+    *x1 = vfmaq_f32(vmulq_f32(c, *x1), s, *x0);
+    *x0 = a;
 }
 
 static void rope(float *x, const float *cs, const float *sn, int n_rot, bool neox)
 {
-    ops_ref()->rope(x, cs, sn, n_rot, neox);
+    const int half = n_rot / 2;
+    int i = 0;
+    if (neox) {
+        for (; i + 4 <= half; i += 4) {
+            float32x4_t x0 = vld1q_f32(x + i), x1 = vld1q_f32(x + half + i);
+            rope4(&x0, &x1, vld1q_f32(cs + i), vld1q_f32(sn + i));
+            vst1q_f32(x + i, x0);
+            vst1q_f32(x + half + i, x1);
+        }
+    } else {
+        const int hv = half - (half & 1);
+        for (; i + 4 <= hv; i += 4) {
+            float32x4x2_t v = vld2q_f32(x + 2 * i);
+            rope4(&v.val[0], &v.val[1], vld1q_f32(cs + i), vld1q_f32(sn + i));
+            vst2q_f32(x + 2 * i, v);
+        }
+    }
+    ops_rope_tail(x, cs, sn, n_rot, neox, i);
 }
 
 static const struct ops_kernels kernels_neon = {
