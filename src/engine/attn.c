@@ -6,6 +6,10 @@
 #include "engine/attn.h"
 #include "engine/cpufeat.h"
 #include "engine/ops.h"
+#if defined(__aarch64__)
+#include "engine/arm/attn_neon.h"
+#include "engine/arm/cpufeat_arm.h"
+#endif
 
 #include <math.h>
 #include <pthread.h>
@@ -186,6 +190,11 @@ static void select_variant(void)
     if (attn_have_avx512() && isa >= CPUFEAT_ISA_AVX512) {
         run_sel = attn_run_avx512;
         variant_name = "avx512";
+    }
+#elif defined(__aarch64__) // LLAMAPI_ISA=scalar or LLAMAPI_NO_SIMD=1 keep the reference
+    if (cpufeat_arm_level() >= CPUFEAT_ARM_NEON) {
+        run_sel = attn_run_neon;
+        variant_name = "neon";
     }
 #endif
 }

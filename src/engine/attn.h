@@ -2,7 +2,8 @@
  * tiles of ATTN_KEY_TILE, converted to F32 once per block of queries and shared by them (the
  * heads of a GQA group and a run of prompt tokens); each query keeps a running maximum, sum
  * and value accumulator. No score matrix of queries x keys exists. Two arithmetics, each with
- * a scalar reference and AVX2 and AVX-512 variants that give the same bits (attn_init picks
+ * a scalar reference and AVX2, AVX-512 and NEON (engine/arm/attn_neon.h) variants that give
+ * the same bits (attn_init picks
  * the variant):
  *
  * ATTN_ARITH_SINGLE_PASS (the default): the reference's single-pass kernel, which it runs for
@@ -71,7 +72,7 @@ void attn_run(const struct attn_block *b);
  * it). Thread-safe (runs once). */
 void attn_init(void);
 
-/* "scalar", "avx2" or "avx512": the variant attn_init chose (static string). Cannot fail. */
+/* "scalar", "avx2", "avx512" or "neon": the variant attn_init chose (static string). Cannot fail. */
 const char *attn_variant_name(void);
 
 /* The variants, for tests comparing them. attn_run_avx2 may only be called when

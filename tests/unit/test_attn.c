@@ -10,6 +10,13 @@
 
 #include "engine/attn.h"
 #include "engine/ops.h"
+#if defined(__aarch64__)
+#include "engine/arm/attn_neon.h"
+#include "engine/arm/cpufeat_arm.h"
+#define run_neon attn_run_neon
+#else
+#define run_neon attn_run_ref // never called: the neon variant exists on aarch64 only
+#endif
 #include "util/mem.h"
 
 #include <math.h>
@@ -25,22 +32,32 @@
 #define run_avx512 attn_run_ref
 #endif
 
-#define N_VARIANTS 3
-static const char *const variant_names[N_VARIANTS] = {"scalar", "avx2", "avx512"};
+#define N_VARIANTS 4
+static const char *const variant_names[N_VARIANTS] = {"scalar", "avx2", "avx512", "neon"};
+
+static bool have_neon(void)
+{
+#if defined(__aarch64__)
+    return cpufeat_arm_hw_level() >= CPUFEAT_ARM_NEON;
+#else
+    return false;
+#endif
+}
 
 /* Whether the CPU runs variant v; prints a skip line naming it when not and is_report. */
 static bool have_variant(int v, bool is_report)
 {
-    const bool have = v == 0 || (v == 1 && attn_have_avx2()) || (v == 2 && attn_have_avx512());
-    if (!have && is_report)
-        printf("skip: %s variant (CPU lacks %s)\n", variant_names[v],
-               v == 1 ? "AVX2+FMA+F16C" : "AVX-512 F/BW/VL/DQ+VNNI");
+    const bool have = v == 0 || (v == 1 && attn_have_avx2()) || (v == 2 && attn_have_avx512()) ||
+                      (v == 3 && have_neon());
+    static const char *const needs[N_VARIANTS] = {"", "AVX2+FMA+F16C", "AVX-512 F/BW/VL/DQ+VNNI",
+                                                  "Advanced SIMD on aarch64"};
+    if (!have && is_report) printf("skip: %s variant (CPU lacks %s)\n", variant_names[v], needs[v]);
     return have;
 }
 
 static void (*variant_fn(int v))(const struct attn_block *)
 {
-    return v == 0 ? attn_run_ref : v == 1 ? run_avx2 : run_avx512;
+    return v == 0 ? attn_run_ref : v == 1 ? run_avx2 : v == 2 ? run_avx512 : run_neon;
 }
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;

@@ -1,6 +1,7 @@
 /* NEON variants of the ops.h kernels: 8 elements a step (two float32x4), the rest through the
  * scalar tails shared with the references. */
 #include "engine/arm/ops_neon.h"
+#include "engine/arm/ops_neon_internal.h"
 
 #include <arm_neon.h>
 #include <math.h>
@@ -67,42 +68,13 @@ static void f32_to_f16(int64_t n, const float *x, uint16_t *y)
         y[i] = ops_f32_to_f16(x[i]);
 }
 
-/* ops_expf_poly lane by lane: the same fused steps, the two range branches as selects. */
-static inline float32x4_t expf_poly4(float32x4_t x)
-{
-    const float32x4_t shift = vdupq_n_f32(0x1.8p23f);
-    const float32x4_t z = vfmaq_f32(shift, x, vdupq_n_f32(0x1.715476p+0f));
-    const float32x4_t n = vsubq_f32(z, shift);
-    const float32x4_t nn = vnegq_f32(n);
-    const float32x4_t b =
-        vfmaq_f32(vfmaq_f32(x, nn, vdupq_n_f32(0x1.62e4p-1f)), nn, vdupq_n_f32(0x1.7f7d1cp-20f));
-    const uint32x4_t e = vshlq_n_u32(vreinterpretq_u32_f32(z), 23);
-    const float32x4_t k = vreinterpretq_f32_u32(vaddq_u32(e, vdupq_n_u32(0x3f800000u)));
-    const float32x4_t u = vmulq_f32(b, b);
-    const float32x4_t a1 = vfmaq_f32(vdupq_n_f32(0x1.573e2ep-5f), vdupq_n_f32(0x1.0e4020p-7f), b);
-    const float32x4_t b1 = vfmaq_f32(vdupq_n_f32(0x1.fffdb6p-2f), vdupq_n_f32(0x1.555e66p-3f), b);
-    const float32x4_t a2 = vfmaq_f32(b1, a1, u);
-    const float32x4_t j = vfmaq_f32(vmulq_f32(vdupq_n_f32(0x1.ffffecp-1f), b), a2, u);
-    const float32x4_t normal = vfmaq_f32(k, k, j);
-    const float32x4_t an = vabsq_f32(n);
-    const uint32x4_t big = vcgtq_f32(an, vdupq_n_f32(126.0f));
-    if (vmaxvq_u32(big) == 0) return normal;
-    const uint32x4_t g = vandq_u32(vcleq_f32(n, vdupq_n_f32(0.0f)), vdupq_n_u32(0x82000000u));
-    const float32x4_t s1 = vreinterpretq_f32_u32(vaddq_u32(g, vdupq_n_u32(0x7f000000u)));
-    const float32x4_t s2 = vreinterpretq_f32_u32(vsubq_u32(e, g));
-    const float32x4_t huge = vmulq_f32(s1, s1);
-    const float32x4_t scaled = vmulq_f32(vfmaq_f32(s2, s2, j), s1);
-    const float32x4_t out = vbslq_f32(vcgtq_f32(an, vdupq_n_f32(192.0f)), huge, scaled);
-    return vbslq_f32(big, out, normal);
-}
-
 static void swiglu(int64_t n, float *g, const float *u)
 {
     const int64_t nv = n & ~(int64_t)7;
     const float32x4_t one = vdupq_n_f32(1.0f), zero = vdupq_n_f32(0.0f);
     for (int64_t i = 0; i < nv; i += 4) {
         const float32x4_t gv = vld1q_f32(g + i);
-        const float32x4_t den = vaddq_f32(one, expf_poly4(vsubq_f32(zero, gv)));
+        const float32x4_t den = vaddq_f32(one, ops_expf_poly4(vsubq_f32(zero, gv)));
         vst1q_f32(g + i, vmulq_f32(vdivq_f32(gv, den), vld1q_f32(u + i)));
     }
     for (int64_t i = nv; i < n; i++)
