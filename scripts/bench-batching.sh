@@ -6,7 +6,8 @@
 #   scripts/bench-batching.sh BUILD_DIR MODEL
 # Environment: BENCH_THREADS (the largest count is used; default 2), BENCH_RUNS (3),
 # BATCH_REFERENCE_BIN (directory holding llama-batched-bench; default REFERENCE_BIN, else
-# ~/.cache/llamapi-reference/llama.cpp/build/bin). Run by run-bench.sh; runs alone too.
+# ~/.cache/llamapi-reference/llama.cpp/build/bin), BATCH_KEEP (a path prefix: the raw outputs
+# are kept as PREFIX.ours and PREFIX.ref). Run by run-bench.sh; runs alone too.
 set -euo pipefail
 build=${1:?build dir}
 model=${2:?model file}
@@ -36,6 +37,7 @@ for ((r = 0; r < runs; r++)); do
     grep -E '^\|' "$ref.run" >>"$ref" || true
 done
 rm -f "$ref.run"
+[[ -n ${BATCH_KEEP:-} ]] && cp "$ours" "$BATCH_KEEP.ours" && cp "$ref" "$BATCH_KEEP.ref"
 # ours: "NAME streams N  X tok/s ..."; reference rows: | PP | TG | B | N_KV | T_PP | S_PP |
 # T_TG | S_TG | T | S |
 awk -v refs="$ref" '
@@ -54,6 +56,7 @@ awk -v refs="$ref" '
         printf "   %-8s %12s %14s %8s\n", "streams", "ours tok/s", "ref S_TG t/s", "ratio"
         for (n = 1; n <= 8; n *= 2) {
             mo = median(o[n]); mr = (n in r) ? median(r[n]) : 0
-            printf "   %-8d %12.2f %14s %8s\n", n, mo, mr > 0 ? sprintf("%.2f", mr) : "-",
-                   mr > 0 ? sprintf("%.2fx", mo / mr) : "-" }
+            rs = mr > 0 ? sprintf("%.2f", mr) : "-"
+            ratio = mr > 0 ? sprintf("%.2fx", mo / mr) : "-"
+            printf "   %-8d %12.2f %14s %8s\n", n, mo, rs, ratio }
     }' "$ours"
