@@ -185,20 +185,13 @@ for t in $thread_counts; do
     done
 done
 
-# Continuous batching: aggregate decode throughput with 1, 2, 4 and 8 sequences per step on the
-# Q8_0 model (the cpu platform batches its instances this way), against llama-batched-bench
-# (S_TG, the same sequences sharing each step) when that reference binary is built.
+# Continuous batching: 1-8 streams per step on the Q8_0 model beside llama-batched-bench's
+# S_TG, interleaved run by run, with the ratio (scripts/bench-batching.sh; BATCH_REFERENCE_BIN
+# names another reference build for it).
 q8=$models/qwen2.5-0.5b-shape-q8_0.gguf
 if [[ -s $q8 ]]; then
-    echo "== continuous batching, $threads threads, median of $runs runs"
-    "$build/bench/bench_batch" -t "$threads" -r "$runs" -n 32 "$q8"
-    if [[ -x $ref_bin/llama-batched-bench ]]; then
-        echo "-- reference llama-batched-bench (S_TG t/s)"
-        rc=0
-        table=$("$ref_bin/llama-batched-bench" -m "$q8" -t "$threads" -c 2048 -b 512 -ub 512 \
-            -npp 16 -ntg 32 -npl 1,2,4,8 2>/dev/null) || rc=$?
-        if ((rc == 0)); then grep -E '^\|' <<<"$table" || true; else ref_failure "$rc" llama-batched-bench; fi
-    fi
+    BENCH_THREADS=$threads BENCH_RUNS=$runs REFERENCE_BIN=$ref_bin \
+        scripts/bench-batching.sh "$build" "$q8"
 fi
 
 # Prompt cache: time to the first token for a new 512-token prompt against the same prompt

@@ -6,6 +6,10 @@
 #include "engine/attn.h"
 #include "engine/cpufeat.h"
 #include "engine/ops.h"
+#if defined(__aarch64__)
+#include "engine/arm/attn_neon.h"
+#include "engine/arm/cpufeat_arm.h"
+#endif
 
 #include <math.h>
 #include <pthread.h>
@@ -161,6 +165,15 @@ bool attn_have_avx2(void)
 #endif
 }
 
+bool attn_have_avx512(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    return cpufeat_has_avx512();
+#else
+    return false;
+#endif
+}
+
 // Set once under pthread_once before any kernel thread reads it.
 static void (*run_sel)(const struct attn_block *) = attn_run_ref;
 static const char *variant_name = "scalar";
@@ -168,11 +181,22 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 static void select_variant(void)
 {
-    const char *no_simd = getenv("LLAMAPI_NO_SIMD");
-    if (attn_have_avx2() && !(no_simd && strcmp(no_simd, "1") == 0)) {
+#if defined(__x86_64__) || defined(__i386__) // the x86 kernels are not built elsewhere
+    const enum cpufeat_isa isa = cpufeat_isa();
+    if (attn_have_avx2() && isa >= CPUFEAT_ISA_AVX2) {
         run_sel = attn_run_avx2;
         variant_name = "avx2";
     }
+    if (attn_have_avx512() && isa >= CPUFEAT_ISA_AVX512) {
+        run_sel = attn_run_avx512;
+        variant_name = "avx512";
+    }
+#elif defined(__aarch64__) // LLAMAPI_ISA=scalar or LLAMAPI_NO_SIMD=1 keep the reference
+    if (cpufeat_arm_level() >= CPUFEAT_ARM_NEON) {
+        run_sel = attn_run_neon;
+        variant_name = "neon";
+    }
+#endif
 }
 
 void attn_init(void)

@@ -2,8 +2,9 @@
  * tiles of ATTN_KEY_TILE, converted to F32 once per block of queries and shared by them (the
  * heads of a GQA group and a run of prompt tokens); each query keeps a running maximum, sum
  * and value accumulator. No score matrix of queries x keys exists. Two arithmetics, each with
- * a scalar reference and an AVX2 variant that give the same bits (attn_init picks the
- * variant):
+ * a scalar reference and AVX2, AVX-512 and NEON (engine/arm/attn_neon.h) variants that give
+ * the same bits (attn_init picks
+ * the variant):
  *
  * ATTN_ARITH_SINGLE_PASS (the default): the reference's single-pass kernel, which it runs for
  * decode steps and steps under 64 tokens. Per query the query is rounded to half, and per key
@@ -67,17 +68,20 @@ struct attn_block {
  * up to 2 * ATTN_KEY_TILE * head_dim floats, live on the stack). Cannot fail. */
 void attn_run(const struct attn_block *b);
 
-/* Selects the AVX2 variant when the CPU has AVX2+FMA+F16C and LLAMAPI_NO_SIMD is not 1.
- * Thread-safe (runs once). */
+/* Selects the variant of the set cpufeat_isa() names (LLAMAPI_ISA=scalar|avx2|avx512 caps
+ * it). Thread-safe (runs once). */
 void attn_init(void);
 
-/* "scalar" or "avx2": the variant attn_init chose (static string). Cannot fail. */
+/* "scalar", "avx2", "avx512" or "neon": the variant attn_init chose (static string). Cannot fail. */
 const char *attn_variant_name(void);
 
 /* The variants, for tests comparing them. attn_run_avx2 may only be called when
- * attn_have_avx2() is true. */
+ * attn_have_avx2() is true, attn_run_avx512 (engine/x86/attn_avx512.c) when
+ * attn_have_avx512() is. */
 void attn_run_ref(const struct attn_block *b);
 void attn_run_avx2(const struct attn_block *b);
+void attn_run_avx512(const struct attn_block *b);
 bool attn_have_avx2(void);
+bool attn_have_avx512(void);
 
 #endif

@@ -50,16 +50,11 @@ static void split(int n, int ith, int nth, int *lo, int *hi)
     *hi = (int)((int64_t)n * (ith + 1) / nth);
 }
 
-/* y = x * (1 / sqrt(mean(x^2) + eps)) * w, summing squares in double as the reference does. */
+/* y = x * (1 / sqrt(mean(x^2) + eps)) * w, summing squares in double as the reference does
+ * (ops.h; the selected kernel set). */
 static void rmsnorm(float *y, const float *x, const float *w, int n, float eps)
 {
-    double sum = 0.0;
-    for (int i = 0; i < n; i++)
-        sum += (double)(x[i] * x[i]);
-    const float mean = (float)(sum / n);
-    const float scale = 1.0f / sqrtf(mean + eps);
-    for (int i = 0; i < n; i++)
-        y[i] = (x[i] * scale) * w[i];
+    ops_get()->rmsnorm(n, y, x, w, eps);
 }
 
 /* Rounds float rows through half or bfloat16 in place: the reference multiplies F16 / BF16
@@ -184,28 +179,11 @@ static void run_matmul_group(struct threadpool *tp, struct fwd *f, const struct 
 }
 
 /* Rotates one head in place with the token's cos/sin table, rounding as the reference's x86
- * build does (its compiler contracts the expressions into fused multiply-adds): each output
- * is one FMA over one rounded product, x0' = fma(cos, x0, -(sin * x1)) and
- * x1' = fma(sin, x0, cos * x1); only an odd last pair of the adjacent (non-NeOX) layout uses
- * two rounded products. Measured against it for 2 to 32 pairs per head. Any difference here
+ * build does (ops.h: one FMA over one rounded product per output). Any difference here
  * reaches the last bits of every later activation. */
 static void rope_head(float *x, const float *cs, const float *sn, int n_rot, bool neox)
 {
-    const int half = n_rot / 2;
-    for (int i = 0; i < half; i++) {
-        const int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
-        const float x0 = x[a], x1 = x[b], c = cs[i], s = sn[i];
-        if (neox) {
-            x[a] = fmaf(c, x0, -(s * x1));
-            x[b] = fmaf(s, x0, c * x1);
-        } else if ((half & 1) && i == half - 1) {
-            x[a] = c * x0 - s * x1;
-            x[b] = c * x1 + s * x0;
-        } else {
-            x[a] = fmaf(c, x0, -(s * x1));
-            x[b] = fmaf(s, x0, c * x1);
-        }
-    }
+    ops_get()->rope(x, cs, sn, n_rot, neox);
 }
 
 /* Step: biases, per-head norms, RoPE on q and k; k and v stored into the sequence caches.

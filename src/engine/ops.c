@@ -3,6 +3,9 @@
  * does, so both paths store identical cache bits. */
 #include "engine/ops.h"
 #include "engine/cpufeat.h"
+#if defined(__x86_64__) || defined(__i386__)
+#include "engine/x86/ops_avx512.h"
+#endif
 #if defined(__aarch64__)
 #include "engine/arm/cpufeat_arm.h"
 #include "engine/arm/ops_neon.h"
@@ -144,12 +147,47 @@ static void swiglu_ref(int64_t n, float *g, const float *u)
         g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+/* Squares in float, summed in double in element order, as the reference does. */
+static void rmsnorm_ref(int64_t n, float *y, const float *x, const float *w, float eps)
+{
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / (double)n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = (x[i] * scale) * w[i];
+}
+
+void ops_rope_tail(float *x, const float *cs, const float *sn, int n_rot, bool neox, int i0)
+{
+    const int half = n_rot / 2;
+    for (int i = i0; i < half; i++) {
+        const int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+        const float x0 = x[a], x1 = x[b], c = cs[i], s = sn[i];
+        if (!neox && (half & 1) && i == half - 1) {
+            x[a] = c * x0 - s * x1;
+            x[b] = c * x1 + s * x0;
+        } else {
+            x[a] = fmaf(c, x0, -(s * x1));
+            x[b] = fmaf(s, x0, c * x1);
+        }
+    }
+}
+
+static void rope_ref(float *x, const float *cs, const float *sn, int n_rot, bool neox)
+{
+    ops_rope_tail(x, cs, sn, n_rot, neox, 0);
+}
+
 static const struct ops_kernels kernels_ref = {
     .dot_f16 = dot_f16_ref,
     .mad_f16 = mad_f16_ref,
     .scale_f16 = scale_f16_ref,
     .f32_to_f16 = f32_to_f16_ref,
     .swiglu = swiglu_ref,
+    .rmsnorm = rmsnorm_ref,
+    .rope = rope_ref,
 };
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -159,11 +197,14 @@ static const struct ops_kernels kernels_avx2 = {
     .scale_f16 = ops_scale_f16_avx2,
     .f32_to_f16 = ops_f32_to_f16_avx2,
     .swiglu = ops_swiglu_avx2,
+    .rmsnorm = rmsnorm_ref,
+    .rope = rope_ref,
 };
 #endif
 
 // Set once under pthread_once before any kernel thread reads it (the CPU feature flags).
 static const struct ops_kernels *kernels_sel = &kernels_ref;
+static const char *variant_name = "scalar";
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 bool ops_have_avx2(void)
@@ -175,13 +216,33 @@ bool ops_have_avx2(void)
 #endif
 }
 
+const struct ops_kernels *ops_avx2_kernels(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    return &kernels_avx2;
+#else
+    return NULL;
+#endif
+}
+
 static void select_kernels(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
-    if (ops_have_avx2() && cpufeat_isa() >= CPUFEAT_ISA_AVX2) kernels_sel = &kernels_avx2;
+    const enum cpufeat_isa isa = cpufeat_isa();
+    if (ops_have_avx2() && isa >= CPUFEAT_ISA_AVX2) {
+        kernels_sel = &kernels_avx2;
+        variant_name = "avx2";
+    }
+    if (cpufeat_has_avx512() && isa >= CPUFEAT_ISA_AVX512) {
+        kernels_sel = ops_avx512_kernels();
+        variant_name = "avx512";
+    }
 #elif defined(__aarch64__)
     // LLAMAPI_ISA=scalar or LLAMAPI_NO_SIMD=1 keep the references (engine/arm/cpufeat_arm.h)
-    if (cpufeat_arm_level() >= CPUFEAT_ARM_NEON) kernels_sel = ops_neon_kernels();
+    if (cpufeat_arm_level() >= CPUFEAT_ARM_NEON) {
+        kernels_sel = ops_neon_kernels();
+        variant_name = "neon";
+    }
 #endif
 }
 
@@ -198,4 +259,9 @@ const struct ops_kernels *ops_get(void)
 const struct ops_kernels *ops_ref(void)
 {
     return &kernels_ref;
+}
+
+const char *ops_variant_name(void)
+{
+    return variant_name;
 }

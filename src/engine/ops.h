@@ -1,6 +1,7 @@
 /* Small float kernels of the forward pass that are not weight-matrix products: half-precision
- * conversion and the dot/axpy steps attention runs over the F16 KV cache. Each has a scalar
- * reference and an AVX2 variant; ops_init() picks once per process. */
+ * conversion, the dot/axpy steps attention runs over the F16 KV cache, RMS norm, RoPE and
+ * SwiGLU. Each has a scalar reference and SIMD variants (AVX2, AVX-512, NEON); ops_init()
+ * picks once per process from cpufeat_isa(). */
 #ifndef ENGINE_OPS_H
 #define ENGINE_OPS_H
 
@@ -21,10 +22,21 @@ struct ops_kernels {
     /* g[i] = silu(g[i]) * u[i] with the reference's arithmetic: each full group of 8 uses
      * its polynomial exponential (ops_expf_poly), the rest libm's expf. */
     void (*swiglu)(int64_t n, float *g, const float *u);
+    /* y[i] = (x[i] * (1 / sqrtf(mean + eps))) * w[i], mean = (float)(sum of the float squares
+     * x[i] * x[i] in double / n); y may be x. The SIMD variants add the squares in another
+     * order (still in double), which can move the rounding to float only when the double sum
+     * falls within a few of its ulps of a float rounding boundary. */
+    void (*rmsnorm)(int64_t n, float *y, const float *x, const float *w, float eps);
+    /* Rotates one head in place with the token's cos/sin table (n_rot / 2 pairs; NeoX halves
+     * or adjacent pairs), rounding as the reference's x86 build does: each output one FMA
+     * over one rounded product, x0' = fma(cos, x0, -(sin * x1)), x1' = fma(sin, x0, cos * x1);
+     * only an odd last pair of the adjacent layout uses two rounded products. Every variant
+     * gives these bits. */
+    void (*rope)(float *x, const float *cs, const float *sn, int n_rot, bool neox);
 };
 
-/* Selects the AVX2+FMA+F16C variants when the CPU has them and LLAMAPI_NO_SIMD is not 1.
- * Thread-safe (runs once); later calls are no-ops. */
+/* Selects the set cpufeat_isa() names (AVX-512, AVX2+FMA+F16C or the references on x86;
+ * NEON on aarch64). Thread-safe (runs once); later calls are no-ops. */
 void ops_init(void);
 
 /* The selected kernels (the references before ops_init). Cannot fail. */
@@ -39,14 +51,21 @@ float ops_f16_to_f32(uint16_t h);
  * tail adds each product to the running double sum of the SIMD part. */
 double ops_dot_f16_tail(int64_t i, int64_t n, const uint16_t *a, const uint16_t *b, double sum);
 void ops_mad_f16_tail(int64_t i, int64_t n, uint16_t *y, const uint16_t *x, float s);
+/* The reference RoPE for pairs [i0, n_rot / 2) only (the SIMD variants' tail). */
+void ops_rope_tail(float *x, const float *cs, const float *sn, int n_rot, bool neox, int i0);
 
 /* e^x as the reference's vectorized exponential computes it (a degree-5 polynomial on a
  * range-reduced argument, with fused multiply-adds; within a few ulp of expf, but not equal
  * to it). Scalar; the AVX2 swiglu gives the same bits per lane. Cannot fail. */
 float ops_expf_poly(float x);
 
-/* AVX2 variants (ops_avx2.c); only call when ops_have_avx2(). */
+/* "scalar", "avx2", "avx512" or "neon": the set ops_init chose (static string). */
+const char *ops_variant_name(void);
+
+/* AVX2 variants (ops_avx2.c); only call when ops_have_avx2(). ops_avx2_kernels is their
+ * table (rmsnorm and rope are the references' there), NULL off x86. */
 bool ops_have_avx2(void);
+const struct ops_kernels *ops_avx2_kernels(void);
 float ops_dot_f16_avx2(int64_t n, const uint16_t *a, const uint16_t *b);
 void ops_mad_f16_avx2(int64_t n, uint16_t *y, const uint16_t *x, float s);
 void ops_scale_f16_avx2(int64_t n, uint16_t *y, float s);

@@ -1,5 +1,6 @@
-/* engine/attn: the tiled attention against a plain double-precision softmax, the AVX2 variant
- * against the scalar reference bit for bit, and the invariance rule: a query's output is the
+/* engine/attn: the tiled attention against a plain double-precision softmax, the AVX2 and
+ * AVX-512 variants against the scalar reference bit for bit (a variant the CPU lacks reported
+ * skipped by name), and the invariance rule: a query's output is the
  * same alone as in any block, whatever the other queries' key counts. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,13 @@
 
 #include "engine/attn.h"
 #include "engine/ops.h"
+#if defined(__aarch64__)
+#include "engine/arm/attn_neon.h"
+#include "engine/arm/cpufeat_arm.h"
+#define run_neon attn_run_neon
+#else
+#define run_neon attn_run_ref // never called: the neon variant exists on aarch64 only
+#endif
 #include "util/mem.h"
 
 #include <math.h>
@@ -17,10 +25,40 @@
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
-#define run_avx2 attn_run_avx2
-#else
-#define run_avx2 attn_run_ref // never called: attn_have_avx2() is false off x86
+#define run_avx2   attn_run_avx2
+#define run_avx512 attn_run_avx512
+#else // never called: attn_have_avx2() and attn_have_avx512() are false off x86
+#define run_avx2   attn_run_ref
+#define run_avx512 attn_run_ref
 #endif
+
+#define N_VARIANTS 4
+static const char *const variant_names[N_VARIANTS] = {"scalar", "avx2", "avx512", "neon"};
+
+static bool have_neon(void)
+{
+#if defined(__aarch64__)
+    return cpufeat_arm_hw_level() >= CPUFEAT_ARM_NEON;
+#else
+    return false;
+#endif
+}
+
+/* Whether the CPU runs variant v; prints a skip line naming it when not and is_report. */
+static bool have_variant(int v, bool is_report)
+{
+    const bool have = v == 0 || (v == 1 && attn_have_avx2()) || (v == 2 && attn_have_avx512()) ||
+                      (v == 3 && have_neon());
+    static const char *const needs[N_VARIANTS] = {"", "AVX2+FMA+F16C", "AVX-512 F/BW/VL/DQ+VNNI",
+                                                  "Advanced SIMD on aarch64"};
+    if (!have && is_report) printf("skip: %s variant (CPU lacks %s)\n", variant_names[v], needs[v]);
+    return have;
+}
+
+static void (*variant_fn(int v))(const struct attn_block *)
+{
+    return v == 0 ? attn_run_ref : v == 1 ? run_avx2 : v == 2 ? run_avx512 : run_neon;
+}
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
 
@@ -95,7 +133,7 @@ static void naive(const struct attn_block *b, int i, double *out)
         out[d] /= sum;
 }
 
-static const int head_dims[] = {4, 12, 64, 72, 128};
+static const int head_dims[] = {4, 12, 40, 64, 72, 100, 128};
 static const int key_counts[] = {1, 5, 63, 64, 65, 129, 300};
 
 static const char *const arith_names[] = {"single-pass", "tile-softmax"};
@@ -110,13 +148,10 @@ static void test_attn_matches_naive(void **state)
     fixture_make(&f, 3.0f);
     static float out[ATTN_QUERIES_MAX][ATTN_HEAD_DIM_MAX];
     double want[ATTN_HEAD_DIM_MAX];
-    for (int av = 0; av < 4; av++) {
-        const int variant = av % 2, arith = av / 2;
+    for (int av = 0; av < 2 * N_VARIANTS; av++) {
+        const int variant = av % N_VARIANTS, arith = av / N_VARIANTS;
         const double tol = arith == ATTN_ARITH_TILE_SOFTMAX ? 1e-4 : 2e-2;
-        if (variant == 1 && !attn_have_avx2()) {
-            printf("skip: avx2 variant (CPU lacks AVX2+FMA+F16C)\n");
-            continue;
-        }
+        if (!have_variant(variant, true)) continue;
         for (size_t h = 0; h < sizeof head_dims / sizeof head_dims[0]; h++) {
             struct attn_block b = block_of(&f, head_dims[h], 1, arith);
             b.n_q = (int)(sizeof key_counts / sizeof key_counts[0]);
@@ -125,30 +160,32 @@ static void test_attn_matches_naive(void **state)
                 b.n_keys[i] = key_counts[i];
                 b.out[i] = out[i];
             }
-            (variant ? run_avx2 : attn_run_ref)(&b);
+            variant_fn(variant)(&b);
             for (int i = 0; i < b.n_q; i++) {
                 naive(&b, i, want);
                 for (int d = 0; d < b.head_dim; d++)
                     if (fabs(out[i][d] - want[d]) > tol)
-                        fail_msg("%s %s hd %d keys %d dim %d: %.9g vs %.9g",
-                                 variant ? "avx2" : "scalar", arith_names[arith], b.head_dim,
-                                 b.n_keys[i], d, out[i][d], want[d]);
+                        fail_msg("%s %s hd %d keys %d dim %d: %.9g vs %.9g", variant_names[variant],
+                                 arith_names[arith], b.head_dim, b.n_keys[i], d, out[i][d],
+                                 want[d]);
             }
         }
     }
     fixture_free(&f);
 }
 
-/* The AVX2 variant gives the scalar reference's bits; with large scores too (the running
+/* The SIMD variants give the scalar reference's bits; with large scores too (the running
  * maximum then changes often and the exponentials span many binades). */
-static void test_attn_avx2_equals_ref(void **state)
+static void test_attn_simd_equals_ref(void **state)
 {
     (void)state;
-    if (!attn_have_avx2()) {
-        printf("skip: avx2 variant (CPU lacks AVX2+FMA+F16C)\n");
-        skip();
-    }
-    for (int ma = 0; ma < 4; ma++) {
+    bool any = false;
+    for (int v = 1; v < N_VARIANTS; v++)
+        any |= have_variant(v, true);
+    if (!any) skip();
+    for (int mav = 0; mav < 4 * N_VARIANTS; mav++) {
+        const int ma = mav % 4, variant = mav / 4;
+        if (variant == 0 || !have_variant(variant, false)) continue;
         const int mag = ma % 2, arith = ma / 2;
         struct fixture f;
         fixture_make(&f, mag ? 40.0f : 1.0f);
@@ -164,12 +201,13 @@ static void test_attn_avx2_equals_ref(void **state)
             br = ba;
             for (int i = 0; i < br.n_q; i++)
                 br.out[i] = r[i];
-            run_avx2(&ba);
+            variant_fn(variant)(&ba);
             attn_run_ref(&br);
             for (int i = 0; i < ba.n_q; i++)
                 if (memcmp(a[i], r[i], sizeof(float) * (size_t)ba.head_dim) != 0)
-                    fail_msg("%s hd %d query %d (%d keys): avx2 differs from scalar",
-                             arith_names[arith], ba.head_dim, i, ba.n_keys[i]);
+                    fail_msg("%s hd %d query %d (%d keys): %s differs from scalar",
+                             arith_names[arith], ba.head_dim, i, ba.n_keys[i],
+                             variant_names[variant]);
         }
         fixture_free(&f);
     }
@@ -184,10 +222,10 @@ static void test_attn_query_independent_of_block(void **state)
     fixture_make(&f, 4.0f);
     static float blk[ATTN_QUERIES_MAX][ATTN_HEAD_DIM_MAX];
     float one[ATTN_HEAD_DIM_MAX];
-    for (int av = 0; av < 4; av++) {
-        const int variant = av % 2, arith = av / 2;
-        if (variant == 1 && !attn_have_avx2()) continue;
-        void (*run)(const struct attn_block *) = variant ? run_avx2 : attn_run_ref;
+    for (int av = 0; av < 2 * N_VARIANTS; av++) {
+        const int variant = av % N_VARIANTS, arith = av / N_VARIANTS;
+        if (!have_variant(variant, false)) continue;
+        void (*run)(const struct attn_block *) = variant_fn(variant);
         for (size_t h = 0; h < sizeof head_dims / sizeof head_dims[0]; h++) {
             struct attn_block b = block_of(&f, head_dims[h], 1, arith);
             b.n_q = ATTN_QUERIES_MAX;
@@ -206,7 +244,7 @@ static void test_attn_query_independent_of_block(void **state)
                 run(&s);
                 if (memcmp(one, blk[i], sizeof(float) * (size_t)b.head_dim) != 0)
                     fail_msg("%s %s hd %d query %d: alone differs from in a block",
-                             variant ? "avx2" : "scalar", arith_names[arith], b.head_dim, i);
+                             variant_names[variant], arith_names[arith], b.head_dim, i);
             }
         }
     }
@@ -220,7 +258,7 @@ int main(void)
     printf("attention variant in use: %s\n", attn_variant_name());
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_attn_matches_naive),
-        cmocka_unit_test(test_attn_avx2_equals_ref),
+        cmocka_unit_test(test_attn_simd_equals_ref),
         cmocka_unit_test(test_attn_query_independent_of_block),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

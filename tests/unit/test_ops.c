@@ -1,5 +1,6 @@
-/* engine/ops: half conversions against exhaustive round trips, and the SIMD kernels (AVX2 on
- * x86, NEON on aarch64) against their scalar references on random lengths. */
+/* engine/ops: half conversions against exhaustive round trips, and every SIMD kernel set the
+ * machine has (AVX2 and AVX-512 on x86, NEON on aarch64; a set it lacks is reported skipped
+ * by name) against the scalar references on random lengths. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -7,6 +8,10 @@
 #include <cmocka.h>
 
 #include "engine/ops.h"
+#include "engine/cpufeat.h"
+#if defined(__x86_64__) || defined(__i386__)
+#include "engine/x86/ops_avx512.h"
+#endif
 #if defined(__aarch64__)
 #include "engine/arm/cpufeat_arm.h"
 #include "engine/arm/ops_neon.h"
@@ -42,55 +47,80 @@ static float frand(void)
     return (float)((double)(rng >> 11) / 9007199254740992.0 * 4.0 - 2.0);
 }
 
-/* This architecture's SIMD table, or NULL (with a skip line) when the CPU has none. */
-static const struct ops_kernels *simd_kernels(void)
+struct variant {
+    const char *name;
+    const struct ops_kernels *k;
+};
+
+/* This architecture's SIMD tables the CPU runs, into v (at most 2); prints a skip line naming
+ * each one it lacks. Returns how many. */
+static int simd_variants(struct variant *v)
 {
+    int n = 0;
 #if defined(__x86_64__) || defined(__i386__)
-    static const struct ops_kernels avx2 = {
-        .dot_f16 = ops_dot_f16_avx2,
-        .mad_f16 = ops_mad_f16_avx2,
-        .scale_f16 = ops_scale_f16_avx2,
-        .f32_to_f16 = ops_f32_to_f16_avx2,
-        .swiglu = ops_swiglu_avx2,
-    };
-    if (ops_have_avx2()) return &avx2;
-    printf("skip: no AVX2\n");
+    if (ops_have_avx2())
+        v[n++] = (struct variant){"avx2", ops_avx2_kernels()};
+    else
+        printf("skip: avx2 ops (CPU lacks AVX2+FMA+F16C)\n");
+    if (cpufeat_has_avx512())
+        v[n++] = (struct variant){"avx512", ops_avx512_kernels()};
+    else
+        printf("skip: avx512 ops (CPU lacks AVX-512 F/BW/VL/DQ+VNNI)\n");
 #elif defined(__aarch64__)
-    if (cpufeat_arm_hw_level() >= CPUFEAT_ARM_NEON) return ops_neon_kernels();
-    printf("skip: no Advanced SIMD\n");
+    if (cpufeat_arm_hw_level() >= CPUFEAT_ARM_NEON)
+        v[n++] = (struct variant){"neon", ops_neon_kernels()};
+    else
+        printf("skip: neon ops (no Advanced SIMD)\n");
 #else
     printf("skip: no SIMD kernels for this architecture\n");
 #endif
-    return NULL;
+    return n;
 }
 
 static void test_simd_matches_ref(void **state)
 {
     (void)state;
     ops_init();
-    const struct ops_kernels *r = ops_ref(), *v = simd_kernels();
-    if (!v) skip();
+    struct variant vs[2] = {{NULL, NULL}, {NULL, NULL}};
+    const int n_v = simd_variants(vs);
+    if (n_v == 0) skip();
+    const struct ops_kernels *r = ops_ref();
     uint16_t a[300], b[300], y1[300], y2[300];
     float x[300];
-    for (int n = 1; n < 300; n += 7) {
-        for (int i = 0; i < n; i++) {
-            x[i] = frand();
-            a[i] = ops_f32_to_f16(frand());
-            b[i] = ops_f32_to_f16(frand());
-            y1[i] = y2[i] = ops_f32_to_f16(frand());
+    for (int k = 0; k < n_v; k++) {
+        const struct ops_kernels *v = vs[k].k;
+        for (int n = 1; n < 300; n += 7) {
+            for (int i = 0; i < n; i++) {
+                x[i] = frand();
+                a[i] = ops_f32_to_f16(frand());
+                b[i] = ops_f32_to_f16(frand());
+                y1[i] = y2[i] = ops_f32_to_f16(frand());
+            }
+            float d_ref = r->dot_f16(n, a, b), d_simd = v->dot_f16(n, a, b);
+            assert_true(fabsf(d_ref - d_simd) <= 1e-5f * (1.0f + fabsf(d_ref)) * (float)n);
+            r->mad_f16(n, y1, a, 0.37f);
+            v->mad_f16(n, y2, a, 0.37f);
+            assert_memory_equal(y1, y2, (size_t)n * 2); // both fused, as the reference
+            r->scale_f16(n, y1, 0.5f);
+            v->scale_f16(n, y2, 0.5f);
+            assert_memory_equal(y1, y2, (size_t)n * 2);
+            r->f32_to_f16(n, x, y1);
+            v->f32_to_f16(n, x, y2);
+            assert_memory_equal(y1, y2, (size_t)n * 2);
         }
-        float d_ref = r->dot_f16(n, a, b), d_simd = v->dot_f16(n, a, b);
-        assert_true(fabsf(d_ref - d_simd) <= 1e-5f * (1.0f + fabsf(d_ref)) * (float)n);
-        r->mad_f16(n, y1, a, 0.37f);
-        v->mad_f16(n, y2, a, 0.37f);
-        assert_memory_equal(y1, y2, (size_t)n * 2); // both fused, as the reference
-        r->scale_f16(n, y1, 0.5f);
-        v->scale_f16(n, y2, 0.5f);
-        assert_memory_equal(y1, y2, (size_t)n * 2);
-        r->f32_to_f16(n, x, y1);
-        v->f32_to_f16(n, x, y2);
-        assert_memory_equal(y1, y2, (size_t)n * 2);
     }
+    // The SIMD sets follow one summation order (the AVX2 one): equal dots between them.
+    for (int k = 1; k < n_v; k++)
+        for (int n = 1; n < 300; n += 7) {
+            for (int i = 0; i < n; i++) {
+                a[i] = ops_f32_to_f16(frand() * 8.0f);
+                b[i] = ops_f32_to_f16(frand());
+            }
+            const float d0 = vs[0].k->dot_f16(n, a, b), d1 = vs[k].k->dot_f16(n, a, b);
+            if (memcmp(&d0, &d1, sizeof d0) != 0)
+                fail_msg("dot_f16 n=%d: %s %.9g, %s %.9g", n, vs[0].name, (double)d0, vs[k].name,
+                         (double)d1);
+        }
 }
 
 /* The polynomial exponential stays within a few float ulp of e^x over the normal range,
@@ -116,7 +146,8 @@ static void test_swiglu(void **state)
 {
     (void)state;
     ops_init();
-    const struct ops_kernels *v = simd_kernels();
+    struct variant vs[2] = {{NULL, NULL}, {NULL, NULL}};
+    const int n_v = simd_variants(vs);
     float g1[300], g2[300], u[300], g0[300];
     for (int n = 1; n < 300; n += 5) {
         for (int i = 0; i < n; i++) {
@@ -130,19 +161,92 @@ static void test_swiglu(void **state)
             const double x = g0[i], want = x / (1.0 + exp(-x)) * u[i];
             assert_true(fabs(g1[i] - want) <= 1e-6 * (fabs(x * u[i]) + 1e-30));
         }
-        if (!v) continue;
-        v->swiglu(n, g2, u);
-        assert_memory_equal(g1, g2, (size_t)n * sizeof(float));
+        for (int k = 0; k < n_v; k++) {
+            memcpy(g2, g0, sizeof(float) * (size_t)n);
+            vs[k].k->swiglu(n, g2, u);
+            if (memcmp(g1, g2, (size_t)n * sizeof(float)) != 0)
+                fail_msg("swiglu n=%d: %s differs from the reference", n, vs[k].name);
+        }
     }
+}
+
+static uint32_t bits_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+/* rmsnorm: every set within one float ulp of the reference (the double sum of squares may be
+ * added in another order) on random lengths and magnitudes, in place and not; in practice
+ * equal, which the test reports. */
+static void test_rmsnorm(void **state)
+{
+    (void)state;
+    struct variant vs[2] = {{NULL, NULL}, {NULL, NULL}};
+    const int n_v = simd_variants(vs);
+    static float x[5000], w[5000], y0[5000], y1[5000];
+    for (int k = 0; k < n_v; k++) {
+        int n_diff = 0, n_all = 0;
+        for (int n = 1; n < 5000; n += n < 130 ? 1 : 611) {
+            const float mag = n % 3 == 0 ? 1e-3f : n % 3 == 1 ? 1.0f : 300.0f;
+            for (int i = 0; i < n; i++) {
+                x[i] = frand() * mag * (i % 17 == 0 ? 50.0f : 1.0f);
+                w[i] = frand();
+            }
+            ops_ref()->rmsnorm(n, y0, x, w, 1e-6f);
+            vs[k].k->rmsnorm(n, y1, x, w, 1e-6f);
+            for (int i = 0; i < n; i++, n_all++) {
+                const uint32_t a = bits_of(y0[i]), b = bits_of(y1[i]);
+                n_diff += a != b;
+                if ((a > b ? a - b : b - a) > 1)
+                    fail_msg("rmsnorm %s n=%d [%d]: %.9g vs %.9g", vs[k].name, n, i, (double)y0[i],
+                             (double)y1[i]);
+            }
+            vs[k].k->rmsnorm(n, x, x, w, 1e-6f); // in place
+            assert_memory_equal(x, y1, sizeof(float) * (size_t)n);
+        }
+        printf("rmsnorm %s: %d of %d outputs differ from the reference by one ulp\n", vs[k].name,
+               n_diff, n_all);
+    }
+}
+
+/* rope: every set gives the reference bits, for both layouts and every pair count 1..80
+ * (odd counts take the adjacent layout's two-product last pair). */
+static void test_rope(void **state)
+{
+    (void)state;
+    struct variant vs[2] = {{NULL, NULL}, {NULL, NULL}};
+    const int n_v = simd_variants(vs);
+    float cs[64], sn[64], x0[256], x1[256], x2[256];
+    for (int k = 0; k < n_v; k++)
+        for (int neox = 0; neox < 2; neox++)
+            for (int half = 1; half <= 64; half++) {
+                for (int i = 0; i < half; i++) {
+                    const float a = frand() * 3.0f;
+                    cs[i] = cosf(a);
+                    sn[i] = sinf(a);
+                }
+                for (int i = 0; i < 256; i++)
+                    x0[i] = x1[i] = x2[i] = frand() * 10.0f;
+                ops_ref()->rope(x1, cs, sn, 2 * half, neox);
+                vs[k].k->rope(x2, cs, sn, 2 * half, neox);
+                if (memcmp(x1, x2, sizeof x1) != 0)
+                    fail_msg("rope %s %s %d pairs differs from the reference", vs[k].name,
+                             neox ? "neox" : "adjacent", half);
+                assert_memory_equal(x1 + 2 * half, x0 + 2 * half,
+                                    sizeof(float) * (size_t)(256 - 2 * half)); // rest untouched
+            }
 }
 
 int main(void)
 {
+    ops_init();
+    printf("ops set in use: %s\n", ops_variant_name());
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_half_round_trip),
-        cmocka_unit_test(test_simd_matches_ref),
-        cmocka_unit_test(test_expf_poly),
-        cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_half_round_trip), cmocka_unit_test(test_simd_matches_ref),
+        cmocka_unit_test(test_expf_poly),       cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_rmsnorm),         cmocka_unit_test(test_rope),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /* NEON variants of the ops.h kernels: 8 elements a step (two float32x4), the rest through the
  * scalar tails shared with the references. */
 #include "engine/arm/ops_neon.h"
+#include "engine/arm/ops_neon_internal.h"
 
 #include <arm_neon.h>
 #include <math.h>
@@ -67,46 +68,76 @@ static void f32_to_f16(int64_t n, const float *x, uint16_t *y)
         y[i] = ops_f32_to_f16(x[i]);
 }
 
-/* ops_expf_poly lane by lane: the same fused steps, the two range branches as selects. */
-static inline float32x4_t expf_poly4(float32x4_t x)
-{
-    const float32x4_t shift = vdupq_n_f32(0x1.8p23f);
-    const float32x4_t z = vfmaq_f32(shift, x, vdupq_n_f32(0x1.715476p+0f));
-    const float32x4_t n = vsubq_f32(z, shift);
-    const float32x4_t nn = vnegq_f32(n);
-    const float32x4_t b =
-        vfmaq_f32(vfmaq_f32(x, nn, vdupq_n_f32(0x1.62e4p-1f)), nn, vdupq_n_f32(0x1.7f7d1cp-20f));
-    const uint32x4_t e = vshlq_n_u32(vreinterpretq_u32_f32(z), 23);
-    const float32x4_t k = vreinterpretq_f32_u32(vaddq_u32(e, vdupq_n_u32(0x3f800000u)));
-    const float32x4_t u = vmulq_f32(b, b);
-    const float32x4_t a1 = vfmaq_f32(vdupq_n_f32(0x1.573e2ep-5f), vdupq_n_f32(0x1.0e4020p-7f), b);
-    const float32x4_t b1 = vfmaq_f32(vdupq_n_f32(0x1.fffdb6p-2f), vdupq_n_f32(0x1.555e66p-3f), b);
-    const float32x4_t a2 = vfmaq_f32(b1, a1, u);
-    const float32x4_t j = vfmaq_f32(vmulq_f32(vdupq_n_f32(0x1.ffffecp-1f), b), a2, u);
-    const float32x4_t normal = vfmaq_f32(k, k, j);
-    const float32x4_t an = vabsq_f32(n);
-    const uint32x4_t big = vcgtq_f32(an, vdupq_n_f32(126.0f));
-    if (vmaxvq_u32(big) == 0) return normal;
-    const uint32x4_t g = vandq_u32(vcleq_f32(n, vdupq_n_f32(0.0f)), vdupq_n_u32(0x82000000u));
-    const float32x4_t s1 = vreinterpretq_f32_u32(vaddq_u32(g, vdupq_n_u32(0x7f000000u)));
-    const float32x4_t s2 = vreinterpretq_f32_u32(vsubq_u32(e, g));
-    const float32x4_t huge = vmulq_f32(s1, s1);
-    const float32x4_t scaled = vmulq_f32(vfmaq_f32(s2, s2, j), s1);
-    const float32x4_t out = vbslq_f32(vcgtq_f32(an, vdupq_n_f32(192.0f)), huge, scaled);
-    return vbslq_f32(big, out, normal);
-}
-
 static void swiglu(int64_t n, float *g, const float *u)
 {
     const int64_t nv = n & ~(int64_t)7;
     const float32x4_t one = vdupq_n_f32(1.0f), zero = vdupq_n_f32(0.0f);
     for (int64_t i = 0; i < nv; i += 4) {
         const float32x4_t gv = vld1q_f32(g + i);
-        const float32x4_t den = vaddq_f32(one, expf_poly4(vsubq_f32(zero, gv)));
+        const float32x4_t den = vaddq_f32(one, ops_expf_poly4(vsubq_f32(zero, gv)));
         vst1q_f32(g + i, vmulq_f32(vdivq_f32(gv, den), vld1q_f32(u + i)));
     }
     for (int64_t i = nv; i < n; i++)
         g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+/* Squares in float (the reference's), summed in double over four 2-lane chains (ops.h: the
+ * float result may differ from the element-order sum only when the double lands within a few
+ * of its ulps of a float rounding boundary). */
+static void rmsnorm(int64_t n, float *y, const float *x, const float *w, float eps)
+{
+    float64x2_t s[4] = {vdupq_n_f64(0.0), vdupq_n_f64(0.0), vdupq_n_f64(0.0), vdupq_n_f64(0.0)};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const float32x4_t a = vld1q_f32(x + i), b = vld1q_f32(x + i + 4);
+        const float32x4_t qa = vmulq_f32(a, a), qb = vmulq_f32(b, b);
+        s[0] = vaddq_f64(s[0], vcvt_f64_f32(vget_low_f32(qa)));
+        s[1] = vaddq_f64(s[1], vcvt_high_f64_f32(qa));
+        s[2] = vaddq_f64(s[2], vcvt_f64_f32(vget_low_f32(qb)));
+        s[3] = vaddq_f64(s[3], vcvt_high_f64_f32(qb));
+    }
+    double sum = vaddvq_f64(vaddq_f64(vaddq_f64(s[0], s[1]), vaddq_f64(s[2], s[3])));
+    for (; i < n; i++)
+        sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / (double)n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    i = 0;
+    for (; i + 4 <= n; i += 4)
+        vst1q_f32(y + i, vmulq_f32(vmulq_n_f32(vld1q_f32(x + i), scale), vld1q_f32(w + i)));
+    for (; i < n; i++)
+        y[i] = (x[i] * scale) * w[i];
+}
+
+/* x0' = fma(c, x0, -(s * x1)) as -(s * x1 - c * x0) fused (negation is exact), and
+ * x1' = fma(s, x0, c * x1); adjacent pairs deinterleaved by vld2q. An odd last adjacent pair
+ * and the rest go through the shared scalar tail: the reference's bits. */
+static inline void rope4(float32x4_t *x0, float32x4_t *x1, float32x4_t c, float32x4_t s)
+{
+    const float32x4_t a = vnegq_f32(vfmsq_f32(vmulq_f32(s, *x1), c, *x0));
+    *x1 = vfmaq_f32(vmulq_f32(c, *x1), s, *x0);
+    *x0 = a;
+}
+
+static void rope(float *x, const float *cs, const float *sn, int n_rot, bool neox)
+{
+    const int half = n_rot / 2;
+    int i = 0;
+    if (neox) {
+        for (; i + 4 <= half; i += 4) {
+            float32x4_t x0 = vld1q_f32(x + i), x1 = vld1q_f32(x + half + i);
+            rope4(&x0, &x1, vld1q_f32(cs + i), vld1q_f32(sn + i));
+            vst1q_f32(x + i, x0);
+            vst1q_f32(x + half + i, x1);
+        }
+    } else {
+        const int hv = half - (half & 1);
+        for (; i + 4 <= hv; i += 4) {
+            float32x4x2_t v = vld2q_f32(x + 2 * i);
+            rope4(&v.val[0], &v.val[1], vld1q_f32(cs + i), vld1q_f32(sn + i));
+            vst2q_f32(x + 2 * i, v);
+        }
+    }
+    ops_rope_tail(x, cs, sn, n_rot, neox, i);
 }
 
 static const struct ops_kernels kernels_neon = {
@@ -115,6 +146,8 @@ static const struct ops_kernels kernels_neon = {
     .scale_f16 = scale_f16,
     .f32_to_f16 = f32_to_f16,
     .swiglu = swiglu,
+    .rmsnorm = rmsnorm,
+    .rope = rope,
 };
 
 const struct ops_kernels *ops_neon_kernels(void)

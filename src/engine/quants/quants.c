@@ -83,6 +83,7 @@
 static const struct quant_traits table_ref[QUANT_TYPE_MAX] = {TYPE_ROWS(ROW_REF)};
 
 #if defined(__x86_64__) || defined(__i386__)
+#include "engine/quants/x86/quants_pair_avx512.h"
 #include <cpuid.h>
 #define HAVE_AVX2_KERNELS 1
 /* Completed by quant_init (the SIMD activation quantizers) before any reader exists. */
@@ -197,11 +198,12 @@ static void patch_avx512(uint32_t type, quant_vec_dot_fn dot, quant_vec_dot_tile
     table_avx512[type].tile_cols = cols;
 }
 
-/* The AVX2 table with the repacked Q8_0/Q4_0/Q5_0 tiles: Q8_0_R16 and Q5_0_R16 16 rows x 3
- * tokens (8 float chains per output fill the registers), Q4_0_R16 32 x 4 (2 x 4 int32 and float
- * accumulators). Zmm
- * ports of the float and K-quant tiles measured no faster on Sapphire Rapids (512-bit
- * operations issue on two ports, 256-bit ones on three), so those keep the AVX2 kernels. */
+/* The AVX2 table with the repacked Q8_0/Q4_0/Q5_0/Q4_K tiles: Q8_0_R16 and Q5_0_R16 16 rows x 3
+ * tokens (8 float chains per output fill the registers), Q4_0_R16 and Q4_K_R16 32 x 4 (2 x 4
+ * int32 and float accumulators); the IQ types' own kernels; row-pair kernels in the file's
+ * layout for the types (or shapes) not repacked. Zmm ports of the float tiles, Q6_K and Q2_K
+ * measured no faster on Sapphire Rapids (512-bit operations issue on two ports, 256-bit ones on
+ * three), so those keep the AVX2 kernels. */
 static void fill_avx512(void)
 {
     memcpy(table_avx512, table_avx2, sizeof table_avx512);
@@ -213,6 +215,12 @@ static void fill_avx512(void)
     patch_avx512(QUANT_IQ4_NL, iq4_nl_vec_dot_avx512, iq4_nl_vec_dot_tile_avx512, 0, 0);
     patch_avx512(QUANT_IQ4_XS, iq4_xs_vec_dot_avx512, iq4_xs_vec_dot_tile_avx512, 0, 0);
     patch_avx512(QUANT_MXFP4, mxfp4_vec_dot_avx512, mxfp4_vec_dot_tile_avx512, 0, 0);
+    // Row-pair VNNI kernels in the file's layout (x86/quants_pair_avx512.c), the AVX2 bits.
+    patch_avx512(QUANT_Q4_1, q4_1_vec_dot_avx512, q4_1_vec_dot_tile_avx512, 4, 8);
+    patch_avx512(QUANT_Q5_0, q5_0_vec_dot_avx512, q5_0_vec_dot_tile_avx512, 4, 8);
+    patch_avx512(QUANT_Q5_1, q5_1_vec_dot_avx512, q5_1_vec_dot_tile_avx512, 4, 8);
+    patch_avx512(QUANT_Q3_K, q3_K_vec_dot_avx512, q3_K_vec_dot_tile_avx512, 0, 0);
+    patch_avx512(QUANT_Q5_K, q5_K_vec_dot_avx512, q5_K_vec_dot_tile_avx512, 0, 0);
 }
 #endif
 

@@ -1,0 +1,251 @@
+/* NEON variant of the tiled attention (attn.h), bit-identical to attn_run_ref: the AVX2
+ * variant's operations with each 8-lane register as a pair of 4-lane ones. Single-pass
+ * arithmetic: keys and values converted to F32 rows once per block; per query the scores of
+ * the tile first (the 8-lane dot order: four chains per 32 dimensions, (c0 + c2) + (c1 + c3),
+ * high half onto low, two pairwise adds, the rest in double), then the running-maximum updates
+ * of the half accumulator in key order. Tile-softmax arithmetic: transposed keys, one FMA
+ * chain per lane over the dimensions, the exponentials 8 keys at a time summed as the
+ * reference's 8-lane reduction, each value dimension's FMA chain over the keys in order. */
+#include "engine/arm/attn_neon.h"
+#include "engine/arm/ops_neon_internal.h"
+#include "engine/ops.h"
+
+#include <arm_neon.h>
+#include <math.h>
+#include <stdbool.h>
+#include <string.h>
+
+#define GROUPS4 (ATTN_KEY_TILE / 4)
+
+static int min_int(int a, int b)
+{
+    return a < b ? a : b;
+}
+
+static inline float32x4_t round_half4(float32x4_t x)
+{
+    return vcvt_f32_f16(vcvt_f16_f32(x)); // round to nearest even (FPCR default)
+}
+
+static inline float round_half(float x)
+{
+    return ops_f16_to_f32(ops_f32_to_f16(x));
+}
+
+/* Halves [0, hd) of src into floats at dst. */
+static inline void convert_row(const uint16_t *src, float *dst, int hd)
+{
+    int d = 0;
+    for (; d + 4 <= hd; d += 4)
+        vst1q_f32(dst + d, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(src + d))));
+    for (; d < hd; d++)
+        dst[d] = ops_f16_to_f32(src[d]);
+}
+
+/* The reference's 8-lane sum of (lo | hi): high half onto low, upper pair onto lower, the last
+ * two. */
+static inline float hsum8(float32x4_t lo, float32x4_t hi)
+{
+    const float32x4_t q = vaddq_f32(hi, lo);
+    const float32x2_t r = vadd_f32(vget_low_f32(q), vget_high_f32(q));
+    return vget_lane_f32(r, 0) + vget_lane_f32(r, 1);
+}
+
+/* The reference's 8-lane F16 dot order over F32 rows (attn.h). */
+static inline float dot_lanes(const float *k, const float *q, int n)
+{
+    const int np = n & ~31;
+    float32x4_t c[4][2];
+    for (int j = 0; j < 4; j++)
+        c[j][0] = c[j][1] = vdupq_n_f32(0.0f);
+    for (int i = 0; i < np; i += 32)
+        for (int j = 0; j < 4; j++)
+            for (int h = 0; h < 2; h++)
+                c[j][h] = vfmaq_f32(c[j][h], vld1q_f32(k + i + 8 * j + 4 * h),
+                                    vld1q_f32(q + i + 8 * j + 4 * h));
+    const float32x4_t lo = vaddq_f32(vaddq_f32(c[0][0], c[2][0]), vaddq_f32(c[1][0], c[3][0]));
+    const float32x4_t hi = vaddq_f32(vaddq_f32(c[0][1], c[2][1]), vaddq_f32(c[1][1], c[3][1]));
+    const float32x4_t s = vaddq_f32(lo, hi);
+    const float32x4_t p = vpaddq_f32(s, s);
+    double sum = (double)vgetq_lane_f32(vpaddq_f32(p, p), 0);
+    for (int i = np; i < n; i++)
+        sum += (double)(k[i] * q[i]);
+    return (float)sum;
+}
+
+/* Single-pass arithmetic: one query (qr: rounded to half) over keys [0, n) of the tile. */
+static void single_pass(const struct attn_block *b, const float *kr, const float *vr, int n,
+                        const float *qr, float *acc, float st[2])
+{
+    const int hd = b->head_dim;
+    float sc[ATTN_KEY_TILE];
+    for (int j = 0; j < n; j++)
+        sc[j] = dot_lanes(kr + (size_t)j * hd, qr, hd) * b->scale;
+    for (int j = 0; j < n; j++) {
+        const float s = sc[j];
+        float ms = 1.0f, vs = 1.0f;
+        int d = 0;
+        if (s > st[0]) {
+            ms = expf(st[0] - s); // 0 for the first key
+            st[0] = s;
+            for (; d + 4 <= hd; d += 4)
+                vst1q_f32(acc + d, round_half4(vmulq_n_f32(vld1q_f32(acc + d), ms)));
+            for (; d < hd; d++)
+                acc[d] = round_half(acc[d] * ms);
+        } else {
+            vs = expf(s - st[0]);
+        }
+        const float32x4_t vvs = vdupq_n_f32(vs);
+        const float *v = vr + (size_t)j * hd;
+        for (d = 0; d + 4 <= hd; d += 4)
+            vst1q_f32(acc + d, round_half4(vfmaq_f32(vld1q_f32(acc + d), vld1q_f32(v + d), vvs)));
+        for (; d < hd; d++)
+            acc[d] = round_half(fmaf(v[d], vs, acc[d]));
+        st[1] = fmaf(st[1], ms, vs);
+    }
+}
+
+/* Keys [k0, k0 + n) into kt[d * 64 + j] (columns n..63 zero) and values into vt[j * hd + d]. */
+static void convert_tile(const struct attn_block *b, int k0, int n, float *kt, float *vt)
+{
+    const int hd = b->head_dim;
+    float row[ATTN_HEAD_DIM_MAX];
+    for (int j = 0; j < n; j++) {
+        convert_row(b->k + (size_t)(k0 + j) * b->kv_stride, row, hd);
+        convert_row(b->v + (size_t)(k0 + j) * b->kv_stride, vt + (size_t)j * hd, hd);
+        for (int d = 0; d < hd; d++)
+            kt[d * ATTN_KEY_TILE + j] = row[d];
+    }
+    if (n < ATTN_KEY_TILE)
+        for (int d = 0; d < hd; d++)
+            memset(kt + d * ATTN_KEY_TILE + n, 0, sizeof(float) * (size_t)(ATTN_KEY_TILE - n));
+}
+
+/* Scores of the tile's 64 key columns for one query: 16 registers, one FMA chain per lane. */
+static void scores(const float *kt, const float *q, int hd, float scale, float *s)
+{
+    float32x4_t acc[GROUPS4];
+    for (int g = 0; g < GROUPS4; g++)
+        acc[g] = vdupq_n_f32(0.0f);
+    for (int d = 0; d < hd; d++) {
+        const float32x4_t qd = vdupq_n_f32(q[d]);
+        const float *row = kt + d * ATTN_KEY_TILE;
+        for (int g = 0; g < GROUPS4; g++)
+            acc[g] = vfmaq_f32(acc[g], vld1q_f32(row + 4 * g), qd);
+    }
+    for (int g = 0; g < GROUPS4; g++)
+        vst1q_f32(s + 4 * g, vmulq_n_f32(acc[g], scale));
+}
+
+/* acc[d] = fma chain over keys j < n of vt[j][d] * p[j], for d in [d0, d0 + 16). */
+static inline void value_chunk16(const float *vt, const float *p, int n, int hd, float *out, int d0)
+{
+    float32x4_t acc[4];
+    for (int c = 0; c < 4; c++)
+        acc[c] = vld1q_f32(out + d0 + 4 * c);
+    for (int j = 0; j < n; j++) {
+        const float32x4_t pj = vdupq_n_f32(p[j]);
+        const float *v = vt + (size_t)j * hd + d0;
+        for (int c = 0; c < 4; c++)
+            acc[c] = vfmaq_f32(acc[c], vld1q_f32(v + 4 * c), pj);
+    }
+    for (int c = 0; c < 4; c++)
+        vst1q_f32(out + d0 + 4 * c, acc[c]);
+}
+
+static void tile_query(const struct attn_block *b, const float *kt, const float *vt, int n, int i,
+                       float st[2])
+{
+    const int hd = b->head_dim;
+    float *out = b->out[i];
+    float s[ATTN_KEY_TILE], p[ATTN_KEY_TILE];
+    scores(kt, b->q[i], hd, b->scale, s);
+    float tmax = -INFINITY;
+    for (int j = 0; j < n; j++)
+        tmax = fmaxf(tmax, s[j]);
+    const float m_old = st[0], m_new = fmaxf(m_old, tmax);
+    if (m_new > m_old) {
+        const float ms = expf(m_old - m_new);
+        int d = 0;
+        for (; d + 4 <= hd; d += 4)
+            vst1q_f32(out + d, vmulq_n_f32(vld1q_f32(out + d), ms));
+        for (; d < hd; d++)
+            out[d] *= ms;
+        st[1] *= ms;
+    }
+    st[0] = m_new;
+    const float32x4_t vm = vdupq_n_f32(m_new);
+    const float lanes[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    double sum = 0.0;
+    for (int g = 0; g < n; g += 8) {
+        const float32x4_t left = vdupq_n_f32((float)(n - g));
+        float32x4_t e[2];
+        for (int h = 0; h < 2; h++) {
+            const uint32x4_t valid = vcltq_f32(vld1q_f32(lanes + 4 * h), left);
+            e[h] = ops_expf_poly4(vsubq_f32(vld1q_f32(s + g + 4 * h), vm));
+            e[h] = vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(e[h]), valid));
+            vst1q_f32(p + g + 4 * h, e[h]);
+        }
+        sum += (double)hsum8(e[0], e[1]);
+    }
+    st[1] = (float)((double)st[1] + sum);
+    int d = 0;
+    for (; d + 16 <= hd; d += 16)
+        value_chunk16(vt, p, n, hd, out, d);
+    for (; d < hd; d++) {
+        float acc = out[d];
+        for (int j = 0; j < n; j++)
+            acc = fmaf(vt[(size_t)j * hd + d], p[j], acc);
+        out[d] = acc;
+    }
+}
+
+void attn_run_neon(const struct attn_block *b)
+{
+    const int hd = b->head_dim;
+    // Tile buffers on the stack: 2 * 64 * head_dim floats used (256 KiB at the largest).
+    float kt[ATTN_KEY_TILE * ATTN_HEAD_DIM_MAX], vt[ATTN_KEY_TILE * ATTN_HEAD_DIM_MAX];
+    float state[ATTN_QUERIES_MAX][2]; // running maximum, running sum
+    int max_keys = 0;
+    for (int i = 0; i < b->n_q; i++) {
+        state[i][0] = -INFINITY;
+        state[i][1] = 0.0f;
+        memset(b->out[i], 0, sizeof(float) * (size_t)hd);
+        max_keys = b->n_keys[i] > max_keys ? b->n_keys[i] : max_keys;
+    }
+    const bool is_tile = b->arith == ATTN_ARITH_TILE_SOFTMAX;
+    for (int k0 = 0; k0 < max_keys; k0 += ATTN_KEY_TILE) {
+        const int n = min_int(ATTN_KEY_TILE, max_keys - k0);
+        if (is_tile) {
+            convert_tile(b, k0, n, kt, vt);
+        } else {
+            for (int j = 0; j < n; j++) {
+                convert_row(b->k + (size_t)(k0 + j) * b->kv_stride, kt + (size_t)j * hd, hd);
+                convert_row(b->v + (size_t)(k0 + j) * b->kv_stride, vt + (size_t)j * hd, hd);
+            }
+        }
+        for (int i = 0; i < b->n_q; i++) {
+            if (b->n_keys[i] <= k0) continue;
+            const int nk = min_int(n, b->n_keys[i] - k0);
+            if (is_tile) {
+                tile_query(b, kt, vt, nk, i, state[i]);
+                continue;
+            }
+            float qr[ATTN_HEAD_DIM_MAX];
+            int d = 0;
+            for (; d + 4 <= hd; d += 4)
+                vst1q_f32(qr + d, round_half4(vld1q_f32(b->q[i] + d)));
+            for (; d < hd; d++)
+                qr[d] = round_half(b->q[i][d]);
+            single_pass(b, kt, vt, nk, qr, b->out[i], state[i]);
+        }
+    }
+    for (int i = 0; i < b->n_q; i++) {
+        const float inv = state[i][1] == 0.0f ? 0.0f : 1.0f / state[i][1];
+        int d = 0;
+        for (; d + 4 <= hd; d += 4)
+            vst1q_f32(b->out[i] + d, vmulq_n_f32(vld1q_f32(b->out[i] + d), inv));
+        for (; d < hd; d++)
+            b->out[i][d] *= inv;
+    }
+}
