@@ -10,15 +10,15 @@
  * against the same inputs decoded for logits in the same run (what the pass costs without
  * skipping the output matrix), and against the reference's llama-embedding --pooling last.
  * BENCH_EMBED_ONLY=bert or decoder runs one part. Usage: bench_embed [bert-path [decoder-path]] */
-#include "engine/bert.h"
-#include "engine/gguf.h"
-#include "engine/gguf_write.h"
+#include "engine/bert/bert.h"
+#include "engine/gguf/gguf.h"
+#include "engine/gguf/gguf_write.h"
 #include "engine/model.h"
 #include "engine/quants/quants.h"
-#include "engine/synth.h"
+#include "engine/gguf/synth.h"
 #include "engine/threadpool.h"
-#include "platform/vocab_gguf.h"
-#include "text/tokenizer.h"
+#include "platform/cpu/vocab_gguf.h"
+#include "text/tokenizer/tokenizer.h"
 #include "util/buf.h"
 #include "util/clock.h"
 #include "util/mem.h"

@@ -4,10 +4,10 @@
  * full vocabulary mask and the sample-first check of the chosen token alone. Reference in the
  * same run: one softmax pass over the logits, a cost every sampling step pays anyway.
  *   bench_grammar [vocab.gguf] */
-#include "engine/gguf.h"
-#include "text/gbnf.h"
-#include "text/grammar.h"
-#include "text/json_schema.h"
+#include "engine/gguf/gguf.h"
+#include "text/grammar/gbnf.h"
+#include "text/grammar/grammar.h"
+#include "text/grammar/json_schema.h"
 #include "util/buf.h"
 #include "util/clock.h"
 #include "util/err.h"

@@ -8,8 +8,8 @@
  * tokens/s of each and its ratio to the unconstrained run.
  *   bench_grammar_gen [-t THREADS] [-n TOKENS] [-r RUNS] MODEL */
 #include "cpu_bench.h"
-#include "text/json_schema.h"
-#include "text/tokenizer.h"
+#include "text/grammar/json_schema.h"
+#include "text/tokenizer/tokenizer.h"
 #include "util/buf.h"
 #include "util/mem.h"
 

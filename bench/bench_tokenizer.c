@@ -2,8 +2,8 @@
  * (SentencePiece) vocabularies over ~1 MiB of mixed text built from their golden inputs, plus
  * the 256 KiB / 1 MiB time ratio (linear scaling gives ~4). The reference measured in the
  * same run is a UTF-8 code point count over the same bytes. Skips when ../shared is absent. */
-#include "platform/vocab_gguf.h"
-#include "text/tokenizer.h"
+#include "platform/cpu/vocab_gguf.h"
+#include "text/tokenizer/tokenizer.h"
 #include "util/buf.h"
 #include "util/clock.h"
 

@@ -5,7 +5,7 @@
  * BENCH_VISION_REPS, default 2) on BENCH_VISION_THREADS threads (default 2).
  * scripts/bench-vision.sh runs it beside the reference's llama-mtmd-cli on the same file, image
  * and thread count and prints the ratio. Usage: bench_vision [projector.gguf] */
-#include "engine/gguf_write.h"
+#include "engine/gguf/gguf_write.h"
 #include "engine/mtmd/clip.h"
 #include "engine/mtmd/clip_synth.h"
 #include "engine/threadpool.h"

@@ -4,7 +4,7 @@
 #ifndef BENCH_CPU_BENCH_H
 #define BENCH_CPU_BENCH_H
 
-#include "platform/cpu.h"
+#include "platform/cpu/cpu.h"
 #include "util/thread.h"
 
 #include <stdio.h>

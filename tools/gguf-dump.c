@@ -1,5 +1,5 @@
 /* gguf-dump: prints a GGUF file's header, metadata (arrays abbreviated) and tensor table. */
-#include "engine/gguf.h"
+#include "engine/gguf/gguf.h"
 #include "util/err.h"
 
 #include <inttypes.h>

@@ -1,8 +1,8 @@
 /* gguf-synth: writes a synthetic GGUF model (random weights, real layout) for tests and
  * benchmarks. See --help. */
-#include "engine/gguf.h"
-#include "engine/gguf_write.h"
-#include "engine/synth.h"
+#include "engine/gguf/gguf.h"
+#include "engine/gguf/gguf_write.h"
+#include "engine/gguf/synth.h"
 #include "util/err.h"
 
 #include <stdbool.h>

@@ -3,13 +3,13 @@
  * Messages API reference (2023-06-01 version header; its value is not checked). */
 #include "api/anthropic.h"
 
-#include "api/chat_session.h"
+#include "api/generation/chat_session.h"
 #include "api/errors.h"
 #include "api/validate.h"
 #include "api/handlers.h"
 #include "api/ids.h"
 #include "api/openai_chat.h"
-#include "api/sse.h"
+#include "api/generation/sse.h"
 #include "text/json_text.h"
 #include "util/mem.h"
 

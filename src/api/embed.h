@@ -6,7 +6,7 @@
 
 #include "api/validate.h"
 #include "core/model.h"
-#include "text/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 
 /* A call's inputs, tokenized and concatenated. */
 struct embed_inputs {

@@ -1,7 +1,7 @@
 /* POST /v1/chat/completions/input_tokens: the prompt length of a chat completion body, as
  * llama-server answers it ({"object":"response.input_tokens","input_tokens":N}), without
  * generating. */
-#include "api/chat_session.h"
+#include "api/generation/chat_session.h"
 #include "api/errors.h"
 #include "api/handlers.h"
 #include "api/openai_chat.h"

@@ -2,13 +2,13 @@
  * OpenAI's chat completion shapes (plus llama.cpp's `timings`). */
 #include "api/openai_chat.h"
 
-#include "api/chat_session.h"
+#include "api/generation/chat_session.h"
 #include "api/errors.h"
 #include "api/handlers.h"
 #include "api/ids.h"
-#include "api/logprobs.h"
-#include "api/params.h"
-#include "api/sse.h"
+#include "api/generation/logprobs.h"
+#include "api/generation/params.h"
+#include "api/generation/sse.h"
 #include "util/clock.h"
 #include "util/mem.h"
 

@@ -3,8 +3,8 @@
 #define API_OPENAI_CHAT_H
 
 #include "api/api.h"
-#include "api/generate.h"
-#include "api/model_select.h"
+#include "api/generation/generate.h"
+#include "api/models/model_select.h"
 
 /* llama.cpp's `timings` object for a finished session. */
 json_t *api_timings_json(struct gen_session *s);

@@ -8,7 +8,7 @@
 #include "api/handlers.h"
 #include "api/openai_chat.h"
 #include "api/validate.h"
-#include "text/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 #include "util/base64.h"
 #include "util/buf.h"
 #include "util/mem.h"

@@ -7,7 +7,7 @@
 #include "api/embed.h"
 #include "api/errors.h"
 #include "api/handlers.h"
-#include "api/native_internal.h"
+#include "api/native/native_internal.h"
 #include "api/validate.h"
 #include "text/json_text.h"
 #include "util/buf.h"

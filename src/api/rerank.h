@@ -7,7 +7,7 @@
 #define API_RERANK_H
 
 #include "platform/platform.h"
-#include "text/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 #include "util/str.h"
 
 /* Appends the tokens of one (query, document) pair to out, laid out as the reranker's

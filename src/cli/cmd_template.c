@@ -1,8 +1,8 @@
 /* `llamapi template render`: loads a template, renders it with text/jinja and prints it. */
 #include "cli/cmd_template.h"
-#include "engine/gguf.h"
+#include "engine/gguf/gguf.h"
 #include "text/chat_template.h"
-#include "text/jinja.h"
+#include "text/jinja/jinja.h"
 #include "util/buf.h"
 #include "util/err.h"
 #include "util/mem.h"

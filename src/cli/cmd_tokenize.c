@@ -2,8 +2,8 @@
  * platform/vocab_gguf.h and text/tokenizer.h. */
 #include "cli/cmd_tokenize.h"
 
-#include "platform/vocab_gguf.h"
-#include "text/tokenizer.h"
+#include "platform/cpu/vocab_gguf.h"
+#include "text/tokenizer/tokenizer.h"
 #include "util/buf.h"
 
 #include <errno.h>

@@ -5,7 +5,7 @@
 #ifndef ENGINE_MODEL_H
 #define ENGINE_MODEL_H
 
-#include "engine/gguf.h"
+#include "engine/gguf/gguf.h"
 #include "engine/threadpool.h"
 #include "util/err.h"
 

@@ -5,7 +5,7 @@
 #ifndef ENGINE_MODEL_MOE_H
 #define ENGINE_MODEL_MOE_H
 
-#include "engine/gguf.h"
+#include "engine/gguf/gguf.h"
 #include "engine/model_internal.h"
 #include "util/err.h"
 

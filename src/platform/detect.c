@@ -1,7 +1,7 @@
 /* Model directory detection and the model.json manifest. */
 #include "platform/detect.h"
 
-#include "platform/cpu.h"
+#include "platform/cpu/cpu.h"
 #include "util/mem.h"
 
 #include <ctype.h>

@@ -3,11 +3,11 @@
  * unavailable. */
 #include "platform/platform.h"
 
-#include "platform/cpu.h"
+#include "platform/cpu/cpu.h"
 #include "platform/detect.h"
-#include "platform/rkllm.h"
-#include "platform/rknn2.h"
-#include "platform/rknn3.h"
+#include "platform/rockchip/rkllm.h"
+#include "platform/rockchip/rknn2.h"
+#include "platform/rockchip/rknn3.h"
 #include "util/mem.h"
 
 #include <string.h>

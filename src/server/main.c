@@ -2,8 +2,8 @@
  * cleanly (stop accepting, end in-flight requests, free everything, exit 0). */
 #define _XOPEN_SOURCE 700 // realpath()
 #include "api/metrics.h"
-#include "api/model_select.h"
-#include "api/response_store.h"
+#include "api/models/model_select.h"
+#include "api/responses/response_store.h"
 #include "core/manager.h"
 #include "engine/threadpool.h"
 #include "hub/hub.h"

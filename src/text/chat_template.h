@@ -4,7 +4,7 @@
 #ifndef TEXT_CHAT_TEMPLATE_H
 #define TEXT_CHAT_TEMPLATE_H
 
-#include "text/jinja.h"
+#include "text/jinja/jinja.h"
 #include "util/buf.h"
 #include "util/err.h"
 

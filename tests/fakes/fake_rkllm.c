@@ -19,7 +19,7 @@
  *  - FAKE_RKLLM_INIT_MS=N makes every rkllm_init take N ms (a model seen while it loads);
  *  - FAKE_RKLLM_RECORD=FILE appends one JSON line per init and per run with what was passed.
  * Its own code: no vendor code. */
-#include "platform/rkllm_abi.h"
+#include "platform/rockchip/rkllm_abi.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -18,7 +18,7 @@
  * queries of the right size, a second rknn_run on a busy context fails, and rknn_destroy
  * during a run aborts the process (the server must never do it). With FAKE_RKNN2_LOG set,
  * every init, core mask and run is appended to that file as one line, for e2e assertions. */
-#include "platform/rknn2_abi.h"
+#include "platform/rockchip/rknn2_abi.h"
 
 #include <pthread.h>
 #include <stdarg.h>

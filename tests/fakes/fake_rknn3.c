@@ -22,7 +22,7 @@
  * input rows. reranker delivers one float32 [1] output: the mean of the rows' first column.
  * A second run on a busy session fails, and destroying a session during a run aborts the
  * process. With FAKE_RKNN3_LOG set, inits, sampling and runs are appended to that file. */
-#include "platform/rknn3_abi.h"
+#include "platform/rockchip/rknn3_abi.h"
 
 #include <pthread.h>
 #include <stdarg.h>

@@ -2,7 +2,7 @@
  * arbitrary JSON (the first byte chooses the dialect; for Responses, a top-level "prev" array
  * stands in for a stored conversation). Run with `make fuzz`. */
 #include "api/anthropic.h"
-#include "api/responses_convert.h"
+#include "api/responses/responses_convert.h"
 
 #include <stddef.h>
 #include <stdint.h>

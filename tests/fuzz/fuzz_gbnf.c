@@ -2,9 +2,9 @@
  * code and a message; a compiled grammar must take random continuations and masks without
  * fault. The first bytes up to a NUL are the grammar, the rest is input for the matcher.
  *   clang -fsanitize=fuzzer,address,undefined -Isrc -D_POSIX_C_SOURCE=200809L \
- *         tests/fuzz/fuzz_gbnf.c src/text/gbnf.c src/text/grammar.c src/util/[a-z]*.c -o fuzz_gbnf */
-#include "text/gbnf.h"
-#include "text/grammar.h"
+ *         tests/fuzz/fuzz_gbnf.c src/text/grammar/gbnf.c src/text/grammar/grammar.c src/util/[a-z]*.c -o fuzz_gbnf */
+#include "text/grammar/gbnf.h"
+#include "text/grammar/grammar.h"
 
 #include <stddef.h>
 #include <stdint.h>

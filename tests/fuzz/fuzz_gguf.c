@@ -1,8 +1,8 @@
 /* libFuzzer target for the GGUF reader: any bytes must open cleanly or fail with a code, and
  * every accessor on an opened file must stay in bounds.
  *   clang -fsanitize=fuzzer,address -Isrc -D_POSIX_C_SOURCE=200809L tests/fuzz/fuzz_gguf.c \
- *         src/engine/gguf.c src/util/[a-z]*.c -o fuzz_gguf */
-#include "engine/gguf.h"
+ *         src/engine/gguf/gguf.c src/util/[a-z]*.c -o fuzz_gguf */
+#include "engine/gguf/gguf.h"
 
 #include <stddef.h>
 #include <stdint.h>

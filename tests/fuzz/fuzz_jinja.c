@@ -2,7 +2,7 @@
  * parsed template must render or fail within the step and memory limits, over a fixed context.
  *   clang -fsanitize=fuzzer,address -Isrc -D_POSIX_C_SOURCE=200809L tests/fuzz/fuzz_jinja.c \
  *         src/text/jinja*.c src/util/[a-z]*.c -ljansson -lutf8proc -lm -lpthread -o fuzz_jinja */
-#include "text/jinja.h"
+#include "text/jinja/jinja.h"
 #include "util/buf.h"
 
 #include <jansson.h>

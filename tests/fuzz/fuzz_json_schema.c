@@ -1,10 +1,10 @@
 /* libFuzzer target for JSON Schema -> GBNF: any JSON document must convert or fail with a
  * code, and every converted grammar must compile (a failure to compile is a converter bug).
  *   clang -fsanitize=fuzzer,address,undefined -Isrc -D_POSIX_C_SOURCE=200809L \
- *         tests/fuzz/fuzz_json_schema.c src/text/gbnf.c src/text/json_regex.c \
- *         src/text/json_schema.c src/util/[a-z]*.c -ljansson -o fuzz_json_schema */
-#include "text/gbnf.h"
-#include "text/json_schema.h"
+ *         tests/fuzz/fuzz_json_schema.c src/text/grammar/gbnf.c src/text/grammar/json_regex.c \
+ *         src/text/grammar/json_schema.c src/util/[a-z]*.c -ljansson -o fuzz_json_schema */
+#include "text/grammar/gbnf.h"
+#include "text/grammar/json_schema.h"
 
 #include <jansson.h>
 #include <stddef.h>

@@ -1,7 +1,7 @@
 /* libFuzzer target: llama.cpp prompt and logit_bias values (api/native_prompt) from arbitrary
  * JSON, with a byte-per-token fake tokenizer; the first byte picks the parser and flags.
  * Build and run: make fuzz (seeds in tests/fuzz/corpus/fuzz_native_prompt). */
-#include "api/native_prompt.h"
+#include "api/native/native_prompt.h"
 #include "util/mem.h"
 
 #include <stddef.h>

@@ -3,8 +3,8 @@
  * ids must decode and stream back without errors. The first input byte picks the options.
  *   clang -fsanitize=fuzzer,address -Isrc -D_POSIX_C_SOURCE=200809L tests/fuzz/fuzz_tokenizer.c \
  *         <every .c of src/text and src/util> -lpcre2-8 -lutf8proc -lpthread -o fuzz_tokenizer */
-#include "text/tokenizer.h"
-#include "text/vocab.h"
+#include "text/tokenizer/tokenizer.h"
+#include "text/tokenizer/vocab.h"
 #include "util/buf.h"
 
 #include <stdio.h>

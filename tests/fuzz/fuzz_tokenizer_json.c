@@ -1,8 +1,8 @@
 /* libFuzzer target for tokenizer.json loading: the input is a tokenizer.json, a NUL byte, then
  * text. Any bytes must either load or fail with an error (never crash or leak), and a tokenizer
  * that loads must encode the text (with special tokens added and parsed) and decode the ids. */
-#include "text/tokenizer.h"
-#include "text/tokenizer_json.h"
+#include "text/tokenizer/tokenizer.h"
+#include "text/tokenizer/tokenizer_json.h"
 #include "util/buf.h"
 
 #include <stdint.h>

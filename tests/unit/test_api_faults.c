@@ -11,7 +11,7 @@
 
 #include "api/handlers.h"
 #include "core/manager.h"
-#include "engine/synth.h"
+#include "engine/gguf/synth.h"
 #include "util/mem.h"
 
 #include <stdio.h>

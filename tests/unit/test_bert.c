@@ -8,14 +8,14 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "engine/bert.h"
-#include "engine/gguf.h"
-#include "engine/gguf_write.h"
+#include "engine/bert/bert.h"
+#include "engine/gguf/gguf.h"
+#include "engine/gguf/gguf_write.h"
 #include "engine/ops.h"
 #include "engine/quants/quants.h"
 #include "engine/threadpool.h"
-#include "platform/vocab_gguf.h"
-#include "text/tokenizer.h"
+#include "platform/cpu/vocab_gguf.h"
+#include "text/tokenizer/tokenizer.h"
 #include "util/mem.h"
 
 #include <jansson.h>

@@ -7,7 +7,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "engine/gguf_write.h"
+#include "engine/gguf/gguf_write.h"
 #include "engine/mtmd/clip.h"
 #include "engine/mtmd/clip_prep.h"
 #include "engine/mtmd/clip_synth.h"

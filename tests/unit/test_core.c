@@ -6,7 +6,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "api/model_select.h"
+#include "api/models/model_select.h"
 #include "core/model.h"
 #include "core/registry.h"
 #include "fake_platform.h"

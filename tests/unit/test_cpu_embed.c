@@ -12,15 +12,15 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "engine/bert.h"
+#include "engine/bert/bert.h"
 #include "engine/model.h"
 #include "engine/quants/quants.h"
-#include "engine/synth.h"
+#include "engine/gguf/synth.h"
 #include "engine/threadpool.h"
-#include "platform/cpu.h"
+#include "platform/cpu/cpu.h"
 #include "platform/platform.h"
 #include "platform/request.h"
-#include "text/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 #include "util/mem.h"
 #include "util/thread.h"
 

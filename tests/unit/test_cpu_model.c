@@ -8,9 +8,9 @@
 #include <cmocka.h>
 
 #include "core/model.h"
-#include "engine/synth.h"
-#include "platform/cpu.h"
-#include "platform/cpu_model.h"
+#include "engine/gguf/synth.h"
+#include "platform/cpu/cpu.h"
+#include "platform/cpu/cpu_model.h"
 #include "util/mem.h"
 #include "util/thread.h"
 

@@ -7,8 +7,8 @@
 #include <cmocka.h>
 
 #include "engine/threadpool.h"
-#include "platform/cpu.h"
-#include "platform/cpu_vision.h"
+#include "platform/cpu/cpu.h"
+#include "platform/cpu/cpu_vision.h"
 #include "platform/request.h"
 #include "util/err.h"
 #include "util/mem.h"

@@ -8,7 +8,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "platform/rkllm_abi.h"
+#include "platform/rockchip/rkllm_abi.h"
 
 #include <dlfcn.h>
 #include <pthread.h>

@@ -18,9 +18,9 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "engine/gguf_write.h"
+#include "engine/gguf/gguf_write.h"
 #include "engine/model.h"
-#include "engine/synth.h"
+#include "engine/gguf/synth.h"
 #include "engine/threadpool.h"
 #include "util/mem.h"
 

@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/gguf.h"
-#include "text/gbnf.h"
-#include "text/grammar.h"
+#include "engine/gguf/gguf.h"
+#include "text/grammar/gbnf.h"
+#include "text/grammar/grammar.h"
 #include "util/buf.h"
 #include "util/err.h"
 #include "util/mem.h"

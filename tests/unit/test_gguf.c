@@ -6,8 +6,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "engine/gguf.h"
-#include "engine/gguf_write.h"
+#include "engine/gguf/gguf.h"
+#include "engine/gguf/gguf_write.h"
 #include "util/buf.h"
 #include "util/mem.h"
 

@@ -9,7 +9,7 @@
 #include <cmocka.h>
 
 #include "text/chat_template.h"
-#include "text/jinja.h"
+#include "text/jinja/jinja.h"
 #include "util/buf.h"
 #include "util/err.h"
 #include "util/mem.h"

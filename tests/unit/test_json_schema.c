@@ -10,9 +10,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "text/gbnf.h"
-#include "text/grammar.h"
-#include "text/json_schema.h"
+#include "text/grammar/gbnf.h"
+#include "text/grammar/grammar.h"
+#include "text/grammar/json_schema.h"
 #include "util/buf.h"
 #include "util/err.h"
 #include "util/mem.h"

@@ -8,11 +8,11 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "engine/gguf.h"
-#include "engine/gguf_write.h"
+#include "engine/gguf/gguf.h"
+#include "engine/gguf/gguf_write.h"
 #include "engine/model.h"
 #include "engine/quants/quants.h"
-#include "engine/synth.h"
+#include "engine/gguf/synth.h"
 #include "engine/threadpool.h"
 #include "util/mem.h"
 

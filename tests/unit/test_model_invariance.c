@@ -16,7 +16,7 @@
 #include "engine/attn.h"
 #include "engine/model.h"
 #include "engine/quants/quants.h"
-#include "engine/synth.h"
+#include "engine/gguf/synth.h"
 #include "engine/threadpool.h"
 #include "util/mem.h"
 

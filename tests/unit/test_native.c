@@ -8,7 +8,7 @@
 #include <cmocka.h>
 
 #include "api/metrics.h"
-#include "api/native_prompt.h"
+#include "api/native/native_prompt.h"
 #include "server/config.h"
 #include "util/mem.h"
 

@@ -7,7 +7,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "platform/cpu.h"
+#include "platform/cpu/cpu.h"
 #include "platform/cpuinfo.h"
 #include "platform/detect.h"
 #include "platform/vendor.h"

@@ -7,7 +7,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "engine/gguf.h"
+#include "engine/gguf/gguf.h"
 #include "engine/quants/quants.h"
 #include "engine/quants/quants_internal.h"
 #include "util/err.h"

@@ -9,10 +9,10 @@
 #include <cmocka.h>
 
 #include "api/rerank.h"
-#include "engine/gguf_write.h"
-#include "engine/synth.h"
-#include "platform/vocab_gguf.h"
-#include "text/tokenizer.h"
+#include "engine/gguf/gguf_write.h"
+#include "engine/gguf/synth.h"
+#include "platform/cpu/vocab_gguf.h"
+#include "text/tokenizer/tokenizer.h"
 
 #include <stdio.h>
 #include <string.h>

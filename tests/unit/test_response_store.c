@@ -7,7 +7,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "api/response_store.h"
+#include "api/responses/response_store.h"
 #include "util/err.h"
 #include "util/mem.h"
 

@@ -8,7 +8,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "api/responses_convert.h"
+#include "api/responses/responses_convert.h"
 #include "util/mem.h"
 
 #include <stdio.h>

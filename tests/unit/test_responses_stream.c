@@ -7,7 +7,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "api/responses_stream.h"
+#include "api/responses/responses_stream.h"
 #include "util/err.h"
 
 #include <stdio.h>

@@ -8,7 +8,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "text/jinja.h"
+#include "text/jinja/jinja.h"
 #include "util/buf.h"
 #include "util/mem.h"
 

@@ -8,8 +8,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "text/tokenizer.h"
-#include "text/vocab.h"
+#include "text/tokenizer/tokenizer.h"
+#include "text/tokenizer/vocab.h"
 #include "util/buf.h"
 #include "util/mem.h"
 #include "util/thread.h"

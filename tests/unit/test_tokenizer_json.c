@@ -13,11 +13,11 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "engine/gguf.h"
-#include "platform/vocab_gguf.h"
-#include "text/tokenizer.h"
-#include "text/tokenizer_json.h"
-#include "text/vocab.h"
+#include "engine/gguf/gguf.h"
+#include "platform/cpu/vocab_gguf.h"
+#include "text/tokenizer/tokenizer.h"
+#include "text/tokenizer/tokenizer_json.h"
+#include "text/tokenizer/vocab.h"
 #include "util/base64.h"
 #include "util/buf.h"
 #include "util/mem.h"

@@ -7,10 +7,10 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "engine/gguf.h"
-#include "engine/gguf_write.h"
-#include "platform/vocab_gguf.h"
-#include "text/tokenizer.h"
+#include "engine/gguf/gguf.h"
+#include "engine/gguf/gguf_write.h"
+#include "platform/cpu/vocab_gguf.h"
+#include "text/tokenizer/tokenizer.h"
 #include "util/mem.h"
 
 #include <stdio.h>

@@ -8,8 +8,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "platform/vocab_gguf.h"
-#include "text/tokenizer.h"
+#include "platform/cpu/vocab_gguf.h"
+#include "text/tokenizer/tokenizer.h"
 #include "util/buf.h"
 #include "util/clock.h"
 #include "util/mem.h"

@@ -1,8 +1,8 @@
 /* The answer of /api/chat and /api/generate: chunks, the final object, whole or streamed. */
 #include "api/ollama/call.h"
 
-#include "api/chat_session.h"
-#include "api/logprobs.h"
+#include "api/generation/chat_session.h"
+#include "api/generation/logprobs.h"
 #include "api/ollama/convert.h"
 #include "api/ollama/ndjson.h"
 #include "api/ollama/options.h"

@@ -5,10 +5,10 @@
 #ifndef API_OLLAMA_CALL_H
 #define API_OLLAMA_CALL_H
 
-#include "api/generate.h"
-#include "api/params.h"
+#include "api/generation/generate.h"
+#include "api/generation/params.h"
 #include "api/ollama/common.h"
-#include "text/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 
 struct ollama_call {
     struct model *model; // one reference

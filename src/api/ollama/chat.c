@@ -3,7 +3,7 @@
  * translations are. */
 #include "api/ollama/handlers.h"
 
-#include "api/chat_session.h"
+#include "api/generation/chat_session.h"
 #include "api/ollama/call.h"
 #include "api/ollama/convert.h"
 

@@ -3,7 +3,7 @@
 #include "api/ollama/common.h"
 
 #include "api/errors.h"
-#include "api/model_select.h"
+#include "api/models/model_select.h"
 #include "core/manager.h"
 #include "hub/hub.h"
 #include "server/config.h"

@@ -5,11 +5,11 @@
  * rendered with the model's own Jinja template. */
 #include "api/ollama/handlers.h"
 
-#include "api/chat_prompt.h"
-#include "api/chat_session.h"
+#include "api/generation/chat_prompt.h"
+#include "api/generation/chat_session.h"
 #include "api/ollama/call.h"
 #include "api/ollama/convert.h"
-#include "api/structured.h"
+#include "api/generation/structured.h"
 #include "text/reasoning.h"
 
 #include <stdio.h>

@@ -6,7 +6,7 @@
 #include "core/manager.h"
 #include "text/json_text.h"
 #include "text/reasoning.h"
-#include "text/tokenizer.h"
+#include "text/tokenizer/tokenizer.h"
 #include "util/mem.h"
 
 #include <stdio.h>

@@ -5,7 +5,7 @@
 #define API_OLLAMA_NDJSON_H
 
 #include "api/api.h"
-#include "api/sse.h"
+#include "api/generation/sse.h"
 
 /* Appends j as one compact line ending in '\n' and decrefs j. ERR_NOMEM (also when j is
  * NULL: building it failed). */

@@ -3,7 +3,7 @@
  * multimodal projector files (`clip.vision.*`, `v.blk.N.*`, `mm.*`). */
 #include "engine/mtmd/clip.h"
 
-#include "engine/gguf.h"
+#include "engine/gguf/gguf.h"
 #include "engine/matmul.h"
 #include "engine/mtmd/clip_prep.h"
 #include "engine/ops.h"

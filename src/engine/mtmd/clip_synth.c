@@ -1,7 +1,7 @@
 /* Synthetic projector GGUFs (see clip_synth.h). */
 #include "engine/mtmd/clip_synth.h"
 
-#include "engine/gguf.h"
+#include "engine/gguf/gguf.h"
 #include "engine/quants/quants.h"
 #include "util/checked.h"
 #include "util/mem.h"

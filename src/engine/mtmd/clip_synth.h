@@ -4,7 +4,7 @@
 #ifndef ENGINE_MTMD_CLIP_SYNTH_H
 #define ENGINE_MTMD_CLIP_SYNTH_H
 
-#include "engine/gguf_write.h"
+#include "engine/gguf/gguf_write.h"
 #include "util/err.h"
 
 #include <stdint.h>

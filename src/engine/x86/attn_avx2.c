@@ -1,0 +1,280 @@
+/* AVX2 + FMA + F16C variant of the tiled attention (attn.h), bit-identical to attn_run_ref.
+ * Single-pass arithmetic: a tile's keys and values converted to F32 rows once per block; per
+ * query and key the 8-lane dot, and the half accumulator kept as F32 values rounded through
+ * half after every update. Tile-softmax arithmetic: keys converted and transposed
+ * (dimension-major, 64 keys per row), so the scores of 8 keys are one register whose lanes
+ * each run their own FMA chain over the dimensions in order; values row-major, each
+ * dimension's accumulator running its FMA chain over the keys in order, 32 dimensions at a
+ * time. Compiled with those ISA flags; only called after attn_have_avx2(). */
+#include "engine/attn.h"
+#include "engine/ops.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <string.h>
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include "engine/x86/ops_avx2_internal.h"
+
+#include <immintrin.h>
+
+#define GROUPS (ATTN_KEY_TILE / 8)
+
+static int min_int(int a, int b)
+{
+    return a < b ? a : b;
+}
+
+/* The reference's 8-lane sum: high half onto low, upper pair onto lower, the last two. */
+static inline float hsum8(__m256 v)
+{
+    __m128 h = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
+/* Keys [k0, k0 + n) into kt[d * 64 + j] (columns n..63 zero) and values into vt[j * hd + d]. */
+static void convert_tile(const struct attn_block *b, int k0, int n, float *kt, float *vt)
+{
+    const int hd = b->head_dim;
+    float row[ATTN_HEAD_DIM_MAX];
+    for (int j = 0; j < n; j++) {
+        const uint16_t *k = b->k + (size_t)(k0 + j) * b->kv_stride;
+        const uint16_t *v = b->v + (size_t)(k0 + j) * b->kv_stride;
+        int d = 0;
+        for (; d + 8 <= hd; d += 8) {
+            _mm256_storeu_ps(row + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k + d))));
+            _mm256_storeu_ps(vt + (size_t)j * hd + d,
+                             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v + d))));
+        }
+        for (; d < hd; d++) {
+            row[d] = ops_f16_to_f32(k[d]);
+            vt[(size_t)j * hd + d] = ops_f16_to_f32(v[d]);
+        }
+        for (d = 0; d < hd; d++)
+            kt[d * ATTN_KEY_TILE + j] = row[d];
+    }
+    if (n < ATTN_KEY_TILE)
+        for (int d = 0; d < hd; d++)
+            memset(kt + d * ATTN_KEY_TILE + n, 0, sizeof(float) * (size_t)(ATTN_KEY_TILE - n));
+}
+
+/* Keys and values [k0, k0 + n) into F32 rows (the single-pass arithmetic). */
+static void convert_rows(const struct attn_block *b, int k0, int n, float *kr, float *vr)
+{
+    const int hd = b->head_dim;
+    for (int j = 0; j < n; j++) {
+        const uint16_t *k = b->k + (size_t)(k0 + j) * b->kv_stride;
+        const uint16_t *v = b->v + (size_t)(k0 + j) * b->kv_stride;
+        float *ko = kr + (size_t)j * hd, *vo = vr + (size_t)j * hd;
+        int d = 0;
+        for (; d + 8 <= hd; d += 8) {
+            _mm256_storeu_ps(ko + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k + d))));
+            _mm256_storeu_ps(vo + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v + d))));
+        }
+        for (; d < hd; d++) {
+            ko[d] = ops_f16_to_f32(k[d]);
+            vo[d] = ops_f16_to_f32(v[d]);
+        }
+    }
+}
+
+static inline __m256 round_half8(__m256 x)
+{
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+}
+
+static inline float round_half(float x)
+{
+    return _cvtsh_ss(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT));
+}
+
+/* The reference's 8-lane F16 dot order over F32 rows (attn.h). */
+static inline float dot_lanes(const float *k, const float *q, int n)
+{
+    const int np = n & ~31;
+    __m256 c[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
+    for (int i = 0; i < np; i += 32)
+        for (int j = 0; j < 4; j++)
+            c[j] = _mm256_fmadd_ps(_mm256_loadu_ps(k + i + 8 * j), _mm256_loadu_ps(q + i + 8 * j),
+                                   c[j]);
+    const __m256 v = _mm256_add_ps(_mm256_add_ps(c[0], c[2]), _mm256_add_ps(c[1], c[3]));
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_hadd_ps(h, h);
+    h = _mm_hadd_ps(h, h);
+    double sum = (double)_mm_cvtss_f32(h);
+    for (int i = np; i < n; i++)
+        sum += (double)(k[i] * q[i]);
+    return (float)sum;
+}
+
+/* Single-pass arithmetic: one query (qr: rounded to half) over keys [0, n) of the tile. */
+static void single_pass(const struct attn_block *b, const float *kr, const float *vr, int n,
+                        const float *qr, float *acc, float st[2])
+{
+    const int hd = b->head_dim;
+    for (int j = 0; j < n; j++) {
+        const float s = dot_lanes(kr + (size_t)j * hd, qr, hd) * b->scale;
+        float ms = 1.0f, vs = 1.0f;
+        if (s > st[0]) {
+            ms = expf(st[0] - s); // 0 for the first key
+            st[0] = s;
+            const __m256 vms = _mm256_set1_ps(ms);
+            int d = 0;
+            for (; d + 8 <= hd; d += 8)
+                _mm256_storeu_ps(acc + d,
+                                 round_half8(_mm256_mul_ps(_mm256_loadu_ps(acc + d), vms)));
+            for (; d < hd; d++)
+                acc[d] = round_half(acc[d] * ms);
+        } else {
+            vs = expf(s - st[0]);
+        }
+        const __m256 vvs = _mm256_set1_ps(vs);
+        const float *v = vr + (size_t)j * hd;
+        int d = 0;
+        for (; d + 8 <= hd; d += 8)
+            _mm256_storeu_ps(acc + d, round_half8(_mm256_fmadd_ps(_mm256_loadu_ps(v + d), vvs,
+                                                                  _mm256_loadu_ps(acc + d))));
+        for (; d < hd; d++)
+            acc[d] = round_half(fmaf(v[d], vs, acc[d]));
+        st[1] = fmaf(st[1], ms, vs);
+    }
+}
+
+/* Scores of the tile's 64 key columns for one query: 8 registers, one FMA chain per lane. */
+static void scores(const float *kt, const float *q, int hd, float scale, float *s)
+{
+    __m256 acc[GROUPS];
+    for (int g = 0; g < GROUPS; g++)
+        acc[g] = _mm256_setzero_ps();
+    for (int d = 0; d < hd; d++) {
+        const __m256 qd = _mm256_set1_ps(q[d]);
+        const float *row = kt + d * ATTN_KEY_TILE;
+        for (int g = 0; g < GROUPS; g++)
+            acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(row + 8 * g), qd, acc[g]);
+    }
+    const __m256 vs = _mm256_set1_ps(scale);
+    for (int g = 0; g < GROUPS; g++)
+        _mm256_storeu_ps(s + 8 * g, _mm256_mul_ps(acc[g], vs));
+}
+
+/* acc[d] = fma chain over keys j < n of vt[j][d] * p[j], for d in [d0, d0 + 8 * NV). */
+static inline void value_chunk(const float *vt, const float *p, int n, int hd, float *out, int d0,
+                               int nv)
+{
+    __m256 acc[4];
+    for (int c = 0; c < nv; c++)
+        acc[c] = _mm256_loadu_ps(out + d0 + 8 * c);
+    for (int j = 0; j < n; j++) {
+        const __m256 pj = _mm256_set1_ps(p[j]);
+        const float *v = vt + (size_t)j * hd + d0;
+        for (int c = 0; c < nv; c++)
+            acc[c] = _mm256_fmadd_ps(_mm256_loadu_ps(v + 8 * c), pj, acc[c]);
+    }
+    for (int c = 0; c < nv; c++)
+        _mm256_storeu_ps(out + d0 + 8 * c, acc[c]);
+}
+
+static void tile_query(const struct attn_block *b, const float *kt, const float *vt, int n, int i,
+                       float st[2])
+{
+    const int hd = b->head_dim;
+    float *out = b->out[i];
+    float s[ATTN_KEY_TILE], p[ATTN_KEY_TILE];
+    scores(kt, b->q[i], hd, b->scale, s);
+    float tmax = -INFINITY;
+    for (int j = 0; j < n; j++)
+        tmax = fmaxf(tmax, s[j]);
+    const float m_old = st[0], m_new = fmaxf(m_old, tmax);
+    if (m_new > m_old) {
+        const float ms = expf(m_old - m_new);
+        const __m256 vms = _mm256_set1_ps(ms);
+        int d = 0;
+        for (; d + 8 <= hd; d += 8)
+            _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_loadu_ps(out + d), vms));
+        for (; d < hd; d++)
+            out[d] *= ms;
+        st[1] *= ms;
+    }
+    st[0] = m_new;
+    const __m256 vm = _mm256_set1_ps(m_new);
+    const __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+    double sum = 0.0;
+    for (int g = 0; g < n; g += 8) {
+        __m256 e = ops_expf_poly8(_mm256_sub_ps(_mm256_loadu_ps(s + g), vm));
+        const __m256 valid = _mm256_cmp_ps(lane, _mm256_set1_ps((float)(n - g)), _CMP_LT_OQ);
+        e = _mm256_and_ps(e, valid);
+        _mm256_storeu_ps(p + g, e);
+        sum += (double)hsum8(e);
+    }
+    st[1] = (float)((double)st[1] + sum);
+    int d = 0;
+    for (; d + 32 <= hd; d += 32)
+        value_chunk(vt, p, n, hd, out, d, 4);
+    for (; d + 8 <= hd; d += 8)
+        value_chunk(vt, p, n, hd, out, d, 1);
+    for (; d < hd; d++) {
+        float acc = out[d];
+        for (int j = 0; j < n; j++)
+            acc = fmaf(vt[(size_t)j * hd + d], p[j], acc);
+        out[d] = acc;
+    }
+}
+
+void attn_run_avx2(const struct attn_block *b)
+{
+    const int hd = b->head_dim;
+    // Tile buffers on the stack: 2 * 64 * head_dim floats used (256 KiB at the largest).
+    float kt[ATTN_KEY_TILE * ATTN_HEAD_DIM_MAX], vt[ATTN_KEY_TILE * ATTN_HEAD_DIM_MAX];
+    float state[ATTN_QUERIES_MAX][2]; // running maximum, running sum
+    int max_keys = 0;
+    for (int i = 0; i < b->n_q; i++) {
+        state[i][0] = -INFINITY;
+        state[i][1] = 0.0f;
+        memset(b->out[i], 0, sizeof(float) * (size_t)hd);
+        max_keys = b->n_keys[i] > max_keys ? b->n_keys[i] : max_keys;
+    }
+    for (int k0 = 0; k0 < max_keys; k0 += ATTN_KEY_TILE) {
+        const int n = min_int(ATTN_KEY_TILE, max_keys - k0);
+        const bool is_tile = b->arith == ATTN_ARITH_TILE_SOFTMAX;
+        if (is_tile)
+            convert_tile(b, k0, n, kt, vt);
+        else
+            convert_rows(b, k0, n, kt, vt);
+        for (int i = 0; i < b->n_q; i++) {
+            if (b->n_keys[i] <= k0) continue;
+            const int nk = min_int(n, b->n_keys[i] - k0);
+            if (is_tile) {
+                tile_query(b, kt, vt, nk, i, state[i]);
+                continue;
+            }
+            float qr[ATTN_HEAD_DIM_MAX];
+            int d = 0;
+            for (; d + 8 <= hd; d += 8)
+                _mm256_storeu_ps(qr + d, round_half8(_mm256_loadu_ps(b->q[i] + d)));
+            for (; d < hd; d++)
+                qr[d] = round_half(b->q[i][d]);
+            single_pass(b, kt, vt, nk, qr, b->out[i], state[i]);
+        }
+    }
+    for (int i = 0; i < b->n_q; i++) {
+        const float inv = state[i][1] == 0.0f ? 0.0f : 1.0f / state[i][1];
+        const __m256 vinv = _mm256_set1_ps(inv);
+        int d = 0;
+        for (; d + 8 <= hd; d += 8)
+            _mm256_storeu_ps(b->out[i] + d, _mm256_mul_ps(_mm256_loadu_ps(b->out[i] + d), vinv));
+        for (; d < hd; d++)
+            b->out[i][d] *= inv;
+    }
+}
+
+#else // built without the ISA flags: never selected, but keep the symbol
+
+void attn_run_avx2(const struct attn_block *b)
+{
+    attn_run_ref(b);
+}
+
+#endif

@@ -1,0 +1,157 @@
+/* The cpu platform's image path (see cpu_vision.h). */
+#include "platform/cpu/cpu_vision.h"
+
+#include "engine/mtmd/clip.h"
+#include "platform/cpu/cpu.h"
+#include "util/log.h"
+#include "util/mem.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define CPU_VISION_CACHE 8 // images whose embeddings are kept; a batch holds at most 2
+
+struct cached {
+    uint64_t hash; // request_image_hash
+    uint32_t w, h;
+    float *embd;  // (image_tokens, n_embd), NULL when the entry is empty
+    int64_t used; // tick of the last use (LRU)
+};
+
+/* Immutable after load except the cache and counters (scheduler thread). */
+struct cpu_vision {
+    struct clip_model *clip;
+    int n_tok, n_embd;
+    float *pixels; // (3, image_size, image_size) scratch
+    struct cached cache[CPU_VISION_CACHE];
+    int64_t tick, n_encoded, n_hits;
+};
+
+int cpu_vision_load(const char *mmproj_path, const char *model_path, int n_embd, int max_batch,
+                    struct cpu_vision **out, struct errmsg *err)
+{
+    char found[4096];
+    *out = NULL;
+    if (!mmproj_path || !mmproj_path[0]) {
+        int n = cpu_find_mmproj(model_path, found, sizeof found);
+        if (n == 0) return ERR_OK;
+        if (n > 1)
+            return errmsg_set(err, ERR_INVALID,
+                              "%s holds %d mmproj-*.gguf projectors; name one with mmproj_path",
+                              model_path, n);
+        mmproj_path = found;
+    }
+    struct cpu_vision *v = mem_calloc(1, sizeof *v);
+    if (!v) return errmsg_set(err, ERR_NOMEM, "out of memory");
+    struct errmsg cerr;
+    errmsg_clear(&cerr);
+    int rc = clip_load(mmproj_path, &v->clip, &cerr);
+    if (rc != ERR_OK) {
+        errmsg_set(err, rc, "%s: %s", mmproj_path, cerr.msg);
+        goto out_free;
+    }
+    const struct clip_info *in = clip_get_info(v->clip);
+    v->n_tok = in->n_out_tokens;
+    v->n_embd = in->n_out_embd;
+    if (in->n_out_embd != n_embd) {
+        rc = errmsg_set(err, ERR_INVALID,
+                        "%s: the projector's embeddings are %d wide but the model's %d; it "
+                        "belongs to another model",
+                        mmproj_path, in->n_out_embd, n_embd);
+        goto out_free;
+    }
+    if (in->n_out_tokens > max_batch) {
+        rc = errmsg_set(err, ERR_INVALID, "%s: %d positions per image exceed a batch of %d",
+                        mmproj_path, in->n_out_tokens, max_batch);
+        goto out_free;
+    }
+    v->pixels = mem_alloc(sizeof(float) * 3 * (size_t)in->image_size * (size_t)in->image_size);
+    if (!v->pixels) {
+        rc = errmsg_set(err, ERR_NOMEM, "out of memory");
+        goto out_free;
+    }
+    log_info("projector %s: %s, %dx%d images, %d embeddings each", mmproj_path, in->projector_name,
+             in->image_size, in->image_size, in->n_out_tokens);
+    *out = v;
+    return ERR_OK;
+out_free:
+    cpu_vision_free(v);
+    return rc;
+}
+
+void cpu_vision_free(struct cpu_vision *v)
+{
+    if (!v) return;
+    for (int i = 0; i < CPU_VISION_CACHE; i++)
+        mem_free(v->cache[i].embd);
+    mem_free(v->pixels);
+    clip_free(v->clip);
+    mem_free(v);
+}
+
+void cpu_vision_describe(const struct cpu_vision *v, struct platform_model_desc *out)
+{
+    out->has_vision = v != NULL;
+    out->image_tokens = v ? v->n_tok : 0;
+    out->image_begin = "";
+    out->image_end = "";
+    out->projector[0] = '\0';
+    if (!v) return;
+    const struct clip_info *in = clip_get_info(v->clip);
+    snprintf(out->projector, sizeof out->projector, "%s", in->projector_name);
+    if (in->projector == CLIP_PROJECTOR_GEMMA3) {
+        out->image_begin = "<start_of_image>";
+        out->image_end = "<end_of_image>";
+    }
+}
+
+bool cpu_vision_is_noncausal(const struct cpu_vision *v)
+{
+    return v && clip_get_info(v->clip)->projector == CLIP_PROJECTOR_GEMMA3;
+}
+
+int cpu_vision_embed(struct cpu_vision *v, struct threadpool *tp, const struct request_image *im,
+                     const float **out, struct errmsg *err)
+{
+    if (im->n_tok != v->n_tok)
+        return errmsg_set(err, ERR_INVALID, "an image takes %d positions, not %d", v->n_tok,
+                          im->n_tok);
+    v->tick++;
+    struct cached *victim = &v->cache[0];
+    for (int i = 0; i < CPU_VISION_CACHE; i++) {
+        struct cached *c = &v->cache[i];
+        if (c->embd && c->hash == im->hash && c->w == im->w && c->h == im->h) {
+            c->used = v->tick;
+            v->n_hits++;
+            *out = c->embd;
+            return ERR_OK;
+        }
+        if (!c->embd || (victim->embd && c->used < victim->used)) victim = c;
+    }
+    if (!victim->embd) {
+        victim->embd = mem_alloc(sizeof(float) * (size_t)v->n_tok * (size_t)v->n_embd);
+        if (!victim->embd) return errmsg_set(err, ERR_NOMEM, "out of memory for an image");
+    }
+    victim->used = 0; // invalid until encoded
+    victim->hash = 0;
+    int rc = clip_preprocess(v->clip, im->rgb, im->w, im->h, v->pixels);
+    if (rc == ERR_OK) rc = clip_encode(v->clip, tp, v->pixels, victim->embd);
+    if (rc != ERR_OK) {
+        mem_free(victim->embd);
+        victim->embd = NULL;
+        return errmsg_set(err, rc, "cannot encode the image: %s", err_str(rc));
+    }
+    victim->hash = im->hash;
+    victim->w = im->w;
+    victim->h = im->h;
+    victim->used = v->tick;
+    v->n_encoded++;
+    *out = victim->embd;
+    return ERR_OK;
+}
+
+void cpu_vision_counts(const struct cpu_vision *v, int64_t *n_encoded, int64_t *n_hits)
+{
+    *n_encoded = v ? v->n_encoded : 0;
+    *n_hits = v ? v->n_hits : 0;
+}
