@@ -1,5 +1,5 @@
 /* The tokenize/detokenize subcommands: flags parsing, stdin reading and printing around
- * platform/vocab_gguf.h and text/tokenizer.h. */
+ * platform/cpu/vocab_gguf.h and text/tokenizer/tokenizer.h. */
 #include "cli/cmd_tokenize.h"
 
 #include "platform/cpu/vocab_gguf.h"

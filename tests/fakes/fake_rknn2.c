@@ -1,5 +1,5 @@
 /* A fake librknnrt.so for tests: the same exported symbols and struct layouts (through our
- * mirror, platform/rknn2_abi.h, whose layouts are checked against the published header by
+ * mirror, platform/rockchip/rknn2_abi.h, whose layouts are checked against the published header by
  * its static asserts), no NPU. The "model" is a text file:
  *
  *   fake-rknn2

@@ -2,7 +2,7 @@
  * into embeddings a decoder takes in place of token embeddings. Loads and validates the file
  * (every key, tensor name, type and shape checked before use), preprocesses RGB8 pixels as the
  * projector type requires and runs the ViT encoder and the projector. Not a decoder and not a
- * tokenizer: where the embeddings go in a prompt is the caller's (platform/cpu_model.c).
+ * tokenizer: where the embeddings go in a prompt is the caller's (platform/cpu/cpu_model.c).
  * Projector types: gemma3 (SigLIP ViT, average pool, RMS norm, linear). */
 #ifndef ENGINE_MTMD_CLIP_H
 #define ENGINE_MTMD_CLIP_H

@@ -1,4 +1,4 @@
-/* Glue between the GGUF reader (engine/gguf.h) and the tokenizer (text/): fills a struct vocab
+/* Glue between the GGUF reader (engine/gguf/gguf.h) and the tokenizer (text/): fills a struct vocab
  * from the tokenizer.ggml.* keys with llama.cpp's defaults for absent optional keys. Not a
  * tokenizer; reads no tensors. */
 #ifndef PLATFORM_VOCAB_GGUF_H

@@ -1,5 +1,5 @@
-/* The compiled form of a GBNF grammar, shared by text/gbnf.c (which builds it) and
- * text/grammar.c (which matches against it). Not for use outside text/. */
+/* The compiled form of a GBNF grammar, shared by text/grammar/gbnf.c (which builds it) and
+ * text/grammar/grammar.c (which matches against it). Not for use outside text/. */
 #ifndef TEXT_GBNF_INTERNAL_H
 #define TEXT_GBNF_INTERNAL_H
 
