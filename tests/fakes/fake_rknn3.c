@@ -1,7 +1,7 @@
 /* A fake librknn3_api.so for tests: the same exported symbols and struct layouts (through our
- * mirror, platform/rockchip/rknn3_abi.h), no coprocessor. Devices: FAKE_RKNN3_DEVICES of them (default
- * 2), "0000:0N:00.0" over PCIE with FAKE_RKNN3_MEM_MB of memory each (default 5120). The model
- * (X.rknn) is a text file; X.weight must exist:
+ * mirror, platform/rockchip/rknn3_abi.h), no coprocessor. Devices: FAKE_RKNN3_DEVICES of them
+ * (default 2), "0000:0N:00.0" over PCIE with FAKE_RKNN3_MEM_MB of memory each (default 5120). The
+ * model (X.rknn) is a text file; X.weight must exist:
  *
  *   fake-rknn3
  *   task generate         generate | embedding | reranker

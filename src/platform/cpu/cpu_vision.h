@@ -1,8 +1,8 @@
 /* Image input for cpu decoder models: the model's multimodal projector (engine/mtmd), found
  * from --mmproj / mmproj_path or beside the model, and the embeddings of the images requests
  * carry, kept by content hash so a repeated image is encoded once. Owned by the model's
- * scheduler thread after load (no locks); not the prompt layout (api/generation/chat_prompt.c places the
- * image's positions, platform/cpu/cpu_model.c feeds them). */
+ * scheduler thread after load (no locks); not the prompt layout (api/generation/chat_prompt.c
+ * places the image's positions, platform/cpu/cpu_model.c feeds them). */
 #ifndef PLATFORM_CPU_VISION_H
 #define PLATFORM_CPU_VISION_H
 

@@ -1,6 +1,6 @@
 /* GBNF grammars as llama.cpp defines them (grammars/README.md): parsed once per request into a
- * compact, immutable form that text/grammar/grammar.c matches bytes against. This module only parses
- * and checks; it does not match. Token references (`<[id]>`, `<text>`) are not supported. */
+ * compact, immutable form that text/grammar/grammar.c matches bytes against. This module only
+ * parses and checks; it does not match. Token references (`<[id]>`, `<text>`) are not supported. */
 #ifndef TEXT_GBNF_H
 #define TEXT_GBNF_H
 

@@ -2,8 +2,8 @@
  * ("llama", llama.cpp's llm_tokenizer_spm), byte-level BPE ("gpt2", pre-tokenized by the
  * tokenizer.ggml.pre regexes run with PCRE2), WordPiece ("bert", both the "##" and the
  * "\u2581" vocab forms) and SentencePiece unigram ("t5", Viterbi over the token scores). Built
- * from a struct vocab (text/tokenizer/vocab.h; text/tokenizer/tokenizer_json.h fills one from a Hugging Face
- * tokenizer.json); reads no files. */
+ * from a struct vocab (text/tokenizer/vocab.h; text/tokenizer/tokenizer_json.h fills one from a
+ * Hugging Face tokenizer.json); reads no files. */
 #ifndef TEXT_TOKENIZER_H
 #define TEXT_TOKENIZER_H
 

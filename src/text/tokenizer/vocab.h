@@ -1,6 +1,6 @@
 /* A tokenizer vocabulary as plain arrays: the value the platform layer fills from a model file
- * (see platform/cpu/vocab_gguf.h) and text/tokenizer/tokenizer.h consumes. Token types follow GGUF's
- * tokenizer.ggml.token_type numbering; defaults follow llama.cpp's llama-vocab.cpp. Not a
+ * (see platform/cpu/vocab_gguf.h) and text/tokenizer/tokenizer.h consumes. Token types follow
+ * GGUF's tokenizer.ggml.token_type numbering; defaults follow llama.cpp's llama-vocab.cpp. Not a
  * tokenizer and not a file reader. */
 #ifndef TEXT_VOCAB_H
 #define TEXT_VOCAB_H
