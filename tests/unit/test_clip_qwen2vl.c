@@ -270,12 +270,52 @@ static void test_load_fault_injection(void **state)
     mem_free(data);
 }
 
+/* Every allocation of preprocessing and encoding failed in turn: ERR_NOMEM, nothing leaked. */
+static void test_encode_fault_injection(void **state)
+{
+    (void)state;
+    const struct clip_synth_params p = synth_params();
+    size_t len;
+    void *data = synth_file(&p, &len);
+    struct clip_qwen2vl *q = NULL;
+    struct errmsg e;
+    assert_int_equal(clip_qwen2vl_load_memory(data, len, &q, &e), ERR_OK);
+    struct threadpool *tp = NULL;
+    assert_int_equal(threadpool_new(1, &tp), ERR_OK);
+    uint8_t rgb[30 * 20 * 3];
+    for (size_t i = 0; i < sizeof rgb; i++)
+        rgb[i] = (uint8_t)(i * 7);
+    uint32_t rw, rh;
+    int n_tok;
+    assert_int_equal(clip_qwen2vl_image_size(q, 30, 20, &rw, &rh, &n_tok), ERR_OK);
+    float *pix = malloc(sizeof(float) * 3 * rw * rh);
+    float *out = malloc(sizeof(float) * (size_t)n_tok * 128);
+    const int64_t live = mem_live_count();
+    for (int n = 0;; n++) {
+        mem_fail_after(n);
+        int rc = clip_qwen2vl_preprocess(q, rgb, 30, 20, pix);
+        if (rc == ERR_OK) rc = clip_qwen2vl_encode(q, tp, pix, rw, rh, out);
+        mem_fail_after(-1);
+        assert_int_equal(mem_live_count(), live);
+        if (rc == ERR_OK) break;
+        assert_int_equal(rc, ERR_NOMEM);
+    }
+    free(pix);
+    free(out);
+    threadpool_free(tp);
+    clip_qwen2vl_free(q);
+    mem_free(data);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_embeddings_match_reference), cmocka_unit_test(test_image_size_rule),
-        cmocka_unit_test(test_same_image_any_threads),     cmocka_unit_test(test_refused_files),
+        cmocka_unit_test(test_embeddings_match_reference),
+        cmocka_unit_test(test_image_size_rule),
+        cmocka_unit_test(test_same_image_any_threads),
+        cmocka_unit_test(test_refused_files),
         cmocka_unit_test(test_load_fault_injection),
+        cmocka_unit_test(test_encode_fault_injection),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
