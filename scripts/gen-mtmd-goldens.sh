@@ -28,6 +28,16 @@ mmsynth=${MMPROJ_SYNTH:-build/release/bin/mmproj-synth}
 MTMD_DEBUG_EMBEDDINGS="$out/syn-pool-c.emb" "$bin/llama-mtmd-cli" -m "$tmp/g3.gguf" \
     --mmproj "$tmp/syn-pool.gguf" --image "$out/c.png" -p "hi" -n 1 --temp 0 -t 1 \
     >/dev/null 2>&1
+# a synthetic Qwen2.5-VL projector (window attention every other block); keep its options in
+# step with test_clip_qwen2vl.c's synth_params
+(cd "$out" && python3 ../../../scripts/mtmd-qwen-images.py)
+"$mmsynth" --projector qwen2.5vl_merger --image 448 --patch 14 --merge 2 --embd 64 --heads 4 \
+    --layers 4 --ffn 96 --wa 2 --out 128 --type f16 --seed 7 -o "$tmp/qv.gguf"
+for img in qa qb qz; do
+    MTMD_DEBUG_EMBEDDINGS="$out/$img.emb" "$bin/llama-mtmd-cli" -m "$tmp/g3.gguf" \
+        --mmproj "$tmp/qv.gguf" --image "$out/$img.png" -p "hi" -n 1 --temp 0 -t 1 \
+        >/dev/null 2>&1
+done
 for img in a b c; do
     # The cli logs through a background thread and may exit before its last lines are out:
     # run it several times and keep the longest output (a complete one ends with the two

@@ -10,7 +10,9 @@ static void usage(void)
 {
     printf("usage: mmproj-synth [options] -o OUT.gguf\n"
            "Writes a projector with seeded random weights and the layout of a real one.\n"
-           "  --projector NAME  gemma3 (SigLIP ViT, average pool, RMS norm, projection)\n"
+           "  --projector NAME  gemma3 (SigLIP ViT, average pool, RMS norm, projection) or\n"
+           "                    qwen2.5vl_merger (ViT with 2-D RoPE, window attention,\n"
+           "                    SwiGLU, 2x2 patch merger; give --merge 2)\n"
            "  --image N         image side in pixels (32)\n"
            "  --patch N         patch side (2)\n"
            "  --embd N          ViT width (128)\n"
@@ -18,6 +20,7 @@ static void usage(void)
            "  --heads N         attention heads (4)\n"
            "  --ffn N           feed-forward width (512)\n"
            "  --merge N         pooling kernel side (1; real Gemma 3 projectors use 4)\n"
+           "  --wa N            qwen2.5vl: every N-th block attends fully (0: all)\n"
            "  --out N           projection width = the text model's n_embd (128)\n"
            "  --type T          f32 | f16 | q8_0 for the block matrices (f16)\n"
            "  --seed N          random seed (1)\n"
@@ -67,6 +70,8 @@ int main(int argc, char **argv)
             bad = parse_int(v, &p.n_ff);
         else if (!strcmp(a, "--merge"))
             bad = parse_int(v, &p.n_merge);
+        else if (!strcmp(a, "--wa"))
+            bad = parse_int(v, &p.n_wa_pattern);
         else if (!strcmp(a, "--out"))
             bad = parse_int(v, &p.n_out);
         else if (!strcmp(a, "--type"))

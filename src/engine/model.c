@@ -111,7 +111,7 @@ static int load_arch(struct engine_model *m, struct errmsg *err)
         {"granite", MODEL_ARCH_GRANITE, false}, {"smollm3", MODEL_ARCH_SMOLLM3, false},
         {"olmo2", MODEL_ARCH_OLMO2, true},      {"qwen3moe", MODEL_ARCH_QWEN3MOE, true},
         {"olmoe", MODEL_ARCH_OLMOE, true},      {"granitemoe", MODEL_ARCH_GRANITEMOE, false},
-        {"gpt-oss", MODEL_ARCH_GPTOSS, true},
+        {"gpt-oss", MODEL_ARCH_GPTOSS, true},   {"qwen2vl", MODEL_ARCH_QWEN2, true}, // + M-RoPE
     };
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
         if (str_eq_cstr(arch, archs[i].name)) {

@@ -43,6 +43,36 @@ static int get_int(const struct engine_model *m, const char *suffix, int64_t def
     return ERR_OK;
 }
 
+/* qwen2vl's M-RoPE: <arch>.rope.dimension_sections, 4 counts of frequency pairs turned by the
+ * temporal, height and width positions (the 4th unused by text decoders). A text token has the
+ * same position in every section, and the sections' frequencies continue one another, so for
+ * text it is exactly NeoX RoPE (the reference's multi-RoPE cache with equal positions); the
+ * sections are checked here as the reference requires them. TODO(qwenvl): image tokens' own
+ * height/width positions and the position advance after an image. */
+static int load_mrope_sections(const struct engine_model *m, struct errmsg *err)
+{
+    char key[96];
+    snprintf(key, sizeof key, "%s.rope.dimension_sections", m->arch_name);
+    enum gguf_value_type et;
+    int64_t n;
+    const void *data;
+    if (gguf_get_arr_data(m->gguf, key, &et, &n, &data) != ERR_OK ||
+        (et != GGUF_VALUE_I32 && et != GGUF_VALUE_U32) || n < 3 || n > 4)
+        return errmsg_set(err, ERR_FORMAT, "key '%s': expected 3 or 4 integers", key);
+    int64_t sum = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int32_t v;
+        memcpy(&v, (const char *)data + i * 4, sizeof v);
+        if (v < 0 || (et == GGUF_VALUE_U32 && (uint32_t)v > INT32_MAX))
+            return errmsg_set(err, ERR_FORMAT, "key '%s': negative section", key);
+        sum += v;
+    }
+    if (sum < 1 || sum > m->n_rot / 2)
+        return errmsg_set(err, ERR_FORMAT, "key '%s': sections sum to %lld, not 1..%d", key,
+                          (long long)sum, m->n_rot / 2);
+    return ERR_OK;
+}
+
 /* Which layers use the sliding window: <arch>.attention.sliding_window_pattern as a per-layer
  * array of booleans, or as the period n (layers il % n < n - 1 slide, the last of each period
  * is global), else def_pattern. */
@@ -199,6 +229,7 @@ int model_arch_load(struct engine_model *m, struct errmsg *err)
     default:
         break;
     }
+    if (rc == ERR_OK && strcmp(m->arch_name, "qwen2vl") == 0) rc = load_mrope_sections(m, err);
     // LongRoPE's (or any converter's) cos/sin multiplier
     if (rc == ERR_OK) rc = get_f32(m, "rope.scaling.attn_factor", 0.0f, &f->rope_attn_factor, err);
     if (rc == ERR_OK && f->is_yarn) rc = load_yarn(m, f, err);

@@ -255,7 +255,7 @@ static int add_layer_decoder(struct synth *s, int il)
     const int64_t kvd = (int64_t)p->n_head_kv * s->head_dim, f = p->n_ff;
     const uint32_t more = s->is_mix && use_more_bits(il, p->n_layer) ? QUANT_Q6_K : s->type;
     const bool is_oss = arch_is(p, "gpt-oss");
-    const bool is_qwen2 = arch_is(p, "qwen2") || is_oss; // biased Q, K, V
+    const bool is_qwen2 = arch_is(p, "qwen2") || arch_is(p, "qwen2vl") || is_oss; // biased QKV
     const bool is_phi3 = arch_is(p, "phi3"), is_olmo = arch_is(p, "olmo2") || arch_is(p, "olmoe");
     const bool head_norms = arch_is(p, "qwen3") || arch_is(p, "gemma3") || arch_is(p, "qwen3moe");
     const bool post_norms = arch_is(p, "gemma2") || arch_is(p, "gemma3") || arch_is(p, "olmo2");
@@ -439,6 +439,14 @@ static int add_family_keys(struct synth *s)
         snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", p->arch);
         if (rc == ERR_OK) rc = gguf_writer_add_arr(s->w, key, GGUF_VALUE_BOOL, pat, p->n_layer);
         mem_free(pat);
+    }
+    if (rc == ERR_OK && arch_is(p, "qwen2vl")) {
+        // M-RoPE sections over the rotated pairs, split as Qwen2.5-VL's [16, 24, 24, 0] of 64
+        const int half = s->head_dim / 2, hw = 3 * half / 8;
+        const int32_t sec[4] = {half - 2 * hw, hw, hw, 0};
+        char key[96];
+        snprintf(key, sizeof key, "%s.rope.dimension_sections", p->arch);
+        rc = gguf_writer_add_arr(s->w, key, GGUF_VALUE_I32, sec, 4);
     }
     if (rc == ERR_OK && arch_is(p, "gemma2")) {
         // tied embeddings give logits of several units: a cap of 20 bends the largest
@@ -712,9 +720,9 @@ static int copy_vocab(struct synth *s)
 
 /* ---- entry point ---- */
 
-static const char *const decoder_archs[] = {"gpt-oss",  "llama", "qwen2",     "qwen3",   "gemma2",
-                                            "gemma3",   "phi3",  "granite",   "smollm3", "olmo2",
-                                            "qwen3moe", "olmoe", "granitemoe"};
+static const char *const decoder_archs[] = {"gpt-oss",  "llama", "qwen2",      "qwen3",   "gemma2",
+                                            "gemma3",   "phi3",  "granite",    "smollm3", "olmo2",
+                                            "qwen3moe", "olmoe", "granitemoe", "qwen2vl"};
 
 static int check_params(const struct synth_params *p, struct synth *s, struct errmsg *err)
 {
@@ -723,8 +731,8 @@ static int check_params(const struct synth_params *p, struct synth *s, struct er
         known |= strcmp(p->arch, decoder_archs[i]) == 0;
     if (!known)
         return errmsg_set(err, ERR_INVALID,
-                          "unknown arch '%s' (llama, qwen2, qwen3, gemma2, gemma3, phi3, granite, "
-                          "smollm3, olmo2, qwen3moe, olmoe, granitemoe, gpt-oss, bert)",
+                          "unknown arch '%s' (llama, qwen2, qwen2vl, qwen3, gemma2, gemma3, phi3, "
+                          "granite, smollm3, olmo2, qwen3moe, olmoe, granitemoe, gpt-oss, bert)",
                           p->arch ? p->arch : "");
     if (!p->type || !parse_type(p->type, &s->type, &s->is_mix))
         return errmsg_set(err, ERR_INVALID, "unknown tensor type '%s'", p->type ? p->type : "");

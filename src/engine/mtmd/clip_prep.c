@@ -1,10 +1,11 @@
-/* Pillow-compatible bilinear resampling (see clip_prep.h). */
+/* Pillow-compatible bilinear and bicubic resampling (see clip_prep.h). */
 #include "engine/mtmd/clip_prep.h"
 
 #include "util/err.h"
 #include "util/mem.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #define PREC_BITS   22 // 32 bits - 8 for the pixel - 2 of headroom
@@ -23,11 +24,22 @@ static double tri(double x)
     return x < 1.0 ? 1.0 - x : 0.0;
 }
 
-static int axis_init(struct axis *a, int n_in, int n_out)
+/* Pillow's bicubic kernel (a = -0.5), radius 2. */
+static double cubic(double x)
+{
+    const double a = -0.5;
+    x = fabs(x);
+    if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0;
+    if (x < 2.0) return (((x - 5.0) * x + 8.0) * x - 4.0) * a;
+    return 0.0;
+}
+
+static int axis_init(struct axis *a, int n_in, int n_out, bool is_bicubic)
 {
     const double scale = (double)n_in / n_out;
     const double fscale = scale < 1.0 ? 1.0 : scale;
-    const double support = fscale; // the triangle's radius is 1, widened when shrinking
+    // the kernel's radius (1 for the triangle, 2 for the cubic), widened when shrinking
+    const double support = fscale * (is_bicubic ? 2.0 : 1.0);
     a->ksize = (int)ceil(support) * 2 + 1;
     a->bounds = mem_alloc((size_t)n_out * 2 * sizeof(int));
     a->weight = mem_alloc((size_t)n_out * (size_t)a->ksize * sizeof(int32_t));
@@ -45,7 +57,8 @@ static int axis_init(struct axis *a, int n_in, int n_out)
         const int cnt = hi - lo;
         double sum = 0.0;
         for (int x = 0; x < cnt; x++) {
-            w[x] = tri((x + lo - center + 0.5) / fscale);
+            const double d = (x + lo - center + 0.5) / fscale;
+            w[x] = is_bicubic ? cubic(d) : tri(d);
             sum += w[x];
         }
         for (int x = 0; x < a->ksize; x++) {
@@ -107,8 +120,8 @@ static void pass_v(const uint8_t *src, int w, uint8_t *dst, int dh, const struct
     }
 }
 
-int clip_prep_resize(const uint8_t *src, uint32_t sw, uint32_t sh, uint8_t *dst, uint32_t dw,
-                     uint32_t dh)
+static int resize(const uint8_t *src, uint32_t sw, uint32_t sh, uint8_t *dst, uint32_t dw,
+                  uint32_t dh, bool is_bicubic)
 {
     if (!sw || !sh || !dw || !dh || sw > SIZE_MAX_PX || sh > SIZE_MAX_PX || dw > SIZE_MAX_PX ||
         dh > SIZE_MAX_PX)
@@ -120,8 +133,8 @@ int clip_prep_resize(const uint8_t *src, uint32_t sw, uint32_t sh, uint8_t *dst,
     struct axis ah = {0}, av = {0};
     uint8_t *tmp = NULL;
     int rc = ERR_OK;
-    if (sw != dw) rc = axis_init(&ah, (int)sw, (int)dw);
-    if (rc == ERR_OK && sh != dh) rc = axis_init(&av, (int)sh, (int)dh);
+    if (sw != dw) rc = axis_init(&ah, (int)sw, (int)dw, is_bicubic);
+    if (rc == ERR_OK && sh != dh) rc = axis_init(&av, (int)sh, (int)dh, is_bicubic);
     if (rc == ERR_OK && sw != dw && sh != dh) {
         tmp = mem_alloc((size_t)dw * sh * 3);
         if (!tmp) rc = ERR_NOMEM;
@@ -140,6 +153,18 @@ int clip_prep_resize(const uint8_t *src, uint32_t sw, uint32_t sh, uint8_t *dst,
     axis_deinit(&ah);
     axis_deinit(&av);
     return rc;
+}
+
+int clip_prep_resize(const uint8_t *src, uint32_t sw, uint32_t sh, uint8_t *dst, uint32_t dw,
+                     uint32_t dh)
+{
+    return resize(src, sw, sh, dst, dw, dh, false);
+}
+
+int clip_prep_resize_bicubic(const uint8_t *src, uint32_t sw, uint32_t sh, uint8_t *dst,
+                             uint32_t dw, uint32_t dh)
+{
+    return resize(src, sw, sh, dst, dw, dh, true);
 }
 
 int clip_prep_fit(const uint8_t *src, uint32_t sw, uint32_t sh, uint32_t side, uint8_t *dst)

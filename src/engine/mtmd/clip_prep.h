@@ -12,6 +12,10 @@
 int clip_prep_resize(const uint8_t *src, uint32_t sw, uint32_t sh, uint8_t *dst, uint32_t dw,
                      uint32_t dh);
 
+/* The same with Pillow's bicubic filter (a = -0.5), as Qwen2-VL's preprocessor resizes. */
+int clip_prep_resize_bicubic(const uint8_t *src, uint32_t sw, uint32_t sh, uint8_t *dst,
+                             uint32_t dw, uint32_t dh);
+
 /* Fits RGB8 src (sw x sh) into a side x side square: scaled by min(side/sw, side/sh) (sizes
  * rounded up, at most side), centred on black. ERR_INVALID, ERR_NOMEM as above. */
 int clip_prep_fit(const uint8_t *src, uint32_t sw, uint32_t sh, uint32_t side, uint8_t *dst);

@@ -184,6 +184,8 @@ static int check(const struct clip_synth_params *p, uint32_t *type, struct errms
 int clip_synth_build(const struct clip_synth_params *p, struct gguf_writer **out,
                      struct errmsg *err)
 {
+    if (p->projector && strcmp(p->projector, "qwen2.5vl_merger") == 0)
+        return clip_synth_build_qwen2vl(p, out, err);
     struct gen g = {.rng = p->seed, .err = err};
     int rc = check(p, &g.type, err);
     if (rc != ERR_OK) return rc;
