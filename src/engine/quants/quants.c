@@ -221,6 +221,8 @@ static void fill_avx512(void)
     patch_avx512(QUANT_Q5_1, q5_1_vec_dot_avx512, q5_1_vec_dot_tile_avx512, 4, 8);
     patch_avx512(QUANT_Q3_K, q3_K_vec_dot_avx512, q3_K_vec_dot_tile_avx512, 0, 0);
     patch_avx512(QUANT_Q5_K, q5_K_vec_dot_avx512, q5_K_vec_dot_tile_avx512, 0, 0);
+    // F16: two rows per zmm, each half the AVX2 lane arithmetic (x86/quants_f16_avx512.c).
+    patch_avx512(QUANT_F16, NULL, f16_vec_dot_tile_avx512, 8, 6);
 }
 #endif
 
