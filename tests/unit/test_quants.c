@@ -737,8 +737,10 @@ static double dot_mag(uint32_t type, const uint8_t *w, const uint8_t *a, int64_t
     return mag;
 }
 
-/* Every tile shape from 1x1 to max_r x max_c equals the set's single dot bit for bit. */
-static void check_tiles(const struct quant_traits *tr, const struct mats *m, int max_r, int max_c)
+/* Every tile shape from 1x1 to max_r x max_c equals the set's 1x1 tile (in summation order
+ * `order`) bit for bit. */
+static void check_tiles(const struct quant_traits *tr, const struct mats *m, int max_r, int max_c,
+                        int order)
 {
     float s[QUANT_TILE_COLS_MAX * QUANT_TILE_ROWS_MAX];
     for (int nr = 1; nr <= max_r; nr++)
@@ -752,24 +754,34 @@ static void check_tiles(const struct quant_traits *tr, const struct mats *m, int
                                    .s_stride = (size_t)max_r,
                                    .n_rows = nr,
                                    .n_cols = nc,
+                                   .order = order,
                                    .is_stream = (nr + nc) % 2};
             tr->vec_dot_tile(&t);
             for (int r = 0; r < nr; r++)
                 for (int c = 0; c < nc; c++) {
                     float one;
-                    tr->vec_dot(m->n, &one, m->w + r * m->wb, m->a + c * m->ab);
+                    struct quant_tile t1 = {.n = m->n,
+                                            .x = m->w + r * m->wb,
+                                            .y = m->a + c * m->ab,
+                                            .s = &one,
+                                            .n_rows = 1,
+                                            .n_cols = 1,
+                                            .order = order};
+                    tr->vec_dot_tile(&t1);
                     if (memcmp(&one, &s[c * max_r + r], sizeof one) != 0)
-                        fail_msg("%s n=%lld tile %dx%d (%d,%d): %.9g vs single %.9g", tr->name,
-                                 (long long)m->n, nr, nc, r, c, s[c * max_r + r], one);
+                        fail_msg("%s n=%lld order %d tile %dx%d (%d,%d): %.9g vs single %.9g",
+                                 tr->name, (long long)m->n, order, nr, nc, r, c, s[c * max_r + r],
+                                 one);
                 }
         }
 }
 
 /* One kernel set against the scalar references: for every type and row lengths with tails,
  * each single dot within float rounding of the reference's (2e-5 of sum |x_i y_i|), and every
- * tile shape the set takes (its named tile, at least QUANT_TILE_MAX square) equal to the single
- * dot bit for bit; AVX-512 also equals AVX2 bit for bit in every summation order. A set this
- * CPU cannot run is reported skipped. */
+ * tile shape the set takes (its named tile, at least QUANT_TILE_MAX square) equal to the 1x1
+ * tile bit for bit, in the default and (F32/F16 weights) the single-row order; AVX-512 also
+ * equals AVX2 bit for bit in every summation order. A set this CPU cannot run is reported
+ * skipped. */
 static void check_set(enum quant_simd set, const char *name)
 {
     if (!quant_traits_simd(QUANT_F32, set)) {
@@ -780,7 +792,8 @@ static void check_set(enum quant_simd set, const char *name)
         const struct quant_traits *tr = quant_traits_simd(cases[i].type, set);
         const struct quant_traits *ref = quant_traits_ref(cases[i].type);
         const int64_t bl = ref->block_len;
-        const int64_t ns[] = {bl == 1 ? 37 : bl, bl == 1 ? 100 : 3 * bl, bl == 1 ? 1000 : 9 * bl};
+        const int64_t ns[] = {bl == 1 ? 37 : bl, bl == 1 ? 100 : 3 * bl, bl == 1 ? 1000 : 9 * bl,
+                              bl == 1 ? 1027 : 10 * bl};
         const int max_r = tr->tile_rows > QUANT_TILE_MAX ? tr->tile_rows : QUANT_TILE_MAX;
         const int max_c = tr->tile_cols > QUANT_TILE_MAX ? tr->tile_cols : QUANT_TILE_MAX;
         for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
@@ -815,7 +828,9 @@ static void check_set(enum quant_simd set, const char *name)
                                      tr->name, (long long)m.n, order, r, c, s2[1], s2[0]);
                     }
                 }
-            if (tr->vec_dot_tile) check_tiles(tr, &m, max_r, max_c);
+            if (tr->vec_dot_tile) check_tiles(tr, &m, max_r, max_c, 0);
+            if (tr->vec_dot_tile && bl == 1 && cases[i].type != QUANT_BF16)
+                check_tiles(tr, &m, max_r, max_c, QUANT_ORDER_VEC);
             mem_free(m.wbuf);
             mem_free(m.abuf);
         }

@@ -245,6 +245,8 @@ void q4_0_r16_tile_avx512(const struct quant_tile *tile);
 void q5_0_r16_tile_avx512(const struct quant_tile *tile);
 void q4_K_r16_tile_avx512(const struct quant_tile *tile);
 void q8_0s_from_float_avx512(const float *x, void *y, int64_t n);
+/* F16 with two rows per zmm in the AVX2 set's arithmetic (x86/quants_f16_avx512.c). */
+void f16_vec_dot_tile_avx512(const struct quant_tile *tile);
 
 /* AVX2+FMA+F16C variants (x86/quants_avx2.c, x86/quants_k_avx2.c); only called after quant_init saw
  * the CPU features. */

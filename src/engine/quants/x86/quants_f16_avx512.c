@@ -1,0 +1,208 @@
+/* AVX-512 products of F16 weights with F32 activations in the AVX2 set's arithmetic, two rows
+ * per zmm: the low half runs row r's 8-lane chain, the high half row r + 1's, against the
+ * token's 8 floats broadcast to both halves, so each half does exactly the AVX2 kernel's lane
+ * operations (same bits, the strict goldens hold) at twice the FMA width. Tiles of 8 rows x 6
+ * tokens (24 zmm accumulators, 4 converted row pairs, 1 activation); an odd last row is the
+ * AVX2 kernel's own 1-row tile. Compiled with AVX-512 F/BW/VL/DQ. */
+#include "engine/quants/quants_internal.h"
+#include "engine/quants/x86/quants_avx2_internal.h"
+
+#include <immintrin.h>
+
+#define PAIRS     4 // row pairs per register block
+#define COLS      6 // tokens per register block (QUANT_ORDER_LANES)
+#define VEC_PAIRS 4 // row pairs per block in the single-row order (4 chains each), one token
+
+/* Rows r and r + 1, 8 halves each from element i, as 16 floats (row r low). */
+INLINE_ALWAYS __m512 load_pair(const uint8_t *row, size_t stride, int64_t i)
+{
+    const __m128i lo = _mm_loadu_si128((const __m128i *)(row + 2 * i));
+    const __m128i hi = _mm_loadu_si128((const __m128i *)(row + stride + 2 * i));
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+}
+
+INLINE_ALWAYS __m512 load_act8(const float *a)
+{
+    return _mm512_broadcast_f32x8(_mm256_loadu_ps(a));
+}
+
+INLINE_ALWAYS __m256 half_lo(__m512 v)
+{
+    return _mm512_castps512_ps256(v);
+}
+
+INLINE_ALWAYS __m256 half_hi(__m512 v)
+{
+    return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+}
+
+INLINE_ALWAYS float half_at(const uint8_t *row, int64_t j)
+{
+    uint16_t h;
+    memcpy(&h, row + 2 * j, 2);
+    return _cvtsh_ss(h);
+}
+
+/* The AVX2 kernel's QUANT_ORDER_LANES finish of one output: lanes summed, then the n mod 8
+ * tail element by element in float. */
+INLINE_ALWAYS float finish_lanes(__m256 acc, const uint8_t *row, const float *a, int64_t i,
+                                 int64_t n)
+{
+    float sum = hsum_f32x8(acc);
+    for (int64_t j = i; j < n; j++)
+        sum += half_at(row, j) * a[j];
+    return sum;
+}
+
+/* QUANT_ORDER_LANES for rows [r0, r0 + 2 NP) x tokens [c0, c0 + NC). */
+INLINE_ALWAYS void block_lanes(const struct quant_tile *t, int64_t r0, int64_t c0, int NP, int NC)
+{
+    const uint8_t *x = (const uint8_t *)t->x + r0 * t->x_stride;
+    const float *y[COLS];
+    for (int c = 0; c < NC; c++)
+        y[c] = (const float *)((const uint8_t *)t->y + (c0 + c) * t->y_stride);
+    __m512 acc[PAIRS][COLS];
+    for (int p = 0; p < NP; p++)
+        for (int c = 0; c < NC; c++)
+            acc[p][c] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= t->n; i += 8) {
+        __m512 w[PAIRS];
+        for (int p = 0; p < NP; p++) {
+            const uint8_t *row = x + 2 * p * t->x_stride;
+            if (t->is_stream) {
+                const char *ahead = (const char *)row + 2 * i + 2 * NP * t->x_stride;
+                _mm_prefetch(ahead, _MM_HINT_T0);
+                _mm_prefetch(ahead + t->x_stride, _MM_HINT_T0);
+            }
+            w[p] = load_pair(row, t->x_stride, i);
+        }
+        for (int c = 0; c < NC; c++) {
+            const __m512 a = load_act8(y[c] + i);
+            for (int p = 0; p < NP; p++)
+                acc[p][c] = _mm512_fmadd_ps(w[p], a, acc[p][c]);
+        }
+    }
+    for (int p = 0; p < NP; p++) {
+        const uint8_t *row = x + 2 * p * t->x_stride;
+        for (int c = 0; c < NC; c++) {
+            float *s = t->s + (c0 + c) * t->s_stride + r0 + 2 * p;
+            s[0] = finish_lanes(half_lo(acc[p][c]), row, y[c], i, t->n);
+            s[1] = finish_lanes(half_hi(acc[p][c]), row + t->x_stride, y[c], i, t->n);
+        }
+    }
+}
+
+/* The AVX2 kernel's QUANT_ORDER_VEC finish: (c0 + c2) + (c1 + c3) was added lane-wise by the
+ * caller; here its high half onto low, two horizontal adds, then the tail in double. */
+INLINE_ALWAYS float finish_vec(__m256 v, bool has_head, const uint8_t *row, const float *a,
+                               int64_t np, int64_t n)
+{
+    double sum = 0.0;
+    if (has_head) {
+        __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        h = _mm_hadd_ps(h, h);
+        h = _mm_hadd_ps(h, h);
+        sum = _mm_cvtss_f32(h);
+    }
+    for (int64_t j = np; j < n; j++)
+        sum += (double)(half_at(row, j) * a[j]);
+    return (float)sum;
+}
+
+/* QUANT_ORDER_VEC (four 8-lane chains per output over each 32 elements) for rows
+ * [r0, r0 + 2 NP) and token c0. */
+INLINE_ALWAYS void block_vec(const struct quant_tile *t, int64_t r0, int64_t c0, int NP)
+{
+    const uint8_t *x = (const uint8_t *)t->x + r0 * t->x_stride;
+    const float *y = (const float *)((const uint8_t *)t->y + c0 * t->y_stride);
+    const int64_t np = t->n & ~(int64_t)31;
+    __m512 acc[VEC_PAIRS][4];
+    for (int p = 0; p < NP; p++)
+        for (int j = 0; j < 4; j++)
+            acc[p][j] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < np; i += 32) {
+        for (int j = 0; j < 4; j++) {
+            const __m512 a = load_act8(y + i + 8 * j);
+            for (int p = 0; p < NP; p++) {
+                const uint8_t *row = x + 2 * p * t->x_stride;
+                if (j == 0) {
+                    const char *ahead = (const char *)row + 2 * i + 2 * NP * t->x_stride;
+                    _mm_prefetch(ahead, _MM_HINT_T0);
+                    _mm_prefetch(ahead + t->x_stride, _MM_HINT_T0);
+                }
+                acc[p][j] = _mm512_fmadd_ps(load_pair(row, t->x_stride, i + 8 * j), a, acc[p][j]);
+            }
+        }
+    }
+    for (int p = 0; p < NP; p++) {
+        const uint8_t *row = x + 2 * p * t->x_stride;
+        const __m512 v =
+            _mm512_add_ps(_mm512_add_ps(acc[p][0], acc[p][2]), _mm512_add_ps(acc[p][1], acc[p][3]));
+        float *s = t->s + c0 * t->s_stride + r0 + 2 * p;
+        s[0] = finish_vec(half_lo(v), np > 0, row, y, np, t->n);
+        s[1] = finish_vec(half_hi(v), np > 0, row + t->x_stride, y, np, t->n);
+    }
+}
+
+/* The AVX2 kernel on one row x up to QUANT_TILE_MAX tokens at a time: an odd last row. */
+static void last_row_avx2(const struct quant_tile *t, int64_t r)
+{
+    for (int64_t c0 = 0; c0 < t->n_cols; c0 += QUANT_TILE_MAX) {
+        struct quant_tile one = *t;
+        one.x = (const uint8_t *)t->x + r * t->x_stride;
+        one.y = (const uint8_t *)t->y + c0 * t->y_stride;
+        one.s = t->s + c0 * t->s_stride + r;
+        one.n_rows = 1;
+        one.n_cols = t->n_cols - c0 < QUANT_TILE_MAX ? (int)(t->n_cols - c0) : QUANT_TILE_MAX;
+        f16_vec_dot_tile_avx2(&one);
+    }
+}
+
+/* A flat dispatch over constant block shapes, so each is unrolled into registers. */
+static void lanes_block(const struct quant_tile *t, int64_t r0, int64_t c0, int np, int nc)
+{
+    if (np == PAIRS && nc == COLS)
+        block_lanes(t, r0, c0, PAIRS, COLS);
+    else if (np == PAIRS && nc == 1)
+        block_lanes(t, r0, c0, PAIRS, 1);
+    else if (np == PAIRS && nc >= 3)
+        block_lanes(t, r0, c0, PAIRS, 3), lanes_block(t, r0, c0 + 3, np, nc - 3);
+    else if (np == PAIRS && nc == 2)
+        block_lanes(t, r0, c0, PAIRS, 2);
+    else
+        for (int p = 0; p < np; p++)
+            for (int c = 0; c < nc; c++)
+                block_lanes(t, r0 + 2 * p, c0 + c, 1, 1);
+}
+
+static void run_lanes(const struct quant_tile *t)
+{
+    const int64_t n_pairs = t->n_rows / 2;
+    for (int64_t c0 = 0; c0 < t->n_cols; c0 += COLS) {
+        const int nc = t->n_cols - c0 < COLS ? (int)(t->n_cols - c0) : COLS;
+        for (int64_t p0 = 0; p0 < n_pairs; p0 += PAIRS)
+            lanes_block(t, 2 * p0, c0, n_pairs - p0 < PAIRS ? (int)(n_pairs - p0) : PAIRS, nc);
+    }
+}
+
+static void run_vec(const struct quant_tile *t)
+{
+    const int64_t n_pairs = t->n_rows / 2;
+    for (int64_t c0 = 0; c0 < t->n_cols; c0++) {
+        int64_t p0 = 0;
+        for (; p0 + VEC_PAIRS <= n_pairs; p0 += VEC_PAIRS)
+            block_vec(t, 2 * p0, c0, VEC_PAIRS);
+        for (; p0 < n_pairs; p0++)
+            block_vec(t, 2 * p0, c0, 1);
+    }
+}
+
+void f16_vec_dot_tile_avx512(const struct quant_tile *tile)
+{
+    if (tile->order == QUANT_ORDER_VEC)
+        run_vec(tile);
+    else
+        run_lanes(tile);
+    if (tile->n_rows % 2) last_row_avx2(tile, tile->n_rows - 1);
+}
