@@ -27,11 +27,26 @@
  *   acc[d] = one FMA chain over the tile's keys in order: acc[d] + v_j[d] * p_j (F32)
  * and at the end out = acc * (1 / S).
  *
+ * Layer features, the same in both arithmetics and every variant:
+ *   window: query i sees positions key_lo[i]..n_keys[i]-1 only. Tiles still start at multiples
+ *       of ATTN_KEY_TILE in absolute position (from the tile holding the block's smallest
+ *       key_lo); within a tile a query takes only its own keys: the single-pass loop runs over
+ *       them, the tile-softmax maximum, exponentials and value chain see them alone (its groups
+ *       of 8 stay aligned to the tile start, the lanes outside the query's keys counting 0).
+ *   ring: the cache holds position p in row p % ring (a sliding-window layer keeps only its
+ *       window), so a tile's rows may wrap; rows of positions no query of the block sees may
+ *       hold anything (they are converted but never used).
+ *   soft-cap: s = softcap * tanhf(dot * (scale / softcap)), scale / softcap rounded once, in
+ *       place of s = dot * scale; then the softmax as above.
+ *   sink: after the last key, one more logit x with no value: when x > M, acc *= e^(M - x)
+ *       (libm expf, F32, not rounded to half), M = x, w = 1, else w = e^(x - M); then
+ *       S = fma(S, the rescale or 1, w) and the final out = acc * (1 / S).
+ *
  * The invariance rule, for both: a query's output is a function of that query's row, the
- * keys and values it sees (positions 0..n_keys-1), the head geometry and the arithmetic
- * alone. Tiles start at absolute key 0, so a query at position p meets the same tiles whether
- * it is a decode token alone or one row of a 512-token prompt chunk, and the other queries of
- * a block never change its arithmetic. */
+ * keys and values it sees (positions key_lo..n_keys-1), its sink, the head geometry and the
+ * arithmetic alone. Tiles start at absolute multiples of ATTN_KEY_TILE, so a query at
+ * position p meets the same tiles whether it is a decode token alone or one row of a
+ * 512-token prompt chunk, and the other queries of a block never change its arithmetic. */
 #ifndef ENGINE_ATTN_H
 #define ENGINE_ATTN_H
 
@@ -57,8 +72,15 @@ struct attn_block {
     const uint16_t *v;                // value j at v + j * kv_stride
     size_t kv_stride;                 // elements between consecutive positions
     int n_q;                          // 1..ATTN_QUERIES_MAX
+    int ring;                         // rows of a ring cache (position p in row p % ring), 0:
+                                      // position p in row p
+    float softcap;                    // scores become softcap * tanh(s / softcap), 0: none
+    bool has_sinks;                   // sink[] holds one extra logit per query (its head's)
     const float *q[ATTN_QUERIES_MAX]; // query rows, head_dim floats each
-    int n_keys[ATTN_QUERIES_MAX];     // keys query i sees: positions 0..n_keys[i]-1, >= 1
+    int key_lo[ATTN_QUERIES_MAX];     // first key position query i sees (a window), >= 0
+    int n_keys[ATTN_QUERIES_MAX];     // keys query i sees: positions key_lo[i]..n_keys[i]-1,
+                                      // n_keys[i] > key_lo[i]
+    float sink[ATTN_QUERIES_MAX];     // query i's sink logit when has_sinks
     float *out[ATTN_QUERIES_MAX];     // output rows, head_dim floats each (used as the query's
                                       // accumulator; must not overlap another out or q row)
 };

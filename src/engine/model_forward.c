@@ -238,82 +238,6 @@ static int key_count(const struct fwd *f, int t)
     return it->is_noncausal ? it->seq->pos + it->n_tokens : f->m->sc.tok_pos[t] + 1;
 }
 
-/* Attention of one query head over keys 0..pos of its sequence with a running softmax, as
- * the reference CPU flash-attention kernel computes it: the query rounded to half, one pass
- * over the keys, the weighted sum of values kept in a half accumulator that is rescaled
- * whenever the running maximum grows (v * s + acc and the running sum fused, as its build
- * contracts them). No score row of n_ctx floats is needed. For batches of 64 or more tokens
- * the reference switches to a tiled kernel (F32 query, scores in 64-key tiles, its polynomial
- * exponential, an F32 accumulator) that this does not follow, so long prompts agree with it
- * only to rounding. */
-static void attend_head(const struct fwd *f, int t, int h, float *out)
-{
-    const struct engine_model *m = f->m;
-    const struct ops_kernels *ops = ops_get();
-    const int hd = m->info.head_dim, kvd = m->kv_dim;
-    const int g = h / (m->info.n_head / m->info.n_head_kv);
-    const struct engine_seq *s = f->items[m->sc.tok_item[t]].seq;
-    const int n_keys = key_count(f, t), own = m->sc.tok_pos[t] + 1;
-    // A sliding-window layer's query sees its last n_swa keys, itself included.
-    const int j0 = f->L->is_swa && own > m->feat.n_swa ? own - m->feat.n_swa : 0;
-    const float cap = m->feat.attn_softcap;
-    const size_t base = kv_layer_base(m, s, f->il) + (size_t)g * hd;
-    const uint16_t *kc = s->k_cache + base, *vc = s->v_cache + base;
-    float scale = m->feat.kq_scale != 0.0f ? m->feat.kq_scale : 1.0f / sqrtf((float)hd);
-    if (cap != 0.0f) scale /= cap; // soft-cap: cap * tanh(s * scale / cap)
-    uint16_t qh[HEAD_DIM_MAX_FWD], acc[HEAD_DIM_MAX_FWD];
-    float mx = -INFINITY, sum = 0.0f;
-    ops->f32_to_f16(hd, m->sc.q + (size_t)t * m->q_dim + (size_t)h * hd, qh);
-    memset(acc, 0, sizeof(uint16_t) * (size_t)hd);
-    for (int j = j0; j < n_keys; j++) {
-        const size_t row = kv_row(f->L, s, j) * (size_t)kvd;
-        float sc = ops->dot_f16(hd, kc + row, qh) * scale;
-        if (cap != 0.0f) sc = cap * tanhf(sc);
-        float ms = 1.0f, vs = 1.0f;
-        if (sc > mx) {
-            const float mx_old = mx;
-            mx = sc;
-            ms = expf(mx_old - mx); // 0 for the first key
-            ops->scale_f16(hd, acc, ms);
-        } else {
-            vs = expf(sc - mx);
-        }
-        ops->mad_f16(hd, acc, vc + row, vs);
-        sum = fmaf(sum, ms, vs);
-    }
-    for (int i = 0; i < hd; i++)
-        out[i] = ops_f16_to_f32(acc[i]);
-    if (f->L->sinks) { // gpt-oss: one more logit per head with nothing to add to the values
-        const float sk = f->L->sinks[h];
-        float ms = 1.0f, vs = 1.0f;
-        if (sk > mx) {
-            ms = expf(mx - sk);
-            for (int i = 0; i < hd; i++)
-                out[i] *= ms;
-        } else {
-            vs = expf(sk - mx);
-        }
-        sum = fmaf(sum, ms, vs);
-    }
-    const float inv = 1.0f / sum;
-    for (int i = 0; i < hd; i++)
-        out[i] *= inv;
-}
-
-/* Step: attention for every (token, head) pair one by one (layers with a window, soft-cap or
- * sinks), split in contiguous ranges of pairs. */
-static void job_attention_heads(void *arg, int ith, int nth)
-{
-    const struct fwd *f = arg;
-    const int n_head = f->m->info.n_head, hd = f->m->info.head_dim;
-    int lo, hi;
-    split(f->n_tok * n_head, ith, nth, &lo, &hi);
-    for (int p = lo; p < hi; p++) {
-        const int t = p / n_head, h = p % n_head;
-        attend_head(f, t, h, f->m->sc.attn + (size_t)t * f->m->q_dim + (size_t)h * hd);
-    }
-}
-
 /* Blocks of the tiled attention: each is one item's run of up to tok_per_block consecutive
  * tokens times up to head_per_block query heads of one KV head's group, so the block's
  * queries share every converted key/value tile. */
@@ -361,6 +285,7 @@ static void attn_block_run(const struct fwd *f, const struct attn_plan *p, int u
     const int n_tb = (f->items[i].n_tokens + p->tok_per_block - 1) / p->tok_per_block;
     const int tb = u % n_tb, hs = u / n_tb % p->n_hsub, g = u / n_tb / p->n_hsub;
     const struct engine_seq *s = f->items[i].seq;
+    const struct layer *L = f->L;
     const size_t base = kv_layer_base(m, s, f->il) + (size_t)g * hd;
     struct attn_block b = {
         .arith = m->numerics == ENGINE_NUMERICS_REFERENCE && f->n_tok >= REF_TILED_MIN_TOKENS
@@ -370,7 +295,10 @@ static void attn_block_run(const struct fwd *f, const struct attn_plan *p, int u
         .scale = m->feat.kq_scale != 0.0f ? m->feat.kq_scale : 1.0f / sqrtf((float)hd),
         .k = s->k_cache + base,
         .v = s->v_cache + base,
-        .kv_stride = (size_t)m->kv_dim};
+        .kv_stride = (size_t)m->kv_dim,
+        .ring = L->is_swa ? s->swa_cap : 0,
+        .softcap = m->feat.attn_softcap,
+        .has_sinks = L->sinks != NULL};
     const int ta = t0 + tb * p->tok_per_block;
     const int tz = ta + p->tok_per_block < t0 + f->items[i].n_tokens ? ta + p->tok_per_block
                                                                      : t0 + f->items[i].n_tokens;
@@ -381,6 +309,10 @@ static void attn_block_run(const struct fwd *f, const struct attn_plan *p, int u
             b.q[b.n_q] = m->sc.q + (size_t)t * m->q_dim + (size_t)h * hd;
             b.out[b.n_q] = m->sc.attn + (size_t)t * m->q_dim + (size_t)h * hd;
             b.n_keys[b.n_q] = key_count(f, t);
+            // A sliding-window layer's query sees its last n_swa positions, itself included.
+            const int own = m->sc.tok_pos[t] + 1;
+            b.key_lo[b.n_q] = L->is_swa && own > m->feat.n_swa ? own - m->feat.n_swa : 0;
+            b.sink[b.n_q] = L->sinks ? L->sinks[h] : 0.0f;
         }
     attn_run(&b);
 }
@@ -718,16 +650,10 @@ static void run_moe(struct threadpool *tp, struct fwd *f, const struct layer *L)
 
 /* Attention for the step: every query through the tiled kernel (attn.h), in the single-pass
  * arithmetic, or (reference numerics, steps of 64 tokens or more) the tile-softmax one, as the
- * reference switches. Layers with a sliding window (ring rows, a per-query first key), a
- * score soft-cap or attention sinks run each (token, head) pair through attend_head, which
- * computes the same single-pass arithmetic one query at a time, so they stay batch-invariant
- * too. */
+ * reference switches. Sliding windows (ring rows, a first key per query), the score soft-cap
+ * and attention sinks are the kernel's own features, so every layer takes this path. */
 static void run_attention(struct threadpool *tp, struct fwd *f)
 {
-    if (f->L->is_swa || f->m->feat.attn_softcap != 0.0f || f->L->sinks) {
-        run_light(tp, job_attention_heads, f, attention_is_small(f));
-        return;
-    }
     if (attention_is_small(f)) {
         job_attention_tiled(f, 0, 1);
         return;

@@ -193,11 +193,13 @@ static void run_batched(struct run *r)
     engine_seq_free(z);
 }
 
-static void check_model(const char *arch, const char *type)
+/* n_swa: the sliding window of the families that have one (0: the arch's default). */
+static void check_model_swa(const char *arch, const char *type, int n_swa)
 {
     struct synth_params p = synth_params_default();
     p.arch = arch;
     p.type = type;
+    if (n_swa > 0) p.n_swa = n_swa;
     p.n_layer = 2;
     p.n_embd = 256; // one K-quant super-block per row
     p.n_head = 4;
@@ -231,6 +233,11 @@ static void check_model(const char *arch, const char *type)
     engine_model_free(r.m);
 }
 
+static void check_model(const char *arch, const char *type)
+{
+    check_model_swa(arch, type, 0);
+}
+
 #define TYPE_TEST(name, arch, type)                                                                \
     static void test_##name(void **state)                                                          \
     {                                                                                              \
@@ -249,6 +256,20 @@ TYPE_TEST(llama_q4_k_m, "llama", "q4_k_m")
 TYPE_TEST(llama_q6_k, "llama", "q6_k")
 TYPE_TEST(qwen2_f32, "qwen2", "f32")
 TYPE_TEST(qwen3_f16, "qwen3", "f16")
+
+/* Windows shorter than the prompt (rings that wrap under the 512-position context are not
+ * reached here; test_families covers those), the attention soft-cap and sinks. */
+static void test_gemma2_window_softcap(void **state)
+{
+    (void)state;
+    check_model_swa("gemma2", "f32", 24);
+}
+
+static void test_gpt_oss_window_sinks(void **state)
+{
+    (void)state;
+    check_model_swa("gpt-oss", "f32", 24);
+}
 
 /* A prompt cache may reuse sampled positions only where the engine computes them as it
  * computes prompt tokens: quantized layer weights, or reference numerics. */
@@ -306,12 +327,20 @@ int main(void)
     attn_init();
     printf("kernel set: %s, attention: %s\n", quant_simd_name(), attn_variant_name());
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_llama_f32),         cmocka_unit_test(test_llama_f16),
-        cmocka_unit_test(test_llama_bf16),        cmocka_unit_test(test_llama_q8_0),
-        cmocka_unit_test(test_llama_q4_0),        cmocka_unit_test(test_llama_q4_1),
-        cmocka_unit_test(test_llama_q5_0),        cmocka_unit_test(test_llama_q5_1),
-        cmocka_unit_test(test_llama_q4_k_m),      cmocka_unit_test(test_llama_q6_k),
-        cmocka_unit_test(test_qwen2_f32),         cmocka_unit_test(test_qwen3_f16),
+        cmocka_unit_test(test_llama_f32),
+        cmocka_unit_test(test_llama_f16),
+        cmocka_unit_test(test_llama_bf16),
+        cmocka_unit_test(test_llama_q8_0),
+        cmocka_unit_test(test_llama_q4_0),
+        cmocka_unit_test(test_llama_q4_1),
+        cmocka_unit_test(test_llama_q5_0),
+        cmocka_unit_test(test_llama_q5_1),
+        cmocka_unit_test(test_llama_q4_k_m),
+        cmocka_unit_test(test_llama_q6_k),
+        cmocka_unit_test(test_qwen2_f32),
+        cmocka_unit_test(test_qwen3_f16),
+        cmocka_unit_test(test_gemma2_window_softcap),
+        cmocka_unit_test(test_gpt_oss_window_sinks),
         cmocka_unit_test(test_sampled_is_prompt),
     };
     // The other kernel sets: the float types (the summation orders) and two block formats.

@@ -8,6 +8,7 @@
  * reference's 8-lane reduction, each value dimension's FMA chain over the keys in order. */
 #include "engine/arm/attn_neon.h"
 #include "engine/arm/ops_neon_internal.h"
+#include "engine/attn_internal.h"
 #include "engine/ops.h"
 
 #include <arm_neon.h>
@@ -79,8 +80,10 @@ static void single_pass(const struct attn_block *b, const float *kr, const float
 {
     const int hd = b->head_dim;
     float sc[ATTN_KEY_TILE];
+    const float scale = attn_dot_scale(b);
     for (int j = 0; j < n; j++)
-        sc[j] = dot_lanes(kr + (size_t)j * hd, qr, hd) * b->scale;
+        sc[j] = dot_lanes(kr + (size_t)j * hd, qr, hd) * scale;
+    attn_cap_scores(b, sc, 0, n);
     for (int j = 0; j < n; j++) {
         const float s = sc[j];
         float ms = 1.0f, vs = 1.0f;
@@ -111,8 +114,8 @@ static void convert_tile(const struct attn_block *b, int k0, int n, float *kt, f
     const int hd = b->head_dim;
     float row[ATTN_HEAD_DIM_MAX];
     for (int j = 0; j < n; j++) {
-        convert_row(b->k + (size_t)(k0 + j) * b->kv_stride, row, hd);
-        convert_row(b->v + (size_t)(k0 + j) * b->kv_stride, vt + (size_t)j * hd, hd);
+        convert_row(b->k + attn_key_offset(b, k0 + j), row, hd);
+        convert_row(b->v + attn_key_offset(b, k0 + j), vt + (size_t)j * hd, hd);
         for (int d = 0; d < hd; d++)
             kt[d * ATTN_KEY_TILE + j] = row[d];
     }
@@ -153,15 +156,17 @@ static inline void value_chunk16(const float *vt, const float *p, int n, int hd,
         vst1q_f32(out + d0 + 4 * c, acc[c]);
 }
 
-static void tile_query(const struct attn_block *b, const float *kt, const float *vt, int n, int i,
-                       float st[2])
+/* One query against keys [a, e) of the converted tile. */
+static void tile_query(const struct attn_block *b, const float *kt, const float *vt, int a, int e,
+                       int i, float st[2])
 {
     const int hd = b->head_dim;
     float *out = b->out[i];
     float s[ATTN_KEY_TILE], p[ATTN_KEY_TILE];
-    scores(kt, b->q[i], hd, b->scale, s);
+    scores(kt, b->q[i], hd, attn_dot_scale(b), s);
+    attn_cap_scores(b, s, a, e);
     float tmax = -INFINITY;
-    for (int j = 0; j < n; j++)
+    for (int j = a; j < e; j++)
         tmax = fmaxf(tmax, s[j]);
     const float m_old = st[0], m_new = fmaxf(m_old, tmax);
     if (m_new > m_old) {
@@ -177,27 +182,50 @@ static void tile_query(const struct attn_block *b, const float *kt, const float 
     const float32x4_t vm = vdupq_n_f32(m_new);
     const float lanes[8] = {0, 1, 2, 3, 4, 5, 6, 7};
     double sum = 0.0;
-    for (int g = 0; g < n; g += 8) {
-        const float32x4_t left = vdupq_n_f32((float)(n - g));
-        float32x4_t e[2];
+    for (int g = a & ~7; g < e; g += 8) { // groups aligned to the tile start
+        const float32x4_t left = vdupq_n_f32((float)(e - g)), skip = vdupq_n_f32((float)(a - g));
+        float32x4_t x[2];
         for (int h = 0; h < 2; h++) {
-            const uint32x4_t valid = vcltq_f32(vld1q_f32(lanes + 4 * h), left);
-            e[h] = ops_expf_poly4(vsubq_f32(vld1q_f32(s + g + 4 * h), vm));
-            e[h] = vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(e[h]), valid));
-            vst1q_f32(p + g + 4 * h, e[h]);
+            const float32x4_t ln = vld1q_f32(lanes + 4 * h);
+            const uint32x4_t valid = vandq_u32(vcltq_f32(ln, left), vcgeq_f32(ln, skip));
+            x[h] = ops_expf_poly4(vsubq_f32(vld1q_f32(s + g + 4 * h), vm));
+            x[h] = vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(x[h]), valid));
+            vst1q_f32(p + g + 4 * h, x[h]);
         }
-        sum += (double)hsum8(e[0], e[1]);
+        sum += (double)hsum8(x[0], x[1]);
     }
     st[1] = (float)((double)st[1] + sum);
+    const float *va = vt + (size_t)a * hd, *pa = p + a;
+    const int n = e - a;
     int d = 0;
     for (; d + 16 <= hd; d += 16)
-        value_chunk16(vt, p, n, hd, out, d);
+        value_chunk16(va, pa, n, hd, out, d);
     for (; d < hd; d++) {
         float acc = out[d];
         for (int j = 0; j < n; j++)
-            acc = fmaf(vt[(size_t)j * hd + d], p[j], acc);
+            acc = fmaf(va[(size_t)j * hd + d], pa[j], acc);
         out[d] = acc;
     }
+}
+
+/* Query i over the converted tile of positions [k0, k0 + n), if it sees any of them. */
+static void query_step(const struct attn_block *b, const float *kt, const float *vt, int k0, int n,
+                       int i, float st[2])
+{
+    const int hd = b->head_dim;
+    int a, e;
+    if (!attn_span(b, i, k0, n, &a, &e)) return;
+    if (b->arith == ATTN_ARITH_TILE_SOFTMAX) {
+        tile_query(b, kt, vt, a, e, i, st);
+        return;
+    }
+    float qr[ATTN_HEAD_DIM_MAX];
+    int d = 0;
+    for (; d + 4 <= hd; d += 4)
+        vst1q_f32(qr + d, round_half4(vld1q_f32(b->q[i] + d)));
+    for (; d < hd; d++)
+        qr[d] = round_half(b->q[i][d]);
+    single_pass(b, kt + (size_t)a * hd, vt + (size_t)a * hd, e - a, qr, b->out[i], st);
 }
 
 void attn_run_neon(const struct attn_block *b)
@@ -206,41 +234,27 @@ void attn_run_neon(const struct attn_block *b)
     // Tile buffers on the stack: 2 * 64 * head_dim floats used (256 KiB at the largest).
     float kt[ATTN_KEY_TILE * ATTN_HEAD_DIM_MAX], vt[ATTN_KEY_TILE * ATTN_HEAD_DIM_MAX];
     float state[ATTN_QUERIES_MAX][2]; // running maximum, running sum
-    int max_keys = 0;
     for (int i = 0; i < b->n_q; i++) {
         state[i][0] = -INFINITY;
         state[i][1] = 0.0f;
         memset(b->out[i], 0, sizeof(float) * (size_t)hd);
-        max_keys = b->n_keys[i] > max_keys ? b->n_keys[i] : max_keys;
     }
-    const bool is_tile = b->arith == ATTN_ARITH_TILE_SOFTMAX;
-    for (int k0 = 0; k0 < max_keys; k0 += ATTN_KEY_TILE) {
+    int max_keys;
+    for (int k0 = attn_first_tile(b, &max_keys); k0 < max_keys; k0 += ATTN_KEY_TILE) {
         const int n = min_int(ATTN_KEY_TILE, max_keys - k0);
-        if (is_tile) {
+        if (b->arith == ATTN_ARITH_TILE_SOFTMAX) {
             convert_tile(b, k0, n, kt, vt);
         } else {
             for (int j = 0; j < n; j++) {
-                convert_row(b->k + (size_t)(k0 + j) * b->kv_stride, kt + (size_t)j * hd, hd);
-                convert_row(b->v + (size_t)(k0 + j) * b->kv_stride, vt + (size_t)j * hd, hd);
+                convert_row(b->k + attn_key_offset(b, k0 + j), kt + (size_t)j * hd, hd);
+                convert_row(b->v + attn_key_offset(b, k0 + j), vt + (size_t)j * hd, hd);
             }
         }
-        for (int i = 0; i < b->n_q; i++) {
-            if (b->n_keys[i] <= k0) continue;
-            const int nk = min_int(n, b->n_keys[i] - k0);
-            if (is_tile) {
-                tile_query(b, kt, vt, nk, i, state[i]);
-                continue;
-            }
-            float qr[ATTN_HEAD_DIM_MAX];
-            int d = 0;
-            for (; d + 4 <= hd; d += 4)
-                vst1q_f32(qr + d, round_half4(vld1q_f32(b->q[i] + d)));
-            for (; d < hd; d++)
-                qr[d] = round_half(b->q[i][d]);
-            single_pass(b, kt, vt, nk, qr, b->out[i], state[i]);
-        }
+        for (int i = 0; i < b->n_q; i++)
+            query_step(b, kt, vt, k0, n, i, state[i]);
     }
     for (int i = 0; i < b->n_q; i++) {
+        attn_apply_sink(b, i, b->out[i], state[i]);
         const float inv = state[i][1] == 0.0f ? 0.0f : 1.0f / state[i][1];
         int d = 0;
         for (; d + 4 <= hd; d += 4)

@@ -7,6 +7,7 @@
  * dimension's accumulator running its FMA chain over the keys in order, 32 dimensions at a
  * time. Compiled with those ISA flags; only called after attn_have_avx2(). */
 #include "engine/attn.h"
+#include "engine/attn_internal.h"
 #include "engine/ops.h"
 
 #include <math.h>
@@ -40,8 +41,8 @@ static void convert_tile(const struct attn_block *b, int k0, int n, float *kt, f
     const int hd = b->head_dim;
     float row[ATTN_HEAD_DIM_MAX];
     for (int j = 0; j < n; j++) {
-        const uint16_t *k = b->k + (size_t)(k0 + j) * b->kv_stride;
-        const uint16_t *v = b->v + (size_t)(k0 + j) * b->kv_stride;
+        const uint16_t *k = b->k + attn_key_offset(b, k0 + j);
+        const uint16_t *v = b->v + attn_key_offset(b, k0 + j);
         int d = 0;
         for (; d + 8 <= hd; d += 8) {
             _mm256_storeu_ps(row + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k + d))));
@@ -65,8 +66,8 @@ static void convert_rows(const struct attn_block *b, int k0, int n, float *kr, f
 {
     const int hd = b->head_dim;
     for (int j = 0; j < n; j++) {
-        const uint16_t *k = b->k + (size_t)(k0 + j) * b->kv_stride;
-        const uint16_t *v = b->v + (size_t)(k0 + j) * b->kv_stride;
+        const uint16_t *k = b->k + attn_key_offset(b, k0 + j);
+        const uint16_t *v = b->v + attn_key_offset(b, k0 + j);
         float *ko = kr + (size_t)j * hd, *vo = vr + (size_t)j * hd;
         int d = 0;
         for (; d + 8 <= hd; d += 8) {
@@ -115,8 +116,10 @@ static void single_pass(const struct attn_block *b, const float *kr, const float
                         const float *qr, float *acc, float st[2])
 {
     const int hd = b->head_dim;
+    const float scale = attn_dot_scale(b);
     for (int j = 0; j < n; j++) {
-        const float s = dot_lanes(kr + (size_t)j * hd, qr, hd) * b->scale;
+        float s = dot_lanes(kr + (size_t)j * hd, qr, hd) * scale;
+        attn_cap_scores(b, &s, 0, 1);
         float ms = 1.0f, vs = 1.0f;
         if (s > st[0]) {
             ms = expf(st[0] - s); // 0 for the first key
@@ -177,15 +180,17 @@ static inline void value_chunk(const float *vt, const float *p, int n, int hd, f
         _mm256_storeu_ps(out + d0 + 8 * c, acc[c]);
 }
 
-static void tile_query(const struct attn_block *b, const float *kt, const float *vt, int n, int i,
-                       float st[2])
+/* One query against keys [a, e) of the converted tile. */
+static void tile_query(const struct attn_block *b, const float *kt, const float *vt, int a, int e,
+                       int i, float st[2])
 {
     const int hd = b->head_dim;
     float *out = b->out[i];
     float s[ATTN_KEY_TILE], p[ATTN_KEY_TILE];
-    scores(kt, b->q[i], hd, b->scale, s);
+    scores(kt, b->q[i], hd, attn_dot_scale(b), s);
+    attn_cap_scores(b, s, a, e);
     float tmax = -INFINITY;
-    for (int j = 0; j < n; j++)
+    for (int j = a; j < e; j++)
         tmax = fmaxf(tmax, s[j]);
     const float m_old = st[0], m_new = fmaxf(m_old, tmax);
     if (m_new > m_old) {
@@ -202,25 +207,49 @@ static void tile_query(const struct attn_block *b, const float *kt, const float 
     const __m256 vm = _mm256_set1_ps(m_new);
     const __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
     double sum = 0.0;
-    for (int g = 0; g < n; g += 8) {
-        __m256 e = ops_expf_poly8(_mm256_sub_ps(_mm256_loadu_ps(s + g), vm));
-        const __m256 valid = _mm256_cmp_ps(lane, _mm256_set1_ps((float)(n - g)), _CMP_LT_OQ);
-        e = _mm256_and_ps(e, valid);
-        _mm256_storeu_ps(p + g, e);
-        sum += (double)hsum8(e);
+    for (int g = a & ~7; g < e; g += 8) { // groups aligned to the tile start
+        __m256 x = ops_expf_poly8(_mm256_sub_ps(_mm256_loadu_ps(s + g), vm));
+        const __m256 valid =
+            _mm256_and_ps(_mm256_cmp_ps(lane, _mm256_set1_ps((float)(e - g)), _CMP_LT_OQ),
+                          _mm256_cmp_ps(lane, _mm256_set1_ps((float)(a - g)), _CMP_GE_OQ));
+        x = _mm256_and_ps(x, valid);
+        _mm256_storeu_ps(p + g, x);
+        sum += (double)hsum8(x);
     }
     st[1] = (float)((double)st[1] + sum);
+    const float *va = vt + (size_t)a * hd, *pa = p + a;
+    const int n = e - a;
     int d = 0;
     for (; d + 32 <= hd; d += 32)
-        value_chunk(vt, p, n, hd, out, d, 4);
+        value_chunk(va, pa, n, hd, out, d, 4);
     for (; d + 8 <= hd; d += 8)
-        value_chunk(vt, p, n, hd, out, d, 1);
+        value_chunk(va, pa, n, hd, out, d, 1);
     for (; d < hd; d++) {
         float acc = out[d];
         for (int j = 0; j < n; j++)
-            acc = fmaf(vt[(size_t)j * hd + d], p[j], acc);
+            acc = fmaf(va[(size_t)j * hd + d], pa[j], acc);
         out[d] = acc;
     }
+}
+
+/* Query i over the converted tile of positions [k0, k0 + n), if it sees any of them. */
+static void query_step(const struct attn_block *b, const float *kt, const float *vt, int k0, int n,
+                       int i, float st[2])
+{
+    const int hd = b->head_dim;
+    int a, e;
+    if (!attn_span(b, i, k0, n, &a, &e)) return;
+    if (b->arith == ATTN_ARITH_TILE_SOFTMAX) {
+        tile_query(b, kt, vt, a, e, i, st);
+        return;
+    }
+    float qr[ATTN_HEAD_DIM_MAX];
+    int d = 0;
+    for (; d + 8 <= hd; d += 8)
+        _mm256_storeu_ps(qr + d, round_half8(_mm256_loadu_ps(b->q[i] + d)));
+    for (; d < hd; d++)
+        qr[d] = round_half(b->q[i][d]);
+    single_pass(b, kt + (size_t)a * hd, vt + (size_t)a * hd, e - a, qr, b->out[i], st);
 }
 
 void attn_run_avx2(const struct attn_block *b)
@@ -229,37 +258,23 @@ void attn_run_avx2(const struct attn_block *b)
     // Tile buffers on the stack: 2 * 64 * head_dim floats used (256 KiB at the largest).
     float kt[ATTN_KEY_TILE * ATTN_HEAD_DIM_MAX], vt[ATTN_KEY_TILE * ATTN_HEAD_DIM_MAX];
     float state[ATTN_QUERIES_MAX][2]; // running maximum, running sum
-    int max_keys = 0;
     for (int i = 0; i < b->n_q; i++) {
         state[i][0] = -INFINITY;
         state[i][1] = 0.0f;
         memset(b->out[i], 0, sizeof(float) * (size_t)hd);
-        max_keys = b->n_keys[i] > max_keys ? b->n_keys[i] : max_keys;
     }
-    for (int k0 = 0; k0 < max_keys; k0 += ATTN_KEY_TILE) {
+    int max_keys;
+    for (int k0 = attn_first_tile(b, &max_keys); k0 < max_keys; k0 += ATTN_KEY_TILE) {
         const int n = min_int(ATTN_KEY_TILE, max_keys - k0);
-        const bool is_tile = b->arith == ATTN_ARITH_TILE_SOFTMAX;
-        if (is_tile)
+        if (b->arith == ATTN_ARITH_TILE_SOFTMAX)
             convert_tile(b, k0, n, kt, vt);
         else
             convert_rows(b, k0, n, kt, vt);
-        for (int i = 0; i < b->n_q; i++) {
-            if (b->n_keys[i] <= k0) continue;
-            const int nk = min_int(n, b->n_keys[i] - k0);
-            if (is_tile) {
-                tile_query(b, kt, vt, nk, i, state[i]);
-                continue;
-            }
-            float qr[ATTN_HEAD_DIM_MAX];
-            int d = 0;
-            for (; d + 8 <= hd; d += 8)
-                _mm256_storeu_ps(qr + d, round_half8(_mm256_loadu_ps(b->q[i] + d)));
-            for (; d < hd; d++)
-                qr[d] = round_half(b->q[i][d]);
-            single_pass(b, kt, vt, nk, qr, b->out[i], state[i]);
-        }
+        for (int i = 0; i < b->n_q; i++)
+            query_step(b, kt, vt, k0, n, i, state[i]);
     }
     for (int i = 0; i < b->n_q; i++) {
+        attn_apply_sink(b, i, b->out[i], state[i]);
         const float inv = state[i][1] == 0.0f ? 0.0f : 1.0f / state[i][1];
         const __m256 vinv = _mm256_set1_ps(inv);
         int d = 0;

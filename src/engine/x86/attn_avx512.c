@@ -8,6 +8,7 @@
  * of 8 summed as the reference's 8-lane reduction, the value accumulators 16 dimensions per
  * register. Compiled with the AVX-512 flags; only called after attn_have_avx512(). */
 #include "engine/attn.h"
+#include "engine/attn_internal.h"
 #include "engine/ops.h"
 
 #include <math.h>
@@ -55,8 +56,8 @@ static void convert_tile(const struct attn_block *b, int k0, int n, float *kt, f
     const int hd = b->head_dim;
     float row[ATTN_HEAD_DIM_MAX];
     for (int j = 0; j < n; j++) {
-        convert_row(b->k + (size_t)(k0 + j) * b->kv_stride, row, hd);
-        convert_row(b->v + (size_t)(k0 + j) * b->kv_stride, vt + (size_t)j * hd, hd);
+        convert_row(b->k + attn_key_offset(b, k0 + j), row, hd);
+        convert_row(b->v + attn_key_offset(b, k0 + j), vt + (size_t)j * hd, hd);
         for (int d = 0; d < hd; d++)
             kt[d * ATTN_KEY_TILE + j] = row[d];
     }
@@ -70,8 +71,8 @@ static void convert_rows(const struct attn_block *b, int k0, int n, float *kr, f
 {
     const int hd = b->head_dim;
     for (int j = 0; j < n; j++) {
-        convert_row(b->k + (size_t)(k0 + j) * b->kv_stride, kr + (size_t)j * hd, hd);
-        convert_row(b->v + (size_t)(k0 + j) * b->kv_stride, vr + (size_t)j * hd, hd);
+        convert_row(b->k + attn_key_offset(b, k0 + j), kr + (size_t)j * hd, hd);
+        convert_row(b->v + attn_key_offset(b, k0 + j), vr + (size_t)j * hd, hd);
     }
 }
 
@@ -108,8 +109,10 @@ static void single_pass(const struct attn_block *b, const float *kr, const float
 {
     const int hd = b->head_dim;
     float sc[ATTN_KEY_TILE];
+    const float scale = attn_dot_scale(b);
     for (int j = 0; j < n; j++)
-        sc[j] = dot_lanes(kr + (size_t)j * hd, qr, hd) * b->scale;
+        sc[j] = dot_lanes(kr + (size_t)j * hd, qr, hd) * scale;
+    attn_cap_scores(b, sc, 0, n);
     for (int j = 0; j < n; j++) {
         const float s = sc[j];
         float ms = 1.0f, vs = 1.0f;
@@ -201,15 +204,16 @@ static inline void value_chunk1(const float *vt, const float *p, int n, int hd, 
     _mm512_mask_storeu_ps(out + d0, m, acc);
 }
 
-/* The rest of a query's tile step once its scores s are known. */
-static void tile_query(const struct attn_block *b, const float *vt, const float *s, int n, int i,
+/* The rest of a query's tile step (its keys [a, e) of the tile) once its scores s are known. */
+static void tile_query(const struct attn_block *b, const float *vt, float *s, int a, int e, int i,
                        float st[2])
 {
     const int hd = b->head_dim;
     float *out = b->out[i];
     float p[ATTN_KEY_TILE];
+    attn_cap_scores(b, s, a, e);
     float tmax = -INFINITY;
-    for (int j = 0; j < n; j++)
+    for (int j = a; j < e; j++)
         tmax = fmaxf(tmax, s[j]);
     const float m_old = st[0], m_new = fmaxf(m_old, tmax);
     if (m_new > m_old) {
@@ -225,20 +229,22 @@ static void tile_query(const struct attn_block *b, const float *vt, const float 
     st[0] = m_new;
     const __m512 vm = _mm512_set1_ps(m_new);
     double sum = 0.0;
-    for (int g = 0; g < n; g += 16) {
-        const __mmask16 valid = tail_mask(n - g);
-        const __m512 e =
+    for (int g = a & ~15; g < e; g += 16) { // groups of 8 aligned to the tile start
+        const int skip = a - g > 0 ? a - g : 0;
+        const __mmask16 valid = (__mmask16)(tail_mask(e - g) & ~tail_mask(skip));
+        const __m512 x =
             _mm512_maskz_mov_ps(valid, ops_expf_poly16(_mm512_sub_ps(_mm512_loadu_ps(s + g), vm)));
-        _mm512_storeu_ps(p + g, e);
-        sum += (double)hsum8(_mm512_castps512_ps256(e));
-        if (g + 8 < n) sum += (double)hsum8(_mm512_extractf32x8_ps(e, 1));
+        _mm512_storeu_ps(p + g, x);
+        sum += (double)hsum8(_mm512_castps512_ps256(x));
+        if (g + 8 < e) sum += (double)hsum8(_mm512_extractf32x8_ps(x, 1));
     }
     st[1] = (float)((double)st[1] + sum);
+    const float *va = vt + (size_t)a * hd, *pa = p + a;
     int d = 0;
     for (; d + 64 <= hd; d += 64)
-        value_chunk4(vt, p, n, hd, out, d);
+        value_chunk4(va, pa, e - a, hd, out, d);
     for (; d < hd; d += 16)
-        value_chunk1(vt, p, n, hd, out, d);
+        value_chunk1(va, pa, e - a, hd, out, d);
 }
 
 /* One converted tile (keys [k0, k0 + n)) for every query that sees it, scored in pairs. */
@@ -246,18 +252,20 @@ static void tile_step(const struct attn_block *b, const float *kt, const float *
                       float state[][2])
 {
     float sa[ATTN_KEY_TILE], sb[ATTN_KEY_TILE];
-    int pend = -1; // a query whose scores wait for a partner
+    const float scale = attn_dot_scale(b);
+    int pend = -1, pa = 0, pe = 0; // a query whose scores wait for a partner, its keys
     for (int i = 0; i <= b->n_q; i++) {
-        if (i < b->n_q && b->n_keys[i] <= k0) continue;
+        int a = 0, e = 0;
+        if (i < b->n_q && !attn_span(b, i, k0, n, &a, &e)) continue;
         if (i < b->n_q && pend < 0) {
-            pend = i;
+            pend = i, pa = a, pe = e;
             continue;
         }
         if (pend < 0) break;
         const bool is_pair = i < b->n_q;
-        scores2(kt, b->q[pend], is_pair ? b->q[i] : NULL, b->head_dim, b->scale, sa, sb);
-        tile_query(b, vt, sa, min_int(n, b->n_keys[pend] - k0), pend, state[pend]);
-        if (is_pair) tile_query(b, vt, sb, min_int(n, b->n_keys[i] - k0), i, state[i]);
+        scores2(kt, b->q[pend], is_pair ? b->q[i] : NULL, b->head_dim, scale, sa, sb);
+        tile_query(b, vt, sa, pa, pe, pend, state[pend]);
+        if (is_pair) tile_query(b, vt, sb, a, e, i, state[i]);
         pend = -1;
     }
 }
@@ -268,37 +276,36 @@ void attn_run_avx512(const struct attn_block *b)
     // Tile buffers on the stack: 2 * 64 * head_dim floats used (256 KiB at the largest).
     float kt[ATTN_KEY_TILE * ATTN_HEAD_DIM_MAX], vt[ATTN_KEY_TILE * ATTN_HEAD_DIM_MAX];
     float state[ATTN_QUERIES_MAX][2]; // running maximum, running sum
-    int max_keys = 0;
     for (int i = 0; i < b->n_q; i++) {
         state[i][0] = -INFINITY;
         state[i][1] = 0.0f;
         memset(b->out[i], 0, sizeof(float) * (size_t)hd);
-        max_keys = b->n_keys[i] > max_keys ? b->n_keys[i] : max_keys;
     }
     const bool is_tile = b->arith == ATTN_ARITH_TILE_SOFTMAX;
-    for (int k0 = 0; k0 < max_keys; k0 += ATTN_KEY_TILE) {
+    int max_keys;
+    for (int k0 = attn_first_tile(b, &max_keys); k0 < max_keys; k0 += ATTN_KEY_TILE) {
         const int n = min_int(ATTN_KEY_TILE, max_keys - k0);
-        if (is_tile)
-            convert_tile(b, k0, n, kt, vt);
-        else
-            convert_rows(b, k0, n, kt, vt);
         if (is_tile) {
+            convert_tile(b, k0, n, kt, vt);
             tile_step(b, kt, vt, k0, n, state);
             continue;
         }
+        convert_rows(b, k0, n, kt, vt);
         for (int i = 0; i < b->n_q; i++) {
-            if (b->n_keys[i] <= k0) continue;
-            const int nk = min_int(n, b->n_keys[i] - k0);
+            int a, e;
+            if (!attn_span(b, i, k0, n, &a, &e)) continue;
             float qr[ATTN_HEAD_DIM_MAX];
             for (int d = 0; d < hd; d += 16) {
                 const __mmask16 m = tail_mask(hd - d);
                 _mm512_mask_storeu_ps(qr + d, m,
                                       round_half16(_mm512_maskz_loadu_ps(m, b->q[i] + d)));
             }
-            single_pass(b, kt, vt, nk, qr, b->out[i], state[i]);
+            single_pass(b, kt + (size_t)a * hd, vt + (size_t)a * hd, e - a, qr, b->out[i],
+                        state[i]);
         }
     }
     for (int i = 0; i < b->n_q; i++) {
+        attn_apply_sink(b, i, b->out[i], state[i]);
         const float inv = state[i][1] == 0.0f ? 0.0f : 1.0f / state[i][1];
         const __m512 vinv = _mm512_set1_ps(inv);
         for (int d = 0; d < hd; d += 16) {
@@ -310,27 +317,6 @@ void attn_run_avx512(const struct attn_block *b)
 }
 
 #else // built without the ISA flags: never selected, but keep the symbol
-
-/* One converted tile (keys [k0, k0 + n)) for every query that sees it, scored in pairs. */
-static void tile_step(const struct attn_block *b, const float *kt, const float *vt, int k0, int n,
-                      float state[][2])
-{
-    float sa[ATTN_KEY_TILE], sb[ATTN_KEY_TILE];
-    int pend = -1; // a query whose scores wait for a partner
-    for (int i = 0; i <= b->n_q; i++) {
-        if (i < b->n_q && b->n_keys[i] <= k0) continue;
-        if (i < b->n_q && pend < 0) {
-            pend = i;
-            continue;
-        }
-        if (pend < 0) break;
-        const bool is_pair = i < b->n_q;
-        scores2(kt, b->q[pend], is_pair ? b->q[i] : NULL, b->head_dim, b->scale, sa, sb);
-        tile_query(b, vt, sa, min_int(n, b->n_keys[pend] - k0), pend, state[pend]);
-        if (is_pair) tile_query(b, vt, sb, min_int(n, b->n_keys[i] - k0), i, state[i]);
-        pend = -1;
-    }
-}
 
 void attn_run_avx512(const struct attn_block *b)
 {
