@@ -59,7 +59,18 @@ done
     --proj-ffn 128 --out 128 --type f32 --seed 1 -o "$tmp/uv.gguf"
 "$synth" --arch llama --embd 128 --heads 4 --heads-kv 2 --layers 2 --ffn 256 --ctx 1024 \
     --seed 4 -o "$tmp/lm.gguf"
+# The reference's log-mel spectrograms, through its own preprocessor (scripts/mtmd-mel-dump.cpp
+# built against its headers and static libraries; REFERENCE_SRC and REFERENCE_BUILD default to
+# the reference checkout and the bin directory's build).
+ref_src=${REFERENCE_SRC:-$HOME/.cache/llamapi-reference/llama.cpp}
+ref_build=${REFERENCE_BUILD:-$(dirname "$bin")}
+g++ -std=c++17 -O1 -I"$ref_src/tools/mtmd" -I"$ref_src/include" -I"$ref_src/ggml/include" \
+    scripts/mtmd-mel-dump.cpp "$ref_build/tools/mtmd/libmtmd.a" "$ref_build/src/libllama.a" \
+    "$ref_build/ggml/src/libggml.a" "$ref_build/ggml/src/libggml-cpu.a" \
+    "$ref_build/ggml/src/libggml-base.a" -fopenmp -lpthread -ldl -o "$tmp/mel-dump"
 for snd in a b silent; do
+    "$tmp/mel-dump" "$tmp/uv.gguf" "$out/audio-$snd.wav" "$out/audio-$snd.mel" 256 \
+        2>/dev/null
     best=
     for try in 1 2 3 4 5 6; do
         MTMD_DEBUG_EMBEDDINGS="$out/audio-$snd.emb" MTMD_TEST_RESPONSE_MARKER=@@ANSWER@@ \

@@ -152,6 +152,53 @@ static void test_embeddings_match_reference(void **state)
     mem_free(data);
 }
 
+/* Our spectrogram of one WAV against the reference preprocessor's (DATA audio-<name>.mel: the
+ * first frames of every band of the first window); the frames past those are the appended
+ * silence, one constant, which must equal the last kept column of the silent clip. */
+static void compare_mel(const char *name, int n_mel)
+{
+    size_t n_samples, len;
+    float *pcm = load_wav(name, &n_samples);
+    float *mel = malloc(sizeof(float) * (size_t)n_mel * AUDIO_MEL_WINDOW *
+                        (size_t)audio_mel_n_windows(n_samples));
+    assert_int_equal(audio_mel_compute(pcm, n_samples, n_mel, mel), ERR_OK);
+    char path[128];
+    snprintf(path, sizeof path, DATA "audio-%s.mel", name);
+    int32_t *ref = read_all(path, &len);
+    assert_non_null(ref);
+    assert_int_equal(ref[0], audio_mel_n_windows(n_samples));
+    assert_int_equal(ref[1], n_mel);
+    const int keep = ref[2];
+    assert_int_equal(len, 12 + (size_t)n_mel * (size_t)keep * sizeof(float));
+    const float *r = (const float *)(ref + 3);
+    double max_diff = 0.0;
+    for (int m = 0; m < n_mel; m++)
+        for (int i = 0; i < keep; i++) {
+            const double d =
+                fabs((double)mel[(size_t)m * AUDIO_MEL_WINDOW + i] - r[(size_t)m * keep + i]);
+            if (d > max_diff) max_diff = d;
+        }
+    printf("audio-%s mel: %d bands x %d frames, max |ours - reference| %.3g\n", name, n_mel, keep,
+           max_diff);
+    assert_true(max_diff < 1e-4); // values span [-0.5, 1.5]
+    // past the clip: the appended silence, as the reference's last kept column (frame 255 is
+    // past every test clip)
+    for (int m = 0; m < n_mel; m++)
+        assert_float_equal(mel[(size_t)m * AUDIO_MEL_WINDOW + AUDIO_MEL_WINDOW - 1],
+                           r[(size_t)m * keep + keep - 1], 1e-4);
+    free(ref);
+    free(mel);
+    mem_free(pcm);
+}
+
+static void test_mel_matches_reference(void **state)
+{
+    (void)state;
+    compare_mel("a", 80);
+    compare_mel("b", 80);
+    compare_mel("silent", 80);
+}
+
 /* Whatever the thread count, the same bits. */
 static void test_same_audio_any_threads(void **state)
 {
@@ -258,6 +305,7 @@ static void test_load_fault_injection(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mel_matches_reference),
         cmocka_unit_test(test_embeddings_match_reference),
         cmocka_unit_test(test_same_audio_any_threads),
         cmocka_unit_test(test_mel_properties),
