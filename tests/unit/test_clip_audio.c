@@ -302,6 +302,38 @@ static void test_load_fault_injection(void **state)
     mem_free(data);
 }
 
+/* Every allocation of an encode (the spectrogram's and the window's scratch), failed in turn:
+ * ERR_NOMEM, nothing leaked; then the same call succeeds. */
+static void test_encode_fault_injection(void **state)
+{
+    (void)state;
+    size_t len, n;
+    void *data = synth_projector(&len);
+    struct clip_audio *a = NULL;
+    struct errmsg e;
+    errmsg_clear(&e);
+    assert_int_equal(clip_audio_load_memory(data, len, &a, &e), ERR_OK);
+    float *pcm = load_wav("a", &n);
+    float *out = malloc(sizeof(float) * (size_t)clip_audio_n_tokens(a, n) * 128);
+    struct threadpool *tp = NULL;
+    assert_int_equal(threadpool_new(1, &tp), ERR_OK);
+    const int64_t live = mem_live_count();
+    int rc = ERR_NOMEM;
+    for (int k = 0; rc == ERR_NOMEM; k++) {
+        mem_fail_after(k);
+        rc = clip_audio_encode(a, tp, pcm, n, out);
+        mem_fail_after(-1);
+        assert_int_equal(mem_live_count(), live);
+        assert_true(rc == ERR_OK || rc == ERR_NOMEM);
+        assert_true(k < 64);
+    }
+    threadpool_free(tp);
+    free(out);
+    mem_free(pcm);
+    clip_audio_free(a);
+    mem_free(data);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -311,6 +343,7 @@ int main(void)
         cmocka_unit_test(test_mel_properties),
         cmocka_unit_test(test_refused_files),
         cmocka_unit_test(test_load_fault_injection),
+        cmocka_unit_test(test_encode_fault_injection),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
