@@ -58,3 +58,39 @@ for img in a b c; do
     printf '%s' "$best" > "$out/$img.answer.hex"
     echo "$img: $(cat "$out/$img.answer.hex")"
 done
+
+# Audio: a synthetic Ultravox projector written by our tool (keep its options in step with
+# clip_synth_audio_params_default(), which test_clip_audio.c uses) and a synthetic llama text
+# model; the reference's audio embeddings and greedy answers for the test WAVs (16 kHz mono,
+# so no resampler is involved). Stack factor 4: with 8 the reference counts 187 tokens for a
+# 30 s window but its graph makes 188 and it aborts.
+(cd "$out" && python3 ../../../scripts/mtmd-test-audio.py)
+"$mmsynth" --projector ultravox --mel 80 --embd 64 --layers 2 --heads 4 --ffn 128 --stack 4 \
+    --proj-ffn 128 --out 128 --type f32 --seed 1 -o "$tmp/uv.gguf"
+"$synth" --arch llama --embd 128 --heads 4 --heads-kv 2 --layers 2 --ffn 256 --ctx 1024 \
+    --seed 4 -o "$tmp/lm.gguf"
+# The reference's log-mel spectrograms, through its own preprocessor (scripts/mtmd-mel-dump.cpp
+# built against its headers and static libraries; REFERENCE_SRC and REFERENCE_BUILD default to
+# the reference checkout and the bin directory's build).
+ref_src=${REFERENCE_SRC:-$HOME/.cache/llamapi-reference/llama.cpp}
+ref_build=${REFERENCE_BUILD:-$(dirname "$bin")}
+g++ -std=c++17 -O1 -I"$ref_src/tools/mtmd" -I"$ref_src/include" -I"$ref_src/ggml/include" \
+    scripts/mtmd-mel-dump.cpp "$ref_build/tools/mtmd/libmtmd.a" "$ref_build/src/libllama.a" \
+    "$ref_build/ggml/src/libggml.a" "$ref_build/ggml/src/libggml-cpu.a" \
+    "$ref_build/ggml/src/libggml-base.a" -fopenmp -lpthread -ldl -o "$tmp/mel-dump"
+for snd in a b silent; do
+    "$tmp/mel-dump" "$tmp/uv.gguf" "$out/audio-$snd.wav" "$out/audio-$snd.mel" 256 \
+        2>/dev/null
+    best=
+    for try in 1 2 3 4 5 6; do
+        MTMD_DEBUG_EMBEDDINGS="$out/audio-$snd.emb" MTMD_TEST_RESPONSE_MARKER=@@ANSWER@@ \
+            "$bin/llama-mtmd-cli" -m "$tmp/lm.gguf" --mmproj "$tmp/uv.gguf" \
+            --audio "$out/audio-$snd.wav" -p "What is this?" -n 12 --temp 0 -t 1 \
+            2>/dev/null > "$tmp/$snd.out"
+        hex=$(sed -n '/^@@ANSWER@@$/,$p' "$tmp/$snd.out" | tail -n +2 | xxd -p | tr -d '\n')
+        [ ${#hex} -gt ${#best} ] && best=$hex
+    done
+    case $best in 0a*0a0a) ;; *) echo "audio-$snd: no complete answer from the cli" >&2; exit 1 ;; esac
+    printf '%s' "$best" > "$out/audio-$snd.answer.hex"
+    echo "audio-$snd: $(cat "$out/audio-$snd.answer.hex")"
+done
