@@ -243,14 +243,21 @@ describe('chat page', { skip, timeout: 300000 }, () => {
   });
 
   test('a model that takes images and audio: attachments go out as content parts', { timeout: STEP_MS * 2 }, async () => {
-    // The demo is text-only; the page is told otherwise (its /props answer is replaced), so
-    // it attaches, and the server's own refusal is what the answer shows.
+    // The demo is text-only; the page is told otherwise (its /v1/models entry and /props
+    // answer are replaced), so it attaches, and the server's own refusal is what the answer
+    // shows.
+    const list = await (await fetch(`${server.url}/v1/models`)).json();
+    for (const m of list.data) m.modalities = { vision: true, audio: true };
     const context = await browser.createBrowserContext();
     const p = await context.newPage();
     p.setDefaultTimeout(STEP_MS);
     await p.setRequestInterception(true);
     const sent = [];
     p.on('request', (r) => {
+      if (r.url().endsWith('/v1/models')) {
+        r.respond({ status: 200, contentType: 'application/json', body: JSON.stringify(list) });
+        return;
+      }
       if (r.url().includes('/props?model=')) {
         r.respond({ status: 200, contentType: 'application/json',
           body: JSON.stringify({ modalities: { vision: true, audio: true } }) });

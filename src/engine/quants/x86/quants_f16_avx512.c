@@ -43,6 +43,14 @@ INLINE_ALWAYS float half_at(const uint8_t *row, int64_t j)
     return _cvtsh_ss(h);
 }
 
+/* a[j] read without assuming alignment: activation rows may start at any byte. */
+INLINE_ALWAYS float act_at(const float *a, int64_t j)
+{
+    float v;
+    memcpy(&v, (const char *)a + 4 * j, 4);
+    return v;
+}
+
 /* The AVX2 kernel's QUANT_ORDER_LANES finish of one output: lanes summed, then the n mod 8
  * tail element by element in float. */
 INLINE_ALWAYS float finish_lanes(__m256 acc, const uint8_t *row, const float *a, int64_t i,
@@ -50,7 +58,7 @@ INLINE_ALWAYS float finish_lanes(__m256 acc, const uint8_t *row, const float *a,
 {
     float sum = hsum_f32x8(acc);
     for (int64_t j = i; j < n; j++)
-        sum += half_at(row, j) * a[j];
+        sum += half_at(row, j) * act_at(a, j);
     return sum;
 }
 
@@ -106,7 +114,7 @@ INLINE_ALWAYS float finish_vec(__m256 v, bool has_head, const uint8_t *row, cons
         sum = _mm_cvtss_f32(h);
     }
     for (int64_t j = np; j < n; j++)
-        sum += (double)(half_at(row, j) * a[j]);
+        sum += (double)(half_at(row, j) * act_at(a, j));
     return (float)sum;
 }
 
