@@ -5,6 +5,7 @@
 
 #include "engine/gguf/gguf.h"
 #include "engine/matmul.h"
+#include "engine/mtmd/clip_linear.h"
 #include "engine/mtmd/clip_prep.h"
 #include "engine/ops.h"
 #include "engine/quants/quants.h"
@@ -22,16 +23,9 @@
 #define CLIP_HEAD_DIM_MAX 512
 
 /* A weight matrix (n_out, n_in) in the mapping, in a type with a vec_dot. */
-struct mat {
-    const void *w;
-    uint32_t type;
-    int64_t n_in, n_out;
-    const float *bias; // (n_out) or NULL
-};
-
 struct clip_layer {
     const float *ln1_w, *ln1_b, *ln2_w, *ln2_b; // (n_embd)
-    struct mat q, k, v, o, up, down;
+    struct clip_mat q, k, v, o, up, down;
 };
 
 /* Immutable after load. */
@@ -206,7 +200,7 @@ static int to_floats(const struct gguf_tensor *t, const char *name, int64_t n, f
 }
 
 static int mat_load(const struct gguf *g, const char *stem, int il, int64_t n_in, int64_t n_out,
-                    struct mat *m, struct errmsg *err)
+                    struct clip_mat *m, struct errmsg *err)
 {
     char name[96], bname[96];
     snprintf(name, sizeof name, "v.blk.%d.%s.weight", il, stem);
@@ -218,7 +212,7 @@ static int mat_load(const struct gguf *g, const char *stem, int il, int64_t n_in
         matmul_input_row_bytes(t->type, n_in) == 0)
         return errmsg_set(err, ERR_UNSUPPORTED, "projector: %s has type %s without kernels", name,
                           gguf_type_name(t->type));
-    *m = (struct mat){.w = t->data, .type = t->type, .n_in = n_in, .n_out = n_out};
+    *m = (struct clip_mat){.w = t->data, .type = t->type, .n_in = n_in, .n_out = n_out};
     return vec_f32(g, bname, n_out, &m->bias, err);
 }
 
@@ -362,11 +356,6 @@ struct enc {
     float *x, *xn, *q, *k, *v, *attn, *ff; // (n_tok, width) floats
     uint16_t *kh, *vh;                     // (n_tok, n_embd) halves
     void *qin;                             // quantized activation rows
-    size_t qin_row;
-    const struct mat *m; // the product running
-    const float *src;
-    float *dst;
-    int64_t n_rows;
 };
 
 static void job_patches(void *arg, int ith, int nth)
@@ -390,59 +379,6 @@ static void job_patches(void *arg, int ith, int nth)
             x[o] = acc + e->c->patch_b[o] + e->c->pos[(size_t)t * in->n_embd + o];
         }
     }
-}
-
-static void layernorm(float *y, const float *x, const float *w, const float *b, int n, float eps)
-{
-    double sum = 0.0;
-    for (int i = 0; i < n; i++)
-        sum += x[i];
-    const float mean = (float)(sum / n);
-    double var = 0.0;
-    for (int i = 0; i < n; i++)
-        var += (double)(x[i] - mean) * (x[i] - mean);
-    const float scale = 1.0f / sqrtf((float)(var / n) + eps);
-    for (int i = 0; i < n; i++)
-        y[i] = (x[i] - mean) * scale * w[i] + (b ? b[i] : 0.0f);
-}
-
-static void job_quant_in(void *arg, int ith, int nth)
-{
-    const struct enc *e = arg;
-    const uint32_t dot = quant_traits_of(e->m->type)->dot_type;
-    (void)matmul_quantize_input(e->src, e->n_rows, e->m->n_in, dot, e->qin, e->qin_row, ith, nth);
-}
-
-static void job_matmul(void *arg, int ith, int nth)
-{
-    const struct enc *e = arg;
-    const struct matmul_args a = {.w = e->m->w,
-                                  .w_type = e->m->type,
-                                  .n_in = e->m->n_in,
-                                  .n_out = e->m->n_out,
-                                  .x = e->qin,
-                                  .x_row_bytes = e->qin_row,
-                                  .n_tok = e->n_rows,
-                                  .y = e->dst,
-                                  .rule = MATMUL_RULE_PROMPT};
-    matmul_run(&a, ith, nth);
-}
-
-/* dst = src * m^T + bias for n_rows rows. */
-static void linear(struct threadpool *tp, struct enc *e, const struct mat *m, const float *src,
-                   float *dst, int64_t n_rows)
-{
-    e->m = m;
-    e->src = src;
-    e->dst = dst;
-    e->n_rows = n_rows;
-    e->qin_row = matmul_input_row_bytes(m->type, m->n_in);
-    threadpool_run(tp, job_quant_in, e);
-    threadpool_run(tp, job_matmul, e);
-    if (m->bias)
-        for (int64_t t = 0; t < n_rows; t++)
-            for (int64_t i = 0; i < m->n_out; i++)
-                dst[t * m->n_out + i] += m->bias[i];
 }
 
 /* Full (bidirectional) attention of every patch over every patch, one (token, head) pair at
@@ -502,22 +438,22 @@ static void run_block(struct threadpool *tp, struct enc *e, const struct clip_la
     const struct clip_info *in = &e->c->info;
     const int n = e->n_tok, d = in->n_embd;
     for (int t = 0; t < n; t++)
-        layernorm(e->xn + (size_t)t * d, e->x + (size_t)t * d, L->ln1_w, L->ln1_b, d, in->eps);
-    linear(tp, e, &L->q, e->xn, e->q, n);
-    linear(tp, e, &L->k, e->xn, e->k, n);
-    linear(tp, e, &L->v, e->xn, e->v, n);
+        clip_layernorm(e->xn + (size_t)t * d, e->x + (size_t)t * d, L->ln1_w, L->ln1_b, d, in->eps);
+    clip_linear(tp, e->qin, &L->q, e->xn, e->q, n);
+    clip_linear(tp, e->qin, &L->k, e->xn, e->k, n);
+    clip_linear(tp, e->qin, &L->v, e->xn, e->v, n);
     ops_get()->f32_to_f16((int64_t)n * d, e->k, e->kh);
     ops_get()->f32_to_f16((int64_t)n * d, e->v, e->vh);
     threadpool_run(tp, job_attention, e);
-    linear(tp, e, &L->o, e->attn, e->xn, n);
+    clip_linear(tp, e->qin, &L->o, e->attn, e->xn, n);
     for (size_t i = 0; i < (size_t)n * (size_t)d; i++)
         e->x[i] += e->xn[i];
     for (int t = 0; t < n; t++)
-        layernorm(e->xn + (size_t)t * d, e->x + (size_t)t * d, L->ln2_w, L->ln2_b, d, in->eps);
-    linear(tp, e, &L->up, e->xn, e->ff, n);
+        clip_layernorm(e->xn + (size_t)t * d, e->x + (size_t)t * d, L->ln2_w, L->ln2_b, d, in->eps);
+    clip_linear(tp, e->qin, &L->up, e->xn, e->ff, n);
     for (size_t i = 0; i < (size_t)n * (size_t)in->n_ff; i++)
         e->ff[i] = gelu(e->ff[i]);
-    linear(tp, e, &L->down, e->ff, e->xn, n);
+    clip_linear(tp, e->qin, &L->down, e->ff, e->xn, n);
     for (size_t i = 0; i < (size_t)n * (size_t)d; i++)
         e->x[i] += e->xn[i];
 }
@@ -546,8 +482,9 @@ static void project_gemma3(struct threadpool *tp, struct enc *e, float *out)
             for (int i = 0; i < d; i++)
                 dst[i] = dst[i] * scale * c->soft_norm_w[i];
         }
-    const struct mat proj = {.w = c->proj, .type = QUANT_F32, .n_in = d, .n_out = in->n_out_embd};
-    linear(tp, e, &proj, e->xn, out, in->n_out_tokens);
+    const struct clip_mat proj = {
+        .w = c->proj, .type = QUANT_F32, .n_in = d, .n_out = in->n_out_embd};
+    clip_linear(tp, e->qin, &proj, e->xn, out, in->n_out_tokens);
 }
 
 static void enc_free(struct enc *e)
@@ -573,7 +510,7 @@ int clip_encode(const struct clip_model *c, struct threadpool *tp, const float *
     size_t qrow = d * sizeof(float); // the projection's F32 rows
     for (int il = 0; il < in->n_layer; il++) {
         const struct clip_layer *L = &c->layers[il];
-        const struct mat *ms[6] = {&L->q, &L->k, &L->v, &L->o, &L->up, &L->down};
+        const struct clip_mat *ms[6] = {&L->q, &L->k, &L->v, &L->o, &L->up, &L->down};
         for (int j = 0; j < 6; j++) {
             size_t r = matmul_input_row_bytes(ms[j]->type, ms[j]->n_in);
             if (r > qrow) qrow = r;
@@ -597,7 +534,7 @@ int clip_encode(const struct clip_model *c, struct threadpool *tp, const float *
     for (int il = 0; il < in->n_layer; il++)
         run_block(tp, &e, &c->layers[il]);
     for (size_t t = 0; t < n; t++)
-        layernorm(e.x + t * d, e.x + t * d, c->post_ln_w, c->post_ln_b, (int)d, in->eps);
+        clip_layernorm(e.x + t * d, e.x + t * d, c->post_ln_w, c->post_ln_b, (int)d, in->eps);
     project_gemma3(tp, &e, out);
     enc_free(&e);
     return ERR_OK;

@@ -8,6 +8,7 @@
 #include "engine/gguf/gguf.h"
 #include "engine/matmul.h"
 #include "engine/mtmd/audio_mel.h"
+#include "engine/mtmd/clip_linear.h"
 #include "engine/ops.h"
 #include "engine/quants/quants.h"
 #include "util/checked.h"
@@ -25,16 +26,9 @@
 #define A_TILE         64                     // keys per attention tile (the reference's)
 
 /* A weight matrix (n_out, n_in) in the mapping, in a type with a vec_dot. */
-struct amat {
-    const void *w;
-    uint32_t type;
-    int64_t n_in, n_out;
-    const float *bias; // (n_out) or NULL
-};
-
 struct alayer {
     const float *ln1_w, *ln1_b, *ln2_w, *ln2_b; // (n_embd)
-    struct amat q, k, v, o, up, down;           // k without bias
+    struct clip_mat q, k, v, o, up, down;       // k without bias
 };
 
 /* Immutable after load. */
@@ -47,7 +41,7 @@ struct clip_audio {
     struct alayer *layers;              // (n_layer), owned
     const float *post_ln_w, *post_ln_b; // (n_embd)
     const float *norm_pre, *norm_mid;   // (n_embd * n_stack), (n_proj_ff)
-    struct amat mlp1, mlp2;             // (2 n_proj_ff, n_embd n_stack), (n_out, n_proj_ff)
+    struct clip_mat mlp1, mlp2;         // (2 n_proj_ff, n_embd n_stack), (n_out, n_proj_ff)
 };
 
 static int get_u32_req(const struct gguf *g, const char *key, uint32_t hi, int *out,
@@ -145,7 +139,7 @@ static int vec_f32(const struct gguf *g, const char *name, int64_t n, const floa
 }
 
 static int mat_load(const struct gguf *g, const char *wname, const char *bname, int64_t n_in,
-                    int64_t n_out, struct amat *m, struct errmsg *err)
+                    int64_t n_out, struct clip_mat *m, struct errmsg *err)
 {
     const struct gguf_tensor *t = find_shaped(g, wname, n_in, n_out, 1, err);
     if (!t) return ERR_FORMAT;
@@ -154,7 +148,7 @@ static int mat_load(const struct gguf *g, const char *wname, const char *bname, 
         matmul_input_row_bytes(t->type, n_in) == 0)
         return errmsg_set(err, ERR_UNSUPPORTED, "audio projector: %s has type %s without kernels",
                           wname, gguf_type_name(t->type));
-    *m = (struct amat){.w = t->data, .type = t->type, .n_in = n_in, .n_out = n_out};
+    *m = (struct clip_mat){.w = t->data, .type = t->type, .n_in = n_in, .n_out = n_out};
     return bname ? vec_f32(g, bname, n_out, &m->bias, err) : ERR_OK;
 }
 
@@ -189,7 +183,7 @@ static int load_layer(struct clip_audio *a, int il, struct errmsg *err)
                                          "attn_out", "ffn_up", "ffn_down"};
     const int64_t e = a->info.n_embd, f = a->info.n_ff;
     struct alayer *L = &a->layers[il];
-    struct amat *ms[6] = {&L->q, &L->k, &L->v, &L->o, &L->up, &L->down};
+    struct clip_mat *ms[6] = {&L->q, &L->k, &L->v, &L->o, &L->up, &L->down};
     const float **norms[4] = {&L->ln1_w, &L->ln1_b, &L->ln2_w, &L->ln2_b};
     char n[64], b[64];
     int rc = ERR_OK;
@@ -303,12 +297,7 @@ struct aenc {
     float *x, *xn, *q, *k, *v, *attn; // (A_N_POS, n_embd)
     float *ff;                        // (A_N_POS, max(n_ff, 2 n_proj_ff)), the projector too
     void *qin;                        // quantized activation rows
-    size_t qin_row;
-    const struct amat *m; // the product running
-    const float *src;
-    float *dst;
-    int64_t n_rows;
-    int conv; // 1 or 2: the convolution running
+    int conv;                         // 1 or 2: the convolution running
 };
 
 static float gelu_erf(float x)
@@ -347,20 +336,6 @@ static void job_conv(void *arg, int ith, int nth)
     }
 }
 
-static void layernorm(float *y, const float *x, const float *w, const float *b, int n, float eps)
-{
-    double sum = 0.0;
-    for (int i = 0; i < n; i++)
-        sum += x[i];
-    const float mean = (float)(sum / n);
-    double var = 0.0;
-    for (int i = 0; i < n; i++)
-        var += (double)(x[i] - mean) * (x[i] - mean);
-    const float scale = 1.0f / sqrtf((float)(var / n) + eps);
-    for (int i = 0; i < n; i++)
-        y[i] = (x[i] - mean) * scale * w[i] + (b ? b[i] : 0.0f);
-}
-
 static void rmsnorm(float *y, const float *x, const float *w, int n, float eps)
 {
     double ss = 0.0;
@@ -369,45 +344,6 @@ static void rmsnorm(float *y, const float *x, const float *w, int n, float eps)
     const float scale = 1.0f / sqrtf((float)(ss / n) + eps);
     for (int i = 0; i < n; i++)
         y[i] = x[i] * scale * w[i];
-}
-
-static void job_quant_in(void *arg, int ith, int nth)
-{
-    const struct aenc *E = arg;
-    const uint32_t dot = quant_traits_of(E->m->type)->dot_type;
-    (void)matmul_quantize_input(E->src, E->n_rows, E->m->n_in, dot, E->qin, E->qin_row, ith, nth);
-}
-
-static void job_matmul(void *arg, int ith, int nth)
-{
-    const struct aenc *E = arg;
-    const struct matmul_args m = {.w = E->m->w,
-                                  .w_type = E->m->type,
-                                  .n_in = E->m->n_in,
-                                  .n_out = E->m->n_out,
-                                  .x = E->qin,
-                                  .x_row_bytes = E->qin_row,
-                                  .n_tok = E->n_rows,
-                                  .y = E->dst,
-                                  .rule = MATMUL_RULE_PROMPT};
-    matmul_run(&m, ith, nth);
-}
-
-/* dst = src * m^T + bias for n_rows rows. */
-static void linear(struct threadpool *tp, struct aenc *E, const struct amat *m, const float *src,
-                   float *dst, int64_t n_rows)
-{
-    E->m = m;
-    E->src = src;
-    E->dst = dst;
-    E->n_rows = n_rows;
-    E->qin_row = matmul_input_row_bytes(m->type, m->n_in);
-    threadpool_run(tp, job_quant_in, E);
-    threadpool_run(tp, job_matmul, E);
-    if (m->bias)
-        for (int64_t t = 0; t < n_rows; t++)
-            for (int64_t i = 0; i < m->n_out; i++)
-                dst[t * m->n_out + i] += m->bias[i];
 }
 
 /* Full attention of every frame over every frame as the reference's CPU flash attention does
@@ -475,22 +411,22 @@ static void run_block(struct threadpool *tp, struct aenc *E, const struct alayer
     const struct clip_audio_info *in = &E->a->info;
     const int n = A_N_POS, d = in->n_embd;
     for (int t = 0; t < n; t++)
-        layernorm(E->xn + (size_t)t * d, E->x + (size_t)t * d, L->ln1_w, L->ln1_b, d, in->eps);
-    linear(tp, E, &L->q, E->xn, E->q, n);
-    linear(tp, E, &L->k, E->xn, E->k, n);
-    linear(tp, E, &L->v, E->xn, E->v, n);
+        clip_layernorm(E->xn + (size_t)t * d, E->x + (size_t)t * d, L->ln1_w, L->ln1_b, d, in->eps);
+    clip_linear(tp, E->qin, &L->q, E->xn, E->q, n);
+    clip_linear(tp, E->qin, &L->k, E->xn, E->k, n);
+    clip_linear(tp, E->qin, &L->v, E->xn, E->v, n);
     round_half(E->k, (size_t)n * d);
     round_half(E->v, (size_t)n * d);
     threadpool_run(tp, job_attention, E);
-    linear(tp, E, &L->o, E->attn, E->xn, n);
+    clip_linear(tp, E->qin, &L->o, E->attn, E->xn, n);
     for (size_t i = 0; i < (size_t)n * (size_t)d; i++)
         E->x[i] += E->xn[i];
     for (int t = 0; t < n; t++)
-        layernorm(E->xn + (size_t)t * d, E->x + (size_t)t * d, L->ln2_w, L->ln2_b, d, in->eps);
-    linear(tp, E, &L->up, E->xn, E->ff, n);
+        clip_layernorm(E->xn + (size_t)t * d, E->x + (size_t)t * d, L->ln2_w, L->ln2_b, d, in->eps);
+    clip_linear(tp, E->qin, &L->up, E->xn, E->ff, n);
     for (size_t i = 0; i < (size_t)n * (size_t)in->n_ff; i++)
         E->ff[i] = gelu_erf(E->ff[i]);
-    linear(tp, E, &L->down, E->ff, E->xn, n);
+    clip_linear(tp, E->qin, &L->down, E->ff, E->xn, n);
     for (size_t i = 0; i < (size_t)n * (size_t)d; i++)
         E->x[i] += E->xn[i];
 }
@@ -508,7 +444,7 @@ static void project_ultravox(struct threadpool *tp, struct aenc *E, float *out)
     memcpy(st, E->x, (size_t)A_N_POS * (size_t)in->n_embd * sizeof(float));
     for (int t = 0; t < n_tok; t++)
         rmsnorm(st + (size_t)t * w, st + (size_t)t * w, a->norm_pre, w, 1e-6f);
-    linear(tp, E, &a->mlp1, st, E->ff, n_tok);
+    clip_linear(tp, E->qin, &a->mlp1, st, E->ff, n_tok);
     for (int t = 0; t < n_tok; t++) {
         const float *h = E->ff + (size_t)t * 2 * f;
         float *g = E->xn + (size_t)t * f;
@@ -518,7 +454,7 @@ static void project_ultravox(struct threadpool *tp, struct aenc *E, float *out)
         }
         rmsnorm(g, g, a->norm_mid, f, 1e-6f);
     }
-    linear(tp, E, &a->mlp2, E->xn, out, n_tok);
+    clip_linear(tp, E->qin, &a->mlp2, E->xn, out, n_tok);
 }
 
 static void aenc_free(struct aenc *E)
@@ -543,7 +479,7 @@ static size_t max_qrow(const struct clip_audio *a)
     q = r > q ? r : q;
     for (int il = 0; il < in->n_layer; il++) {
         const struct alayer *L = &a->layers[il];
-        const struct amat *ms[6] = {&L->q, &L->k, &L->v, &L->o, &L->up, &L->down};
+        const struct clip_mat *ms[6] = {&L->q, &L->k, &L->v, &L->o, &L->up, &L->down};
         for (int j = 0; j < 6; j++) {
             r = matmul_input_row_bytes(ms[j]->type, ms[j]->n_in);
             q = r > q ? r : q;
@@ -595,7 +531,7 @@ int clip_audio_encode_window(const struct clip_audio *a, struct threadpool *tp, 
         run_block(tp, &E, &a->layers[il]);
     const size_t d = (size_t)in->n_embd;
     for (size_t t = 0; t < A_N_POS; t++)
-        layernorm(E.x + t * d, E.x + t * d, a->post_ln_w, a->post_ln_b, (int)d, in->eps);
+        clip_layernorm(E.x + t * d, E.x + t * d, a->post_ln_w, a->post_ln_b, (int)d, in->eps);
     project_ultravox(tp, &E, out);
     aenc_free(&E);
     return ERR_OK;

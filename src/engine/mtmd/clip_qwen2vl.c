@@ -6,6 +6,7 @@
 
 #include "engine/gguf/gguf.h"
 #include "engine/matmul.h"
+#include "engine/mtmd/clip_linear.h"
 #include "engine/mtmd/clip_prep.h"
 #include "engine/ops.h"
 #include "engine/quants/quants.h"
@@ -26,16 +27,9 @@
 #define QV_WINDOW_PX    112 // the family's attention window
 
 /* A weight matrix (n_out, n_in) in the mapping, in a type with a vec_dot, and its bias. */
-struct mat {
-    const void *w;
-    uint32_t type;
-    int64_t n_in, n_out;
-    const float *bias; // (n_out)
-};
-
 struct layer {
     const float *ln1_w, *ln1_b, *ln2_w, *ln2_b; // (n_embd); biases may be NULL
-    struct mat q, k, v, o, up, gate, down;
+    struct clip_mat q, k, v, o, up, gate, down;
 };
 
 /* Immutable after load. */
@@ -45,7 +39,7 @@ struct clip_qwen2vl {
     float *patch_w;     // (n_embd, 3, patch, patch) floats: the two temporal kernels summed
     struct layer *lays; // (n_layer), owned
     const float *post_w, *post_b;
-    struct mat mm0, mm2; // merger: (4 n_embd -> 4 n_embd), GELU, (4 n_embd -> n_out_embd)
+    struct clip_mat mm0, mm2; // merger: (4 n_embd -> 4 n_embd), GELU, (4 n_embd -> n_out_embd)
 };
 
 static bool str_is(struct str s, const char *lit)
@@ -176,7 +170,7 @@ static int vec_f32(const struct gguf *g, const char *name, int64_t n, bool optio
 
 /* Weight prefix.weight (n_out rows of n_in) and bias prefix.bias. */
 static int mat_load(const struct gguf *g, const char *prefix, int64_t n_in, int64_t n_out,
-                    struct mat *m, struct errmsg *err)
+                    struct clip_mat *m, struct errmsg *err)
 {
     char name[96], bname[96];
     snprintf(name, sizeof name, "%s.weight", prefix);
@@ -188,7 +182,7 @@ static int mat_load(const struct gguf *g, const char *prefix, int64_t n_in, int6
         matmul_input_row_bytes(t->type, n_in) == 0)
         return errmsg_set(err, ERR_UNSUPPORTED, "projector: %s has type %s without kernels", name,
                           gguf_type_name(t->type));
-    *m = (struct mat){.w = t->data, .type = t->type, .n_in = n_in, .n_out = n_out};
+    *m = (struct clip_mat){.w = t->data, .type = t->type, .n_in = n_in, .n_out = n_out};
     return vec_f32(g, bname, n_out, false, &m->bias, err);
 }
 
@@ -206,7 +200,7 @@ static int load_layer(struct clip_qwen2vl *q, int il, struct errmsg *err)
     if (rc == ERR_OK) rc = vec_f32(g, n, e, false, &L->ln2_w, err);
     snprintf(n, sizeof n, "v.blk.%d.ln2.bias", il);
     if (rc == ERR_OK) rc = vec_f32(g, n, e, true, &L->ln2_b, err);
-    struct mat *ms[7] = {&L->q, &L->k, &L->v, &L->o, &L->up, &L->gate, &L->down};
+    struct clip_mat *ms[7] = {&L->q, &L->k, &L->v, &L->o, &L->up, &L->gate, &L->down};
     static const char *const stems[7] = {"attn_q", "attn_k",   "attn_v",  "attn_out",
                                          "ffn_up", "ffn_gate", "ffn_down"};
     for (int k = 0; k < 7 && rc == ERR_OK; k++) {
@@ -399,11 +393,6 @@ struct enc {
     float *x, *xn, *q_, *k, *v, *attn, *up, *gate; // (n_tok, width) floats
     uint16_t *kh, *vh;                             // (n_tok, n_embd) halves
     void *qin;                                     // activation rows in a dot type
-    size_t qin_row;
-    const struct mat *m; // the product running
-    const float *src;
-    float *dst;
-    int64_t n_rows;
 };
 
 /* Window order: the 2x2 groups of each window together, windows and the groups inside them
@@ -463,44 +452,6 @@ static void rmsnorm(float *y, const float *x, const float *w, const float *b, in
     const float scale = 1.0f / sqrtf((float)(ss / n) + eps);
     for (int i = 0; i < n; i++)
         y[i] = x[i] * scale * w[i] + (b ? b[i] : 0.0f);
-}
-
-static void job_quant_in(void *arg, int ith, int nth)
-{
-    const struct enc *e = arg;
-    const uint32_t dot = quant_traits_of(e->m->type)->dot_type;
-    (void)matmul_quantize_input(e->src, e->n_rows, e->m->n_in, dot, e->qin, e->qin_row, ith, nth);
-}
-
-static void job_matmul(void *arg, int ith, int nth)
-{
-    const struct enc *e = arg;
-    const struct matmul_args a = {.w = e->m->w,
-                                  .w_type = e->m->type,
-                                  .n_in = e->m->n_in,
-                                  .n_out = e->m->n_out,
-                                  .x = e->qin,
-                                  .x_row_bytes = e->qin_row,
-                                  .n_tok = e->n_rows,
-                                  .y = e->dst,
-                                  .rule = MATMUL_RULE_PROMPT};
-    matmul_run(&a, ith, nth);
-}
-
-/* dst = src * m^T + bias for n_rows rows. */
-static void linear(struct threadpool *tp, struct enc *e, const struct mat *m, const float *src,
-                   float *dst, int64_t n_rows)
-{
-    e->m = m;
-    e->src = src;
-    e->dst = dst;
-    e->n_rows = n_rows;
-    e->qin_row = matmul_input_row_bytes(m->type, m->n_in);
-    threadpool_run(tp, job_quant_in, e);
-    threadpool_run(tp, job_matmul, e);
-    for (int64_t t = 0; t < n_rows; t++)
-        for (int64_t i = 0; i < m->n_out; i++)
-            dst[t * m->n_out + i] += m->bias[i];
 }
 
 /* The vision rotary embedding of one head (hd floats) in place: the first quarter of the
@@ -594,25 +545,25 @@ static void run_block(struct threadpool *tp, struct enc *e, const struct layer *
     const int n = e->n_tok, d = in->n_embd;
     for (int t = 0; t < n; t++)
         rmsnorm(e->xn + (size_t)t * d, e->x + (size_t)t * d, L->ln1_w, L->ln1_b, d, in->eps);
-    linear(tp, e, &L->q, e->xn, e->q_, n);
-    linear(tp, e, &L->k, e->xn, e->k, n);
-    linear(tp, e, &L->v, e->xn, e->v, n);
+    clip_linear(tp, e->qin, &L->q, e->xn, e->q_, n);
+    clip_linear(tp, e->qin, &L->k, e->xn, e->k, n);
+    clip_linear(tp, e->qin, &L->v, e->xn, e->v, n);
     threadpool_run(tp, job_rope, e);
     ops_get()->f32_to_f16((int64_t)n * d, e->k, e->kh);
     ops_get()->f32_to_f16((int64_t)n * d, e->v, e->vh);
     threadpool_run(tp, job_attention, e);
-    linear(tp, e, &L->o, e->attn, e->xn, n);
+    clip_linear(tp, e->qin, &L->o, e->attn, e->xn, n);
     for (size_t i = 0; i < (size_t)n * (size_t)d; i++)
         e->x[i] += e->xn[i];
     for (int t = 0; t < n; t++)
         rmsnorm(e->xn + (size_t)t * d, e->x + (size_t)t * d, L->ln2_w, L->ln2_b, d, in->eps);
-    linear(tp, e, &L->up, e->xn, e->up, n);
-    linear(tp, e, &L->gate, e->xn, e->gate, n);
+    clip_linear(tp, e->qin, &L->up, e->xn, e->up, n);
+    clip_linear(tp, e->qin, &L->gate, e->xn, e->gate, n);
     for (size_t i = 0; i < (size_t)n * (size_t)in->n_ff; i++) {
         const float g = e->gate[i];
         e->up[i] *= g / (1.0f + expf(-g));
     }
-    linear(tp, e, &L->down, e->up, e->xn, n);
+    clip_linear(tp, e->qin, &L->down, e->up, e->xn, n);
     for (size_t i = 0; i < (size_t)n * (size_t)d; i++)
         e->x[i] += e->xn[i];
 }
@@ -625,10 +576,10 @@ static void merge(struct threadpool *tp, struct enc *e, float *out)
     const int d = q->info.n_embd, n_grp = e->n_tok / 4, n_out = q->info.n_out_embd;
     for (int t = 0; t < e->n_tok; t++)
         rmsnorm(e->x + (size_t)t * d, e->x + (size_t)t * d, q->post_w, q->post_b, d, q->info.eps);
-    linear(tp, e, &q->mm0, e->x, e->xn, n_grp);
+    clip_linear(tp, e->qin, &q->mm0, e->x, e->xn, n_grp);
     for (size_t i = 0; i < (size_t)n_grp * 4 * (size_t)d; i++)
         e->xn[i] = gelu(e->xn[i]);
-    linear(tp, e, &q->mm2, e->xn, e->attn, n_grp);
+    clip_linear(tp, e->qin, &q->mm2, e->xn, e->attn, n_grp);
     for (int g = 0; g < n_grp; g++)
         memcpy(out + (size_t)g * n_out, e->attn + (size_t)e->group_of[g] * n_out,
                sizeof(float) * (size_t)n_out);
@@ -649,7 +600,7 @@ static size_t max_row_bytes(const struct clip_qwen2vl *q)
     if (r2 > r) r = r2;
     for (int il = 0; il < q->info.n_layer; il++) {
         const struct layer *L = &q->lays[il];
-        const struct mat *ms[7] = {&L->q, &L->k, &L->v, &L->o, &L->up, &L->gate, &L->down};
+        const struct clip_mat *ms[7] = {&L->q, &L->k, &L->v, &L->o, &L->up, &L->gate, &L->down};
         for (int j = 0; j < 7; j++) {
             const size_t b = matmul_input_row_bytes(ms[j]->type, ms[j]->n_in);
             if (b > r) r = b;
