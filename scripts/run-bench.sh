@@ -5,8 +5,11 @@
 # reference's llama-bench on the same file (its native build, as ../shared/tools/build-reference.sh
 # makes it: GGML_NATIVE, so it uses what the CPU has) and the ratio. Both sides' instruction
 # sets are printed. tg lines also give the share of the memory-bandwidth limit each side
-# reaches: weight bytes read per token (the file's tensor bytes; tied embeddings are read once
-# as the output matrix) x tokens/s / the streaming bandwidth bench_membw measures.
+# reaches: weight bytes read per token (the file's size; tied embeddings are read once as the
+# output matrix) x tokens/s / the rate at which bench_membw streams a buffer of that same size
+# with the same threads. The probe reads as many bytes as a token does because a model that
+# fits partly in the last-level cache (hundreds of MiB on server CPUs) is served partly from
+# it, by the probe and by decode alike; a fixed-size probe would put such a model above 100%.
 #   scripts/run-bench.sh BUILD_DIR
 # Environment: BENCH_TYPES (default "q8_0 q4_0 q4_k_m f16"; empty: none), BENCH_THREADS ("1 2"),
 # BENCH_RUNS (3), BENCH_ISAS (our kernel sets to run, each with LLAMAPI_ISA, e.g. "avx2 avx512"
@@ -14,7 +17,8 @@
 # (directory holding llama-bench; default ~/.cache/llamapi-reference/llama.cpp/build/bin, where
 # build-reference.sh puts it; a reference that dies with SIGILL is reported as such, with the
 # fix: on a VM whose CPU lists AMX but cannot run it, a native build with AMX turned off), IK_REFERENCE_BIN (optional: a second reference's llama-bench
-# directory, e.g. a CPU-focused fork; its ratio is printed too).
+# directory, e.g. a CPU-focused fork; its ratio is printed too; default: where
+# scripts/build-ik-reference.sh puts ik_llama.cpp's, used when present; empty: none).
 # Mixture of experts: BENCH_MOE (types, default "q4_k_m"; empty: none) adds a synthetic
 # Qwen3-30B-A3B-shaped qwen3moe (2048 wide, 32 heads of 128 / 4 KV heads, 128 experts of 768
 # with 8 used per token, vocab 151936; all experts present) with BENCH_MOE_LAYERS (8) of its 48
@@ -28,7 +32,7 @@ thread_counts=${BENCH_THREADS:-1 2}
 threads=${thread_counts##* } # the sections below use the largest count
 runs=${BENCH_RUNS:-3}
 ref_bin=${REFERENCE_BIN:-$HOME/.cache/llamapi-reference/llama.cpp/build/bin}
-ik_bin=${IK_REFERENCE_BIN:-}
+ik_bin=${IK_REFERENCE_BIN-$HOME/.cache/llamapi-reference/ik_llama.cpp/build/bin}
 models=build/bench-models
 mkdir -p "$models"
 make --no-print-directory BUILD="${build#build/}" tools benches >/dev/null
@@ -64,7 +68,11 @@ if [[ ! -x $ref_bin/llama-bench ]]; then
     echo "reference llama-bench not found in $ref_bin: no ratios (build it with" \
          "../shared/tools/build-reference.sh)"
 fi
-[[ -n $ik_bin && ! -x $ik_bin/llama-bench ]] && { echo "IK_REFERENCE_BIN: no llama-bench in $ik_bin"; ik_bin=; }
+if [[ -n $ik_bin && ! -x $ik_bin/llama-bench ]]; then
+    # the default place may simply be empty; a directory the user named must hold it
+    [[ -n ${IK_REFERENCE_BIN:-} ]] && echo "IK_REFERENCE_BIN: no llama-bench in $ik_bin"
+    ik_bin=
+fi
 
 # Instruction sets: ours from our dispatch; the reference's from its CPU backend's feature
 # list (system info printed by llama-completion at start-up, when that tool is built).
@@ -136,10 +144,20 @@ ref_lines() {
           gsub(/"/, "", ts); print ((p + 0 > 0) ? "pp" p : "tg" g), ts }' <<<"$csv"
 }
 
+# Streaming read rate (GB/s) of a buffer as large as model $1's weights with $2 threads.
+membw_for() {
+    local bytes
+    bytes=$(weight_bytes "$1")
+    ((bytes > 0)) || { echo 0; return; }
+    "$build/bench/bench_membw" -t "$2" -m $(((bytes + 1048575) / 1048576)) 2>/dev/null |
+        awk '{ print $3 }'
+}
+
 for t in $thread_counts; do
-    bw=$("$build/bench/bench_membw" -t "$t" 2>/dev/null | awk '{ print $3 }')
     echo "== $t thread(s), median of $runs runs (llama-bench: mean of $runs); per model ours," \
-         "then the reference, so machine load hits both alike; memory bandwidth $bw GB/s"
+         "then the reference, so machine load hits both alike; bw: tg's weight bytes per" \
+         "second over the read rate of a buffer that size (bench_membw, $t threads, printed" \
+         "after each model)"
     printf '%-30s %6s' model test
     for i in $isas; do printf ' %9s' "$i"; done
     printf ' %9s %6s %8s %8s%s\n' ref ratio "bw ours" "bw ref" "${ik_bin:+   ik-ref  ratio}"
@@ -165,6 +183,7 @@ for t in $thread_counts; do
             echo "(IK_REFERENCE_BIN: $(ref_failure "$rc" "llama-bench on $name"))"
             : >"$ik"
         fi
+        bw=$(membw_for "$f" "$t") # right after both sides ran, under the same load
         awk -v name="$name" -v bytes="$(weight_bytes "$f")" -v bw="$bw" -v ref="$refout" -v ik="$ik" \
             -v isas="$isas" -v main="$main_isa" '
             BEGIN { while ((getline l < ref) > 0) { split(l, a, " "); r[a[1]] = a[2] }
@@ -182,6 +201,7 @@ for t in $thread_counts; do
                   if (tt in k) line = line sprintf(" %9.2f %6.2f", k[tt], k[tt] > 0 ? o / k[tt] : 0)
                   print line } }' "$ours"
         rm -f "$ik"
+        if [[ $bw != 0 ]]; then echo "$(printf '%-30s' "$name") memory read rate $bw GB/s"; fi
     done
 done
 
