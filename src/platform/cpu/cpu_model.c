@@ -431,11 +431,14 @@ static int add_prompt_run(struct platform_model *m, int i, int *room, int *n_ite
     const struct request_image *im = image_at(r, in->n_fed);
     int n = run_length(r, in->n_fed);
     const float *embd = NULL;
+    int grid_w = 0, grid_h = 0; // an image's merged-token grid (M-RoPE positions)
     if (im) {
         if (n > *room || m->n_images_step >= CPU_VISION_PER_STEP) return ERR_BUSY;
         struct errmsg err;
         errmsg_clear(&err);
-        int rc = cpu_vision_embed(m->vision, m->tp, im, &embd, &err);
+        int rc = cpu_vision_embed(m->vision, m->tp, im, &embd, &err), n_tok;
+        if (rc == ERR_OK)
+            rc = cpu_vision_image_grid(m->vision, im->w, im->h, &n_tok, &grid_w, &grid_h, &err);
         if (rc != ERR_OK) {
             inst_slot_fail(in->s, rc == ERR_NOMEM ? 500 : 400, err.msg);
             return rc;
@@ -451,6 +454,8 @@ static int add_prompt_run(struct platform_model *m, int i, int *room, int *n_ite
         .embd = embd,
         .n_tokens = n,
         .is_noncausal = embd && cpu_vision_is_noncausal(m->vision),
+        .grid_w = grid_w,
+        .grid_h = grid_h,
     };
     m->item_instance[(*n_items)++] = i;
     *room -= n;

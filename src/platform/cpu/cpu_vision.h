@@ -33,13 +33,21 @@ void cpu_vision_free(struct cpu_vision *v);
  * be NULL (no vision). Cannot fail. */
 void cpu_vision_describe(const struct cpu_vision *v, struct platform_model_desc *out);
 
+/* The positions a w x h image takes (*n_tok) and, for projectors whose images keep their
+ * size (qwen2.5vl_merger), its grid of merged tokens (*grid_w x *grid_h; 0 x 0 otherwise).
+ * ERR_INVALID (a size the projector cannot take), ERR_LIMIT (more positions than one batch
+ * holds: the image must be sent smaller); err says which. Thread-safe. */
+int cpu_vision_image_grid(const struct cpu_vision *v, uint32_t w, uint32_t h, int *n_tok,
+                          int *grid_w, int *grid_h, struct errmsg *err);
+
 /* Whether an image's positions attend to each other both ways (Gemma 3). Cannot fail. */
 bool cpu_vision_is_noncausal(const struct cpu_vision *v);
 
 /* The embeddings of im (image_tokens rows of n_embd floats): from the cache when an image
  * with its hash and size was encoded before, else preprocessed and encoded now on tp. The
  * pointer is borrowed until CPU_VISION_CACHE - 1 other images have been asked for (a batch
- * holds fewer). ERR_INVALID (im->n_tok is not the projector's count), ERR_NOMEM. Scheduler
+ * holds fewer). ERR_INVALID (im->n_tok is not the projector's count for the image), ERR_NOMEM.
+ * Scheduler
  * thread only. */
 int cpu_vision_embed(struct cpu_vision *v, struct threadpool *tp, const struct request_image *im,
                      const float **out, struct errmsg *err);
