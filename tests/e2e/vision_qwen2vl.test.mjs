@@ -5,7 +5,7 @@
 // answers, each byte for byte the reference's (tests/data/mtmd/q*.answer.hex); a repeated
 // image is served from the caches with the same tokens, also when a later turn continues past
 // it; Anthropic image blocks and Responses input_image reach the same path; an image too large
-// for one batch is a clear 400.
+// for one batch is a clear 400; the projector with a text model without M-RoPE fails the load.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, existsSync, mkdirSync } from 'node:fs';
@@ -130,6 +130,15 @@ describe('vision (qwen2.5vl_merger projector, qwen2vl decoder)', () => {
     assert.match(r.body.error.message, /700x700 image becomes 625 image positions .*512/);
     const ok = await ask('qa', { max_tokens: 2 });
     assert.equal(ok.object, 'chat.completion');
+  });
+
+  test('the projector refuses a text model without M-RoPE', async () => {
+    const llama = synthModel('vision-qwen2vl-llama', ['--arch', 'llama', '--embd', '128', '--heads', '4',
+      '--heads-kv', '2', '--layers', '1', '--ffn', '256', '--ctx', '512', '--seed', '1']);
+    const r = await post(srv, '/v1/models/load', { model_id: 'qv-llama', model_path: llama, mmproj_path: proj });
+    assert.equal(r.status, 500, JSON.stringify(r.body)); // like any projector that does not fit
+    assert.equal(r.body.error.code, 'model_load_failed');
+    assert.match(r.body.error.message, /needs a qwen2vl \(M-RoPE\) text model, not llama/);
   });
 
   test('/v1/models names the projector', async () => {

@@ -742,6 +742,12 @@ int cpu_model_load(const struct platform_load_args *a, struct platform_model **o
     if (rc == ERR_OK)
         rc = cpu_vision_load(a->mmproj_path, a->path, info->n_embd, ENGINE_BATCH_MAX, &m->vision,
                              err);
+    // Qwen2.5-VL images take M-RoPE grid positions, which only the qwen2vl decoder has.
+    if (rc == ERR_OK && cpu_vision_needs_mrope(m->vision) && strcmp(info->arch, "qwen2vl") != 0)
+        rc = errmsg_set(err, ERR_INVALID,
+                        "the qwen2.5vl_merger projector needs a qwen2vl (M-RoPE) text model, "
+                        "not %s",
+                        info->arch);
     if (rc != ERR_OK) goto out_free;
     int n_threads = a->n_threads > 0 ? a->n_threads : thread_default_count();
     m->logits = mem_calloc((size_t)m->n_vocab, sizeof *m->logits);

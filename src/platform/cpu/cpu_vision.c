@@ -196,6 +196,11 @@ void cpu_vision_describe(const struct cpu_vision *v, struct platform_model_desc 
     }
 }
 
+bool cpu_vision_needs_mrope(const struct cpu_vision *v)
+{
+    return v && v->qwen;
+}
+
 bool cpu_vision_is_noncausal(const struct cpu_vision *v)
 {
     return v && v->clip && clip_get_info(v->clip)->projector == CLIP_PROJECTOR_GEMMA3;

@@ -1,4 +1,5 @@
-/* Image input for cpu decoder models: the model's multimodal projector (engine/mtmd), found
+/* Image input for cpu decoder models: the model's multimodal projector (engine/mtmd: gemma3,
+ * or qwen2.5vl_merger whose images keep their size and so their own count of positions), found
  * from --mmproj / mmproj_path or beside the model, and the embeddings of the images requests
  * carry, kept by content hash so a repeated image is encoded once. Owned by the model's
  * scheduler thread after load (no locks); not the prompt layout (api/generation/chat_prompt.c
@@ -39,6 +40,10 @@ void cpu_vision_describe(const struct cpu_vision *v, struct platform_model_desc 
  * holds: the image must be sent smaller); err says which. Thread-safe. */
 int cpu_vision_image_grid(const struct cpu_vision *v, uint32_t w, uint32_t h, int *n_tok,
                           int *grid_w, int *grid_h, struct errmsg *err);
+
+/* Whether images take M-RoPE grid positions (qwen2.5vl_merger), so the decoder must be an
+ * M-RoPE family. Cannot fail. */
+bool cpu_vision_needs_mrope(const struct cpu_vision *v);
 
 /* Whether an image's positions attend to each other both ways (Gemma 3). Cannot fail. */
 bool cpu_vision_is_noncausal(const struct cpu_vision *v);
