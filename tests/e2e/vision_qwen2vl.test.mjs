@@ -148,3 +148,24 @@ describe('vision (qwen2.5vl_merger projector, qwen2vl decoder)', () => {
     assert.equal(m.projector, 'qwen2.5vl_merger');
   });
 });
+
+describe('vision (qwen2.5vl_merger) with two sequences decoding together', () => {
+  let srv, client;
+  before(async () => {
+    srv = await startServer(['-m', synthModel('vision-qwen2vl', QLM), '--mmproj', projector(),
+      '--threads', '1', '--alias', 'qv', '-np', '2']);
+    client = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+  });
+  after(async () => {
+    await srv?.stop();
+  });
+
+  test('two images at once, each batch item with its own grid, both the reference answers', async () => {
+    const [a, b] = await Promise.all(['qa', 'qb'].map((name) => client.chat.completions.create({
+      model: 'qv', messages: imageMessage(dataUrl(name)), temperature: 0, max_tokens: 12, logprobs: true })));
+    for (const [name, r] of [['qa', a], ['qb', b]]) {
+      const bytes = Buffer.from(r.choices[0].logprobs.content.flatMap((t) => t.bytes));
+      assert.deepEqual(asPrinted(bytes, r.choices[0].finish_reason), referenceAnswer(name), name);
+    }
+  });
+});
