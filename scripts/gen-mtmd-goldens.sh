@@ -44,11 +44,12 @@ for img in qa qb qz; do
 done
 # Qwen2.5-VL image chat: a synthetic qwen2vl text model (M-RoPE sections [4, 6, 6, 0]) with
 # the synthetic projector above; the reference's greedy answers for a square image (qa,
-# 224x224: an 8x8 grid) and a non-square one (qb, 200x150: fitted into 196x140, a 7x5 grid).
+# 224x224: an 8x8 grid), a non-square one (qb, 200x150: fitted into 196x140, a 7x5 grid) and
+# a large one (qc, 840x616: a 30x22 grid, 660 positions, more than one batch of 512).
 # Keep the options in step with tests/e2e/vision_qwen2vl.test.mjs.
 "$synth" --arch qwen2vl --embd 128 --heads 4 --heads-kv 2 --layers 2 --ffn 256 --ctx 1024 \
     --seed 3 -o "$tmp/qlm.gguf"
-for img in qa qb; do
+for img in qa qb qc; do
     best=
     for try in 1 2 3 4 5 6; do
         MTMD_TEST_RESPONSE_MARKER=@@ANSWER@@ "$bin/llama-mtmd-cli" -m "$tmp/qlm.gguf" \

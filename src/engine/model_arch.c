@@ -74,10 +74,11 @@ static int load_mrope_sections(struct engine_model *m, struct errmsg *err)
     return ERR_OK;
 }
 
-void model_mrope_positions(int base, int n_tokens, int grid_w, int32_t *out)
+void model_mrope_positions(int base, int n_tokens, int grid_w, int first, int32_t *out)
 {
     for (int j = 0; j < n_tokens; j++) {
-        const int y = grid_w ? j / grid_w : 0, x = grid_w ? j % grid_w : 0;
+        const int g = first + j;
+        const int y = grid_w ? g / grid_w : 0, x = grid_w ? g % grid_w : 0;
         out[3 * j] = grid_w ? base : base + j;
         out[3 * j + 1] = grid_w ? base + y : base + j;
         out[3 * j + 2] = grid_w ? base + x : base + j;

@@ -761,11 +761,12 @@ static int check_batch(const struct engine_model *m, const struct engine_batch_i
         for (int j = 0; j < i; j++)
             if (items[j].seq == it->seq)
                 return errmsg_set(err, ERR_INVALID, "item %d: sequence listed twice", i);
-        if ((it->grid_w || it->grid_h) &&
-            (it->grid_w < 1 || it->grid_h < 1 || it->grid_w > it->n_tokens ||
-             (int64_t)it->grid_w * it->grid_h != it->n_tokens))
-            return errmsg_set(err, ERR_INVALID, "item %d: a %dx%d grid is not its %d tokens", i,
-                              it->grid_w, it->grid_h, it->n_tokens);
+        if ((it->grid_w || it->grid_h || it->grid_first) &&
+            (it->grid_w < 1 || it->grid_h < 1 || it->grid_first < 0 ||
+             (int64_t)it->grid_first + it->n_tokens > (int64_t)it->grid_w * it->grid_h))
+            return errmsg_set(err, ERR_INVALID,
+                              "item %d: %d tokens from index %d do not fit a %dx%d grid", i,
+                              it->n_tokens, it->grid_first, it->grid_w, it->grid_h);
         if (it->n_tokens > it->seq->n_ctx - it->seq->pos)
             return errmsg_set(err, ERR_LIMIT, "item %d: %d tokens do not fit (%d of %d used)", i,
                               it->n_tokens, it->seq->pos, it->seq->n_ctx);
@@ -781,6 +782,14 @@ static int check_batch(const struct engine_model *m, const struct engine_batch_i
     return ERR_OK;
 }
 
+/* The rotary position an item counts from: the sequence's next one, or for a later part of
+ * an image, the image's own (the first part moved the next one on by the grid's longer side). */
+static int item_rope_base(const struct engine_batch_item *it)
+{
+    const int side = it->grid_w > it->grid_h ? it->grid_w : it->grid_h;
+    return it->grid_w && it->grid_first > 0 ? it->seq->rope_pos - side : it->seq->rope_pos;
+}
+
 /* Moves the sequence's next rotary position past the item (model_mrope_next) and records it
  * per cache row, so a truncation finds it again. Other families keep it equal to the row. */
 static void advance_rope(struct engine_seq *s, const struct engine_batch_item *it)
@@ -789,7 +798,7 @@ static void advance_rope(struct engine_seq *s, const struct engine_batch_item *i
         s->rope_pos = s->pos + it->n_tokens;
         return;
     }
-    const int b = s->rope_pos;
+    const int b = item_rope_base(it);
     for (int j = 0; s->rope_next && j < it->n_tokens; j++)
         s->rope_next[s->pos + j] = model_mrope_next(b, j + 1, it->grid_w, it->grid_h);
     s->rope_pos = model_mrope_next(b, it->n_tokens, it->grid_w, it->grid_h);
@@ -840,8 +849,8 @@ int engine_decode(struct engine_model *m, struct threadpool *tp, struct engine_b
         }
     if (m->feat.is_mrope)
         for (int i = 0, t = 0; i < n_items; t += items[i].n_tokens, i++)
-            model_mrope_positions(items[i].seq->rope_pos, items[i].n_tokens, items[i].grid_w,
-                                  sc->tok_rpos + (size_t)t * 3);
+            model_mrope_positions(item_rope_base(&items[i]), items[i].n_tokens, items[i].grid_w,
+                                  items[i].grid_first, sc->tok_rpos + (size_t)t * 3);
     rope_tables(&f);
     run_light(tp, job_embed, &f, f.n_tok <= LIGHT_ROWS_MAX);
     for (int il = 0; il < m->info.n_layer; il++)

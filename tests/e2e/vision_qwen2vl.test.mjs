@@ -1,11 +1,12 @@
 // Qwen2.5-VL image chat: a synthetic qwen2vl text model and a synthetic qwen2.5vl_merger
 // projector (gguf-synth and mmproj-synth, as scripts/gen-mtmd-goldens.sh makes them). Images
 // keep their own size, so each takes its own count of positions (an 8x8 grid for the square
-// qa, 7x5 for the non-square qb) with M-RoPE positions; different images get different greedy
-// answers, each byte for byte the reference's (tests/data/mtmd/q*.answer.hex); a repeated
+// qa, 7x5 for the non-square qb, 30x22 for qc, fed over two batches) with M-RoPE positions;
+// different images get different greedy answers, each byte for byte the reference's
+// (tests/data/mtmd/q*.answer.hex); a repeated
 // image is served from the caches with the same tokens, also when a later turn continues past
-// it; Anthropic image blocks and Responses input_image reach the same path; an image too large
-// for one batch is a clear 400; the projector with a text model without M-RoPE fails the load.
+// it; Anthropic image blocks and Responses input_image reach the same path; an image past the
+// context is a clear 400; the projector with a text model without M-RoPE fails the load.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, existsSync, mkdirSync } from 'node:fs';
@@ -28,7 +29,7 @@ const PROMPT = 'What is this?';
 // the template's text, <|vision_start|> and <|vision_end|> (as pieces of the synthetic
 // vocabulary) and the question: the same around every image
 const TEXT_TOKENS = 55;
-const GRID = { qa: 8 * 8, qb: 7 * 5 };
+const GRID = { qa: 8 * 8, qb: 7 * 5, qc: 30 * 22 };
 
 const png = (name) => readFileSync(path.join(DATA, `${name}.png`));
 const dataUrl = (name) => `data:image/png;base64,${png(name).toString('base64')}`;
@@ -121,13 +122,22 @@ describe('vision (qwen2.5vl_merger projector, qwen2vl decoder)', () => {
     assert.equal(r.output_text, want.choices[0].message.content);
   });
 
-  test('an image too large for one batch is a clear 400 and the server keeps serving', async () => {
-    // 700x700: a 25x25 grid, 625 positions, over the 512 of a batch
-    const big = `data:image/png;base64,${greyPng(700, 700).toString('base64')}`;
+  test('an image over one batch is fed in parts and answers as the reference', async () => {
+    // 840x616: a 30x22 grid, 660 positions over batches of 512
+    const r = await ask('qc');
+    assert.deepEqual(asPrinted(bytesOf(r), r.choices[0].finish_reason), referenceAnswer('qc'));
+    assert.equal(r.usage.prompt_tokens, TEXT_TOKENS + GRID.qc);
+    // and the server keeps answering the small ones as before
+    const again = await ask('qa');
+    assert.deepEqual(asPrinted(bytesOf(again), again.choices[0].finish_reason), referenceAnswer('qa'));
+  });
+
+  test('an image past the context is a clear 400 and the server keeps serving', async () => {
+    // 1120x1120: a 40x40 grid, 1600 positions, past the 1024 of the context
+    const big = `data:image/png;base64,${greyPng(1120, 1120).toString('base64')}`;
     const r = await post(srv, '/v1/chat/completions', { model: 'qv', messages: imageMessage(big) });
     assert.equal(r.status, 400, JSON.stringify(r.body));
-    assert.equal(r.body.error.code, 'invalid_content_part');
-    assert.match(r.body.error.message, /700x700 image becomes 625 image positions .*512/);
+    assert.equal(r.body.error.code, 'context_length_exceeded');
     const ok = await ask('qa', { max_tokens: 2 });
     assert.equal(ok.object, 'chat.completion');
   });

@@ -1,7 +1,8 @@
 /* engine M-RoPE (qwen2vl): the rotary positions of an image's merged tokens and the position
  * advance after it against hand-computed values, the angles the decoder turns each section's
- * pairs by, and a cache truncation after an image giving back the rotary position a cold
- * sequence has (so a reused prompt prefix continues exactly). */
+ * pairs by, a cache truncation after an image giving back the rotary position a cold
+ * sequence has (so a reused prompt prefix continues exactly), and an image fed in two parts
+ * keeping its positions. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -27,18 +28,21 @@ static void test_positions_by_hand(void **state)
     (void)state;
     int32_t p[3 * 8];
     // a 3-wide, 2-high image whose first token takes rotary position 5
-    model_mrope_positions(5, 6, 3, p);
+    model_mrope_positions(5, 6, 3, 0, p);
     const int32_t want[] = {5, 5, 5, 5, 5, 6, 5, 5, 7, 5, 6, 5, 5, 6, 6, 5, 6, 7};
     assert_memory_equal(p, want, sizeof want);
     assert_int_equal(model_mrope_next(5, 6, 3, 2), 8); // by the longer side, not 6 tokens
     // a tall one: 2 wide, 4 high
-    model_mrope_positions(10, 8, 2, p);
+    model_mrope_positions(10, 8, 2, 0, p);
     const int32_t tall[] = {10, 10, 10, 10, 10, 11, 10, 11, 10, 10, 11, 11,
                             10, 12, 10, 10, 12, 11, 10, 13, 10, 10, 13, 11};
     assert_memory_equal(p, tall, sizeof tall);
     assert_int_equal(model_mrope_next(10, 8, 2, 4), 14);
+    // the second part of the tall one (grid indices 5..7) keeps the image's base
+    model_mrope_positions(10, 3, 2, 5, p);
+    assert_memory_equal(p, tall + 15, 9 * sizeof *p);
     // text counts on in every section
-    model_mrope_positions(8, 2, 0, p);
+    model_mrope_positions(8, 2, 0, 0, p);
     const int32_t text[] = {8, 8, 8, 9, 9, 9};
     assert_memory_equal(p, text, sizeof text);
     assert_int_equal(model_mrope_next(8, 2, 0, 0), 10);
@@ -182,15 +186,43 @@ static void test_truncate_after_image(void **state)
     assert_true(memcmp(other, cold, nv * sizeof *cold) != 0);
     image_prompt(f, s, 0, 0, other);
     assert_true(memcmp(other, cold, nv * sizeof *cold) != 0);
-    // a grid that is not the item's tokens is refused before anything changes
-    struct engine_batch_item it = {
-        .seq = s, .embd = f->embd, .n_tokens = 6, .grid_w = 4, .grid_h = 2};
+    // the image fed in two parts (4 tokens, then 2 from grid index 4): the same rotary
+    // positions, so the same logits up to the summation order of the split products
+    engine_seq_truncate(s, 0);
+    decode(f, s, text_a, NULL, 4, 0, 0);
+    struct engine_batch_item part = {
+        .seq = s, .embd = f->embd, .n_tokens = 4, .grid_w = 3, .grid_h = 2};
     struct errmsg err = {{0}};
+    assert_int_equal(engine_decode(f->m, f->tp, &part, 1, &err), ERR_OK);
+    assert_int_equal(s->rope_pos, 7);
+    part.embd = f->embd + 4 * 128;
+    part.n_tokens = 2;
+    part.grid_first = 4;
+    assert_int_equal(engine_decode(f->m, f->tp, &part, 1, &err), ERR_OK);
+    assert_int_equal(s->rope_pos, 7);
+    const int32_t want4[] = {4, 5, 5, 4, 5, 6}; // grid (1, 1) and (1, 2) at base 4
+    assert_memory_equal(f->m->sc.tok_rpos, want4, sizeof want4);
+    decode(f, s, text_b, NULL, 2, 0, 0);
+    const float *split = engine_seq_logits(s);
+    float worst = 0.0f, top = 0.0f;
+    for (size_t i = 0; i < nv; i++) {
+        worst = fmaxf(worst, fabsf(split[i] - cold[i]));
+        top = fmaxf(top, fabsf(cold[i]));
+    }
+    assert_true(worst <= 1e-4f * top);
+    // a grid that does not hold the item's tokens is refused before anything changes
+    struct engine_batch_item it = {
+        .seq = s, .embd = f->embd, .n_tokens = 6, .grid_w = 2, .grid_h = 2};
     const int before = engine_seq_pos(s);
     assert_int_equal(engine_decode(f->m, f->tp, &it, 1, &err), ERR_INVALID);
-    assert_non_null(strstr(err.msg, "4x2 grid"));
-    it.grid_w = 0x10000;
-    it.grid_h = 0x10000;
+    assert_non_null(strstr(err.msg, "6 tokens from index 0 do not fit a 2x2 grid"));
+    it.grid_w = 3;
+    it.grid_first = 1;
+    assert_int_equal(engine_decode(f->m, f->tp, &it, 1, &err), ERR_INVALID);
+    it.grid_first = -1;
+    assert_int_equal(engine_decode(f->m, f->tp, &it, 1, &err), ERR_INVALID);
+    it.grid_first = 0;
+    it.grid_h = 0;
     assert_int_equal(engine_decode(f->m, f->tp, &it, 1, &err), ERR_INVALID);
     assert_int_equal(engine_seq_pos(s), before);
     engine_seq_free(s);

@@ -132,20 +132,21 @@ static int common_prefix(const int32_t *a, int n_a, const int32_t *b, int n_b)
     return n;
 }
 
-/* The image of r whose positions start at pos, or NULL. */
-static const struct request_image *image_at(const struct request *r, int pos)
+/* The image of r whose positions hold pos, or NULL. */
+static const struct request_image *image_over(const struct request *r, int pos)
 {
     for (int k = 0; k < r->n_images; k++)
-        if (r->images[k].pos == pos) return &r->images[k];
+        if (r->images[k].pos <= pos && pos < r->images[k].pos + r->images[k].n_tok)
+            return &r->images[k];
     return NULL;
 }
 
-/* Prompt tokens from pos that are fed as one run: an image's positions, or the text up to
- * the next image. */
+/* Prompt tokens from pos that are fed as one run: the rest of an image's positions, or the
+ * text up to the next image. */
 static int run_length(const struct request *r, int pos)
 {
-    const struct request_image *im = image_at(r, pos);
-    if (im) return im->n_tok;
+    const struct request_image *im = image_over(r, pos);
+    if (im) return im->pos + im->n_tok - pos;
     int end = r->n_prompt;
     for (int k = 0; k < r->n_images; k++)
         if (r->images[k].pos > pos && r->images[k].pos < end) end = r->images[k].pos;
@@ -421,19 +422,23 @@ static void advance(struct platform_model *m, int i)
         shift_context(in);
 }
 
-/* Adds instance i's next prompt run to the batch: text up to the next image, or a whole image
- * (its embeddings, encoded now unless cached) when it fits the room left and the step has
- * fewer than CPU_VISION_PER_STEP images; else the instance waits for the next step. */
+/* Adds instance i's next prompt run to the batch: text up to the next image, or an image (its
+ * embeddings, encoded now unless cached) when the step has fewer than CPU_VISION_PER_STEP
+ * images — whole when it fits the room left and its positions attend both ways (Gemma 3),
+ * else as much as fits, the rest in the next steps (causal M-RoPE images: a part sees the
+ * parts before it in the cache, as one item would); else the instance waits. */
 static int add_prompt_run(struct platform_model *m, int i, int *room, int *n_items)
 {
     struct instance *in = &m->inst[i];
     const struct request *r = in->s->req;
-    const struct request_image *im = image_at(r, in->n_fed);
+    const struct request_image *im = image_over(r, in->n_fed);
     int n = run_length(r, in->n_fed);
     const float *embd = NULL;
-    int grid_w = 0, grid_h = 0; // an image's merged-token grid (M-RoPE positions)
+    int grid_w = 0, grid_h = 0, grid_first = 0; // an image's merged-token grid (M-RoPE)
     if (im) {
-        if (n > *room || m->n_images_step >= CPU_VISION_PER_STEP) return ERR_BUSY;
+        const bool is_whole = cpu_vision_is_noncausal(m->vision);
+        if ((is_whole ? n > *room : *room < 1) || m->n_images_step >= CPU_VISION_PER_STEP)
+            return ERR_BUSY;
         struct errmsg err;
         errmsg_clear(&err);
         int rc = cpu_vision_embed(m->vision, m->tp, im, &embd, &err), n_tok;
@@ -444,6 +449,9 @@ static int add_prompt_run(struct platform_model *m, int i, int *room, int *n_ite
             return rc;
         }
         m->n_images_step++;
+        grid_first = in->n_fed - im->pos;
+        embd += (size_t)grid_first * (size_t)engine_model_info(m->engine)->n_embd;
+        if (n > *room) n = *room;
     } else if (n > *room) {
         n = *room;
     }
@@ -456,6 +464,7 @@ static int add_prompt_run(struct platform_model *m, int i, int *room, int *n_ite
         .is_noncausal = embd && cpu_vision_is_noncausal(m->vision),
         .grid_w = grid_w,
         .grid_h = grid_h,
+        .grid_first = grid_first,
     };
     m->item_instance[(*n_items)++] = i;
     *room -= n;

@@ -25,7 +25,6 @@ struct cached {
 struct cpu_vision {
     struct clip_model *clip;   // fixed-size projectors (gemma3), or NULL
     struct clip_qwen2vl *qwen; // qwen2.5vl_merger (images keep their size), or NULL
-    int max_batch;             // positions one batch holds: the most an image may take
     int n_tok, n_embd;         // n_tok: per image, 0 when it depends on the size
     float *pixels;             // (3, image_size, image_size) scratch
     struct cached cache[CPU_VISION_CACHE];
@@ -48,8 +47,8 @@ static int load_qwen2vl(struct cpu_vision *v, const char *path, int n_embd, stru
                           "belongs to another model",
                           path, in->n_out_embd, n_embd);
     log_info("projector %s: qwen2.5vl_merger, images at their own size, one embedding per %dx%d "
-             "pixels, at most %d per image (a batch)",
-             path, 2 * in->patch_size, 2 * in->patch_size, v->max_batch);
+             "pixels",
+             path, 2 * in->patch_size, 2 * in->patch_size);
     return ERR_OK;
 }
 
@@ -70,12 +69,6 @@ int cpu_vision_image_grid(const struct cpu_vision *v, uint32_t w, uint32_t h, in
         return errmsg_set(err, ERR_INVALID, "a %ux%u image cannot be resized for the projector", w,
                           h);
     const uint32_t f = 2 * (uint32_t)clip_qwen2vl_get_info(v->qwen)->patch_size;
-    if (*n_tok > v->max_batch)
-        return errmsg_set(err, ERR_LIMIT,
-                          "a %ux%u image becomes %d image positions (resized to %ux%u), more than "
-                          "the %d one batch holds; send a smaller image (at most %d merged "
-                          "%ux%u-pixel tiles)",
-                          w, h, *n_tok, rw, rh, v->max_batch, v->max_batch, f, f);
     *grid_w = (int)(rw / f);
     *grid_h = (int)(rh / f);
     return ERR_OK;
@@ -113,7 +106,6 @@ int cpu_vision_load(const char *mmproj_path, const char *model_path, int n_embd,
     }
     struct cpu_vision *v = mem_calloc(1, sizeof *v);
     if (!v) return errmsg_set(err, ERR_NOMEM, "out of memory");
-    v->max_batch = max_batch;
     struct errmsg cerr;
     errmsg_clear(&cerr);
     int rc = clip_load(mmproj_path, &v->clip, &cerr);

@@ -21,7 +21,8 @@ struct cpu_vision;
 /* Loads the projector named by mmproj_path, else the one beside the model when model_path is
  * a directory with `mmproj-*.gguf`; *out is NULL when there is neither. The projector's
  * output width must equal the decoder's n_embd, and its images must fit one batch of
- * max_batch positions. Errors from clip_load (err says which file), ERR_INVALID for a width
+ * max_batch positions when their count is fixed (gemma3; qwen2.5vl_merger images are fed in
+ * parts). Errors from clip_load (err says which file), ERR_INVALID for a width
  * or size mismatch or several projectors beside the model, ERR_NOMEM. Caller frees with
  * cpu_vision_free(). */
 int cpu_vision_load(const char *mmproj_path, const char *model_path, int n_embd, int max_batch,
@@ -36,8 +37,7 @@ void cpu_vision_describe(const struct cpu_vision *v, struct platform_model_desc 
 
 /* The positions a w x h image takes (*n_tok) and, for projectors whose images keep their
  * size (qwen2.5vl_merger), its grid of merged tokens (*grid_w x *grid_h; 0 x 0 otherwise).
- * ERR_INVALID (a size the projector cannot take), ERR_LIMIT (more positions than one batch
- * holds: the image must be sent smaller); err says which. Thread-safe. */
+ * ERR_INVALID (a size the projector cannot take; err says so). Thread-safe. */
 int cpu_vision_image_grid(const struct cpu_vision *v, uint32_t w, uint32_t h, int *n_tok,
                           int *grid_w, int *grid_h, struct errmsg *err);
 
