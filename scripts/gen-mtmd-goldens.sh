@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Regenerates tests/data/mtmd/: test images, and the reference implementation's image
 # embeddings and greedy answers for them with the shared tiny Gemma 3 projector and a
-# synthetic Gemma 3 text model, which test_clip and tests/e2e/vision.test.mjs compare against.
+# synthetic Gemma 3 text model, which test_clip and tests/e2e/vision.test.mjs compare against;
+# the same for a synthetic Qwen2.5-VL projector and text model (test_clip_qwen2vl,
+# tests/e2e/vision_qwen2vl.test.mjs) and a synthetic Ultravox audio projector.
 # Run by hand (not by make test) after building the release tools:
 #   make -j2 build/release/bin/gguf-synth && scripts/gen-mtmd-goldens.sh [REFERENCE_BIN_DIR]
-# REFERENCE_BIN_DIR holds llama-mtmd-cli (default ~/.cache/llamapi-reference/llama.cpp/build/bin).
+# REFERENCE_BIN_DIR holds llama-mtmd-cli (default ~/.cache/llamapi-reference/llama.cpp/build-noamx/bin,
+# a native build with AMX off; else .../build/bin).
 # Keep the gguf-synth options and the prompt in step with test_clip.c and the e2e test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bin=${1:-$HOME/.cache/llamapi-reference/llama.cpp/build/bin}
+ref=$HOME/.cache/llamapi-reference/llama.cpp
+bin=${1:-$([ -x "$ref/build-noamx/bin/llama-mtmd-cli" ] && echo "$ref/build-noamx/bin" || echo "$ref/build/bin")}
 synth=${GGUF_SYNTH:-build/release/bin/gguf-synth}
 proj=../shared/models/mmproj/mmproj-tinygemma3.gguf
 out=tests/data/mtmd
@@ -37,6 +41,27 @@ for img in qa qb qz; do
     MTMD_DEBUG_EMBEDDINGS="$out/$img.emb" "$bin/llama-mtmd-cli" -m "$tmp/g3.gguf" \
         --mmproj "$tmp/qv.gguf" --image "$out/$img.png" -p "hi" -n 1 --temp 0 -t 1 \
         >/dev/null 2>&1
+done
+# Qwen2.5-VL image chat: a synthetic qwen2vl text model (M-RoPE sections [4, 6, 6, 0]) with
+# the synthetic projector above; the reference's greedy answers for a square image (qa,
+# 224x224: an 8x8 grid), a non-square one (qb, 200x150: fitted into 196x140, a 7x5 grid) and
+# a large one (qc, 840x616: a 30x22 grid, 660 positions, more than one batch of 512).
+# Keep the options in step with tests/e2e/vision_qwen2vl.test.mjs.
+"$synth" --arch qwen2vl --embd 128 --heads 4 --heads-kv 2 --layers 2 --ffn 256 --ctx 1024 \
+    --seed 3 -o "$tmp/qlm.gguf"
+for img in qa qb qc; do
+    best=
+    for try in 1 2 3 4 5 6; do
+        MTMD_TEST_RESPONSE_MARKER=@@ANSWER@@ "$bin/llama-mtmd-cli" -m "$tmp/qlm.gguf" \
+            --mmproj "$tmp/qv.gguf" --image "$out/$img.png" -p "What is this?" -n 12 --temp 0 \
+            -t 1 2>/dev/null > "$tmp/$img.out"
+        hex=$(sed -n '/^@@ANSWER@@$/,$p' "$tmp/$img.out" | tail -n +2 | xxd -p | tr -d '\n')
+        [ ${#hex} -gt ${#best} ] && best=$hex
+    done
+    # 12 tokens without an end-of-generation token: a newline, the answer, two newlines
+    case $best in 0a*0a0a) ;; *) echo "$img: no complete answer from the cli" >&2; exit 1 ;; esac
+    printf '%s' "$best" > "$out/$img.answer.hex"
+    echo "$img: $(cat "$out/$img.answer.hex")"
 done
 for img in a b c; do
     # The cli logs through a background thread and may exit before its last lines are out:

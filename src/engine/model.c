@@ -541,6 +541,7 @@ static int alloc_scratch(struct engine_model *m, struct errmsg *err)
         {&m->sc.slot[2], B, m->sc.slot_row_cap},
         {(void **)&m->sc.tok_item, B, 4},
         {(void **)&m->sc.tok_pos, B, 4},
+        {(void **)&m->sc.tok_rpos, 3 * B, 4},
     };
     const size_t n_parts = sizeof parts / sizeof parts[0];
     size_t total = 0, offs[sizeof parts / sizeof parts[0]];
@@ -722,7 +723,8 @@ size_t engine_seq_bytes(const struct engine_model *m, int n_ctx)
     size_t kv = cache_bytes(m, n_ctx), total;
     if (kv == 0 || !size_add(kv, kv, &total) ||
         !size_add(total, (size_t)m->info.n_vocab * sizeof(float), &total) ||
-        !size_add(total, sizeof(struct engine_seq), &total))
+        !size_add(total, sizeof(struct engine_seq), &total) ||
+        (m->feat.is_mrope && !size_add(total, (size_t)n_ctx * sizeof(int32_t), &total)))
         return 0;
     return total;
 }
@@ -754,6 +756,7 @@ int engine_seq_bind(struct engine_seq *s, void *kv, size_t kv_bytes, int n_ctx)
     s->n_ctx = n_ctx;
     s->swa_cap = swa_cap_of(s->m, n_ctx);
     s->pos = 0;
+    s->rope_pos = 0;
     s->has_logits = false;
     return ERR_OK;
 }
@@ -771,7 +774,8 @@ int engine_seq_new(struct engine_model *m, int n_ctx, struct engine_seq **out)
     s->k_cache = mem_alloc(kv);
     s->v_cache = mem_alloc(kv);
     s->logits = mem_alloc((size_t)m->info.n_vocab * sizeof *s->logits);
-    if (!s->k_cache || !s->v_cache || !s->logits) {
+    if (m->feat.is_mrope) s->rope_next = mem_alloc((size_t)n_ctx * sizeof *s->rope_next);
+    if (!s->k_cache || !s->v_cache || !s->logits || (m->feat.is_mrope && !s->rope_next)) {
         engine_seq_free(s);
         return ERR_NOMEM;
     }
@@ -787,6 +791,7 @@ void engine_seq_free(struct engine_seq *s)
         mem_free(s->v_cache);
     }
     mem_free(s->logits);
+    mem_free(s->rope_next);
     mem_free(s);
 }
 
@@ -811,6 +816,7 @@ void engine_seq_truncate(struct engine_seq *s, int n_keep)
         n_keep = 0;
     if (n_keep < s->pos) {
         s->pos = n_keep;
+        s->rope_pos = n_keep > 0 && s->rope_next ? s->rope_next[n_keep - 1] : n_keep;
         s->has_logits = false;
     }
 }

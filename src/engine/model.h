@@ -161,6 +161,14 @@ struct engine_batch_item {
                                // the family's embedding scale), borrowed for the call
     bool is_noncausal;         // every token of the item sees all of the item's tokens (Gemma
                                // 3's image embeddings); earlier positions as usual
+    int grid_w, grid_h;        // 0, or an image's merged tokens in raster order: M-RoPE
+                               // families give grid token (y, x) the rotary positions
+                               // (b, b + y, b + x), b the sequence's next one, and then
+                               // advance it by max(grid_w, grid_h); others ignore it
+    int grid_first;            // the grid index of the item's first token: an image fed in
+                               // parts, in order with nothing between (a part after the first
+                               // finds b as the sequence's next rotary position less that
+                               // advance); grid_first + n_tokens <= grid_w * grid_h
 };
 
 /* Appends each item's tokens to its sequence and runs one forward pass over all of them:

@@ -43,13 +43,12 @@ static int get_int(const struct engine_model *m, const char *suffix, int64_t def
     return ERR_OK;
 }
 
-/* qwen2vl's M-RoPE: <arch>.rope.dimension_sections, 4 counts of frequency pairs turned by the
- * temporal, height and width positions (the 4th unused by text decoders). A text token has the
- * same position in every section, and the sections' frequencies continue one another, so for
- * text it is exactly NeoX RoPE (the reference's multi-RoPE cache with equal positions); the
- * sections are checked here as the reference requires them. TODO(qwenvl): image tokens' own
- * height/width positions and the position advance after an image. */
-static int load_mrope_sections(const struct engine_model *m, struct errmsg *err)
+/* qwen2vl's M-RoPE: <arch>.rope.dimension_sections, 3 or 4 counts of frequency pairs turned by
+ * the temporal, height, width and extra positions. A text token has its position in the first
+ * three and 0 in the extra one (as the reference fills them), and the sections' frequencies
+ * continue one another, so with no extra section text is exactly NeoX RoPE; an image's merged
+ * tokens take their grid row and column (engine_batch_item.grid_w). */
+static int load_mrope_sections(struct engine_model *m, struct errmsg *err)
 {
     char key[96];
     snprintf(key, sizeof key, "%s.rope.dimension_sections", m->arch_name);
@@ -66,11 +65,30 @@ static int load_mrope_sections(const struct engine_model *m, struct errmsg *err)
         if (v < 0 || (et == GGUF_VALUE_U32 && (uint32_t)v > INT32_MAX))
             return errmsg_set(err, ERR_FORMAT, "key '%s': negative section", key);
         sum += v;
+        if (sum <= INT32_MAX) m->feat.mrope[i] = v;
     }
+    m->feat.is_mrope = true;
     if (sum < 1 || sum > m->n_rot / 2)
         return errmsg_set(err, ERR_FORMAT, "key '%s': sections sum to %lld, not 1..%d", key,
                           (long long)sum, m->n_rot / 2);
     return ERR_OK;
+}
+
+void model_mrope_positions(int base, int n_tokens, int grid_w, int first, int32_t *out)
+{
+    for (int j = 0; j < n_tokens; j++) {
+        const int g = first + j;
+        const int y = grid_w ? g / grid_w : 0, x = grid_w ? g % grid_w : 0;
+        out[3 * j] = grid_w ? base : base + j;
+        out[3 * j + 1] = grid_w ? base + y : base + j;
+        out[3 * j + 2] = grid_w ? base + x : base + j;
+    }
+}
+
+int model_mrope_next(int base, int n_tokens, int grid_w, int grid_h)
+{
+    if (!grid_w) return base + n_tokens;
+    return base + (grid_w > grid_h ? grid_w : grid_h);
 }
 
 /* Which layers use the sliding window: <arch>.attention.sliding_window_pattern as a per-layer

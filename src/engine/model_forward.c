@@ -4,6 +4,7 @@
  * products run once over all stacked tokens; each step is one threadpool run split by rows. */
 #include "engine/attn.h"
 #include "engine/matmul.h"
+#include "engine/model_arch.h"
 #include "engine/model_internal.h"
 #include "engine/model_moe.h"
 #include "engine/ops.h"
@@ -466,8 +467,18 @@ static void rope_tables(const struct fwd *f)
             corr[1] = hi < n - 1 ? hi : n - 1;
             ms *= 1.0f + 0.1f * logf(1.0f / fscale);
         }
+        const int *sec = ft->mrope;
+        const int n_sec = sec[0] + sec[1] + sec[2] + sec[3];
         for (int t = 0; t < f->n_tok; t++) {
             float theta = (float)m->sc.tok_pos[t];
+            // M-RoPE: each position's angle advanced on its own, pair i taking its section's
+            float th_t = 0.0f, th_h = 0.0f, th_w = 0.0f, th_e = 0.0f;
+            if (ft->is_mrope) {
+                const int32_t *rp = m->sc.tok_rpos + (size_t)t * 3;
+                th_t = (float)rp[0];
+                th_h = (float)rp[1];
+                th_w = (float)rp[2];
+            }
             float *cs = m->sc.rope_cos + off + (size_t)t * stride;
             float *sn = m->sc.rope_sin + off + (size_t)t * stride;
             const float *factors = m->rope_freqs;
@@ -476,6 +487,17 @@ static void rope_tables(const struct fwd *f)
                 factors = s->n_ctx > ft->n_ctx_orig ? m->rope_long : m->rope_short;
             }
             for (int i = 0; i < half; i++) {
+                if (ft->is_mrope) {
+                    const int k = i % n_sec;
+                    theta = k < sec[0]                     ? th_t
+                            : k < sec[0] + sec[1]          ? th_h
+                            : k < sec[0] + sec[1] + sec[2] ? th_w
+                                                           : th_e;
+                    th_t *= theta_scale;
+                    th_h *= theta_scale;
+                    th_w *= theta_scale;
+                    th_e *= theta_scale;
+                }
                 const float ff = factors ? factors[i] : 1.0f;
                 const float extrap = theta / ff;
                 float a = fscale * extrap;
@@ -739,6 +761,12 @@ static int check_batch(const struct engine_model *m, const struct engine_batch_i
         for (int j = 0; j < i; j++)
             if (items[j].seq == it->seq)
                 return errmsg_set(err, ERR_INVALID, "item %d: sequence listed twice", i);
+        if ((it->grid_w || it->grid_h || it->grid_first) &&
+            (it->grid_w < 1 || it->grid_h < 1 || it->grid_first < 0 ||
+             (int64_t)it->grid_first + it->n_tokens > (int64_t)it->grid_w * it->grid_h))
+            return errmsg_set(err, ERR_INVALID,
+                              "item %d: %d tokens from index %d do not fit a %dx%d grid", i,
+                              it->n_tokens, it->grid_first, it->grid_w, it->grid_h);
         if (it->n_tokens > it->seq->n_ctx - it->seq->pos)
             return errmsg_set(err, ERR_LIMIT, "item %d: %d tokens do not fit (%d of %d used)", i,
                               it->n_tokens, it->seq->pos, it->seq->n_ctx);
@@ -752,6 +780,28 @@ static int check_batch(const struct engine_model *m, const struct engine_batch_i
     }
     *n_tok = (int)total;
     return ERR_OK;
+}
+
+/* The rotary position an item counts from: the sequence's next one, or for a later part of
+ * an image, the image's own (the first part moved the next one on by the grid's longer side). */
+static int item_rope_base(const struct engine_batch_item *it)
+{
+    const int side = it->grid_w > it->grid_h ? it->grid_w : it->grid_h;
+    return it->grid_w && it->grid_first > 0 ? it->seq->rope_pos - side : it->seq->rope_pos;
+}
+
+/* Moves the sequence's next rotary position past the item (model_mrope_next) and records it
+ * per cache row, so a truncation finds it again. Other families keep it equal to the row. */
+static void advance_rope(struct engine_seq *s, const struct engine_batch_item *it)
+{
+    if (!s->m->feat.is_mrope) {
+        s->rope_pos = s->pos + it->n_tokens;
+        return;
+    }
+    const int b = item_rope_base(it);
+    for (int j = 0; s->rope_next && j < it->n_tokens; j++)
+        s->rope_next[s->pos + j] = model_mrope_next(b, j + 1, it->grid_w, it->grid_h);
+    s->rope_pos = model_mrope_next(b, it->n_tokens, it->grid_w, it->grid_h);
 }
 
 /* Hands each item its output from the kept rows (xn: hidden states, logits: their products)
@@ -778,6 +828,7 @@ static void store_outputs(struct engine_model *m, const struct engine_batch_item
             memcpy(it->hidden, sc->xn + (size_t)row * e, e * sizeof(float));
         }
         s->has_logits = it->output == ENGINE_OUTPUT_LOGITS;
+        advance_rope(s, it);
         s->pos += it->n_tokens;
         row += n;
     }
@@ -796,6 +847,10 @@ int engine_decode(struct engine_model *m, struct threadpool *tp, struct engine_b
             sc->tok_item[t] = i;
             sc->tok_pos[t] = items[i].seq->pos + j;
         }
+    if (m->feat.is_mrope)
+        for (int i = 0, t = 0; i < n_items; t += items[i].n_tokens, i++)
+            model_mrope_positions(item_rope_base(&items[i]), items[i].n_tokens, items[i].grid_w,
+                                  items[i].grid_first, sc->tok_rpos + (size_t)t * 3);
     rope_tables(&f);
     run_light(tp, job_embed, &f, f.n_tok <= LIGHT_ROWS_MAX);
     for (int il = 0; il < m->info.n_layer; il++)

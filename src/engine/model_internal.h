@@ -54,6 +54,10 @@ struct model_feat {
     bool is_yarn;
     float yarn_beta_fast, yarn_beta_slow;
     float yarn_attn_factor; // cos/sin multiplier before YaRN's own magnitude correction
+    // M-RoPE (qwen2vl): frequency pairs turned by the temporal, height, width and extra
+    // position, section by section (pair i is in section (i mod the sum)); all 0: plain RoPE
+    bool is_mrope;
+    int mrope[4];
 };
 
 /* A weight matrix used in place from the mapping. */
@@ -130,6 +134,7 @@ struct scratch {
     size_t slot_row_cap;
     int32_t *tok_item; // (B) item of each stacked token
     int32_t *tok_pos;  // (B) its position in its sequence
+    int32_t *tok_rpos; // (B, 3) M-RoPE: its temporal, height and width rotary positions
 };
 
 /* Immutable after load, except scratch (see struct scratch). */
@@ -172,6 +177,10 @@ struct engine_seq {
     uint16_t *k_cache; // per layer (n_ctx or swa_cap, kv_dim) half bits, global layers first
     uint16_t *v_cache; // the same layout
     float *logits;     // (n_vocab), NULL for a view
+    // M-RoPE families: a token's rotary position is not its cache row, since an image's
+    // merged tokens share one temporal position and advance it by the grid's longer side.
+    int rope_pos;       // the rotary position the next text token takes (pos otherwise)
+    int32_t *rope_next; // (n_ctx) M-RoPE, own memory: rope_pos after each cached token
 };
 
 /* Elements before layer il's cache in a sequence's K (or V) cache: the global layers' caches

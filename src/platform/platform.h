@@ -121,6 +121,11 @@ struct platform_model_desc {
     int image_tokens;
     const char *image_begin, *image_end; // "" when the family has none
     char projector[24];                  // the projector type ("gemma3"), "" without one
+    // Projectors whose images keep their own size (image_tokens 0): the positions a w x h
+    // image takes, or ERR_INVALID with err saying why.
+    // Thread-safe; ctx is image_ctx. NULL for fixed-size projectors.
+    int (*image_tokens_of)(const void *ctx, uint32_t w, uint32_t h, int *n_tok, struct errmsg *err);
+    const void *image_ctx;
 };
 
 struct platform_model;

@@ -631,8 +631,11 @@ static void test_hidden_batch_independent(void **state)
     struct errmsg err;
     for (int i = 0; i < 3; i++) {
         struct engine_seq *v = view_at(f->m, kv, cap, lens[i]);
-        struct engine_batch_item it = {v,        toks[i], lens[i], ENGINE_OUTPUT_SUM,
-                                       alone[i], false,   NULL,    false};
+        struct engine_batch_item it = {.seq = v,
+                                       .tokens = toks[i],
+                                       .n_tokens = lens[i],
+                                       .output = ENGINE_OUTPUT_SUM,
+                                       .hidden = alone[i]};
         assert_int_equal(engine_decode(f->m, f->tp2, &it, 1, &err), ERR_OK);
         engine_seq_free(v);
     }
@@ -647,8 +650,11 @@ static void test_hidden_batch_independent(void **state)
         const size_t b = engine_kv_bytes(f->m, lens[i]);
         v[i] = view_at(f->m, (uint8_t *)kv + off, b, lens[i]);
         off += b;
-        items[1 + i] = (struct engine_batch_item){v[i],       toks[i], lens[i], ENGINE_OUTPUT_SUM,
-                                                  batched[i], false,   NULL,    false};
+        items[1 + i] = (struct engine_batch_item){.seq = v[i],
+                                                  .tokens = toks[i],
+                                                  .n_tokens = lens[i],
+                                                  .output = ENGINE_OUTPUT_SUM,
+                                                  .hidden = batched[i]};
     }
     assert_int_equal(engine_decode(f->m, f->tp1, items, 4, &err), ERR_OK);
     for (int i = 0; i < 3; i++)
@@ -658,24 +664,37 @@ static void test_hidden_batch_independent(void **state)
     // The first input in two chunks, with LAST beside SUM: the same sum and the same last state.
     float chunked[256] = {0}, last[256], last_whole[256];
     struct engine_seq *c = view_at(f->m, kv, cap, N_PROMPT);
-    struct engine_batch_item it = {c, prompt, 6, ENGINE_OUTPUT_SUM, chunked, false, NULL, false};
+    struct engine_batch_item it = {
+        .seq = c, .tokens = prompt, .n_tokens = 6, .output = ENGINE_OUTPUT_SUM, .hidden = chunked};
     assert_int_equal(engine_decode(f->m, f->tp2, &it, 1, &err), ERR_OK);
-    it = (struct engine_batch_item){c,       prompt + 6, N_PROMPT - 6, ENGINE_OUTPUT_SUM,
-                                    chunked, false,      NULL,         false};
+    it = (struct engine_batch_item){.seq = c,
+                                    .tokens = prompt + 6,
+                                    .n_tokens = N_PROMPT - 6,
+                                    .output = ENGINE_OUTPUT_SUM,
+                                    .hidden = chunked};
     assert_int_equal(engine_decode(f->m, f->tp2, &it, 1, &err), ERR_OK);
     assert_memory_equal(chunked, alone[0], (size_t)e * sizeof(float));
     assert_int_equal(engine_seq_bind(c, kv, cap, N_PROMPT), ERR_OK); // empties it
-    it = (struct engine_batch_item){c,          prompt, N_PROMPT, ENGINE_OUTPUT_LAST,
-                                    last_whole, false,  NULL,     false};
+    it = (struct engine_batch_item){.seq = c,
+                                    .tokens = prompt,
+                                    .n_tokens = N_PROMPT,
+                                    .output = ENGINE_OUTPUT_LAST,
+                                    .hidden = last_whole};
     assert_int_equal(engine_decode(f->m, f->tp2, &it, 1, &err), ERR_OK);
     engine_seq_truncate(c, 6);
-    it = (struct engine_batch_item){c,    prompt + 6, N_PROMPT - 6, ENGINE_OUTPUT_LAST,
-                                    last, false,      NULL,         false};
+    it = (struct engine_batch_item){.seq = c,
+                                    .tokens = prompt + 6,
+                                    .n_tokens = N_PROMPT - 6,
+                                    .output = ENGINE_OUTPUT_LAST,
+                                    .hidden = last};
     assert_int_equal(engine_decode(f->m, f->tp2, &it, 1, &err), ERR_OK);
     assert_memory_equal(last, last_whole, (size_t)e * sizeof(float));
     // A regular sequence can give hidden states too; its logits are then stale.
-    it = (struct engine_batch_item){gen,  prompt + 4, 2,    ENGINE_OUTPUT_LAST,
-                                    last, false,      NULL, false};
+    it = (struct engine_batch_item){.seq = gen,
+                                    .tokens = prompt + 4,
+                                    .n_tokens = 2,
+                                    .output = ENGINE_OUTPUT_LAST,
+                                    .hidden = last};
     assert_int_equal(engine_decode(f->m, f->tp2, &it, 1, &err), ERR_OK);
     assert_null(engine_seq_logits(gen));
     engine_seq_free(c);

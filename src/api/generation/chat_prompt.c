@@ -305,6 +305,22 @@ static int encode_piece(const struct tokenizer *t, const char *s, size_t len, bo
     return rc;
 }
 
+/* The positions an image takes: the model's fixed count, or (projectors whose images keep
+ * their size) its own, which must fit one batch. */
+static int image_positions(const struct platform_model_desc *d, struct chat_image *im,
+                           struct api_fail *f)
+{
+    im->n_tok = d->image_tokens;
+    if (!d->image_tokens_of) return ERR_OK;
+    struct errmsg err;
+    errmsg_clear(&err);
+    int rc = d->image_tokens_of(d->image_ctx, im->w, im->h, &im->n_tok, &err);
+    if (rc != ERR_OK)
+        api_failf(f, 400, "invalid_content_part", "messages", "%s",
+                  err.msg[0] ? err.msg : err_str(rc));
+    return rc;
+}
+
 /* The rendered text with images: the pieces between markers tokenized one by one with
  * special tokens parsed (BOS before the first, per the vocab, unless the text writes it), each
  * marker replaced by image_begin, the image's placeholders and image_end. */
@@ -326,11 +342,13 @@ static int tokenize_with_images(const struct model *m, struct chat_prompt *out, 
                              "the messages' text holds the media marker '%s'", CHAT_MEDIA_MARKER),
                    ERR_INVALID;
         struct chat_image *im = &out->images[k++];
-        rc =
-            encode_piece(d->tokenizer, d->image_begin, strlen(d->image_begin), false, &out->ids, f);
+        rc = image_positions(d, im, f);
+        if (rc == ERR_OK)
+            rc = encode_piece(d->tokenizer, d->image_begin, strlen(d->image_begin), false,
+                              &out->ids, f);
         const uint64_t h = request_image_hash(im->rgb, im->w, im->h);
         im->pos = (int)out->ids.n_ids;
-        for (int j = 0; rc == ERR_OK && j < d->image_tokens; j++)
+        for (int j = 0; rc == ERR_OK && j < im->n_tok; j++)
             if (tok_ids_push(&out->ids, request_image_token(h, j)) != ERR_OK) rc = ERR_NOMEM;
         if (rc == ERR_OK)
             rc =

@@ -28,7 +28,8 @@ struct chat_prompt_opts {
 struct chat_image {
     unsigned char *rgb; // (w * h * 3) RGB8, owned (mem_alloc) until handed to a request
     uint32_t w, h;      // pixels
-    int pos;            // first of the model's image_tokens positions in ids
+    int pos;            // first of its positions in ids
+    int n_tok;          // its positions (the model's image_tokens, or its own count)
 };
 
 struct chat_prompt {

@@ -67,7 +67,7 @@ int gen_session_start(struct model *m, const int32_t *prompt, int n_prompt,
         unsigned char *rgb = im->rgb;
         im->rgb = NULL; // the request owns it from here, or it is freed now
         if (rc == ERR_OK)
-            rc = request_add_image(s->req, im->pos, desc->image_tokens, rgb, im->w, im->h);
+            rc = request_add_image(s->req, im->pos, im->n_tok, rgb, im->w, im->h);
         else
             mem_free(rgb);
     }

@@ -132,20 +132,21 @@ static int common_prefix(const int32_t *a, int n_a, const int32_t *b, int n_b)
     return n;
 }
 
-/* The image of r whose positions start at pos, or NULL. */
-static const struct request_image *image_at(const struct request *r, int pos)
+/* The image of r whose positions hold pos, or NULL. */
+static const struct request_image *image_over(const struct request *r, int pos)
 {
     for (int k = 0; k < r->n_images; k++)
-        if (r->images[k].pos == pos) return &r->images[k];
+        if (r->images[k].pos <= pos && pos < r->images[k].pos + r->images[k].n_tok)
+            return &r->images[k];
     return NULL;
 }
 
-/* Prompt tokens from pos that are fed as one run: an image's positions, or the text up to
- * the next image. */
+/* Prompt tokens from pos that are fed as one run: the rest of an image's positions, or the
+ * text up to the next image. */
 static int run_length(const struct request *r, int pos)
 {
-    const struct request_image *im = image_at(r, pos);
-    if (im) return im->n_tok;
+    const struct request_image *im = image_over(r, pos);
+    if (im) return im->pos + im->n_tok - pos;
     int end = r->n_prompt;
     for (int k = 0; k < r->n_images; k++)
         if (r->images[k].pos > pos && r->images[k].pos < end) end = r->images[k].pos;
@@ -421,26 +422,36 @@ static void advance(struct platform_model *m, int i)
         shift_context(in);
 }
 
-/* Adds instance i's next prompt run to the batch: text up to the next image, or a whole image
- * (its embeddings, encoded now unless cached) when it fits the room left and the step has
- * fewer than CPU_VISION_PER_STEP images; else the instance waits for the next step. */
+/* Adds instance i's next prompt run to the batch: text up to the next image, or an image (its
+ * embeddings, encoded now unless cached) when the step has fewer than CPU_VISION_PER_STEP
+ * images — whole when it fits the room left and its positions attend both ways (Gemma 3),
+ * else as much as fits, the rest in the next steps (causal M-RoPE images: a part sees the
+ * parts before it in the cache, as one item would); else the instance waits. */
 static int add_prompt_run(struct platform_model *m, int i, int *room, int *n_items)
 {
     struct instance *in = &m->inst[i];
     const struct request *r = in->s->req;
-    const struct request_image *im = image_at(r, in->n_fed);
+    const struct request_image *im = image_over(r, in->n_fed);
     int n = run_length(r, in->n_fed);
     const float *embd = NULL;
+    int grid_w = 0, grid_h = 0, grid_first = 0; // an image's merged-token grid (M-RoPE)
     if (im) {
-        if (n > *room || m->n_images_step >= CPU_VISION_PER_STEP) return ERR_BUSY;
+        const bool is_whole = cpu_vision_is_noncausal(m->vision);
+        if ((is_whole ? n > *room : *room < 1) || m->n_images_step >= CPU_VISION_PER_STEP)
+            return ERR_BUSY;
         struct errmsg err;
         errmsg_clear(&err);
-        int rc = cpu_vision_embed(m->vision, m->tp, im, &embd, &err);
+        int rc = cpu_vision_embed(m->vision, m->tp, im, &embd, &err), n_tok;
+        if (rc == ERR_OK)
+            rc = cpu_vision_image_grid(m->vision, im->w, im->h, &n_tok, &grid_w, &grid_h, &err);
         if (rc != ERR_OK) {
             inst_slot_fail(in->s, rc == ERR_NOMEM ? 500 : 400, err.msg);
             return rc;
         }
         m->n_images_step++;
+        grid_first = in->n_fed - im->pos;
+        embd += (size_t)grid_first * (size_t)engine_model_info(m->engine)->n_embd;
+        if (n > *room) n = *room;
     } else if (n > *room) {
         n = *room;
     }
@@ -451,6 +462,9 @@ static int add_prompt_run(struct platform_model *m, int i, int *room, int *n_ite
         .embd = embd,
         .n_tokens = n,
         .is_noncausal = embd && cpu_vision_is_noncausal(m->vision),
+        .grid_w = grid_w,
+        .grid_h = grid_h,
+        .grid_first = grid_first,
     };
     m->item_instance[(*n_items)++] = i;
     *room -= n;
@@ -737,6 +751,12 @@ int cpu_model_load(const struct platform_load_args *a, struct platform_model **o
     if (rc == ERR_OK)
         rc = cpu_vision_load(a->mmproj_path, a->path, info->n_embd, ENGINE_BATCH_MAX, &m->vision,
                              err);
+    // Qwen2.5-VL images take M-RoPE grid positions, which only the qwen2vl decoder has.
+    if (rc == ERR_OK && cpu_vision_needs_mrope(m->vision) && strcmp(info->arch, "qwen2vl") != 0)
+        rc = errmsg_set(err, ERR_INVALID,
+                        "the qwen2.5vl_merger projector needs a qwen2vl (M-RoPE) text model, "
+                        "not %s",
+                        info->arch);
     if (rc != ERR_OK) goto out_free;
     int n_threads = a->n_threads > 0 ? a->n_threads : thread_default_count();
     m->logits = mem_calloc((size_t)m->n_vocab, sizeof *m->logits);

@@ -2,6 +2,7 @@
 #include "platform/cpu/cpu_vision.h"
 
 #include "engine/mtmd/clip.h"
+#include "engine/mtmd/clip_qwen2vl.h"
 #include "platform/cpu/cpu.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -14,18 +15,80 @@
 struct cached {
     uint64_t hash; // request_image_hash
     uint32_t w, h;
-    float *embd;  // (image_tokens, n_embd), NULL when the entry is empty
+    float *embd;  // (n_tok, n_embd), NULL when the entry is empty
+    int n_tok;    // its rows
+    int cap;      // rows allocated
     int64_t used; // tick of the last use (LRU)
 };
 
 /* Immutable after load except the cache and counters (scheduler thread). */
 struct cpu_vision {
-    struct clip_model *clip;
-    int n_tok, n_embd;
-    float *pixels; // (3, image_size, image_size) scratch
+    struct clip_model *clip;   // fixed-size projectors (gemma3), or NULL
+    struct clip_qwen2vl *qwen; // qwen2.5vl_merger (images keep their size), or NULL
+    int n_tok, n_embd;         // n_tok: per image, 0 when it depends on the size
+    float *pixels;             // (3, image_size, image_size) scratch
     struct cached cache[CPU_VISION_CACHE];
     int64_t tick, n_encoded, n_hits;
 };
+
+/* Qwen2.5-VL's projector: its images keep their size, so the count is per image. */
+static int load_qwen2vl(struct cpu_vision *v, const char *path, int n_embd, struct errmsg *err)
+{
+    struct errmsg qerr;
+    errmsg_clear(&qerr);
+    int rc = clip_qwen2vl_load(path, &v->qwen, &qerr);
+    if (rc != ERR_OK)
+        return rc == ERR_UNSUPPORTED ? rc : errmsg_set(err, rc, "%s: %s", path, qerr.msg);
+    const struct clip_qwen2vl_info *in = clip_qwen2vl_get_info(v->qwen);
+    v->n_embd = in->n_out_embd;
+    if (in->n_out_embd != n_embd)
+        return errmsg_set(err, ERR_INVALID,
+                          "%s: the projector's embeddings are %d wide but the model's %d; it "
+                          "belongs to another model",
+                          path, in->n_out_embd, n_embd);
+    log_info("projector %s: qwen2.5vl_merger, images at their own size, one embedding per %dx%d "
+             "pixels",
+             path, 2 * in->patch_size, 2 * in->patch_size);
+    return ERR_OK;
+}
+
+static int image_tokens_of(const void *ctx, uint32_t w, uint32_t h, int *n_tok, struct errmsg *err)
+{
+    int gw, gh;
+    return cpu_vision_image_grid(ctx, w, h, n_tok, &gw, &gh, err);
+}
+
+int cpu_vision_image_grid(const struct cpu_vision *v, uint32_t w, uint32_t h, int *n_tok,
+                          int *grid_w, int *grid_h, struct errmsg *err)
+{
+    *grid_w = *grid_h = 0;
+    *n_tok = v->n_tok;
+    if (!v->qwen) return ERR_OK;
+    uint32_t rw, rh;
+    if (clip_qwen2vl_image_size(v->qwen, w, h, &rw, &rh, n_tok) != ERR_OK)
+        return errmsg_set(err, ERR_INVALID, "a %ux%u image cannot be resized for the projector", w,
+                          h);
+    const uint32_t f = 2 * (uint32_t)clip_qwen2vl_get_info(v->qwen)->patch_size;
+    *grid_w = (int)(rw / f);
+    *grid_h = (int)(rh / f);
+    return ERR_OK;
+}
+
+/* Preprocesses and encodes one image with the Qwen2.5-VL projector (scratch per image). */
+static int encode_qwen2vl(struct cpu_vision *v, struct threadpool *tp,
+                          const struct request_image *im, float *out)
+{
+    uint32_t rw, rh;
+    int n;
+    int rc = clip_qwen2vl_image_size(v->qwen, im->w, im->h, &rw, &rh, &n);
+    if (rc != ERR_OK) return rc;
+    float *px = mem_alloc(sizeof(float) * 3 * (size_t)rw * (size_t)rh);
+    if (!px) return ERR_NOMEM;
+    rc = clip_qwen2vl_preprocess(v->qwen, im->rgb, im->w, im->h, px);
+    if (rc == ERR_OK) rc = clip_qwen2vl_encode(v->qwen, tp, px, rw, rh, out);
+    mem_free(px);
+    return rc;
+}
 
 int cpu_vision_load(const char *mmproj_path, const char *model_path, int n_embd, int max_batch,
                     struct cpu_vision **out, struct errmsg *err)
@@ -46,6 +109,10 @@ int cpu_vision_load(const char *mmproj_path, const char *model_path, int n_embd,
     struct errmsg cerr;
     errmsg_clear(&cerr);
     int rc = clip_load(mmproj_path, &v->clip, &cerr);
+    if (rc == ERR_UNSUPPORTED) {
+        rc = load_qwen2vl(v, mmproj_path, n_embd, err);
+        if (rc != ERR_UNSUPPORTED) goto out_qwen;
+    }
     if (rc != ERR_OK) {
         errmsg_set(err, rc, "%s: %s", mmproj_path, cerr.msg);
         goto out_free;
@@ -74,6 +141,11 @@ int cpu_vision_load(const char *mmproj_path, const char *model_path, int n_embd,
              in->image_size, in->image_size, in->n_out_tokens);
     *out = v;
     return ERR_OK;
+out_qwen:
+    if (rc == ERR_OK) {
+        *out = v;
+        return ERR_OK;
+    }
 out_free:
     cpu_vision_free(v);
     return rc;
@@ -86,6 +158,7 @@ void cpu_vision_free(struct cpu_vision *v)
         mem_free(v->cache[i].embd);
     mem_free(v->pixels);
     clip_free(v->clip);
+    clip_qwen2vl_free(v->qwen);
     mem_free(v);
 }
 
@@ -96,7 +169,17 @@ void cpu_vision_describe(const struct cpu_vision *v, struct platform_model_desc 
     out->image_begin = "";
     out->image_end = "";
     out->projector[0] = '\0';
+    out->image_tokens_of = NULL;
+    out->image_ctx = NULL;
     if (!v) return;
+    if (v->qwen) {
+        snprintf(out->projector, sizeof out->projector, "qwen2.5vl_merger");
+        out->image_begin = "<|vision_start|>";
+        out->image_end = "<|vision_end|>";
+        out->image_tokens_of = image_tokens_of;
+        out->image_ctx = v;
+        return;
+    }
     const struct clip_info *in = clip_get_info(v->clip);
     snprintf(out->projector, sizeof out->projector, "%s", in->projector_name);
     if (in->projector == CLIP_PROJECTOR_GEMMA3) {
@@ -105,22 +188,30 @@ void cpu_vision_describe(const struct cpu_vision *v, struct platform_model_desc 
     }
 }
 
+bool cpu_vision_needs_mrope(const struct cpu_vision *v)
+{
+    return v && v->qwen;
+}
+
 bool cpu_vision_is_noncausal(const struct cpu_vision *v)
 {
-    return v && clip_get_info(v->clip)->projector == CLIP_PROJECTOR_GEMMA3;
+    return v && v->clip && clip_get_info(v->clip)->projector == CLIP_PROJECTOR_GEMMA3;
 }
 
 int cpu_vision_embed(struct cpu_vision *v, struct threadpool *tp, const struct request_image *im,
                      const float **out, struct errmsg *err)
 {
-    if (im->n_tok != v->n_tok)
-        return errmsg_set(err, ERR_INVALID, "an image takes %d positions, not %d", v->n_tok,
+    int n_tok = v->n_tok, gw = 0, gh = 0;
+    if (v->qwen && cpu_vision_image_grid(v, im->w, im->h, &n_tok, &gw, &gh, err) != ERR_OK)
+        return ERR_INVALID;
+    if (im->n_tok != n_tok)
+        return errmsg_set(err, ERR_INVALID, "an image takes %d positions, not %d", n_tok,
                           im->n_tok);
     v->tick++;
     struct cached *victim = &v->cache[0];
     for (int i = 0; i < CPU_VISION_CACHE; i++) {
         struct cached *c = &v->cache[i];
-        if (c->embd && c->hash == im->hash && c->w == im->w && c->h == im->h) {
+        if (c->embd && c->used && c->hash == im->hash && c->w == im->w && c->h == im->h) {
             c->used = v->tick;
             v->n_hits++;
             *out = c->embd;
@@ -128,14 +219,21 @@ int cpu_vision_embed(struct cpu_vision *v, struct threadpool *tp, const struct r
         }
         if (!c->embd || (victim->embd && c->used < victim->used)) victim = c;
     }
+    if (victim->embd && victim->cap < n_tok) {
+        mem_free(victim->embd);
+        victim->embd = NULL;
+    }
     if (!victim->embd) {
-        victim->embd = mem_alloc(sizeof(float) * (size_t)v->n_tok * (size_t)v->n_embd);
+        victim->embd = mem_alloc(sizeof(float) * (size_t)n_tok * (size_t)v->n_embd);
         if (!victim->embd) return errmsg_set(err, ERR_NOMEM, "out of memory for an image");
+        victim->cap = n_tok;
     }
     victim->used = 0; // invalid until encoded
     victim->hash = 0;
-    int rc = clip_preprocess(v->clip, im->rgb, im->w, im->h, v->pixels);
-    if (rc == ERR_OK) rc = clip_encode(v->clip, tp, v->pixels, victim->embd);
+    victim->n_tok = n_tok;
+    int rc = v->qwen ? encode_qwen2vl(v, tp, im, victim->embd)
+                     : clip_preprocess(v->clip, im->rgb, im->w, im->h, v->pixels);
+    if (rc == ERR_OK && !v->qwen) rc = clip_encode(v->clip, tp, v->pixels, victim->embd);
     if (rc != ERR_OK) {
         mem_free(victim->embd);
         victim->embd = NULL;
