@@ -121,6 +121,13 @@ struct platform_model_desc {
     int image_tokens;
     const char *image_begin, *image_end; // "" when the family has none
     char projector[24];                  // the projector type ("gemma3"), "" without one
+    // Audio input through an audio projector: a clip (16 kHz mono) of n samples becomes
+    // audio_n_windows(n) windows of audio_window_tokens embeddings, placed back to back
+    // between the texts audio_begin and audio_end.
+    bool has_audio;
+    int audio_window_tokens;
+    int64_t (*audio_n_windows)(size_t n_samples); // NULL without audio
+    const char *audio_begin, *audio_end;          // "" when the family has none
 };
 
 struct platform_model;
