@@ -206,9 +206,8 @@ static bool is_audio_part(const json_t *part)
 }
 
 /* Decodes an audio part (validated before), resampled to 16 kHz, into the prompt's list. */
-static int take_audio(const struct model *m, const json_t *part,
-                      const struct media_path *media_path, struct chat_prompt *out,
-                      struct api_fail *f)
+static int take_audio(const json_t *part, const struct media_path *media_path,
+                      struct chat_prompt *out, struct api_fail *f)
 {
     const json_t *ia = json_object_get(part, "input_audio");
     const json_t *data = json_object_get(ia, "data"), *fmt = json_object_get(ia, "format");
@@ -236,8 +235,7 @@ static int take_audio(const struct model *m, const json_t *part,
                rc == ERR_OK ? ERR_NOMEM : rc;
     }
     out->images = im;
-    im[out->n_images++] = (struct chat_image){
-        .pcm = pcm, .n_samples = n, .n_windows = (int)model_desc(m)->audio_n_windows(n)};
+    im[out->n_images++] = (struct chat_image){.pcm = pcm, .n_samples = n};
     return ERR_OK;
 }
 
@@ -268,11 +266,10 @@ static int take_image(const json_t *part, const struct media_path *media_path,
     return ERR_OK;
 }
 
-/* A copy of one message whose image and audio parts are media markers, its media appended to
- * out. */
-static int message_with_markers(const struct model *m, const json_t *msg,
-                                const struct media_path *media_path, struct chat_prompt *out,
-                                json_t **copy, struct api_fail *f)
+/* A copy of one message whose image (and audio) parts are media markers, its images appended
+ * to out. */
+static int message_with_markers(const json_t *msg, const struct media_path *media_path,
+                                struct chat_prompt *out, json_t **copy, struct api_fail *f)
 {
     const json_t *content = json_object_get(msg, "content");
     json_t *c = json_copy(json_unconst(msg)), *parts = json_array();
@@ -287,8 +284,7 @@ static int message_with_markers(const struct model *m, const json_t *msg,
             rc = json_array_append(parts, json_unconst(part)) == 0 ? ERR_OK : ERR_NOMEM;
             continue;
         }
-        rc = is_audio ? take_audio(m, part, media_path, out, f)
-                      : take_image(part, media_path, out, f);
+        rc = is_audio ? take_audio(part, media_path, out, f) : take_image(part, media_path, out, f);
         json_t *marker = rc == ERR_OK ? json_pack("{s:s, s:s}", "type", "media_marker", "text",
                                                   CHAT_MEDIA_MARKER)
                                       : NULL;
@@ -307,9 +303,8 @@ static int message_with_markers(const struct model *m, const json_t *msg,
 
 /* messages with every image part replaced by a media marker (a new array), or NULL with rc
  * ERR_OK when there is no image. */
-static int messages_with_markers(const struct model *m, const json_t *messages,
-                                 const struct media_path *media_path, struct chat_prompt *out,
-                                 json_t **copy, struct api_fail *f)
+static int messages_with_markers(const json_t *messages, const struct media_path *media_path,
+                                 struct chat_prompt *out, json_t **copy, struct api_fail *f)
 {
     *copy = NULL;
     json_t *arr = json_array();
@@ -321,7 +316,7 @@ static int messages_with_markers(const struct model *m, const json_t *messages,
     {
         const json_t *content = json_object_get(msg, "content");
         json_t *c = NULL;
-        if (json_is_array(content)) rc = message_with_markers(m, msg, media_path, out, &c, f);
+        if (json_is_array(content)) rc = message_with_markers(msg, media_path, out, &c, f);
         if (rc != ERR_OK) break;
         if (json_array_append_new(arr, c ? c : json_incref(json_unconst(msg))) != 0) {
             api_failf(f, 500, NULL, NULL, "out of memory");
@@ -353,26 +348,14 @@ static int encode_piece(const struct tokenizer *t, const char *s, size_t len, bo
     return rc;
 }
 
-/* An image's begin text, placeholders and end text at the end of ids; im->pos set. */
-static int place_image(const struct platform_model_desc *d, struct chat_image *im,
-                       struct tok_ids *ids, struct api_fail *f)
-{
-    int rc = encode_piece(d->tokenizer, d->image_begin, strlen(d->image_begin), false, ids, f);
-    const uint64_t h = request_image_hash(im->rgb, im->w, im->h);
-    im->pos = (int)ids->n_ids;
-    for (int j = 0; rc == ERR_OK && j < d->image_tokens; j++)
-        if (tok_ids_push(ids, request_image_token(h, j)) != ERR_OK) rc = ERR_NOMEM;
-    if (rc == ERR_OK)
-        rc = encode_piece(d->tokenizer, d->image_end, strlen(d->image_end), false, ids, f);
-    return rc;
-}
-
 /* An audio clip's begin text, each window's placeholders back to back (the reference's mtmd
- * makes one chunk per 30 s window with nothing between), and its end text; im->pos set. The
- * context is checked first so a long clip fails before its placeholders are written. */
+ * makes one chunk per 30 s window with nothing between), and its end text; im->pos and
+ * im->n_windows set. The context is checked first so a long clip fails before its
+ * placeholders are written. */
 static int place_audio(const struct platform_model_desc *d, struct chat_image *im,
                        struct tok_ids *ids, struct api_fail *f)
 {
+    im->n_windows = (int)d->audio_n_windows(im->n_samples);
     const int64_t n_all = (int64_t)im->n_windows * d->audio_window_tokens;
     if ((int64_t)ids->n_ids + n_all + 1 > d->n_ctx) {
         api_fail_context(f, "messages", (int)((int64_t)ids->n_ids + n_all), d->n_ctx);
@@ -412,7 +395,20 @@ static int tokenize_with_images(const struct model *m, struct chat_prompt *out, 
                              "the messages' text holds the media marker '%s'", CHAT_MEDIA_MARKER),
                    ERR_INVALID;
         struct chat_image *im = &out->images[k++];
-        rc = im->pcm ? place_audio(d, im, &out->ids, f) : place_image(d, im, &out->ids, f);
+        if (im->pcm) {
+            rc = place_audio(d, im, &out->ids, f);
+            p = hit + mlen;
+            continue;
+        }
+        rc =
+            encode_piece(d->tokenizer, d->image_begin, strlen(d->image_begin), false, &out->ids, f);
+        const uint64_t h = request_image_hash(im->rgb, im->w, im->h);
+        im->pos = (int)out->ids.n_ids;
+        for (int j = 0; rc == ERR_OK && j < d->image_tokens; j++)
+            if (tok_ids_push(&out->ids, request_image_token(h, j)) != ERR_OK) rc = ERR_NOMEM;
+        if (rc == ERR_OK)
+            rc =
+                encode_piece(d->tokenizer, d->image_end, strlen(d->image_end), false, &out->ids, f);
         p = hit + mlen;
     }
     if (rc == ERR_NOMEM && !f->status) api_failf(f, 500, NULL, NULL, "out of memory");
@@ -439,7 +435,7 @@ int chat_prompt_build(const struct model *m, const struct chat_prompt_opts *o,
     out->n_images = 0;
     json_t *with_markers = NULL;
     if (d->has_vision || d->has_audio) {
-        int mrc = messages_with_markers(m, o->messages, o->media_path, out, &with_markers, f);
+        int mrc = messages_with_markers(o->messages, o->media_path, out, &with_markers, f);
         if (mrc != ERR_OK) return mrc;
     }
     struct chat_template_opts to = {

@@ -33,7 +33,7 @@ struct chat_image {
                         // n_windows * audio_window_tokens positions)
     float *pcm;         // audio: 16 kHz mono samples, owned like rgb; NULL for an image
     size_t n_samples;   // audio: samples in pcm
-    int n_windows;      // audio: 30 s windows (the model's audio_n_windows)
+    int n_windows;      // audio: 30 s windows (the model's audio_n_windows), set with pos
 };
 
 struct chat_prompt {
