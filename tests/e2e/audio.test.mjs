@@ -3,15 +3,15 @@
 // clips get different greedy answers, each byte for byte the reference's
 // (tests/data/mtmd/audio-*.answer.hex), a 31 s clip included (two 30 s windows); usage counts
 // the audio's positions; a repeated clip is served from the prompt cache; bad audio is a 400
-// naming the part; images to an audio-only projector (and audio to a model without one) are
-// refused; /props, /v1/models and /api/show report audio.
+// naming the part; images to an audio-only projector, and audio to a model without one or with
+// an image projector, are refused; /props, /v1/models and /api/show report audio.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, mkdirSync, symlinkSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import OpenAI from 'openai';
-import { startServer, repoRoot, toolsDir } from './lib/server.mjs';
+import { startServer, repoRoot, toolsDir, sharedDir, hasShared } from './lib/server.mjs';
 import { synthModel, tmpDir } from './lib/models.mjs';
 
 const DATA = path.join(repoRoot, 'tests/data/mtmd');
@@ -195,4 +195,20 @@ describe('audio (ultravox projector)', () => {
     assert.equal(r.body.error.code, 'unsupported_content_part_type');
     assert.match(r.body.error.message, /does not accept audio input/);
   });
+
+  test('audio to a model whose projector sees images is refused by modality',
+    { skip: !hasShared && 'shared models absent' }, async () => {
+      const g3 = synthModel('audio-g3', ['--arch', 'gemma3', '--embd', '128', '--heads', '4', '--heads-kv', '2',
+        '--layers', '2', '--ffn', '256', '--ctx', '1024', '--swa', '0', '--seed', '2']);
+      let r = await post(srv, '/v1/models/load', { model_id: 'g3', model_path: g3,
+        mmproj_path: path.join(sharedDir, 'models/mmproj/mmproj-tinygemma3.gguf') });
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      r = await post(srv, '/v1/chat/completions', { model: 'g3', messages: audioMessage(b64('a')) });
+      assert.equal(r.status, 400);
+      assert.equal(r.body.error.code, 'unsupported_content_part_type');
+      assert.match(r.body.error.message, /does not accept audio input/);
+      const models = await (await fetch(`${srv.url}/v1/models`)).json();
+      const entry = models.data.find((m) => m.id === 'g3');
+      assert.deepEqual(entry.modalities, { vision: true, audio: false });
+    });
 });
