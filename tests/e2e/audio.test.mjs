@@ -21,7 +21,7 @@ const LM = ['--arch', 'llama', '--embd', '128', '--heads', '4', '--heads-kv', '2
 const UV = ['--projector', 'ultravox', '--mel', '80', '--embd', '64', '--layers', '2', '--heads', '4',
   '--ffn', '128', '--stack', '4', '--proj-ffn', '128', '--out', '128', '--type', 'f32', '--seed', '1'];
 const PROMPT = 'What is this?';
-// The prompt around the clip: BOS and the template's text, 7 + 21 positions here.
+// The prompt around the clip: BOS and the template's text (the clip has no text of its own).
 const TEXT_TOKENS = 28;
 
 const wav = (name) => readFileSync(path.join(DATA, `audio-${name}.wav`));
