@@ -126,6 +126,13 @@ struct platform_model_desc {
     // Thread-safe; ctx is image_ctx. NULL for fixed-size projectors.
     int (*image_tokens_of)(const void *ctx, uint32_t w, uint32_t h, int *n_tok, struct errmsg *err);
     const void *image_ctx;
+    // Audio input through an audio projector: a clip (16 kHz mono) of n samples becomes
+    // audio_n_windows(n) windows of audio_window_tokens embeddings, placed back to back
+    // between the texts audio_begin and audio_end.
+    bool has_audio;
+    int audio_window_tokens;
+    int64_t (*audio_n_windows)(size_t n_samples); // NULL without audio
+    const char *audio_begin, *audio_end;          // "" when the family has none
 };
 
 struct platform_model;

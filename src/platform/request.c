@@ -93,8 +93,10 @@ void request_release(struct request *r)
     mem_free(r->prompt_text);
     mem_free(r->text);
     mem_free(r->progress);
-    for (int i = 0; i < r->n_images; i++)
+    for (int i = 0; i < r->n_images; i++) {
         mem_free(r->images[i].rgb);
+        if (r->images[i].window == 0) mem_free(r->images[i].pcm);
+    }
     mem_free(r->images);
     mem_free(r);
 }
@@ -139,6 +141,52 @@ int request_add_image(struct request *r, int pos, int n_tok, unsigned char *rgb,
     r->images = im;
     im[r->n_images++] = (struct request_image){
         .pos = pos, .n_tok = n_tok, .hash = hash, .rgb = rgb, .w = w, .h = h};
+    return ERR_OK;
+}
+
+uint64_t request_audio_window_key(uint64_t clip_hash, int w)
+{
+    const uint64_t x = (14695981039346656037ull ^ clip_hash) * 1099511628211ull;
+    return (x ^ ((uint64_t)w + 1) * 0x9E3779B97F4A7C15ull) * 1099511628211ull;
+}
+
+uint64_t request_audio_hash(const float *pcm, size_t n_samples)
+{
+    uint64_t x = 14695981039346656037ull;
+    const unsigned char *d = (const unsigned char *)pcm;
+    for (size_t i = 0; i < n_samples * sizeof(float); i++)
+        x = (x ^ d[i]) * 1099511628211ull;
+    return (x ^ 0xA0D10ull) * 1099511628211ull; // never an image's hash of the same bytes
+}
+
+int request_add_audio(struct request *r, int pos, int n_tok, int n_windows, float *pcm,
+                      size_t n_samples)
+{
+    const int prev_end =
+        r->n_images ? r->images[r->n_images - 1].pos + r->images[r->n_images - 1].n_tok : 0;
+    const uint64_t clip = request_audio_hash(pcm, n_samples);
+    int64_t n_all = (int64_t)n_tok * n_windows;
+    bool ok = n_tok >= 1 && n_windows >= 1 && pos >= prev_end && n_all <= r->n_prompt - pos;
+    for (int w = 0; ok && w < n_windows; w++) {
+        const uint64_t h = request_audio_window_key(clip, w);
+        for (int j = 0; ok && j < n_tok; j++)
+            ok = r->prompt[pos + w * n_tok + j] == request_image_token(h, j);
+    }
+    struct request_image *im =
+        ok ? mem_realloc(r->images, (size_t)(r->n_images + n_windows) * sizeof *im) : NULL;
+    if (!im) {
+        mem_free(pcm);
+        return ok ? ERR_NOMEM : ERR_INVALID;
+    }
+    r->images = im;
+    for (int w = 0; w < n_windows; w++)
+        im[r->n_images++] = (struct request_image){.pos = pos + w * n_tok,
+                                                   .n_tok = n_tok,
+                                                   .hash = request_audio_window_key(clip, w),
+                                                   .pcm = pcm,
+                                                   .n_samples = n_samples,
+                                                   .clip_hash = clip,
+                                                   .window = w};
     return ERR_OK;
 }
 

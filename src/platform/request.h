@@ -141,13 +141,18 @@ struct request {
 };
 
 /* An image of the prompt: its pixels, and the n_tok placeholder positions from pos on that
- * its embeddings fill (request_image_token ids). */
+ * its embeddings fill (request_image_token ids). An audio clip is one item per 30 s window
+ * (pcm set, rgb NULL): the window's positions, its samples shared by the clip's items. */
 struct request_image {
     int pos;            // first prompt position
     int n_tok;          // positions
-    uint64_t hash;      // request_image_hash of the pixels
-    unsigned char *rgb; // (w * h * 3) RGB8, owned (mem_alloc)
+    uint64_t hash;      // request_image_hash of the pixels; audio: request_audio_window_key
+    unsigned char *rgb; // (w * h * 3) RGB8, owned (mem_alloc); NULL for audio
     uint32_t w, h;      // pixels
+    float *pcm;         // audio: the clip's 16 kHz mono samples, owned by its window 0 item
+    size_t n_samples;   // audio: samples in pcm
+    uint64_t clip_hash; // audio: request_audio_hash of the whole clip
+    int window;         // audio: which 30 s window, 0-based
 };
 
 /* Creates a request owning a copy of the prompt, with room for max_events events. refs = 1
@@ -168,6 +173,20 @@ int request_set_inputs(struct request *r, const int *lens, int n);
  * the placeholders), ERR_NOMEM. */
 int request_add_image(struct request *r, int pos, int n_tok, unsigned char *rgb, uint32_t w,
                       uint32_t h);
+
+/* Adds an audio clip of n_windows 30 s windows whose embeddings fill prompt positions pos ..
+ * pos + n_windows * n_tok - 1, window after window; window w's position j must hold
+ * request_image_token(request_audio_window_key(request_audio_hash(pcm, n_samples), w), j). Takes ownership of pcm (16 kHz mono,
+ * mem_alloc'd, freed with the request, also on failure). Same order rules and errors as
+ * request_add_image. */
+int request_add_audio(struct request *r, int pos, int n_tok, int n_windows, float *pcm,
+                      size_t n_samples);
+
+/* 64-bit FNV-1a of a clip's samples, and the key of its window w (0-based) drawn from it:
+ * what tells clips and windows apart in the prompt cache and the embedding cache. Cannot
+ * fail. */
+uint64_t request_audio_hash(const float *pcm, size_t n_samples);
+uint64_t request_audio_window_key(uint64_t clip_hash, int w);
 
 /* 64-bit FNV-1a of an image's dimensions and RGB8 pixels: the key that finds a repeated image
  * (its embeddings are not computed twice) and that makes its placeholders differ from another

@@ -1,6 +1,7 @@
 /* Chat message validation, template rendering and prompt tokenization. */
 #include "api/generation/chat_prompt.h"
 
+#include "media/audio_resample.h"
 #include "media/content.h"
 #include "platform/request.h"
 #include "text/json_text.h"
@@ -65,7 +66,7 @@ static bool validate_part(const struct model *m, const json_t *part, const char 
         struct audio_info info;
         if (content_audio_load(fm, d, &lim, &info, NULL, &err) != ERR_OK)
             return api_failf(f, 400, "invalid_content_part", param, "%s", err.msg);
-        return unsupported_modality(m, "audio", param, f);
+        return model_desc(m)->has_audio || unsupported_modality(m, "audio", param, f);
     }
     return api_failf(f, 400, "unsupported_content_part_type", param,
                      "Content part type '%.64s' is not supported (text, image_url, input_audio).",
@@ -198,6 +199,46 @@ static bool is_image_part(const json_t *part)
     return type && strcmp(type, "image_url") == 0;
 }
 
+static bool is_audio_part(const json_t *part)
+{
+    const char *type = json_string_value(json_object_get(part, "type"));
+    return type && strcmp(type, "input_audio") == 0;
+}
+
+/* Decodes an audio part (validated before), resampled to 16 kHz, into the prompt's list. */
+static int take_audio(const json_t *part, const struct media_path *media_path,
+                      struct chat_prompt *out, struct api_fail *f)
+{
+    const json_t *ia = json_object_get(part, "input_audio");
+    const json_t *data = json_object_get(ia, "data"), *fmt = json_object_get(ia, "format");
+    struct str d = {json_string_value(data), json_string_length(data)};
+    struct str fm = {json_string_value(fmt), json_string_length(fmt)};
+    struct content_limits lim = {.media_path = media_path};
+    struct audio_info info;
+    float *src = NULL, *pcm = NULL;
+    size_t n = 0;
+    struct errmsg err;
+    errmsg_clear(&err);
+    int rc = content_audio_load(fm, d, &lim, &info, &src, &err);
+    if (rc != ERR_OK)
+        return api_failf(f, rc == ERR_NOMEM ? 500 : 400, "invalid_content_part", "messages", "%s",
+                         err.msg),
+               rc;
+    rc = audio_resample(src, (size_t)info.n_frames, info.sample_rate_hz, 16000, &pcm, &n);
+    mem_free(src);
+    struct chat_image *im =
+        rc == ERR_OK ? mem_realloc(out->images, (size_t)(out->n_images + 1) * sizeof *im) : NULL;
+    if (!im) {
+        mem_free(pcm);
+        return api_failf(f, 500, NULL, NULL, "cannot resample the audio: %s",
+                         err_str(rc == ERR_OK ? ERR_NOMEM : rc)),
+               rc == ERR_OK ? ERR_NOMEM : rc;
+    }
+    out->images = im;
+    im[out->n_images++] = (struct chat_image){.pcm = pcm, .n_samples = n};
+    return ERR_OK;
+}
+
 /* Decodes an image part (validated before) into the prompt's list. */
 static int take_image(const json_t *part, const struct media_path *media_path,
                       struct chat_prompt *out, struct api_fail *f)
@@ -225,7 +266,8 @@ static int take_image(const json_t *part, const struct media_path *media_path,
     return ERR_OK;
 }
 
-/* A copy of one message whose image parts are media markers, its images appended to out. */
+/* A copy of one message whose image (and audio) parts are media markers, its images appended
+ * to out. */
 static int message_with_markers(const json_t *msg, const struct media_path *media_path,
                                 struct chat_prompt *out, json_t **copy, struct api_fail *f)
 {
@@ -237,11 +279,12 @@ static int message_with_markers(const json_t *msg, const struct media_path *medi
     json_array_foreach(content, k, part)
     {
         if (rc != ERR_OK) break;
-        if (!is_image_part(part)) {
+        const bool is_audio = is_audio_part(part);
+        if (!is_image_part(part) && !is_audio) {
             rc = json_array_append(parts, json_unconst(part)) == 0 ? ERR_OK : ERR_NOMEM;
             continue;
         }
-        rc = take_image(part, media_path, out, f);
+        rc = is_audio ? take_audio(part, media_path, out, f) : take_image(part, media_path, out, f);
         json_t *marker = rc == ERR_OK ? json_pack("{s:s, s:s}", "type", "media_marker", "text",
                                                   CHAT_MEDIA_MARKER)
                                       : NULL;
@@ -321,6 +364,32 @@ static int image_positions(const struct platform_model_desc *d, struct chat_imag
     return rc;
 }
 
+/* An audio clip's begin text, each window's placeholders back to back (the reference's mtmd
+ * makes one chunk per 30 s window with nothing between), and its end text; im->pos and
+ * im->n_windows set. The context is checked first so a long clip fails before its
+ * placeholders are written. */
+static int place_audio(const struct platform_model_desc *d, struct chat_image *im,
+                       struct tok_ids *ids, struct api_fail *f)
+{
+    im->n_windows = (int)d->audio_n_windows(im->n_samples);
+    const int64_t n_all = (int64_t)im->n_windows * d->audio_window_tokens;
+    if ((int64_t)ids->n_ids + n_all + 1 > d->n_ctx) {
+        api_fail_context(f, "messages", (int)((int64_t)ids->n_ids + n_all), d->n_ctx);
+        return ERR_LIMIT;
+    }
+    int rc = encode_piece(d->tokenizer, d->audio_begin, strlen(d->audio_begin), false, ids, f);
+    const uint64_t clip = request_audio_hash(im->pcm, im->n_samples);
+    im->pos = (int)ids->n_ids;
+    for (int w = 0; rc == ERR_OK && w < im->n_windows; w++) {
+        const uint64_t h = request_audio_window_key(clip, w);
+        for (int j = 0; rc == ERR_OK && j < d->audio_window_tokens; j++)
+            if (tok_ids_push(ids, request_image_token(h, j)) != ERR_OK) rc = ERR_NOMEM;
+    }
+    if (rc == ERR_OK)
+        rc = encode_piece(d->tokenizer, d->audio_end, strlen(d->audio_end), false, ids, f);
+    return rc;
+}
+
 /* The rendered text with images: the pieces between markers tokenized one by one with
  * special tokens parsed (BOS before the first, per the vocab, unless the text writes it), each
  * marker replaced by image_begin, the image's placeholders and image_end. */
@@ -342,6 +411,11 @@ static int tokenize_with_images(const struct model *m, struct chat_prompt *out, 
                              "the messages' text holds the media marker '%s'", CHAT_MEDIA_MARKER),
                    ERR_INVALID;
         struct chat_image *im = &out->images[k++];
+        if (im->pcm) {
+            rc = place_audio(d, im, &out->ids, f);
+            p = hit + mlen;
+            continue;
+        }
         rc = image_positions(d, im, f);
         if (rc == ERR_OK)
             rc = encode_piece(d->tokenizer, d->image_begin, strlen(d->image_begin), false,
@@ -378,7 +452,7 @@ int chat_prompt_build(const struct model *m, const struct chat_prompt_opts *o,
     out->images = NULL;
     out->n_images = 0;
     json_t *with_markers = NULL;
-    if (d->has_vision) {
+    if (d->has_vision || d->has_audio) {
         int mrc = messages_with_markers(o->messages, o->media_path, out, &with_markers, f);
         if (mrc != ERR_OK) return mrc;
     }
@@ -410,8 +484,10 @@ void chat_prompt_deinit(struct chat_prompt *p)
 {
     buf_deinit(&p->text);
     tok_ids_deinit(&p->ids);
-    for (int i = 0; i < p->n_images; i++)
+    for (int i = 0; i < p->n_images; i++) {
         mem_free(p->images[i].rgb);
+        mem_free(p->images[i].pcm);
+    }
     mem_free(p->images);
     p->images = NULL;
     p->n_images = 0;

@@ -24,12 +24,17 @@ struct chat_prompt_opts {
 /* The text the template sees where an image part was, and where its positions go. */
 #define CHAT_MEDIA_MARKER "<__media__>"
 
-/* An image of the prompt (models with a projector): its pixels and its placeholder run. */
+/* An image of the prompt (models with a projector): its pixels and its placeholder run; or
+ * an audio clip (pcm set, rgb NULL): its samples and its windows' placeholder runs. */
 struct chat_image {
     unsigned char *rgb; // (w * h * 3) RGB8, owned (mem_alloc) until handed to a request
     uint32_t w, h;      // pixels
-    int pos;            // first of its positions in ids
-    int n_tok;          // its positions (the model's image_tokens, or its own count)
+    int pos;            // first of its positions in ids (audio: of the
+                        // n_windows * audio_window_tokens positions)
+    int n_tok;          // image: its positions (the model's image_tokens, or its own count)
+    float *pcm;         // audio: 16 kHz mono samples, owned like rgb; NULL for an image
+    size_t n_samples;   // audio: samples in pcm
+    int n_windows;      // audio: 30 s windows (the model's audio_n_windows), set with pos
 };
 
 struct chat_prompt {

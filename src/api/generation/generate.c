@@ -65,11 +65,18 @@ int gen_session_start(struct model *m, const int32_t *prompt, int n_prompt,
     for (int k = 0; k < opt->n_images; k++) {
         struct chat_image *im = &opt->images[k];
         unsigned char *rgb = im->rgb;
-        im->rgb = NULL; // the request owns it from here, or it is freed now
-        if (rc == ERR_OK)
-            rc = request_add_image(s->req, im->pos, im->n_tok, rgb, im->w, im->h);
-        else
+        float *pcm = im->pcm;
+        im->rgb = NULL; // the request owns them from here, or they are freed now
+        im->pcm = NULL;
+        if (rc != ERR_OK) {
             mem_free(rgb);
+            mem_free(pcm);
+        } else if (pcm) {
+            rc = request_add_audio(s->req, im->pos, desc->audio_window_tokens, im->n_windows, pcm,
+                                   im->n_samples);
+        } else {
+            rc = request_add_image(s->req, im->pos, im->n_tok, rgb, im->w, im->h);
+        }
     }
     if (rc == ERR_OK && opt->n_stops > 0)
         rc = stopstr_new(opt->stops, opt->n_stops, &s->stops, &err);

@@ -49,8 +49,9 @@ static json_t *model_json(const struct api_ctx *ctx, const struct model_info *m)
             json_object_set_new(j, "description", json_string(m->desc.description));
         json_object_set_new(j, "n_ctx", json_integer(m->desc.n_ctx));
         json_object_set_new(j, "meta", meta_json(&m->desc));
-        json_object_set_new(j, "modalities",
-                            json_pack("{s:b, s:b}", "vision", m->desc.has_vision, "audio", false));
+        json_object_set_new(
+            j, "modalities",
+            json_pack("{s:b, s:b}", "vision", m->desc.has_vision, "audio", m->desc.has_audio));
         if (m->desc.projector[0])
             json_object_set_new(j, "projector", json_string(m->desc.projector));
     }

@@ -229,14 +229,14 @@ void api_native_props(const struct api_ctx *ctx, const struct api_request *req,
     const struct platform_model_desc *d = model_desc(m);
     char build[64];
     snprintf(build, sizeof build, "llamapi-%s", ctx->version ? ctx->version : "dev");
-    json_t *j = json_pack("{s:o, s:i, s:s, s:s, s:s, s:{}, s:s, s:s, s:{s:b, s:b}, s:s, s:b}",
-                          "default_generation_settings",
-                          slot_json(0, d->n_ctx, false, default_settings(ctx, m)), "total_slots",
-                          info.instance_count, "model_path", info.path, "model_alias", info.id,
-                          "chat_template", d->chat_template_src ? d->chat_template_src : "",
-                          "chat_template_caps", "bos_token", d->bos_text ? d->bos_text : "",
-                          "eos_token", d->eos_text ? d->eos_text : "", "modalities", "vision",
-                          d->has_vision, "audio", false, "build_info", build, "is_sleeping", false);
+    json_t *j = json_pack(
+        "{s:o, s:i, s:s, s:s, s:s, s:{}, s:s, s:s, s:{s:b, s:b}, s:s, s:b}",
+        "default_generation_settings", slot_json(0, d->n_ctx, false, default_settings(ctx, m)),
+        "total_slots", info.instance_count, "model_path", info.path, "model_alias", info.id,
+        "chat_template", d->chat_template_src ? d->chat_template_src : "", "chat_template_caps",
+        "bos_token", d->bos_text ? d->bos_text : "", "eos_token", d->eos_text ? d->eos_text : "",
+        "modalities", "vision", d->has_vision, "audio", d->has_audio, "build_info", build,
+        "is_sleeping", false);
     if (j) json_object_set_new(j, "endpoint_slots", json_boolean(!ctx->is_slots_disabled));
     if (j) {
         json_object_set_new(j, "endpoint_metrics", json_boolean(ctx->is_metrics_enabled));

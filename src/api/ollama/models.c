@@ -52,7 +52,8 @@ static void modified_at(const struct model_info *m, char out[OLLAMA_TIME_CAP])
 }
 
 /* Ollama's capabilities: completion or embedding; tools when the template renders tools;
- * thinking when it has reasoning markers; insert when the vocabulary has FIM tokens. */
+ * thinking when it has reasoning markers; insert when the vocabulary has FIM tokens; audio with
+ * an audio projector. */
 static json_t *capabilities_json(const struct platform_model_desc *d)
 {
     json_t *a = json_array();
@@ -70,6 +71,7 @@ static json_t *capabilities_json(const struct platform_model_desc *d)
     if (sp && sp->fim_pre != TOK_ID_NONE && sp->fim_suf != TOK_ID_NONE &&
         sp->fim_mid != TOK_ID_NONE)
         json_array_append_new(a, json_string("insert"));
+    if (d->has_audio) json_array_append_new(a, json_string("audio"));
     return a;
 }
 

@@ -4,6 +4,7 @@
 #include "engine/mtmd/clip.h"
 #include "engine/mtmd/clip_qwen2vl.h"
 #include "platform/cpu/cpu.h"
+#include "platform/cpu/cpu_audio.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -23,9 +24,10 @@ struct cached {
 
 /* Immutable after load except the cache and counters (scheduler thread). */
 struct cpu_vision {
-    struct clip_model *clip;   // fixed-size projectors (gemma3), or NULL
+    struct clip_model *clip;   // fixed-size image projectors (gemma3), or NULL
     struct clip_qwen2vl *qwen; // qwen2.5vl_merger (images keep their size), or NULL
-    int n_tok, n_embd;         // n_tok: per image, 0 when it depends on the size
+    struct cpu_audio *audio;   // an audio projector (its windows use the cache below), or NULL
+    int n_tok, n_embd;         // n_tok: per image or window, 0 when it depends on the size
     float *pixels;             // (3, image_size, image_size) scratch
     struct cached cache[CPU_VISION_CACHE];
     int64_t tick, n_encoded, n_hits;
@@ -90,6 +92,40 @@ static int encode_qwen2vl(struct cpu_vision *v, struct threadpool *tp,
     return rc;
 }
 
+/* An audio projector in the slot: one cache entry per 30 s window (cpu_audio.h). */
+static int load_audio(const char *path, int n_embd, int max_batch, struct cpu_vision **out,
+                      struct errmsg *err)
+{
+    struct cpu_vision *v = mem_calloc(1, sizeof *v);
+    if (!v) return errmsg_set(err, ERR_NOMEM, "out of memory");
+    struct errmsg cerr;
+    errmsg_clear(&cerr);
+    int rc = cpu_audio_load(path, &v->audio, &cerr);
+    if (rc != ERR_OK) {
+        errmsg_set(err, rc, "%s: %s", path, cerr.msg);
+        goto out_free;
+    }
+    v->n_tok = cpu_audio_window_tokens(v->audio);
+    v->n_embd = cpu_audio_n_embd(v->audio);
+    if (v->n_embd != n_embd) {
+        rc = errmsg_set(err, ERR_INVALID,
+                        "%s: the projector's embeddings are %d wide but the model's %d; it "
+                        "belongs to another model",
+                        path, v->n_embd, n_embd);
+        goto out_free;
+    }
+    if (v->n_tok > max_batch) {
+        rc = errmsg_set(err, ERR_INVALID, "%s: %d positions per audio window exceed a batch of %d",
+                        path, v->n_tok, max_batch);
+        goto out_free;
+    }
+    *out = v;
+    return ERR_OK;
+out_free:
+    cpu_vision_free(v);
+    return rc;
+}
+
 int cpu_vision_load(const char *mmproj_path, const char *model_path, int n_embd, int max_batch,
                     struct cpu_vision **out, struct errmsg *err)
 {
@@ -104,6 +140,7 @@ int cpu_vision_load(const char *mmproj_path, const char *model_path, int n_embd,
                               model_path, n);
         mmproj_path = found;
     }
+    if (cpu_audio_claims(mmproj_path)) return load_audio(mmproj_path, n_embd, max_batch, out, err);
     struct cpu_vision *v = mem_calloc(1, sizeof *v);
     if (!v) return errmsg_set(err, ERR_NOMEM, "out of memory");
     struct errmsg cerr;
@@ -159,19 +196,24 @@ void cpu_vision_free(struct cpu_vision *v)
     mem_free(v->pixels);
     clip_free(v->clip);
     clip_qwen2vl_free(v->qwen);
+    cpu_audio_free(v->audio);
     mem_free(v);
 }
 
 void cpu_vision_describe(const struct cpu_vision *v, struct platform_model_desc *out)
 {
-    out->has_vision = v != NULL;
-    out->image_tokens = v ? v->n_tok : 0;
+    out->has_vision = v != NULL && (v->clip != NULL || v->qwen != NULL);
+    out->image_tokens = v && v->clip ? v->n_tok : 0; // 0 for qwen: counted per image
     out->image_begin = "";
     out->image_end = "";
     out->projector[0] = '\0';
     out->image_tokens_of = NULL;
     out->image_ctx = NULL;
     if (!v) return;
+    if (v->audio) {
+        cpu_audio_describe(v->audio, out);
+        return;
+    }
     if (v->qwen) {
         snprintf(out->projector, sizeof out->projector, "qwen2.5vl_merger");
         out->image_begin = "<|vision_start|>";
@@ -207,6 +249,9 @@ int cpu_vision_embed(struct cpu_vision *v, struct threadpool *tp, const struct r
     if (im->n_tok != n_tok)
         return errmsg_set(err, ERR_INVALID, "an image takes %d positions, not %d", n_tok,
                           im->n_tok);
+    if ((im->pcm != NULL) != (v->audio != NULL))
+        return errmsg_set(err, ERR_INVALID, "this projector takes %s, not %s",
+                          v->audio ? "audio" : "images", v->audio ? "images" : "audio");
     v->tick++;
     struct cached *victim = &v->cache[0];
     for (int i = 0; i < CPU_VISION_CACHE; i++) {
@@ -231,9 +276,10 @@ int cpu_vision_embed(struct cpu_vision *v, struct threadpool *tp, const struct r
     victim->used = 0; // invalid until encoded
     victim->hash = 0;
     victim->n_tok = n_tok;
-    int rc = v->qwen ? encode_qwen2vl(v, tp, im, victim->embd)
-                     : clip_preprocess(v->clip, im->rgb, im->w, im->h, v->pixels);
-    if (rc == ERR_OK && !v->qwen) rc = clip_encode(v->clip, tp, v->pixels, victim->embd);
+    int rc = v->audio  ? cpu_audio_encode(v->audio, tp, im, victim->embd)
+             : v->qwen ? encode_qwen2vl(v, tp, im, victim->embd)
+                       : clip_preprocess(v->clip, im->rgb, im->w, im->h, v->pixels);
+    if (rc == ERR_OK && v->clip) rc = clip_encode(v->clip, tp, v->pixels, victim->embd);
     if (rc != ERR_OK) {
         mem_free(victim->embd);
         victim->embd = NULL;
