@@ -997,75 +997,103 @@ static void test_avx512_repacked(void **state)
         }
 }
 
-/* The 16-row interleaved Q4_K tiles (an order of their own: one exact integer sum per
- * super-block and output): 64 rows repacked, 8 tokens, 1..3 super-blocks; each output within
- * float rounding of the scalar dot of the original row, and every tile shape (1..4 groups x
- * 1..8 tokens, from any group, streaming or not) gives the bits of the 16 x 1 tile, so a
- * token's result does not depend on the batch it is computed in. */
+/* Row r of m's Q6_K weights set to the format's extremes (every quant -32, every scale -128,
+ * d 1) and activation row c to all -128 (bsums -2048): the largest integer sums the Q6_K_R16
+ * kernel forms, which the int32 arithmetic must hold exactly. */
+static void q6_K_extremes(const struct mats *m, int r, int c)
+{
+    for (int64_t b = 0; b < m->n / 256; b++) {
+        uint8_t *w = m->wbuf + 1 + r * m->wb + b * 210, *a = m->abuf + 3 + c * m->ab + b * 292;
+        memset(w, 0, 192);
+        memset(w + 192, 0x80, 16);
+        const uint16_t one = 0x3c00;
+        memcpy(w + 208, &one, 2);
+        memset(a + 4, 0x80, 256);
+        for (int j = 0; j < 16; j++) {
+            const int16_t bs = -2048;
+            memcpy(a + 260 + 2 * j, &bs, 2);
+        }
+    }
+}
+
+/* The 16-row interleaved Q4_K and Q6_K tiles (an order of their own: one exact integer sum
+ * per super-block and output): 64 rows repacked, 8 tokens, 1..3 super-blocks (Q6_K also at its
+ * integer extremes); each output within float rounding of the scalar dot of the original row,
+ * and every tile shape (1..4 groups x 1..8 tokens, from any group, streaming or not) gives the
+ * bits of the 16 x 1 tile, so a token's result does not depend on the batch it is computed
+ * in. */
 static void test_avx512_repacked_k(void **state)
 {
     (void)state;
-    const struct quant_traits *tr = quant_traits_simd(QUANT_Q4_K_R16, QUANT_SIMD_AVX512);
-    if (!tr || !tr->vec_dot_tile) {
-        printf("skip: no AVX-512 VNNI on this CPU: the repacked Q4_K kernel is not run\n");
-        skip();
-    }
-    const struct quant_traits *ref = quant_traits_ref(QUANT_Q4_K);
-    enum { R = 64, C = 8 };
-    for (int64_t n = 256; n <= 768; n += 256) {
-        struct mats m = mats_make(QUANT_Q4_K, n, R, C);
-        assert_int_equal(row_bytes(QUANT_Q4_K_R16, n), m.wb);
-        uint8_t *packed = mem_alloc(m.wb * R);
-        assert_non_null(packed);
-        assert_int_equal(quant_repack_type(QUANT_Q4_K, R, n),
-                         quant_simd_active() == QUANT_SIMD_AVX512 ? QUANT_Q4_K_R16 : QUANT_Q4_K);
-        q4_K_repack_r16(m.w, packed, R, n);
-        float base[C][R], s[C][R];
-        for (int g = 0; g < R / 16; g++)
-            for (int c = 0; c < C; c++) {
-                struct quant_tile t = {.n = n,
-                                       .x = packed + 16 * g * m.wb,
-                                       .x_stride = m.wb,
-                                       .y = m.a + c * m.ab,
-                                       .y_stride = m.ab,
-                                       .s = &base[c][16 * g],
-                                       .s_stride = R,
-                                       .n_rows = 16,
-                                       .n_cols = 1};
-                tr->vec_dot_tile(&t);
-            }
-        for (int r = 0; r < R; r++)
-            for (int c = 0; c < C; c++) {
-                float want;
-                ref->vec_dot(n, &want, m.w + r * m.wb, m.a + c * m.ab);
-                double tol = 2e-5 * dot_mag(QUANT_Q4_K, m.w + r * m.wb, m.a + c * m.ab, n);
-                if (!(fabs((double)base[c][r] - want) <= tol + 1e-6))
-                    fail_msg("%s n=%lld (%d,%d): %.9g vs ref %.9g", tr->name, (long long)n, r, c,
-                             base[c][r], want);
-            }
-        for (int g0 = 0; g0 < R / 16; g0++)
-            for (int ng = 1; g0 + ng <= R / 16; ng++)
-                for (int nc = 1; nc <= C; nc++) {
+    const uint32_t types[] = {QUANT_Q4_K, QUANT_Q6_K},
+                   repacked[] = {QUANT_Q4_K_R16, QUANT_Q6_K_R16};
+    for (size_t ti = 0; ti < 2; ti++) {
+        const struct quant_traits *tr = quant_traits_simd(repacked[ti], QUANT_SIMD_AVX512);
+        if (!tr || !tr->vec_dot_tile) {
+            printf("skip: no AVX-512 VNNI on this CPU: the repacked K-quant kernels are not run\n");
+            skip();
+        }
+        const struct quant_traits *ref = quant_traits_ref(types[ti]);
+        enum { R = 64, C = 8 };
+        for (int64_t n = 256; n <= 768; n += 256) {
+            struct mats m = mats_make(types[ti], n, R, C);
+            if (types[ti] == QUANT_Q6_K) q6_K_extremes(&m, 17, 5);
+            assert_int_equal(row_bytes(repacked[ti], n), m.wb);
+            uint8_t *packed = mem_alloc(m.wb * R);
+            assert_non_null(packed);
+            assert_int_equal(quant_repack_type(types[ti], R, n),
+                             quant_simd_active() == QUANT_SIMD_AVX512 ? repacked[ti] : types[ti]);
+            if (types[ti] == QUANT_Q4_K)
+                q4_K_repack_r16(m.w, packed, R, n);
+            else
+                q6_K_repack_r16(m.w, packed, R, n);
+            float base[C][R], s[C][R];
+            for (int g = 0; g < R / 16; g++)
+                for (int c = 0; c < C; c++) {
                     struct quant_tile t = {.n = n,
-                                           .x = packed + 16 * g0 * m.wb,
+                                           .x = packed + 16 * g * m.wb,
                                            .x_stride = m.wb,
-                                           .y = m.a,
+                                           .y = m.a + c * m.ab,
                                            .y_stride = m.ab,
-                                           .s = &s[0][16 * g0],
+                                           .s = &base[c][16 * g],
                                            .s_stride = R,
-                                           .n_rows = 16 * ng,
-                                           .n_cols = nc,
-                                           .is_stream = nc % 2};
+                                           .n_rows = 16,
+                                           .n_cols = 1};
                     tr->vec_dot_tile(&t);
-                    for (int c = 0; c < nc; c++)
-                        if (memcmp(&s[c][16 * g0], &base[c][16 * g0],
-                                   16 * (size_t)ng * sizeof(float)) != 0)
-                            fail_msg("%s n=%lld tile %dx%d from group %d differs", tr->name,
-                                     (long long)n, 16 * ng, nc, g0);
                 }
-        mem_free(packed);
-        mem_free(m.wbuf);
-        mem_free(m.abuf);
+            for (int r = 0; r < R; r++)
+                for (int c = 0; c < C; c++) {
+                    float want;
+                    ref->vec_dot(n, &want, m.w + r * m.wb, m.a + c * m.ab);
+                    double tol = 2e-5 * dot_mag(types[ti], m.w + r * m.wb, m.a + c * m.ab, n);
+                    if (!(fabs((double)base[c][r] - want) <= tol + 1e-6))
+                        fail_msg("%s n=%lld (%d,%d): %.9g vs ref %.9g", tr->name, (long long)n, r,
+                                 c, base[c][r], want);
+                }
+            for (int g0 = 0; g0 < R / 16; g0++)
+                for (int ng = 1; g0 + ng <= R / 16; ng++)
+                    for (int nc = 1; nc <= C; nc++) {
+                        struct quant_tile t = {.n = n,
+                                               .x = packed + 16 * g0 * m.wb,
+                                               .x_stride = m.wb,
+                                               .y = m.a,
+                                               .y_stride = m.ab,
+                                               .s = &s[0][16 * g0],
+                                               .s_stride = R,
+                                               .n_rows = 16 * ng,
+                                               .n_cols = nc,
+                                               .is_stream = nc % 2};
+                        tr->vec_dot_tile(&t);
+                        for (int c = 0; c < nc; c++)
+                            if (memcmp(&s[c][16 * g0], &base[c][16 * g0],
+                                       16 * (size_t)ng * sizeof(float)) != 0)
+                                fail_msg("%s n=%lld tile %dx%d from group %d differs", tr->name,
+                                         (long long)n, 16 * ng, nc, g0);
+                    }
+            mem_free(packed);
+            mem_free(m.wbuf);
+            mem_free(m.abuf);
+        }
     }
 }
 
@@ -1079,6 +1107,8 @@ static void test_repack_type(void **state)
     assert_int_equal(quant_repack_type(QUANT_Q8_0, 40, 64), QUANT_Q8_0);
     assert_int_equal(quant_repack_type(QUANT_Q4_K, 64, 256), avx512 ? QUANT_Q4_K_R16 : QUANT_Q4_K);
     assert_int_equal(quant_repack_type(QUANT_Q4_K, 40, 256), QUANT_Q4_K);
+    assert_int_equal(quant_repack_type(QUANT_Q6_K, 32, 512), avx512 ? QUANT_Q6_K_R16 : QUANT_Q6_K);
+    assert_int_equal(quant_repack_type(QUANT_Q6_K, 24, 256), QUANT_Q6_K);
     uint8_t a[34 * 16], b[34 * 16];
     assert_int_equal(quant_repack(QUANT_Q8_0, a, b, 40, 32), ERR_INVALID);
     assert_null(quant_traits_of(QUANT_Q8_0_R16)->vec_dot); // no single-row kernel

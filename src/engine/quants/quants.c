@@ -69,7 +69,8 @@
         ROW_R16(QUANT_Q8_0_R16, "q8_0_r16", QK8_0, sizeof(struct block_q8_0), QUANT_Q8_0_S),       \
         ROW_R16(QUANT_Q4_0_R16, "q4_0_r16", QK4_0, sizeof(struct block_q4_0), QUANT_Q8_0_S),       \
         ROW_R16(QUANT_Q5_0_R16, "q5_0_r16", QK5_0, sizeof(struct block_q5_0), QUANT_Q8_0_S),       \
-        ROW_R16(QUANT_Q4_K_R16, "q4_K_r16", QK_K, sizeof(struct block_q4_K), QUANT_Q8_K)
+        ROW_R16(QUANT_Q4_K_R16, "q4_K_r16", QK_K, sizeof(struct block_q4_K), QUANT_Q8_K),          \
+        ROW_R16(QUANT_Q6_K_R16, "q6_K_r16", QK_K, sizeof(struct block_q6_K), QUANT_Q8_K)
 
 /* Repacked weights: no single-row kernels; the tile kernels are patched into the tables
  * whose kernel set has them (quant_repack_type offers a type only then). */
@@ -201,9 +202,10 @@ static void patch_avx512(uint32_t type, quant_vec_dot_fn dot, quant_vec_dot_tile
 /* The AVX2 table with the repacked Q8_0/Q4_0/Q5_0/Q4_K tiles: Q8_0_R16 and Q5_0_R16 16 rows x 3
  * tokens (8 float chains per output fill the registers), Q4_0_R16 and Q4_K_R16 32 x 4 (2 x 4
  * int32 and float accumulators); the IQ types' own kernels; row-pair kernels in the file's
- * layout for the types (or shapes) not repacked; F16 two rows per zmm, 8 x 6. Zmm ports of
- * the F32/BF16 tiles, Q6_K and Q2_K measured no faster on Sapphire Rapids (512-bit operations
- * issue on two ports, 256-bit ones on three), so those keep the AVX2 kernels. */
+ * layout for the types (or shapes) not repacked; F16 two rows per zmm, 8 x 6; Q6_K_R16 as
+ * Q4_K_R16, 32 x 4. Zmm ports of the F32/BF16 tiles and Q2_K measured no faster on Sapphire
+ * Rapids (512-bit operations issue on two ports, 256-bit ones on three), so those keep the
+ * AVX2 kernels. */
 static void fill_avx512(void)
 {
     memcpy(table_avx512, table_avx2, sizeof table_avx512);
@@ -211,6 +213,7 @@ static void fill_avx512(void)
     patch_avx512(QUANT_Q4_0_R16, NULL, q4_0_r16_tile_avx512, 32, 4);
     patch_avx512(QUANT_Q5_0_R16, NULL, q5_0_r16_tile_avx512, 16, 3);
     patch_avx512(QUANT_Q4_K_R16, NULL, q4_K_r16_tile_avx512, 32, 4);
+    patch_avx512(QUANT_Q6_K_R16, NULL, q6_K_r16_tile_avx512, 32, 4); // x86/quants_k_avx512.c
     table_avx512[QUANT_Q8_0_S].from_float = q8_0s_from_float_avx512;
     patch_avx512(QUANT_IQ4_NL, iq4_nl_vec_dot_avx512, iq4_nl_vec_dot_tile_avx512, 0, 0);
     patch_avx512(QUANT_IQ4_XS, iq4_xs_vec_dot_avx512, iq4_xs_vec_dot_tile_avx512, 0, 0);
@@ -352,6 +355,7 @@ uint32_t quant_repack_type(uint32_t type, int64_t n_out, int64_t n_in)
                   : type == QUANT_Q4_0 ? QUANT_Q4_0_R16
                   : type == QUANT_Q5_0 ? QUANT_Q5_0_R16
                   : type == QUANT_Q4_K ? QUANT_Q4_K_R16
+                  : type == QUANT_Q6_K ? QUANT_Q6_K_R16
                                        : type;
     const struct quant_traits *t = lookup(table_active, to);
     if (to == type || !t || !t->vec_dot_tile || n_out <= 0 || n_out % t->rows_interleaved != 0 ||
@@ -371,6 +375,8 @@ int quant_repack(uint32_t type, const void *src, void *dst, int64_t n_out, int64
         q5_0_repack_r16(src, dst, n_out, n_in);
     else if (to == QUANT_Q4_K_R16)
         q4_K_repack_r16(src, dst, n_out, n_in);
+    else if (to == QUANT_Q6_K_R16)
+        q6_K_repack_r16(src, dst, n_out, n_in);
     else
         return ERR_INVALID;
     return ERR_OK;

@@ -38,6 +38,7 @@ enum quant_type {
     QUANT_Q8_0_S = 42,
     QUANT_Q5_0_R16 = 43,
     QUANT_Q4_K_R16 = 44,
+    QUANT_Q6_K_R16 = 46,
     QUANT_TYPE_MAX = 48, // exclusive upper bound of ids this table knows
 };
 

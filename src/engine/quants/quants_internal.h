@@ -239,11 +239,23 @@ void q5_0_repack_r16(const void *src, void *dst, int64_t n_out, int64_t n_in);
 #define Q4_K_R16_QS 256 // offset of the quants in a group's super-block
 void q4_K_repack_r16(const void *src, void *dst, int64_t n_out, int64_t n_in);
 
+/* Q6_K_R16: per 256-element super-block, 16 rows' d (32 bytes), their int8 scales (256
+ * bytes: sub-block j of row r in byte 16j + r), then 32 chunks of low nibbles, chunk
+ * 4(j / 2) + k holding in lane r row r's elements 16j + 4k .. + 3 for even j (low nibbles)
+ * and 16(j + 1) + 4k .. for the odd sub-block after it (high nibbles), then 16 chunks of high
+ * bit pairs, chunk 4(j / 4) + k holding in lane r the top 2 bits of elements 16j + 4k .. + 3
+ * at bits 2(j % 4). Quants stored q + 32 (0..63). 16 rows' bytes. */
+#define Q6_K_R16_SC 32   // offset of the scales in a group's super-block
+#define Q6_K_R16_QL 288  // of the low nibbles
+#define Q6_K_R16_QH 2336 // of the high bit pairs
+void q6_K_repack_r16(const void *src, void *dst, int64_t n_out, int64_t n_in);
+
 /* AVX-512 kernels (x86/quants_avx512.c); only called after quant_init saw the features. */
 void q8_0_r16_tile_avx512(const struct quant_tile *tile);
 void q4_0_r16_tile_avx512(const struct quant_tile *tile);
 void q5_0_r16_tile_avx512(const struct quant_tile *tile);
 void q4_K_r16_tile_avx512(const struct quant_tile *tile);
+void q6_K_r16_tile_avx512(const struct quant_tile *tile); // x86/quants_k_avx512.c
 void q8_0s_from_float_avx512(const float *x, void *y, int64_t n);
 /* F16 with two rows per zmm in the AVX2 set's arithmetic (x86/quants_f16_avx512.c). */
 void f16_vec_dot_tile_avx512(const struct quant_tile *tile);

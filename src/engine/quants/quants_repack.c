@@ -1,6 +1,6 @@
-/* Load-time repacking of Q8_0 / Q4_0 weight matrices into the 16-row interleaved layouts the
- * AVX-512 VNNI tiles read (layout in quants_internal.h), and the scalar Q8_0_S activation
- * format those tiles take. Portable C: the layout is data, only its consumers are SIMD. */
+/* Load-time repacking of Q8_0 / Q4_0 / Q5_0 / Q4_K / Q6_K weight matrices into the 16-row
+ * interleaved layouts the AVX-512 VNNI tiles read (layout in quants_internal.h), and the scalar
+ * Q8_0_S activation format those tiles take. Portable C: the layout is data, only its consumers are SIMD. */
 #include "engine/quants/quants_internal.h"
 
 #include <math.h>
@@ -136,6 +136,36 @@ void q4_K_repack_r16(const void *src, void *dst, int64_t n_out, int64_t n_in)
                                blk->qs + 32 * p + 4 * k, 4);
             }
             out += GROUP * sizeof(struct block_q4_K);
+        }
+    }
+}
+
+void q6_K_repack_r16(const void *src, void *dst, int64_t n_out, int64_t n_in)
+{
+    const int64_t nb = n_in / QK_K;
+    const struct block_q6_K *w = src;
+    uint8_t *out = dst;
+    for (int64_t g = 0; g < n_out / GROUP; g++) {
+        for (int64_t b = 0; b < nb; b++) {
+            memset(out, 0, GROUP * sizeof(struct block_q6_K));
+            for (int r = 0; r < GROUP; r++) {
+                const struct block_q6_K *blk = &w[(g * GROUP + r) * nb + b];
+                memcpy(out + 2 * r, &blk->d, 2);
+                for (int j = 0; j < 16; j++)
+                    out[Q6_K_R16_SC + 16 * j + r] = (uint8_t)blk->scales[j];
+                for (int e = 0; e < QK_K; e++) { // the file's element order (q6_K_decode)
+                    const int n = e / 128, s = (e % 128) / 32, l = e % 32;
+                    const uint8_t byte = blk->ql[64 * n + 32 * (s & 1) + l];
+                    const int lo = s < 2 ? byte & 0xf : byte >> 4;
+                    const int hi = (blk->qh[32 * n + l] >> (2 * s)) & 3;
+                    const int j = e / 16, k = (e % 16) / 4, lane = 4 * r + e % 4;
+                    out[Q6_K_R16_QL + 64 * (4 * (j / 2) + k) + lane] |=
+                        (uint8_t)(lo << (j & 1 ? 4 : 0));
+                    out[Q6_K_R16_QH + 64 * (4 * (j / 4) + k) + lane] |=
+                        (uint8_t)(hi << (2 * (j % 4)));
+                }
+            }
+            out += GROUP * sizeof(struct block_q6_K);
         }
     }
 }

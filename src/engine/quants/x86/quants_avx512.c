@@ -146,15 +146,6 @@ INLINE_ALWAYS __m512i r16_chunk(int type, const uint8_t *wb, int k)
     return _mm512_mask_add_epi8(lo, (__mmask64)fifth, lo, _mm512_set1_epi8(16));
 }
 
-/* The int32 that starts lane k's dot and removes the stored weights' offset: -128 (Q8_0) or
- * -16 (Q5_0) times the sum of the activation's 4 quants (c128[k] is the former, a multiple of
- * 8, so the shift is exact). */
-INLINE_ALWAYS int32_t r16_offset(int type, const uint8_t *a, int k)
-{
-    const int32_t c128 = load_i32(a + offsetof(struct block_q8_0s, c128) + 4 * (size_t)k);
-    return type == QUANT_Q8_0_R16 ? c128 : c128 / 8;
-}
-
 /* Q8_0_R16 and Q5_0_R16 in QUANT_ORDER_LANES (the AVX2 kernels' order for Q8_0 and Q5_0): per
  * block and (row, token) eight exact int32 sums of 4 products (chunk k = the AVX2 kernel's lane
  * k; the stored weights are unsigned, the activation's offset term starts each sum), each
@@ -185,6 +176,22 @@ INLINE_ALWAYS void tile_q8_r16(int type, const struct quant_tile *t, int G, int 
                 dxdy[g][c] = _mm512_mul_ps(
                     dx, _mm512_set1_ps(load_f32(y + c * t->y_stride + (size_t)b * ablk)));
         }
+        // Lane k's dot starts at the int32 that removes the stored weights' offset: -128 (Q8_0)
+        // or -16 (Q5_0) times the sum of the activation's 4 quants. c128[k] is the former, a
+        // multiple of 8, so Q5_0's is an exact shift, done here for the 8 lanes of the NC
+        // tokens at once (then one broadcast load per lane, as Q8_0's).
+        int32_t off16[4][8] __attribute__((aligned(32)));
+        if (type == QUANT_Q5_0_R16) {
+            for (int c = 0; c < NC; c++) {
+                const uint8_t *a = y + c * t->y_stride + (size_t)b * ablk;
+                const __m256i c128 =
+                    _mm256_loadu_si256((const __m256i *)(a + offsetof(struct block_q8_0s, c128)));
+                _mm256_store_si256((__m256i *)off16[c], _mm256_srai_epi32(c128, 3));
+            }
+        }
+        // Unrolled so the 8 x NC x G float chains stay in registers (GCC at -O3 kept the 16 x 3
+        // tile's k loop rolled, its chains in memory: a load and a store around every FMA).
+#pragma GCC unroll 8
         for (int k = 0; k < 8; k++) {
             __m512i w[2];
             for (int g = 0; g < G; g++)
@@ -193,7 +200,10 @@ INLINE_ALWAYS void tile_q8_r16(int type, const struct quant_tile *t, int G, int 
                 const uint8_t *a = y + c * t->y_stride + (size_t)b * ablk;
                 const __m512i av =
                     _mm512_set1_epi32(load_i32(a + offsetof(struct block_q8_0s, qs) + 4 * k));
-                const __m512i init = _mm512_set1_epi32(r16_offset(type, a, k));
+                const __m512i init = _mm512_set1_epi32(
+                    type == QUANT_Q5_0_R16
+                        ? off16[c][k]
+                        : load_i32(a + offsetof(struct block_q8_0s, c128) + 4 * (size_t)k));
                 for (int g = 0; g < G; g++) {
                     const __m512i dot = _mm512_dpbusd_epi32(init, w[g], av);
                     acc[g][c][k] =
