@@ -223,6 +223,13 @@ static void fill_avx512(void)
     patch_avx512(QUANT_Q5_K, q5_K_vec_dot_avx512, q5_K_vec_dot_tile_avx512, 0, 0);
     // F16: two rows per zmm, each half the AVX2 lane arithmetic (x86/quants_f16_avx512.c).
     patch_avx512(QUANT_F16, NULL, f16_vec_dot_tile_avx512, 8, 6);
+    // BF16 with vdpbf16ps where the CPU has it: the activations become BF16, as the
+    // reference's (x86/quants_bf16_avx512.c); else the AVX2 kernel against F32 activations.
+    if (cpufeat_has_avx512_bf16()) {
+        patch_avx512(QUANT_BF16, bf16_vec_dot_avx512bf16, bf16_vec_dot_tile_avx512bf16, 8, 6);
+        table_avx512[QUANT_BF16].dot_type = QUANT_BF16;
+        table_avx512[QUANT_BF16].from_float = bf16_from_float_avx512;
+    }
 }
 #endif
 
