@@ -203,7 +203,8 @@ static void patch_avx512(uint32_t type, quant_vec_dot_fn dot, quant_vec_dot_tile
  * int32 and float accumulators); the IQ types' own kernels; row-pair kernels in the file's
  * layout for the types (or shapes) not repacked; F16 two rows per zmm, 8 x 6. Zmm ports of
  * the F32/BF16 tiles, Q6_K and Q2_K measured no faster on Sapphire Rapids (512-bit operations
- * issue on two ports, 256-bit ones on three), so those keep the AVX2 kernels. */
+ * issue on two ports, 256-bit ones on three), so those keep the AVX2 kernels; BF16 has
+ * vdpbf16ps kernels where the CPU has AVX512_BF16. */
 static void fill_avx512(void)
 {
     memcpy(table_avx512, table_avx2, sizeof table_avx512);
