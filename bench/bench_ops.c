@@ -1,7 +1,7 @@
-/* Hot ops per kernel set: RMS norm, RoPE, SwiGLU, and the tiled attention in both
+/* Hot ops per kernel set: RMS norm, RoPE, SwiGLU, GeGLU, and the tiled attention in both
  * arithmetics, each timed on every set the CPU runs (scalar, avx2, avx512), the sets
  * interleaved round by round and the minimum thread CPU time per call kept, so a loaded
- * machine skews the ratios little. Usage: bench_ops [rounds [case]] (a case index 0-5 times
+ * machine skews the ratios little. Usage: bench_ops [rounds [case]] (a case index 0-6 times
  * that case alone, for profiling). */
 #include "engine/attn.h"
 #include "engine/cpufeat.h"
@@ -17,7 +17,7 @@
 #include <time.h>
 
 #define N_SETS   3
-#define N_CASES  6
+#define N_CASES  7
 #define N_EMBD   4096
 #define N_FF     11008
 #define HEAD_DIM 128
@@ -25,9 +25,13 @@
 #define N_KEYS   1024
 
 static const char *const set_names[N_SETS] = {"scalar", "avx2", "avx512"};
-static const char *const case_names[N_CASES] = {
-    "rmsnorm 4096",           "rope 32 heads x 128 (neox)", "swiglu 11008",
-    "attn decode 4q x 1024k", "attn prompt 64q x 512k",     "attn tile 64q x 512k"};
+static const char *const case_names[N_CASES] = {"rmsnorm 4096",
+                                                "rope 32 heads x 128 (neox)",
+                                                "swiglu 11008",
+                                                "attn decode 4q x 1024k",
+                                                "attn prompt 64q x 512k",
+                                                "attn tile 64q x 512k",
+                                                "geglu 11008"};
 
 static float x[N_FF], w[N_FF], u[N_FF], y[N_FF], cs[HEAD_DIM], sn[HEAD_DIM];
 static float q[ATTN_QUERIES_MAX][HEAD_DIM], out[ATTN_QUERIES_MAX][HEAD_DIM];
@@ -99,8 +103,12 @@ static void run_case(int s, int c)
     case 4:
         attn_case(s, ATTN_QUERIES_MAX, 512, ATTN_ARITH_SINGLE_PASS);
         break;
-    default:
+    case 5:
         attn_case(s, ATTN_QUERIES_MAX, 512, ATTN_ARITH_TILE_SOFTMAX);
+        break;
+    default:
+        memcpy(y, x, sizeof y);
+        k->geglu(N_FF, y, u);
         break;
     }
 }
@@ -139,7 +147,7 @@ int main(int argc, char **argv)
         for (int c = 0; c < N_CASES; c++)
             for (int s = 0; s < N_SETS; s++) {
                 if (!have_set(s) || (only >= 0 && c != only)) continue;
-                const int reps = c >= 3 ? 4 : 200;
+                const int reps = c >= 3 && c <= 5 ? 4 : 200;
                 const double t0 = cpu_now();
                 for (int i = 0; i < reps; i++)
                     run_case(s, c);

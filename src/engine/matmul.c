@@ -99,6 +99,15 @@ int matmul_order(uint32_t w_type, int64_t n_in, int64_t n_out, int64_t n_tok, en
             rule == MATMUL_RULE_SAMPLED || (rule == MATMUL_RULE_REFERENCE && n_tok < 2);
         return is_single || n_in % 8 != 0 || n_out % 4 != 0 ? QUANT_ORDER_VEC : QUANT_ORDER_LANES;
     }
+    case QUANT_BF16: {
+        // Only the vdpbf16ps kernels (BF16 activations) have the reference's two orders: its
+        // batched product takes rows a multiple of 32 long and a multiple of 4 rows.
+        const struct quant_traits *tr = quant_traits_of(QUANT_BF16);
+        if (!tr || tr->dot_type != QUANT_BF16) return QUANT_ORDER_LANES;
+        const bool is_single =
+            rule == MATMUL_RULE_SAMPLED || (rule == MATMUL_RULE_REFERENCE && n_tok < 2);
+        return is_single || n_in % 32 != 0 || n_out % 4 != 0 ? QUANT_ORDER_VEC : QUANT_ORDER_LANES;
+    }
     case QUANT_Q4_0:
         return n_out % 8 == 0 ? QUANT_ORDER_BLOCKS : QUANT_ORDER_LANES;
     default:

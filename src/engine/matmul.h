@@ -53,7 +53,8 @@ int matmul_quantize_input(const float *x, int64_t n_tok, int64_t n_in, uint32_t 
  * of this weight type and shape under rule; every tile of the product is computed in it. The
  * orders are those of the kernels the reference's x86 build runs, so results can agree with
  * it bit for bit: for float weights its single-row dot (SAMPLED, or one token under REFERENCE)
- * or its batched kernel (PROMPT, or several tokens under REFERENCE) where the shape allows it;
+ * or its batched kernel (PROMPT, or several tokens under REFERENCE) where the shape allows it
+ * (BF16 weights only with the vdpbf16ps kernels, whose activations are BF16 as the reference's);
  * Q4_0 with a multiple of 8 rows its interleaved kernels under every rule. Only REFERENCE
  * looks at n_tok. Cannot fail. */
 int matmul_order(uint32_t w_type, int64_t n_in, int64_t n_out, int64_t n_tok,

@@ -330,27 +330,6 @@ static void job_attention_tiled(void *arg, int ith, int nth)
         attn_block_run(f, &p, u);
 }
 
-/* gate = gelu(gate) * up with the reference's GELU: the tanh form evaluated on the input
- * rounded to half and rounded to half again (its lookup table), 0 below -10, the identity
- * above 10. */
-static void geglu(int64_t n, float *gate, const float *up)
-{
-    for (int64_t i = 0; i < n; i++) {
-        const float x = gate[i];
-        if (x <= -10.0f) {
-            gate[i] = 0.0f;
-        } else if (x >= 10.0f) {
-            gate[i] = x * up[i];
-        } else {
-            const float h = ops_f16_to_f32(ops_f32_to_f16(x));
-            const float g = 0.5f * h *
-                            (1.0f + tanhf(0.79788456080286535587989211986876f * h *
-                                          (1.0f + 0.044715f * h * h)));
-            gate[i] = ops_f16_to_f32(ops_f32_to_f16(g)) * up[i];
-        }
-    }
-}
-
 /* gpt-oss's activation: gate clamped above at 7, up clamped to +-7, then
  * gate * sigmoid(1.702 gate) * (up + 1). */
 static void swiglu_oai(int64_t n, float *gate, const float *up)
@@ -381,7 +360,7 @@ static void job_swiglu_quant(void *arg, int ith, int nth)
         if (f->m->feat.swiglu_oai)
             swiglu_oai(n_ff, g, u);
         else if (f->m->feat.geglu)
-            geglu(n_ff, g, u);
+            ops_get()->geglu(n_ff, g, u);
         else
             ops_get()->swiglu(n_ff, g, u);
     }

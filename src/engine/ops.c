@@ -147,6 +147,40 @@ static void swiglu_ref(int64_t n, float *g, const float *u)
         g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+static float gelu_table[65536];
+static pthread_once_t gelu_once = PTHREAD_ONCE_INIT;
+
+static void gelu_fill(void)
+{
+    for (uint32_t b = 0; b < 65536; b++) {
+        const float h = ops_f16_to_f32((uint16_t)b);
+        const float g =
+            0.5f * h *
+            (1.0f + tanhf(0.79788456080286535587989211986876f * h * (1.0f + 0.044715f * h * h)));
+        gelu_table[b] = ops_f16_to_f32(ops_f32_to_f16(g));
+    }
+}
+
+const float *ops_gelu_table(void)
+{
+    pthread_once(&gelu_once, gelu_fill);
+    return gelu_table;
+}
+
+void ops_geglu_tail(int64_t i, int64_t n, float *g, const float *u)
+{
+    const float *tab = ops_gelu_table();
+    for (; i < n; i++) {
+        const float x = g[i];
+        g[i] = x <= -10.0f ? 0.0f : x >= 10.0f ? x * u[i] : tab[ops_f32_to_f16(x)] * u[i];
+    }
+}
+
+static void geglu_ref(int64_t n, float *g, const float *u)
+{
+    ops_geglu_tail(0, n, g, u);
+}
+
 /* Squares in float, summed in double in element order, as the reference does. */
 static void rmsnorm_ref(int64_t n, float *y, const float *x, const float *w, float eps)
 {
@@ -188,6 +222,7 @@ static const struct ops_kernels kernels_ref = {
     .swiglu = swiglu_ref,
     .rmsnorm = rmsnorm_ref,
     .rope = rope_ref,
+    .geglu = geglu_ref,
 };
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -199,6 +234,7 @@ static const struct ops_kernels kernels_avx2 = {
     .swiglu = ops_swiglu_avx2,
     .rmsnorm = rmsnorm_ref,
     .rope = rope_ref,
+    .geglu = ops_geglu_avx2,
 };
 #endif
 

@@ -1,6 +1,6 @@
 /* Small float kernels of the forward pass that are not weight-matrix products: half-precision
- * conversion, the dot/axpy steps attention runs over the F16 KV cache, RMS norm, RoPE and
- * SwiGLU. Each has a scalar reference and SIMD variants (AVX2, AVX-512, NEON); ops_init()
+ * conversion, the dot/axpy steps attention runs over the F16 KV cache, RMS norm, RoPE, SwiGLU
+ * and GeGLU. Each has a scalar reference and SIMD variants (AVX2, AVX-512, NEON); ops_init()
  * picks once per process from cpufeat_isa(). */
 #ifndef ENGINE_OPS_H
 #define ENGINE_OPS_H
@@ -33,6 +33,10 @@ struct ops_kernels {
      * only an odd last pair of the adjacent layout uses two rounded products. Every variant
      * gives these bits. */
     void (*rope)(float *x, const float *cs, const float *sn, int n_rot, bool neox);
+    /* g[i] = gelu(g[i]) * u[i] with the reference's GELU (tanh form, its half table): 0 for
+     * g[i] <= -10, g[i] * u[i] for g[i] >= 10, else ops_gelu_table()[half(g[i])] * u[i]. Every
+     * variant gives these bits. */
+    void (*geglu)(int64_t n, float *g, const float *u);
 };
 
 /* Selects the set cpufeat_isa() names (AVX-512, AVX2+FMA+F16C or the references on x86;
@@ -54,6 +58,13 @@ void ops_mad_f16_tail(int64_t i, int64_t n, uint16_t *y, const uint16_t *x, floa
 /* The reference RoPE for pairs [i0, n_rot / 2) only (the SIMD variants' tail). */
 void ops_rope_tail(float *x, const float *cs, const float *sn, int n_rot, bool neox, int i0);
 
+/* GELU of every half value, indexed by its bits: half(0.5 h (1 + tanh(sqrt(2/pi) h (1 + 0.044715
+ * h^2)))) as a float, h the half as a float, as the reference tabulates it (65536 floats,
+ * filled on the first call; thread-safe). ops_geglu_tail is geglu's scalar form for elements
+ * [i, n) (the reference kernel, and the SIMD variants' tails). Cannot fail. */
+const float *ops_gelu_table(void);
+void ops_geglu_tail(int64_t i, int64_t n, float *g, const float *u);
+
 /* e^x as the reference's vectorized exponential computes it (a degree-5 polynomial on a
  * range-reduced argument, with fused multiply-adds; within a few ulp of expf, but not equal
  * to it). Scalar; the AVX2 swiglu gives the same bits per lane. Cannot fail. */
@@ -71,5 +82,6 @@ void ops_mad_f16_avx2(int64_t n, uint16_t *y, const uint16_t *x, float s);
 void ops_scale_f16_avx2(int64_t n, uint16_t *y, float s);
 void ops_f32_to_f16_avx2(int64_t n, const float *x, uint16_t *y);
 void ops_swiglu_avx2(int64_t n, float *g, const float *u);
+void ops_geglu_avx2(int64_t n, float *g, const float *u);
 
 #endif

@@ -128,7 +128,19 @@ static void test_matmul_order(void **state)
     assert_int_equal(matmul_order(QUANT_Q4_0, 64, 172, 1, MATMUL_RULE_REFERENCE),
                      QUANT_ORDER_LANES);
     assert_int_equal(matmul_order(QUANT_Q8_0, 64, 64, 1, MATMUL_RULE_REFERENCE), QUANT_ORDER_LANES);
-    assert_int_equal(matmul_order(QUANT_BF16, 64, 64, 1, MATMUL_RULE_REFERENCE), QUANT_ORDER_LANES);
+    // BF16 has the reference's two orders only with the vdpbf16ps kernels (BF16 activations)
+    if (quant_traits_of(QUANT_BF16)->dot_type == QUANT_BF16) {
+        assert_int_equal(matmul_order(QUANT_BF16, 64, 64, 1, MATMUL_RULE_REFERENCE),
+                         QUANT_ORDER_VEC);
+        assert_int_equal(matmul_order(QUANT_BF16, 64, 64, 2, MATMUL_RULE_REFERENCE),
+                         QUANT_ORDER_LANES);
+        assert_int_equal(matmul_order(QUANT_BF16, 172, 64, 5, MATMUL_RULE_PROMPT), QUANT_ORDER_VEC);
+        assert_int_equal(matmul_order(QUANT_BF16, 64, 6, 5, MATMUL_RULE_PROMPT), QUANT_ORDER_VEC);
+        assert_int_equal(matmul_order(QUANT_BF16, 64, 8, 5, MATMUL_RULE_SAMPLED), QUANT_ORDER_VEC);
+    } else {
+        assert_int_equal(matmul_order(QUANT_BF16, 64, 64, 1, MATMUL_RULE_REFERENCE),
+                         QUANT_ORDER_LANES);
+    }
     for (size_t k = 0; k < N_TYPES; k++)
         for (int64_t n_out = 6; n_out <= 8; n_out++)
             for (int64_t n_tok = 2; n_tok <= 9; n_tok++)

@@ -170,6 +170,74 @@ static void test_swiglu(void **state)
     }
 }
 
+/* The reference's GeGLU element by its definition: GELU's tanh form on the input rounded to
+ * half, rounded to half again; 0 from -10 down, the identity from 10 up. */
+static float geglu_spec(float x, float u)
+{
+    if (x <= -10.0f) return 0.0f;
+    if (x >= 10.0f) return x * u;
+    const float h = ops_f16_to_f32(ops_f32_to_f16(x));
+    const float g =
+        0.5f * h *
+        (1.0f + tanhf(0.79788456080286535587989211986876f * h * (1.0f + 0.044715f * h * h)));
+    return ops_f16_to_f32(ops_f32_to_f16(g)) * u;
+}
+
+/* geglu: the reference kernel and every set give the definition's bits for every length, on
+ * inputs across the table's range, beyond +-10, at +-10 exactly, and at half rounding ties;
+ * and the values are GELU's to within the half roundings. */
+static void test_geglu(void **state)
+{
+    (void)state;
+    ops_init();
+    struct variant vs[2] = {{NULL, NULL}, {NULL, NULL}};
+    const int n_v = simd_variants(vs);
+    float g0[300], g1[300], g2[300], u[300];
+    for (int n = 1; n < 300; n += 7) {
+        for (int i = 0; i < n; i++) {
+            const float x = frand() * (i % 5 == 0 ? 7.0f : 3.0f); // within and beyond +-10
+            g0[i] = i % 11 == 3   ? (i % 2 ? 10.0f : -10.0f)
+                    : i % 11 == 7 ? 1.0f + 0x1p-11f * (float)(1 + 2 * (i % 7)) // half ties
+                    : i % 11 == 9 ? 9.999f
+                                  : x;
+            u[i] = frand();
+        }
+        memcpy(g1, g0, sizeof(float) * (size_t)n);
+        ops_ref()->geglu(n, g1, u);
+        for (int i = 0; i < n; i++) {
+            const float want = geglu_spec(g0[i], u[i]);
+            if (memcmp(&g1[i], &want, sizeof want) != 0)
+                fail_msg("geglu n=%d [%d] x=%.9g: reference %.9g vs definition %.9g", n, i, g0[i],
+                         g1[i], want);
+            const double x = g0[i], exact = 0.5 * x * (1.0 + erf(x / sqrt(2.0))) * u[i];
+            assert_true(fabs(g1[i] - exact) <= 3e-3 * fabs(x * u[i]) + 1e-3 * fabs(u[i]));
+        }
+        for (int k = 0; k < n_v; k++) {
+            memcpy(g2, g0, sizeof(float) * (size_t)n);
+            vs[k].k->geglu(n, g2, u);
+            if (memcmp(g1, g2, (size_t)n * sizeof(float)) != 0)
+                fail_msg("geglu n=%d: %s differs from the reference", n, vs[k].name);
+        }
+    }
+    // every half value within (-10, 10) through each set, against the definition
+    static float xs[1 << 16], ys[1 << 16], us[1 << 16];
+    int m = 0;
+    for (uint32_t b = 0; b < 65536; b++) {
+        const float x = ops_f16_to_f32((uint16_t)b);
+        if (x > -10.0f && x < 10.0f) xs[m] = x, us[m] = 1.0f + (float)(b % 3), m++;
+    }
+    for (int k = -1; k < n_v; k++) {
+        memcpy(ys, xs, sizeof(float) * (size_t)m);
+        (k < 0 ? ops_ref() : vs[k].k)->geglu(m, ys, us);
+        for (int i = 0; i < m; i++) {
+            const float want = geglu_spec(xs[i], us[i]);
+            if (memcmp(&ys[i], &want, sizeof want) != 0)
+                fail_msg("geglu %s x=%.9g: %.9g vs definition %.9g", k < 0 ? "ref" : vs[k].name,
+                         xs[i], ys[i], want);
+        }
+    }
+}
+
 static uint32_t bits_of(float f)
 {
     uint32_t u;
@@ -244,9 +312,13 @@ int main(void)
     ops_init();
     printf("ops set in use: %s\n", ops_variant_name());
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_half_round_trip), cmocka_unit_test(test_simd_matches_ref),
-        cmocka_unit_test(test_expf_poly),       cmocka_unit_test(test_swiglu),
-        cmocka_unit_test(test_rmsnorm),         cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_half_round_trip),
+        cmocka_unit_test(test_simd_matches_ref),
+        cmocka_unit_test(test_expf_poly),
+        cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_geglu),
+        cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_rope),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -373,7 +373,16 @@ static void dot_one(const struct type_case *tc, int64_t n, size_t mis_w, size_t 
     }
     float s_ref = NAN, s_fast = NAN;
     ref->vec_dot(n, &s_ref, d.qw.data, d.qa.data);
-    fast->vec_dot(n, &s_fast, d.qw.data, d.qa.data);
+    if (fast->dot_type == ref->dot_type) {
+        fast->vec_dot(n, &s_fast, d.qw.data, d.qa.data);
+    } else { // AVX-512 BF16: activations in BF16; to within their rounding (2^-9 relative)
+        struct qrow qa = qrow_make(quant_traits_of(fast->dot_type), fast->dot_type, d.a, n, mis_a);
+        fast->vec_dot(n, &s_fast, d.qw.data, qa.data);
+        mem_free(qa.buf);
+        if (!(fabs((double)s_fast - s_ref) <= 0x1p-9 * mag + 2e-5 * mag + 1e-6))
+            fail_msg("%s n=%lld: simd %.7g vs ref %.7g", ref->name, (long long)n, s_fast, s_ref);
+        s_fast = s_ref; // the bound above replaces the order-only one below
+    }
     // the reference equals float math on the dequantized rows up to float rounding
     // (Q8_1 stores d * sum(q) as a half, so the min term carries that rounding)
     double deq_tol = tr_dot_is_q8_1(ref) ? 1e-3 : 2e-5;
@@ -791,6 +800,7 @@ static void check_set(enum quant_simd set, const char *name)
     for (size_t i = 0; i < N_CASES; i++) {
         const struct quant_traits *tr = quant_traits_simd(cases[i].type, set);
         const struct quant_traits *ref = quant_traits_ref(cases[i].type);
+        if (tr->dot_type != ref->dot_type) continue; // AVX-512 BF16: test_avx512_bf16
         const int64_t bl = ref->block_len;
         const int64_t ns[] = {bl == 1 ? 37 : bl, bl == 1 ? 100 : 3 * bl, bl == 1 ? 1000 : 9 * bl,
                               bl == 1 ? 1027 : 10 * bl};
@@ -1098,6 +1108,87 @@ static void test_avx512_repacked_k(void **state)
 }
 
 /* Repacking is offered only for whole groups of 16 rows and by a set that has the kernels. */
+/* AVX-512 BF16 (vdpbf16ps, where the CPU has AVX512_BF16): the activations are rounded to BF16
+ * with the reference's bytes (ties to even, NaN kept quiet, denormals rounded); every tile shape
+ * up to the set's 8 x 6 gives the single dot's bits, in both orders; each order equals the scalar
+ * element-order sum over the same BF16 activations within float rounding (2e-5 of sum |x y|:
+ * the products are exact, only the order differs) and the F32-activation reference within the
+ * activations' rounding (2^-9 of sum |x y| more). */
+static void test_avx512_bf16(void **state)
+{
+    (void)state;
+    const struct quant_traits *tr = quant_traits_simd(QUANT_BF16, QUANT_SIMD_AVX512);
+    if (!tr || tr->dot_type != QUANT_BF16) {
+        printf("skip: the vdpbf16ps kernels need AVX512_BF16, which this CPU lacks\n");
+        skip();
+    }
+    const struct quant_traits *ref = quant_traits_ref(QUANT_BF16);
+    float x[67];
+    fill_random(x, 67, 5.0f);
+    static const uint32_t special[] = {0x3f808000u, 0x3f818000u, 0x7fc00001u, 0x7f800001u,
+                                       0xff800000u, 0x00000001u, 0x807fffffu, 0x7f7fffffu,
+                                       0x3f80ffffu, 0x80000000u};
+    for (size_t k = 0; k < sizeof special / sizeof special[0]; k++)
+        memcpy(&x[3 + 5 * k], &special[k], sizeof special[k]);
+    uint8_t want[2 * 67], got[2 * 67 + 1];
+    ref->from_float(x, want, 67);
+    tr->from_float(x, got + 1, 67);
+    assert_memory_equal(want, got + 1, sizeof want);
+
+    const int64_t ns[] = {1, 31, 32, 33, 100, 896, 1027};
+    const int max_r = tr->tile_rows, max_c = tr->tile_cols;
+    assert_true(max_r >= QUANT_TILE_MAX && max_c >= QUANT_TILE_MAX);
+    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+        const int64_t n = ns[k];
+        struct mats m = {.n = n, .wb = row_bytes(QUANT_BF16, n), .ab = row_bytes(QUANT_BF16, n)};
+        m.wbuf = mem_alloc(m.wb * (size_t)max_r + 1);
+        m.abuf = mem_alloc(m.ab * (size_t)max_c + 3);
+        float *af = mem_alloc((size_t)(n * max_c) * sizeof *af);
+        float *f = mem_alloc((size_t)n * sizeof *f), *ar = mem_alloc((size_t)n * sizeof *ar);
+        assert_true(m.wbuf && m.abuf && af && f && ar);
+        m.w = m.wbuf + 1;
+        m.a = m.abuf + 3;
+        for (int r = 0; r < max_r; r++) {
+            fill_random(f, n, r == max_r - 1 ? 100.0f : 1.0f);
+            ref->from_float(f, m.wbuf + 1 + r * m.wb, n);
+        }
+        for (int c = 0; c < max_c; c++) {
+            fill_random(af + c * n, n, 3.0f);
+            tr->from_float(af + c * n, m.abuf + 3 + c * m.ab, n);
+        }
+        for (int r = 0; r < max_r; r++)
+            for (int c = 0; c < max_c; c++) {
+                const uint8_t *w = m.w + r * m.wb, *a = m.a + c * m.ab;
+                float s_set[2], s_round, s_f32;
+                tr->vec_dot(n, &s_set[0], w, a);
+                struct quant_tile vec = {
+                    .n = n, .x = w, .y = a, .s = &s_set[1], .n_rows = 1, .n_cols = 1};
+                vec.order = QUANT_ORDER_VEC;
+                tr->vec_dot_tile(&vec);
+                ref->to_float(a, ar, n); // the BF16 activations as floats (exact)
+                ref->vec_dot(n, &s_round, w, ar);
+                ref->vec_dot(n, &s_f32, w, af + c * n);
+                const double mag = dot_mag(QUANT_BF16, w, (const uint8_t *)(af + c * n), n);
+                for (int o = 0; o < 2; o++) {
+                    if (!(fabs((double)s_set[o] - s_round) <= 2e-5 * mag + 1e-6))
+                        fail_msg("bf16 n=%lld order %d (%d,%d): vdpbf16ps %.9g vs scalar %.9g",
+                                 (long long)n, o, r, c, s_set[o], s_round);
+                    if (!(fabs((double)s_set[o] - s_f32) <= (0x1p-9 + 2e-5) * mag + 1e-6))
+                        fail_msg("bf16 n=%lld order %d (%d,%d): vdpbf16ps %.9g vs F32 "
+                                 "activations %.9g",
+                                 (long long)n, o, r, c, s_set[o], s_f32);
+                }
+            }
+        check_tiles(tr, &m, max_r, max_c, QUANT_ORDER_LANES);
+        check_tiles(tr, &m, max_r, max_c, QUANT_ORDER_VEC);
+        mem_free(m.wbuf);
+        mem_free(m.abuf);
+        mem_free(af);
+        mem_free(f);
+        mem_free(ar);
+    }
+}
+
 static void test_repack_type(void **state)
 {
     (void)state;
@@ -1310,6 +1401,7 @@ int main(void)
         cmocka_unit_test(test_q8_0s_activations),
         cmocka_unit_test(test_avx512_repacked),
         cmocka_unit_test(test_avx512_repacked_k),
+        cmocka_unit_test(test_avx512_bf16),
         cmocka_unit_test(test_repack_type),
         cmocka_unit_test(test_arm_sets),
     };

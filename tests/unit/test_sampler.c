@@ -7,10 +7,15 @@
 #include <cmocka.h>
 
 #include "engine/sampler.h"
+#include "engine/cpufeat.h"
+#if defined(__x86_64__) || defined(__i386__)
+#include "engine/x86/sampler_x86.h"
+#endif
 #include "util/err.h"
 #include "util/mem.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -585,6 +590,88 @@ static void test_new_allocation_failures(void **state)
     assert_true(n_ok > 0 && n_ok < 20);
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+static int32_t argmax_scalar(const float *x, int32_t n)
+{
+    int32_t best = -1;
+    for (int32_t i = 0; i < n; i++)
+        if (x[i] > (best < 0 ? -INFINITY : x[best])) best = i;
+    return best;
+}
+
+/* The AVX2 and AVX-512 vocabulary passes: argmax equals the scalar loop's index (first of
+ * tied maxima, NaN never, none when all are -inf or NaN), the scan for the next logit above a
+ * threshold the scalar loop's, and the exponential sum is within
+ * 1e-6 relative of sum expf in double, -inf terms adding 0; lengths around the vector widths
+ * and a Qwen-sized vocabulary. A set the CPU lacks is reported skipped. */
+static void test_vocab_passes_simd(void **state)
+{
+    (void)state;
+    struct {
+        const char *name;
+        bool has;
+        int32_t (*argmax)(const float *, int32_t);
+        double (*sum_exp)(const float *, int32_t, float);
+        int32_t (*next_above)(const float *, int32_t, int32_t, float);
+    } sets[] = {
+        {"avx2", cpufeat_has_avx2_fma_f16c(), sampler_argmax_avx2, sampler_sum_exp_avx2,
+         sampler_next_above_avx2},
+        {"avx512", cpufeat_has_avx512(), sampler_argmax_avx512, sampler_sum_exp_avx512,
+         sampler_next_above_avx512},
+    };
+    const int32_t big = 151936;
+    float *x = mem_alloc((size_t)big * sizeof *x);
+    assert_non_null(x);
+    srand(7);
+    for (size_t k = 0; k < sizeof sets / sizeof sets[0]; k++) {
+        if (!sets[k].has) {
+            printf("skip: %s vocabulary passes (CPU lacks the set)\n", sets[k].name);
+            continue;
+        }
+        for (int32_t n = 1; n <= big; n = n < 70 ? n + 1 : n * 3 + 7) {
+            if (n > big) n = big;
+            for (int pattern = 0; pattern < 4; pattern++) {
+                for (int32_t i = 0; i < n; i++) {
+                    const float r = (float)rand() / (float)RAND_MAX * 20.0f - 10.0f;
+                    x[i] = pattern == 3 ? -INFINITY : i % 7 == 3 ? -INFINITY : r;
+                    if (pattern == 1 && i % 5 == 1) x[i] = NAN;
+                    if (pattern == 2) x[i] = (float)(i % 4); // tied maxima
+                }
+                if (pattern == 1 && n > 2) x[n - 1] = 50.0f; // the maximum in the tail
+                const int32_t want = argmax_scalar(x, n), got = sets[k].argmax(x, n);
+                if (got != want)
+                    fail_msg("%s argmax n=%d pattern %d: %d vs %d", sets[k].name, n, pattern, got,
+                             want);
+                const float ts[] = {-INFINITY, 0.0f, 9.0f, 9.99f, 60.0f};
+                for (int32_t from = 0; from <= n && from < 40; from += 3)
+                    for (size_t j = 0; j < sizeof ts / sizeof ts[0]; j++) {
+                        int32_t w = from;
+                        while (w < n && !(x[w] > ts[j]))
+                            w++;
+                        const int32_t g = sets[k].next_above(x, from, n, ts[j]);
+                        if (g != w)
+                            fail_msg("%s next_above n=%d from %d t %g: %d vs %d", sets[k].name, n,
+                                     from, (double)ts[j], g, w);
+                    }
+                if (want < 0 || pattern == 1) continue;
+                const float m = x[want];
+                double z = 0.0;
+                for (int32_t i = 0; i < n; i++)
+                    z += expf(x[i] - m);
+                const double zs = sets[k].sum_exp(x, n, m);
+                if (!(fabs(zs - z) <= 1e-6 * z))
+                    fail_msg("%s sum_exp n=%d pattern %d: %.17g vs %.17g", sets[k].name, n, pattern,
+                             zs, z);
+            }
+            if (n == big) break;
+        }
+        float none[3] = {NAN, -INFINITY, NAN};
+        assert_int_equal(sets[k].argmax(none, 3), -1);
+    }
+    mem_free(x);
+}
+#endif
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -607,6 +694,9 @@ int main(void)
         cmocka_unit_test(test_probs_raw_and_post),
         cmocka_unit_test(test_invalid_params),
         cmocka_unit_test(test_new_allocation_failures),
+#if defined(__x86_64__) || defined(__i386__)
+        cmocka_unit_test(test_vocab_passes_simd),
+#endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

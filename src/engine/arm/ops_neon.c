@@ -140,6 +140,12 @@ static void rope(float *x, const float *cs, const float *sn, int n_rot, bool neo
     ops_rope_tail(x, cs, sn, n_rot, neox, i);
 }
 
+/* The reference's (a table lookup per element; NEON has no gather). */
+static void geglu(int64_t n, float *g, const float *u)
+{
+    ops_geglu_tail(0, n, g, u);
+}
+
 static const struct ops_kernels kernels_neon = {
     .dot_f16 = dot_f16,
     .mad_f16 = mad_f16,
@@ -148,6 +154,7 @@ static const struct ops_kernels kernels_neon = {
     .swiglu = swiglu,
     .rmsnorm = rmsnorm,
     .rope = rope,
+    .geglu = geglu,
 };
 
 const struct ops_kernels *ops_neon_kernels(void)

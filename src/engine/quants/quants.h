@@ -166,7 +166,8 @@ bool quant_using_avx2(void);
 
 /* True when the kernels in use compute the AVX2 kernels' bits for the float and 32-element
  * formats: the AVX2 sets on x86, the NEON sets on aarch64 (not the scalar references, which
- * sum in element order). The strict goldens hold exactly then. */
+ * sum in element order). The strict goldens hold exactly then. BF16 is the exception on
+ * AVX-512 with AVX512_BF16, whose activations are BF16 (the reference's arithmetic). */
 bool quant_follows_avx2(void);
 
 enum quant_simd {

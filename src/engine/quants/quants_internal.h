@@ -259,6 +259,10 @@ void q6_K_r16_tile_avx512(const struct quant_tile *tile); // x86/quants_k_avx512
 void q8_0s_from_float_avx512(const float *x, void *y, int64_t n);
 /* F16 with two rows per zmm in the AVX2 set's arithmetic (x86/quants_f16_avx512.c). */
 void f16_vec_dot_tile_avx512(const struct quant_tile *tile);
+/* BF16 x BF16 activations with vdpbf16ps (x86/quants_bf16_avx512.c), only where AVX512_BF16 is. */
+void bf16_vec_dot_avx512bf16(int64_t n, float *s, const void *x, const void *y);
+void bf16_vec_dot_tile_avx512bf16(const struct quant_tile *tile);
+void bf16_from_float_avx512(const float *x, void *y, int64_t n);
 
 /* AVX2+FMA+F16C variants (x86/quants_avx2.c, x86/quants_k_avx2.c); only called after quant_init saw
  * the CPU features. */

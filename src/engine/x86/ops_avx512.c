@@ -137,6 +137,23 @@ static void rope(float *x, const float *cs, const float *sn, int n_rot, bool neo
     ops_rope_tail(x, cs, sn, n_rot, false, i);
 }
 
+/* The AVX2 kernel's lanes, 16 at a time, the tail under a mask. */
+static void geglu(int64_t n, float *g, const float *u)
+{
+    const float *tab = ops_gelu_table();
+    const __m512 lo = _mm512_set1_ps(-10.0f), hi = _mm512_set1_ps(10.0f);
+    const __m512 zero = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        const __m512 x = _mm512_maskz_loadu_ps(m, g + i), y = _mm512_maskz_loadu_ps(m, u + i);
+        const __m512i h = _mm512_cvtepu16_epi32(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+        __m512 v = _mm512_mul_ps(_mm512_mask_i32gather_ps(zero, m, h, tab, 4), y);
+        v = _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(x, hi, _CMP_GE_OQ), x, y);
+        v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(x, lo, _CMP_LE_OQ), zero);
+        _mm512_mask_storeu_ps(g + i, m, v);
+    }
+}
+
 static const struct ops_kernels kernels_avx512 = {
     .dot_f16 = dot_f16,
     .mad_f16 = mad_f16,
@@ -145,6 +162,7 @@ static const struct ops_kernels kernels_avx512 = {
     .swiglu = swiglu,
     .rmsnorm = rmsnorm,
     .rope = rope,
+    .geglu = geglu,
 };
 
 const struct ops_kernels *ops_avx512_kernels(void)
