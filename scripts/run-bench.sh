@@ -139,7 +139,8 @@ ref_lines() {
     local csv rc=0
     csv=$("$1/llama-bench" -m "$2" -t "$3" -p 512 -n 128 -r "$runs" -o csv 2>/dev/null) || rc=$?
     ((rc == 0)) || return "$rc"
-    awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) { h = $i; gsub(/"/, "", h); c[h] = i }; next }
+    # every field is quoted and some hold commas ("-1,0"), so fields are split at '","'
+    awk -F'","' 'NR == 1 { for (i = 1; i <= NF; i++) { h = $i; gsub(/"/, "", h); c[h] = i }; next }
         { p = $c["n_prompt"]; g = $c["n_gen"]; ts = $c["avg_ts"]; gsub(/"/, "", p); gsub(/"/, "", g)
           gsub(/"/, "", ts); print ((p + 0 > 0) ? "pp" p : "tg" g), ts }' <<<"$csv"
 }
