@@ -139,10 +139,12 @@ ref_lines() {
     local csv rc=0
     csv=$("$1/llama-bench" -m "$2" -t "$3" -p 512 -n 128 -r "$runs" -o csv 2>/dev/null) || rc=$?
     ((rc == 0)) || return "$rc"
-    # every field is quoted and some hold commas ("-1,0"), so fields are split at '","'
-    awk -F'","' 'NR == 1 { for (i = 1; i <= NF; i++) { h = $i; gsub(/"/, "", h); c[h] = i }; next }
-        { p = $c["n_prompt"]; g = $c["n_gen"]; ts = $c["avg_ts"]; gsub(/"/, "", p); gsub(/"/, "", g)
-          gsub(/"/, "", ts); print ((p + 0 > 0) ? "pp" p : "tg" g), ts }' <<<"$csv"
+    # the header is plain; data fields are quoted and some hold commas (ik_llama.cpp's ser,
+    # "-1,0"), so a data row is split at '","'
+    awk 'NR == 1 { n = split($0, h, ","); for (i = 1; i <= n; i++) { gsub(/"/, "", h[i]); c[h[i]] = i }; next }
+        { split($0, f, "\",\""); p = f[c["n_prompt"]]; g = f[c["n_gen"]]; ts = f[c["avg_ts"]]
+          gsub(/"/, "", p); gsub(/"/, "", g); gsub(/"/, "", ts)
+          print ((p + 0 > 0) ? "pp" p : "tg" g), ts }' <<<"$csv"
 }
 
 # Streaming read rate (GB/s) of a buffer as large as model $1's weights with $2 threads.
