@@ -8,11 +8,11 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, mkdirSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
-import { deflateSync } from 'node:zlib';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { startServer, repoRoot, sharedDir, hasShared } from './lib/server.mjs';
 import { synthModel, tmpDir } from './lib/models.mjs';
+import { greyPng } from './lib/png.mjs';
 
 const PROJ = path.join(sharedDir, 'models/mmproj/mmproj-tinygemma3.gguf');
 const DATA = path.join(repoRoot, 'tests/data/mtmd');
@@ -104,7 +104,7 @@ describe('vision (gemma3 projector)', { skip: !hasShared && 'shared models absen
     assert.match(r.body.error.message, /truncated/);
     assert.equal(r.body.error.param, 'messages[0].content[0]');
     // 1 x 100000: refused by its size limits
-    const tall = pngOf(1, 100000);
+    const tall = greyPng(1, 100000);
     r = await post(srv, '/v1/chat/completions', { model: 'g3',
       messages: imageMessage(`data:image/png;base64,${tall.toString('base64')}`) });
     assert.equal(r.status, 400);
@@ -159,33 +159,3 @@ describe('vision (gemma3 projector)', { skip: !hasShared && 'shared models absen
     assert.equal(r.body.error.code, 'unsupported_content_part_type');
   });
 });
-
-function chunk(type, data) {
-  const len = Buffer.alloc(4);
-  len.writeUInt32BE(data.length);
-  const body = Buffer.concat([Buffer.from(type, 'latin1'), data]);
-  const crc = Buffer.alloc(4);
-  crc.writeUInt32BE(crc32(body));
-  return Buffer.concat([len, body, crc]);
-}
-
-// A grey RGB PNG of w x h.
-function pngOf(w, h) {
-  const ihdr = Buffer.alloc(13);
-  ihdr.writeUInt32BE(w, 0);
-  ihdr.writeUInt32BE(h, 4);
-  ihdr.set([8, 2, 0, 0, 0], 8);
-  const row = Buffer.concat([Buffer.from([0]), Buffer.alloc(w * 3, 0x80)]);
-  const raw = Buffer.concat(Array.from({ length: h }, () => row));
-  return Buffer.concat([Buffer.from('89504e470d0a1a0a', 'hex'), chunk('IHDR', ihdr),
-    chunk('IDAT', deflateSync(raw)), chunk('IEND', Buffer.alloc(0))]);
-}
-
-function crc32(buf) {
-  let c = ~0;
-  for (const b of buf) {
-    c ^= b;
-    for (let k = 0; k < 8; k++) c = (c >>> 1) ^ (0xedb88320 & -(c & 1));
-  }
-  return ~c >>> 0;
-}
