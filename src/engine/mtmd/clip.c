@@ -17,10 +17,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#define CLIP_LAYERS_MAX   256
-#define CLIP_EMBD_MAX     16384
-#define CLIP_IMAGE_MAX    4096
-#define CLIP_HEAD_DIM_MAX 512
+#define CLIP_LAYERS_MAX 256
+#define CLIP_EMBD_MAX   16384
+#define CLIP_IMAGE_MAX  4096
 
 /* A weight matrix (n_out, n_in) in the mapping, in a type with a vec_dot. */
 struct clip_layer {
@@ -389,48 +388,14 @@ static void job_attention(void *arg, int ith, int nth)
 {
     const struct enc *e = arg;
     const struct clip_info *in = &e->c->info;
-    const struct ops_kernels *ops = ops_get();
     const int hd = in->n_embd / in->n_head, n = e->n_tok;
     const float scale = 1.0f / sqrtf((float)hd);
     for (int p = ith; p < n * in->n_head; p += nth) {
-        const int t = p / in->n_head, h = p % in->n_head;
-        uint16_t qh[CLIP_HEAD_DIM_MAX], acc[CLIP_HEAD_DIM_MAX];
-        ops->f32_to_f16(hd, e->q + (size_t)t * in->n_embd + (size_t)h * hd, qh);
-        memset(acc, 0, sizeof(uint16_t) * (size_t)hd);
-        float mx = -INFINITY, sum = 0.0f;
-        for (int j = 0; j < n; j++) {
-            const size_t row = (size_t)j * in->n_embd + (size_t)h * hd;
-            const float sc = ops->dot_f16(hd, e->kh + row, qh) * scale;
-            float ms = 1.0f, vs = 1.0f;
-            if (sc > mx) {
-                const float mx_old = mx;
-                mx = sc;
-                ms = expf(mx_old - mx); // 0 for the first key
-                ops->scale_f16(hd, acc, ms);
-            } else {
-                vs = expf(sc - mx);
-            }
-            ops->mad_f16(hd, acc, e->vh + row, vs);
-            sum = fmaf(sum, ms, vs);
-        }
-        float *out = e->attn + (size_t)t * in->n_embd + (size_t)h * hd;
-        const float inv = 1.0f / sum;
-        for (int i = 0; i < hd; i++)
-            out[i] = ops_f16_to_f32(acc[i]) * inv;
+        const size_t head = (size_t)(p % in->n_head) * hd;
+        const size_t at = (size_t)(p / in->n_head) * in->n_embd + head;
+        clip_attend_f16(e->q + at, e->kh + head, e->vh + head, in->n_embd, 0, n, hd, scale,
+                        e->attn + at);
     }
-}
-
-/* The reference's GELU: the tanh form on the input rounded to half, rounded to half again
- * (its lookup table), 0 below -10 and the identity above 10. */
-static float gelu(float x)
-{
-    if (x <= -10.0f) return 0.0f;
-    if (x >= 10.0f) return x;
-    const float h = ops_f16_to_f32(ops_f32_to_f16(x));
-    const float g =
-        0.5f * h *
-        (1.0f + tanhf(0.79788456080286535587989211986876f * h * (1.0f + 0.044715f * h * h)));
-    return ops_f16_to_f32(ops_f32_to_f16(g));
 }
 
 static void run_block(struct threadpool *tp, struct enc *e, const struct clip_layer *L)
@@ -451,8 +416,7 @@ static void run_block(struct threadpool *tp, struct enc *e, const struct clip_la
     for (int t = 0; t < n; t++)
         clip_layernorm(e->xn + (size_t)t * d, e->x + (size_t)t * d, L->ln2_w, L->ln2_b, d, in->eps);
     clip_linear(tp, e->qin, &L->up, e->xn, e->ff, n);
-    for (size_t i = 0; i < (size_t)n * (size_t)in->n_ff; i++)
-        e->ff[i] = gelu(e->ff[i]);
+    clip_gelu(e->ff, (size_t)n * (size_t)in->n_ff);
     clip_linear(tp, e->qin, &L->down, e->ff, e->xn, n);
     for (size_t i = 0; i < (size_t)n * (size_t)d; i++)
         e->x[i] += e->xn[i];

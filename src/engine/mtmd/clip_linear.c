@@ -2,9 +2,11 @@
 #include "engine/mtmd/clip_linear.h"
 
 #include "engine/matmul.h"
+#include "engine/ops.h"
 #include "engine/quants/quants.h"
 
 #include <math.h>
+#include <string.h>
 
 struct linear_job {
     const struct clip_mat *m;
@@ -61,4 +63,39 @@ void clip_layernorm(float *y, const float *x, const float *w, const float *b, in
     const float scale = 1.0f / sqrtf((float)(var / n) + eps);
     for (int i = 0; i < n; i++)
         y[i] = (x[i] - mean) * scale * w[i] + (b ? b[i] : 0.0f);
+}
+
+void clip_gelu(float *x, size_t n)
+{
+    const float *tab = ops_gelu_table();
+    for (size_t i = 0; i < n; i++)
+        x[i] = x[i] <= -10.0f ? 0.0f : x[i] >= 10.0f ? x[i] : tab[ops_f32_to_f16(x[i])];
+}
+
+void clip_attend_f16(const float *q, const uint16_t *kh, const uint16_t *vh, size_t stride, int lo,
+                     int hi, int hd, float scale, float *out)
+{
+    const struct ops_kernels *ops = ops_get();
+    uint16_t qh[CLIP_HEAD_DIM_MAX], acc[CLIP_HEAD_DIM_MAX];
+    ops->f32_to_f16(hd, q, qh);
+    memset(acc, 0, sizeof(uint16_t) * (size_t)hd);
+    float mx = -INFINITY, sum = 0.0f;
+    for (int j = lo; j < hi; j++) {
+        const size_t row = (size_t)j * stride;
+        const float sc = ops->dot_f16(hd, kh + row, qh) * scale;
+        float ms = 1.0f, vs = 1.0f;
+        if (sc > mx) {
+            const float mx_old = mx;
+            mx = sc;
+            ms = expf(mx_old - mx); // 0 for the first key
+            ops->scale_f16(hd, acc, ms);
+        } else {
+            vs = expf(sc - mx);
+        }
+        ops->mad_f16(hd, acc, vh + row, vs);
+        sum = fmaf(sum, ms, vs);
+    }
+    const float inv = 1.0f / sum;
+    for (int i = 0; i < hd; i++)
+        out[i] = ops_f16_to_f32(acc[i]) * inv;
 }

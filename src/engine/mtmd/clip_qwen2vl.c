@@ -18,13 +18,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#define QV_LAYERS_MAX   256
-#define QV_EMBD_MAX     16384
-#define QV_HEAD_DIM_MAX 512
-#define QV_SIDE_MAX     65536u
-#define QV_TOKENS_MIN   8 // merged tokens per image, the family's preprocessor bounds
-#define QV_TOKENS_MAX   4096
-#define QV_WINDOW_PX    112 // the family's attention window
+#define QV_LAYERS_MAX 256
+#define QV_EMBD_MAX   16384
+#define QV_SIDE_MAX   65536u
+#define QV_TOKENS_MIN 8 // merged tokens per image, the family's preprocessor bounds
+#define QV_TOKENS_MAX 4096
+#define QV_WINDOW_PX  112 // the family's attention window
 
 /* A weight matrix (n_out, n_in) in the mapping, in a type with a vec_dot, and its bias. */
 struct layer {
@@ -124,7 +123,7 @@ static int read_hparams(struct clip_qwen2vl *q, struct errmsg *err)
         in->eps = eps;
     }
     const int hd = in->n_embd / in->n_head;
-    if (in->n_embd % in->n_head != 0 || hd % 4 != 0 || hd > QV_HEAD_DIM_MAX)
+    if (in->n_embd % in->n_head != 0 || hd % 4 != 0 || hd > CLIP_HEAD_DIM_MAX)
         return errmsg_set(err, ERR_FORMAT,
                           "projector: %d heads do not split width %d into a multiple of 4",
                           in->n_head, in->n_embd);
@@ -494,49 +493,16 @@ static void job_attention(void *arg, int ith, int nth)
 {
     const struct enc *e = arg;
     const struct clip_qwen2vl_info *in = &e->q->info;
-    const struct ops_kernels *ops = ops_get();
     const int hd = in->n_embd / in->n_head;
     const float scale = 1.0f / sqrtf((float)hd);
     for (int p = ith; p < e->n_tok * in->n_head; p += nth) {
-        const int t = p / in->n_head, h = p % in->n_head;
+        const int t = p / in->n_head;
         const int lo = e->is_full ? 0 : e->win_lo[t], hi = e->is_full ? e->n_tok : e->win_hi[t];
-        uint16_t qh[QV_HEAD_DIM_MAX], acc[QV_HEAD_DIM_MAX];
-        ops->f32_to_f16(hd, e->q_ + (size_t)t * in->n_embd + (size_t)h * hd, qh);
-        memset(acc, 0, sizeof(uint16_t) * (size_t)hd);
-        float mx = -INFINITY, sum = 0.0f;
-        for (int j = lo; j < hi; j++) {
-            const size_t row = (size_t)j * in->n_embd + (size_t)h * hd;
-            const float sc = ops->dot_f16(hd, e->kh + row, qh) * scale;
-            float ms = 1.0f, vs = 1.0f;
-            if (sc > mx) {
-                const float mx_old = mx;
-                mx = sc;
-                ms = expf(mx_old - mx); // 0 for the first key
-                ops->scale_f16(hd, acc, ms);
-            } else {
-                vs = expf(sc - mx);
-            }
-            ops->mad_f16(hd, acc, e->vh + row, vs);
-            sum = fmaf(sum, ms, vs);
-        }
-        float *out = e->attn + (size_t)t * in->n_embd + (size_t)h * hd;
-        const float inv = 1.0f / sum;
-        for (int i = 0; i < hd; i++)
-            out[i] = ops_f16_to_f32(acc[i]) * inv;
+        const size_t head = (size_t)(p % in->n_head) * hd;
+        const size_t at = (size_t)t * in->n_embd + head;
+        clip_attend_f16(e->q_ + at, e->kh + head, e->vh + head, in->n_embd, lo, hi, hd, scale,
+                        e->attn + at);
     }
-}
-
-/* The reference's GELU: the tanh form on the input rounded to half, rounded to half again
- * (its lookup table), 0 below -10 and the identity above 10 (as engine/mtmd/clip.c). */
-static float gelu(float x)
-{
-    if (x <= -10.0f) return 0.0f;
-    if (x >= 10.0f) return x;
-    const float h = ops_f16_to_f32(ops_f32_to_f16(x));
-    const float g =
-        0.5f * h *
-        (1.0f + tanhf(0.79788456080286535587989211986876f * h * (1.0f + 0.044715f * h * h)));
-    return ops_f16_to_f32(ops_f32_to_f16(g));
 }
 
 static void run_block(struct threadpool *tp, struct enc *e, const struct layer *L)
@@ -577,8 +543,7 @@ static void merge(struct threadpool *tp, struct enc *e, float *out)
     for (int t = 0; t < e->n_tok; t++)
         rmsnorm(e->x + (size_t)t * d, e->x + (size_t)t * d, q->post_w, q->post_b, d, q->info.eps);
     clip_linear(tp, e->qin, &q->mm0, e->x, e->xn, n_grp);
-    for (size_t i = 0; i < (size_t)n_grp * 4 * (size_t)d; i++)
-        e->xn[i] = gelu(e->xn[i]);
+    clip_gelu(e->xn, (size_t)n_grp * 4 * (size_t)d);
     clip_linear(tp, e->qin, &q->mm2, e->xn, e->attn, n_grp);
     for (int g = 0; g < n_grp; g++)
         memcpy(out + (size_t)g * n_out, e->attn + (size_t)e->group_of[g] * n_out,
