@@ -2,6 +2,7 @@
 #include "engine/mtmd/clip_synth.h"
 
 #include "engine/gguf/gguf.h"
+#include "engine/mtmd/clip_synth_gen.h"
 #include "engine/quants/quants.h"
 #include "util/checked.h"
 #include "util/mem.h"
@@ -25,58 +26,9 @@ struct clip_synth_params clip_synth_params_default(void)
                                       .seed = 1};
 }
 
-struct gen {
-    struct gguf_writer *w;
-    uint64_t rng;
-    uint32_t type;
-    struct errmsg *err;
-};
-
-static float uniform(uint64_t *s) // splitmix64 -> [-1, 1)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (float)((double)(z >> 11) / 4503599627370496.0 - 1.0);
-}
-
-/* A tensor of n = ne0 * ne1 * ne2 * ne3 values center + scale * U(-1, 1), stored as type. */
-static int add(struct gen *g, const char *name, uint32_t type, const int64_t ne[4], float scale,
-               float center)
-{
-    const int64_t n = ne[0] * ne[1] * ne[2] * ne[3];
-    const struct quant_traits *tr = quant_traits_of(type);
-    size_t row_bytes = 0, bytes;
-    if (!tr || !tr->from_float || quant_row_bytes(type, ne[0], &row_bytes) != ERR_OK ||
-        !size_mul(row_bytes, (size_t)(n / ne[0]), &bytes))
-        return errmsg_set(g->err, ERR_INVALID, "%s: type %s does not fit rows of %lld", name,
-                          gguf_type_name(type), (long long)ne[0]);
-    float *x = mem_alloc((size_t)ne[0] * sizeof(float));
-    uint8_t *q = mem_alloc(bytes ? bytes : 1);
-    int rc = x && q ? ERR_OK : ERR_NOMEM;
-    for (int64_t r = 0; rc == ERR_OK && r < n / ne[0]; r++) {
-        for (int64_t i = 0; i < ne[0]; i++)
-            x[i] = center + scale * uniform(&g->rng);
-        tr->from_float(x, q + (size_t)r * row_bytes, ne[0]);
-    }
-    int n_dims = ne[3] > 1 ? 4 : ne[2] > 1 ? 3 : ne[1] > 1 ? 2 : 1;
-    if (rc == ERR_OK) rc = gguf_writer_add_tensor(g->w, name, type, n_dims, ne, q, bytes);
-    mem_free(x);
-    mem_free(q);
-    if (rc != ERR_OK) return errmsg_set(g->err, rc, "tensor %s: %s", name, err_str(rc));
-    return ERR_OK;
-}
-
-static int vec(struct gen *g, const char *name, int64_t n, float scale, float center)
-{
-    const int64_t ne[4] = {n, 1, 1, 1};
-    return add(g, name, QUANT_F32, ne, scale, center);
-}
-
 /* A weight matrix (n_out rows of n_in) and its bias; rows that do not fit the type's blocks
  * fall back to f16, as the reference's quantizer does. */
-static int mat(struct gen *g, int il, const char *stem, int64_t n_in, int64_t n_out)
+static int mat(struct synth_gen *g, int il, const char *stem, int64_t n_in, int64_t n_out)
 {
     char w[96], b[96];
     snprintf(w, sizeof w, "v.blk.%d.%s.weight", il, stem);
@@ -84,11 +36,11 @@ static int mat(struct gen *g, int il, const char *stem, int64_t n_in, int64_t n_
     uint32_t type = g->type;
     if (n_in % quant_traits_of(type)->block_len != 0) type = QUANT_F16;
     const int64_t ne[4] = {n_in, n_out, 1, 1};
-    int rc = add(g, w, type, ne, sqrtf(3.0f / (float)n_in), 0.0f);
-    return rc == ERR_OK ? vec(g, b, n_out, 0.05f, 0.0f) : rc;
+    int rc = synth_add(g, w, type, ne, sqrtf(3.0f / (float)n_in), 0.0f);
+    return rc == ERR_OK ? synth_vec(g, b, n_out, 0.05f, 0.0f) : rc;
 }
 
-static int add_keys(struct gen *g, const struct clip_synth_params *p)
+static int add_keys(struct synth_gen *g, const struct clip_synth_params *p)
 {
     struct gguf_writer *w = g->w;
     const float mean[3] = {0.5f, 0.5f, 0.5f}, std[3] = {0.5f, 0.5f, 0.5f};
@@ -121,25 +73,26 @@ static int add_keys(struct gen *g, const struct clip_synth_params *p)
     return ERR_OK;
 }
 
-static int add_tensors(struct gen *g, const struct clip_synth_params *p)
+static int add_tensors(struct synth_gen *g, const struct clip_synth_params *p)
 {
     const int64_t e = p->n_embd, side = p->image_size / p->patch_size;
     const int64_t proj[4] = {p->n_out, e, 1, 1};
     const int64_t patch[4] = {p->patch_size, p->patch_size, 3, e};
     const int64_t pos[4] = {e, side * side, 1, 1};
-    int rc = add(g, "mm.input_projection.weight", QUANT_F16, proj, sqrtf(3.0f / (float)e), 0.0f);
-    if (rc == ERR_OK) rc = vec(g, "mm.soft_emb_norm.weight", e, 0.1f, 1.0f);
+    int rc =
+        synth_add(g, "mm.input_projection.weight", QUANT_F16, proj, sqrtf(3.0f / (float)e), 0.0f);
+    if (rc == ERR_OK) rc = synth_vec(g, "mm.soft_emb_norm.weight", e, 0.1f, 1.0f);
     if (rc == ERR_OK)
-        rc = add(g, "v.patch_embd.weight", QUANT_F32, patch,
-                 sqrtf(3.0f / (float)(3 * p->patch_size * p->patch_size)), 0.0f);
-    if (rc == ERR_OK) rc = vec(g, "v.patch_embd.bias", e, 0.05f, 0.0f);
-    if (rc == ERR_OK) rc = add(g, "v.position_embd.weight", QUANT_F32, pos, 0.5f, 0.0f);
+        rc = synth_add(g, "v.patch_embd.weight", QUANT_F32, patch,
+                       sqrtf(3.0f / (float)(3 * p->patch_size * p->patch_size)), 0.0f);
+    if (rc == ERR_OK) rc = synth_vec(g, "v.patch_embd.bias", e, 0.05f, 0.0f);
+    if (rc == ERR_OK) rc = synth_add(g, "v.position_embd.weight", QUANT_F32, pos, 0.5f, 0.0f);
     for (int il = 0; il < p->n_layer && rc == ERR_OK; il++) {
         char n[64];
         static const char *const norms[4] = {"ln1.weight", "ln1.bias", "ln2.weight", "ln2.bias"};
         for (int k = 0; k < 4 && rc == ERR_OK; k++) {
             snprintf(n, sizeof n, "v.blk.%d.%s", il, norms[k]);
-            rc = vec(g, n, e, 0.1f, k % 2 ? 0.0f : 1.0f);
+            rc = synth_vec(g, n, e, 0.1f, k % 2 ? 0.0f : 1.0f);
         }
         if (rc == ERR_OK) rc = mat(g, il, "attn_q", e, e);
         if (rc == ERR_OK) rc = mat(g, il, "attn_k", e, e);
@@ -148,8 +101,8 @@ static int add_tensors(struct gen *g, const struct clip_synth_params *p)
         if (rc == ERR_OK) rc = mat(g, il, "ffn_up", e, p->n_ff);
         if (rc == ERR_OK) rc = mat(g, il, "ffn_down", p->n_ff, e);
     }
-    if (rc == ERR_OK) rc = vec(g, "v.post_ln.weight", e, 0.1f, 1.0f);
-    if (rc == ERR_OK) rc = vec(g, "v.post_ln.bias", e, 0.05f, 0.0f);
+    if (rc == ERR_OK) rc = synth_vec(g, "v.post_ln.weight", e, 0.1f, 1.0f);
+    if (rc == ERR_OK) rc = synth_vec(g, "v.post_ln.bias", e, 0.05f, 0.0f);
     return rc;
 }
 
@@ -186,7 +139,7 @@ int clip_synth_build(const struct clip_synth_params *p, struct gguf_writer **out
 {
     if (p->projector && strcmp(p->projector, "qwen2.5vl_merger") == 0)
         return clip_synth_build_qwen2vl(p, out, err);
-    struct gen g = {.rng = p->seed, .err = err};
+    struct synth_gen g = {.rng = p->seed, .err = err};
     int rc = check(p, &g.type, err);
     if (rc != ERR_OK) return rc;
     quant_init();

@@ -4,6 +4,7 @@
 #include "engine/mtmd/clip_synth_audio.h"
 
 #include "engine/gguf/gguf.h"
+#include "engine/mtmd/clip_synth_gen.h"
 #include "engine/quants/quants.h"
 #include "util/checked.h"
 #include "util/mem.h"
@@ -28,64 +29,16 @@ struct clip_synth_audio_params clip_synth_audio_params_default(void)
                                             .seed = 1};
 }
 
-struct gen {
-    struct gguf_writer *w;
-    uint64_t rng;
-    uint32_t type; // block matrices
-    struct errmsg *err;
-};
-
-static float uniform(uint64_t *s) // splitmix64 -> [-1, 1)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (float)((double)(z >> 11) / 4503599627370496.0 - 1.0);
-}
-
-/* A tensor of ne0 * ne1 * ne2 values center + scale * U(-1, 1), stored as type (f32 or f16). */
-static int add(struct gen *g, const char *name, uint32_t type, const int64_t ne[4], float scale,
-               float center)
-{
-    const int64_t n = ne[0] * ne[1] * ne[2] * ne[3];
-    const struct quant_traits *tr = quant_traits_of(type);
-    size_t row_bytes = 0, bytes;
-    if (!tr || !tr->from_float || quant_row_bytes(type, ne[0], &row_bytes) != ERR_OK ||
-        !size_mul(row_bytes, (size_t)(n / ne[0]), &bytes))
-        return errmsg_set(g->err, ERR_INVALID, "%s: bad shape", name);
-    float *x = mem_alloc((size_t)ne[0] * sizeof(float));
-    uint8_t *q = mem_alloc(bytes ? bytes : 1);
-    int rc = x && q ? ERR_OK : ERR_NOMEM;
-    for (int64_t r = 0; rc == ERR_OK && r < n / ne[0]; r++) {
-        for (int64_t i = 0; i < ne[0]; i++)
-            x[i] = center + scale * uniform(&g->rng);
-        tr->from_float(x, q + (size_t)r * row_bytes, ne[0]);
-    }
-    int n_dims = ne[3] > 1 ? 4 : ne[2] > 1 ? 3 : 2;
-    if (ne[1] == 1 && ne[2] == 1 && ne[3] == 1) n_dims = 1;
-    if (rc == ERR_OK) rc = gguf_writer_add_tensor(g->w, name, type, n_dims, ne, q, bytes);
-    mem_free(x);
-    mem_free(q);
-    if (rc != ERR_OK) return errmsg_set(g->err, rc, "tensor %s: %s", name, err_str(rc));
-    return ERR_OK;
-}
-
-static int vec(struct gen *g, const char *name, int64_t n, float scale, float center)
-{
-    const int64_t ne[4] = {n, 1, 1, 1};
-    return add(g, name, QUANT_F32, ne, scale, center);
-}
-
 /* Weight (n_out rows of n_in, in the block type) and, when has_bias, its bias. */
-static int lin(struct gen *g, const char *wname, const char *bname, int64_t n_in, int64_t n_out)
+static int lin(struct synth_gen *g, const char *wname, const char *bname, int64_t n_in,
+               int64_t n_out)
 {
     const int64_t ne[4] = {n_in, n_out, 1, 1};
-    int rc = add(g, wname, g->type, ne, sqrtf(3.0f / (float)n_in), 0.0f);
-    return rc == ERR_OK && bname ? vec(g, bname, n_out, 0.05f, 0.0f) : rc;
+    int rc = synth_add(g, wname, g->type, ne, sqrtf(3.0f / (float)n_in), 0.0f);
+    return rc == ERR_OK && bname ? synth_vec(g, bname, n_out, 0.05f, 0.0f) : rc;
 }
 
-static int add_keys(struct gen *g, const struct clip_synth_audio_params *p)
+static int add_keys(struct synth_gen *g, const struct clip_synth_audio_params *p)
 {
     struct gguf_writer *w = g->w;
     int rc = gguf_writer_add_str(w, "general.architecture", "clip");
@@ -109,18 +62,18 @@ static int add_keys(struct gen *g, const struct clip_synth_audio_params *p)
     return ERR_OK;
 }
 
-static int add_conv(struct gen *g, int i, int64_t n_in, int64_t n_out)
+static int add_conv(struct synth_gen *g, int i, int64_t n_in, int64_t n_out)
 {
     char w[32], b[32];
     snprintf(w, sizeof w, "a.conv1d.%d.weight", i);
     snprintf(b, sizeof b, "a.conv1d.%d.bias", i);
     const int64_t kne[4] = {3, n_in, n_out, 1}; // (kernel, in channels, out channels)
     const int64_t bne[4] = {1, n_out, 1, 1};
-    int rc = add(g, w, QUANT_F32, kne, sqrtf(3.0f / (float)(3 * n_in)), 0.0f);
-    return rc == ERR_OK ? add(g, b, QUANT_F32, bne, 0.05f, 0.0f) : rc;
+    int rc = synth_add(g, w, QUANT_F32, kne, sqrtf(3.0f / (float)(3 * n_in)), 0.0f);
+    return rc == ERR_OK ? synth_add(g, b, QUANT_F32, bne, 0.05f, 0.0f) : rc;
 }
 
-static int add_block(struct gen *g, const struct clip_synth_audio_params *p, int il)
+static int add_block(struct synth_gen *g, const struct clip_synth_audio_params *p, int il)
 {
     static const char *const lins[6] = {"attn_q",   "attn_k", "attn_v",
                                         "attn_out", "ffn_up", "ffn_down"};
@@ -129,7 +82,7 @@ static int add_block(struct gen *g, const struct clip_synth_audio_params *p, int
     int rc = ERR_OK;
     for (int k = 0; k < 4 && rc == ERR_OK; k++) {
         snprintf(n, sizeof n, "a.blk.%d.ln%d.%s", il, 1 + k / 2, k % 2 ? "bias" : "weight");
-        rc = vec(g, n, e, 0.1f, k % 2 ? 0.0f : 1.0f);
+        rc = synth_vec(g, n, e, 0.1f, k % 2 ? 0.0f : 1.0f);
     }
     for (int k = 0; k < 6 && rc == ERR_OK; k++) {
         snprintf(n, sizeof n, "a.blk.%d.%s.weight", il, lins[k]);
@@ -140,20 +93,20 @@ static int add_block(struct gen *g, const struct clip_synth_audio_params *p, int
     return rc;
 }
 
-static int add_tensors(struct gen *g, const struct clip_synth_audio_params *p)
+static int add_tensors(struct synth_gen *g, const struct clip_synth_audio_params *p)
 {
     const int64_t e = p->n_embd, stacked = (int64_t)p->n_embd * p->n_stack;
     const int64_t pos[4] = {e, N_POS, 1, 1};
     int rc = add_conv(g, 1, p->n_mel, e);
     if (rc == ERR_OK) rc = add_conv(g, 2, e, e);
-    if (rc == ERR_OK) rc = add(g, "a.position_embd.weight", QUANT_F32, pos, 0.5f, 0.0f);
+    if (rc == ERR_OK) rc = synth_add(g, "a.position_embd.weight", QUANT_F32, pos, 0.5f, 0.0f);
     for (int il = 0; il < p->n_layer && rc == ERR_OK; il++)
         rc = add_block(g, p, il);
-    if (rc == ERR_OK) rc = vec(g, "a.post_ln.weight", e, 0.1f, 1.0f);
-    if (rc == ERR_OK) rc = vec(g, "a.post_ln.bias", e, 0.05f, 0.0f);
-    if (rc == ERR_OK) rc = vec(g, "mm.a.norm_pre.weight", stacked, 0.1f, 1.0f);
+    if (rc == ERR_OK) rc = synth_vec(g, "a.post_ln.weight", e, 0.1f, 1.0f);
+    if (rc == ERR_OK) rc = synth_vec(g, "a.post_ln.bias", e, 0.05f, 0.0f);
+    if (rc == ERR_OK) rc = synth_vec(g, "mm.a.norm_pre.weight", stacked, 0.1f, 1.0f);
     if (rc == ERR_OK) rc = lin(g, "mm.a.mlp.1.weight", NULL, stacked, 2 * (int64_t)p->n_proj_ff);
-    if (rc == ERR_OK) rc = vec(g, "mm.a.norm_mid.weight", p->n_proj_ff, 0.1f, 1.0f);
+    if (rc == ERR_OK) rc = synth_vec(g, "mm.a.norm_mid.weight", p->n_proj_ff, 0.1f, 1.0f);
     if (rc == ERR_OK) rc = lin(g, "mm.a.mlp.2.weight", NULL, p->n_proj_ff, p->n_out);
     return rc;
 }
@@ -179,7 +132,7 @@ static int check(const struct clip_synth_audio_params *p, uint32_t *type, struct
 int clip_synth_audio_build(const struct clip_synth_audio_params *p, struct gguf_writer **out,
                            struct errmsg *err)
 {
-    struct gen g = {.rng = p->seed, .err = err};
+    struct synth_gen g = {.rng = p->seed, .err = err};
     int rc = check(p, &g.type, err);
     if (rc != ERR_OK) return rc;
     quant_init();

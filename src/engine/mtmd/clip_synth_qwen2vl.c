@@ -4,6 +4,7 @@
 #include "engine/mtmd/clip_synth.h"
 
 #include "engine/gguf/gguf.h"
+#include "engine/mtmd/clip_synth_gen.h"
 #include "engine/quants/quants.h"
 #include "util/checked.h"
 #include "util/mem.h"
@@ -12,57 +13,8 @@
 #include <stdio.h>
 #include <string.h>
 
-struct gen {
-    struct gguf_writer *w;
-    uint64_t rng;
-    uint32_t type;
-    struct errmsg *err;
-};
-
-static float uniform(uint64_t *s) // splitmix64 -> [-1, 1), as clip_synth.c
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (float)((double)(z >> 11) / 4503599627370496.0 - 1.0);
-}
-
-/* A tensor of ne[0..3] values center + scale * U(-1, 1), stored as type. */
-static int add(struct gen *g, const char *name, uint32_t type, const int64_t ne[4], float scale,
-               float center)
-{
-    const int64_t n = ne[0] * ne[1] * ne[2] * ne[3];
-    const struct quant_traits *tr = quant_traits_of(type);
-    size_t row_bytes = 0, bytes;
-    if (!tr || !tr->from_float || quant_row_bytes(type, ne[0], &row_bytes) != ERR_OK ||
-        !size_mul(row_bytes, (size_t)(n / ne[0]), &bytes))
-        return errmsg_set(g->err, ERR_INVALID, "%s: type %s does not fit rows of %lld", name,
-                          gguf_type_name(type), (long long)ne[0]);
-    float *x = mem_alloc((size_t)ne[0] * sizeof(float));
-    uint8_t *q = mem_alloc(bytes ? bytes : 1);
-    int rc = x && q ? ERR_OK : ERR_NOMEM;
-    for (int64_t r = 0; rc == ERR_OK && r < n / ne[0]; r++) {
-        for (int64_t i = 0; i < ne[0]; i++)
-            x[i] = center + scale * uniform(&g->rng);
-        tr->from_float(x, q + (size_t)r * row_bytes, ne[0]);
-    }
-    int n_dims = ne[3] > 1 ? 4 : ne[2] > 1 ? 3 : ne[1] > 1 ? 2 : 1;
-    if (rc == ERR_OK) rc = gguf_writer_add_tensor(g->w, name, type, n_dims, ne, q, bytes);
-    mem_free(x);
-    mem_free(q);
-    if (rc != ERR_OK) return errmsg_set(g->err, rc, "tensor %s: %s", name, err_str(rc));
-    return ERR_OK;
-}
-
-static int vec(struct gen *g, const char *name, int64_t n, float scale, float center)
-{
-    const int64_t ne[4] = {n, 1, 1, 1};
-    return add(g, name, QUANT_F32, ne, scale, center);
-}
-
 /* Weight (n_out rows of n_in) and bias named prefix.weight / prefix.bias. */
-static int mat(struct gen *g, const char *prefix, int64_t n_in, int64_t n_out)
+static int mat(struct synth_gen *g, const char *prefix, int64_t n_in, int64_t n_out)
 {
     char w[96], b[96];
     snprintf(w, sizeof w, "%s.weight", prefix);
@@ -70,11 +22,11 @@ static int mat(struct gen *g, const char *prefix, int64_t n_in, int64_t n_out)
     uint32_t type = g->type;
     if (n_in % quant_traits_of(type)->block_len != 0) type = QUANT_F16;
     const int64_t ne[4] = {n_in, n_out, 1, 1};
-    int rc = add(g, w, type, ne, sqrtf(3.0f / (float)n_in), 0.0f);
-    return rc == ERR_OK ? vec(g, b, n_out, 0.05f, 0.0f) : rc;
+    int rc = synth_add(g, w, type, ne, sqrtf(3.0f / (float)n_in), 0.0f);
+    return rc == ERR_OK ? synth_vec(g, b, n_out, 0.05f, 0.0f) : rc;
 }
 
-static int add_keys(struct gen *g, const struct clip_synth_params *p)
+static int add_keys(struct synth_gen *g, const struct clip_synth_params *p)
 {
     struct gguf_writer *w = g->w;
     // the published Qwen2.5-VL preprocessor's (CLIP's) mean and std
@@ -111,14 +63,14 @@ static int add_keys(struct gen *g, const struct clip_synth_params *p)
     return ERR_OK;
 }
 
-static int add_layer(struct gen *g, const struct clip_synth_params *p, int il)
+static int add_layer(struct synth_gen *g, const struct clip_synth_params *p, int il)
 {
     const int64_t e = p->n_embd, f = p->n_ff;
     char n[64];
     snprintf(n, sizeof n, "v.blk.%d.ln1.weight", il);
-    int rc = vec(g, n, e, 0.1f, 1.0f);
+    int rc = synth_vec(g, n, e, 0.1f, 1.0f);
     snprintf(n, sizeof n, "v.blk.%d.ln2.weight", il);
-    if (rc == ERR_OK) rc = vec(g, n, e, 0.1f, 1.0f);
+    if (rc == ERR_OK) rc = synth_vec(g, n, e, 0.1f, 1.0f);
     static const char *const stems[7] = {"attn_q", "attn_k",   "attn_v",  "attn_out",
                                          "ffn_up", "ffn_gate", "ffn_down"};
     for (int k = 0; k < 7 && rc == ERR_OK; k++) {
@@ -128,16 +80,16 @@ static int add_layer(struct gen *g, const struct clip_synth_params *p, int il)
     return rc;
 }
 
-static int add_tensors(struct gen *g, const struct clip_synth_params *p)
+static int add_tensors(struct synth_gen *g, const struct clip_synth_params *p)
 {
     const int64_t e = p->n_embd, pz = p->patch_size;
     const int64_t patch[4] = {pz, pz, 3, e};
     const float ps = sqrtf(3.0f / (float)(3 * pz * pz));
-    int rc = add(g, "v.patch_embd.weight", QUANT_F32, patch, ps, 0.0f);
-    if (rc == ERR_OK) rc = add(g, "v.patch_embd.weight.1", QUANT_F32, patch, ps, 0.0f);
+    int rc = synth_add(g, "v.patch_embd.weight", QUANT_F32, patch, ps, 0.0f);
+    if (rc == ERR_OK) rc = synth_add(g, "v.patch_embd.weight.1", QUANT_F32, patch, ps, 0.0f);
     for (int il = 0; il < p->n_layer && rc == ERR_OK; il++)
         rc = add_layer(g, p, il);
-    if (rc == ERR_OK) rc = vec(g, "v.post_ln.weight", e, 0.1f, 1.0f);
+    if (rc == ERR_OK) rc = synth_vec(g, "v.post_ln.weight", e, 0.1f, 1.0f);
     if (rc == ERR_OK) rc = mat(g, "mm.0", 4 * e, 4 * e);
     if (rc == ERR_OK) rc = mat(g, "mm.2", 4 * e, p->n_out);
     return rc;
@@ -169,7 +121,7 @@ static int check(const struct clip_synth_params *p, uint32_t *type, struct errms
 int clip_synth_build_qwen2vl(const struct clip_synth_params *p, struct gguf_writer **out,
                              struct errmsg *err)
 {
-    struct gen g = {.rng = p->seed, .err = err};
+    struct synth_gen g = {.rng = p->seed, .err = err};
     int rc = check(p, &g.type, err);
     if (rc != ERR_OK) return rc;
     quant_init();
