@@ -7,6 +7,8 @@
 
 #include "media_fixtures.h"
 
+#include "media/image.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -307,4 +309,38 @@ void fx_tree_remove(struct tree *t)
         if (unlink(t->path) != 0) rmdir(t->path);
     }
     rmdir(t->base);
+}
+
+void *fx_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *p = malloc(n > 0 ? (size_t)n : 1);
+    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
+        free(p);
+        p = NULL;
+    }
+    fclose(f);
+    *len = (size_t)n;
+    return p;
+}
+
+unsigned char *fx_load_png(const char *path, uint32_t *w, uint32_t *h)
+{
+    size_t len;
+    void *data = fx_read_file(path, &len);
+    assert_non_null(data);
+    struct image_input in = {.data = data, .len = len};
+    struct image_info info;
+    unsigned char *rgb = NULL;
+    struct errmsg e;
+    errmsg_clear(&e);
+    assert_int_equal(image_decode(&in, &info, &rgb, &e), ERR_OK);
+    free(data);
+    *w = info.width;
+    *h = info.height;
+    return rgb;
 }

@@ -53,6 +53,10 @@ void fx_put_be32(unsigned char *p, uint32_t v);
 
 /* The temporary tree described above; fx_tree_remove() deletes it again. */
 void fx_write_file(const char *path, const char *text);
+/* The whole file, malloc'd (len set), or NULL when it cannot be read. */
+void *fx_read_file(const char *path, size_t *len);
+/* A PNG file decoded to RGB8 by media/image.c (asserts it reads and decodes). */
+unsigned char *fx_load_png(const char *path, uint32_t *w, uint32_t *h);
 void fx_tree_make(struct tree *t);
 void fx_tree_remove(struct tree *t);
 

@@ -7,6 +7,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "media_fixtures.h"
+
 #include "engine/gguf/gguf_write.h"
 #include "engine/mtmd/clip.h"
 #include "engine/mtmd/clip_prep.h"
@@ -25,40 +27,6 @@
 #define PROJ "../shared/models/mmproj/mmproj-tinygemma3.gguf"
 #define DATA "tests/data/mtmd/"
 
-static void *read_all(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *p = malloc(n > 0 ? (size_t)n : 1);
-    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
-        free(p);
-        p = NULL;
-    }
-    fclose(f);
-    *len = (size_t)n;
-    return p;
-}
-
-static unsigned char *load_png(const char *path, uint32_t *w, uint32_t *h)
-{
-    size_t len;
-    void *data = read_all(path, &len);
-    assert_non_null(data);
-    struct image_input in = {.data = data, .len = len};
-    struct image_info info;
-    unsigned char *rgb = NULL;
-    struct errmsg e;
-    errmsg_clear(&e);
-    assert_int_equal(image_decode(&in, &info, &rgb, &e), ERR_OK);
-    free(data);
-    *w = info.width;
-    *h = info.height;
-    return rgb;
-}
-
 /* Our embeddings of one test image and the reference's (DATA <emb>.emb), compared token by
  * token. */
 static void compare_image_to(struct clip_model *c, struct threadpool *tp, const char *name,
@@ -68,7 +36,7 @@ static void compare_image_to(struct clip_model *c, struct threadpool *tp, const 
     char path[128];
     snprintf(path, sizeof path, DATA "%s.png", name);
     uint32_t w, h;
-    unsigned char *rgb = load_png(path, &w, &h);
+    unsigned char *rgb = fx_load_png(path, &w, &h);
     float *pix = malloc(sizeof(float) * 3 * (size_t)in->image_size * (size_t)in->image_size);
     const size_t n_out = (size_t)in->n_out_tokens * (size_t)in->n_out_embd;
     float *out = malloc(sizeof(float) * n_out);
@@ -76,7 +44,7 @@ static void compare_image_to(struct clip_model *c, struct threadpool *tp, const 
     assert_int_equal(clip_encode(c, tp, pix, out), ERR_OK);
     snprintf(path, sizeof path, DATA "%s.emb", emb);
     size_t len;
-    int32_t *ref = read_all(path, &len);
+    int32_t *ref = fx_read_file(path, &len);
     assert_non_null(ref);
     assert_int_equal(ref[0], in->n_out_tokens);
     assert_int_equal(ref[1], in->n_out_embd);
@@ -185,7 +153,7 @@ static void test_same_image_same_embeddings_any_threads(void **state)
     assert_int_equal(clip_load(PROJ, &c, &e), ERR_OK);
     const struct clip_info *in = clip_get_info(c);
     uint32_t w, h;
-    unsigned char *rgb = load_png(DATA "b.png", &w, &h);
+    unsigned char *rgb = fx_load_png(DATA "b.png", &w, &h);
     float pix[3 * 32 * 32];
     const size_t n = (size_t)in->n_out_tokens * (size_t)in->n_out_embd;
     float *o1 = malloc(n * sizeof(float)), *o2 = malloc(n * sizeof(float));
@@ -271,7 +239,7 @@ static void test_refused_files(void **state)
     assert_null(c);
     if (access(PROJ, R_OK) == 0) { // every truncation of the real file is refused
         size_t len;
-        unsigned char *p = read_all(PROJ, &len);
+        unsigned char *p = fx_read_file(PROJ, &len);
         for (size_t n = 0; n < len; n += len / 61 + 1) {
             FILE *f = fopen(path, "wb");
             assert_int_equal(fwrite(p, 1, n, f), n);

@@ -8,6 +8,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "media_fixtures.h"
+
 #include "engine/gguf/gguf_write.h"
 #include "engine/mtmd/audio_mel.h"
 #include "engine/mtmd/clip_audio.h"
@@ -24,29 +26,12 @@
 
 #define DATA "tests/data/mtmd/"
 
-static void *read_all(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *p = malloc(n > 0 ? (size_t)n : 1);
-    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
-        free(p);
-        p = NULL;
-    }
-    fclose(f);
-    *len = (size_t)n;
-    return p;
-}
-
 static float *load_wav(const char *name, size_t *n)
 {
     char path[128];
     snprintf(path, sizeof path, DATA "audio-%s.wav", name);
     size_t len;
-    void *data = read_all(path, &len);
+    void *data = fx_read_file(path, &len);
     assert_non_null(data);
     struct audio_input in = {.data = data, .len = len, .format = AUDIO_FORMAT_WAV};
     struct audio_info info;
@@ -87,7 +72,7 @@ static float *compare_audio(struct clip_audio *a, struct threadpool *tp, const c
     char path[128];
     snprintf(path, sizeof path, DATA "audio-%s.emb", name);
     size_t len;
-    int32_t *ref = read_all(path, &len);
+    int32_t *ref = fx_read_file(path, &len);
     assert_non_null(ref);
     assert_int_equal(ref[0], n_tok);
     assert_int_equal(ref[1], in->n_out_embd);
@@ -164,7 +149,7 @@ static void compare_mel(const char *name, int n_mel)
     assert_int_equal(audio_mel_compute(pcm, n_samples, n_mel, mel), ERR_OK);
     char path[128];
     snprintf(path, sizeof path, DATA "audio-%s.mel", name);
-    int32_t *ref = read_all(path, &len);
+    int32_t *ref = fx_read_file(path, &len);
     assert_non_null(ref);
     assert_int_equal(ref[0], audio_mel_n_windows(n_samples));
     assert_int_equal(ref[1], n_mel);

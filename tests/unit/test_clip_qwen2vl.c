@@ -9,6 +9,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "media_fixtures.h"
+
 #include "engine/gguf/gguf_write.h"
 #include "engine/mtmd/clip_qwen2vl.h"
 #include "engine/mtmd/clip_synth.h"
@@ -23,40 +25,6 @@
 #include <string.h>
 
 #define DATA "tests/data/mtmd/"
-
-static void *read_all(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *p = malloc(n > 0 ? (size_t)n : 1);
-    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
-        free(p);
-        p = NULL;
-    }
-    fclose(f);
-    *len = (size_t)n;
-    return p;
-}
-
-static unsigned char *load_png(const char *path, uint32_t *w, uint32_t *h)
-{
-    size_t len;
-    void *data = read_all(path, &len);
-    assert_non_null(data);
-    struct image_input in = {.data = data, .len = len};
-    struct image_info info;
-    unsigned char *rgb = NULL;
-    struct errmsg e;
-    errmsg_clear(&e);
-    assert_int_equal(image_decode(&in, &info, &rgb, &e), ERR_OK);
-    free(data);
-    *w = info.width;
-    *h = info.height;
-    return rgb;
-}
 
 /* Keep in step with scripts/gen-mtmd-goldens.sh's mmproj-synth options for qv.gguf. */
 static struct clip_synth_params synth_params(void)
@@ -96,7 +64,7 @@ static float *encode_png(const struct clip_qwen2vl *q, struct threadpool *tp, co
     char path[128];
     snprintf(path, sizeof path, DATA "%s.png", name);
     uint32_t w, h, rw, rh;
-    unsigned char *rgb = load_png(path, &w, &h);
+    unsigned char *rgb = fx_load_png(path, &w, &h);
     assert_int_equal(clip_qwen2vl_image_size(q, w, h, &rw, &rh, n_tok), ERR_OK);
     float *pix = malloc(sizeof(float) * 3 * rw * rh);
     float *out = malloc(sizeof(float) * (size_t)*n_tok * clip_qwen2vl_get_info(q)->n_out_embd);
@@ -117,7 +85,7 @@ static void compare(const struct clip_qwen2vl *q, struct threadpool *tp, const c
     char path[128];
     snprintf(path, sizeof path, DATA "%s.emb", name);
     size_t len;
-    int32_t *ref = read_all(path, &len);
+    int32_t *ref = fx_read_file(path, &len);
     assert_non_null(ref);
     assert_int_equal(ref[0], n_tok);
     assert_int_equal(ref[1], n_embd);
