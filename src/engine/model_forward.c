@@ -64,16 +64,16 @@ static void round_rows(uint8_t *rows, size_t row_bytes, int n_rows, int64_t n, u
 {
     for (int r = 0; r < n_rows; r++) {
         float *x = (float *)(rows + (size_t)r * row_bytes);
-        for (int64_t i = 0; i < n; i++) {
-            if (type == QUANT_F16) {
-                x[i] = ops_f16_to_f32(ops_f32_to_f16(x[i]));
-            } else { // bf16, round to nearest even
-                uint32_t u;
-                memcpy(&u, &x[i], 4);
-                if ((u & 0x7fffffffu) <= 0x7f800000u)
-                    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-                memcpy(&x[i], &u, 4);
-            }
+        if (type == QUANT_F16) {
+            ops_get()->round_f16(n, x);
+            continue;
+        }
+        for (int64_t i = 0; i < n; i++) { // bf16, round to nearest even; NaN kept
+            uint32_t u;
+            memcpy(&u, &x[i], 4);
+            const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+            u = (u & 0x7fffffffu) <= 0x7f800000u ? rounded : u;
+            memcpy(&x[i], &u, 4);
         }
     }
 }

@@ -101,6 +101,12 @@ static void f32_to_f16_ref(int64_t n, const float *x, uint16_t *y)
         y[i] = ops_f32_to_f16(x[i]);
 }
 
+static void round_f16_ref(int64_t n, float *x)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] = ops_f16_to_f32(ops_f32_to_f16(x[i]));
+}
+
 static float bits_f32(uint32_t u)
 {
     float f;
@@ -219,6 +225,7 @@ static const struct ops_kernels kernels_ref = {
     .mad_f16 = mad_f16_ref,
     .scale_f16 = scale_f16_ref,
     .f32_to_f16 = f32_to_f16_ref,
+    .round_f16 = round_f16_ref,
     .swiglu = swiglu_ref,
     .rmsnorm = rmsnorm_ref,
     .rope = rope_ref,
@@ -231,6 +238,7 @@ static const struct ops_kernels kernels_avx2 = {
     .mad_f16 = ops_mad_f16_avx2,
     .scale_f16 = ops_scale_f16_avx2,
     .f32_to_f16 = ops_f32_to_f16_avx2,
+    .round_f16 = ops_round_f16_avx2,
     .swiglu = ops_swiglu_avx2,
     .rmsnorm = rmsnorm_ref,
     .rope = rope_ref,

@@ -19,6 +19,8 @@ struct ops_kernels {
     void (*scale_f16)(int64_t n, uint16_t *y, float s);
     /* y[i] = half(x[i]), round to nearest even. */
     void (*f32_to_f16)(int64_t n, const float *x, uint16_t *y);
+    /* x[i] = float(half(x[i])) in place: the inputs the reference's F16 products see. */
+    void (*round_f16)(int64_t n, float *x);
     /* g[i] = silu(g[i]) * u[i] with the reference's arithmetic: each full group of 8 uses
      * its polynomial exponential (ops_expf_poly), the rest libm's expf. */
     void (*swiglu)(int64_t n, float *g, const float *u);
@@ -81,6 +83,7 @@ float ops_dot_f16_avx2(int64_t n, const uint16_t *a, const uint16_t *b);
 void ops_mad_f16_avx2(int64_t n, uint16_t *y, const uint16_t *x, float s);
 void ops_scale_f16_avx2(int64_t n, uint16_t *y, float s);
 void ops_f32_to_f16_avx2(int64_t n, const float *x, uint16_t *y);
+void ops_round_f16_avx2(int64_t n, float *x);
 void ops_swiglu_avx2(int64_t n, float *g, const float *u);
 void ops_geglu_avx2(int64_t n, float *g, const float *u);
 

@@ -77,6 +77,35 @@ static int simd_variants(struct variant *v)
     return n;
 }
 
+/* round_f16 gives the reference's bits for every float whose exponent a half can reach, near
+ * and past its range (subnormals, ties, overflow to infinity), at every tail length. */
+static void check_round_f16(struct variant v)
+{
+    enum { N = 4096 };
+    static float want[N], got[N];
+    for (uint32_t base = 0x33000000u; base < 0x47900000u; base += 0x00011000u) {
+        for (int i = 0; i < N; i++) {
+            const uint32_t u = (base + (uint32_t)i * 7u) | (i & 1 ? 0x80000000u : 0);
+            memcpy(&want[i], &u, 4);
+        }
+        const int n = (int)(base >> 12) % N + 1;
+        memcpy(got, want, sizeof want);
+        ops_ref()->round_f16(n, want);
+        v.k->round_f16(n, got);
+        if (memcmp(want, got, (size_t)n * 4) != 0)
+            fail_msg("round_f16 %s differs from the reference near 0x%08x", v.name, base);
+    }
+    float specials[] = {INFINITY, -INFINITY, 65519.0f, 65520.0f, -0.0f, 1.0f + 1.0f / 2048};
+    float copy[6];
+    memcpy(copy, specials, sizeof copy);
+    ops_ref()->round_f16(6, specials);
+    v.k->round_f16(6, copy);
+    assert_memory_equal(specials, copy, sizeof copy);
+    float nan1 = NAN;
+    v.k->round_f16(1, &nan1);
+    assert_true(isnan(nan1));
+}
+
 static void test_simd_matches_ref(void **state)
 {
     (void)state;
@@ -108,6 +137,7 @@ static void test_simd_matches_ref(void **state)
             v->f32_to_f16(n, x, y2);
             assert_memory_equal(y1, y2, (size_t)n * 2);
         }
+        check_round_f16(vs[k]);
     }
     // The SIMD sets follow one summation order (the AVX2 one): equal dots between them.
     for (int k = 1; k < n_v; k++)

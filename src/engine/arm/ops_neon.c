@@ -68,6 +68,15 @@ static void f32_to_f16(int64_t n, const float *x, uint16_t *y)
         y[i] = ops_f32_to_f16(x[i]);
 }
 
+static void round_f16(int64_t n, float *x)
+{
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        vst1q_f32(x + i, vcvt_f32_f16(vcvt_f16_f32(vld1q_f32(x + i))));
+    for (; i < n; i++)
+        x[i] = ops_f16_to_f32(ops_f32_to_f16(x[i]));
+}
+
 static void swiglu(int64_t n, float *g, const float *u)
 {
     const int64_t nv = n & ~(int64_t)7;
@@ -151,6 +160,7 @@ static const struct ops_kernels kernels_neon = {
     .mad_f16 = mad_f16,
     .scale_f16 = scale_f16,
     .f32_to_f16 = f32_to_f16,
+    .round_f16 = round_f16,
     .swiglu = swiglu,
     .rmsnorm = rmsnorm,
     .rope = rope,

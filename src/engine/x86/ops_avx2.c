@@ -66,6 +66,16 @@ void ops_f32_to_f16_avx2(int64_t n, const float *x, uint16_t *y)
         y[i] = ops_f32_to_f16(x[i]);
 }
 
+void ops_round_f16_avx2(int64_t n, float *x)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(x + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i),
+                                                                _MM_FROUND_TO_NEAREST_INT)));
+    for (; i < n; i++)
+        x[i] = ops_f16_to_f32(ops_f32_to_f16(x[i]));
+}
+
 void ops_swiglu_avx2(int64_t n, float *g, const float *u)
 {
     const __m256 one = _mm256_set1_ps(1.0f);
@@ -128,6 +138,11 @@ void ops_scale_f16_avx2(int64_t n, uint16_t *y, float s)
 void ops_f32_to_f16_avx2(int64_t n, const float *x, uint16_t *y)
 {
     ops_ref()->f32_to_f16(n, x, y);
+}
+
+void ops_round_f16_avx2(int64_t n, float *x)
+{
+    ops_ref()->round_f16(n, x);
 }
 
 #endif

@@ -63,6 +63,16 @@ static void f32_to_f16(int64_t n, const float *x, uint16_t *y)
     }
 }
 
+static void round_f16(int64_t n, float *x)
+{
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = tail_mask(n - i);
+        const __m256i h =
+            _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x + i), _MM_FROUND_TO_NEAREST_INT);
+        _mm512_mask_storeu_ps(x + i, m, _mm512_cvtph_ps(h));
+    }
+}
+
 /* Full groups of 8 through the polynomial (a last group of 8 as a half-masked vector: the
  * lanes are independent), the rest through libm's expf, as the reference. */
 static void swiglu(int64_t n, float *g, const float *u)
@@ -159,6 +169,7 @@ static const struct ops_kernels kernels_avx512 = {
     .mad_f16 = mad_f16,
     .scale_f16 = scale_f16,
     .f32_to_f16 = f32_to_f16,
+    .round_f16 = round_f16,
     .swiglu = swiglu,
     .rmsnorm = rmsnorm,
     .rope = rope,
