@@ -202,7 +202,8 @@ static void patch_avx512(uint32_t type, quant_vec_dot_fn dot, quant_vec_dot_tile
 /* The AVX2 table with the repacked Q8_0/Q4_0/Q5_0/Q4_K tiles: Q8_0_R16 and Q5_0_R16 16 rows x 3
  * tokens (8 float chains per output fill the registers), Q4_0_R16 and Q4_K_R16 32 x 4 (2 x 4
  * int32 and float accumulators); the IQ types' own kernels; row-pair kernels in the file's
- * layout for the types (or shapes) not repacked; F16 two rows per zmm, 8 x 6; Q6_K_R16 as
+ * layout for the types (or shapes) not repacked; F16 two rows per zmm, 8 x 48 over a panel
+ * of converted rows; Q6_K_R16 as
  * Q4_K_R16, 32 x 4; BF16 vdpbf16ps kernels where the CPU has AVX512_BF16. Zmm ports of the
  * F32 tiles and Q2_K measured no faster on Sapphire Rapids (512-bit operations issue on two
  * ports, 256-bit ones on three), so those keep the AVX2 kernels. */
@@ -225,7 +226,7 @@ static void fill_avx512(void)
     patch_avx512(QUANT_Q3_K, q3_K_vec_dot_avx512, q3_K_vec_dot_tile_avx512, 0, 0);
     patch_avx512(QUANT_Q5_K, q5_K_vec_dot_avx512, q5_K_vec_dot_tile_avx512, 0, 0);
     // F16: two rows per zmm, each half the AVX2 lane arithmetic (x86/quants_f16_avx512.c).
-    patch_avx512(QUANT_F16, NULL, f16_vec_dot_tile_avx512, 8, 6);
+    patch_avx512(QUANT_F16, NULL, f16_vec_dot_tile_avx512, 8, F16_TILE_COLS);
     // BF16 with vdpbf16ps where the CPU has it: the activations become BF16, as the
     // reference's (x86/quants_bf16_avx512.c); else the AVX2 kernel against F32 activations.
     if (cpufeat_has_avx512_bf16()) {

@@ -51,7 +51,7 @@ typedef void (*quant_vec_dot_fn)(int64_t n, float *s, const void *x, const void 
 
 #define QUANT_TILE_MAX      4 // largest n_rows and n_cols a tile kernel accepts (but see tile_rows)
 #define QUANT_TILE_ROWS_MAX 64 // largest tile_rows any traits name
-#define QUANT_TILE_COLS_MAX 8  // largest tile_cols any traits name
+#define QUANT_TILE_COLS_MAX 48 // largest tile_cols any traits name
 
 /* One tile of a matrix product: s[c * s_stride + r] = dot(row r of x, row c of y) for
  * r < n_rows, c < n_cols. Rows of x (weight type) are x_stride bytes apart, rows of y (dot type)

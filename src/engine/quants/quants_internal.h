@@ -258,6 +258,7 @@ void q4_K_r16_tile_avx512(const struct quant_tile *tile);
 void q6_K_r16_tile_avx512(const struct quant_tile *tile); // x86/quants_k_avx512.c
 void q8_0s_from_float_avx512(const float *x, void *y, int64_t n);
 /* F16 with two rows per zmm in the AVX2 set's arithmetic (x86/quants_f16_avx512.c). */
+#define F16_TILE_COLS 48 // tokens per F16 AVX-512 tile: its panel of converted rows serves them all
 void f16_vec_dot_tile_avx512(const struct quant_tile *tile);
 /* BF16 x BF16 activations with vdpbf16ps (x86/quants_bf16_avx512.c), only where AVX512_BF16 is. */
 void bf16_vec_dot_avx512bf16(int64_t n, float *s, const void *x, const void *y);

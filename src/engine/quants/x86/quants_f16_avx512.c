@@ -1,17 +1,25 @@
 /* AVX-512 products of F16 weights with F32 activations in the AVX2 set's arithmetic, two rows
  * per zmm: the low half runs row r's 8-lane chain, the high half row r + 1's, against the
  * token's 8 floats broadcast to both halves, so each half does exactly the AVX2 kernel's lane
- * operations (same bits, the strict goldens hold) at twice the FMA width. Tiles of 8 rows x 6
- * tokens (24 zmm accumulators, 4 converted row pairs, 1 activation); an odd last row is the
- * AVX2 kernel's own 1-row tile. Compiled with AVX-512 F/BW/VL/DQ. */
+ * operations (same bits, the strict goldens hold) at twice the FMA width.
+ * Batches: a tile is 8 rows x up to F16_TILE_COLS tokens. Its rows are converted to float once
+ * per block of KBLOCK elements into an L1 panel laid out as the loop reads it, and every
+ * 6-token group then runs 24 zmm chains over the panel with no conversion in the loop (the
+ * conversions had cost as many issue slots as the FMAs). The chains live in memory between
+ * element blocks; the order of each lane's additions is unchanged. An odd last row is the AVX2
+ * kernel's own 1-row tile. Compiled with AVX-512 F/BW/VL/DQ. */
 #include "engine/quants/quants_internal.h"
 #include "engine/quants/x86/quants_avx2_internal.h"
 
 #include <immintrin.h>
 
-#define PAIRS     4 // row pairs per register block
-#define COLS      6 // tokens per register block (QUANT_ORDER_LANES)
-#define VEC_PAIRS 4 // row pairs per block in the single-row order (4 chains each), one token
+#define PAIRS     4   // row pairs per register block
+#define COLS      6   // tokens per register block (QUANT_ORDER_LANES)
+#define KBLOCK    256 // elements per panel block: 4 pairs x 256 floats x 2 = 8 KiB
+#define VEC_PAIRS 4   // row pairs per block in the single-row order (4 chains each), one token
+
+_Static_assert(F16_TILE_COLS % COLS == 0 && F16_TILE_COLS <= QUANT_TILE_COLS_MAX,
+               "the tile's tokens come in whole register blocks");
 
 /* Rows r and r + 1, 8 halves each from element i, as 16 floats (row r low). */
 INLINE_ALWAYS __m512 load_pair(const uint8_t *row, size_t stride, int64_t i)
@@ -62,42 +70,118 @@ INLINE_ALWAYS float finish_lanes(__m256 acc, const uint8_t *row, const float *a,
     return sum;
 }
 
-/* QUANT_ORDER_LANES for rows [r0, r0 + 2 NP) x tokens [c0, c0 + NC). */
-INLINE_ALWAYS void block_lanes(const struct quant_tile *t, int64_t r0, int64_t c0, int NP, int NC)
+/* Rows [0, 2 np) of the tile as floats for elements [k0, k0 + kn), kn a multiple of 8: step
+ * s (8 elements) of pair p is the 16 floats at panel[(s * PAIRS + p) * 16], row 2p low. A
+ * streaming pass also prefetches the next tile's rows. */
+static void fill_panel(float *panel, const struct quant_tile *t, int np, int64_t k0, int64_t kn)
 {
-    const uint8_t *x = (const uint8_t *)t->x + r0 * t->x_stride;
-    const float *y[COLS];
-    for (int c = 0; c < NC; c++)
-        y[c] = (const float *)((const uint8_t *)t->y + (c0 + c) * t->y_stride);
-    __m512 acc[PAIRS][COLS];
-    for (int p = 0; p < NP; p++)
-        for (int c = 0; c < NC; c++)
-            acc[p][c] = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 8 <= t->n; i += 8) {
-        __m512 w[PAIRS];
-        for (int p = 0; p < NP; p++) {
+    const uint8_t *x = t->x;
+    for (int64_t s = 0; s < kn / 8; s++) {
+        const int64_t i = k0 + 8 * s;
+        for (int p = 0; p < np; p++) {
             const uint8_t *row = x + 2 * p * t->x_stride;
-            if (t->is_stream) {
-                const char *ahead = (const char *)row + 2 * i + 2 * NP * t->x_stride;
+            if (t->is_stream && s % 4 == 0) {
+                const char *ahead = (const char *)row + 2 * i + 2 * np * t->x_stride;
                 _mm_prefetch(ahead, _MM_HINT_T0);
                 _mm_prefetch(ahead + t->x_stride, _MM_HINT_T0);
             }
-            w[p] = load_pair(row, t->x_stride, i);
+            _mm512_store_ps(panel + (s * PAIRS + p) * 16, load_pair(row, t->x_stride, i));
         }
+    }
+}
+
+/* NP pairs from p0 x NC tokens from c0 over the panel's kn elements (from k0), continuing the
+ * chains in acc ([c][p], PAIRS per token) unless this is the first block. */
+INLINE_ALWAYS void block_panel(const struct quant_tile *t, const float *panel, int p0, int NP,
+                               int c0, int NC, int64_t k0, int64_t kn, __m512 *acc_mem,
+                               bool is_first)
+{
+    const float *y[COLS];
+    for (int c = 0; c < NC; c++)
+        y[c] = (const float *)((const uint8_t *)t->y + (c0 + c) * t->y_stride) + k0;
+    __m512 acc[PAIRS][COLS];
+    for (int p = 0; p < NP; p++)
+        for (int c = 0; c < NC; c++)
+            acc[p][c] = is_first ? _mm512_setzero_ps() : acc_mem[(c0 + c) * PAIRS + p0 + p];
+    for (int64_t s = 0; s < kn / 8; s++) {
+        __m512 w[PAIRS];
+        for (int p = 0; p < NP; p++)
+            w[p] = _mm512_load_ps(panel + (s * PAIRS + p0 + p) * 16);
         for (int c = 0; c < NC; c++) {
-            const __m512 a = load_act8(y[c] + i);
+            const __m512 a = load_act8(y[c] + 8 * s);
             for (int p = 0; p < NP; p++)
                 acc[p][c] = _mm512_fmadd_ps(w[p], a, acc[p][c]);
         }
     }
-    for (int p = 0; p < NP; p++) {
-        const uint8_t *row = x + 2 * p * t->x_stride;
-        for (int c = 0; c < NC; c++) {
-            float *s = t->s + (c0 + c) * t->s_stride + r0 + 2 * p;
-            s[0] = finish_lanes(half_lo(acc[p][c]), row, y[c], i, t->n);
-            s[1] = finish_lanes(half_hi(acc[p][c]), row + t->x_stride, y[c], i, t->n);
+    for (int p = 0; p < NP; p++)
+        for (int c = 0; c < NC; c++)
+            acc_mem[(c0 + c) * PAIRS + p0 + p] = acc[p][c];
+}
+
+/* A flat dispatch over constant block shapes, so each is unrolled into registers. */
+static void panel_cols(const struct quant_tile *t, const float *panel, int np, int c0, int nc,
+                       int64_t k0, int64_t kn, __m512 *acc_mem, bool is_first)
+{
+    while (nc > 0) {
+        const int take = nc >= COLS ? COLS : nc >= 3 ? 3 : nc;
+        for (int p0 = 0; p0 < np; p0 += np == PAIRS ? PAIRS : 1) {
+            if (np == PAIRS && take == COLS)
+                block_panel(t, panel, 0, PAIRS, c0, COLS, k0, kn, acc_mem, is_first);
+            else if (np == PAIRS && take == 3)
+                block_panel(t, panel, 0, PAIRS, c0, 3, k0, kn, acc_mem, is_first);
+            else if (np == PAIRS && take == 2)
+                block_panel(t, panel, 0, PAIRS, c0, 2, k0, kn, acc_mem, is_first);
+            else if (np == PAIRS)
+                block_panel(t, panel, 0, PAIRS, c0, 1, k0, kn, acc_mem, is_first);
+            else if (take == COLS)
+                block_panel(t, panel, p0, 1, c0, COLS, k0, kn, acc_mem, is_first);
+            else
+                for (int c = 0; c < take; c++)
+                    block_panel(t, panel, p0, 1, c0 + c, 1, k0, kn, acc_mem, is_first);
         }
+        c0 += take;
+        nc -= take;
+    }
+}
+
+/* QUANT_ORDER_LANES for up to PAIRS row pairs from the tile's first row. */
+static void run_lanes_pairs(const struct quant_tile *t, int np)
+{
+    const int64_t n8 = t->n & ~(int64_t)7;
+    _Alignas(64) float panel[KBLOCK / 8 * PAIRS * 16];
+    _Alignas(64) __m512 acc_mem[F16_TILE_COLS * PAIRS];
+    for (int64_t c0 = 0; c0 < t->n_cols; c0 += F16_TILE_COLS) {
+        const int nc = t->n_cols - c0 < F16_TILE_COLS ? (int)(t->n_cols - c0) : F16_TILE_COLS;
+        struct quant_tile part = *t;
+        part.y = (const uint8_t *)t->y + c0 * t->y_stride;
+        for (int i = 0; i < nc * PAIRS; i++)
+            acc_mem[i] = _mm512_setzero_ps();
+        for (int64_t k0 = 0; k0 < n8; k0 += KBLOCK) {
+            const int64_t kn = n8 - k0 < KBLOCK ? n8 - k0 : KBLOCK;
+            fill_panel(panel, t, np, k0, kn);
+            panel_cols(&part, panel, np, 0, nc, k0, kn, acc_mem, k0 == 0);
+        }
+        for (int p = 0; p < np; p++) {
+            const uint8_t *row = (const uint8_t *)t->x + 2 * p * t->x_stride;
+            for (int c = 0; c < nc; c++) {
+                const float *a = (const float *)((const uint8_t *)part.y + c * t->y_stride);
+                const __m512 v = acc_mem[c * PAIRS + p];
+                float *s = t->s + (c0 + c) * t->s_stride + 2 * p;
+                s[0] = finish_lanes(half_lo(v), row, a, n8, t->n);
+                s[1] = finish_lanes(half_hi(v), row + t->x_stride, a, n8, t->n);
+            }
+        }
+    }
+}
+
+static void run_lanes(const struct quant_tile *t)
+{
+    const int n_pairs = t->n_rows / 2;
+    for (int p0 = 0; p0 < n_pairs; p0 += PAIRS) {
+        struct quant_tile part = *t;
+        part.x = (const uint8_t *)t->x + 2 * p0 * t->x_stride;
+        part.s = t->s + 2 * p0;
+        run_lanes_pairs(&part, n_pairs - p0 < PAIRS ? n_pairs - p0 : PAIRS);
     }
 }
 
@@ -164,33 +248,6 @@ static void last_row_avx2(const struct quant_tile *t, int64_t r)
         one.n_rows = 1;
         one.n_cols = t->n_cols - c0 < QUANT_TILE_MAX ? (int)(t->n_cols - c0) : QUANT_TILE_MAX;
         f16_vec_dot_tile_avx2(&one);
-    }
-}
-
-/* A flat dispatch over constant block shapes, so each is unrolled into registers. */
-static void lanes_block(const struct quant_tile *t, int64_t r0, int64_t c0, int np, int nc)
-{
-    if (np == PAIRS && nc == COLS)
-        block_lanes(t, r0, c0, PAIRS, COLS);
-    else if (np == PAIRS && nc == 1)
-        block_lanes(t, r0, c0, PAIRS, 1);
-    else if (np == PAIRS && nc >= 3)
-        block_lanes(t, r0, c0, PAIRS, 3), lanes_block(t, r0, c0 + 3, np, nc - 3);
-    else if (np == PAIRS && nc == 2)
-        block_lanes(t, r0, c0, PAIRS, 2);
-    else
-        for (int p = 0; p < np; p++)
-            for (int c = 0; c < nc; c++)
-                block_lanes(t, r0 + 2 * p, c0 + c, 1, 1);
-}
-
-static void run_lanes(const struct quant_tile *t)
-{
-    const int64_t n_pairs = t->n_rows / 2;
-    for (int64_t c0 = 0; c0 < t->n_cols; c0 += COLS) {
-        const int nc = t->n_cols - c0 < COLS ? (int)(t->n_cols - c0) : COLS;
-        for (int64_t p0 = 0; p0 < n_pairs; p0 += PAIRS)
-            lanes_block(t, 2 * p0, c0, n_pairs - p0 < PAIRS ? (int)(n_pairs - p0) : PAIRS, nc);
     }
 }
 
