@@ -255,10 +255,17 @@ bool gen_session_next(struct gen_session *s, int timeout_ms, struct gen_delta *d
         return true;
     }
     enum finish_reason fin;
+    const int cursor = s->cursor;
     int n = request_wait_events(s->req, &s->cursor, s->events, EVENTS_PER_STEP, timeout_ms, &fin);
     // Taken after the events: the platform records a prompt's progress before its tokens, so
     // every point older than these events is in this step too.
     d->n_progress = request_take_progress(s->req, d->progress, GEN_DELTA_MAX_PROGRESS);
+    if (d->n_progress == GEN_DELTA_MAX_PROGRESS && (n > 0 || fin != FINISH_NONE)) {
+        // More points may wait, all older than these events: send these alone and hand the
+        // events out again after the rest (a fast prompt queues many before a reader wakes).
+        s->cursor = cursor;
+        return true;
+    }
     if (n == 0 && fin == FINISH_NONE) return d->n_progress > 0;
     bool is_final = fin != FINISH_NONE;
     int used = detokenize_until_stop(s, n, is_final, d);
