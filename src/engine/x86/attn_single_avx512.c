@@ -11,10 +11,12 @@
  *       at once (one lane each), and all their expf calls (libm, the same arguments) run in
  *       one loop before the accumulators, off every dependency chain;
  *   accumulator: up to 4 queries of the block walk the tile's values together, 64
- *       dimensions at a time held in registers, so their half-rounding latency chains
- *       (FMA, to half, back) overlap and each value row is loaded once for all of them. A
- *       key that raises one query's maximum rescales all of them, by 1 where it does not:
- *       the accumulator holds half values, so half(acc * 1) is acc.
+ *       dimensions at a time, so their half-rounding latency chains (FMA, to half, back)
+ *       overlap and each value row is loaded once for all of them; between keys they are
+ *       kept as half bits, read back with the conversion's memory form (fewer micro-ops on
+ *       the ports the walk is bound by). A key that raises one query's maximum rescales all
+ *       of them, by 1 where it does not: the accumulator holds half values, so
+ *       half(acc * 1) is acc.
  * Compiled with the AVX-512 flags; only called after attn_have_avx512(). */
 #include "engine/x86/attn_single_x86.h"
 #include "engine/attn_internal.h"
@@ -200,99 +202,51 @@ static void weights(struct group *g)
     }
 }
 
-/* One query's accumulator (or a value row's) registers over 64 dimensions, or over 16 in r0
- * alone; named fields rather than an array, so that they stay in registers across the walk. */
-struct regs {
-    __m512 r0, r1, r2, r3;
-};
-
-/* nv (1 or 4) registers from p, the last masked by ml. */
-static inline __attribute__((always_inline)) struct regs regs_load(const float *p, int nv,
-                                                                   __mmask16 ml)
-{
-    struct regs x;
-    if (nv == 1) {
-        x.r0 = _mm512_maskz_loadu_ps(ml, p);
-        x.r1 = x.r2 = x.r3 = _mm512_setzero_ps();
-        return x;
-    }
-    x.r0 = _mm512_loadu_ps(p);
-    x.r1 = _mm512_loadu_ps(p + 16);
-    x.r2 = _mm512_loadu_ps(p + 32);
-    x.r3 = _mm512_maskz_loadu_ps(ml, p + 48);
-    return x;
-}
-
-static inline __attribute__((always_inline)) void regs_store(struct regs x, float *p, int nv,
-                                                             __mmask16 ml)
-{
-    if (nv == 1) {
-        _mm512_mask_storeu_ps(p, ml, x.r0);
-        return;
-    }
-    _mm512_storeu_ps(p, x.r0);
-    _mm512_storeu_ps(p + 16, x.r1);
-    _mm512_storeu_ps(p + 32, x.r2);
-    _mm512_mask_storeu_ps(p + 48, ml, x.r3);
-}
-
-/* acc = half(acc * ms) */
-static inline __attribute__((always_inline)) struct regs acc_rescale(struct regs a, int nv,
-                                                                     float ms)
-{
-    const __m512 r = _mm512_set1_ps(ms);
-    a.r0 = round_half16(_mm512_mul_ps(a.r0, r));
-    if (nv == 1) return a;
-    a.r1 = round_half16(_mm512_mul_ps(a.r1, r));
-    a.r2 = round_half16(_mm512_mul_ps(a.r2, r));
-    a.r3 = round_half16(_mm512_mul_ps(a.r3, r));
-    return a;
-}
-
-/* acc = half(fma(v, w, acc)) */
-static inline __attribute__((always_inline)) struct regs acc_add(struct regs a, struct regs v,
-                                                                 int nv, float w)
-{
-    const __m512 r = _mm512_set1_ps(w);
-    a.r0 = round_half16(_mm512_fmadd_ps(v.r0, r, a.r0));
-    if (nv == 1) return a;
-    a.r1 = round_half16(_mm512_fmadd_ps(v.r1, r, a.r1));
-    a.r2 = round_half16(_mm512_fmadd_ps(v.r2, r, a.r2));
-    a.r3 = round_half16(_mm512_fmadd_ps(v.r3, r, a.r3));
-    return a;
-}
-
 /* Keys [x, y) for the nq queries qs[] of the group, dimensions [d0, d0 + 16 * nv) (the last
  * register masked by ml): per key, the rescale when one of them raises, then
- * acc = half(fma(v, w, acc)). nq and nv are constants where inlined. */
+ * acc = half(fma(v, w, acc)). nq and nv are constants where inlined. Between keys the
+ * accumulators are kept as their half bits in memory (h: exact, they are half values), so
+ * each step reads them with the memory form of the half -> float conversion, whose second
+ * micro-op is a load rather than a shuffle on the port the FMAs and the float -> half
+ * conversions also need (the walk is bound by those ports: ~13% faster than registers). */
 static inline __attribute__((always_inline)) void walk(const struct group *g, const int *qs, int nq,
                                                        int nv, __mmask16 ml, const float *vr,
                                                        int hd, int d0, int x, int y)
 {
-    const int q0 = qs[0], q1 = nq > 1 ? qs[1] : 0, q2 = nq > 2 ? qs[2] : 0, q3 = nq > 3 ? qs[3] : 0;
-    const unsigned mine = 1u << q0 | (nq > 1 ? 1u << q1 : 0) | (nq > 2 ? 1u << q2 : 0) |
-                          (nq > 3 ? 1u << q3 : 0); // the walking queries' bits
-    struct regs a0 = regs_load(g->acc[q0] + d0, nv, ml), a1 = a0, a2 = a0, a3 = a0;
-    if (nq > 1) a1 = regs_load(g->acc[q1] + d0, nv, ml);
-    if (nq > 2) a2 = regs_load(g->acc[q2] + d0, nv, ml);
-    if (nq > 3) a3 = regs_load(g->acc[q3] + d0, nv, ml);
-    for (int j = x; j < y; j++) {
-        if (g->raise[j] & mine) {
-            a0 = acc_rescale(a0, nv, g->ms[j][q0]);
-            if (nq > 1) a1 = acc_rescale(a1, nv, g->ms[j][q1]);
-            if (nq > 2) a2 = acc_rescale(a2, nv, g->ms[j][q2]);
-            if (nq > 3) a3 = acc_rescale(a3, nv, g->ms[j][q3]);
-        }
-        const struct regs v = regs_load(vr + (size_t)j * hd + d0, nv, ml);
-        a0 = acc_add(a0, v, nv, g->w[j][q0]);
-        if (nq > 1) a1 = acc_add(a1, v, nv, g->w[j][q1]);
-        if (nq > 2) a2 = acc_add(a2, v, nv, g->w[j][q2]);
-        if (nq > 3) a3 = acc_add(a3, v, nv, g->w[j][q3]);
+    const int rn = _MM_FROUND_TO_NEAREST_INT;
+    int qv[WALK_Q];
+    unsigned mine = 0; // the walking queries' bits
+    for (int i = 0; i < nq; i++) {
+        qv[i] = qs[i];
+        mine |= 1u << qs[i];
     }
-    regs_store(a0, g->acc[q0] + d0, nv, ml);
-    if (nq > 1) regs_store(a1, g->acc[q1] + d0, nv, ml);
-    if (nq > 2) regs_store(a2, g->acc[q2] + d0, nv, ml);
-    if (nq > 3) regs_store(a3, g->acc[q3] + d0, nv, ml);
+    __m256i h[WALK_Q][4];
+    for (int i = 0; i < nq; i++)
+        for (int c = 0; c < nv; c++)
+            h[i][c] = _mm512_cvtps_ph(
+                _mm512_maskz_loadu_ps(c == nv - 1 ? ml : 0xffff, g->acc[qv[i]] + d0 + 16 * c), rn);
+    for (int j = x; j < y; j++) {
+        if (g->raise[j] & mine)
+            for (int i = 0; i < nq; i++) { // by 1 where query i does not raise
+                const __m512 r = _mm512_set1_ps(g->ms[j][qv[i]]);
+                for (int c = 0; c < nv; c++)
+                    h[i][c] = _mm512_cvtps_ph(_mm512_mul_ps(_mm512_cvtph_ps(h[i][c]), r), rn);
+            }
+        __m512 v[4];
+        for (int c = 0; c < nv; c++)
+            v[c] =
+                _mm512_maskz_loadu_ps(c == nv - 1 ? ml : 0xffff, vr + (size_t)j * hd + d0 + 16 * c);
+        for (int i = 0; i < nq; i++) {
+            const __m512 w = _mm512_set1_ps(g->w[j][qv[i]]);
+            for (int c = 0; c < nv; c++)
+                h[i][c] = _mm512_cvtps_ph(_mm512_fmadd_ps(v[c], w, _mm512_cvtph_ps(h[i][c])), rn);
+        }
+        __asm__ volatile("" : "+m"(h)); // keeps h in memory (otherwise it lives in registers)
+    }
+    for (int i = 0; i < nq; i++)
+        for (int c = 0; c < nv; c++)
+            _mm512_mask_storeu_ps(g->acc[qv[i]] + d0 + 16 * c, c == nv - 1 ? ml : 0xffff,
+                                  _mm512_cvtph_ps(h[i][c]));
 }
 
 /* walk with nq and nv constants: 64 dimensions (nv 4) or a masked 16 (nv 1). A flat dispatch
