@@ -5,9 +5,11 @@
  *       together through shuffles, the same lane pairs added as the one-key reduction;
  *   exponentials: the running maximum and the sum for 8 queries at once (one lane each),
  *       every expf call (libm, the same arguments) in one loop before the accumulators;
- *   accumulator: up to 4 queries walk the tile's values together, 16 dimensions at a time
- *       held in registers, so their half-rounding chains overlap; a key that raises one
- *       query's maximum rescales all of them, by 1 where it does not (half(acc * 1) is acc).
+ *   accumulator: up to 4 queries walk the tile's values together, 32 dimensions at a time,
+ *       so their half-rounding chains overlap; between keys they are kept as half bits and
+ *       read back with the conversion's memory form (a load where the register form needs a
+ *       shuffle); a key that raises one query's maximum rescales all of them, by 1 where it
+ *       does not (half(acc * 1) is acc).
  * Compiled with those ISA flags; only called after attn_have_avx2(). */
 #include "engine/x86/attn_single_x86.h"
 #include "engine/attn_internal.h"
@@ -26,7 +28,7 @@ extern float expf(float) __attribute__((noplt));
 #include <immintrin.h>
 
 #define GROUP_Q 8 // queries whose running maximum and sum run together (as 8 lanes)
-#define WALK_Q  4 // queries whose accumulators run together (2 registers each)
+#define WALK_Q  4 // queries whose accumulators run together
 
 /* Up to GROUP_Q queries of the block stepping through one tile. Per-key arrays are indexed
  * [key of the tile][query of the group], so a key's values for the group are one register. */
@@ -188,81 +190,63 @@ static void weights(struct group *g)
     }
 }
 
-/* One query's accumulator registers: nv of them from or to p, the last through the lane mask
- * ml when is_tail. */
-static inline __attribute__((always_inline)) void acc_load(__m256 *acc, const float *p, int nv,
-                                                           bool is_tail, __m256i ml)
+/* nv registers of floats from p, the last through the lane mask ml when is_tail. */
+static inline __attribute__((always_inline)) __m256 load8(const float *p, int c, int nv,
+                                                          bool is_tail, __m256i ml)
 {
-    for (int c = 0; c < nv; c++)
-        acc[c] =
-            is_tail && c == nv - 1 ? _mm256_maskload_ps(p + 8 * c, ml) : _mm256_loadu_ps(p + 8 * c);
-}
-
-static inline __attribute__((always_inline)) void acc_store(const __m256 *acc, float *p, int nv,
-                                                            bool is_tail, __m256i ml)
-{
-    for (int c = 0; c < nv; c++)
-        if (is_tail && c == nv - 1)
-            _mm256_maskstore_ps(p + 8 * c, ml, acc[c]);
-        else
-            _mm256_storeu_ps(p + 8 * c, acc[c]);
-}
-
-/* acc = half(acc * ms) */
-static inline __attribute__((always_inline)) void acc_rescale(__m256 *acc, int nv, float ms)
-{
-    const __m256 r = _mm256_set1_ps(ms);
-    for (int c = 0; c < nv; c++)
-        acc[c] = round_half8(_mm256_mul_ps(acc[c], r));
-}
-
-/* acc = half(fma(v, w, acc)) */
-static inline __attribute__((always_inline)) void acc_add(__m256 *acc, const __m256 *v, int nv,
-                                                          float w)
-{
-    const __m256 r = _mm256_set1_ps(w);
-    for (int c = 0; c < nv; c++)
-        acc[c] = round_half8(_mm256_fmadd_ps(v[c], r, acc[c]));
+    return is_tail && c == nv - 1 ? _mm256_maskload_ps(p + 8 * c, ml) : _mm256_loadu_ps(p + 8 * c);
 }
 
 /* Keys [x, y) for the nq queries qs[] of the group, dimensions [d0, d0 + 8 * nv) (the last
  * register through ml when is_tail): per key, the rescale when one of them raises, then
- * acc = half(fma(v, w, acc)). nq, nv and is_tail are constants where inlined; one array per
- * query so that the accumulators stay in registers. */
+ * acc = half(fma(v, w, acc)). nq, nv and is_tail are constants where inlined. Between keys
+ * the accumulators are kept as their half bits in memory (h: exact, they are half values),
+ * so each step reads them with the memory form of the half -> float conversion, whose second
+ * micro-op is a load rather than a shuffle. */
 static inline __attribute__((always_inline)) void walk(const struct group *g, const int *qs, int nq,
                                                        int nv, bool is_tail, __m256i ml,
                                                        const float *vr, int hd, int d0, int x,
                                                        int y)
 {
-    __m256 a0[2], a1[2], a2[2], a3[2];
-    const int q0 = qs[0], q1 = nq > 1 ? qs[1] : 0, q2 = nq > 2 ? qs[2] : 0, q3 = nq > 3 ? qs[3] : 0;
-    const unsigned mine = 1u << q0 | (nq > 1 ? 1u << q1 : 0) | (nq > 2 ? 1u << q2 : 0) |
-                          (nq > 3 ? 1u << q3 : 0); // the walking queries' bits
-    acc_load(a0, g->acc[q0] + d0, nv, is_tail, ml);
-    if (nq > 1) acc_load(a1, g->acc[q1] + d0, nv, is_tail, ml);
-    if (nq > 2) acc_load(a2, g->acc[q2] + d0, nv, is_tail, ml);
-    if (nq > 3) acc_load(a3, g->acc[q3] + d0, nv, is_tail, ml);
-    for (int j = x; j < y; j++) {
-        if (g->raise[j] & mine) {
-            acc_rescale(a0, nv, g->ms[j][q0]);
-            if (nq > 1) acc_rescale(a1, nv, g->ms[j][q1]);
-            if (nq > 2) acc_rescale(a2, nv, g->ms[j][q2]);
-            if (nq > 3) acc_rescale(a3, nv, g->ms[j][q3]);
-        }
-        __m256 v[2];
-        acc_load(v, vr + (size_t)j * hd + d0, nv, is_tail, ml);
-        acc_add(a0, v, nv, g->w[j][q0]);
-        if (nq > 1) acc_add(a1, v, nv, g->w[j][q1]);
-        if (nq > 2) acc_add(a2, v, nv, g->w[j][q2]);
-        if (nq > 3) acc_add(a3, v, nv, g->w[j][q3]);
+    const int rn = _MM_FROUND_TO_NEAREST_INT;
+    int qv[WALK_Q];
+    unsigned mine = 0; // the walking queries' bits
+    for (int i = 0; i < nq; i++) {
+        qv[i] = qs[i];
+        mine |= 1u << qs[i];
     }
-    acc_store(a0, g->acc[q0] + d0, nv, is_tail, ml);
-    if (nq > 1) acc_store(a1, g->acc[q1] + d0, nv, is_tail, ml);
-    if (nq > 2) acc_store(a2, g->acc[q2] + d0, nv, is_tail, ml);
-    if (nq > 3) acc_store(a3, g->acc[q3] + d0, nv, is_tail, ml);
+    __m128i h[WALK_Q][4];
+    for (int i = 0; i < nq; i++)
+        for (int c = 0; c < nv; c++)
+            h[i][c] = _mm256_cvtps_ph(load8(g->acc[qv[i]] + d0, c, nv, is_tail, ml), rn);
+    for (int j = x; j < y; j++) {
+        if (g->raise[j] & mine)
+            for (int i = 0; i < nq; i++) { // by 1 where query i does not raise
+                const __m256 r = _mm256_set1_ps(g->ms[j][qv[i]]);
+                for (int c = 0; c < nv; c++)
+                    h[i][c] = _mm256_cvtps_ph(_mm256_mul_ps(_mm256_cvtph_ps(h[i][c]), r), rn);
+            }
+        __m256 v[4];
+        for (int c = 0; c < nv; c++)
+            v[c] = load8(vr + (size_t)j * hd + d0, c, nv, is_tail, ml);
+        for (int i = 0; i < nq; i++) {
+            const __m256 w = _mm256_set1_ps(g->w[j][qv[i]]);
+            for (int c = 0; c < nv; c++)
+                h[i][c] = _mm256_cvtps_ph(_mm256_fmadd_ps(v[c], w, _mm256_cvtph_ps(h[i][c])), rn);
+        }
+        __asm__ volatile("" : "+m"(h)); // keeps h in memory (otherwise it lives in registers)
+    }
+    for (int i = 0; i < nq; i++)
+        for (int c = 0; c < nv; c++) {
+            float *p = g->acc[qv[i]] + d0 + 8 * c;
+            if (is_tail && c == nv - 1)
+                _mm256_maskstore_ps(p, ml, _mm256_cvtph_ps(h[i][c]));
+            else
+                _mm256_storeu_ps(p, _mm256_cvtph_ps(h[i][c]));
+        }
 }
 
-/* walk with nq and the width constants: 16 dimensions (two registers) or a masked 8. A flat
+/* walk with nq and the width constants: 32 dimensions (four registers) or a masked 8. A flat
  * dispatch switch. */
 static void walk_n(const struct group *g, const int *qs, int nq, bool is_wide, __m256i ml,
                    const float *vr, int hd, int d0, int x, int y)
@@ -272,25 +256,25 @@ static void walk_n(const struct group *g, const int *qs, int nq, bool is_wide, _
         walk(g, qs, 1, 1, true, ml, vr, hd, d0, x, y);
         break;
     case 3:
-        walk(g, qs, 1, 2, false, ml, vr, hd, d0, x, y);
+        walk(g, qs, 1, 4, false, ml, vr, hd, d0, x, y);
         break;
     case 4:
         walk(g, qs, 2, 1, true, ml, vr, hd, d0, x, y);
         break;
     case 5:
-        walk(g, qs, 2, 2, false, ml, vr, hd, d0, x, y);
+        walk(g, qs, 2, 4, false, ml, vr, hd, d0, x, y);
         break;
     case 6:
         walk(g, qs, 3, 1, true, ml, vr, hd, d0, x, y);
         break;
     case 7:
-        walk(g, qs, 3, 2, false, ml, vr, hd, d0, x, y);
+        walk(g, qs, 3, 4, false, ml, vr, hd, d0, x, y);
         break;
     case 8:
         walk(g, qs, 4, 1, true, ml, vr, hd, d0, x, y);
         break;
     default:
-        walk(g, qs, 4, 2, false, ml, vr, hd, d0, x, y);
+        walk(g, qs, 4, 4, false, ml, vr, hd, d0, x, y);
         break;
     }
 }
@@ -323,7 +307,7 @@ static void accumulate(const struct group *g, const float *vr, int hd)
         for (int i = 0; i < nq; i += WALK_Q) {
             const int nw = nq - i < WALK_Q ? nq - i : WALK_Q;
             int d = 0;
-            for (; d + 16 <= hd; d += 16)
+            for (; d + 32 <= hd; d += 32)
                 walk_n(g, qs + i, nw, true, all, vr, hd, d, x, y);
             for (; d < hd; d += 8)
                 walk_n(g, qs + i, nw, false, lanes_below(hd - d), vr, hd, d, x, y);
