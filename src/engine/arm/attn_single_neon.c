@@ -20,9 +20,10 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #define GROUP_Q 8 // queries whose running maximum and sum run together (as 8 lanes)
-#define WALK_Q  4 // queries whose accumulators run together (4 registers each)
+#define WALK_Q  4 // queries whose accumulators run together
 
 /* Up to GROUP_Q queries of the block stepping through one tile. Per-key arrays are indexed
  * [key of the tile][query of the group], so a key's values for the group are two registers. */
@@ -358,6 +359,7 @@ void attn_single_tile_neon(const struct attn_block *b, const float *kr, const fl
     for (int i = 0; i < b->n_q; i++) {
         int a, e;
         if (!attn_span(b, i, k0, n, &a, &e)) continue;
+        if (g.n == 0) memset(g.sc, 0, sizeof g.sc); // lanes of keys a query does not see
         const int q = g.n++;
         g.a[q] = a;
         g.e[q] = e;

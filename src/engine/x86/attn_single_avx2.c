@@ -17,6 +17,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #if defined(__GNUC__) && !defined(__clang__)
 /* expf runs once per key and query: called through its GOT entry rather than the PLT stub
@@ -327,6 +328,7 @@ void attn_single_tile_avx2(const struct attn_block *b, const float *kr, const fl
     for (int i = 0; i < b->n_q; i++) {
         int a, e;
         if (!attn_span(b, i, k0, n, &a, &e)) continue;
+        if (g.n == 0) memset(g.sc, 0, sizeof g.sc); // lanes of keys a query does not see
         const int q = g.n++;
         g.a[q] = a;
         g.e[q] = e;

@@ -24,6 +24,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #if defined(__GNUC__) && !defined(__clang__)
 /* expf runs once per key and query: called through its GOT entry rather than the PLT stub
@@ -35,7 +36,7 @@ extern float expf(float) __attribute__((noplt));
 #include <immintrin.h>
 
 #define GROUP_Q 8 // queries whose running maximum and sum run together (as 8 lanes)
-#define WALK_Q  4 // queries whose accumulators run together (4 registers each)
+#define WALK_Q  4 // queries whose accumulators run together
 
 /* Up to GROUP_Q queries of the block stepping through one tile. Per-key arrays are indexed
  * [key of the tile][query of the group], so a key's values for the group are one register. */
@@ -81,7 +82,7 @@ static inline __m512 fold8(__m512 x0, __m512 x1)
                          _mm512_shuffle_f32x4(x0, x1, _MM_SHUFFLE(3, 2, 3, 2)));
 }
 
-/* Two fold8 results (keys A|B, C|D) -> quarter t: key t's lanes l + (l + 4), l < 4. */
+/* Two fold8 results (keys A|B, C|D) -> quarters A, B, C, D: lane l + lane l + 4, l < 4. */
 static inline __m512 fold4(__m512 y0, __m512 y1)
 {
     return _mm512_add_ps(_mm512_shuffle_f32x4(y0, y1, _MM_SHUFFLE(2, 0, 2, 0)),
@@ -337,6 +338,7 @@ void attn_single_tile_avx512(const struct attn_block *b, const float *kr, const 
     for (int i = 0; i < b->n_q; i++) {
         int a, e;
         if (!attn_span(b, i, k0, n, &a, &e)) continue;
+        if (g.n == 0) memset(g.sc, 0, sizeof g.sc); // lanes of keys a query does not see
         const int q = g.n++;
         g.a[q] = a;
         g.e[q] = e;
