@@ -218,11 +218,12 @@ static void test_attn_simd_equals_ref(void **state)
 /* The single-pass arithmetic in blocks of every size from 1 to 19 queries (the SIMD variants
  * run queries in groups, so partial groups of each size occur), the queries of a block seeing
  * different key ranges (windows and causal ends that split a tile), at the common head sizes
- * and ones with a masked or double tail: each SIMD variant gives the reference's bits. */
+ * (256 too: several accumulator passes) and ones with a masked or double tail: each SIMD
+ * variant gives the reference's bits. */
 static void test_attn_single_pass_blocks_equal_ref(void **state)
 {
     (void)state;
-    static const int dims[] = {64, 128, 80, 96, 36};
+    static const int dims[] = {64, 128, 80, 96, 36, 256};
     static float a[ATTN_QUERIES_MAX][ATTN_HEAD_DIM_MAX], r[ATTN_QUERIES_MAX][ATTN_HEAD_DIM_MAX];
     for (int mag = 0; mag < 2; mag++) {
         struct fixture f;
