@@ -1,7 +1,7 @@
 /* Hot ops per kernel set: RMS norm, RoPE, SwiGLU, GeGLU, and the tiled attention in both
  * arithmetics, each timed on every set the CPU runs (scalar, avx2, avx512), the sets
  * interleaved round by round and the minimum thread CPU time per call kept, so a loaded
- * machine skews the ratios little. Usage: bench_ops [rounds [case]] (a case index 0-6 times
+ * machine skews the ratios little. Usage: bench_ops [rounds [case]] (a case index 0-7 times
  * that case alone, for profiling). */
 #include "engine/attn.h"
 #include "engine/cpufeat.h"
@@ -17,7 +17,7 @@
 #include <time.h>
 
 #define N_SETS   3
-#define N_CASES  7
+#define N_CASES  8
 #define N_EMBD   4096
 #define N_FF     11008
 #define HEAD_DIM 128
@@ -31,7 +31,8 @@ static const char *const case_names[N_CASES] = {"rmsnorm 4096",
                                                 "attn decode 4q x 1024k",
                                                 "attn prompt 64q x 512k",
                                                 "attn tile 64q x 512k",
-                                                "geglu 11008"};
+                                                "geglu 11008",
+                                                "attn prompt hd64 63q x 512k"};
 
 static float x[N_FF], w[N_FF], u[N_FF], y[N_FF], cs[HEAD_DIM], sn[HEAD_DIM];
 static float q[ATTN_QUERIES_MAX][HEAD_DIM], out[ATTN_QUERIES_MAX][HEAD_DIM];
@@ -64,19 +65,20 @@ static void (*attn_of(int set))(const struct attn_block *)
     return attn_run_ref;
 }
 
-static void attn_case(int set, int n_q, int n_keys, enum attn_arith arith)
+/* n_q queries: causal rows of a group of n_group heads sharing a KV head. */
+static void attn_case(int set, int hd, int n_q, int n_group, int n_keys, enum attn_arith arith)
 {
     struct attn_block b = {.arith = arith,
-                           .head_dim = HEAD_DIM,
-                           .scale = 1.0f / sqrtf((float)HEAD_DIM),
+                           .head_dim = hd,
+                           .scale = 1.0f / sqrtf((float)hd),
                            .k = kc,
                            .v = vc,
-                           .kv_stride = HEAD_DIM,
+                           .kv_stride = (size_t)hd,
                            .n_q = n_q};
     for (int i = 0; i < n_q; i++) {
         b.q[i] = q[i];
         b.out[i] = out[i];
-        b.n_keys[i] = n_keys - (n_q - 1 - i) / 4; // causal rows of a 4-head group
+        b.n_keys[i] = n_keys - (n_q - 1 - i) / n_group;
     }
     attn_of(set)(&b);
 }
@@ -98,17 +100,20 @@ static void run_case(int s, int c)
         k->swiglu(N_FF, y, u);
         break;
     case 3:
-        attn_case(s, 4, N_KEYS, ATTN_ARITH_SINGLE_PASS);
+        attn_case(s, HEAD_DIM, 4, 4, N_KEYS, ATTN_ARITH_SINGLE_PASS);
         break;
     case 4:
-        attn_case(s, ATTN_QUERIES_MAX, 512, ATTN_ARITH_SINGLE_PASS);
+        attn_case(s, HEAD_DIM, ATTN_QUERIES_MAX, 4, 512, ATTN_ARITH_SINGLE_PASS);
         break;
     case 5:
-        attn_case(s, ATTN_QUERIES_MAX, 512, ATTN_ARITH_TILE_SOFTMAX);
+        attn_case(s, HEAD_DIM, ATTN_QUERIES_MAX, 4, 512, ATTN_ARITH_TILE_SOFTMAX);
         break;
-    default:
+    case 6:
         memcpy(y, x, sizeof y);
         k->geglu(N_FF, y, u);
+        break;
+    default: // a Qwen2.5-0.5B block: 7 query heads per KV head x 9 tokens
+        attn_case(s, 64, 63, 7, 512, ATTN_ARITH_SINGLE_PASS);
         break;
     }
 }
@@ -147,7 +152,7 @@ int main(int argc, char **argv)
         for (int c = 0; c < N_CASES; c++)
             for (int s = 0; s < N_SETS; s++) {
                 if (!have_set(s) || (only >= 0 && c != only)) continue;
-                const int reps = c >= 3 && c <= 5 ? 4 : 200;
+                const int reps = (c >= 3 && c <= 5) || c == 7 ? 4 : 200;
                 const double t0 = cpu_now();
                 for (int i = 0; i < reps; i++)
                     run_case(s, c);

@@ -215,6 +215,48 @@ static void test_attn_simd_equals_ref(void **state)
     }
 }
 
+/* The single-pass arithmetic in blocks of every size from 1 to 19 queries (the SIMD variants
+ * run queries in groups, so partial groups of each size occur), the queries of a block seeing
+ * different key ranges (windows and causal ends that split a tile), at the common head sizes
+ * (256 too: several accumulator passes) and ones with a masked or double tail: each SIMD
+ * variant gives the reference's bits. */
+static void test_attn_single_pass_blocks_equal_ref(void **state)
+{
+    (void)state;
+    static const int dims[] = {64, 128, 80, 96, 36, 256};
+    static float a[ATTN_QUERIES_MAX][ATTN_HEAD_DIM_MAX], r[ATTN_QUERIES_MAX][ATTN_HEAD_DIM_MAX];
+    for (int mag = 0; mag < 2; mag++) {
+        struct fixture f;
+        fixture_make(&f, mag ? 30.0f : 2.0f);
+        for (size_t h = 0; h < sizeof dims / sizeof dims[0]; h++)
+            for (int n_q = 1; n_q <= 19; n_q++) {
+                struct attn_block br = block_of(&f, dims[h], 1, ATTN_ARITH_SINGLE_PASS), ba;
+                br.n_q = n_q;
+                for (int i = 0; i < n_q; i++) {
+                    br.q[i] = f.q + (size_t)((i * 7 + n_q) % ATTN_QUERIES_MAX) * ATTN_HEAD_DIM_MAX;
+                    br.n_keys[i] = MAX_KEYS - (i / 3) * 11 - n_q; // 3 heads per position
+                    br.key_lo[i] = (i + n_q) % 4 == 0 ? (i * 29) % 150 : 0;
+                    br.out[i] = r[i];
+                }
+                attn_run_ref(&br);
+                ba = br;
+                for (int i = 0; i < n_q; i++)
+                    ba.out[i] = a[i];
+                for (int variant = 1; variant < N_VARIANTS; variant++) {
+                    if (!have_variant(variant, false)) continue;
+                    variant_fn(variant)(&ba);
+                    for (int i = 0; i < n_q; i++)
+                        if (memcmp(a[i], r[i], sizeof(float) * (size_t)ba.head_dim) != 0)
+                            fail_msg("%s hd %d block of %d, query %d (keys %d..%d): differs "
+                                     "from scalar",
+                                     variant_names[variant], ba.head_dim, n_q, i, ba.key_lo[i],
+                                     ba.n_keys[i]);
+                }
+            }
+        fixture_free(&f);
+    }
+}
+
 /* A query alone gives the bits it gets in a full block of queries with other key counts (as a
  * decode token and a prompt chunk's row would), for each variant. */
 static void test_attn_query_independent_of_block(void **state)
@@ -540,6 +582,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_attn_matches_naive),
         cmocka_unit_test(test_attn_simd_equals_ref),
+        cmocka_unit_test(test_attn_single_pass_blocks_equal_ref),
         cmocka_unit_test(test_attn_query_independent_of_block),
         cmocka_unit_test(test_attn_features_match_plain),
         cmocka_unit_test(test_attn_features_simd_equals_ref),

@@ -1,12 +1,13 @@
 /* NEON variant of the tiled attention (attn.h), bit-identical to attn_run_ref: the AVX2
  * variant's operations with each 8-lane register as a pair of 4-lane ones. Single-pass
- * arithmetic: keys and values converted to F32 rows once per block; per query the scores of
- * the tile first (the 8-lane dot order: four chains per 32 dimensions, (c0 + c2) + (c1 + c3),
- * high half onto low, two pairwise adds, the rest in double), then the running-maximum updates
- * of the half accumulator in key order. Tile-softmax arithmetic: transposed keys, one FMA
- * chain per lane over the dimensions, the exponentials 8 keys at a time summed as the
- * reference's 8-lane reduction, each value dimension's FMA chain over the keys in order. */
+ * arithmetic: keys and values converted to F32 rows once per block, then the block's queries
+ * step through them in attn_single_neon.c (scores 4 keys at a time, the exponentials before
+ * the accumulators, several queries' accumulators at once). Tile-softmax arithmetic:
+ * transposed keys, one FMA chain per lane over the dimensions, the exponentials 8 keys at a
+ * time summed as the reference's 8-lane reduction, each value dimension's FMA chain over the
+ * keys in order. */
 #include "engine/arm/attn_neon.h"
+#include "engine/arm/attn_single_neon.h"
 #include "engine/arm/ops_neon_internal.h"
 #include "engine/attn_internal.h"
 #include "engine/ops.h"
@@ -21,16 +22,6 @@
 static int min_int(int a, int b)
 {
     return a < b ? a : b;
-}
-
-static inline float32x4_t round_half4(float32x4_t x)
-{
-    return vcvt_f32_f16(vcvt_f16_f32(x)); // round to nearest even (FPCR default)
-}
-
-static inline float round_half(float x)
-{
-    return ops_f16_to_f32(ops_f32_to_f16(x));
 }
 
 /* Halves [0, hd) of src into floats at dst. */
@@ -50,62 +41,6 @@ static inline float hsum8(float32x4_t lo, float32x4_t hi)
     const float32x4_t q = vaddq_f32(hi, lo);
     const float32x2_t r = vadd_f32(vget_low_f32(q), vget_high_f32(q));
     return vget_lane_f32(r, 0) + vget_lane_f32(r, 1);
-}
-
-/* The reference's 8-lane F16 dot order over F32 rows (attn.h). */
-static inline float dot_lanes(const float *k, const float *q, int n)
-{
-    const int np = n & ~31;
-    float32x4_t c[4][2];
-    for (int j = 0; j < 4; j++)
-        c[j][0] = c[j][1] = vdupq_n_f32(0.0f);
-    for (int i = 0; i < np; i += 32)
-        for (int j = 0; j < 4; j++)
-            for (int h = 0; h < 2; h++)
-                c[j][h] = vfmaq_f32(c[j][h], vld1q_f32(k + i + 8 * j + 4 * h),
-                                    vld1q_f32(q + i + 8 * j + 4 * h));
-    const float32x4_t lo = vaddq_f32(vaddq_f32(c[0][0], c[2][0]), vaddq_f32(c[1][0], c[3][0]));
-    const float32x4_t hi = vaddq_f32(vaddq_f32(c[0][1], c[2][1]), vaddq_f32(c[1][1], c[3][1]));
-    const float32x4_t s = vaddq_f32(lo, hi);
-    const float32x4_t p = vpaddq_f32(s, s);
-    double sum = (double)vgetq_lane_f32(vpaddq_f32(p, p), 0);
-    for (int i = np; i < n; i++)
-        sum += (double)(k[i] * q[i]);
-    return (float)sum;
-}
-
-/* Single-pass arithmetic: one query (qr: rounded to half) over keys [0, n) of the tile. */
-static void single_pass(const struct attn_block *b, const float *kr, const float *vr, int n,
-                        const float *qr, float *acc, float st[2])
-{
-    const int hd = b->head_dim;
-    float sc[ATTN_KEY_TILE];
-    const float scale = attn_dot_scale(b);
-    for (int j = 0; j < n; j++)
-        sc[j] = dot_lanes(kr + (size_t)j * hd, qr, hd) * scale;
-    attn_cap_scores(b, sc, 0, n);
-    for (int j = 0; j < n; j++) {
-        const float s = sc[j];
-        float ms = 1.0f, vs = 1.0f;
-        int d = 0;
-        if (s > st[0]) {
-            ms = expf(st[0] - s); // 0 for the first key
-            st[0] = s;
-            for (; d + 4 <= hd; d += 4)
-                vst1q_f32(acc + d, round_half4(vmulq_n_f32(vld1q_f32(acc + d), ms)));
-            for (; d < hd; d++)
-                acc[d] = round_half(acc[d] * ms);
-        } else {
-            vs = expf(s - st[0]);
-        }
-        const float32x4_t vvs = vdupq_n_f32(vs);
-        const float *v = vr + (size_t)j * hd;
-        for (d = 0; d + 4 <= hd; d += 4)
-            vst1q_f32(acc + d, round_half4(vfmaq_f32(vld1q_f32(acc + d), vld1q_f32(v + d), vvs)));
-        for (; d < hd; d++)
-            acc[d] = round_half(fmaf(v[d], vs, acc[d]));
-        st[1] = fmaf(st[1], ms, vs);
-    }
 }
 
 /* Keys [k0, k0 + n) into kt[d * 64 + j] (columns n..63 zero) and values into vt[j * hd + d]. */
@@ -208,26 +143,6 @@ static void tile_query(const struct attn_block *b, const float *kt, const float 
     }
 }
 
-/* Query i over the converted tile of positions [k0, k0 + n), if it sees any of them. */
-static void query_step(const struct attn_block *b, const float *kt, const float *vt, int k0, int n,
-                       int i, float st[2])
-{
-    const int hd = b->head_dim;
-    int a, e;
-    if (!attn_span(b, i, k0, n, &a, &e)) return;
-    if (b->arith == ATTN_ARITH_TILE_SOFTMAX) {
-        tile_query(b, kt, vt, a, e, i, st);
-        return;
-    }
-    float qr[ATTN_HEAD_DIM_MAX];
-    int d = 0;
-    for (; d + 4 <= hd; d += 4)
-        vst1q_f32(qr + d, round_half4(vld1q_f32(b->q[i] + d)));
-    for (; d < hd; d++)
-        qr[d] = round_half(b->q[i][d]);
-    single_pass(b, kt + (size_t)a * hd, vt + (size_t)a * hd, e - a, qr, b->out[i], st);
-}
-
 void attn_run_neon(const struct attn_block *b)
 {
     const int hd = b->head_dim;
@@ -242,16 +157,19 @@ void attn_run_neon(const struct attn_block *b)
     int max_keys;
     for (int k0 = attn_first_tile(b, &max_keys); k0 < max_keys; k0 += ATTN_KEY_TILE) {
         const int n = min_int(ATTN_KEY_TILE, max_keys - k0);
-        if (b->arith == ATTN_ARITH_TILE_SOFTMAX) {
-            convert_tile(b, k0, n, kt, vt);
-        } else {
+        if (b->arith != ATTN_ARITH_TILE_SOFTMAX) {
             for (int j = 0; j < n; j++) {
                 convert_row(b->k + attn_key_offset(b, k0 + j), kt + (size_t)j * hd, hd);
                 convert_row(b->v + attn_key_offset(b, k0 + j), vt + (size_t)j * hd, hd);
             }
+            attn_single_tile_neon(b, kt, vt, k0, n, state);
+            continue;
         }
-        for (int i = 0; i < b->n_q; i++)
-            query_step(b, kt, vt, k0, n, i, state[i]);
+        convert_tile(b, k0, n, kt, vt);
+        for (int i = 0; i < b->n_q; i++) {
+            int a, e;
+            if (attn_span(b, i, k0, n, &a, &e)) tile_query(b, kt, vt, a, e, i, state[i]);
+        }
     }
     for (int i = 0; i < b->n_q; i++) {
         attn_apply_sink(b, i, b->out[i], state[i]);

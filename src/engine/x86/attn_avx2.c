@@ -1,7 +1,8 @@
 /* AVX2 + FMA + F16C variant of the tiled attention (attn.h), bit-identical to attn_run_ref.
- * Single-pass arithmetic: a tile's keys and values converted to F32 rows once per block; per
- * query and key the 8-lane dot, and the half accumulator kept as F32 values rounded through
- * half after every update. Tile-softmax arithmetic: keys converted and transposed
+ * Single-pass arithmetic: a tile's keys and values converted to F32 rows once per block, then
+ * the block's queries step through them in attn_single_avx2.c (scores 8 keys at a time, the
+ * exponentials before the accumulators, several queries' accumulators at once).
+ * Tile-softmax arithmetic: keys converted and transposed
  * (dimension-major, 64 keys per row), so the scores of 8 keys are one register whose lanes
  * each run their own FMA chain over the dimensions in order; values row-major, each
  * dimension's accumulator running its FMA chain over the keys in order, 32 dimensions at a
@@ -9,6 +10,7 @@
 #include "engine/attn.h"
 #include "engine/attn_internal.h"
 #include "engine/ops.h"
+#include "engine/x86/attn_single_x86.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -78,71 +80,6 @@ static void convert_rows(const struct attn_block *b, int k0, int n, float *kr, f
             ko[d] = ops_f16_to_f32(k[d]);
             vo[d] = ops_f16_to_f32(v[d]);
         }
-    }
-}
-
-static inline __m256 round_half8(__m256 x)
-{
-    return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
-}
-
-static inline float round_half(float x)
-{
-    return _cvtsh_ss(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT));
-}
-
-/* The reference's 8-lane F16 dot order over F32 rows (attn.h). */
-static inline float dot_lanes(const float *k, const float *q, int n)
-{
-    const int np = n & ~31;
-    __m256 c[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                   _mm256_setzero_ps()};
-    for (int i = 0; i < np; i += 32)
-        for (int j = 0; j < 4; j++)
-            c[j] = _mm256_fmadd_ps(_mm256_loadu_ps(k + i + 8 * j), _mm256_loadu_ps(q + i + 8 * j),
-                                   c[j]);
-    const __m256 v = _mm256_add_ps(_mm256_add_ps(c[0], c[2]), _mm256_add_ps(c[1], c[3]));
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    h = _mm_hadd_ps(h, h);
-    h = _mm_hadd_ps(h, h);
-    double sum = (double)_mm_cvtss_f32(h);
-    for (int i = np; i < n; i++)
-        sum += (double)(k[i] * q[i]);
-    return (float)sum;
-}
-
-/* Single-pass arithmetic: one query (qr: rounded to half) over keys [0, n) of the tile. */
-static void single_pass(const struct attn_block *b, const float *kr, const float *vr, int n,
-                        const float *qr, float *acc, float st[2])
-{
-    const int hd = b->head_dim;
-    const float scale = attn_dot_scale(b);
-    for (int j = 0; j < n; j++) {
-        float s = dot_lanes(kr + (size_t)j * hd, qr, hd) * scale;
-        attn_cap_scores(b, &s, 0, 1);
-        float ms = 1.0f, vs = 1.0f;
-        if (s > st[0]) {
-            ms = expf(st[0] - s); // 0 for the first key
-            st[0] = s;
-            const __m256 vms = _mm256_set1_ps(ms);
-            int d = 0;
-            for (; d + 8 <= hd; d += 8)
-                _mm256_storeu_ps(acc + d,
-                                 round_half8(_mm256_mul_ps(_mm256_loadu_ps(acc + d), vms)));
-            for (; d < hd; d++)
-                acc[d] = round_half(acc[d] * ms);
-        } else {
-            vs = expf(s - st[0]);
-        }
-        const __m256 vvs = _mm256_set1_ps(vs);
-        const float *v = vr + (size_t)j * hd;
-        int d = 0;
-        for (; d + 8 <= hd; d += 8)
-            _mm256_storeu_ps(acc + d, round_half8(_mm256_fmadd_ps(_mm256_loadu_ps(v + d), vvs,
-                                                                  _mm256_loadu_ps(acc + d))));
-        for (; d < hd; d++)
-            acc[d] = round_half(fmaf(v[d], vs, acc[d]));
-        st[1] = fmaf(st[1], ms, vs);
     }
 }
 
@@ -232,26 +169,6 @@ static void tile_query(const struct attn_block *b, const float *kt, const float 
     }
 }
 
-/* Query i over the converted tile of positions [k0, k0 + n), if it sees any of them. */
-static void query_step(const struct attn_block *b, const float *kt, const float *vt, int k0, int n,
-                       int i, float st[2])
-{
-    const int hd = b->head_dim;
-    int a, e;
-    if (!attn_span(b, i, k0, n, &a, &e)) return;
-    if (b->arith == ATTN_ARITH_TILE_SOFTMAX) {
-        tile_query(b, kt, vt, a, e, i, st);
-        return;
-    }
-    float qr[ATTN_HEAD_DIM_MAX];
-    int d = 0;
-    for (; d + 8 <= hd; d += 8)
-        _mm256_storeu_ps(qr + d, round_half8(_mm256_loadu_ps(b->q[i] + d)));
-    for (; d < hd; d++)
-        qr[d] = round_half(b->q[i][d]);
-    single_pass(b, kt + (size_t)a * hd, vt + (size_t)a * hd, e - a, qr, b->out[i], st);
-}
-
 void attn_run_avx2(const struct attn_block *b)
 {
     const int hd = b->head_dim;
@@ -266,12 +183,16 @@ void attn_run_avx2(const struct attn_block *b)
     int max_keys;
     for (int k0 = attn_first_tile(b, &max_keys); k0 < max_keys; k0 += ATTN_KEY_TILE) {
         const int n = min_int(ATTN_KEY_TILE, max_keys - k0);
-        if (b->arith == ATTN_ARITH_TILE_SOFTMAX)
-            convert_tile(b, k0, n, kt, vt);
-        else
+        if (b->arith != ATTN_ARITH_TILE_SOFTMAX) {
             convert_rows(b, k0, n, kt, vt);
-        for (int i = 0; i < b->n_q; i++)
-            query_step(b, kt, vt, k0, n, i, state[i]);
+            attn_single_tile_avx2(b, kt, vt, k0, n, state);
+            continue;
+        }
+        convert_tile(b, k0, n, kt, vt);
+        for (int i = 0; i < b->n_q; i++) {
+            int a, e;
+            if (attn_span(b, i, k0, n, &a, &e)) tile_query(b, kt, vt, a, e, i, state[i]);
+        }
     }
     for (int i = 0; i < b->n_q; i++) {
         attn_apply_sink(b, i, b->out[i], state[i]);

@@ -1,15 +1,16 @@
 /* AVX-512 variant of the tiled attention (attn.h), bit-identical to attn_run_ref and
  * attn_run_avx2: the same per-query operations with 16 lanes where AVX2 has 8.
- * Single-pass arithmetic: the tile's keys and values converted to F32 rows once per block; per
- * query the scores of the tile's keys first (each the 8-lane dot order, run as two 16-lane
- * chains, so c0 + c2 and c1 + c3 are one add), then the sequential running-maximum updates of
- * the half accumulator. Tile-softmax arithmetic: transposed keys, 16 key columns per register
+ * Single-pass arithmetic: the tile's keys and values converted to F32 rows once per block,
+ * then the block's queries step through them in attn_single_avx512.c (scores 16 keys at a
+ * time, the exponentials before the accumulators, several queries' accumulators at once).
+ * Tile-softmax arithmetic: transposed keys, 16 key columns per register
  * (one FMA chain per lane over the dimensions), the exponentials 16 at a time with each group
  * of 8 summed as the reference's 8-lane reduction, the value accumulators 16 dimensions per
  * register. Compiled with the AVX-512 flags; only called after attn_have_avx512(). */
 #include "engine/attn.h"
 #include "engine/attn_internal.h"
 #include "engine/ops.h"
+#include "engine/x86/attn_single_x86.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -73,70 +74,6 @@ static void convert_rows(const struct attn_block *b, int k0, int n, float *kr, f
     for (int j = 0; j < n; j++) {
         convert_row(b->k + attn_key_offset(b, k0 + j), kr + (size_t)j * hd, hd);
         convert_row(b->v + attn_key_offset(b, k0 + j), vr + (size_t)j * hd, hd);
-    }
-}
-
-static inline __m512 round_half16(__m512 x)
-{
-    return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
-}
-
-/* The reference's 8-lane F16 dot order over F32 rows (attn.h): chains 0|1 and 2|3 as two
- * 16-lane registers, then the AVX2 variant's reduction. */
-static inline float dot_lanes(const float *k, const float *q, int n)
-{
-    const int np = n & ~31;
-    __m512 c01 = _mm512_setzero_ps(), c23 = _mm512_setzero_ps();
-    for (int i = 0; i < np; i += 32) {
-        c01 = _mm512_fmadd_ps(_mm512_loadu_ps(k + i), _mm512_loadu_ps(q + i), c01);
-        c23 = _mm512_fmadd_ps(_mm512_loadu_ps(k + i + 16), _mm512_loadu_ps(q + i + 16), c23);
-    }
-    const __m512 v16 = _mm512_add_ps(c01, c23);
-    const __m256 v = _mm256_add_ps(_mm512_castps512_ps256(v16), _mm512_extractf32x8_ps(v16, 1));
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    h = _mm_hadd_ps(h, h);
-    h = _mm_hadd_ps(h, h);
-    double sum = (double)_mm_cvtss_f32(h);
-    for (int i = np; i < n; i++)
-        sum += (double)(k[i] * q[i]);
-    return (float)sum;
-}
-
-/* Single-pass arithmetic: one query (qr: rounded to half) over keys [0, n) of the tile. The
- * scores do not depend on the running state, so they are computed first. */
-static void single_pass(const struct attn_block *b, const float *kr, const float *vr, int n,
-                        const float *qr, float *acc, float st[2])
-{
-    const int hd = b->head_dim;
-    float sc[ATTN_KEY_TILE];
-    const float scale = attn_dot_scale(b);
-    for (int j = 0; j < n; j++)
-        sc[j] = dot_lanes(kr + (size_t)j * hd, qr, hd) * scale;
-    attn_cap_scores(b, sc, 0, n);
-    for (int j = 0; j < n; j++) {
-        const float s = sc[j];
-        float ms = 1.0f, vs = 1.0f;
-        if (s > st[0]) {
-            ms = expf(st[0] - s); // 0 for the first key
-            st[0] = s;
-            const __m512 vms = _mm512_set1_ps(ms);
-            for (int d = 0; d < hd; d += 16) {
-                const __mmask16 m = tail_mask(hd - d);
-                const __m512 a = _mm512_maskz_loadu_ps(m, acc + d);
-                _mm512_mask_storeu_ps(acc + d, m, round_half16(_mm512_mul_ps(a, vms)));
-            }
-        } else {
-            vs = expf(s - st[0]);
-        }
-        const __m512 vvs = _mm512_set1_ps(vs);
-        const float *v = vr + (size_t)j * hd;
-        for (int d = 0; d < hd; d += 16) {
-            const __mmask16 m = tail_mask(hd - d);
-            const __m512 a = _mm512_maskz_loadu_ps(m, acc + d);
-            const __m512 x = _mm512_maskz_loadu_ps(m, v + d);
-            _mm512_mask_storeu_ps(acc + d, m, round_half16(_mm512_fmadd_ps(x, vvs, a)));
-        }
-        st[1] = fmaf(st[1], ms, vs);
     }
 }
 
@@ -291,18 +228,7 @@ void attn_run_avx512(const struct attn_block *b)
             continue;
         }
         convert_rows(b, k0, n, kt, vt);
-        for (int i = 0; i < b->n_q; i++) {
-            int a, e;
-            if (!attn_span(b, i, k0, n, &a, &e)) continue;
-            float qr[ATTN_HEAD_DIM_MAX];
-            for (int d = 0; d < hd; d += 16) {
-                const __mmask16 m = tail_mask(hd - d);
-                _mm512_mask_storeu_ps(qr + d, m,
-                                      round_half16(_mm512_maskz_loadu_ps(m, b->q[i] + d)));
-            }
-            single_pass(b, kt + (size_t)a * hd, vt + (size_t)a * hd, e - a, qr, b->out[i],
-                        state[i]);
-        }
+        attn_single_tile_avx512(b, kt, vt, k0, n, state);
     }
     for (int i = 0; i < b->n_q; i++) {
         attn_apply_sink(b, i, b->out[i], state[i]);
