@@ -28,6 +28,8 @@ extern float expf(float) __attribute__((noplt));
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 
+#define ROUND_NEAREST _MM_FROUND_TO_NEAREST_INT // an immediate: clang wants a constant here
+
 #define GROUP_Q 8 // queries whose running maximum and sum run together (as 8 lanes)
 #define WALK_Q  4 // queries whose accumulators run together
 
@@ -209,7 +211,6 @@ static inline __attribute__((always_inline)) void walk(const struct group *g, co
                                                        const float *vr, int hd, int d0, int x,
                                                        int y)
 {
-    const int rn = _MM_FROUND_TO_NEAREST_INT;
     int qv[WALK_Q];
     unsigned mine = 0; // the walking queries' bits
     for (int i = 0; i < nq; i++) {
@@ -219,13 +220,14 @@ static inline __attribute__((always_inline)) void walk(const struct group *g, co
     __m128i h[WALK_Q][4];
     for (int i = 0; i < nq; i++)
         for (int c = 0; c < nv; c++)
-            h[i][c] = _mm256_cvtps_ph(load8(g->acc[qv[i]] + d0, c, nv, is_tail, ml), rn);
+            h[i][c] = _mm256_cvtps_ph(load8(g->acc[qv[i]] + d0, c, nv, is_tail, ml), ROUND_NEAREST);
     for (int j = x; j < y; j++) {
         if (g->raise[j] & mine)
             for (int i = 0; i < nq; i++) { // by 1 where query i does not raise
                 const __m256 r = _mm256_set1_ps(g->ms[j][qv[i]]);
                 for (int c = 0; c < nv; c++)
-                    h[i][c] = _mm256_cvtps_ph(_mm256_mul_ps(_mm256_cvtph_ps(h[i][c]), r), rn);
+                    h[i][c] =
+                        _mm256_cvtps_ph(_mm256_mul_ps(_mm256_cvtph_ps(h[i][c]), r), ROUND_NEAREST);
             }
         __m256 v[4];
         for (int c = 0; c < nv; c++)
@@ -233,7 +235,8 @@ static inline __attribute__((always_inline)) void walk(const struct group *g, co
         for (int i = 0; i < nq; i++) {
             const __m256 w = _mm256_set1_ps(g->w[j][qv[i]]);
             for (int c = 0; c < nv; c++)
-                h[i][c] = _mm256_cvtps_ph(_mm256_fmadd_ps(v[c], w, _mm256_cvtph_ps(h[i][c])), rn);
+                h[i][c] = _mm256_cvtps_ph(_mm256_fmadd_ps(v[c], w, _mm256_cvtph_ps(h[i][c])),
+                                          ROUND_NEAREST);
         }
         __asm__ volatile("" : "+m"(h)); // keeps h in memory (otherwise it lives in registers)
     }

@@ -35,6 +35,8 @@ extern float expf(float) __attribute__((noplt));
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
 #include <immintrin.h>
 
+#define ROUND_NEAREST _MM_FROUND_TO_NEAREST_INT // an immediate: clang wants a constant here
+
 #define GROUP_Q 8 // queries whose running maximum and sum run together (as 8 lanes)
 #define WALK_Q  4 // queries whose accumulators run together
 
@@ -214,7 +216,6 @@ static inline __attribute__((always_inline)) void walk(const struct group *g, co
                                                        int nv, __mmask16 ml, const float *vr,
                                                        int hd, int d0, int x, int y)
 {
-    const int rn = _MM_FROUND_TO_NEAREST_INT;
     int qv[WALK_Q];
     unsigned mine = 0; // the walking queries' bits
     for (int i = 0; i < nq; i++) {
@@ -225,13 +226,15 @@ static inline __attribute__((always_inline)) void walk(const struct group *g, co
     for (int i = 0; i < nq; i++)
         for (int c = 0; c < nv; c++)
             h[i][c] = _mm512_cvtps_ph(
-                _mm512_maskz_loadu_ps(c == nv - 1 ? ml : 0xffff, g->acc[qv[i]] + d0 + 16 * c), rn);
+                _mm512_maskz_loadu_ps(c == nv - 1 ? ml : 0xffff, g->acc[qv[i]] + d0 + 16 * c),
+                ROUND_NEAREST);
     for (int j = x; j < y; j++) {
         if (g->raise[j] & mine)
             for (int i = 0; i < nq; i++) { // by 1 where query i does not raise
                 const __m512 r = _mm512_set1_ps(g->ms[j][qv[i]]);
                 for (int c = 0; c < nv; c++)
-                    h[i][c] = _mm512_cvtps_ph(_mm512_mul_ps(_mm512_cvtph_ps(h[i][c]), r), rn);
+                    h[i][c] =
+                        _mm512_cvtps_ph(_mm512_mul_ps(_mm512_cvtph_ps(h[i][c]), r), ROUND_NEAREST);
             }
         __m512 v[4];
         for (int c = 0; c < nv; c++)
@@ -240,7 +243,8 @@ static inline __attribute__((always_inline)) void walk(const struct group *g, co
         for (int i = 0; i < nq; i++) {
             const __m512 w = _mm512_set1_ps(g->w[j][qv[i]]);
             for (int c = 0; c < nv; c++)
-                h[i][c] = _mm512_cvtps_ph(_mm512_fmadd_ps(v[c], w, _mm512_cvtph_ps(h[i][c])), rn);
+                h[i][c] = _mm512_cvtps_ph(_mm512_fmadd_ps(v[c], w, _mm512_cvtph_ps(h[i][c])),
+                                          ROUND_NEAREST);
         }
         __asm__ volatile("" : "+m"(h)); // keeps h in memory (otherwise it lives in registers)
     }
