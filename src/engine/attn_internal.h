@@ -56,6 +56,50 @@ static inline bool attn_span(const struct attn_block *b, int i, int k0, int n, i
     return true;
 }
 
+/* A single-pass score finished from its SIMD part head (the reduction of the first np
+ * dimensions): the last hd - np products of key k and query q added in double, as attn.h
+ * says, times scale. */
+static inline float attn_score_tail(const float *k, const float *q, int np, int hd, float head,
+                                    float scale)
+{
+    double sum = (double)head;
+    for (int i = np; i < hd; i++)
+        sum += (double)(k[i] * q[i]);
+    return (float)sum * scale;
+}
+
+/* The distinct ends of the n key spans [a[i], e[i]) in ascending order into cut (room for
+ * 2 n); returns how many. Between consecutive cuts the same queries see every key, so a
+ * group of queries can walk each such run of keys together. */
+static inline int attn_span_cuts(const int *a, const int *e, int n, int *cut)
+{
+    int n_cut = 0;
+    for (int i = 0; i < n; i++) {
+        const int ends[2] = {a[i], e[i]};
+        for (int t = 0; t < 2; t++) { // insertion into the sorted cuts, once per value
+            int at = n_cut;
+            while (at > 0 && cut[at - 1] > ends[t])
+                at--;
+            if (at > 0 && cut[at - 1] == ends[t]) continue;
+            for (int u = n_cut; u > at; u--)
+                cut[u] = cut[u - 1];
+            cut[at] = ends[t];
+            n_cut++;
+        }
+    }
+    return n_cut;
+}
+
+/* The queries (indices into a, e) whose spans hold the whole run of keys [x, y), into qs;
+ * returns how many. */
+static inline int attn_run_queries(const int *a, const int *e, int n, int x, int y, int *qs)
+{
+    int nq = 0;
+    for (int i = 0; i < n; i++)
+        if (a[i] <= x && e[i] >= y) qs[nq++] = i;
+    return nq;
+}
+
 /* Folds query i's sink logit into its accumulator out (head_dim floats) and running state
  * st (maximum, sum), as attn.h says; no-op without sinks. */
 static inline void attn_apply_sink(const struct attn_block *b, int i, float *out, float st[2])

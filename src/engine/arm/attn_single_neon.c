@@ -87,13 +87,8 @@ query_scores(const float *kr, int hd, int np, int a, int e, const float *qr, flo
         }
         float f[4];
         vst1q_f32(f, u);
-        for (int t = 0; t < 4 && j0 + t < e; t++) { // the last hd mod 32 products in double
-            const float *k = kr + (size_t)(j0 + t) * hd;
-            double sum = (double)f[t];
-            for (int i = np; i < hd; i++)
-                sum += (double)(k[i] * qr[i]);
-            sc[j0 + t] = (float)sum * scale;
-        }
+        for (int t = 0; t < 4 && j0 + t < e; t++)
+            sc[j0 + t] = attn_score_tail(kr + (size_t)(j0 + t) * hd, qr, np, hd, f[t], scale);
     }
 }
 
@@ -314,25 +309,12 @@ static void walk_tail(const struct group *g, int q, const float *vr, int hd, int
  * together, WALK_Q at a time (each query still takes its own keys in order). */
 static void accumulate(const struct group *g, const float *vr, int hd)
 {
-    int cut[2 * GROUP_Q], n_cut = 0;
-    for (int i = 0; i < g->n; i++) { // insertion sort of the distinct span ends
-        const int ends[2] = {g->a[i], g->e[i]};
-        for (int t = 0; t < 2; t++) {
-            int at = n_cut;
-            while (at > 0 && cut[at - 1] > ends[t])
-                at--;
-            if (at > 0 && cut[at - 1] == ends[t]) continue;
-            for (int u = n_cut; u > at; u--)
-                cut[u] = cut[u - 1];
-            cut[at] = ends[t];
-            n_cut++;
-        }
-    }
+    int cut[2 * GROUP_Q];
+    const int n_cut = attn_span_cuts(g->a, g->e, g->n, cut);
     for (int c = 0; c + 1 < n_cut; c++) {
         const int x = cut[c], y = cut[c + 1];
-        int qs[GROUP_Q], nq = 0;
-        for (int i = 0; i < g->n; i++)
-            if (g->a[i] <= x && g->e[i] >= y) qs[nq++] = i;
+        int qs[GROUP_Q];
+        const int nq = attn_run_queries(g->a, g->e, g->n, x, y, qs);
         for (int i = 0; i < nq; i += WALK_Q) {
             const int nw = nq - i < WALK_Q ? nq - i : WALK_Q;
             int d = 0;

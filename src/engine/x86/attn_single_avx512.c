@@ -126,13 +126,8 @@ query_scores(const float *kr, int hd, int np, int a, int e, const float *qr, flo
         }
         float f[16];
         _mm512_storeu_ps(f, u);
-        for (int t = 0; t < 16 && j0 + t < e; t++) { // the last hd mod 32 products in double
-            const float *k = kr + (size_t)(j0 + t) * hd;
-            double sum = (double)f[t];
-            for (int i = np; i < hd; i++)
-                sum += (double)(k[i] * qr[i]);
-            sc[j0 + t] = (float)sum * scale;
-        }
+        for (int t = 0; t < 16 && j0 + t < e; t++)
+            sc[j0 + t] = attn_score_tail(kr + (size_t)(j0 + t) * hd, qr, np, hd, f[t], scale);
     }
 }
 
@@ -292,25 +287,12 @@ static void walk_n(const struct group *g, const int *qs, int nq, bool is_wide, _
  * together (each query still takes its own keys in order). */
 static void accumulate(const struct group *g, const float *vr, int hd)
 {
-    int cut[2 * GROUP_Q], n_cut = 0;
-    for (int i = 0; i < g->n; i++) { // insertion sort of the distinct span ends
-        const int ends[2] = {g->a[i], g->e[i]};
-        for (int t = 0; t < 2; t++) {
-            int at = n_cut;
-            while (at > 0 && cut[at - 1] > ends[t])
-                at--;
-            if (at > 0 && cut[at - 1] == ends[t]) continue;
-            for (int u = n_cut; u > at; u--)
-                cut[u] = cut[u - 1];
-            cut[at] = ends[t];
-            n_cut++;
-        }
-    }
+    int cut[2 * GROUP_Q];
+    const int n_cut = attn_span_cuts(g->a, g->e, g->n, cut);
     for (int c = 0; c + 1 < n_cut; c++) {
         const int x = cut[c], y = cut[c + 1];
-        int qs[GROUP_Q], nq = 0;
-        for (int i = 0; i < g->n; i++)
-            if (g->a[i] <= x && g->e[i] >= y) qs[nq++] = i;
+        int qs[GROUP_Q];
+        const int nq = attn_run_queries(g->a, g->e, g->n, x, y, qs);
         if (nq == 0) continue;
         for (int i = 0; i < nq; i += WALK_Q) {
             const int nw = nq - i < WALK_Q ? nq - i : WALK_Q;
