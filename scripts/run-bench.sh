@@ -211,6 +211,8 @@ done
 # Continuous batching: 1-8 streams per step on the Q8_0 model beside llama-batched-bench's
 # S_TG, interleaved run by run, with the ratio (scripts/bench-batching.sh; BATCH_REFERENCE_BIN
 # names another reference build for it).
+# These sections run on the kernel set the ratio column compares (the last of BENCH_ISAS).
+export LLAMAPI_ISA=$main_isa
 q8=$models/qwen2.5-0.5b-shape-q8_0.gguf
 if [[ -s $q8 ]]; then
     BENCH_THREADS=$threads BENCH_RUNS=$runs REFERENCE_BIN=$ref_bin \
