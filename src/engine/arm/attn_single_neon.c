@@ -348,11 +348,8 @@ void attn_single_tile_neon(const struct attn_block *b, const float *kr, const fl
         g.acc[q] = b->out[i];
         g.st[q] = state[i];
         float qr[ATTN_HEAD_DIM_MAX], sc[ATTN_KEY_TILE];
-        int d = 0;
-        for (; d + 4 <= hd; d += 4)
-            vst1q_f32(qr + d, round_half4(vld1q_f32(b->q[i] + d)));
-        for (; d < hd; d++)
-            qr[d] = round_half(b->q[i][d]);
+        memcpy(qr, b->q[i], sizeof(float) * (size_t)hd); // rounded to half, as attn.h says
+        ops_get()->round_f16(hd, qr);
         scores(kr, hd, a, e, qr, scale, sc);
         attn_cap_scores(b, sc, a, e);
         for (int j = a; j < e; j++)

@@ -13,6 +13,7 @@
  * Compiled with those ISA flags; only called after attn_have_avx2(). */
 #include "engine/x86/attn_single_x86.h"
 #include "engine/attn_internal.h"
+#include "engine/ops.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -46,11 +47,6 @@ struct group {
     float ms[ATTN_KEY_TILE][GROUP_Q];  // the accumulator's rescale (1: no raise)
     float w[ATTN_KEY_TILE][GROUP_Q];   // the value's weight (1: a raise)
 };
-
-static inline __m256 round_half8(__m256 x)
-{
-    return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
-}
 
 /* Lanes below left set (all ones), as a maskload/maskstore mask. */
 static inline __m256i lanes_below(int left)
@@ -320,11 +316,8 @@ void attn_single_tile_avx2(const struct attn_block *b, const float *kr, const fl
         g.acc[q] = b->out[i];
         g.st[q] = state[i];
         float qr[ATTN_HEAD_DIM_MAX], sc[ATTN_KEY_TILE];
-        int d = 0;
-        for (; d + 8 <= hd; d += 8)
-            _mm256_storeu_ps(qr + d, round_half8(_mm256_loadu_ps(b->q[i] + d)));
-        for (; d < hd; d++)
-            qr[d] = _cvtsh_ss(_cvtss_sh(b->q[i][d], _MM_FROUND_TO_NEAREST_INT));
+        memcpy(qr, b->q[i], sizeof(float) * (size_t)hd); // rounded to half, as attn.h says
+        ops_get()->round_f16(hd, qr);
         scores(kr, hd, a, e, qr, scale, sc);
         attn_cap_scores(b, sc, a, e);
         for (int j = a; j < e; j++)

@@ -20,6 +20,7 @@
  * Compiled with the AVX-512 flags; only called after attn_have_avx512(). */
 #include "engine/x86/attn_single_x86.h"
 #include "engine/attn_internal.h"
+#include "engine/ops.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -57,11 +58,6 @@ struct group {
 static inline __mmask16 tail_mask(int left)
 {
     return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
-}
-
-static inline __m512 round_half16(__m512 x)
-{
-    return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
 }
 
 /* One key's chains over the first np (a multiple of 32) dimensions: the reference's chains
@@ -330,12 +326,9 @@ void attn_single_tile_avx512(const struct attn_block *b, const float *kr, const 
         g.e[q] = e;
         g.acc[q] = b->out[i];
         g.st[q] = state[i];
-        float qr[ATTN_HEAD_DIM_MAX];
-        for (int d = 0; d < hd; d += 16) {
-            const __mmask16 m = tail_mask(hd - d);
-            _mm512_mask_storeu_ps(qr + d, m, round_half16(_mm512_maskz_loadu_ps(m, b->q[i] + d)));
-        }
-        float sc[ATTN_KEY_TILE];
+        float qr[ATTN_HEAD_DIM_MAX], sc[ATTN_KEY_TILE];
+        memcpy(qr, b->q[i], sizeof(float) * (size_t)hd); // rounded to half, as attn.h says
+        ops_get()->round_f16(hd, qr);
         scores(kr, hd, a, e, qr, scale, sc);
         attn_cap_scores(b, sc, a, e);
         for (int j = a; j < e; j++)
