@@ -91,10 +91,9 @@ static void fill_panel(float *panel, const struct quant_tile *t, int np, int64_t
 }
 
 /* NP pairs from p0 x NC tokens from c0 over the panel's kn elements (from k0), continuing the
- * chains in acc ([c][p], PAIRS per token) unless this is the first block. */
+ * chains in acc_mem ([c][p], PAIRS per token) after the first block. */
 INLINE_ALWAYS void block_panel(const struct quant_tile *t, const float *panel, int p0, int NP,
-                               int c0, int NC, int64_t k0, int64_t kn, __m512 *acc_mem,
-                               bool is_first)
+                               int c0, int NC, int64_t k0, int64_t kn, __m512 *acc_mem)
 {
     const float *y[COLS];
     for (int c = 0; c < NC; c++)
@@ -102,7 +101,7 @@ INLINE_ALWAYS void block_panel(const struct quant_tile *t, const float *panel, i
     __m512 acc[PAIRS][COLS];
     for (int p = 0; p < NP; p++)
         for (int c = 0; c < NC; c++)
-            acc[p][c] = is_first ? _mm512_setzero_ps() : acc_mem[(c0 + c) * PAIRS + p0 + p];
+            acc[p][c] = k0 == 0 ? _mm512_setzero_ps() : acc_mem[(c0 + c) * PAIRS + p0 + p];
     for (int64_t s = 0; s < kn / 8; s++) {
         __m512 w[PAIRS];
         for (int p = 0; p < NP; p++)
@@ -118,29 +117,29 @@ INLINE_ALWAYS void block_panel(const struct quant_tile *t, const float *panel, i
             acc_mem[(c0 + c) * PAIRS + p0 + p] = acc[p][c];
 }
 
-/* A flat dispatch over constant block shapes, so each is unrolled into registers. */
-static void panel_cols(const struct quant_tile *t, const float *panel, int np, int c0, int nc,
-                       int64_t k0, int64_t kn, __m512 *acc_mem, bool is_first)
+/* The panel's np pairs x the tile's nc tokens, in blocks of constant shape (a flat dispatch,
+ * so each is unrolled into registers): 4 pairs x 6, 3, 2 or 1 tokens, or one pair x 6 or 1. */
+static void panel_cols(const struct quant_tile *t, const float *panel, int np, int nc, int64_t k0,
+                       int64_t kn, __m512 *acc_mem)
 {
-    while (nc > 0) {
-        const int take = nc >= COLS ? COLS : nc >= 3 ? 3 : nc;
-        for (int p0 = 0; p0 < np; p0 += np == PAIRS ? PAIRS : 1) {
-            if (np == PAIRS && take == COLS)
-                block_panel(t, panel, 0, PAIRS, c0, COLS, k0, kn, acc_mem, is_first);
-            else if (np == PAIRS && take == 3)
-                block_panel(t, panel, 0, PAIRS, c0, 3, k0, kn, acc_mem, is_first);
-            else if (np == PAIRS && take == 2)
-                block_panel(t, panel, 0, PAIRS, c0, 2, k0, kn, acc_mem, is_first);
-            else if (np == PAIRS)
-                block_panel(t, panel, 0, PAIRS, c0, 1, k0, kn, acc_mem, is_first);
-            else if (take == COLS)
-                block_panel(t, panel, p0, 1, c0, COLS, k0, kn, acc_mem, is_first);
-            else
-                for (int c = 0; c < take; c++)
-                    block_panel(t, panel, p0, 1, c0 + c, 1, k0, kn, acc_mem, is_first);
-        }
+    for (int c0 = 0; c0 < nc;) {
+        const int take = nc - c0 >= COLS ? COLS : nc - c0 >= 3 ? 3 : nc - c0;
+        if (np == PAIRS && take == COLS)
+            block_panel(t, panel, 0, PAIRS, c0, COLS, k0, kn, acc_mem);
+        else if (np == PAIRS && take == 3)
+            block_panel(t, panel, 0, PAIRS, c0, 3, k0, kn, acc_mem);
+        else if (np == PAIRS && take == 2)
+            block_panel(t, panel, 0, PAIRS, c0, 2, k0, kn, acc_mem);
+        else if (np == PAIRS)
+            block_panel(t, panel, 0, PAIRS, c0, 1, k0, kn, acc_mem);
+        else
+            for (int p = 0; p < np; p++) // the pairs left at a range's end, one at a time
+                if (take == COLS)
+                    block_panel(t, panel, p, 1, c0, COLS, k0, kn, acc_mem);
+                else
+                    for (int c = c0; c < c0 + take; c++)
+                        block_panel(t, panel, p, 1, c, 1, k0, kn, acc_mem);
         c0 += take;
-        nc -= take;
     }
 }
 
@@ -154,12 +153,12 @@ static void run_lanes_pairs(const struct quant_tile *t, int np)
         const int nc = t->n_cols - c0 < F16_TILE_COLS ? (int)(t->n_cols - c0) : F16_TILE_COLS;
         struct quant_tile part = *t;
         part.y = (const uint8_t *)t->y + c0 * t->y_stride;
-        for (int i = 0; i < nc * PAIRS; i++)
+        for (int i = 0; n8 == 0 && i < nc * PAIRS; i++) // rows under 8 long: no block runs
             acc_mem[i] = _mm512_setzero_ps();
         for (int64_t k0 = 0; k0 < n8; k0 += KBLOCK) {
             const int64_t kn = n8 - k0 < KBLOCK ? n8 - k0 : KBLOCK;
             fill_panel(panel, t, np, k0, kn);
-            panel_cols(&part, panel, np, 0, nc, k0, kn, acc_mem, k0 == 0);
+            panel_cols(&part, panel, np, nc, k0, kn, acc_mem);
         }
         for (int p = 0; p < np; p++) {
             const uint8_t *row = (const uint8_t *)t->x + 2 * p * t->x_stride;
