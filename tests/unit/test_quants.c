@@ -903,35 +903,26 @@ static void test_q8_0s_activations(void **state)
     assert_memory_equal(r, v, sizeof r);
 }
 
-/* The 16-row interleaved Q8_0 / Q4_0 / Q5_0 tiles: 64 rows repacked, 8 tokens, row lengths
- * 32..896; each output within float rounding of the scalar dot of the original row and bit for
- * bit the AVX2 kernel's (in the order matmul picks for such a matrix: QUANT_ORDER_BLOCKS for
- * Q4_0, LANES for Q8_0 and Q5_0), and every tile shape (1..4 groups x 1..8 tokens, from any
- * group) gives the bits of the 16 x 1 tile. */
-static void test_avx512_repacked(void **state)
+/* The 16-row interleaved Q8_0 / Q4_0 / Q5_0 tiles of one kernel set: 64 rows repacked, 8
+ * tokens, row lengths 32..896; each output within float rounding of the scalar dot of the
+ * original row and bit for bit the AVX2 kernel's (in the order matmul picks for such a matrix:
+ * QUANT_ORDER_BLOCKS for Q4_0, LANES for Q8_0 and Q5_0), and every tile shape (1..4 groups x
+ * 1..8 tokens, from any group) gives the bits of the 16 x 1 tile. */
+static void check_repacked(enum quant_simd set, const uint32_t *types, const uint32_t *repacked,
+                           size_t n_types)
 {
-    (void)state;
-    const struct quant_traits *t8 = quant_traits_simd(QUANT_Q8_0_R16, QUANT_SIMD_AVX512);
-    if (!t8 || !t8->vec_dot_tile) {
-        printf("skip: no AVX-512 VNNI on this CPU: the repacked kernels are not run\n");
-        skip();
-    }
-    const uint32_t types[] = {QUANT_Q8_0, QUANT_Q4_0, QUANT_Q5_0};
-    const uint32_t repacked[] = {QUANT_Q8_0_R16, QUANT_Q4_0_R16, QUANT_Q5_0_R16};
     const int64_t ns[] = {32, 96, 896};
     enum { R = 64, C = 8 };
-    for (size_t ti = 0; ti < 3; ti++)
+    for (size_t ti = 0; ti < n_types; ti++)
         for (size_t k = 0; k < 3; k++) {
             const uint32_t rt = repacked[ti];
-            const struct quant_traits *tr = quant_traits_simd(rt, QUANT_SIMD_AVX512);
+            const struct quant_traits *tr = quant_traits_simd(rt, set);
             const struct quant_traits *ref = quant_traits_ref(types[ti]);
             struct mats m = mats_make(types[ti], ns[k], R, C);
             const size_t sb = row_bytes(QUANT_Q8_0_S, m.n);
             uint8_t *packed = mem_alloc(m.wb * R), *acts = mem_alloc(sb * C);
             float *f = mem_alloc((size_t)m.n * sizeof *f);
             assert_true(packed && acts && f);
-            assert_int_equal(quant_repack_type(types[ti], R, m.n),
-                             quant_simd_active() == QUANT_SIMD_AVX512 ? rt : types[ti]);
             if (rt == QUANT_Q8_0_R16)
                 q8_0_repack_r16(m.w, packed, R, m.n);
             else if (rt == QUANT_Q4_0_R16)
@@ -940,8 +931,7 @@ static void test_avx512_repacked(void **state)
                 q5_0_repack_r16(m.w, packed, R, m.n);
             for (int c = 0; c < C; c++) { // the same activations as m.a, in Q8_0_S
                 quant_traits_ref(QUANT_Q8_0)->to_float(m.a + c * m.ab, f, m.n);
-                quant_traits_simd(QUANT_Q8_0_S, QUANT_SIMD_AVX512)
-                    ->from_float(f, acts + c * sb, m.n);
+                quant_traits_simd(QUANT_Q8_0_S, set)->from_float(f, acts + c * sb, m.n);
             }
             float base[C][R], s[C][R];
             for (int g = 0; g < R / 16; g++)
@@ -1005,6 +995,36 @@ static void test_avx512_repacked(void **state)
             mem_free(m.wbuf);
             mem_free(m.abuf);
         }
+}
+
+static void test_avx512_repacked(void **state)
+{
+    (void)state;
+    const struct quant_traits *t8 = quant_traits_simd(QUANT_Q8_0_R16, QUANT_SIMD_AVX512);
+    if (!t8 || !t8->vec_dot_tile) {
+        printf("skip: no AVX-512 VNNI on this CPU: the repacked kernels are not run\n");
+        skip();
+    }
+    const uint32_t types[] = {QUANT_Q8_0, QUANT_Q4_0, QUANT_Q5_0};
+    const uint32_t repacked[] = {QUANT_Q8_0_R16, QUANT_Q4_0_R16, QUANT_Q5_0_R16};
+    check_repacked(QUANT_SIMD_AVX512, types, repacked, 3);
+}
+
+/* The AVX2 sets repack Q4_0 alone (x86/quants_r16_avx2.c). */
+static void test_avx2_repacked(void **state)
+{
+    (void)state;
+    if (!quant_traits_simd(QUANT_Q4_0_R16, QUANT_SIMD_AVX2)) {
+        printf("skip: no AVX2 on this CPU: the repacked Q4_0 kernel is not run\n");
+        skip();
+    }
+    const uint32_t types[] = {QUANT_Q4_0};
+    const uint32_t repacked[] = {QUANT_Q4_0_R16};
+    check_repacked(QUANT_SIMD_AVX2, types, repacked, 1);
+    if (quant_traits_simd(QUANT_Q4_0_R16, QUANT_SIMD_AVX2_VNNI))
+        check_repacked(QUANT_SIMD_AVX2_VNNI, types, repacked, 1);
+    const struct quant_traits *q8 = quant_traits_simd(QUANT_Q8_0_R16, QUANT_SIMD_AVX2);
+    assert_true(q8 == NULL || q8->vec_dot_tile == NULL); // Q8_0 keeps the file's layout there
 }
 
 /* Row r of m's Q6_K weights set to the format's extremes (every quant -32, every scale -128,
@@ -1194,9 +1214,11 @@ static void test_avx512_bf16(void **state)
 static void test_repack_type(void **state)
 {
     (void)state;
-    const bool avx512 = quant_simd_active() == QUANT_SIMD_AVX512;
+    const enum quant_simd set = quant_simd_active();
+    const bool avx512 = set == QUANT_SIMD_AVX512;
+    const bool x86 = avx512 || set == QUANT_SIMD_AVX2 || set == QUANT_SIMD_AVX2_VNNI;
     assert_int_equal(quant_repack_type(QUANT_Q8_0, 48, 64), avx512 ? QUANT_Q8_0_R16 : QUANT_Q8_0);
-    assert_int_equal(quant_repack_type(QUANT_Q4_0, 16, 32), avx512 ? QUANT_Q4_0_R16 : QUANT_Q4_0);
+    assert_int_equal(quant_repack_type(QUANT_Q4_0, 16, 32), x86 ? QUANT_Q4_0_R16 : QUANT_Q4_0);
     assert_int_equal(quant_repack_type(QUANT_Q8_0, 40, 64), QUANT_Q8_0);
     assert_int_equal(quant_repack_type(QUANT_Q4_K, 64, 256), avx512 ? QUANT_Q4_K_R16 : QUANT_Q4_K);
     assert_int_equal(quant_repack_type(QUANT_Q4_K, 40, 256), QUANT_Q4_K);
@@ -1402,6 +1424,7 @@ int main(void)
         cmocka_unit_test(test_set_avx512),
         cmocka_unit_test(test_q8_0s_activations),
         cmocka_unit_test(test_avx512_repacked),
+        cmocka_unit_test(test_avx2_repacked),
         cmocka_unit_test(test_avx512_repacked_k),
         cmocka_unit_test(test_avx512_bf16),
         cmocka_unit_test(test_repack_type),

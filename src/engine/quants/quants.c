@@ -255,6 +255,10 @@ static void init_tables(void)
         table_avx2[QUANT_Q8_0].from_float = q8_0_from_float_avx2;
         table_avx2[QUANT_Q8_1].from_float = q8_1_from_float_avx2;
         table_avx2[QUANT_Q8_K].from_float = q8_K_from_float_avx2;
+        // Q4_0 matrices repacked 16 rows at a time: 8 rows per maddubs (x86/quants_r16_avx2.c).
+        table_avx2[QUANT_Q4_0_R16].vec_dot_tile = q4_0_r16_tile_avx2;
+        table_avx2[QUANT_Q4_0_R16].tile_rows = 16;
+        table_avx2[QUANT_Q4_0_R16].tile_cols = 4;
     }
     if (has_vnni_set) {
         memcpy(table_vnni, table_avx2, sizeof table_vnni);

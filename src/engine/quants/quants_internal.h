@@ -253,6 +253,7 @@ void q6_K_repack_r16(const void *src, void *dst, int64_t n_out, int64_t n_in);
 /* AVX-512 kernels (x86/quants_avx512.c); only called after quant_init saw the features. */
 void q8_0_r16_tile_avx512(const struct quant_tile *tile);
 void q4_0_r16_tile_avx512(const struct quant_tile *tile);
+void q4_0_r16_tile_avx2(const struct quant_tile *tile); // x86/quants_r16_avx2.c
 void q5_0_r16_tile_avx512(const struct quant_tile *tile);
 void q4_K_r16_tile_avx512(const struct quant_tile *tile);
 void q6_K_r16_tile_avx512(const struct quant_tile *tile); // x86/quants_k_avx512.c
