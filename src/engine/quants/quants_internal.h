@@ -253,7 +253,6 @@ void q6_K_repack_r16(const void *src, void *dst, int64_t n_out, int64_t n_in);
 /* AVX-512 kernels (x86/quants_avx512.c); only called after quant_init saw the features. */
 void q8_0_r16_tile_avx512(const struct quant_tile *tile);
 void q4_0_r16_tile_avx512(const struct quant_tile *tile);
-void q4_0_r16_tile_avx2(const struct quant_tile *tile); // x86/quants_r16_avx2.c
 void q5_0_r16_tile_avx512(const struct quant_tile *tile);
 void q4_K_r16_tile_avx512(const struct quant_tile *tile);
 void q6_K_r16_tile_avx512(const struct quant_tile *tile); // x86/quants_k_avx512.c
@@ -284,6 +283,8 @@ QUANT_DECL_AVX2(q3_K)
 QUANT_DECL_AVX2(q4_K)
 QUANT_DECL_AVX2(q5_K)
 QUANT_DECL_AVX2(q6_K)
+/* Q4_0_R16 in the Q4_0 block order on the AVX2 sets (x86/quants_r16_avx2.c). */
+void q4_0_r16_tile_avx2(const struct quant_tile *tile);
 
 /* AVX-VNNI variants of the 32-element block dots (x86/quants_vnni_avx2.c); bit-identical to the
  * AVX2 ones, used when the CPU also has AVX-VNNI. */

@@ -1,5 +1,5 @@
-/* Helpers shared by the AVX2 kernel files of engine/quants. Include only from *_avx2.c files
- * (they are the ones compiled with -mavx2 -mfma -mf16c). */
+/* Helpers shared by the x86 kernel files of engine/quants. Include only from files compiled
+ * with at least -mavx2 -mfma -mf16c (*_avx2.c, *_avx512.c). */
 #ifndef ENGINE_QUANTS_X86_QUANTS_AVX2_INTERNAL_H
 #define ENGINE_QUANTS_X86_QUANTS_AVX2_INTERNAL_H
 
@@ -107,6 +107,14 @@ INLINE_ALWAYS __m128 load_half4(const uint8_t *const blk[4])
         memcpy(&h[r], blk[r], 2);
     return _mm_cvtph_ps(
         _mm_setr_epi16((short)h[0], (short)h[1], (short)h[2], (short)h[3], 0, 0, 0, 0));
+}
+
+/* Four bytes as an int32 (a block's packed quants or its stored sums), any alignment. */
+INLINE_ALWAYS int32_t load_i32(const uint8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
 }
 
 INLINE_ALWAYS float load_half(const uint8_t *p)

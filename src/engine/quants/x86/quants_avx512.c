@@ -7,11 +7,10 @@
  * docs/ARCHITECTURE.md). Compiled with the AVX-512 F/BW/VL/DQ/VNNI flags; only called when
  * quant_init detected them. */
 #include "engine/quants/quants_internal.h"
+#include "engine/quants/x86/quants_avx2_internal.h"
 
 #include <immintrin.h>
 #include <stddef.h>
-
-#define INLINE_ALWAYS static inline __attribute__((always_inline))
 
 /* Bytes ahead of the current block that a streaming tile prefetches in each row group (the
  * AVX2 kernels prefetch a tile ahead for the same reason: a matvec from DRAM is otherwise
@@ -52,13 +51,6 @@
     } while (0)
 
 /* ---- 16-row interleaved Q8_0 / Q4_0 x Q8_0_S ---- */
-
-INLINE_ALWAYS int32_t load_i32(const uint8_t *p)
-{
-    int32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
 
 INLINE_ALWAYS float load_f32(const uint8_t *p)
 {

@@ -82,8 +82,8 @@ INLINE_ALWAYS void finish_8_rows(const __m512 acc[PAIRS], float *out)
     const __m512 r47 = _mm512_add_ps(_mm512_shuffle_f32x4(acc[2], acc[3], 0x88),
                                      _mm512_shuffle_f32x4(acc[2], acc[3], 0xdd));
     // Quarter k now holds row k's (low) and row k + 4's (high) four sums. Round 2: j + 2.
-    const __m512 h = _mm512_add_ps(_mm512_shuffle_ps(r03, r47, 0x44),
-                                   _mm512_shuffle_ps(r03, r47, 0xee));
+    const __m512 h =
+        _mm512_add_ps(_mm512_shuffle_ps(r03, r47, 0x44), _mm512_shuffle_ps(r03, r47, 0xee));
     // Round 3: element 0 + 1 of each pair; rows k and k + 4 land in elements 4k and 4k + 2.
     const __m512 sums = _mm512_add_ps(h, _mm512_movehdup_ps(h));
     const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 0, 0, 0, 0, 0, 0, 0, 0);

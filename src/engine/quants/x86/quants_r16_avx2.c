@@ -15,13 +15,6 @@
 #define R16_COLS 4    // tokens per pass: 4 int16 and 4 float accumulators per 8-row half
 #define PF_BYTES 1024 // prefetch distance in a streaming tile (as the AVX-512 kernel)
 
-INLINE_ALWAYS int32_t load_i32(const uint8_t *p)
-{
-    int32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-
 /* Rows [8 h, 8 h + 8) of the tile's 16 x NC outputs: the two halves run as separate passes so
  * that a pass's accumulators fit the 16 registers. */
 INLINE_ALWAYS void half_q4_r16(const struct quant_tile *t, int h, int NC)
