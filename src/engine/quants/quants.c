@@ -259,6 +259,7 @@ static void init_tables(void)
         table_avx2[QUANT_Q4_0_R16].vec_dot_tile = q4_0_r16_tile_avx2;
         table_avx2[QUANT_Q4_0_R16].tile_rows = 16;
         table_avx2[QUANT_Q4_0_R16].tile_cols = 4;
+        table_avx2[QUANT_Q8_0_S].from_float = q8_0s_from_float_avx2; // that tile's activations
     }
     if (has_vnni_set) {
         memcpy(table_vnni, table_avx2, sizeof table_vnni);

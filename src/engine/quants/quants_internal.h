@@ -299,6 +299,7 @@ QUANT_DECL_VNNI(q8_0)
 #undef QUANT_DECL_VNNI
 void q8_0_from_float_avx2(const float *x, void *y, int64_t n);
 void q8_0_activations_avx2(const float *x, void *y, int64_t n);
+void q8_0s_from_float_avx2(const float *x, void *y, int64_t n);
 void q8_0_activations_ref(const float *x, void *y, int64_t n);
 void q8_1_activations_avx2(const float *x, void *y, int64_t n);
 void q8_1_activations_ref(const float *x, void *y, int64_t n);

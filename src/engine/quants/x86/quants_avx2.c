@@ -465,6 +465,23 @@ void q8_1_activations_avx2(const float *x, void *y, int64_t n)
     }
 }
 
+/* Q8_0_S: the Q8_0 activation quants (ties to even) with the offset sums the repacked Q4_0
+ * kernels start from: c128[k] = -128 * (sum of quants 4k..4k+3), c8 = -8 * their total. */
+void q8_0s_from_float_avx2(const float *x, void *y, int64_t n)
+{
+    struct block_q8_0s *b = y;
+    for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
+        int sum;
+        const float mx = quantize_block_act(x, b[i].qs, &sum);
+        const __m256i qs = _mm256_loadu_si256((const __m256i *)b[i].qs);
+        const __m256i part = madd_u8_i8(_mm256_set1_epi8(1), qs); // sums of 4 adjacent quants
+        _mm256_storeu_si256((__m256i *)b[i].c128,
+                            _mm256_mullo_epi32(part, _mm256_set1_epi32(-128)));
+        b[i].c8 = -8 * sum;
+        b[i].d = _cvtsh_ss(_cvtss_sh(mx / 127.0f, 0));
+    }
+}
+
 void q8_0_activations_avx2(const float *x, void *y, int64_t n)
 {
     struct block_q8_0 *b = y;
