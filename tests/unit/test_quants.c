@@ -1034,6 +1034,102 @@ static void test_avx2_repacked(void **state)
     assert_true(q8 == NULL || q8->vec_dot_tile == NULL); // Q8_0 keeps the file's layout there
 }
 
+/* Q8_0 and Q5_0 weights at the formats' extremes (every quant -128 / -16, d 1) against
+ * activations of -127 (d 1): the largest lane sums the integer dots form (a Q8_0 lane reaches
+ * 4 * 128 * 127, past int16), which every x86 set must hold exactly, in the file's layout and
+ * repacked 16 rows at a time. */
+static void check_extremes(enum quant_simd set, uint32_t type, int64_t n)
+{
+    enum { R = 16, C = 4 };
+    const bool is_q8 = type == QUANT_Q8_0;
+    const size_t bb = is_q8 ? sizeof(struct block_q8_0) : sizeof(struct block_q5_0);
+    const size_t wb = (size_t)(n / 32) * bb, ab = row_bytes(QUANT_Q8_0, n);
+    const size_t sb = row_bytes(QUANT_Q8_0_S, n);
+    uint8_t *w = mem_alloc(R * wb), *packed = mem_alloc(R * wb);
+    uint8_t *a = mem_alloc(C * ab), *as = mem_alloc(C * sb);
+    float *f = mem_alloc((size_t)n * sizeof *f);
+    assert_true(w && packed && a && as && f);
+    for (int64_t b = 0; b < R * n / 32; b++) {
+        uint8_t *blk = w + (size_t)b * bb;
+        const uint16_t one = 0x3c00;
+        memcpy(blk, &one, 2);
+        memset(blk + 2, is_q8 ? 0x80 : 0x00, bb - 2); // q = -128, or nibbles and fifth bits 0
+    }
+    for (int64_t j = 0; j < n; j++)
+        f[j] = -127.0f;
+    for (int c = 0; c < C; c++) {
+        quant_traits_ref(QUANT_Q8_0)->from_float(f, a + c * ab, n);
+        quant_traits_simd(QUANT_Q8_0_S, set)->from_float(f, as + c * sb, n);
+    }
+    const float want = (float)n * 127.0f * (is_q8 ? 128.0f : 16.0f);
+    float s[C][R];
+    struct quant_tile t = {.n = n,
+                           .x = w,
+                           .x_stride = wb,
+                           .y = a,
+                           .y_stride = ab,
+                           .s = &s[0][0],
+                           .s_stride = R,
+                           .n_rows = QUANT_TILE_MAX,
+                           .n_cols = QUANT_TILE_MAX};
+    quant_traits_simd(type, set)->vec_dot_tile(&t);
+    for (int r = 0; r < QUANT_TILE_MAX; r++)
+        for (int c = 0; c < QUANT_TILE_MAX; c++)
+            if (s[c][r] != want)
+                fail_msg("%s set %d n=%lld: %.9g, want %.9g", quant_traits_ref(type)->name, set,
+                         (long long)n, s[c][r], want);
+    const struct quant_traits *rtr =
+        quant_traits_simd(is_q8 ? QUANT_Q8_0_R16 : QUANT_Q5_0_R16, set);
+    if (rtr && rtr->vec_dot_tile) { // else this set keeps the file's layout
+        if (is_q8)
+            q8_0_repack_r16(w, packed, R, n);
+        else
+            q5_0_repack_r16(w, packed, R, n);
+        t = (struct quant_tile){.n = n,
+                                .x = packed,
+                                .x_stride = wb,
+                                .y = as,
+                                .y_stride = sb,
+                                .s = &s[0][0],
+                                .s_stride = R,
+                                .n_rows = R,
+                                .n_cols = C};
+        rtr->vec_dot_tile(&t);
+        for (int r = 0; r < R; r++)
+            for (int c = 0; c < C; c++)
+                if (s[c][r] != want)
+                    fail_msg("%s set %d n=%lld: %.9g, want %.9g", rtr->name, set, (long long)n,
+                             s[c][r], want);
+    }
+    mem_free(f);
+    mem_free(as);
+    mem_free(a);
+    mem_free(packed);
+    mem_free(w);
+}
+
+static void test_q32_extremes(void **state)
+{
+    (void)state;
+    const enum quant_simd sets[] = {QUANT_SIMD_AVX2, QUANT_SIMD_AVX2_VNNI, QUANT_SIMD_AVX512};
+    int n_run = 0;
+    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
+        if (!quant_traits_simd(QUANT_Q8_0, sets[i])) {
+            printf("skip: kernel set %d (not on this CPU)\n", (int)sets[i]);
+            continue;
+        }
+        for (int64_t n = 32; n <= 896; n += 864) {
+            check_extremes(sets[i], QUANT_Q8_0, n);
+            check_extremes(sets[i], QUANT_Q5_0, n);
+        }
+        n_run++;
+    }
+    if (n_run == 0) {
+        printf("skip: no x86 SIMD on this CPU\n");
+        skip();
+    }
+}
+
 /* Row r of m's Q6_K weights set to the format's extremes (every quant -32, every scale -128,
  * d 1) and activation row c to all -128 (bsums -2048): the largest integer sums the Q6_K_R16
  * kernel forms, which the int32 arithmetic must hold exactly. */
@@ -1432,6 +1528,7 @@ int main(void)
         cmocka_unit_test(test_q8_0s_activations),
         cmocka_unit_test(test_avx512_repacked),
         cmocka_unit_test(test_avx2_repacked),
+        cmocka_unit_test(test_q32_extremes),
         cmocka_unit_test(test_avx512_repacked_k),
         cmocka_unit_test(test_avx512_bf16),
         cmocka_unit_test(test_repack_type),
