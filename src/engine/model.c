@@ -407,8 +407,10 @@ static int repack_wmat(struct engine_model *m, struct wmat *w, struct errmsg *er
     return ERR_OK;
 }
 
-/* Every matrix only multiplied (not the token embeddings, whose rows are looked up; a tied
- * output matrix stays with them, which keeps one copy in memory). */
+/* Every matrix multiplied. A tied output matrix is repacked once and the token embeddings
+ * point at that copy: their rows are looked up through quant_get_row, which reads a repacked
+ * row as the file's (one copy in memory, and the output head, a quarter of a small model's
+ * bytes per token, gets the faster tiles). */
 static int repack_all(struct engine_model *m, struct errmsg *err)
 {
     int rc = ERR_OK;
@@ -418,7 +420,12 @@ static int repack_all(struct engine_model *m, struct errmsg *err)
         for (int i = 0; i < 7 && rc == ERR_OK; i++)
             rc = repack_wmat(m, ws[i], err);
     }
-    if (rc == ERR_OK && m->output.data != m->tok_embd.data) rc = repack_wmat(m, &m->output, err);
+    const bool is_tied = m->output.data == m->tok_embd.data;
+    if (rc == ERR_OK) rc = repack_wmat(m, &m->output, err);
+    if (rc == ERR_OK && is_tied) {
+        m->tok_embd.data = m->output.data;
+        m->tok_embd.type = m->output.type;
+    }
     return rc;
 }
 

@@ -393,9 +393,6 @@ static void job_embed(void *arg, int ith, int nth)
 {
     const struct fwd *f = arg;
     const struct engine_model *m = f->m;
-    const struct quant_traits *tr = quant_traits_of(m->tok_embd.type);
-    size_t row_bytes = 0;
-    (void)quant_row_bytes(m->tok_embd.type, m->info.n_embd, &row_bytes);
     int lo, hi;
     split(f->n_tok, ith, nth, &lo, &hi);
     int t = 0;
@@ -408,9 +405,9 @@ static void job_embed(void *arg, int ith, int nth)
                        sizeof(float) * (size_t)m->info.n_embd);
                 continue;
             }
-            const uint8_t *row =
-                (const uint8_t *)m->tok_embd.data + (size_t)f->items[i].tokens[j] * row_bytes;
-            tr->to_float(row, x, m->info.n_embd);
+            // the row's type was checked at load; a repacked (tied) matrix reads the same
+            (void)quant_get_row(m->tok_embd.type, m->tok_embd.data, f->items[i].tokens[j],
+                                m->info.n_embd, x);
             for (int k = 0; m->feat.embd_scale != 0.0f && k < m->info.n_embd; k++)
                 x[k] *= m->feat.embd_scale;
         }

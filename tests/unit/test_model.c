@@ -778,6 +778,75 @@ static void test_info(void **state)
     unlink(path);
 }
 
+/* Loads path and returns the logits of a fixed prompt (caller frees). */
+static float *prompt_logits(const char *path, int *n_vocab)
+{
+    struct engine_model *m;
+    struct engine_seq *s;
+    struct threadpool *tp;
+    struct errmsg err;
+    if (engine_model_load(path, &m, &err) != ERR_OK) fail_msg("%s: %s", path, err.msg);
+    assert_int_equal(engine_seq_new(m, 32, &s), ERR_OK);
+    assert_int_equal(threadpool_new(2, &tp), ERR_OK);
+    static const int32_t toks[] = {1, 45, 300, 7, 99, 260, 3, 18};
+    struct engine_batch_item it = {.seq = s, .tokens = toks, .n_tokens = 8};
+    assert_int_equal(engine_decode(m, tp, &it, 1, &err), ERR_OK);
+    *n_vocab = engine_model_info(m)->n_vocab;
+    float *out = mem_alloc(sizeof(float) * (size_t)*n_vocab);
+    assert_non_null(out);
+    memcpy(out, engine_seq_logits(s), sizeof(float) * (size_t)*n_vocab);
+    threadpool_free(tp);
+    engine_seq_free(s);
+    engine_model_free(m);
+    return out;
+}
+
+/* Tied embeddings: the output matrix is repacked where the kernel set has a layout for it and
+ * the token embeddings read that copy (quant_get_row). The same model with a separate output
+ * matrix holding the same bytes (repacked alone; the embeddings read the file) must give the
+ * same logits bit for bit, for every repackable type. */
+static void test_tied_embeddings(void **state)
+{
+    (void)state;
+    static const char *const types[] = {"q8_0", "q4_0", "q5_0", "q4_k", "q6_k", "f16"};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        struct synth_params p = small_params("llama", types[i]);
+        p.tied = true;
+        p.n_vocab = (p.n_vocab + 15) / 16 * 16; // whole groups of 16 rows
+        struct gguf_writer *w;
+        struct errmsg err = {{0}};
+        if (synth_build(&p, &w, &err) != ERR_OK) fail_msg("synth: %s", err.msg);
+        char tied[] = "/tmp/test_model_tied_XXXXXX", sep[] = "/tmp/test_model_sep_XXXXXX";
+        close(mkstemp(tied));
+        close(mkstemp(sep));
+        assert_int_equal(gguf_writer_to_file(w, tied, &err), ERR_OK);
+        void *bytes;
+        size_t len;
+        assert_int_equal(gguf_writer_to_memory(w, &bytes, &len), ERR_OK);
+        struct gguf *g;
+        assert_int_equal(gguf_open_memory(bytes, len, &g, &err), ERR_OK);
+        const struct gguf_tensor *e = gguf_find_tensor(g, "token_embd.weight");
+        assert_non_null(e);
+        assert_null(gguf_find_tensor(g, "output.weight"));
+        assert_int_equal(
+            gguf_writer_add_tensor(w, "output.weight", e->type, e->n_dims, e->ne, e->data, e->size),
+            ERR_OK);
+        assert_int_equal(gguf_writer_to_file(w, sep, &err), ERR_OK);
+        gguf_close(g);
+        mem_free(bytes);
+        gguf_writer_free(w);
+        int n_a, n_b;
+        float *a = prompt_logits(tied, &n_a), *b = prompt_logits(sep, &n_b);
+        assert_int_equal(n_a, n_b);
+        if (memcmp(a, b, sizeof(float) * (size_t)n_a) != 0)
+            fail_msg("%s: tied and separate output matrices give other logits", types[i]);
+        mem_free(a);
+        mem_free(b);
+        unlink(tied);
+        unlink(sep);
+    }
+}
+
 static int load_bytes(struct gguf_writer *w, struct errmsg *err)
 {
     char path[] = "/tmp/test_model_bad_XXXXXX";
@@ -987,13 +1056,21 @@ static void test_synth_vocab_from(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_reference_all_types), cmocka_unit_test(test_batch_equals_single),
-        cmocka_unit_test(test_threads_identical),   cmocka_unit_test(test_truncate_reuses_prefix),
-        cmocka_unit_test(test_decode_errors),       cmocka_unit_test(test_info),
-        cmocka_unit_test(test_load_errors),         cmocka_unit_test(test_load_alloc_failures),
-        cmocka_unit_test(test_synth_layouts),       cmocka_unit_test(test_synth_vocab_from),
-        cmocka_unit_test(test_hidden_reference),    cmocka_unit_test(test_hidden_batch_independent),
-        cmocka_unit_test(test_hidden_errors),       cmocka_unit_test(test_input_embeddings),
+        cmocka_unit_test(test_reference_all_types),
+        cmocka_unit_test(test_batch_equals_single),
+        cmocka_unit_test(test_threads_identical),
+        cmocka_unit_test(test_truncate_reuses_prefix),
+        cmocka_unit_test(test_decode_errors),
+        cmocka_unit_test(test_info),
+        cmocka_unit_test(test_tied_embeddings),
+        cmocka_unit_test(test_load_errors),
+        cmocka_unit_test(test_load_alloc_failures),
+        cmocka_unit_test(test_synth_layouts),
+        cmocka_unit_test(test_synth_vocab_from),
+        cmocka_unit_test(test_hidden_reference),
+        cmocka_unit_test(test_hidden_batch_independent),
+        cmocka_unit_test(test_hidden_errors),
+        cmocka_unit_test(test_input_embeddings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1130,6 +1130,57 @@ static void test_q32_extremes(void **state)
     }
 }
 
+/* A repacked matrix gives back every row: each block of each row unpacked from its group is
+ * the file's block byte for byte, and quant_get_row of the repacked type equals the file
+ * type's row bit for bit (the embedding lookup of a tied, repacked output matrix). The layout
+ * is data: checked whatever kernel set runs. */
+static void test_repacked_rows(void **state)
+{
+    (void)state;
+    static const struct {
+        uint32_t type, repacked;
+        void (*repack)(const void *, void *, int64_t, int64_t);
+    } cs[] = {{QUANT_Q8_0, QUANT_Q8_0_R16, q8_0_repack_r16},
+              {QUANT_Q4_0, QUANT_Q4_0_R16, q4_0_repack_r16},
+              {QUANT_Q5_0, QUANT_Q5_0_R16, q5_0_repack_r16},
+              {QUANT_Q4_K, QUANT_Q4_K_R16, q4_K_repack_r16},
+              {QUANT_Q6_K, QUANT_Q6_K_R16, q6_K_repack_r16}};
+    enum { R = 32, N = 512 };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        const struct quant_traits *ref = quant_traits_ref(cs[i].type);
+        const size_t wb = row_bytes(cs[i].type, N), bb = ref->block_bytes;
+        uint8_t *w = mem_alloc(R * wb), *packed = mem_alloc(R * wb);
+        float f[N], want[N], got[N];
+        assert_true(w && packed);
+        for (int r = 0; r < R; r++) {
+            fill_random(f, N, 1.0f + (float)r);
+            ref->from_float(f, w + r * wb, N);
+        }
+        cs[i].repack(w, packed, R, N);
+        for (int r = 0; r < R; r++) {
+            for (int64_t b = 0; b < N / ref->block_len; b++) {
+                uint8_t blk[256];
+                assert_true(bb <= sizeof blk);
+                quant_r16_unpack_block(cs[i].repacked, packed + (r / 16) * 16 * wb + b * 16 * bb,
+                                       r % 16, blk);
+                if (memcmp(blk, w + r * wb + b * bb, bb) != 0)
+                    fail_msg("%s row %d block %lld unpacks to other bytes", ref->name, r,
+                             (long long)b);
+            }
+            assert_int_equal(quant_get_row(cs[i].type, w, r, N, want), ERR_OK);
+            assert_int_equal(quant_get_row(cs[i].repacked, packed, r, N, got), ERR_OK);
+            if (memcmp(want, got, sizeof want) != 0)
+                fail_msg("%s row %d: quant_get_row differs after repacking", ref->name, r);
+        }
+        assert_int_equal(quant_get_row(cs[i].repacked, packed, -1, N, got), ERR_INVALID);
+        assert_int_equal(quant_get_row(cs[i].repacked, packed, 0, N + 1, got), ERR_INVALID);
+        mem_free(packed);
+        mem_free(w);
+    }
+    float out[32];
+    assert_int_equal(quant_get_row(QUANT_TYPE_MAX, out, 0, 32, out), ERR_INVALID);
+}
+
 /* Row r of m's Q6_K weights set to the format's extremes (every quant -32, every scale -128,
  * d 1) and activation row c to all -128 (bsums -2048): the largest integer sums the Q6_K_R16
  * kernel forms, which the int32 arithmetic must hold exactly. */
@@ -1529,6 +1580,7 @@ int main(void)
         cmocka_unit_test(test_avx512_repacked),
         cmocka_unit_test(test_avx2_repacked),
         cmocka_unit_test(test_q32_extremes),
+        cmocka_unit_test(test_repacked_rows),
         cmocka_unit_test(test_avx512_repacked_k),
         cmocka_unit_test(test_avx512_bf16),
         cmocka_unit_test(test_repack_type),

@@ -395,6 +395,34 @@ int quant_repack(uint32_t type, const void *src, void *dst, int64_t n_out, int64
     return ERR_OK;
 }
 
+int quant_get_row(uint32_t type, const void *matrix, int64_t row, int64_t n, float *out)
+{
+    const uint32_t base = quant_r16_base_type(type);
+    const struct quant_traits *tr = quant_traits_of(base);
+    size_t row_bytes;
+    if (!tr || !tr->to_float || row < 0 || quant_row_bytes(base, n, &row_bytes) != ERR_OK)
+        return ERR_INVALID;
+    if (base == type) {
+        tr->to_float((const uint8_t *)matrix + (size_t)row * row_bytes, out, n);
+        return ERR_OK;
+    }
+    // a group of 16 rows takes 16 rows' bytes, block after block, each 16 rows' blocks
+    const uint8_t *group = (const uint8_t *)matrix + (size_t)(row / 16) * 16 * row_bytes;
+    union {
+        struct block_q8_0 q8_0;
+        struct block_q4_0 q4_0;
+        struct block_q5_0 q5_0;
+        struct block_q4_K q4_K;
+        struct block_q6_K q6_K;
+    } blk;
+    for (int64_t b = 0; b < n / tr->block_len; b++) {
+        quant_r16_unpack_block(type, group + (size_t)b * 16 * tr->block_bytes, (int)(row % 16),
+                               &blk);
+        tr->to_float(&blk, out + b * tr->block_len, tr->block_len);
+    }
+    return ERR_OK;
+}
+
 const char *quant_simd_name(void)
 {
     return simd_name;

@@ -140,6 +140,12 @@ uint32_t quant_repack_type(uint32_t type, int64_t n_out, int64_t n_in);
  * ERR_OK, or ERR_INVALID when that type is type itself. Thread-safe; allocates nothing. */
 int quant_repack(uint32_t type, const void *src, void *dst, int64_t n_out, int64_t n_in);
 
+/* Row `row` (0-based) of a matrix of n elements per row, in type or in a repacked type
+ * quant_repack made from it, as floats: the file type's to_float of that row, the same bits
+ * either way. ERR_OK, or ERR_INVALID for a type without a to_float, a bad n or a negative
+ * row. The row must exist (trusted, as matmul's arguments). Thread-safe after quant_init. */
+int quant_get_row(uint32_t type, const void *matrix, int64_t row, int64_t n, float *out);
+
 /* Traits of a type, or NULL for an unknown or unsupported id. Thread-safe after quant_init. */
 const struct quant_traits *quant_traits_of(uint32_t type);
 

@@ -169,3 +169,126 @@ void q6_K_repack_r16(const void *src, void *dst, int64_t n_out, int64_t n_in)
         }
     }
 }
+
+/* ---- one row back out of a group (the embedding lookup of a tied, repacked matrix) ---- */
+
+static void q8_0_unpack_r16(const uint8_t *gb, int r, struct block_q8_0 *blk)
+{
+    memcpy(&blk->d, gb + 2 * r, 2);
+    for (int k = 0; k < QK8_0 / 4; k++)
+        for (int e = 0; e < 4; e++)
+            blk->qs[4 * k + e] = (int8_t)(gb[32 + 64 * k + 4 * r + e] - 128);
+}
+
+static void q4_0_unpack_r16(const uint8_t *gb, int r, struct block_q4_0 *blk)
+{
+    memcpy(&blk->d, gb + 2 * r, 2);
+    for (int k = 0; k < QK4_0 / 8; k++)
+        memcpy(blk->qs + 4 * k, gb + 32 + 64 * k + 4 * r, 4);
+}
+
+static void q5_0_unpack_r16(const uint8_t *gb, int r, struct block_q5_0 *blk)
+{
+    memcpy(&blk->d, gb + 2 * r, 2);
+    uint32_t qh = 0;
+    for (int k = 0; k < 8; k++) {
+        uint64_t mask = 0;
+        for (int i = 0; i < 8; i++)
+            mask |= (uint64_t)gb[32 + 8 * k + i] << (8 * i);
+        for (int e = 0; e < 4; e++) {
+            const int elem = 4 * (k & 3) + e + (k >= 4 ? 16 : 0);
+            qh |= (uint32_t)((mask >> (4 * r + e)) & 1) << elem;
+        }
+    }
+    for (int i = 0; i < 4; i++)
+        blk->qh[i] = (uint8_t)(qh >> (8 * i));
+    for (int k = 0; k < QK5_0 / 8; k++)
+        memcpy(blk->qs + 4 * k, gb + 96 + 64 * k + 4 * r, 4);
+}
+
+/* Value j (< 256) of a Q4_K_R16 super-block's scales and mins (see k4_r16_put). */
+static uint8_t k4_r16_get(const uint8_t *gb, int j)
+{
+    const uint8_t lo = (uint8_t)((gb[64 + j % 128] >> (j >= 128 ? 4 : 0)) & 0xf);
+    const uint8_t hi = (uint8_t)((gb[192 + j % 64] >> (2 * (j / 64))) & 3);
+    return (uint8_t)(lo | hi << 4);
+}
+
+static void q4_K_unpack_r16(const uint8_t *gb, int r, struct block_q4_K *blk)
+{
+    memcpy(&blk->d, gb + 2 * r, 2);
+    memcpy(&blk->dmin, gb + 32 + 2 * r, 2);
+    uint8_t sc[8], m[8];
+    for (int s = 0; s < 8; s++) {
+        sc[s] = k4_r16_get(gb, 16 * s + r);
+        m[s] = k4_r16_get(gb, 128 + 32 * (s / 2) + 2 * r + s % 2);
+    }
+    // the inverse of k4_scale_min: sub-blocks 0..3 in the low 6 bits of bytes 0..7, 4..7 in
+    // the nibbles of bytes 8..11 with their top 2 bits above the first ones
+    for (int i = 0; i < 4; i++) {
+        blk->scales[i] = (uint8_t)(sc[i] | (sc[i + 4] >> 4) << 6);
+        blk->scales[i + 4] = (uint8_t)(m[i] | (m[i + 4] >> 4) << 6);
+        blk->scales[i + 8] = (uint8_t)((sc[i + 4] & 0xf) | (m[i + 4] & 0xf) << 4);
+    }
+    for (int p = 0; p < 4; p++)
+        for (int k = 0; k < 8; k++)
+            memcpy(blk->qs + 32 * p + 4 * k, gb + Q4_K_R16_QS + 512 * p + 64 * k + 4 * r, 4);
+}
+
+static void q6_K_unpack_r16(const uint8_t *gb, int r, struct block_q6_K *blk)
+{
+    memset(blk, 0, sizeof *blk);
+    memcpy(&blk->d, gb + 2 * r, 2);
+    for (int j = 0; j < 16; j++)
+        blk->scales[j] = (int8_t)gb[Q6_K_R16_SC + 16 * j + r];
+    for (int e = 0; e < QK_K; e++) { // the inverse of q6_K_repack_r16's element loop
+        const int j = e / 16, k = (e % 16) / 4, lane = 4 * r + e % 4;
+        const int lo = (gb[Q6_K_R16_QL + 64 * (4 * (j / 2) + k) + lane] >> (j & 1 ? 4 : 0)) & 0xf;
+        const int hi = (gb[Q6_K_R16_QH + 64 * (4 * (j / 4) + k) + lane] >> (2 * (j % 4))) & 3;
+        const int n = e / 128, s = (e % 128) / 32, l = e % 32;
+        blk->ql[64 * n + 32 * (s & 1) + l] |= (uint8_t)(lo << (s < 2 ? 0 : 4));
+        blk->qh[32 * n + l] |= (uint8_t)(hi << (2 * s));
+    }
+}
+
+uint32_t quant_r16_base_type(uint32_t type)
+{
+    switch (type) {
+    case QUANT_Q8_0_R16:
+        return QUANT_Q8_0;
+    case QUANT_Q4_0_R16:
+        return QUANT_Q4_0;
+    case QUANT_Q5_0_R16:
+        return QUANT_Q5_0;
+    case QUANT_Q4_K_R16:
+        return QUANT_Q4_K;
+    case QUANT_Q6_K_R16:
+        return QUANT_Q6_K;
+    default:
+        return type;
+    }
+}
+
+void quant_r16_unpack_block(uint32_t type, const void *group_block, int r, void *blk)
+{
+    const uint8_t *gb = group_block;
+    switch (type) {
+    case QUANT_Q8_0_R16:
+        q8_0_unpack_r16(gb, r, blk);
+        break;
+    case QUANT_Q4_0_R16:
+        q4_0_unpack_r16(gb, r, blk);
+        break;
+    case QUANT_Q5_0_R16:
+        q5_0_unpack_r16(gb, r, blk);
+        break;
+    case QUANT_Q4_K_R16:
+        q4_K_unpack_r16(gb, r, blk);
+        break;
+    case QUANT_Q6_K_R16:
+        q6_K_unpack_r16(gb, r, blk);
+        break;
+    default:
+        break;
+    }
+}
