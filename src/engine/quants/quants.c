@@ -408,17 +408,14 @@ int quant_get_row(uint32_t type, const void *matrix, int64_t row, int64_t n, flo
     }
     // a group of 16 rows takes 16 rows' bytes, block after block, each 16 rows' blocks
     const uint8_t *group = (const uint8_t *)matrix + (size_t)(row / 16) * 16 * row_bytes;
-    union {
-        struct block_q8_0 q8_0;
-        struct block_q4_0 q4_0;
-        struct block_q5_0 q5_0;
-        struct block_q4_K q4_K;
-        struct block_q6_K q6_K;
-    } blk;
+    uint8_t blk[sizeof(struct block_q6_K)]; // the largest of the blocks (all packed)
+    _Static_assert(sizeof(struct block_q4_K) <= sizeof blk &&
+                       sizeof(struct block_q8_0) <= sizeof blk,
+                   "block buffer");
     for (int64_t b = 0; b < n / tr->block_len; b++) {
         quant_r16_unpack_block(type, group + (size_t)b * 16 * tr->block_bytes, (int)(row % 16),
-                               &blk);
-        tr->to_float(&blk, out + b * tr->block_len, tr->block_len);
+                               blk);
+        tr->to_float(blk, out + b * tr->block_len, tr->block_len);
     }
     return ERR_OK;
 }
