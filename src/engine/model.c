@@ -218,10 +218,9 @@ static int load_vec(struct engine_model *m, const char *name, int layer, int64_t
         return errmsg_set(err, ERR_FORMAT, "tensor '%s': shape [%lld, %lld], expected [%lld]",
                           gguf_tensor_name(t, nb, sizeof nb), (long long)t->ne[0],
                           (long long)t->ne[1], (long long)n);
-    if (t->type == QUANT_F32 && ((uintptr_t)t->data % sizeof(float)) == 0) {
-        *out = t->data;
-        return ERR_OK;
-    }
+    // Copied, F32 too: read from the mapping at every step, a vector faulted the pages around
+    // it back in (whole page-cache folios of the neighbouring matrices), which kept ~95 MB of
+    // the Q8_0 bench model's already repacked weights resident a second time.
     const struct quant_traits *tr = quant_traits_of(t->type);
     if (!tr || !tr->to_float || n % tr->block_len != 0)
         return errmsg_set(err, ERR_UNSUPPORTED, "tensor '%s': type %s is not supported",
@@ -383,6 +382,8 @@ static void drop_file_pages(const void *p, size_t len)
     if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
+#define REPACK_SLICE_BYTES (4u << 20) // file bytes repacked before their pages are dropped
+
 /* Replaces w by a repacked copy when the kernel set multiplies another layout faster
  * (quant_repack_type); the copy is owned by m, and the file's pages of w are dropped. */
 static int repack_wmat(struct engine_model *m, struct wmat *w, struct errmsg *err)
@@ -399,9 +400,21 @@ static int repack_wmat(struct engine_model *m, struct wmat *w, struct errmsg *er
     void *dst = mem_alloc(bytes);
     if (!dst) return errmsg_set(err, ERR_NOMEM, "out of memory for %zu bytes of weights", bytes);
     m->owned[m->n_owned++] = dst;
-    if (quant_repack(w->type, w->data, dst, w->n_out, w->n_in) != ERR_OK)
-        return errmsg_set(err, ERR_INVALID, "repacking failed");
-    drop_file_pages(w->data, bytes);
+    // In slices of whole row groups, each slice's file pages given back once it is copied, so
+    // the two copies of a large matrix (a tied output matrix: a quarter of a small model) are
+    // never resident together.
+    const int64_t group = quant_traits_of(to)->rows_interleaved;
+    int64_t slice = (int64_t)(REPACK_SLICE_BYTES / row) / group * group;
+    slice = slice < group ? group : slice;
+    for (int64_t r0 = 0; r0 < w->n_out; r0 += slice) {
+        const int64_t n = w->n_out - r0 < slice ? w->n_out - r0 : slice;
+        const size_t off = (size_t)r0 * row;
+        if (quant_repack(w->type, (const uint8_t *)w->data + off, (uint8_t *)dst + off, n,
+                         w->n_in) != ERR_OK)
+            return errmsg_set(err, ERR_INVALID, "repacking failed");
+        drop_file_pages((const uint8_t *)w->data + off, (size_t)n * row);
+    }
+    drop_file_pages(w->data, bytes); // the pages the slices shared
     w->data = dst;
     w->type = to;
     return ERR_OK;
