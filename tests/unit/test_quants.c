@@ -1038,6 +1038,17 @@ static void test_avx2_repacked(void **state)
  * activations of -127 (d 1): the largest lane sums the integer dots form (a Q8_0 lane reaches
  * 4 * 128 * 127, past int16), which every x86 set must hold exactly, in the file's layout and
  * repacked 16 rows at a time. */
+/* Runs tile t with tr and fails unless each of its outputs is want. */
+static void run_expect(const struct quant_traits *tr, struct quant_tile *t, float want, int set)
+{
+    tr->vec_dot_tile(t);
+    for (int r = 0; r < t->n_rows; r++)
+        for (int c = 0; c < t->n_cols; c++)
+            if (t->s[c * t->s_stride + r] != want)
+                fail_msg("%s set %d n=%lld: %.9g, want %.9g", tr->name, set, (long long)t->n,
+                         t->s[c * t->s_stride + r], want);
+}
+
 static void check_extremes(enum quant_simd set, uint32_t type, int64_t n)
 {
     enum { R = 16, C = 4 };
@@ -1072,19 +1083,11 @@ static void check_extremes(enum quant_simd set, uint32_t type, int64_t n)
                            .s_stride = R,
                            .n_rows = QUANT_TILE_MAX,
                            .n_cols = QUANT_TILE_MAX};
-    quant_traits_simd(type, set)->vec_dot_tile(&t);
-    for (int r = 0; r < QUANT_TILE_MAX; r++)
-        for (int c = 0; c < QUANT_TILE_MAX; c++)
-            if (s[c][r] != want)
-                fail_msg("%s set %d n=%lld: %.9g, want %.9g", quant_traits_ref(type)->name, set,
-                         (long long)n, s[c][r], want);
-    const struct quant_traits *rtr =
-        quant_traits_simd(is_q8 ? QUANT_Q8_0_R16 : QUANT_Q5_0_R16, set);
+    run_expect(quant_traits_simd(type, set), &t, want, set);
+    const uint32_t rt = quant_r16_packed_type(type);
+    const struct quant_traits *rtr = quant_traits_simd(rt, set);
     if (rtr && rtr->vec_dot_tile) { // else this set keeps the file's layout
-        if (is_q8)
-            q8_0_repack_r16(w, packed, R, n);
-        else
-            q5_0_repack_r16(w, packed, R, n);
+        assert_int_equal(quant_r16_repack(rt, w, packed, R, n), ERR_OK);
         t = (struct quant_tile){.n = n,
                                 .x = packed,
                                 .x_stride = wb,
@@ -1094,12 +1097,7 @@ static void check_extremes(enum quant_simd set, uint32_t type, int64_t n)
                                 .s_stride = R,
                                 .n_rows = R,
                                 .n_cols = C};
-        rtr->vec_dot_tile(&t);
-        for (int r = 0; r < R; r++)
-            for (int c = 0; c < C; c++)
-                if (s[c][r] != want)
-                    fail_msg("%s set %d n=%lld: %.9g, want %.9g", rtr->name, set, (long long)n,
-                             s[c][r], want);
+        run_expect(rtr, &t, want, set);
     }
     mem_free(f);
     mem_free(as);

@@ -364,12 +364,7 @@ enum quant_simd quant_simd_active(void)
 
 uint32_t quant_repack_type(uint32_t type, int64_t n_out, int64_t n_in)
 {
-    uint32_t to = type == QUANT_Q8_0   ? QUANT_Q8_0_R16
-                  : type == QUANT_Q4_0 ? QUANT_Q4_0_R16
-                  : type == QUANT_Q5_0 ? QUANT_Q5_0_R16
-                  : type == QUANT_Q4_K ? QUANT_Q4_K_R16
-                  : type == QUANT_Q6_K ? QUANT_Q6_K_R16
-                                       : type;
+    const uint32_t to = quant_r16_packed_type(type);
     const struct quant_traits *t = lookup(table_active, to);
     if (to == type || !t || !t->vec_dot_tile || n_out <= 0 || n_out % t->rows_interleaved != 0 ||
         n_in <= 0 || n_in % t->block_len != 0)
@@ -380,19 +375,7 @@ uint32_t quant_repack_type(uint32_t type, int64_t n_out, int64_t n_in)
 int quant_repack(uint32_t type, const void *src, void *dst, int64_t n_out, int64_t n_in)
 {
     const uint32_t to = quant_repack_type(type, n_out, n_in);
-    if (to == QUANT_Q8_0_R16)
-        q8_0_repack_r16(src, dst, n_out, n_in);
-    else if (to == QUANT_Q4_0_R16)
-        q4_0_repack_r16(src, dst, n_out, n_in);
-    else if (to == QUANT_Q5_0_R16)
-        q5_0_repack_r16(src, dst, n_out, n_in);
-    else if (to == QUANT_Q4_K_R16)
-        q4_K_repack_r16(src, dst, n_out, n_in);
-    else if (to == QUANT_Q6_K_R16)
-        q6_K_repack_r16(src, dst, n_out, n_in);
-    else
-        return ERR_INVALID;
-    return ERR_OK;
+    return to == type ? ERR_INVALID : quant_r16_repack(to, src, dst, n_out, n_in);
 }
 
 int quant_get_row(uint32_t type, const void *matrix, int64_t row, int64_t n, float *out)
@@ -406,14 +389,15 @@ int quant_get_row(uint32_t type, const void *matrix, int64_t row, int64_t n, flo
         tr->to_float((const uint8_t *)matrix + (size_t)row * row_bytes, out, n);
         return ERR_OK;
     }
-    // a group of 16 rows takes 16 rows' bytes, block after block, each 16 rows' blocks
-    const uint8_t *group = (const uint8_t *)matrix + (size_t)(row / 16) * 16 * row_bytes;
+    // a group of g rows takes g rows' bytes, block after block, each g rows' blocks
+    const int64_t g = quant_traits_ref(type)->rows_interleaved;
+    const uint8_t *group = (const uint8_t *)matrix + (size_t)(row / g * g) * row_bytes;
     uint8_t blk[sizeof(struct block_q6_K)]; // the largest of the blocks (all packed)
     _Static_assert(sizeof(struct block_q4_K) <= sizeof blk &&
                        sizeof(struct block_q8_0) <= sizeof blk,
                    "block buffer");
     for (int64_t b = 0; b < n / tr->block_len; b++) {
-        quant_r16_unpack_block(type, group + (size_t)b * 16 * tr->block_bytes, (int)(row % 16),
+        quant_r16_unpack_block(type, group + (size_t)(b * g) * tr->block_bytes, (int)(row % g),
                                blk);
         tr->to_float(blk, out + b * tr->block_len, tr->block_len);
     }

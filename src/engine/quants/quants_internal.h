@@ -250,10 +250,14 @@ void q4_K_repack_r16(const void *src, void *dst, int64_t n_out, int64_t n_in);
 #define Q6_K_R16_QH 2336 // of the high bit pairs
 void q6_K_repack_r16(const void *src, void *dst, int64_t n_out, int64_t n_in);
 
-/* The type a repacked type was made from (type itself when it is not one), and block r of a
- * group's block (group_block: one 32- or 256-element block of 16 rows) back in that type's
- * layout, byte for byte the block the repack read (quants_repack.c). */
+/* The repacked formats, one table in quants_repack.c: the repacked type made from type (type
+ * itself when there is none), the type a repacked type was made from (type itself when it is
+ * not one); the repack of a matrix into packed (ERR_INVALID when packed is no repacked type);
+ * block r of a group's block (group_block: one 32- or 256-element block of 16 rows) back in
+ * the base type's layout, byte for byte the block the repack read. */
+uint32_t quant_r16_packed_type(uint32_t type);
 uint32_t quant_r16_base_type(uint32_t type);
+int quant_r16_repack(uint32_t packed, const void *src, void *dst, int64_t n_out, int64_t n_in);
 void quant_r16_unpack_block(uint32_t type, const void *group_block, int r, void *blk);
 
 /* AVX-512 kernels (x86/quants_avx512.c); only called after quant_init saw the features. */

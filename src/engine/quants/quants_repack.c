@@ -2,6 +2,7 @@
  * interleaved layouts the AVX-512 VNNI tiles read (layout in quants_internal.h), and the scalar
  * Q8_0_S activation format those tiles take. Portable C: the layout is data, only its consumers are SIMD. */
 #include "engine/quants/quants_internal.h"
+#include "util/err.h"
 
 #include <math.h>
 
@@ -172,23 +173,26 @@ void q6_K_repack_r16(const void *src, void *dst, int64_t n_out, int64_t n_in)
 
 /* ---- one row back out of a group (the embedding lookup of a tied, repacked matrix) ---- */
 
-static void q8_0_unpack_r16(const uint8_t *gb, int r, struct block_q8_0 *blk)
+static void q8_0_unpack_r16(const uint8_t *gb, int r, void *out)
 {
+    struct block_q8_0 *blk = out;
     memcpy(&blk->d, gb + 2 * r, 2);
     for (int k = 0; k < QK8_0 / 4; k++)
         for (int e = 0; e < 4; e++)
             blk->qs[4 * k + e] = (int8_t)(gb[32 + 64 * k + 4 * r + e] - 128);
 }
 
-static void q4_0_unpack_r16(const uint8_t *gb, int r, struct block_q4_0 *blk)
+static void q4_0_unpack_r16(const uint8_t *gb, int r, void *out)
 {
+    struct block_q4_0 *blk = out;
     memcpy(&blk->d, gb + 2 * r, 2);
     for (int k = 0; k < QK4_0 / 8; k++)
         memcpy(blk->qs + 4 * k, gb + 32 + 64 * k + 4 * r, 4);
 }
 
-static void q5_0_unpack_r16(const uint8_t *gb, int r, struct block_q5_0 *blk)
+static void q5_0_unpack_r16(const uint8_t *gb, int r, void *out)
 {
+    struct block_q5_0 *blk = out;
     memcpy(&blk->d, gb + 2 * r, 2);
     uint32_t qh = 0;
     for (int k = 0; k < 8; k++) {
@@ -214,8 +218,9 @@ static uint8_t k4_r16_get(const uint8_t *gb, int j)
     return (uint8_t)(lo | hi << 4);
 }
 
-static void q4_K_unpack_r16(const uint8_t *gb, int r, struct block_q4_K *blk)
+static void q4_K_unpack_r16(const uint8_t *gb, int r, void *out)
 {
+    struct block_q4_K *blk = out;
     memcpy(&blk->d, gb + 2 * r, 2);
     memcpy(&blk->dmin, gb + 32 + 2 * r, 2);
     uint8_t sc[8], m[8];
@@ -235,8 +240,9 @@ static void q4_K_unpack_r16(const uint8_t *gb, int r, struct block_q4_K *blk)
             memcpy(blk->qs + 32 * p + 4 * k, gb + Q4_K_R16_QS + 512 * p + 64 * k + 4 * r, 4);
 }
 
-static void q6_K_unpack_r16(const uint8_t *gb, int r, struct block_q6_K *blk)
+static void q6_K_unpack_r16(const uint8_t *gb, int r, void *out)
 {
+    struct block_q6_K *blk = out;
     memset(blk, 0, sizeof *blk);
     memcpy(&blk->d, gb + 2 * r, 2);
     for (int j = 0; j < 16; j++)
@@ -251,44 +257,46 @@ static void q6_K_unpack_r16(const uint8_t *gb, int r, struct block_q6_K *blk)
     }
 }
 
+/* The repacked formats: the type each is made from and its two conversions. */
+static const struct {
+    uint32_t base, packed;
+    void (*repack)(const void *src, void *dst, int64_t n_out, int64_t n_in);
+    void (*unpack)(const uint8_t *group_block, int r, void *blk);
+} formats[] = {
+    {QUANT_Q8_0, QUANT_Q8_0_R16, q8_0_repack_r16, q8_0_unpack_r16},
+    {QUANT_Q4_0, QUANT_Q4_0_R16, q4_0_repack_r16, q4_0_unpack_r16},
+    {QUANT_Q5_0, QUANT_Q5_0_R16, q5_0_repack_r16, q5_0_unpack_r16},
+    {QUANT_Q4_K, QUANT_Q4_K_R16, q4_K_repack_r16, q4_K_unpack_r16},
+    {QUANT_Q6_K, QUANT_Q6_K_R16, q6_K_repack_r16, q6_K_unpack_r16},
+};
+#define N_FORMATS (sizeof formats / sizeof formats[0])
+
+uint32_t quant_r16_packed_type(uint32_t type)
+{
+    for (size_t i = 0; i < N_FORMATS; i++)
+        if (formats[i].base == type) return formats[i].packed;
+    return type;
+}
+
 uint32_t quant_r16_base_type(uint32_t type)
 {
-    switch (type) {
-    case QUANT_Q8_0_R16:
-        return QUANT_Q8_0;
-    case QUANT_Q4_0_R16:
-        return QUANT_Q4_0;
-    case QUANT_Q5_0_R16:
-        return QUANT_Q5_0;
-    case QUANT_Q4_K_R16:
-        return QUANT_Q4_K;
-    case QUANT_Q6_K_R16:
-        return QUANT_Q6_K;
-    default:
-        return type;
-    }
+    for (size_t i = 0; i < N_FORMATS; i++)
+        if (formats[i].packed == type) return formats[i].base;
+    return type;
+}
+
+int quant_r16_repack(uint32_t packed, const void *src, void *dst, int64_t n_out, int64_t n_in)
+{
+    for (size_t i = 0; i < N_FORMATS; i++)
+        if (formats[i].packed == packed) {
+            formats[i].repack(src, dst, n_out, n_in);
+            return ERR_OK;
+        }
+    return ERR_INVALID;
 }
 
 void quant_r16_unpack_block(uint32_t type, const void *group_block, int r, void *blk)
 {
-    const uint8_t *gb = group_block;
-    switch (type) {
-    case QUANT_Q8_0_R16:
-        q8_0_unpack_r16(gb, r, blk);
-        break;
-    case QUANT_Q4_0_R16:
-        q4_0_unpack_r16(gb, r, blk);
-        break;
-    case QUANT_Q5_0_R16:
-        q5_0_unpack_r16(gb, r, blk);
-        break;
-    case QUANT_Q4_K_R16:
-        q4_K_unpack_r16(gb, r, blk);
-        break;
-    case QUANT_Q6_K_R16:
-        q6_K_unpack_r16(gb, r, blk);
-        break;
-    default:
-        break;
-    }
+    for (size_t i = 0; i < N_FORMATS; i++)
+        if (formats[i].packed == type) formats[i].unpack(group_block, r, blk);
 }
