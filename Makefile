@@ -179,13 +179,17 @@ TEST_FUZZ_RUNS ?= 30000 # per fuzzer, fixed seed: the same inputs on every run
 # parses this file, which must be after deps installed what they look for.
 test: deps
 	@$(MAKE) --no-print-directory test-after-deps
+# Each variant builds with one job per core (JOBS): the variants one after another, the files
+# of each in parallel.
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+SUBMAKE = $(MAKE) --no-print-directory -j$(JOBS)
 test-after-deps:
-	@$(MAKE) --no-print-directory BUILD=asan all tests tools
-	@$(MAKE) --no-print-directory BUILD=tsan $(addprefix build/tsan/tests/,$(filter $(TSAN_TESTS),$(TEST_SRC:tests/unit/%.c=%)))
-	@$(MAKE) --no-print-directory BUILD=fuzz CC=clang fuzzers
-	@$(MAKE) --no-print-directory BUILD=release all benches
+	@$(SUBMAKE) BUILD=asan all tests tools
+	@$(SUBMAKE) BUILD=tsan $(addprefix build/tsan/tests/,$(filter $(TSAN_TESTS),$(TEST_SRC:tests/unit/%.c=%)))
+	@$(SUBMAKE) BUILD=fuzz CC=clang fuzzers
+	@$(SUBMAKE) BUILD=release all benches
 ifeq ($(AARCH64_READY),yes)
-	@$(MAKE) --no-print-directory ARCH=aarch64 BUILD=release all tests benches
+	@$(SUBMAKE) ARCH=aarch64 BUILD=release all tests benches
 endif
 	@$(if $(AARCH64_READY),LLAMAPI_AARCH64_DIR=build/aarch64-release) LLAMAPI_TSAN_DIR=build/tsan LLAMAPI_FUZZ_DIR=build/fuzz LLAMAPI_FUZZ_RUNS=$(TEST_FUZZ_RUNS) \
 	  LLAMAPI_E2E_ASAN_DIR=build/asan scripts/run-tests.sh build/asan build/release

@@ -16,6 +16,8 @@ failures=()
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export LLAMAPI_BUILD_DIR=$unit_dir
+# Every unit test binary has a deadline: one that hangs fails with its name and the run goes on.
+UNIT_TIMEOUT_S=${LLAMAPI_UNIT_TIMEOUT:-900}
 
 count() { # $1 = log file; adds cmocka's counts
     local p f s
@@ -32,9 +34,12 @@ if [[ $mode != e2e-only ]]; then
         [[ -x $t ]] || continue
         name=$(basename "$t")
         log="$unit_dir/logs/$name.log"
-        if "$t" >"$log" 2>&1; then rc=0; else rc=$?; fi
+        if timeout --kill-after=10 "$UNIT_TIMEOUT_S" "$t" >"$log" 2>&1; then rc=0; else rc=$?; fi
         count "$log"
-        if ((rc != 0)); then
+        if ((rc == 124 || rc == 137)); then
+            failures+=("$name (timed out after ${UNIT_TIMEOUT_S} s)"); failed=$((failed + 1))
+            echo "--- $name timed out after ${UNIT_TIMEOUT_S} s; its last lines:"; tail -20 "$log"
+        elif ((rc != 0)); then
             failures+=("$name")
             grep -q '^\[  FAILED  \]' "$log" || failed=$((failed + 1))
             echo "--- $name failed (exit $rc):"; tail -40 "$log"
@@ -53,9 +58,12 @@ if [[ $mode == all && -n ${LLAMAPI_TSAN_DIR:-} ]]; then
         name="tsan/$(basename "$t")"
         log="$LLAMAPI_TSAN_DIR/logs/$(basename "$t").log"
         mkdir -p "$(dirname "$log")"
-        if "$t" >"$log" 2>&1; then rc=0; else rc=$?; fi
+        if timeout --kill-after=10 "$UNIT_TIMEOUT_S" "$t" >"$log" 2>&1; then rc=0; else rc=$?; fi
         count "$log"
-        if ((rc != 0)); then
+        if ((rc == 124 || rc == 137)); then
+            failures+=("$name (timed out after ${UNIT_TIMEOUT_S} s)"); failed=$((failed + 1))
+            echo "--- $name timed out after ${UNIT_TIMEOUT_S} s"
+        elif ((rc != 0)); then
             failures+=("$name"); grep -q '^\[  FAILED  \]' "$log" || failed=$((failed + 1))
             echo "--- $name failed (exit $rc):"; grep -A30 -m1 'WARNING: ThreadSanitizer\|FAILED' "$log" | head -40
         else
@@ -66,7 +74,7 @@ fi
 
 # Each fuzzer for a short budget, when built.
 if [[ $mode == all && -n ${LLAMAPI_FUZZ_DIR:-} ]]; then
-    if FUZZ_RUNS=${LLAMAPI_FUZZ_RUNS:-30000} scripts/run-fuzz.sh "$LLAMAPI_FUZZ_DIR" 10 \
+    if FUZZ_RUNS=${LLAMAPI_FUZZ_RUNS:-30000} timeout --kill-after=10 1200 scripts/run-fuzz.sh "$LLAMAPI_FUZZ_DIR" 10 \
         >"$LLAMAPI_FUZZ_DIR/run.log" 2>&1; then
         grep '^ok' "$LLAMAPI_FUZZ_DIR/run.log"
     else
@@ -91,27 +99,47 @@ if [[ $mode == all && -n ${LLAMAPI_AARCH64_DIR:-} ]]; then
     passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0})); skipped=$((skipped + ${s:-0}))
 fi
 
-# The e2e suite against the server in dir $1 (label $2); a sanitizer build also sets
-# LLAMAPI_E2E_SANITIZER so every server must exit cleanly with no report.
+# The e2e suite against the server in dir $1 (label $2), one file at a time so that each file
+# has its own deadline: a test that waits forever fails with its name (--test-timeout), a file
+# that outlives its deadline is killed and counted as one failure, and the run goes on. A
+# sanitizer build also sets LLAMAPI_E2E_SANITIZER so every server must exit cleanly with no
+# report.
+E2E_TEST_TIMEOUT_S=${LLAMAPI_E2E_TEST_TIMEOUT:-300}
+E2E_FILE_TIMEOUT_S=${LLAMAPI_E2E_FILE_TIMEOUT:-1200}
 run_e2e() {
-    local dir=$1 label=$2
+    local dir=$1 label=$2 file name log rc p f s fp=0 ff=0 fs=0 t0
     export LLAMAPI_SERVER_BIN=$PWD/$dir/bin/llamapi-server
     export LLAMAPI_CLI_BIN=$PWD/$dir/bin/llamapi
     export LLAMAPI_TOOLS_DIR=$PWD/$dir/bin
-    local log="$dir/logs/e2e.log"
-    mkdir -p "$(dirname "$log")"
-    (cd tests/e2e && node --test --test-concurrency=1 --test-reporter=tap) >"$log" 2>&1
-    local rc=$? p f s
-    p=$(sed -n 's/^# pass \([0-9]*\)/\1/p' "$log" | tail -1)
-    f=$(sed -n 's/^# fail \([0-9]*\)/\1/p' "$log" | tail -1)
-    s=$(sed -n 's/^# skip \([0-9]*\)/\1/p' "$log" | tail -1)
-    passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0})); skipped=$((skipped + ${s:-0}))
-    echo "$label: ${p:-0} passed, ${f:-0} failed, ${s:-0} skipped"
-    if ((rc != 0)); then
-        failures+=("$label")
-        [[ -n ${f:-} && $f != 0 ]] || failed=$((failed + 1))
-        echo "--- $label failed (exit $rc):"; grep -B2 -A25 '^not ok' "$log" | head -150
-    fi
+    mkdir -p "$dir/logs/e2e"
+    # LLAMAPI_E2E_FILES: a space-separated subset by name ("hostile service"); all by default.
+    local files=(tests/e2e/*.test.mjs)
+    [[ -n ${LLAMAPI_E2E_FILES:-} ]] && files=($(printf 'tests/e2e/%s.test.mjs ' $LLAMAPI_E2E_FILES))
+    for file in "${files[@]}"; do
+        name=$(basename "$file" .test.mjs)
+        log="$dir/logs/e2e/$name.log"
+        t0=$SECONDS
+        (cd tests/e2e && exec timeout --kill-after=20 "$E2E_FILE_TIMEOUT_S" node --test --test-concurrency=1 \
+            --test-timeout=$((E2E_TEST_TIMEOUT_S * 1000)) --test-force-exit --test-reporter=tap \
+            "$(basename "$file")") >"$log" 2>&1
+        rc=$?
+        p=$(sed -n 's/^# pass \([0-9]*\)/\1/p' "$log" | tail -1)
+        f=$(sed -n 's/^# fail \([0-9]*\)/\1/p' "$log" | tail -1)
+        s=$(sed -n 's/^# skip \([0-9]*\)/\1/p' "$log" | tail -1)
+        fp=$((fp + ${p:-0})); ff=$((ff + ${f:-0})); fs=$((fs + ${s:-0}))
+        if ((rc == 124 || rc == 137)); then
+            failures+=("$label/$name (timed out after ${E2E_FILE_TIMEOUT_S} s)"); ff=$((ff + 1))
+            echo "--- $label/$name timed out after ${E2E_FILE_TIMEOUT_S} s; its last lines:"; tail -30 "$log"
+        elif ((rc != 0)); then
+            failures+=("$label/$name")
+            [[ -n ${f:-} && $f != 0 ]] || ff=$((ff + 1))
+            echo "--- $label/$name failed (exit $rc):"; grep -B2 -A25 '^not ok' "$log" | head -150
+        else
+            echo "ok   $label/$name (${p:-0} passed, ${s:-0} skipped, $((SECONDS - t0)) s)"
+        fi
+    done
+    passed=$((passed + fp)); failed=$((failed + ff)); skipped=$((skipped + fs))
+    echo "$label: $fp passed, $ff failed, $fs skipped"
 }
 
 if [[ $mode != unit-only && -f tests/e2e/package.json ]]; then

@@ -34,6 +34,8 @@ qemu_env=()
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
+# Each emulated test binary has a deadline, so one that hangs fails with its name.
+unit_timeout=${LLAMAPI_UNIT_TIMEOUT:-1200}
 passed=0 failed=0 skipped=0
 failures=()
 count() {
@@ -53,9 +55,12 @@ for cpu in "${cpus[@]}"; do
         [[ $cpu == "${cpus[0]}" || $isa_tests == *" $name "* ]] || continue
         log="$dir/logs/$cpu/$name.log"
         t0=$SECONDS
-        if "$qemu" -cpu "$cpu" "${qemu_env[@]}" "$t" >"$log" 2>&1; then rc=0; else rc=$?; fi
+        if timeout --kill-after=10 "$unit_timeout" "$qemu" -cpu "$cpu" "${qemu_env[@]}" "$t" >"$log" 2>&1; then
+            rc=0; else rc=$?; fi
         count "$log"
-        if ((rc != 0)); then
+        if ((rc == 124 || rc == 137)); then
+            failures+=("$cpu/$name (timed out after $unit_timeout s)"); failed=$((failed + 1))
+        elif ((rc != 0)); then
             failures+=("$cpu/$name")
             grep -q '^\[  FAILED  \]' "$log" || failed=$((failed + 1))
             echo "--- $cpu/$name failed (exit $rc):"; tail -40 "$log"
@@ -71,7 +76,7 @@ done
 # a copy of itself under qemu-user to run the others).
 if [[ -x $dir/tests/test_model_golden ]]; then
     log="$dir/logs/${cpus[0]}/test_model_golden.neon.log"
-    if LLAMAPI_ISA=neon "$qemu" -cpu "${cpus[0]}" "${qemu_env[@]}" "$dir/tests/test_model_golden" \
+    if LLAMAPI_ISA=neon timeout --kill-after=10 "$unit_timeout" "$qemu" -cpu "${cpus[0]}" "${qemu_env[@]}" "$dir/tests/test_model_golden" \
         >"$log" 2>&1; then
         echo "ok   ${cpus[0]}/test_model_golden (LLAMAPI_ISA=neon)"
     else
@@ -83,7 +88,7 @@ if [[ -x $dir/tests/test_model_golden ]]; then
 fi
 
 start=$SECONDS
-if scripts/smoke-server.sh "$dir" "$qemu" -cpu "${cpus[0]}" "${qemu_env[@]}" \
+if timeout --kill-after=10 900 scripts/smoke-server.sh "$dir" "$qemu" -cpu "${cpus[0]}" "${qemu_env[@]}" \
     >"$dir/logs/smoke.log" 2>&1; then
     grep '^ok' "$dir/logs/smoke.log"
 else

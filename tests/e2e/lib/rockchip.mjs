@@ -4,7 +4,7 @@
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { serverBin, sharedDir } from './server.mjs';
+import { serverBin } from './server.mjs';
 
 export const fakesDir = path.resolve(path.dirname(serverBin), '..', 'fakes');
 
@@ -30,9 +30,43 @@ export function makeBoard(root, { soc = 'rk3588', driver = '0.9.8' } = {}) {
   return root;
 }
 
-// Qwen3's chat template (Hermes tool calls, think blocks), from the shared template set.
+// A Qwen3-style chat template of the project's own (ChatML, tools listed in a <tools> block,
+// Hermes <tool_call> tags, think blocks closed when enable_thinking is false), so the rkllm
+// tests need nothing beside the checkout. What the tests assert of it: tool names and tool
+// results reach the prompt, the generation prompt ends "<|im_start|>assistant\n", and
+// enable_thinking=false renders an empty "<think>\n\n</think>".
+const QWEN3_STYLE_TEMPLATE = `{%- if tools %}<|im_start|>system
+{% if messages[0].role == 'system' %}{{ messages[0].content }}
+
+{% endif %}# Tools
+<tools>
+{% for t in tools %}{{ t | tojson }}
+{% endfor %}</tools>
+Call a tool with <tool_call>{"name": ..., "arguments": ...}</tool_call>.<|im_end|>
+{% elif messages[0].role == 'system' %}<|im_start|>system
+{{ messages[0].content }}<|im_end|>
+{% endif %}
+{%- for m in messages %}{% if m.role == 'user' or (m.role == 'system' and not loop.first) %}<|im_start|>{{ m.role }}
+{{ m.content }}<|im_end|>
+{% elif m.role == 'assistant' %}<|im_start|>assistant
+{% if m.content %}{{ m.content }}{% endif %}{% if m.tool_calls %}{% for c in m.tool_calls %}
+<tool_call>
+{"name": "{{ c.function.name }}", "arguments": {{ c.function.arguments | tojson }}}
+</tool_call>{% endfor %}{% endif %}<|im_end|>
+{% elif m.role == 'tool' %}<|im_start|>user
+<tool_response>
+{{ m.content }}
+</tool_response><|im_end|>
+{% endif %}{% endfor %}
+{%- if add_generation_prompt %}<|im_start|>assistant
+{% if enable_thinking is defined and enable_thinking is false %}<think>
+
+</think>
+
+{% endif %}{% endif %}`;
+
 export function qwen3Template() {
-  return readFileSync(path.join(sharedDir, 'templates', 'Qwen-Qwen3-0.6B.jinja'), 'utf8');
+  return QWEN3_STYLE_TEMPLATE;
 }
 
 // A model directory: a .rkllm file (the fake only opens it), tokenizer_config.json with a
