@@ -84,7 +84,7 @@ FAKE_LIBS := $(FAKE_SRC:tests/fakes/fake_%.c=$(O)/fakes/lib%_fake.so) \
 
 .SECONDARY:
 .PHONY: test-aarch64 test-after-deps fuzz fuzzers demo-model all fakes lib tests tools benches test unit asan tsan run clean format format-check deps \
-        e2e bench check-headers compat deb
+        e2e bench check-headers check-layers compat deb
 all: $(SERVER) $(CLI) $(TOOL_BIN) $(FAKE_LIBS)
 fakes: $(FAKE_LIBS)
 ifeq ($(ARCH),aarch64)
@@ -183,7 +183,7 @@ test: deps
 # of each in parallel.
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 SUBMAKE = $(MAKE) --no-print-directory -j$(JOBS)
-test-after-deps:
+test-after-deps: check-layers
 	@$(SUBMAKE) BUILD=asan all tests tools
 	@$(SUBMAKE) BUILD=tsan $(addprefix build/tsan/tests/,$(filter $(TSAN_TESTS),$(TEST_SRC:tests/unit/%.c=%)))
 	@$(SUBMAKE) BUILD=fuzz CC=clang fuzzers
@@ -265,6 +265,10 @@ ifeq ($(DEB_ARCH)-$(shell command -v aarch64-linux-gnu-gcc >/dev/null && echo cr
 	  build/aarch64-release/bin/llamapi
 	@scripts/build-deb.sh build/aarch64-release arm64 build/deb build/release
 endif
+
+# Every include points down the layers (scripts/check-layers.sh holds the table).
+check-layers:
+	@scripts/check-layers.sh
 
 # Each header must compile on its own.
 check-headers:

@@ -16,7 +16,7 @@
 struct manager;
 struct media_path;
 struct response_store;
-struct server_config;
+struct hub_opts;
 struct gen_params;
 struct metrics;
 
@@ -24,7 +24,8 @@ struct metrics;
  * locks (the registry is guarded by its mutex). */
 struct api_ctx {
     struct manager *manager;               // models; borrowed, own locks
-    const struct server_config *config;    // flags; immutable after start-up
+    const struct hub_opts *hub;            // the hub and models folder (-hf, hf:// paths,
+                                           // Ollama pulls); NULL: no hub; immutable
     int64_t started_unix_s;                // server start time
     const struct media_path *media_path;   // where file:// parts may be read; immutable
     const atomic_bool *is_starting;        // true while the -m models load (NULL: never)

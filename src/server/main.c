@@ -266,6 +266,19 @@ static void start_deadline_guard(const sigset_t *set, double deadline_ms)
     if (pthread_create(&t, NULL, deadline_guard_main, &guard) == 0) pthread_detach(t);
 }
 
+/* The hub options every hub user of the server starts from (-hf here; hf:// model paths,
+ * Ollama's pull and autoload through api_ctx.hub): built once from the flags, so the API layer
+ * never reads the server's configuration. Borrows c's strings. */
+static struct hub_opts hub_opts_of(const struct server_config *c)
+{
+    return (struct hub_opts){.hub_url = c->hub_url,
+                             .token = c->hf_token[0] ? c->hf_token : NULL,
+                             .models_dir = c->models_dir,
+                             .is_offline = c->is_offline,
+                             .n_retries = 3,
+                             .retry_delay_ms = 1000};
+}
+
 static int serve(const struct server_config *config)
 {
     int n_threads = config->n_threads;
@@ -318,9 +331,10 @@ static int serve(const struct server_config *config)
     }
     struct metrics metrics; // outlives the HTTP server, which is stopped first
     metrics_init(&metrics);
+    const struct hub_opts hub = hub_opts_of(config);
     struct api_ctx ctx = {
         .manager = manager,
-        .config = config,
+        .hub = &hub,
         .started_unix_s = clock_unix_s(),
         .gen_defaults = &config->gen_defaults,
         .metrics = &metrics,
@@ -431,14 +445,9 @@ static int add_hub_model(struct server_config *c)
     else
         snprintf(ref, sizeof ref, "%s", c->hf_repo);
     struct hub_log_progress progress = {0};
-    struct hub_opts o = {.hub_url = c->hub_url,
-                         .token = c->hf_token[0] ? c->hf_token : NULL,
-                         .models_dir = c->models_dir,
-                         .is_offline = c->is_offline,
-                         .n_retries = 3,
-                         .retry_delay_ms = 1000,
-                         .progress = hub_log_progress,
-                         .progress_user = &progress};
+    struct hub_opts o = hub_opts_of(c);
+    o.progress = hub_log_progress;
+    o.progress_user = &progress;
     enum hub_failure why;
     struct errmsg err;
     errmsg_clear(&err);

@@ -7,7 +7,6 @@
 #include "api/validate.h"
 #include "core/manager.h"
 #include "hub/hub.h"
-#include "server/config.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -126,16 +125,10 @@ static void respond_hub_failure(enum hub_failure why, const struct errmsg *err,
 static bool resolve_hub_path(const struct api_ctx *ctx, const char *path, char *out, size_t out_cap,
                              struct api_response *resp)
 {
-    const struct server_config *c = ctx->config;
     struct hub_log_progress progress = {0};
-    struct hub_opts o = {.hub_url = c->hub_url,
-                         .token = c->hf_token[0] ? c->hf_token : NULL,
-                         .models_dir = c->models_dir,
-                         .is_offline = c->is_offline,
-                         .n_retries = 3,
-                         .retry_delay_ms = 1000,
-                         .progress = hub_log_progress,
-                         .progress_user = &progress};
+    struct hub_opts o = *ctx->hub;
+    o.progress = hub_log_progress;
+    o.progress_user = &progress;
     char file[PATH_MAX];
     enum hub_failure why;
     struct errmsg err;
@@ -191,7 +184,7 @@ void api_models_load(const struct api_ctx *ctx, const struct api_request *req,
     }
     char hub_file[PATH_MAX];
     if (strncmp(path, HUB_URL_PREFIX, strlen(HUB_URL_PREFIX)) == 0) {
-        if (!ctx->config) {
+        if (!ctx->hub) {
             api_error(resp, 400, API_TYPE_INVALID_REQUEST, "invalid_model_path", "model_path",
                       "hub models are not available here");
             return;

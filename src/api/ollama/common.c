@@ -6,7 +6,6 @@
 #include "api/models/model_select.h"
 #include "core/manager.h"
 #include "hub/hub.h"
-#include "server/config.h"
 #include "util/log.h"
 
 #include <ctype.h>
@@ -171,11 +170,11 @@ bool ollama_hub_ref(const char *name, char *out, size_t cap)
 static struct model *autoload_hub(const struct api_ctx *ctx, const char *name)
 {
     char ref[HUB_REPO_CAP + HUB_QUANT_CAP + HUB_FILE_CAP], file[PATH_MAX], path[PATH_MAX];
-    const struct server_config *c = ctx->config;
-    if (!c || ctx->is_autoload_disabled || strlen(name) >= MODEL_ID_CAP ||
+    if (!ctx->hub || ctx->is_autoload_disabled || strlen(name) >= MODEL_ID_CAP ||
         !ollama_hub_ref(name, ref, sizeof ref))
         return NULL;
-    struct hub_opts o = {.hub_url = c->hub_url, .models_dir = c->models_dir, .is_offline = true};
+    struct hub_opts o = *ctx->hub;
+    o.is_offline = true; // a name in a request never starts a download
     enum hub_failure why;
     struct errmsg err;
     errmsg_clear(&err);

@@ -6,7 +6,6 @@
 #include "api/ollama/common.h"
 #include "api/ollama/ndjson.h"
 #include "hub/hub.h"
-#include "server/config.h"
 #include "util/clock.h"
 #include "util/mem.h"
 #include "util/thread.h"
@@ -39,8 +38,10 @@ struct pull_job {
     struct cond cv;
     // Immutable after start:
     char ref[PULL_REF_CAP];
+    // the server's hub options, with its strings copied: the detached download thread may
+    // outlive the request and the server's stack frame that holds them
+    struct hub_opts opts;
     char hub_url[512], token[512], models_dir[4096];
-    bool is_offline;
     // Guarded by mu:
     char file[HUB_FILE_CAP]; // the file of the last progress report
     char digest[80];         // "sha256:<hex>" or ""
@@ -78,22 +79,13 @@ static void on_progress(void *user, const struct hub_progress *p)
     mutex_unlock(&j->mu);
 }
 
-static struct hub_opts opts_of(struct pull_job *j, bool is_offline)
-{
-    return (struct hub_opts){.hub_url = j->hub_url,
-                             .token = j->token[0] ? j->token : NULL,
-                             .models_dir = j->models_dir,
-                             .is_offline = is_offline,
-                             .n_retries = 3,
-                             .retry_delay_ms = 1000,
-                             .progress = on_progress,
-                             .progress_user = j};
-}
 
 static void *pull_main(void *arg)
 {
     struct pull_job *j = arg;
-    struct hub_opts o = opts_of(j, j->is_offline);
+    struct hub_opts o = j->opts;
+    o.progress = on_progress;
+    o.progress_user = j;
     char path[4096];
     enum hub_failure why = HUB_FAIL_NONE;
     struct errmsg err;
@@ -157,7 +149,7 @@ static void pull_free(void *ctx)
     job_unref(ctx);
 }
 
-static struct pull_job *job_new(const struct server_config *c, const char *ref)
+static struct pull_job *job_new(const struct hub_opts *hub, const char *ref)
 {
     struct pull_job *j = mem_calloc(1, sizeof *j);
     if (!j) return NULL;
@@ -165,10 +157,13 @@ static struct pull_job *job_new(const struct server_config *c, const char *ref)
     if (cond_init(&j->cv) != ERR_OK) goto out_mutex;
     atomic_init(&j->refs, 1);
     snprintf(j->ref, sizeof j->ref, "%s", ref);
-    snprintf(j->hub_url, sizeof j->hub_url, "%s", c->hub_url);
-    snprintf(j->token, sizeof j->token, "%s", c->hf_token);
-    snprintf(j->models_dir, sizeof j->models_dir, "%s", c->models_dir);
-    j->is_offline = c->is_offline;
+    snprintf(j->hub_url, sizeof j->hub_url, "%s", hub->hub_url);
+    snprintf(j->token, sizeof j->token, "%s", hub->token ? hub->token : "");
+    snprintf(j->models_dir, sizeof j->models_dir, "%s", hub->models_dir);
+    j->opts = *hub;
+    j->opts.hub_url = j->hub_url;
+    j->opts.token = j->token[0] ? j->token : NULL;
+    j->opts.models_dir = j->models_dir;
     return j;
 out_mutex:
     mutex_deinit(&j->mu);
@@ -179,9 +174,9 @@ out_free:
 
 /* Streams the pull of ref: the download runs on a thread of its own so its progress reaches
  * the client while it runs (hub_resolve blocks; the HTTP layer pulls lines from the stream). */
-static void pull_stream(const struct server_config *c, const char *ref, struct api_response *resp)
+static void pull_stream(const struct hub_opts *hub, const char *ref, struct api_response *resp)
 {
-    struct pull_job *j = job_new(c, ref);
+    struct pull_job *j = job_new(hub, ref);
     struct thread t;
     if (!j) {
         ollama_error(resp, 500, "out of memory");
@@ -199,19 +194,13 @@ static void pull_stream(const struct server_config *c, const char *ref, struct a
 }
 
 /* Pulls ref and answers once: {"status":"success"} or the hub's error. Blocks meanwhile. */
-static void pull_once(const struct server_config *c, const char *ref, struct api_response *resp)
+static void pull_once(const struct hub_opts *hub, const char *ref, struct api_response *resp)
 {
-    struct hub_opts o = {.hub_url = c->hub_url,
-                         .token = c->hf_token[0] ? c->hf_token : NULL,
-                         .models_dir = c->models_dir,
-                         .is_offline = c->is_offline,
-                         .n_retries = 3,
-                         .retry_delay_ms = 1000};
     char path[4096];
     enum hub_failure why = HUB_FAIL_NONE;
     struct errmsg err;
     errmsg_clear(&err);
-    if (hub_resolve(&o, ref, path, sizeof path, &why, &err) != ERR_OK) {
+    if (hub_resolve(hub, ref, path, sizeof path, &why, &err) != ERR_OK) {
         ollama_error(resp, status_of(why), "%s", err.msg);
         return;
     }
@@ -278,12 +267,12 @@ void api_ollama_pull(const struct api_ctx *ctx, const struct api_request *req,
         pull_local(ctx, name, is_stream, resp);
         return;
     }
-    if (!ctx->config) {
+    if (!ctx->hub) {
         ollama_error(resp, 400, "hub models are not available here");
         return;
     }
     if (is_stream)
-        pull_stream(ctx->config, ref, resp);
+        pull_stream(ctx->hub, ref, resp);
     else
-        pull_once(ctx->config, ref, resp);
+        pull_once(ctx->hub, ref, resp);
 }
