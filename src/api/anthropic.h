@@ -6,7 +6,7 @@
 #define API_ANTHROPIC_H
 
 #include "api/validate.h"
-#include "text/toolcall.h"
+#include "text/toolcall/toolcall.h"
 #include "util/buf.h"
 #include "util/str.h"
 

@@ -7,7 +7,7 @@
 #define TEXT_CHATPARSE_H
 
 #include "text/reasoning.h"
-#include "text/toolcall.h"
+#include "text/toolcall/toolcall.h"
 #include "util/err.h"
 #include "util/str.h"
 

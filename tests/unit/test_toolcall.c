@@ -8,7 +8,7 @@
 #include <cmocka.h>
 
 #include "text/reasoning.h"
-#include "text/toolcall.h"
+#include "text/toolcall/toolcall.h"
 #include "util/buf.h"
 #include "util/err.h"
 #include "util/mem.h"

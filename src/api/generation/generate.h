@@ -11,7 +11,7 @@
 #include "core/model.h"
 #include "platform/request.h"
 #include "text/reasoning.h"
-#include "text/toolcall.h"
+#include "text/toolcall/toolcall.h"
 #include "util/buf.h"
 
 #include <stdbool.h>

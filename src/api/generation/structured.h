@@ -6,7 +6,7 @@
 #define API_STRUCTURED_H
 
 #include "api/validate.h"
-#include "text/toolcall.h"
+#include "text/toolcall/toolcall.h"
 #include "util/buf.h"
 
 /* Appends the grammar the body asks for to out (nothing when unconstrained). 400s:

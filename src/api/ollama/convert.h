@@ -5,7 +5,7 @@
 #define API_OLLAMA_CONVERT_H
 
 #include "api/validate.h"
-#include "text/toolcall.h"
+#include "text/toolcall/toolcall.h"
 
 /* The media type of a base64 image from its first bytes (PNG, JPEG, GIF, WebP, BMP), or
  * "image/png" when unknown (the decoder then says what is wrong). Cannot fail. */

@@ -6,7 +6,7 @@
 #define API_RESPONSES_CONVERT_H
 
 #include "api/validate.h"
-#include "text/toolcall.h"
+#include "text/toolcall/toolcall.h"
 #include "util/str.h"
 
 /* A Responses request in chat-completions terms. */
