@@ -163,3 +163,50 @@ describe('connections opened per request', () => {
     assert.equal((await post(srv, '/v1/models/unload', { model_id: 'rz' })).status, 200);
   });
 });
+
+describe('special files where a model file is expected', () => {
+  let srv, small, dir;
+  before(async () => {
+    small = synthModel('small', SMALL);
+    dir = path.join(tmpDir, 'faults', 'special');
+    mkdirSync(path.join(dir, 'fifo-model'), { recursive: true });
+    mkdirSync(path.join(dir, 'fifo-mmproj'), { recursive: true });
+    execFileSync('mkfifo', [path.join(dir, 'pipe.gguf')]);
+    execFileSync('mkfifo', [path.join(dir, 'fifo-model', 'model.gguf')]);
+    copyFileSync(small, path.join(dir, 'fifo-mmproj', 'model.gguf'));
+    execFileSync('mkfifo', [path.join(dir, 'fifo-mmproj', 'mmproj-model.gguf')]);
+    srv = await startServer(['--threads', '1']);
+  });
+  after(async () => {
+    await srv.stop();
+  });
+
+  // Before: the first and last of these never answered, and each attempt kept a thread.
+  test('FIFOs, a directory and a device answer 400 at once and keep no thread', { timeout: 60000 }, async () => {
+    const cases = [
+      [{ model_path: small, mmproj_path: path.join(dir, 'pipe.gguf') }, 'mmproj_path', 'a FIFO'],
+      [{ model_path: small, mmproj_path: dir }, 'mmproj_path', 'a directory'],
+      [{ model_path: path.join(dir, 'pipe.gguf') }, 'model_path', 'a FIFO'],
+      [{ model_path: '/dev/zero' }, 'model_path', 'a device'],
+      [{ model_path: path.join(dir, 'fifo-model') }, 'model_path', 'a FIFO'],
+      [{ model_path: path.join(dir, 'fifo-mmproj') }, 'model_path', 'a FIFO'],
+    ];
+    // A first load warms the worker threads up, so the count below is the steady one.
+    await load(srv, { model_id: 'warm', model_path: small });
+    const threads = threadsOf(srv.proc.pid);
+    for (let round = 0; round < 4; round++) {
+      for (const [i, [body, param, kind]] of cases.entries()) {
+        const res = await post(srv, '/v1/models/load', { model_id: `special-${round}-${i}`, ...body },
+          AbortSignal.timeout(10000));
+        assert.equal(res.status, 400, JSON.stringify(body));
+        const e = errorOf(await res.json());
+        assert.equal(e.code, 'invalid_model_path');
+        assert.equal(e.param, param);
+        assert.ok(e.message.includes(kind), e.message);
+      }
+    }
+    const list = await (await fetch(`${srv.url}/v1/models`)).json();
+    assert.deepEqual(list.data.map((m) => m.id), ['warm']);
+    assert.ok(threadsOf(srv.proc.pid) <= threads + 1, `threads ${threads} -> ${threadsOf(srv.proc.pid)}`);
+  });
+});

@@ -4,6 +4,7 @@
 
 #include "platform/cpu/cpu_model.h"
 #include "platform/cpuinfo.h"
+#include "util/file.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -20,9 +21,10 @@ static int cpu_detect_chips(struct platform_chip *out, int max)
     return cpuinfo_detect(out, max);
 }
 
+/* Never blocks: a FIFO named like a model is not one. */
 static bool has_gguf_magic(const char *path)
 {
-    FILE *f = fopen(path, "rb");
+    FILE *f = file_fopen_regular(path, NULL);
     if (!f) return false;
     char magic[4];
     bool ok = fread(magic, 1, 4, f) == 4 && memcmp(magic, "GGUF", 4) == 0;
