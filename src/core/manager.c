@@ -125,13 +125,15 @@ static int fail(enum load_failure *why, enum load_failure w, int rc)
     return rc;
 }
 
-/* The least recently used model that is ready and has nothing running or queued, or -1. */
+/* The least recently used model that is ready (or failed) and has nothing running or queued,
+ * or -1. */
 static int pick_idle_lru(const struct model_info *infos, int n)
 {
     int best = -1;
     for (int i = 0; i < n; i++) {
         const struct model_info *e = &infos[i];
-        if (e->status != MODEL_STATUS_READY || e->busy_count > 0 || e->queue_depth > 0) continue;
+        bool is_settled = e->status == MODEL_STATUS_READY || e->status == MODEL_STATUS_FAILED;
+        if (!is_settled || e->busy_count > 0 || e->queue_depth > 0) continue;
         if (best < 0 || e->last_used_ns < infos[best].last_used_ns) best = i;
     }
     return best;

@@ -79,6 +79,77 @@ async function streamChat(srv, model, maxTokens, onFirst = () => {}) {
 
 const threadsOf = (pid) => Number(/Threads:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]);
 
+describe('model files changed under a loaded model', () => {
+  let srv, small, small2, slow;
+  before(async () => {
+    small = synthModel('small', SMALL);
+    small2 = synthModel('small-seed8', [...SMALL.slice(0, -1), '8']);
+    slow = synthModel('slow', SLOW);
+    srv = await startServer(['--threads', '1']);
+  });
+  after(async () => {
+    await srv.stop();
+  });
+
+  test('a file truncated while 4 streams decode fails only that model, until it is loaded again',
+    { timeout: 120000 }, async () => {
+      const file = copyOf(slow, 'trunc');
+      await load(srv, { model_id: 'trunc', model_path: file, instance_count: 4 });
+      await load(srv, { model_id: 'bystander', model_path: small });
+      let started = 0;
+      let cut;
+      const allStarted = new Promise((resolve) => { cut = resolve; });
+      const streams = [0, 1, 2, 3].map(() => streamChat(srv, 'trunc', 3000, () => { if (++started === 4) cut(); }));
+      await allStarted;
+      truncateSync(file, 4096); // before the fix: SIGBUS, the whole server gone
+      for (const text of await Promise.all(streams)) {
+        assert.ok(!text.includes('[DONE]'), 'a stream of the changed file completed');
+        assert.match(text, /event: error\ndata: .*"code":"model_file_changed"/);
+      }
+      assert.equal(await (await fetch(`${srv.url}/health`)).text(), 'ok');
+      assert.equal((await post(srv, '/v1/chat/completions', chat('bystander'))).status, 200);
+      const entry = await modelEntry(srv, 'trunc');
+      assert.equal(entry.status, 'failed');
+      assert.ok(entry.failure.includes(file), entry.failure);
+      await expectFileChanged(await post(srv, '/v1/chat/completions', chat('trunc')), file);
+      // Loaded again from a whole file, it serves.
+      assert.equal((await post(srv, '/v1/models/unload', { model_id: 'trunc' })).status, 200);
+      copyFileSync(slow, file);
+      await load(srv, { model_id: 'trunc', model_path: file });
+      assert.equal((await modelEntry(srv, 'trunc')).status, 'ready');
+      assert.equal((await post(srv, '/v1/chat/completions', chat('trunc'))).status, 200);
+      assert.equal((await post(srv, '/v1/models/unload', { model_id: 'trunc' })).status, 200);
+      assert.equal((await post(srv, '/v1/models/unload', { model_id: 'bystander' })).status, 200);
+    });
+
+  test('a same-size rewrite in place is noticed before the next answer; a touch is not a change',
+    { timeout: 60000 }, async () => {
+      assert.equal(statSync(small).size, statSync(small2).size);
+      const file = copyOf(small, 'inplace');
+      await load(srv, { model_id: 'inplace', model_path: file });
+      assert.equal((await post(srv, '/v1/chat/completions', chat('inplace'))).status, 200);
+      const later = new Date(Date.now() + 60000);
+      utimesSync(file, later, later);
+      assert.equal((await post(srv, '/v1/chat/completions', chat('inplace'))).status, 200);
+      assert.equal((await modelEntry(srv, 'inplace')).status, 'ready');
+      rewriteInPlace(file, readFileSync(small2)); // another model of the same layout
+      await expectFileChanged(await post(srv, '/v1/chat/completions', chat('inplace')), file);
+      assert.equal((await modelEntry(srv, 'inplace')).status, 'failed');
+      // Streams and other routes say the same.
+      await expectFileChanged(await post(srv, '/v1/chat/completions', chat('inplace', { stream: true })), file);
+      assert.equal((await post(srv, '/v1/models/unload', { model_id: 'inplace' })).status, 200);
+    });
+
+  test('random bytes written over a loaded file give model_file_changed, not a misleading 400',
+    { timeout: 60000 }, async () => {
+      const file = copyOf(small, 'random');
+      await load(srv, { model_id: 'random', model_path: file });
+      rewriteInPlace(file, randomBytes(statSync(file).size - 1024), 1024);
+      await expectFileChanged(await post(srv, '/v1/chat/completions', chat('random')), file);
+      assert.equal((await post(srv, '/v1/models/unload', { model_id: 'random' })).status, 200);
+    });
+});
+
 // One request on a connection of its own, as a client without keep-alive makes it.
 function oneShot(url, route, body) {
   const u = new URL(url);

@@ -96,6 +96,12 @@ bool cpu_resolve_gguf(const char *path, char *gguf_path, size_t cap)
     return true;
 }
 
+void cpu_file_changed_msg(const char *file, struct errmsg *why)
+{
+    errmsg_set(why, ERR_IO, PLATFORM_MSG_FILE_CHANGED ": %s; unload and load the model again",
+               file);
+}
+
 static bool cpu_claims(const char *path)
 {
     return cpu_resolve_gguf(path, NULL, 0);
@@ -113,5 +119,6 @@ const struct platform cpu_platform = {
     .remove_instance = cpu_model_remove_instance,
     .submit = cpu_model_submit,
     .cached_prefix = cpu_model_cached_prefix,
+    .is_failed = cpu_model_is_failed,
     .unload = cpu_model_unload,
 };
