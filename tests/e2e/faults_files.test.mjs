@@ -11,7 +11,7 @@ import { copyFileSync, mkdirSync, openSync, writeSync, closeSync, readFileSync, 
   utimesSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
-import { startServer, errorOf, sanitizer } from './lib/server.mjs';
+import { startServer, errorOf, sanitizer, toolsDir } from './lib/server.mjs';
 import { synthModel, SMALL, SLOW, tmpDir } from './lib/models.mjs';
 
 const NO_EOS = { 2: -100 }; // random-weight models then generate until max_tokens
@@ -148,6 +148,30 @@ describe('model files changed under a loaded model', () => {
       await expectFileChanged(await post(srv, '/v1/chat/completions', chat('random')), file);
       assert.equal((await post(srv, '/v1/models/unload', { model_id: 'random' })).status, 200);
     });
+  test('a projector rewritten in place fails its model too, naming the projector', { timeout: 60000 }, async () => {
+    const dir = path.join(tmpDir, 'faults', 'proj');
+    mkdirSync(dir, { recursive: true });
+    copyFileSync(small, path.join(dir, 'model.gguf'));
+    const proj = path.join(dir, 'mmproj-model.gguf');
+    execFileSync(path.join(toolsDir, 'mmproj-synth'), ['--projector', 'gemma3', '--out', '128', '-o', proj]);
+    await load(srv, { model_id: 'proj', model_path: dir });
+    assert.equal((await post(srv, '/v1/chat/completions', chat('proj'))).status, 200);
+    rewriteInPlace(proj, randomBytes(statSync(proj).size - 1024), 1024);
+    await expectFileChanged(await post(srv, '/v1/chat/completions', chat('proj')), proj);
+    assert.equal((await post(srv, '/v1/models/unload', { model_id: 'proj' })).status, 200);
+  });
+  test('an embedding model whose file was truncated answers model_file_changed', { timeout: 60000 }, async () => {
+    const bert = synthModel('bert-small', ['--arch', 'bert', '--layers', '2', '--embd', '128', '--heads', '4',
+      '--ffn', '256', '--ctx', '512', '--type', 'f32', '--seed', '5']);
+    const file = copyOf(bert, 'bert-trunc');
+    await load(srv, { model_id: 'emb', model_path: file });
+    const body = { model: 'emb', input: ['one sentence', 'another one'] };
+    assert.equal((await post(srv, '/v1/embeddings', body)).status, 200);
+    truncateSync(file, 8192);
+    await expectFileChanged(await post(srv, '/v1/embeddings', body), file);
+    assert.equal((await modelEntry(srv, 'emb')).status, 'failed');
+    assert.equal((await post(srv, '/v1/models/unload', { model_id: 'emb' })).status, 200);
+  });
 });
 
 // One request on a connection of its own, as a client without keep-alive makes it.

@@ -523,8 +523,11 @@ static int build_batch(struct platform_model *m)
 bool cpu_model_is_failed(struct platform_model *m, struct errmsg *why)
 {
     if (m->embed) return cpu_embed_is_failed(m->embed, why);
-    if (!gguf_is_changed(engine_model_gguf(m->engine))) return false;
-    cpu_file_changed_msg(m->file, why);
+    // The projector too: an image encoded from changed bytes is as wrong as a changed weight.
+    if (gguf_is_changed(engine_model_gguf(m->engine)))
+        cpu_file_changed_msg(m->file, why);
+    else if (!cpu_vision_is_changed(m->vision, why))
+        return false;
     if (!atomic_exchange(&m->is_change_logged, true)) log_error("%s", why->msg);
     return true;
 }
