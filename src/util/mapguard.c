@@ -22,7 +22,9 @@ static size_t g_page = 4096;    // set by install, before any thread starts
 static struct sigaction g_prev; // the handler before ours: faults outside our mappings
 
 /* Not ours: hand the fault to whoever handled SIGBUS before (a sanitizer's reporter), or
- * restore the default action so the retried access kills the process with a core. */
+ * restore the default action, so the retried access (or, for a SIGBUS sent with kill, the
+ * signal raised again and delivered once this handler returns) kills the process with a
+ * core. */
 static void pass_on(int sig, siginfo_t *info, void *uctx)
 {
     if ((g_prev.sa_flags & SA_SIGINFO) && g_prev.sa_sigaction) {
@@ -37,6 +39,7 @@ static void pass_on(int sig, siginfo_t *info, void *uctx)
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
     sigaction(SIGBUS, &dfl, NULL);
+    raise(sig);
 }
 
 /* Runs on the faulting thread. mmap is not on POSIX's async-signal-safe list, but on Linux it
@@ -45,7 +48,8 @@ static void pass_on(int sig, siginfo_t *info, void *uctx)
 static void on_sigbus(int sig, siginfo_t *info, void *uctx)
 {
     uintptr_t addr = (uintptr_t)info->si_addr;
-    for (int i = 0; i < MAPGUARD_CAP; i++) {
+    // si_code > 0: the kernel's, for a fault at si_addr; a signal sent by a process has none.
+    for (int i = 0; info->si_code > 0 && i < MAPGUARD_CAP; i++) {
         uintptr_t base = atomic_load(&g_base[i]);
         size_t len = atomic_load(&g_len[i]);
         if (!base || addr < base || addr - base >= len) continue;
