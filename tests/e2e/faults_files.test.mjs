@@ -247,13 +247,14 @@ describe('connections opened per request', () => {
       }
     };
     const clients = Array.from({ length: 8 }, client);
-    for (let i = 0; i < (sanitizer ? 60 : 300); i++) {
+    // Resizes go on until enough streams have run beside them, however fast either side is.
+    const [minResizes, minStreams] = sanitizer ? [60, 48] : [300, 160];
+    for (let i = 0; i < minResizes || n < minStreams; i++) {
       const r = await oneShot(srv.url, '/v1/models/resize', { model_id: 'rz', instance_count: 1 + (i % 4) });
       assert.equal(r.status, 200, r.text);
     }
     isDone = true;
     await Promise.all(clients);
-    assert.ok(n >= 16, `only ${n} streams ran`);
     assert.deepEqual(failures.slice(0, 3), [], `${failures.length} of ${n} streams were cut`);
     assert.equal((await post(srv, '/v1/models/unload', { model_id: 'rz' })).status, 200);
   });
