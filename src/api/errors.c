@@ -1,9 +1,12 @@
 /* OpenAI error objects. */
 #include "api/errors.h"
 
+#include "platform/platform.h"
+
 #include <stdarg.h>
 #include <utf8proc.h>
 #include <stdio.h>
+#include <string.h>
 
 /* Messages may quote user input; replace bytes that are not valid UTF-8 so the error itself
  * is always valid JSON. */
@@ -57,15 +60,27 @@ static int outcome_status(int status)
     return status >= 400 ? status : 500;
 }
 
+const char *api_outcome_code(int status, const char *message)
+{
+    status = outcome_status(status);
+    if (status == 404) return "model_not_found";
+    // The one outcome that ends in 503 is the server stopping under the request.
+    if (status == 503) return API_CODE_SHUTTING_DOWN;
+    // An outcome carries a status and a message only; this one failure is told by the
+    // message the platform layer fixes for it.
+    static const char changed[] = PLATFORM_MSG_FILE_CHANGED;
+    if (message && strncmp(message, changed, sizeof changed - 1) == 0)
+        return API_CODE_MODEL_FILE_CHANGED;
+    return NULL;
+}
+
 json_t *api_outcome_error_json(int status, const char *message)
 {
     status = outcome_status(status);
-    if (status == 404)
-        return api_error_json(API_TYPE_INVALID_REQUEST, "model_not_found", "model", message);
-    // The one outcome that ends in 503 is the server stopping under the request.
-    if (status == 503)
-        return api_error_json(API_TYPE_UNAVAILABLE, API_CODE_SHUTTING_DOWN, NULL, message);
-    return api_error_json(status >= 500 ? API_TYPE_SERVER : API_TYPE_INVALID_REQUEST, NULL, NULL,
+    const char *code = api_outcome_code(status, message);
+    if (status == 404) return api_error_json(API_TYPE_INVALID_REQUEST, code, "model", message);
+    if (status == 503) return api_error_json(API_TYPE_UNAVAILABLE, code, NULL, message);
+    return api_error_json(status >= 500 ? API_TYPE_SERVER : API_TYPE_INVALID_REQUEST, code, NULL,
                           message);
 }
 

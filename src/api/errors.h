@@ -17,6 +17,8 @@
 
 /* The code of every answer the server gives while it stops (503). */
 #define API_CODE_SHUTTING_DOWN "server_shutting_down"
+/* The code of a request to a model whose file changed on disk while it was loaded (500). */
+#define API_CODE_MODEL_FILE_CHANGED "model_file_changed"
 
 /* Builds the error object. param and code may be NULL (they become JSON null). Returns a new
  * reference or NULL on allocation failure. */
@@ -27,6 +29,9 @@ json_t *api_error_json(const char *type, const char *code, const char *param, co
  * went away (it was unloaded while the request waited or ran) and says model_not_found; a 503
  * means the server is stopping (unavailable_error, server_shutting_down). */
 json_t *api_outcome_error_json(int status, const char *message);
+/* The code such an outcome carries (model_not_found, server_shutting_down, model_file_changed
+ * for a platform message that starts with PLATFORM_MSG_FILE_CHANGED), or NULL. Static. */
+const char *api_outcome_code(int status, const char *message);
 void api_outcome_error(struct api_response *resp, int status, const char *message);
 
 /* Sets resp to an error with the given status; message is printf-formatted. */

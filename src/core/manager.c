@@ -4,9 +4,11 @@
 #include "platform/detect.h"
 #include "platform/vendor.h"
 
+#include "util/file.h"
 #include "util/log.h"
 #include "util/mem.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -84,10 +86,37 @@ int manager_resolve_path(const struct manager *m, const char *given, char *out, 
     if (stat(out, &st) != 0)
         return errmsg_set(err, ERR_NOT_FOUND, "model_path '%s' does not exist%s", out,
                           given[0] == '/' ? "" : " (bare names resolve under --models-dir)");
+    // Opening a FIFO blocks until a writer comes, forever for a load; a device is no model.
+    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+        return errmsg_set(err, ERR_INVALID, "'%s' is %s, not a model file or directory", out,
+                          file_kind_name(st.st_mode));
     if (access(out, R_OK) != 0)
         return errmsg_set(err, ERR_INVALID, "model_path '%s' is not readable: %s", out,
                           strerror(errno));
     return ERR_OK;
+}
+
+/* A model directory's entries are opened by whichever platform claims it (the model, a
+ * projector beside it, a manifest): one that is a FIFO, socket or device is refused here, by
+ * name, rather than blocking or misleading the load. Subdirectories and hidden names are
+ * never opened and are left alone. */
+static int check_dir_entries(const char *dir, struct errmsg *err)
+{
+    DIR *d = opendir(dir);
+    if (!d) return ERR_OK; // not a directory (a file), or unreadable: the platform says
+    int rc = ERR_OK;
+    struct dirent *e;
+    while (rc == ERR_OK && (e = readdir(d)) != NULL) {
+        char path[MODEL_PATH_CAP + 256];
+        struct stat st;
+        if (e->d_name[0] == '.') continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (stat(path, &st) != 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) continue;
+        rc = errmsg_set(err, ERR_INVALID, "'%s' in the model directory is %s, not a regular file",
+                        e->d_name, file_kind_name(st.st_mode));
+    }
+    closedir(d);
+    return rc;
 }
 
 static int fail(enum load_failure *why, enum load_failure w, int rc)
@@ -96,13 +125,15 @@ static int fail(enum load_failure *why, enum load_failure w, int rc)
     return rc;
 }
 
-/* The least recently used model that is ready and has nothing running or queued, or -1. */
+/* The least recently used model that is ready (or failed) and has nothing running or queued,
+ * or -1. */
 static int pick_idle_lru(const struct model_info *infos, int n)
 {
     int best = -1;
     for (int i = 0; i < n; i++) {
         const struct model_info *e = &infos[i];
-        if (e->status != MODEL_STATUS_READY || e->busy_count > 0 || e->queue_depth > 0) continue;
+        bool is_settled = e->status == MODEL_STATUS_READY || e->status == MODEL_STATUS_FAILED;
+        if (!is_settled || e->busy_count > 0 || e->queue_depth > 0) continue;
         if (best < 0 || e->last_used_ns < infos[best].last_used_ns) best = i;
     }
     return best;
@@ -193,10 +224,15 @@ int manager_load(struct manager *m, const struct manager_load *a, int *n_actual,
     *why = LOAD_FAIL_NONE;
     char path[MODEL_PATH_CAP];
     int rc = manager_resolve_path(m, a->path, path, sizeof path, err);
+    if (rc == ERR_OK) rc = check_dir_entries(path, err);
     if (rc != ERR_OK) return fail(why, LOAD_FAIL_PATH, rc);
     char mmproj[MODEL_PATH_CAP] = "";
     if (a->mmproj_path) {
         rc = manager_resolve_path(m, a->mmproj_path, mmproj, sizeof mmproj, err);
+        struct stat st;
+        if (rc == ERR_OK && stat(mmproj, &st) == 0 && !S_ISREG(st.st_mode))
+            rc = errmsg_set(err, ERR_INVALID, "mmproj_path '%s' is %s, not a projector file",
+                            mmproj, file_kind_name(st.st_mode));
         if (rc != ERR_OK) return fail(why, LOAD_FAIL_MMPROJ_PATH, rc);
     }
     const struct platform *p = NULL;

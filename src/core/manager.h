@@ -76,8 +76,8 @@ int manager_resize(struct manager *m, const char *id, int n_instances, int *n_ac
 int manager_unload(struct manager *m, const char *id);
 
 /* Resolves a user-given path: absolute paths as given, bare names and relative paths under
- * models_dir (".." components refused). ERR_OK with out, ERR_INVALID (err says why) or
- * ERR_NOT_FOUND. */
+ * models_dir (".." components refused). ERR_OK with out, ERR_INVALID (err says why: also a
+ * FIFO, socket or device, which a load would block on or misread) or ERR_NOT_FOUND. */
 int manager_resolve_path(const struct manager *m, const char *given, char *out, size_t cap,
                          struct errmsg *err);
 

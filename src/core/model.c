@@ -249,6 +249,18 @@ void model_get_info(struct model *m, struct model_info *out)
     out->queue_depth = pool_queue_depth(&m->pool);
     out->busy_count = pool_busy_count(&m->pool);
     if (out->status != MODEL_STATUS_LOADING) out->desc = m->desc;
+    struct errmsg why;
+    errmsg_clear(&why);
+    if (model_is_failed(m, &why)) {
+        out->status = MODEL_STATUS_FAILED;
+        snprintf(out->failure, sizeof out->failure, "%s", why.msg);
+    }
+}
+
+bool model_is_failed(struct model *m, struct errmsg *why)
+{
+    if (!m->platform->is_failed || atomic_load(&m->status) != MODEL_STATUS_READY) return false;
+    return m->platform->is_failed(m->impl, why);
 }
 
 void model_slot_states(struct model *m, enum pool_slot *out)

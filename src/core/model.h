@@ -70,6 +70,9 @@ const struct platform *model_platform(const struct model *m);
 /* The validated default_params object (borrowed, immutable) or NULL. */
 const json_t *model_default_params(const struct model *m);
 bool model_is_ready(struct model *m);
+/* True when the model is READY but can run nothing more until it is loaded again (the
+ * platform's is_failed: its file changed on disk); why then says so. Thread-safe. */
+bool model_is_failed(struct model *m, struct errmsg *why);
 
 /* Waits up to timeout_ms while the model is still loading. True when it is READY; false when
  * the wait timed out (model_is_loading() still true) or the model is gone: its load failed or

@@ -17,6 +17,9 @@ enum model_status {
     MODEL_STATUS_LOADING = 0,
     MODEL_STATUS_READY = 1,
     MODEL_STATUS_UNLOADING = 2,
+    MODEL_STATUS_FAILED = 3, // loaded, but can run nothing until loaded again (its file
+                             // changed on disk): model_info.failure says why. Reported by
+                             // model_get_info only; the model itself stays READY inside.
 };
 
 /* A copy of a model's public facts at one moment. */
@@ -31,6 +34,7 @@ struct model_info {
     int queue_depth;                 // requests waiting
     int busy_count;                  // instances running a request
     struct platform_model_desc desc; // zero while loading
+    char failure[ERRMSG_CAP];        // MODEL_STATUS_FAILED: why; else ""
 };
 
 struct model;

@@ -7,6 +7,7 @@
 #include "util/buf.h"
 #include "util/checked.h"
 #include "util/clock.h"
+#include "util/file.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -333,7 +334,7 @@ static int hash_file_prefix(const char *path, uint64_t limit, struct sha256_ctx 
     enum { CHUNK = 1 << 16 };
     unsigned char *chunk = mem_alloc(CHUNK);
     if (!chunk) return ERR_NOMEM;
-    FILE *f = fopen(path, "rb");
+    FILE *f = file_fopen_regular(path, NULL); // the models folder may hold anything
     if (!f) {
         mem_free(chunk);
         return ERR_IO;

@@ -137,6 +137,11 @@ struct platform_model_desc {
 
 struct platform_model;
 
+/* How a model's failure message starts when its file changed on disk while it was loaded
+ * (the api layer answers these with the code model_file_changed). The path and what to do
+ * follow. */
+#define PLATFORM_MSG_FILE_CHANGED "the model file changed on disk while loaded"
+
 /* What /v1/platforms says beyond availability (vendor platforms; "" when not applicable). */
 struct platform_status {
     char reason[512];        // why the platform is unavailable
@@ -179,6 +184,11 @@ struct platform {
      * it keeps none). Used to route a request to the instance that can reuse most. Called from
      * any thread while the instance is idle; must not block. May be NULL (no cache). */
     int (*cached_prefix)(struct platform_model *m, int instance, const int32_t *tokens, int n);
+    /* True when the model can run no more requests until it is loaded again (cpu: its file
+     * changed on disk, PLATFORM_MSG_FILE_CHANGED); why then says so. Sticky. Called from any
+     * thread, per request: must be cheap and must not block on running work. May be NULL
+     * (never fails). */
+    bool (*is_failed)(struct platform_model *m, struct errmsg *why);
     /* Frees the model; every instance is idle or removed. NULL is a no-op. */
     void (*unload)(struct platform_model *m);
 };

@@ -16,6 +16,7 @@
 #include "server/version.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/mapguard.h"
 #include "util/mem.h"
 #include "util/thread.h"
 
@@ -79,6 +80,9 @@ static void block_signals(sigset_t *set)
     sigaddset(set, SIGHUP); // reloads --models-preset
     pthread_sigmask(SIG_BLOCK, set, NULL);
     signal(SIGPIPE, SIG_IGN);
+    // A model file truncated under its mapping faults in whichever thread touches it next:
+    // that model fails, the server does not (util/mapguard.h).
+    if (mapguard_install() != ERR_OK) log_warn("cannot install the SIGBUS handler");
 }
 
 /* --pooling as the platform's value ("": the file's; the option table allows only names). */

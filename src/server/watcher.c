@@ -28,6 +28,7 @@ struct watched {
     double body_start_ms; // PHASE_BODY
     uint64_t body_bytes;
     struct client_watch *watch; // PHASE_BUSY: borrowed
+    uint64_t busy_ticket;       // PHASE_BUSY: which busy period, unique in the watcher
     bool is_gone;               // the peer closed while busy; its work was abandoned
     bool is_shut;               // shut down for a deadline
     struct watched *prev, *next;
@@ -39,6 +40,7 @@ struct watcher {
     struct cond cv_idle; // signalled when the last busy connection is done
     struct watched *head;
     int n_busy;
+    uint64_t next_ticket; // busy periods numbered from 1, never reused
     bool is_stopping;
     bool is_shutting_down;
     double last_sweep_ms;
@@ -117,6 +119,7 @@ void watcher_busy(struct watcher *w, struct watched *c, struct client_watch *wat
     if (c->phase != PHASE_BUSY) w->n_busy++;
     c->phase = PHASE_BUSY;
     c->watch = watch;
+    c->busy_ticket = ++w->next_ticket;
     c->is_gone = false;
     if (w->is_shutting_down && watch) client_watch_abandon(watch, 503, w->c.stop_message);
     mutex_unlock(&w->mu);
@@ -193,9 +196,13 @@ static void sweep_locked(struct watcher *w)
     }
 }
 
+/* What was polled: each socket with the busy period it was collected for. The poll runs
+ * unlocked, so by the time its answer is read the connection may have ended and a new one
+ * been allocated at the same address (on the same descriptor number) and become busy: the
+ * answer belongs to the ticket, never to the pointer. */
 struct poll_set {
     struct pollfd *fds;
-    struct watched **conns;
+    uint64_t *tickets;
     int cap;
 };
 
@@ -209,25 +216,28 @@ static int collect_locked(struct watcher *w, struct poll_set *ps)
             int cap = ps->cap ? ps->cap * 2 : 64;
             struct pollfd *f = mem_realloc(ps->fds, (size_t)cap * sizeof *f);
             if (f) ps->fds = f;
-            struct watched **k = mem_realloc(ps->conns, (size_t)cap * sizeof *k);
-            if (k) ps->conns = k;
+            uint64_t *k = mem_realloc(ps->tickets, (size_t)cap * sizeof *k);
+            if (k) ps->tickets = k;
             if (!f || !k) break;
             ps->cap = cap;
         }
         ps->fds[n] = (struct pollfd){.fd = c->fd, .events = POLLRDHUP};
-        ps->conns[n++] = c;
+        ps->tickets[n++] = c->busy_ticket;
     }
     return n;
 }
 
-/* Abandons the work of connections whose peer closed; a connection that ended while the
- * poll ran is no longer in the list and is skipped. Called with the mutex held. */
+/* Abandons the work of connections whose peer closed during the busy period that was
+ * polled; one that ended (or started another request) while the poll ran has another ticket
+ * by now and is left alone. Called with the mutex held. */
 static void handle_closed_locked(struct watcher *w, const struct poll_set *ps, int n)
 {
     for (int i = 0; i < n; i++) {
         if (!(ps->fds[i].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))) continue;
         for (struct watched *c = w->head; c; c = c->next) {
-            if (c != ps->conns[i] || c->phase != PHASE_BUSY || c->is_gone || !c->watch) continue;
+            if (c->busy_ticket != ps->tickets[i] || c->phase != PHASE_BUSY || c->is_gone ||
+                !c->watch)
+                continue;
             c->is_gone = true;
             client_watch_abandon(c->watch, 0, NULL);
         }
@@ -254,7 +264,7 @@ static void *watcher_main(void *arg)
         mutex_unlock(&w->mu);
     }
     mem_free(ps.fds);
-    mem_free(ps.conns);
+    mem_free(ps.tickets);
     return NULL;
 }
 

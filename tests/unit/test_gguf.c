@@ -9,12 +9,15 @@
 #include "engine/gguf/gguf.h"
 #include "engine/gguf/gguf_write.h"
 #include "util/buf.h"
+#include "util/mapguard.h"
 #include "util/mem.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* A small file with keys of every type and three tensors; caller frees with mem_free(). */
@@ -498,6 +501,146 @@ static void test_shared_models(void **state)
     }
 }
 
+/* A file of one F32 tensor of n floats (value i at i) at path; returns the tensor's offset. */
+static size_t write_one_tensor(const char *path, int64_t n)
+{
+    struct gguf_writer *w;
+    assert_int_equal(gguf_writer_new(&w), ERR_OK);
+    assert_int_equal(gguf_writer_add_str(w, "general.architecture", "llama"), ERR_OK);
+    float *v = mem_alloc((size_t)n * sizeof *v);
+    assert_non_null(v);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = (float)i;
+    assert_int_equal(gguf_writer_add_tensor(w, "t", 0, 1, &n, v, (size_t)n * sizeof *v), ERR_OK);
+    struct errmsg err;
+    assert_int_equal(gguf_writer_to_file(w, path, &err), ERR_OK);
+    gguf_writer_free(w);
+    mem_free(v);
+    struct gguf *g;
+    assert_int_equal(gguf_open(path, &g, &err), ERR_OK);
+    size_t off = gguf_data_offset(g);
+    gguf_close(g);
+    return off;
+}
+
+static void temp_path(char *path)
+{
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+}
+
+/* Times alone are not a change; bytes rewritten in place with the same size are, and stay so. */
+static void test_change_in_place(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/test_gguf_change_XXXXXX";
+    temp_path(path);
+    size_t off = write_one_tensor(path, 1024);
+    struct gguf *g;
+    struct errmsg err;
+    assert_int_equal(gguf_open(path, &g, &err), ERR_OK);
+    assert_false(gguf_is_changed(g));
+    struct timespec later[2] = {{.tv_sec = 2000000000}, {.tv_sec = 2000000000}};
+    assert_int_equal(utimensat(AT_FDCWD, path, later, 0), 0); // touch: same bytes
+    assert_false(gguf_is_changed(g));
+    int fd = open(path, O_WRONLY);
+    assert_true(fd >= 0);
+    const float other = 42.0f;
+    assert_int_equal(pwrite(fd, &other, sizeof other, (off_t)off), (ssize_t)sizeof other);
+    assert_true(gguf_is_changed(g));
+    assert_int_equal(pwrite(fd, &(float){0.0f}, sizeof other, (off_t)off), (ssize_t)sizeof other);
+    close(fd);
+    assert_true(gguf_is_changed(g)); // sticky, even with the old bytes back
+    gguf_close(g);
+    // Another size is a change without reading anything.
+    assert_int_equal(gguf_open(path, &g, &err), ERR_OK);
+    assert_int_equal(truncate(path, (off_t)off + 64), 0);
+    assert_true(gguf_is_changed(g));
+    gguf_close(g);
+    // A rename over the path leaves the mapped inode alone: no change.
+    write_one_tensor(path, 1024);
+    assert_int_equal(gguf_open(path, &g, &err), ERR_OK);
+    char other_path[] = "/tmp/test_gguf_other_XXXXXX";
+    temp_path(other_path);
+    write_one_tensor(other_path, 2048);
+    assert_int_equal(rename(other_path, path), 0);
+    assert_false(gguf_is_changed(g));
+    gguf_close(g);
+    unlink(path);
+}
+
+/* A file truncated under its mapping: touching the lost pages reads zeros instead of killing
+ * the process, and the reader reports the change. */
+static void test_truncated_mapping(void **state)
+{
+    (void)state;
+    assert_int_equal(mapguard_install(), ERR_OK);
+    char path[] = "/tmp/test_gguf_trunc_XXXXXX";
+    temp_path(path);
+    const int64_t n = 64 * 1024; // 256 KiB of data: pages well past the cut
+    size_t off = write_one_tensor(path, n);
+    struct gguf *g;
+    struct errmsg err;
+    assert_int_equal(gguf_open(path, &g, &err), ERR_OK);
+    const volatile float *t = gguf_find_tensor(g, "t")->data;
+    assert_true(t[n - 1] == (float)(n - 1)); // resident now
+    assert_int_equal(truncate(path, (off_t)off), 0);
+    assert_true(t[n - 1] == 0.0f); // would be SIGBUS without the guard
+    assert_true(gguf_is_changed(g));
+    gguf_close(g);
+    unlink(path);
+}
+
+/* Special files are refused at once: a FIFO would block the open until a writer came. */
+static void test_special_files(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/test_gguf_dir_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char fifo[sizeof dir + 16];
+    snprintf(fifo, sizeof fifo, "%s/pipe.gguf", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    struct gguf *g;
+    struct errmsg err;
+    assert_int_equal(gguf_open(fifo, &g, &err), ERR_INVALID);
+    assert_non_null(strstr(err.msg, "a FIFO"));
+    assert_int_equal(gguf_open(dir, &g, &err), ERR_INVALID);
+    assert_non_null(strstr(err.msg, "a directory"));
+    assert_int_equal(gguf_open("/dev/null", &g, &err), ERR_INVALID);
+    assert_non_null(strstr(err.msg, "a device"));
+    unlink(fifo);
+    rmdir(dir);
+}
+
+/* Opening from a file fails cleanly at every allocation, the change watch's included. */
+static void test_open_file_alloc_failures(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/test_gguf_alloc_XXXXXX";
+    temp_path(path);
+    write_one_tensor(path, 256);
+    int64_t live = mem_live_count();
+    bool done = false;
+    for (int64_t n = 0; !done && n < 1000; n++) {
+        struct gguf *g = NULL;
+        struct errmsg err;
+        mem_fail_after(n);
+        int rc = gguf_open(path, &g, &err);
+        mem_fail_after(-1);
+        if (rc == ERR_OK) {
+            done = true;
+            assert_false(gguf_is_changed(g));
+            gguf_close(g);
+        } else {
+            assert_int_equal(rc, ERR_NOMEM);
+        }
+        assert_int_equal(mem_live_count(), live);
+    }
+    assert_true(done);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -508,6 +651,10 @@ int main(void)
         cmocka_unit_test(test_alloc_failure_every_step),
         cmocka_unit_test(test_write_file),
         cmocka_unit_test(test_shared_models),
+        cmocka_unit_test(test_change_in_place),
+        cmocka_unit_test(test_truncated_mapping),
+        cmocka_unit_test(test_special_files),
+        cmocka_unit_test(test_open_file_alloc_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

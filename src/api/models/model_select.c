@@ -143,7 +143,14 @@ struct model *api_acquire_unnamed(const struct api_ctx *ctx,
 
 bool api_model_wait_ready(struct model *m, struct api_fail *f)
 {
-    if (model_wait_ready(m, API_LOADING_WAIT_MS)) return true;
+    struct errmsg why;
+    errmsg_clear(&why);
+    if (model_wait_ready(m, API_LOADING_WAIT_MS)) {
+        if (!model_is_failed(m, &why)) return true;
+        api_failf(f, 500, API_CODE_MODEL_FILE_CHANGED, "model", "%s", why.msg);
+        f->type = API_TYPE_SERVER;
+        return false;
+    }
     if (model_is_loading(m)) {
         api_failf(f, 503, "model_loading", "model", "The model '%s' is still loading", model_id(m));
         f->type = API_TYPE_UNAVAILABLE;

@@ -21,6 +21,8 @@ static const char *status_name(enum model_status s)
         return "ready";
     case MODEL_STATUS_UNLOADING:
         return "unloading";
+    case MODEL_STATUS_FAILED:
+        return "failed";
     }
     return "unknown";
 }
@@ -44,6 +46,7 @@ static json_t *model_json(const struct api_ctx *ctx, const struct model_info *m)
                   m->platform_id, "instance_count", m->instance_count, "model_path", m->path,
                   "model_kind", m->desc.kind == MODEL_KIND_EMBEDDING ? "embedding" : "chat",
                   "status", status_name(m->status), "queue", m->queue_depth);
+    if (j && m->failure[0]) json_object_set_new(j, "failure", json_string(m->failure));
     if (j && !is_loading) {
         if (m->desc.description[0])
             json_object_set_new(j, "description", json_string(m->desc.description));

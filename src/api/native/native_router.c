@@ -21,7 +21,17 @@
 
 static const char *status_value(enum model_status s)
 {
-    return s == MODEL_STATUS_READY ? "loaded" : s == MODEL_STATUS_LOADING ? "loading" : "unloading";
+    switch (s) {
+    case MODEL_STATUS_READY:
+        return "loaded";
+    case MODEL_STATUS_LOADING:
+        return "loading";
+    case MODEL_STATUS_FAILED:
+        return "failed";
+    case MODEL_STATUS_UNLOADING:
+        break;
+    }
+    return "unloading";
 }
 
 static json_t *entry_json(const char *id, const char *path, const char *status)

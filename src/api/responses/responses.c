@@ -221,12 +221,12 @@ static int stream_delta(struct resp_call *c, const struct gen_delta *d, struct b
 static void stream_end(struct resp_call *c, const struct gen_delta *d, struct buf *out)
 {
     if (!d->finish_reason) {
+        const char *code = api_outcome_code(d->error_status, d->error_message);
+        if (!code || d->error_status == 404 || d->error_status == 503)
+            code = d->error_status == 429 ? "rate_limit_exceeded" : "server_error";
         responses_stream_event(
             &c->stream, "error",
-            json_pack("{s:s, s:s, s:n}", "code",
-                      d->error_status == 429 ? "rate_limit_exceeded" : "server_error", "message",
-                      d->error_message, "param"),
-            out);
+            json_pack("{s:s, s:s, s:n}", "code", code, "message", d->error_message, "param"), out);
         return;
     }
     const char *status = final_status(d);

@@ -3,7 +3,10 @@
  * specification of the ggml project (little-endian files only). */
 #include "engine/gguf/gguf.h"
 
+#include "engine/gguf/gguf_watch.h"
 #include "util/checked.h"
+#include "util/file.h"
+#include "util/mapguard.h"
 #include "util/mem.h"
 
 #include <errno.h>
@@ -27,6 +30,7 @@
 #define NAME_LEN_MAX    1024u
 #define STR_ARR_LEN_MAX ((uint64_t)1 << 24)
 #define ARR_LEN_MAX     ((uint64_t)1 << 30)
+#define TENSOR_HEAD_LEN 64 // bytes of each tensor in the change fingerprint
 #define N_KV_MAX        ((uint64_t)1 << 20)
 #define N_TENSORS_MAX   ((uint64_t)1 << 20)
 #define ALIGNMENT_DEF   32u
@@ -41,11 +45,13 @@ struct kv {
     struct str *strs;    // string array elements (n of them), owned
 };
 
-/* Immutable after open. */
+/* Immutable after open (watch has its own lock). */
 struct gguf {
-    const uint8_t *base; // mapping or caller's bytes
-    size_t len;          // bytes
-    bool is_mapped;      // base came from mmap and is unmapped by gguf_close
+    const uint8_t *base;      // mapping or caller's bytes
+    size_t len;               // bytes
+    bool is_mapped;           // base came from mmap and is unmapped by gguf_close
+    int guard;                // mapguard slot of the mapping, or -1
+    struct gguf_watch *watch; // the mapped file's descriptor and fingerprint, or NULL
     uint32_t version;
     uint32_t alignment;
     size_t data_offset; // start of the tensor data section
@@ -517,6 +523,7 @@ static int open_bytes(const void *data, size_t len, bool is_mapped, struct gguf 
 {
     struct gguf *g = mem_calloc(1, sizeof *g);
     if (!g) return errmsg_set(err, ERR_NOMEM, "out of memory opening GGUF");
+    g->guard = -1;
     g->base = data;
     g->len = len;
     struct cursor c = {.p = data, .pos = 0, .len = len};
@@ -536,24 +543,51 @@ int gguf_open_memory(const void *data, size_t len, struct gguf **out, struct err
     return open_bytes(data ? data : "", len, false, out, err);
 }
 
+/* The fingerprint of a mapped file: its header and tensor index, and the first bytes of every
+ * tensor (a rewrite with the same layout still changes those). Takes ownership of fd. */
+static int watch_file(struct gguf *g, int fd, const char *path, struct errmsg *err)
+{
+    size_t n_spans, bytes;
+    if (!size_add((size_t)g->n_tensors, 1, &n_spans) ||
+        !size_mul(n_spans, sizeof(struct gguf_watch_span), &bytes)) {
+        close(fd);
+        return errmsg_set(err, ERR_LIMIT, "%s: too many tensors", path);
+    }
+    struct gguf_watch_span *spans = mem_alloc(bytes);
+    if (!spans) {
+        close(fd);
+        return errmsg_set(err, ERR_NOMEM, "out of memory opening GGUF");
+    }
+    spans[0] = (struct gguf_watch_span){0, g->data_offset < g->len ? g->data_offset : g->len};
+    for (int64_t i = 0; i < g->n_tensors; i++) {
+        const struct gguf_tensor *t = &g->tensors[i];
+        uint64_t off = (uint64_t)((const uint8_t *)t->data - g->base);
+        uint64_t len = t->size < TENSOR_HEAD_LEN ? t->size : TENSOR_HEAD_LEN;
+        spans[i + 1] = (struct gguf_watch_span){off, len};
+    }
+    int rc = gguf_watch_new(fd, spans, (int64_t)n_spans, &g->watch);
+    mem_free(spans);
+    if (rc == ERR_NOMEM) return errmsg_set(err, rc, "out of memory opening GGUF");
+    if (rc != ERR_OK) return errmsg_set(err, rc, "%s changed while it was being loaded", path);
+    return ERR_OK;
+}
+
 /* The mapping is read-only and private, without MAP_POPULATE: populating would read the whole
  * file (gigabytes) before the first use, even for tools that only read metadata; pages fault in
- * on first touch and the OS may drop them under pressure. If the file is truncated while
- * mapped, touching a page past the new end raises SIGBUS; nothing can validate against that,
- * so model files must not be rewritten in place while loaded (replace them by rename). */
+ * on first touch and the OS may drop them under pressure. The mapping is registered with the
+ * SIGBUS guard before anything reads it: a file truncated under us gives zero pages and a
+ * faulted mark (gguf_is_changed), not a dead process. The descriptor stays open for the
+ * change checks. The open never blocks: a FIFO or device path is refused (util/file.h). */
 int gguf_open(const char *path, struct gguf **out, struct errmsg *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return errmsg_set(err, ERR_IO, "%s: %s", path, strerror(errno));
+    int fd;
+    int rc = file_open_regular(path, &fd, err);
+    if (rc == ERR_NOT_FOUND) rc = ERR_IO; // this reader's code for a file it cannot open
+    if (rc != ERR_OK) return rc;
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
+    if (fstat(fd, &st) != 0 || st.st_size <= 0) {
         close(fd);
-        return errmsg_set(err, ERR_IO, "%s: %s", path, strerror(e));
-    }
-    if (!S_ISREG(st.st_mode) || st.st_size <= 0) {
-        close(fd);
-        return errmsg_set(err, ERR_FORMAT, "%s: not a regular non-empty file", path);
+        return errmsg_set(err, ERR_FORMAT, "%s: an empty file", path);
     }
     if ((uint64_t)st.st_size > SIZE_MAX) {
         close(fd);
@@ -561,12 +595,39 @@ int gguf_open(const char *path, struct gguf **out, struct errmsg *err)
     }
     size_t len = (size_t)st.st_size;
     void *p = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
-    close(fd); // the mapping keeps the file referenced
-    if (p == MAP_FAILED) return errmsg_set(err, ERR_IO, "%s: mmap: %s", path, strerror(e));
-    int rc = open_bytes(p, len, true, out, err);
-    if (rc != ERR_OK) munmap(p, len);
+    if (p == MAP_FAILED) {
+        int e = errno;
+        close(fd);
+        return errmsg_set(err, ERR_IO, "%s: mmap: %s", path, strerror(e));
+    }
+    int guard = mapguard_add(p, len);
+    struct gguf *g;
+    rc = open_bytes(p, len, false, &g, err);
+    if (rc != ERR_OK) {
+        close(fd);
+        goto out_unmap;
+    }
+    g->is_mapped = true;
+    g->guard = guard;
+    rc = watch_file(g, fd, path, err);
+    if (rc == ERR_OK && mapguard_has_faulted(guard))
+        rc = errmsg_set(err, ERR_IO, "%s was truncated while it was being loaded", path);
+    if (rc != ERR_OK) {
+        gguf_close(g); // unmaps and forgets the guard
+        return rc;
+    }
+    *out = g;
+    return ERR_OK;
+out_unmap:
+    mapguard_remove(guard);
+    munmap(p, len);
     return rc;
+}
+
+bool gguf_is_changed(const struct gguf *g)
+{
+    if (mapguard_has_faulted(g->guard)) return true;
+    return g->watch && gguf_watch_is_changed(g->watch);
 }
 
 void gguf_close(struct gguf *g)
@@ -578,6 +639,8 @@ void gguf_close(struct gguf *g)
     mem_free(g->tensors);
     mem_free(g->kv_hash);
     mem_free(g->tensor_hash);
+    gguf_watch_free(g->watch);
+    mapguard_remove(g->guard);
     if (g->is_mapped) munmap((void *)(uintptr_t)g->base, g->len);
     mem_free(g);
 }

@@ -42,11 +42,20 @@ struct gguf_tensor {
 
 struct gguf;
 
-/* Opens and validates a file. ERR_IO (cannot open/map), ERR_FORMAT (malformed, message in
- * err names the key or tensor), ERR_UNSUPPORTED (unknown version or tensor type), ERR_LIMIT,
- * ERR_NOMEM. On success *out is the caller's; free with gguf_close(). Thread-safe once open:
+/* Opens and validates a file. ERR_INVALID (a directory, FIFO or device: never opened in a way
+ * that blocks), ERR_IO (missing, cannot open/map, or changed while opening),
+ * ERR_FORMAT (empty or malformed, message in err names the key or tensor), ERR_UNSUPPORTED
+ * (unknown version or tensor type), ERR_LIMIT, ERR_NOMEM. On success *out is the caller's;
+ * free with gguf_close(). Keeps the file's descriptor open until then. Thread-safe once open:
  * all accessors are read-only. */
 int gguf_open(const char *path, struct gguf **out, struct errmsg *err);
+
+/* True once the mapped file is known to have changed under the reader: truncated (a page
+ * fault on the mapping, caught by util/mapguard, or a smaller size), grown, or rewritten in
+ * place (gguf_watch.h says what is compared). From then on tensor data may be zeros or
+ * another file's bytes: results computed from it must be discarded. Sticky. Costs one fstat.
+ * Thread-safe. Always false for gguf_open_memory readers. */
+bool gguf_is_changed(const struct gguf *g);
 
 /* Same over bytes already in memory (borrowed; must outlive the reader). For fuzzing/tests. */
 int gguf_open_memory(const void *data, size_t len, struct gguf **out, struct errmsg *err);

@@ -325,6 +325,11 @@ const struct clip_info *clip_get_info(const struct clip_model *c)
     return &c->info;
 }
 
+bool clip_is_changed(const struct clip_model *c)
+{
+    return gguf_is_changed(c->g);
+}
+
 int clip_preprocess(const struct clip_model *c, const uint8_t *rgb, uint32_t w, uint32_t h,
                     float *out)
 {

@@ -56,6 +56,10 @@ void clip_free(struct clip_model *c);
 /* Borrowed; valid until clip_free(). Thread-safe. Cannot fail. */
 const struct clip_info *clip_get_info(const struct clip_model *c);
 
+/* True once the projector's file changed on disk while loaded (gguf_is_changed): what it
+ * computes from then on must be discarded. Thread-safe, one fstat. */
+bool clip_is_changed(const struct clip_model *c);
+
 /* Resizes RGB8 pixels (w x h, rows top to bottom) to image_size x image_size as the projector
  * type requires (gemma3: the aspect ratio kept, Pillow-style bilinear filter, centred on
  * black) and normalizes them to planar (3, image_size, image_size) floats with the file's

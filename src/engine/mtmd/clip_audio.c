@@ -283,6 +283,11 @@ const struct clip_audio_info *clip_audio_get_info(const struct clip_audio *a)
     return &a->info;
 }
 
+bool clip_audio_is_changed(const struct clip_audio *a)
+{
+    return gguf_is_changed(a->g);
+}
+
 int64_t clip_audio_n_tokens(const struct clip_audio *a, size_t n_samples)
 {
     return audio_mel_n_windows(n_samples) * a->info.n_window_tokens;

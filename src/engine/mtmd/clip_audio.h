@@ -49,6 +49,10 @@ void clip_audio_free(struct clip_audio *a);
 /* Borrowed; valid until clip_audio_free(). Thread-safe. Cannot fail. */
 const struct clip_audio_info *clip_audio_get_info(const struct clip_audio *a);
 
+/* True once the projector's file changed on disk while loaded (gguf_is_changed): what it
+ * computes from then on must be discarded. Thread-safe, one fstat. */
+bool clip_audio_is_changed(const struct clip_audio *a);
+
 /* Embeddings n samples at 16 kHz give: audio_mel_n_windows(n) * n_window_tokens. Cannot
  * fail. */
 int64_t clip_audio_n_tokens(const struct clip_audio *a, size_t n_samples);

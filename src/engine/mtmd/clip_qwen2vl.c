@@ -297,6 +297,11 @@ const struct clip_qwen2vl_info *clip_qwen2vl_get_info(const struct clip_qwen2vl 
     return &q->info;
 }
 
+bool clip_qwen2vl_is_changed(const struct clip_qwen2vl *q)
+{
+    return gguf_is_changed(q->g);
+}
+
 /* The family's resize rule in the reference's float arithmetic: each side rounded to the
  * nearest multiple of 2 patches, then scaled down (floor) or up (ceil) as a whole when the
  * pixel count leaves the bounds. */

@@ -10,6 +10,7 @@
 #include "engine/threadpool.h"
 #include "util/err.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,6 +43,10 @@ void clip_qwen2vl_free(struct clip_qwen2vl *q);
 
 /* Borrowed; valid until clip_qwen2vl_free(). Thread-safe. Cannot fail. */
 const struct clip_qwen2vl_info *clip_qwen2vl_get_info(const struct clip_qwen2vl *q);
+
+/* True once the projector's file changed on disk while loaded (gguf_is_changed): what it
+ * computes from then on must be discarded. Thread-safe, one fstat. */
+bool clip_qwen2vl_is_changed(const struct clip_qwen2vl *q);
 
 /* The size a w x h image is resized to (*rw x *rh, multiples of 2 patches, the aspect ratio
  * kept within the pixel bounds) and the embeddings it becomes (*n_tok, one per 2x2 patches).

@@ -4,6 +4,7 @@
 
 #include "platform/cpu/cpu_model.h"
 #include "platform/cpuinfo.h"
+#include "util/file.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -20,9 +21,10 @@ static int cpu_detect_chips(struct platform_chip *out, int max)
     return cpuinfo_detect(out, max);
 }
 
+/* Never blocks: a FIFO named like a model is not one. */
 static bool has_gguf_magic(const char *path)
 {
-    FILE *f = fopen(path, "rb");
+    FILE *f = file_fopen_regular(path, NULL);
     if (!f) return false;
     char magic[4];
     bool ok = fread(magic, 1, 4, f) == 4 && memcmp(magic, "GGUF", 4) == 0;
@@ -94,6 +96,12 @@ bool cpu_resolve_gguf(const char *path, char *gguf_path, size_t cap)
     return true;
 }
 
+void cpu_file_changed_msg(const char *file, struct errmsg *why)
+{
+    errmsg_set(why, ERR_IO, PLATFORM_MSG_FILE_CHANGED ": %s; unload and load the model again",
+               file);
+}
+
 static bool cpu_claims(const char *path)
 {
     return cpu_resolve_gguf(path, NULL, 0);
@@ -111,5 +119,6 @@ const struct platform cpu_platform = {
     .remove_instance = cpu_model_remove_instance,
     .submit = cpu_model_submit,
     .cached_prefix = cpu_model_cached_prefix,
+    .is_failed = cpu_model_is_failed,
     .unload = cpu_model_unload,
 };

@@ -19,4 +19,8 @@ int cpu_find_mmproj(const char *path, char *out, size_t cap);
 /* True for a file name a directory's multimodal projector has (`mmproj-*.gguf`). */
 bool cpu_is_mmproj_name(const char *name);
 
+/* Fills why with the failure of a model whose file changed on disk (PLATFORM_MSG_FILE_CHANGED,
+ * then the file). Cannot fail. */
+void cpu_file_changed_msg(const char *file, struct errmsg *why);
+
 #endif

@@ -58,6 +58,11 @@ void cpu_audio_free(struct cpu_audio *a)
     mem_free(a);
 }
 
+bool cpu_audio_is_changed(const struct cpu_audio *a)
+{
+    return clip_audio_is_changed(a->clip);
+}
+
 int cpu_audio_window_tokens(const struct cpu_audio *a)
 {
     return clip_audio_get_info(a->clip)->n_window_tokens;

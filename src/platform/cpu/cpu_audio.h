@@ -26,6 +26,9 @@ int cpu_audio_load(const char *path, struct cpu_audio **out, struct errmsg *err)
 /* NULL is a no-op. */
 void cpu_audio_free(struct cpu_audio *a);
 
+/* True once the projector's file changed on disk while loaded. Thread-safe, one fstat. */
+bool cpu_audio_is_changed(const struct cpu_audio *a);
+
 /* Embeddings per window and their width. Cannot fail. */
 int cpu_audio_window_tokens(const struct cpu_audio *a);
 int cpu_audio_n_embd(const struct cpu_audio *a);

@@ -10,6 +10,7 @@
 #include "engine/quants/quants.h"
 #include "engine/threadpool.h"
 #include "platform/instances.h"
+#include "platform/cpu/cpu.h"
 #include "platform/cpu/vocab_gguf.h"
 #include "text/tokenizer/tokenizer.h"
 #include "util/clock.h"
@@ -18,6 +19,7 @@
 #include "util/thread.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -81,6 +83,8 @@ struct cpu_embed {
 
     struct instances set; // its lock also guards instance existence
     struct instance inst[CPU_EMBED_MAX_INSTANCES];
+    char file[4096];              // the GGUF, named in the failure when it changes on disk
+    atomic_bool is_change_logged; // its change was logged (once)
 };
 
 /* <arch>.pooling_type of a decoder file, or -1 when absent or not an integer. */
@@ -411,12 +415,40 @@ static void decoder_step(struct cpu_embed *m)
         item_done(m, t);
 }
 
+bool cpu_embed_is_failed(struct cpu_embed *m, struct errmsg *why)
+{
+    const struct gguf *g = m->dec ? engine_model_gguf(m->dec) : engine_encoder_gguf(m->enc);
+    if (!gguf_is_changed(g)) return false;
+    cpu_file_changed_msg(m->file, why);
+    if (!atomic_exchange(&m->is_change_logged, true)) log_error("%s", why->msg);
+    return true;
+}
+
+/* The file changed: every request on the model ends with the failure, also one the step
+ * just finished (its results were computed from the changed bytes). */
+static bool fail_if_changed(struct cpu_embed *m)
+{
+    struct errmsg why;
+    if (!cpu_embed_is_failed(m, &why)) return false;
+    for (int i = 0; i < CPU_EMBED_MAX_INSTANCES; i++) {
+        struct inst_slot *s = m->inst[i].s;
+        if (!s->req || s->done == FINISH_ERROR || s->done == FINISH_CANCELLED) continue;
+        s->done = FINISH_NONE;
+        inst_slot_fail(s, 500, why.msg);
+    }
+    return true;
+}
+
+/* Checked before and after the step, as the chat models' (cpu_model.c) are: a failure recorded
+ * after the step wins over the results it wrote, since the first outcome sticks. */
 static void run_step(struct cpu_embed *m)
 {
+    if (fail_if_changed(m)) return;
     if (m->dec)
         decoder_step(m);
     else
         encoder_step(m);
+    fail_if_changed(m);
 }
 
 static void run_step_cb(void *model)
@@ -628,6 +660,7 @@ int cpu_embed_load(const char *gguf_path, const struct platform_load_args *a,
     if (rc != ERR_OK) return rc;
     struct cpu_embed *m = mem_calloc(1, sizeof *m);
     if (!m) return errmsg_set(err, ERR_NOMEM, "out of memory while loading the model");
+    snprintf(m->file, sizeof m->file, "%s", gguf_path);
     rc = is_encoder ? load_encoder(m, gguf_path, a, err) : load_decoder(m, gguf_path, a, err);
     if (rc == ERR_OK) rc = load_text(m, err);
     if (rc != ERR_OK) goto out_free;

@@ -47,5 +47,8 @@ void cpu_embed_remove_instance(struct cpu_embed *m, int instance);
  * input's index. */
 void cpu_embed_submit(struct cpu_embed *m, int instance, struct request *r);
 void cpu_embed_unload(struct cpu_embed *m);
+/* True once the model's GGUF changed on disk (gguf_is_changed); why names the file.
+ * Thread-safe, one fstat. */
+bool cpu_embed_is_failed(struct cpu_embed *m, struct errmsg *why);
 
 #endif

@@ -23,11 +23,10 @@
 #include "util/mem.h"
 #include "util/thread.h"
 
-#include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #define CPU_MAX_INSTANCES INSTANCES_MAX
 #define CPU_DEFAULT_CTX   4096
@@ -65,9 +64,8 @@ struct platform_model {
     struct tokenizer *tok;
     struct jinja_template *tmpl;
     char *tmpl_src, *bos_text, *eos_text;
-    char file[4096];       // the GGUF, watched for in-place truncation
-    struct stat file_stat; // its identity and size when loaded
-    bool is_file_broken;   // the mapped file shrank: no more decoding
+    char file[4096];              // the GGUF, named in the failure when it changes on disk
+    atomic_bool is_change_logged; // its change was logged (once)
     struct threadpool *tp;
     struct cpu_vision *vision; // the multimodal projector, or NULL
     int n_images_step;         // images in the batch being built
@@ -517,34 +515,48 @@ static int build_batch(struct platform_model *m)
     return n_items;
 }
 
-/* The weights are mapped from the file: if it was truncated in place, touching the lost pages
- * would raise SIGBUS. Check before each step (one stat call) and stop decoding instead.
- * Replacing the file by rename or deleting it is harmless: the mapping keeps the old inode. */
-static bool file_still_whole(struct platform_model *m)
+/* The weights are read through a mapping of the file at every step. A file truncated or
+ * rewritten in place under it (a rename over the path or a delete is harmless: the mapping
+ * keeps the old inode) would feed the step another file's bytes, or zero pages where a
+ * truncation faulted (util/mapguard). Checked before a step, so no work starts on a changed
+ * file, and after it, so nothing computed while it changed is delivered. */
+bool cpu_model_is_failed(struct platform_model *m, struct errmsg *why)
 {
-    struct stat st;
-    if (m->is_file_broken) return false;
-    if (stat(m->file, &st) != 0 || st.st_ino != m->file_stat.st_ino ||
-        st.st_dev != m->file_stat.st_dev || st.st_size >= m->file_stat.st_size)
-        return true;
-    log_error("%s was truncated on disk while loaded; reload the model", m->file);
-    m->is_file_broken = true;
-    return false;
+    if (m->embed) return cpu_embed_is_failed(m->embed, why);
+    // The projector too: an image encoded from changed bytes is as wrong as a changed weight.
+    if (gguf_is_changed(engine_model_gguf(m->engine)))
+        cpu_file_changed_msg(m->file, why);
+    else if (!cpu_vision_is_changed(m->vision, why))
+        return false;
+    if (!atomic_exchange(&m->is_change_logged, true)) log_error("%s", why->msg);
+    return true;
+}
+
+/* The file changed: every request on the model ends with the failure, also one the step
+ * just finished (its results were computed from the changed bytes). */
+static bool fail_if_changed(struct platform_model *m)
+{
+    struct errmsg why;
+    if (!cpu_model_is_failed(m, &why)) return false;
+    for (int i = 0; i < CPU_MAX_INSTANCES; i++) {
+        struct inst_slot *s = m->inst[i].s;
+        if (!s->req || s->done == FINISH_ERROR || s->done == FINISH_CANCELLED) continue;
+        s->done = FINISH_NONE;
+        inst_slot_fail(s, 500, why.msg);
+    }
+    return true;
 }
 
 static void run_step(struct platform_model *m)
 {
+    if (fail_if_changed(m)) return;
     int n_items = build_batch(m);
     if (n_items == 0) return;
     struct errmsg err;
     errmsg_clear(&err);
-    if (!file_still_whole(m)) {
-        for (int k = 0; k < n_items; k++)
-            inst_slot_fail(m->inst[m->item_instance[k]].s, 500,
-                           "the model file was truncated on disk while loaded; reload the model");
-        return;
-    }
-    if (engine_decode(m->engine, m->tp, m->items, n_items, &err) != ERR_OK) {
+    int rc = engine_decode(m->engine, m->tp, m->items, n_items, &err);
+    if (fail_if_changed(m)) return;
+    if (rc != ERR_OK) {
         log_error("decode failed: %s", err.msg);
         for (int k = 0; k < n_items; k++)
             inst_slot_fail(m->inst[m->item_instance[k]].s, 500, err.msg);
@@ -737,10 +749,6 @@ int cpu_model_load(const struct platform_load_args *a, struct platform_model **o
         return ERR_OK;
     }
     snprintf(m->file, sizeof m->file, "%s", file);
-    if (stat(file, &m->file_stat) != 0) {
-        mem_free(m);
-        return errmsg_set(err, ERR_IO, "%s: %s", file, strerror(errno));
-    }
     int rc = engine_model_load(file, &m->engine, err);
     if (rc != ERR_OK) goto out_free;
     const struct engine_model_info *info = engine_model_info(m->engine);

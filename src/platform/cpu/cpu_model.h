@@ -16,5 +16,8 @@ void cpu_model_submit(struct platform_model *m, int instance, struct request *r)
 /* The platform's cached_prefix: the tokens of an idle instance's cache that start `tokens`. */
 int cpu_model_cached_prefix(struct platform_model *m, int instance, const int32_t *tokens, int n);
 void cpu_model_unload(struct platform_model *m);
+/* The platform's is_failed: the model's GGUF changed on disk (engine/gguf/gguf.h,
+ * gguf_is_changed). One fstat per call. */
+bool cpu_model_is_failed(struct platform_model *m, struct errmsg *why);
 
 #endif

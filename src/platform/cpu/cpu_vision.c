@@ -27,6 +27,7 @@ struct cpu_vision {
     struct clip_model *clip;   // fixed-size image projectors (gemma3), or NULL
     struct clip_qwen2vl *qwen; // qwen2.5vl_merger (images keep their size), or NULL
     struct cpu_audio *audio;   // an audio projector (its windows use the cache below), or NULL
+    char path[4096];           // the projector's file, named when it changes on disk
     int n_tok, n_embd;         // n_tok: per image or window, 0 when it depends on the size
     float *pixels;             // (3, image_size, image_size) scratch
     struct cached cache[CPU_VISION_CACHE];
@@ -126,20 +127,10 @@ out_free:
     return rc;
 }
 
-int cpu_vision_load(const char *mmproj_path, const char *model_path, int n_embd, int max_batch,
-                    struct cpu_vision **out, struct errmsg *err)
+/* The projector file at mmproj_path, image or audio. */
+static int load_projector(const char *mmproj_path, int n_embd, int max_batch,
+                          struct cpu_vision **out, struct errmsg *err)
 {
-    char found[4096];
-    *out = NULL;
-    if (!mmproj_path || !mmproj_path[0]) {
-        int n = cpu_find_mmproj(model_path, found, sizeof found);
-        if (n == 0) return ERR_OK;
-        if (n > 1)
-            return errmsg_set(err, ERR_INVALID,
-                              "%s holds %d mmproj-*.gguf projectors; name one with mmproj_path",
-                              model_path, n);
-        mmproj_path = found;
-    }
     if (cpu_audio_claims(mmproj_path)) return load_audio(mmproj_path, n_embd, max_batch, out, err);
     struct cpu_vision *v = mem_calloc(1, sizeof *v);
     if (!v) return errmsg_set(err, ERR_NOMEM, "out of memory");
@@ -186,6 +177,36 @@ out_qwen:
 out_free:
     cpu_vision_free(v);
     return rc;
+}
+
+int cpu_vision_load(const char *mmproj_path, const char *model_path, int n_embd, int max_batch,
+                    struct cpu_vision **out, struct errmsg *err)
+{
+    char found[4096];
+    *out = NULL;
+    if (!mmproj_path || !mmproj_path[0]) {
+        int n = cpu_find_mmproj(model_path, found, sizeof found);
+        if (n == 0) return ERR_OK;
+        if (n > 1)
+            return errmsg_set(err, ERR_INVALID,
+                              "%s holds %d mmproj-*.gguf projectors; name one with mmproj_path",
+                              model_path, n);
+        mmproj_path = found;
+    }
+    int rc = load_projector(mmproj_path, n_embd, max_batch, out, err);
+    if (rc == ERR_OK) snprintf((*out)->path, sizeof(*out)->path, "%s", mmproj_path);
+    return rc;
+}
+
+bool cpu_vision_is_changed(const struct cpu_vision *v, struct errmsg *why)
+{
+    if (!v) return false;
+    bool is_changed = v->clip    ? clip_is_changed(v->clip)
+                      : v->qwen  ? clip_qwen2vl_is_changed(v->qwen)
+                      : v->audio ? cpu_audio_is_changed(v->audio)
+                                 : false;
+    if (is_changed) cpu_file_changed_msg(v->path, why);
+    return is_changed;
 }
 
 void cpu_vision_free(struct cpu_vision *v)

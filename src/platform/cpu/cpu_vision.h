@@ -31,6 +31,10 @@ int cpu_vision_load(const char *mmproj_path, const char *model_path, int n_embd,
 /* NULL is a no-op. */
 void cpu_vision_free(struct cpu_vision *v);
 
+/* True once the projector's file changed on disk while loaded; why then names it (see
+ * cpu_file_changed_msg). v may be NULL (false). Thread-safe, one fstat. */
+bool cpu_vision_is_changed(const struct cpu_vision *v, struct errmsg *why);
+
 /* Fills the desc's image fields (has_vision, image_tokens, image_begin/end, projector). v may
  * be NULL (no vision). Cannot fail. */
 void cpu_vision_describe(const struct cpu_vision *v, struct platform_model_desc *out);

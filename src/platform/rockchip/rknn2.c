@@ -16,6 +16,7 @@
 #include "text/tokenizer/tokenizer_json.h"
 #include "util/checked.h"
 #include "util/clock.h"
+#include "util/file.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -23,6 +24,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #define MAX_INPUTS       3
@@ -127,8 +129,15 @@ static int read_small_file(const char *dir, const char *name, size_t cap, char *
 {
     char path[4352];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "rb");
-    if (!f) return ERR_NOT_FOUND;
+    struct errmsg why;
+    int fd;
+    int orc = file_open_regular(path, &fd, &why); // a FIFO in a model directory never blocks
+    if (orc != ERR_OK) return orc == ERR_NOT_FOUND ? ERR_NOT_FOUND : ERR_IO;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return ERR_IO;
+    }
     struct buf b;
     buf_init(&b);
     char chunk[65536];

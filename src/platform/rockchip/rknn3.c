@@ -22,6 +22,7 @@
 #include "text/jinja/jinja.h"
 #include "text/tokenizer/tokenizer.h"
 #include "util/clock.h"
+#include "util/file.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -269,8 +270,8 @@ static int map_embed(struct platform_model *m, struct errmsg *err)
 {
     char path[4200];
     sibling(m->model, ".embed.bin", path, sizeof path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return errmsg_set(err, ERR_IO, "cannot open '%s'", path);
+    int fd;
+    if (file_open_regular(path, &fd, err) != ERR_OK) return ERR_IO;
     struct stat st;
     size_t want = (size_t)m->n_vocab * (size_t)m->dim * 2;
     int rc = ERR_OK;
