@@ -3,7 +3,7 @@
 # returning their names, content types and lengths (src/api/webui/webui_assets.h).
 # Usage: embed-web.sh OUT.c FILE...   (names: letters, digits, '.', '-', '_'; no directories)
 # POSIX sh and od only, so it runs on the build host in every build (cross builds too) and the
-# result compiles with any C compiler; see docs/ARCHITECTURE.md ("The chat page").
+# result compiles with any C compiler; see docs/SERVING.md ("The chat page").
 set -eu
 out=$1
 shift

@@ -49,7 +49,7 @@ int engine_model_load(const char *path, struct engine_model **out, struct errmsg
 /* Unmaps and frees. All sequences of the model must have been freed. NULL is a no-op. */
 void engine_model_free(struct engine_model *m);
 
-/* How the forward pass orders its arithmetic (docs/ARCHITECTURE.md, "Numerics").
+/* How the forward pass orders its arithmetic (docs/NUMERICS.md).
  * - ENGINE_NUMERICS_INVARIANT (the default): batch invariance. A token's logits, hidden state
  *   and cache entries are the same bits whether it is decoded alone or beside other
  *   sequences, and whatever the chunking of its prompt (cold, after a cached prefix, in any

@@ -2,7 +2,7 @@
  * body parsing, streaming responses and the access log. Connections live on an event loop
  * (the gate's epoll thread until their head arrives, then libmicrohttpd's): an idle or slow
  * connection costs memory, not a thread. Handlers run on worker threads while their
- * connection is suspended. See docs/ARCHITECTURE.md, "HTTP threading". */
+ * connection is suspended. See docs/SERVING.md, "HTTP threading". */
 #ifndef SERVER_HTTP_H
 #define SERVER_HTTP_H
 

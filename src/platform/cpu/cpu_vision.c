@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define CPU_VISION_CACHE 8 // images whose embeddings are kept; a batch holds at most 2
+#define CPU_VISION_CACHE 8 // images whose embeddings are kept; more than a batch holds
 
 struct cached {
     uint64_t hash; // request_image_hash

@@ -2,10 +2,10 @@
  * activations, bit for bit the AVX2 kernels' results (the same integer dots, the same float
  * operations per output in the same order), and Q4_K_R16 against Q8_K in an order of its own: each zmm holds 4 quants of 16 weight rows, so one
  * vpdpbusd advances 16 outputs by 4 elements and no horizontal sums are needed. Every output is
- * computed the same way whatever the tile shape. Float weights and the other block formats
- * keep the AVX2 kernels in the AVX-512 table: zmm ports of them measured no faster here (see
- * docs/ARCHITECTURE.md). Compiled with the AVX-512 F/BW/VL/DQ/VNNI flags; only called when
- * quant_init detected them. */
+ * computed the same way whatever the tile shape. F16, BF16, Q6_K, the row-pair and the IQ
+ * formats have AVX-512 kernels in files of their own; F32 and Q2_K keep the AVX2 kernels in the
+ * AVX-512 table, as zmm ports of them measured no faster here (see docs/KERNELS.md). Compiled
+ * with the AVX-512 F/BW/VL/DQ/VNNI flags; only called when quant_init detected them. */
 #include "engine/quants/quants_internal.h"
 #include "engine/quants/x86/quants_avx2_internal.h"
 
