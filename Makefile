@@ -1,6 +1,7 @@
 # llamapi — one Makefile for the server, the CLI, tools, tests and benchmarks.
 # Sources are discovered by wildcard: a new module is a new .c/.h pair under src/<layer>/,
-# a new unit test is tests/unit/test_<module>.c, a new tool is tools/<name>.c.
+# a new unit test is tests/unit/<layer>/test_<module>.c (the folders mirror src/; the binary is
+# $(O)/tests/test_<module>), a new tool is tools/<name>.c.
 #
 #   make            release build (build/release)
 #   make test       deps, unit tests under ASan+UBSan, e2e tests on the release build
@@ -61,9 +62,10 @@ endif
 LIB_SRC  := $(filter-out $(MAIN_SRC) $(ISA_SKIP),$(shell find src -name '*.c' | sort))
 LIB_OBJ  := $(LIB_SRC:%.c=$(O)/%.o)
 LIB      := $(O)/libllamapi.a
-TEST_SRC := $(wildcard tests/unit/test_*.c)
-TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(O)/tests/%)
-TEST_HELPER_SRC := $(filter-out $(TEST_SRC),$(wildcard tests/unit/*.c))
+TEST_SRC := $(sort $(wildcard tests/unit/*/test_*.c))
+TEST_NAMES := $(basename $(notdir $(TEST_SRC)))
+TEST_BIN := $(addprefix $(O)/tests/,$(TEST_NAMES))
+TEST_HELPER_SRC := $(wildcard tests/unit/support/*.c)
 TEST_HELPER_OBJ := $(TEST_HELPER_SRC:%.c=$(O)/%.o)
 TOOL_SRC := $(wildcard tools/*.c)
 TOOL_BIN := $(TOOL_SRC:tools/%.c=$(O)/bin/%)
@@ -111,8 +113,11 @@ $(O)/%_dotprod.o: CFLAGS += -march=armv8.2-a+dotprod
 $(O)/%_i8mm.o: CFLAGS += -march=armv8.2-a+dotprod+i8mm
 ifeq ($(ARCH),aarch64)
 # Debian 12's aarch64 gcc 12 stops with an internal error vectorizing a reduction in this test.
-$(O)/tests/unit/test_quants.o: CFLAGS += -fno-tree-vectorize
+$(O)/tests/unit/engine/test_quants.o: CFLAGS += -fno-tree-vectorize
 endif
+
+# Unit tests include their shared helpers (fakes, fixtures, JSON asserts) by name.
+$(O)/tests/unit/%.o: CPPFLAGS += -Itests/unit/support
 
 $(O)/%.o: %.c
 	@mkdir -p $(@D)
@@ -148,10 +153,14 @@ $(O)/fuzz/%: $(O)/tests/fuzz/%.o $(LIB)
 	@echo "  LD  $@"
 	@$(CC) -fsanitize=fuzzer,address,undefined $^ $(LDLIBS) -o $@
 
-$(O)/tests/%: $(O)/tests/unit/%.o $(TEST_HELPER_OBJ) $(LIB)
-	@mkdir -p $(@D)
-	@echo "  LD  $@"
-	@$(CC) $(LDFLAGS) $^ $(LDLIBS) $(CMOCKA_LIBS) -o $@
+# A test binary from its source in whichever layer folder holds it.
+define TEST_LINK
+$(O)/tests/$(basename $(notdir $(1))): $(O)/$(1:.c=.o) $(TEST_HELPER_OBJ) $(LIB)
+	@mkdir -p $$(@D)
+	@echo "  LD  $$@"
+	@$$(CC) $$(LDFLAGS) $$^ $$(LDLIBS) $$(CMOCKA_LIBS) -o $$@
+endef
+$(foreach t,$(TEST_SRC),$(eval $(call TEST_LINK,$(t))))
 
 $(O)/fakes/lib%_fake.so: tests/fakes/fake_%.c
 	@mkdir -p $(@D)
@@ -185,7 +194,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 SUBMAKE = $(MAKE) --no-print-directory -j$(JOBS)
 test-after-deps: check-layers
 	@$(SUBMAKE) BUILD=asan all tests tools
-	@$(SUBMAKE) BUILD=tsan $(addprefix build/tsan/tests/,$(filter $(TSAN_TESTS),$(TEST_SRC:tests/unit/%.c=%)))
+	@$(SUBMAKE) BUILD=tsan $(addprefix build/tsan/tests/,$(filter $(TSAN_TESTS),$(TEST_NAMES)))
 	@$(SUBMAKE) BUILD=fuzz CC=clang fuzzers
 	@$(SUBMAKE) BUILD=release all benches
 ifeq ($(AARCH64_READY),yes)

@@ -5,7 +5,7 @@
 #   make -j2 build/release/bin/gguf-synth && scripts/gen-family-goldens.sh [REFERENCE_DIR]
 # REFERENCE_DIR is a llama.cpp checkout built by ../shared/tools/build-reference.sh (default
 # ~/.cache/llamapi-reference/llama.cpp). The models are the ones test_families builds in
-# process: keep the options below and FAMILY_CASES in tests/unit/test_families.c in step.
+# process: keep the options below and FAMILY_CASES in tests/unit/engine/test_families.c in step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ref=${1:-$HOME/.cache/llamapi-reference/llama.cpp}
