@@ -616,6 +616,34 @@ static void test_limits(void **state)
                                  NULL, &small, &out, &err),
                      ERR_LIMIT);
     buf_deinit(&out);
+    // max_out_bytes stops the output early, however many steps and bytes remain; a macro's
+    // own output (which may be dropped) is not counted against it
+    struct jinja_render_opts short_out = {.max_out_bytes = 100};
+    assert_int_equal(render_with("{% for i in range(1000000) %}{{ i }},{% endfor %}", NULL,
+                                 &short_out, &out, &err),
+                     ERR_LIMIT);
+    assert_true(out.len > 100 && out.len < 200);
+    assert_non_null(strstr(err.msg, "output larger than 100 bytes"));
+    buf_deinit(&out);
+    assert_int_equal(render_with("{% macro m() %}{{ 'x' * 500 }}{% endmacro %}"
+                                 "{{ m() | length }}",
+                                 NULL, &short_out, &out, &err),
+                     ERR_OK);
+    assert_string_equal(out.data, "500");
+    buf_deinit(&out);
+    // a string joined longer than the bound is refused before it is copied, and said so
+    bool is_over = false;
+    struct jinja_render_opts flagged = {.max_out_bytes = 100, .is_out_over = &is_over};
+    assert_int_equal(render_with("{{ ('a' * 80) ~ ('b' * 80) }}", NULL, &flagged, &out, &err),
+                     ERR_LIMIT);
+    assert_true(is_over);
+    assert_int_equal(out.len, 0);
+    buf_deinit(&out);
+    is_over = false;
+    assert_int_equal(render_with("{{ ('a' * 40) ~ ('b' * 40) }}", NULL, &flagged, &out, &err),
+                     ERR_OK);
+    assert_false(is_over);
+    buf_deinit(&out);
     // an empty sequence repeated a huge number of times is empty at once (it used to loop)
     assert_int_equal(render_with("{{ '' * 100000000000000000 }}{{ [] * 100000000000000000 }}"
                                  "{{ 44444444444 * 4444444 * 'abc'[2:-6] }}x",
