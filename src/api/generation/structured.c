@@ -1,9 +1,14 @@
 /* Structured-output grammars. */
 #include "api/generation/structured.h"
 
+#include "api/client_watch.h"
 #include "text/grammar/gbnf.h"
+#include "text/grammar/grammar.h"
 #include "text/grammar/json_schema.h"
 
+#include "util/mem.h"
+
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -26,9 +31,10 @@ static bool schema_grammar(const json_t *schema, const char *param, struct buf *
 {
     struct errmsg err;
     errmsg_clear(&err);
-    int rc = json_schema_to_gbnf(schema, out, &err);
+    int rc = json_schema_to_gbnf_cancel(schema, client_watch_is_abandoned, out, &err);
     if (rc == ERR_OK) return compile_check(out, param, f);
     buf_clear(out);
+    if (rc == ERR_CANCELLED) return api_fail_cancelled(f);
     if (rc == ERR_NOMEM)
         return api_failf(f, 500, NULL, NULL, "out of memory converting the schema");
     return api_failf(f, 400, rc == ERR_UNSUPPORTED ? "unsupported_schema" : "invalid_schema", param,
