@@ -98,13 +98,68 @@ bool structured_from_body(const json_t *body, struct buf *out, struct api_fail *
     return true;
 }
 
-/* The JSON schema of one call of tool t in the family's JSON shape. */
-static json_t *call_schema(const json_t *fn, enum toolcall_format format)
+/* Keywords whose values are data, not schemas: a "$ref" key inside them is not a reference. */
+static bool is_data_keyword(const char *key)
+{
+    return strcmp(key, "const") == 0 || strcmp(key, "enum") == 0 || strcmp(key, "default") == 0 ||
+           strcmp(key, "examples") == 0;
+}
+
+/* Rewrites every local "$ref" ("#" or "#/...") in schema v to point below base, the JSON
+ * pointer where v sits in the wrapper schema: a tool's parameters keep resolving their own
+ * "$defs" once wrapped. False when out of memory. */
+static bool rebase_refs(json_t *v, const char *base)
+{
+    if (json_is_array(v)) {
+        size_t i;
+        json_t *item;
+        json_array_foreach(v, i, item) if (!rebase_refs(item, base)) return false;
+        return true;
+    }
+    if (!json_is_object(v)) return true;
+    const char *key;
+    json_t *item;
+    json_object_foreach(v, key, item)
+    {
+        const char *ref = json_string_value(item);
+        if (strcmp(key, "$ref") == 0 && ref && ref[0] == '#') {
+            char *moved = NULL;
+            size_t len = strlen(base) + strlen(ref);
+            if (len < SIZE_MAX / 2) moved = mem_alloc(len + 1);
+            if (!moved) return false;
+            snprintf(moved, len + 1, "%s%s", base, ref + 1);
+            int rc = json_string_set(item, moved);
+            mem_free(moved);
+            if (rc != 0) return false;
+        } else if (!is_data_keyword(key) && !rebase_refs(item, base)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* A copy of a tool's parameters (or an empty object schema) with its local refs moved below
+ * base. NULL when out of memory. */
+static json_t *params_copy(const json_t *fn, const char *base)
 {
     const json_t *params = json_object_get(fn, "parameters");
     json_t *args =
         json_is_object(params) ? json_deep_copy(params) : json_pack("{s:s}", "type", "object");
+    if (args && !rebase_refs(args, base)) {
+        json_decref(args);
+        return NULL;
+    }
+    return args;
+}
+
+/* The JSON schema of one call of tool t in the family's JSON shape; it becomes the wrapper's
+ * anyOf[index]. */
+static json_t *call_schema(const json_t *fn, enum toolcall_format format, size_t index)
+{
     const char *args_key = format == TOOLCALL_FORMAT_LLAMA3 ? "parameters" : "arguments";
+    char base[96];
+    snprintf(base, sizeof base, "#/anyOf/%zu/properties/%s", index, args_key);
+    json_t *args = params_copy(fn, base);
     return json_pack("{s:s, s:{s:{s:O}, s:o}, s:[s, s]}", "type", "object", "properties", "name",
                      "const", json_object_get(fn, "name"), args_key, args, "required", "name",
                      args_key);
@@ -185,13 +240,13 @@ bool structured_tool_grammar(const json_t *tools, const json_t *tool_choice, boo
         const json_t *fn = json_object_get(t, "function");
         const char *name = json_string_value(json_object_get(fn, "name"));
         if (forced && (!name || strcmp(name, forced) != 0)) continue;
+        char base[64];
+        snprintf(base, sizeof base, "#/anyOf/%zu", json_array_size(any));
         if (!is_harmony) {
-            json_array_append_new(any, call_schema(fn, format));
+            json_array_append_new(any, call_schema(fn, format, json_array_size(any)));
             continue;
         }
-        const json_t *params = json_object_get(fn, "parameters");
-        json_array_append_new(any, json_is_object(params) ? json_deep_copy(params)
-                                                          : json_pack("{s:s}", "type", "object"));
+        json_array_append_new(any, params_copy(fn, base));
         json_array_append_new(names, json_string(name ? name : ""));
     }
     if (json_array_size(any) == 0) {
