@@ -237,6 +237,9 @@ static bool grammar_for(const struct chat_session_args *a, enum toolcall_format 
 {
     if (a->structured && !structured_from_body(a->structured, g, f)) return false;
     bool has_tools = a->tools && json_array_size(a->tools) > 0;
+    if (!has_tools && structured_tool_choice_forces(a->tool_choice))
+        return api_failf(f, 400, "invalid_value", "tool_choice",
+                         "'tool_choice' forces a tool call, but 'tools' names no tool.");
     if (g->len == 0 && has_tools && a->tool_choice)
         return structured_tool_grammar(a->tools, a->tool_choice, a->is_parallel, format, g, f);
     return true;

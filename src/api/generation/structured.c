@@ -18,6 +18,13 @@ static bool compile_check(const struct buf *g, const char *param, struct api_fai
     struct errmsg err;
     errmsg_clear(&err);
     int rc = gbnf_compile(g->data ? g->data : "", g->len, &compiled, &err);
+    // The matcher's own limits are met when its start state is built: checked here too, so
+    // that a grammar the platform would refuse is a 400 naming the field, not a bare error.
+    struct grammar_state *start = NULL;
+    if (rc == ERR_OK) rc = grammar_state_new(compiled, &start);
+    if (rc == ERR_LIMIT && !err.msg[0])
+        errmsg_set(&err, rc, "the grammar's start expands past the matcher's limits");
+    grammar_state_free(start);
     gbnf_free(compiled);
     if (rc == ERR_OK) return true;
     if (rc == ERR_NOMEM)
@@ -221,6 +228,13 @@ static bool harmony_calls(const json_t *names, struct buf *schema_g, struct buf 
     if (rc == ERR_OK) rc = buf_printf(out, "\n");
     if (rc == ERR_OK) rc = buf_append(out, schema_g->data, schema_g->len);
     return rc == ERR_OK || api_failf(f, 500, NULL, NULL, "out of memory");
+}
+
+bool structured_tool_choice_forces(const json_t *tool_choice)
+{
+    const char *choice = json_string_value(tool_choice);
+    const json_t *fn = json_object_get(tool_choice, "function");
+    return (choice && strcmp(choice, "required") == 0) || json_object_get(fn, "name");
 }
 
 bool structured_tool_grammar(const json_t *tools, const json_t *tool_choice, bool parallel,
