@@ -139,6 +139,14 @@ describe('super-linear work on hostile requests', () => {
     console.log(`figure: peak RSS growth for a 60 MiB prompt: ${peak.toFixed(0)} MiB`);
     assert.equal(out.status, 400);
     assert.equal(errorOf(out.body).code, 'context_length_exceeded');
+    const raw = await peakDuring(pid, async () => {
+      const r = await post(srv, '/completion', { prompt: big, n_predict: 1 });
+      return { status: r.status, body: await r.json() };
+    });
+    console.log(`figure: peak RSS growth for a 60 MiB /completion prompt: ${raw.peak.toFixed(0)} MiB`);
+    assert.equal(raw.out.status, 400);
+    assert.equal(errorOf(raw.out.body).code, 'context_length_exceeded');
+    if (!sanitizer) assert.ok(raw.peak < 300, `/completion peak grew ${raw.peak} MiB`);
     // the body and its parse (~180 MiB: the body, the parser's buffer, the string) are the
     // floor; rendering and tokenizing it used to add several times its size. ASan's
     // allocator keeps freed memory in quarantine, so its figure is not comparable.
