@@ -274,6 +274,8 @@ struct jdict *jd_new(struct rstate *st, size_t cap);
 struct jv *jd_get(const struct jdict *d, struct jv key);
 struct jv *jd_get_cstr(const struct jdict *d, const char *key);
 bool jd_set(struct rstate *st, struct jdict *d, struct jv key, struct jv val);
+/* Adds key, which the caller knows is not in d yet (no lookup). */
+bool jd_append(struct rstate *st, struct jdict *d, struct jv key, struct jv val);
 struct jv jv_list(struct jlist *l);
 struct jv jv_dict(struct jdict *d);
 struct jv jv_cstr(struct rstate *st, const char *s);
