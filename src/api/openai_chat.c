@@ -470,7 +470,8 @@ static bool start_chat(const struct api_ctx *ctx, json_t *body, struct chat_call
         .template_kwargs = json_is_object(kwargs) ? kwargs : NULL,
         .media_path = ctx->media_path,
         .structured = body,
-        .tool_choice = tools ? json_object_get(body, "tool_choice") : NULL,
+        // also without tools, so that a forced call with none to call is refused
+        .tool_choice = json_object_get(body, "tool_choice"),
         .is_parallel = parallel,
         .metrics = ctx->metrics,
         .is_prefill = true, // llama-server's default (--prefill-assistant)

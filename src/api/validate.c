@@ -38,6 +38,27 @@ bool api_fail_context(struct api_fail *f, const char *param, size_t n_prompt, in
     return false;
 }
 
+bool api_fail_context_over(struct api_fail *f, const char *param, int n_ctx)
+{
+    api_failf(f, 400, "context_length_exceeded", param,
+              "request (more than %d tokens) exceeds the available context size (%d tokens), "
+              "try increasing it",
+              n_ctx, n_ctx);
+    f->type = API_TYPE_EXCEED_CONTEXT;
+    f->n_prompt_tokens = n_ctx < INT32_MAX ? n_ctx + 1 : INT32_MAX;
+    f->n_ctx = n_ctx;
+    return false;
+}
+
+bool api_fail_cancelled(struct api_fail *f)
+{
+    api_failf(f, 503, "request_cancelled", NULL,
+              "The request was cancelled before it started (the client closed the connection "
+              "or the server is stopping).");
+    f->type = API_TYPE_UNAVAILABLE;
+    return false;
+}
+
 void api_fail_respond(const struct api_fail *f, struct api_response *resp)
 {
     json_t *j = api_error_json(f->type ? f->type : API_TYPE_INVALID_REQUEST, f->code,

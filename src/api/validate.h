@@ -28,6 +28,14 @@ bool api_failf(struct api_fail *f, int status, const char *code, const char *par
  * message and its n_prompt_tokens and n_ctx fields. Returns false. */
 bool api_fail_context(struct api_fail *f, const char *param, size_t n_prompt, int n_ctx);
 
+/* The same for a prompt refused before it was counted, being longer than n_ctx tokens can
+ * stand for: the message says "more than n_ctx tokens"; n_prompt_tokens is n_ctx + 1. */
+bool api_fail_context_over(struct api_fail *f, const char *param, int n_ctx);
+
+/* The request was abandoned while its handler was still preparing it (its client closed the
+ * connection, or the server is stopping): 503 request_cancelled. Returns false. */
+bool api_fail_cancelled(struct api_fail *f);
+
 /* Turns a failure into an error response. */
 /* Responds with f as an OpenAI-style error; 429 and 503 also get Retry-After: 1. */
 void api_fail_respond(const struct api_fail *f, struct api_response *resp);

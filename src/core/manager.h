@@ -62,8 +62,8 @@ void manager_unload_all(struct manager *m);
 struct registry *manager_registry(struct manager *m);
 
 /* Loads a model (first evicting the least recently used idle model when models_max are
- * loaded). ERR_OK with *n_actual (>= 1; < n_instances is a partial load), or an error
- * with *why and err saying what went wrong. */
+ * loaded). ERR_OK with *n_actual (>= 1; < n_instances is a partial load, and err then says
+ * why), or an error with *why and err saying what went wrong. */
 int manager_load(struct manager *m, const struct manager_load *args, int *n_actual,
                  enum load_failure *why, struct errmsg *err);
 

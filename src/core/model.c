@@ -102,8 +102,14 @@ static void grow_locked(struct model *m, int target, struct errmsg *err)
 {
     while (pool_instance_count(&m->pool) < target) {
         if (!budget_reserve(m->budget, m->desc.instance_bytes)) {
-            errmsg_set(err, ERR_NOMEM, "memory budget exhausted: an instance needs %llu MiB",
-                       (unsigned long long)(m->desc.instance_bytes >> 20));
+            // Rounded up, in KiB below a MiB: an embedding model's instance can be that small.
+            uint64_t b = m->desc.instance_bytes, mib = (b >> 20) + ((b & 0xFFFFF) != 0);
+            if (b >= (1u << 20))
+                errmsg_set(err, ERR_NOMEM, "memory budget exhausted: an instance needs %llu MiB",
+                           (unsigned long long)mib);
+            else
+                errmsg_set(err, ERR_NOMEM, "memory budget exhausted: an instance needs %llu KiB",
+                           (unsigned long long)((b >> 10) + ((b & 0x3FF) != 0)));
             return;
         }
         int slot = pool_reserve_slot(&m->pool);
@@ -145,9 +151,11 @@ int model_load(struct model *m, int n_instances, int *n_actual, struct errmsg *e
         if (*n_actual == 0) {
             rc = errmsg_set(err, ERR_NOMEM, "cannot create an instance: %s", grow_err.msg);
         } else {
-            if (*n_actual < n_instances)
+            if (*n_actual < n_instances) {
                 log_warn("model '%s': %d of %d instances (%s)", m->id, *n_actual, n_instances,
                          grow_err.msg);
+                errmsg_set(err, ERR_NOMEM, "%s", grow_err.msg); // the partial load's reason
+            }
             atomic_store(&m->status, MODEL_STATUS_READY);
         }
     }

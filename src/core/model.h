@@ -34,7 +34,8 @@ int model_new(const struct model_params *p, struct model **out);
 
 /* Loads the platform model and creates up to n_instances instances within the budget;
  * *n_actual is how many exist (>= 1 on success). ERR_NOMEM when not even one instance fits,
- * or the platform's error (err says why). On success the model is READY. */
+ * or the platform's error (err says why). On success the model is READY; on a partial load
+ * (*n_actual < n_instances) err says why no more instances were made. */
 int model_load(struct model *m, int n_instances, int *n_actual, struct errmsg *err);
 
 /* Grows or shrinks to n instances (>= 1). Growth may stop early at the budget (*n_actual

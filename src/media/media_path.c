@@ -69,6 +69,9 @@ bool media_path_is_file_url(struct str url)
     return true;
 }
 
+/* The one answer for a path that does not resolve to a file inside the root. */
+#define NOT_FOUND_MSG "no such file in the media path"
+
 static int hex_val(char c)
 {
     if (c >= '0' && c <= '9') return c - '0';
@@ -156,14 +159,13 @@ static int open_and_read(const struct media_path *mp, const char *real, size_t m
     int fd = open(real, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) {
         int err = errno;
-        if (err == ENOENT) return errmsg_set(e, ERR_NOT_FOUND, "file not found");
-        if (err == ELOOP) return errmsg_set(e, ERR_INVALID, "file is outside the media path");
+        if (err == ENOENT || err == ELOOP) return errmsg_set(e, ERR_NOT_FOUND, NOT_FOUND_MSG);
         return errmsg_set(e, ERR_IO, "cannot open file (%s)", strerror(err));
     }
     struct stat st;
     int rc = ERR_OK;
     if (!fd_is_inside(mp, fd))
-        rc = errmsg_set(e, ERR_INVALID, "file is outside the media path");
+        rc = errmsg_set(e, ERR_NOT_FOUND, NOT_FOUND_MSG);
     else if (fstat(fd, &st) != 0)
         rc = errmsg_set(e, ERR_IO, "cannot stat file (%s)", strerror(errno));
     else if (!S_ISREG(st.st_mode))
@@ -194,13 +196,10 @@ int media_path_read(const struct media_path *mp, struct str url, size_t max_byte
     errmsg_clear(&inner);
     int rc = url_to_path(mp, url, path, e);
     if (rc != ERR_OK) goto out_free;
-    if (!realpath(path, real)) {
-        int err = errno;
-        rc = err == ENOENT || err == ENOTDIR ? ERR_NOT_FOUND : ERR_IO;
-        errmsg_set(&inner, rc, rc == ERR_NOT_FOUND ? "file not found" : "cannot resolve (%s)",
-                   strerror(err));
-    } else if (!is_inside(mp, real)) {
-        rc = errmsg_set(&inner, ERR_INVALID, "file is outside the media path");
+    // Whatever stops the path from resolving to a file inside the root gets one answer, so
+    // that it says nothing about what exists (or may be read) outside it.
+    if (!realpath(path, real) || !is_inside(mp, real)) {
+        rc = errmsg_set(&inner, ERR_NOT_FOUND, NOT_FOUND_MSG);
     } else {
         rc = open_and_read(mp, real, max_bytes, out, out_len, &inner);
     }

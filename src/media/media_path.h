@@ -41,9 +41,9 @@ bool media_path_is_file_url(struct str url);
  * file must be a regular file of at most max_bytes (0 means MEDIA_PATH_FILE_MAX). On success
  * *out (caller frees with mem_free()) and *out_len are set. Errors, each with a message:
  *   ERR_UNSUPPORTED  local paths are disabled (no root configured)
- *   ERR_INVALID      not a file:// URL, bad escape, '?'/'#', path outside the media path,
- *                    not a regular file
- *   ERR_NOT_FOUND    the file does not exist
+ *   ERR_INVALID      not a file:// URL, bad escape, '?'/'#', not a regular file
+ *   ERR_NOT_FOUND    no such file inside the media path: missing, outside it, or not
+ *                    resolvable (one message for all, so answers reveal nothing outside)
  *   ERR_LIMIT        the file is larger than max_bytes
  *   ERR_IO           permission denied or a read failed
  *   ERR_NOMEM        an allocation failed

@@ -39,6 +39,14 @@ static int manifest_string(json_t *root, const char *key, char *out, size_t cap,
     return ERR_OK;
 }
 
+/* The length of jansson's error text without its " near '...'" part, which quotes the file:
+ * a file reached through a request (a symlink to anything) must not be echoed back. */
+static int json_error_len(const char *text)
+{
+    const char *near = strstr(text, " near ");
+    return (int)(near ? (size_t)(near - text) : strlen(text));
+}
+
 int platform_manifest_read(const char *dir, struct platform_manifest *out, struct errmsg *err)
 {
     memset(out, 0, sizeof *out);
@@ -54,7 +62,9 @@ int platform_manifest_read(const char *dir, struct platform_manifest *out, struc
     if (!f) return ERR_FORMAT;
     json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &jerr);
     fclose(f);
-    if (!root) return errmsg_set(err, ERR_FORMAT, "%s: line %d: %s", path, jerr.line, jerr.text);
+    if (!root)
+        return errmsg_set(err, ERR_FORMAT, "%s: line %d: %.*s", path, jerr.line,
+                          json_error_len(jerr.text), jerr.text);
     int rc = ERR_OK;
     if (!json_is_object(root)) rc = errmsg_set(err, ERR_FORMAT, "%s is not a JSON object", path);
     if (rc == ERR_OK)

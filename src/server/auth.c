@@ -19,6 +19,9 @@ bool auth_key_equal(const char *candidate, size_t candidate_len, const char *key
 static bool any_key_matches(char *const *keys, int n_keys, const char *candidate)
 {
     size_t len = strlen(candidate);
+    // RFC 9110 5.5: optional whitespace around a field value is not part of it.
+    while (len > 0 && (candidate[len - 1] == ' ' || candidate[len - 1] == '\t'))
+        len--;
     bool ok = false;
     for (int i = 0; i < n_keys; i++)
         ok |= auth_key_equal(candidate, len, keys[i], strlen(keys[i]));
@@ -32,7 +35,7 @@ bool auth_request_allowed(char *const *keys, int n_keys, const char *authorizati
     bool ok = false;
     if (authorization && strncasecmp(authorization, "Bearer ", 7) == 0) {
         const char *token = authorization + 7;
-        while (*token == ' ')
+        while (*token == ' ' || *token == '\t')
             token++;
         ok |= any_key_matches(keys, n_keys, token);
     }

@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define HTTP_DISCARD_MAX   (16u * 1024u * 1024u) // bytes read and dropped past the limit
 #define THREAD_STACK_BYTES (4u * 1024u * 1024u)  // template rendering recurses on this stack
@@ -79,6 +80,10 @@ struct conn_state {
     char method_log[16];
     char path[256]; // for the access log (truncated)
 };
+
+/* on_uri's mark for a request whose raw path holds a control byte (on_uri is the only place
+ * that sees the path before libmicrohttpd decodes it); on_request answers 400 for it. */
+static char bad_path_mark;
 
 /* A streamed answer between its worker (producer: runs the handler's stream) and the event
  * loop (consumer: libmicrohttpd's content reader). Reference-counted: one each. */
@@ -366,6 +371,36 @@ static const char *query_lookup(void *conn, const char *name)
     return MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, name);
 }
 
+struct header_count {
+    const char *name;
+    int n;
+};
+
+static enum MHD_Result count_one(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 const char *value)
+{
+    (void)kind;
+    (void)value;
+    struct header_count *c = cls;
+    if (key && strcasecmp(key, c->name) == 0) c->n++;
+    return MHD_YES;
+}
+
+/* How many times the request carries header name (any letter case). */
+static int header_count(struct MHD_Connection *conn, const char *name)
+{
+    struct header_count c = {name, 0};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_one, &c);
+    return c.n;
+}
+
+/* True when the query sets name to a non-empty value (name may be NULL: false). */
+static bool has_query(struct MHD_Connection *conn, const char *name)
+{
+    const char *v = name ? query_lookup(conn, name) : NULL;
+    return v && *v;
+}
+
 static bool content_length_too_large(struct MHD_Connection *conn)
 {
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
@@ -398,7 +433,15 @@ static enum MHD_Result begin_request(struct http_server *s, struct MHD_Connectio
     char allow[128];
     enum route_match m =
         route_find(table, n_routes, method, url, &cs->route, &cs->param, allow, sizeof allow);
-    bool is_public = m == ROUTE_MATCH_OK && cs->route->is_public;
+    bool is_public = m == ROUTE_MATCH_OK && cs->route->is_public &&
+                     !has_query(conn, route_private_query(cs->route));
+    if (s->config->n_api_keys > 0 &&
+        (header_count(conn, "Authorization") > 1 || header_count(conn, "x-api-key") > 1)) {
+        // Which of two keys counts is a guess a proxy in front may make the other way.
+        cs->route = NULL;
+        return queue_error(conn, cs, 400, API_TYPE_INVALID_REQUEST, "duplicate_header", NULL,
+                           "The request has more than one Authorization or x-api-key header.");
+    }
     if (!is_public && !auth_request_allowed(s->config->api_keys, s->config->n_api_keys,
                                             header_lookup(conn, "Authorization"),
                                             header_lookup(conn, "x-api-key"))) {
@@ -525,8 +568,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 {
     (void)version;
     struct http_server *s = cls;
-    struct conn_state *cs = *con_cls;
+    const bool is_bad_path = *con_cls == &bad_path_mark;
+    struct conn_state *cs = is_bad_path ? NULL : *con_cls;
     if (!cs) {
+        *con_cls = NULL;
         cs = mem_calloc(1, sizeof *cs);
         if (!cs) return MHD_NO;
         cs->s = s;
@@ -541,6 +586,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *con_cls = cs;
         watcher_body_begin(s->watcher, cs->watched);
         if (atomic_load(&s->is_shutting_down)) return queue_shutting_down(conn, cs);
+        if (is_bad_path)
+            return queue_error(conn, cs, 400, API_TYPE_INVALID_REQUEST, "invalid_path", NULL,
+                               "The request path holds a control character (e.g. %00).");
         return begin_request(s, conn, cs, url, method);
     }
     if (cs->is_ready) {
@@ -602,7 +650,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
     (void)toe;
     struct http_server *s = cls;
-    struct conn_state *cs = *con_cls;
+    struct conn_state *cs = *con_cls == &bad_path_mark ? NULL : *con_cls;
     if (!cs) {
         watcher_done(s->watcher, watched_of(conn));
         return;
@@ -643,10 +691,9 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
  * header deadline). */
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
-    (void)uri;
     struct http_server *s = cls;
     watcher_request_line(s->watcher, watched_of(conn));
-    return NULL;
+    return route_path_has_control(uri) ? &bad_path_mark : NULL;
 }
 
 /* The gate's handoff: the library takes the socket (and closes it on failure). */

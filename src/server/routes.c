@@ -119,6 +119,35 @@ static const struct route table[] = {
     {"POST", "/cors-proxy", api_cors_proxy, ROUTE_BODY_NONE, false},
 };
 
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static bool is_control(unsigned v)
+{
+    return v < 0x20 || v == 0x7F;
+}
+
+bool route_path_has_control(const char *uri)
+{
+    for (const char *p = uri; *p && *p != '?'; p++) {
+        if (is_control((unsigned char)*p)) return true;
+        if (*p != '%') continue;
+        int hi = hex_value(p[1]), lo = hi >= 0 ? hex_value(p[2]) : -1;
+        if (lo >= 0 && is_control((unsigned)(hi * 16 + lo))) return true;
+    }
+    return false;
+}
+
+const char *route_private_query(const struct route *r)
+{
+    return r->handler == api_health ? "model" : NULL;
+}
+
 const struct route *routes_table(size_t *n_routes)
 {
     *n_routes = sizeof table / sizeof table[0];

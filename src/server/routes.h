@@ -19,7 +19,7 @@ struct route {
     const char *pattern;    // "/v1/models" or "/v1/models/{id}"
     api_handler_fn handler; // never NULL
     enum route_body body;
-    bool is_public; // reachable without an API key (only /health)
+    bool is_public; // reachable without an API key (/health, the chat page)
 };
 
 enum route_match {
@@ -35,6 +35,16 @@ enum route_match {
 enum route_match route_find(const struct route *table, size_t n_routes, const char *method,
                             const char *path, const struct route **out, struct str *param,
                             char *allow, size_t allow_cap);
+
+/* True when the raw request target's path (before any '?') holds a control byte (0x00-0x1F,
+ * 0x7F), written raw or %-encoded. Such a path is refused with 400: libmicrohttpd decodes the
+ * path into a C string, so "/metrics%00.css" would otherwise be routed as "/metrics", past a
+ * proxy's rules for "*.css". Cannot fail. */
+bool route_path_has_control(const char *uri);
+
+/* The query parameter that makes a public route need the key after all, or NULL: health's
+ * "model" (which ids are loaded is not public; plain /health is). Static. */
+const char *route_private_query(const struct route *r);
 
 /* The server's route table (static storage). */
 const struct route *routes_table(size_t *n_routes);

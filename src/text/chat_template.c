@@ -129,9 +129,14 @@ static int normalize_message(const json_t *in, json_t **out, struct errmsg *err,
 {
     if (!json_is_object(in))
         return errmsg_set(err, ERR_INVALID, "messages[%zu] must be an object", idx);
+    const json_t *content = json_object_get(in, "content");
+    if (json_is_string(content) && !json_is_array(json_object_get(in, "tool_calls"))) {
+        // nothing to normalize: shared, not copied (a long conversation is not held twice)
+        *out = json_incref(json_unconst(in));
+        return ERR_OK;
+    }
     json_t *m = json_copy(json_unconst(in)); // shallow: values are shared, replaced below
     if (!m) return errmsg_set(err, ERR_NOMEM, "out of memory");
-    const json_t *content = json_object_get(m, "content");
     int rc = ERR_OK;
     if (json_is_array(content)) {
         json_t *s = join_parts(content);
@@ -207,7 +212,9 @@ int chat_template_apply(const struct jinja_template *t, const json_t *messages, 
     json_t *ctx = NULL;
     int rc = chat_template_context(messages, tools, opts, &ctx, err);
     if (rc != ERR_OK) return rc;
-    rc = jinja_template_render(t, ctx, out, err);
+    const struct jinja_render_opts ro = {.max_out_bytes = opts->max_out_bytes,
+                                         .is_out_over = opts->is_out_over};
+    rc = jinja_template_render_opts(t, ctx, &ro, out, err);
     json_decref(ctx);
     return rc;
 }

@@ -29,6 +29,9 @@ struct chat_template_opts {
     const char *eos_token;      // NULL = ""
     const json_t *extra;        // object of extra template variables (chat_template_kwargs) or NULL
     bool keep_raw_messages;     // true: pass messages exactly as given (no normalization below)
+    size_t max_out_bytes;       // out may reach this many bytes before ERR_LIMIT; 0 = the
+                                // interpreter's default (jinja_render_opts.max_out_bytes)
+    bool *is_out_over;          // set true when rendering stopped there; may be NULL
 };
 
 /* Builds the variables for jinja_template_render: messages, tools (when tools is a non-empty

@@ -6,6 +6,7 @@
 #include "platform/request.h"
 #include "text/json_text.h"
 #include "text/chat_template.h"
+#include "util/checked.h"
 #include "util/mem.h"
 
 #include <stdio.h>
@@ -168,10 +169,25 @@ bool chat_messages_validate(const struct model *m, const json_t *messages,
     return true;
 }
 
-int chat_prompt_tokenize(const struct model *m, const char *text, size_t len, struct tok_ids *out,
-                         struct api_fail *f)
+/* The most prompt text the context can hold (SIZE_MAX: no bound for this tokenizer). */
+static size_t text_max(const struct platform_model_desc *d)
+{
+    return tok_text_bytes_max(d->tokenizer, d->n_ctx > 0 ? (size_t)d->n_ctx : 0);
+}
+
+/* A text longer than the context's tokens can stand for: refused without tokenizing it. */
+static int fail_text_too_long(const struct platform_model_desc *d, struct api_fail *f)
+{
+    api_fail_context_over(f, "messages", d->n_ctx);
+    return ERR_LIMIT;
+}
+
+static int tokenize_text(const struct model *m, const char *text, size_t len, bool is_bounded,
+                         struct tok_ids *out, struct api_fail *f)
 {
     const struct platform_model_desc *d = model_desc(m);
+    const size_t max = is_bounded ? text_max(d) : SIZE_MAX;
+    if (len > max) return fail_text_too_long(d, f);
     // Templates that write the BOS text themselves would get a second BOS from the vocab's
     // add_bos; tokenize that text as given instead.
     size_t bos_len = d->bos_text ? strlen(d->bos_text) : 0;
@@ -191,6 +207,12 @@ int chat_prompt_tokenize(const struct model *m, const char *text, size_t len, st
         return ERR_INVALID;
     }
     return ERR_OK;
+}
+
+int chat_prompt_tokenize(const struct model *m, const char *text, size_t len, struct tok_ids *out,
+                         struct api_fail *f)
+{
+    return tokenize_text(m, text, len, true, out, f);
 }
 
 static bool is_image_part(const json_t *part)
@@ -456,18 +478,28 @@ int chat_prompt_build(const struct model *m, const struct chat_prompt_opts *o,
         int mrc = messages_with_markers(o->messages, o->media_path, out, &with_markers, f);
         if (mrc != ERR_OK) return mrc;
     }
+    // A marker stands for an image's tokens (at least one), so the bound grows by its text.
+    size_t max = o->is_count ? SIZE_MAX : text_max(d), marker_bytes;
+    bool is_over = false;
+    if (max != SIZE_MAX &&
+        (!size_mul((size_t)out->n_images, strlen(CHAT_MEDIA_MARKER), &marker_bytes) ||
+         !size_add(max, marker_bytes, &max)))
+        max = SIZE_MAX;
     struct chat_template_opts to = {
         .add_generation_prompt = o->add_generation_prompt,
         .enable_thinking = o->enable_thinking,
         .bos_token = d->bos_text,
         .eos_token = d->eos_text,
         .extra = o->template_kwargs,
+        .max_out_bytes = max != SIZE_MAX ? max : 0,
+        .is_out_over = &is_over,
     };
     struct errmsg err;
     errmsg_clear(&err);
     int rc = chat_template_apply(d->chat_template, with_markers ? with_markers : o->messages,
                                  o->tools, &to, &out->text, &err);
     json_decref(with_markers);
+    if (rc == ERR_LIMIT && is_over) return fail_text_too_long(d, f);
     if (rc != ERR_OK) {
         api_failf(f, rc == ERR_NOMEM ? 500 : 400, "template_error", "messages",
                   "The chat template failed: %s", err.msg[0] ? err.msg : err_str(rc));
@@ -475,9 +507,11 @@ int chat_prompt_build(const struct model *m, const struct chat_prompt_opts *o,
     }
     if (o->prefill.len && buf_append(&out->text, o->prefill.ptr, o->prefill.len) != ERR_OK)
         return api_failf(f, 500, NULL, NULL, "out of memory"), ERR_NOMEM;
+    if (out->text.len > max) return fail_text_too_long(d, f);
     if (out->n_images > 0) return tokenize_with_images(m, out, f);
-    return chat_prompt_tokenize(m, out->text.data ? out->text.data : "", out->text.len, &out->ids,
-                                f);
+    // A count is tokenized in full, even past the context (the count is the answer).
+    return tokenize_text(m, out->text.data ? out->text.data : "", out->text.len, !o->is_count,
+                         &out->ids, f);
 }
 
 void chat_prompt_deinit(struct chat_prompt *p)

@@ -19,6 +19,7 @@ struct chat_prompt_opts {
     const struct media_path *media_path; // local files allowed under it; NULL: refused
     bool add_generation_prompt;
     struct str prefill; // text appended to the rendered prompt (an assistant prefill) or empty
+    bool is_count;      // the prompt is counted, not run: no early stop at the context's end
 };
 
 /* The text the template sees where an image part was, and where its positions go. */
@@ -57,13 +58,17 @@ bool chat_messages_validate(const struct model *m, const json_t *messages,
  * piece by piece and each image takes image_begin, image_tokens placeholders and image_end
  * (as the reference's multimodal tokenizer lays it out). 400 template_error when the
  * template raises or fails, 400 invalid_value when the text itself holds the marker, 400
- * context_length_exceeded when the prompt leaves no room for one token. ERR_OK or an error
- * with f filled. Caller frees with chat_prompt_deinit(). */
+ * context_length_exceeded when the prompt leaves no room for one token. Unless o->is_count,
+ * rendering stops as soon as the text is longer than the context's tokens can stand for
+ * (tok_text_bytes_max), and such a text is refused before it is tokenized, so a prompt that
+ * cannot fit costs memory in proportion to the context, not to the request. ERR_OK or an
+ * error with f filled. Caller frees with chat_prompt_deinit(). */
 int chat_prompt_build(const struct model *m, const struct chat_prompt_opts *o,
                       struct chat_prompt *out, struct api_fail *f);
 
 /* Tokenizes already-rendered text the way chat prompts are (BOS per the vocab unless the text
- * starts with it; special tokens parsed), and checks the context. */
+ * starts with it; special tokens parsed), and checks the context; a text too long to fit is
+ * refused (400 context_length_exceeded) before it is tokenized. */
 int chat_prompt_tokenize(const struct model *m, const char *text, size_t len, struct tok_ids *out,
                          struct api_fail *f);
 

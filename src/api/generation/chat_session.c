@@ -64,7 +64,8 @@ static struct chat_prompt_opts prompt_opts(const struct chat_session_args *a)
     };
 }
 
-static int build(const struct chat_session_args *a, struct chat_prompt *prompt, struct api_fail *f)
+static int build(const struct chat_session_args *a, bool is_count, struct chat_prompt *prompt,
+                 struct api_fail *f)
 {
     buf_init(&prompt->text);
     tok_ids_init(&prompt->ids);
@@ -77,6 +78,7 @@ static int build(const struct chat_session_args *a, struct chat_prompt *prompt, 
         return ERR_INVALID;
     }
     struct chat_prompt_opts po = prompt_opts(a);
+    po.is_count = is_count;
     if (head) {
         po.messages = head;
         po.prefill = (struct str){prefill.data, prefill.len};
@@ -235,6 +237,9 @@ static bool grammar_for(const struct chat_session_args *a, enum toolcall_format 
 {
     if (a->structured && !structured_from_body(a->structured, g, f)) return false;
     bool has_tools = a->tools && json_array_size(a->tools) > 0;
+    if (!has_tools && structured_tool_choice_forces(a->tool_choice))
+        return api_failf(f, 400, "invalid_value", "tool_choice",
+                         "'tool_choice' forces a tool call, but 'tools' names no tool.");
     if (g->len == 0 && has_tools && a->tool_choice)
         return structured_tool_grammar(a->tools, a->tool_choice, a->is_parallel, format, g, f);
     return true;
@@ -254,7 +259,7 @@ int chat_session_start(const struct chat_session_args *a, struct gen_session **o
     int rc = grammar_for(a, format, &grammar, f) && check_supported(a, &grammar, f) ? ERR_OK
                                                                                     : ERR_INVALID;
     if (rc == ERR_OK)
-        rc = d->is_text_io ? build_text(a, &prompt.text, &role, f) : build(a, &prompt, f);
+        rc = d->is_text_io ? build_text(a, &prompt.text, &role, f) : build(a, false, &prompt, f);
     if (rc != ERR_OK) {
         chat_prompt_deinit(&prompt);
         buf_deinit(&grammar);
@@ -315,10 +320,23 @@ int chat_session_count(const struct chat_session_args *a, int *n_tokens, struct 
                          model_id(a->model), model_platform(a->model)->id),
                ERR_UNSUPPORTED;
     struct chat_prompt prompt = {0};
-    int rc = build(a, &prompt, f);
+    int rc = build(a, true, &prompt, f);
     // Over the context is an error for generation, but the count is still the answer here.
     if (rc == ERR_LIMIT && prompt.ids.n_ids > 0) rc = ERR_OK;
     if (rc == ERR_OK) *n_tokens = (int)prompt.ids.n_ids;
     chat_prompt_deinit(&prompt);
+    return rc;
+}
+
+int chat_session_fits(const struct chat_session_args *a, bool *fits, struct api_fail *f)
+{
+    struct chat_prompt prompt = {0};
+    int rc = build(a, false, &prompt, f);
+    chat_prompt_deinit(&prompt);
+    *fits = rc == ERR_OK;
+    if (rc == ERR_LIMIT && f->n_ctx > 0) { // over the context: an answer, not a failure
+        *f = (struct api_fail){0};
+        rc = ERR_OK;
+    }
     return rc;
 }

@@ -44,4 +44,10 @@ bool chat_session_precheck(const struct model *m, const json_t *body, struct api
  * a->params is unused. Errors as chat_messages_validate and chat_prompt_build. */
 int chat_session_count(const struct chat_session_args *a, int *n_tokens, struct api_fail *f);
 
+/* Whether the prompt chat_session_start would build fits the context (leaving room for one
+ * token), without generating; it stops as early as chat_prompt_build does. ERR_OK with *fits,
+ * or the errors of chat_messages_validate and chat_prompt_build other than the context's. For
+ * the routes that drop old messages until a conversation fits. */
+int chat_session_fits(const struct chat_session_args *a, bool *fits, struct api_fail *f);
+
 #endif

@@ -1,9 +1,14 @@
 /* Structured-output grammars. */
 #include "api/generation/structured.h"
 
+#include "api/client_watch.h"
 #include "text/grammar/gbnf.h"
+#include "text/grammar/grammar.h"
 #include "text/grammar/json_schema.h"
 
+#include "util/mem.h"
+
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -13,6 +18,13 @@ static bool compile_check(const struct buf *g, const char *param, struct api_fai
     struct errmsg err;
     errmsg_clear(&err);
     int rc = gbnf_compile(g->data ? g->data : "", g->len, &compiled, &err);
+    // The matcher's own limits are met when its start state is built: checked here too, so
+    // that a grammar the platform would refuse is a 400 naming the field, not a bare error.
+    struct grammar_state *start = NULL;
+    if (rc == ERR_OK) rc = grammar_state_new(compiled, &start);
+    if (rc == ERR_LIMIT && !err.msg[0])
+        errmsg_set(&err, rc, "the grammar's start expands past the matcher's limits");
+    grammar_state_free(start);
     gbnf_free(compiled);
     if (rc == ERR_OK) return true;
     if (rc == ERR_NOMEM)
@@ -26,9 +38,10 @@ static bool schema_grammar(const json_t *schema, const char *param, struct buf *
 {
     struct errmsg err;
     errmsg_clear(&err);
-    int rc = json_schema_to_gbnf(schema, out, &err);
+    int rc = json_schema_to_gbnf_cancel(schema, client_watch_is_abandoned, out, &err);
     if (rc == ERR_OK) return compile_check(out, param, f);
     buf_clear(out);
+    if (rc == ERR_CANCELLED) return api_fail_cancelled(f);
     if (rc == ERR_NOMEM)
         return api_failf(f, 500, NULL, NULL, "out of memory converting the schema");
     return api_failf(f, 400, rc == ERR_UNSUPPORTED ? "unsupported_schema" : "invalid_schema", param,
@@ -92,13 +105,68 @@ bool structured_from_body(const json_t *body, struct buf *out, struct api_fail *
     return true;
 }
 
-/* The JSON schema of one call of tool t in the family's JSON shape. */
-static json_t *call_schema(const json_t *fn, enum toolcall_format format)
+/* Keywords whose values are data, not schemas: a "$ref" key inside them is not a reference. */
+static bool is_data_keyword(const char *key)
+{
+    return strcmp(key, "const") == 0 || strcmp(key, "enum") == 0 || strcmp(key, "default") == 0 ||
+           strcmp(key, "examples") == 0;
+}
+
+/* Rewrites every local "$ref" ("#" or "#/...") in schema v to point below base, the JSON
+ * pointer where v sits in the wrapper schema: a tool's parameters keep resolving their own
+ * "$defs" once wrapped. False when out of memory. */
+static bool rebase_refs(json_t *v, const char *base)
+{
+    if (json_is_array(v)) {
+        size_t i;
+        json_t *item;
+        json_array_foreach(v, i, item) if (!rebase_refs(item, base)) return false;
+        return true;
+    }
+    if (!json_is_object(v)) return true;
+    const char *key;
+    json_t *item;
+    json_object_foreach(v, key, item)
+    {
+        const char *ref = json_string_value(item);
+        if (strcmp(key, "$ref") == 0 && ref && ref[0] == '#') {
+            char *moved = NULL;
+            size_t len = strlen(base) + strlen(ref);
+            if (len < SIZE_MAX / 2) moved = mem_alloc(len + 1);
+            if (!moved) return false;
+            snprintf(moved, len + 1, "%s%s", base, ref + 1);
+            int rc = json_string_set(item, moved);
+            mem_free(moved);
+            if (rc != 0) return false;
+        } else if (!is_data_keyword(key) && !rebase_refs(item, base)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* A copy of a tool's parameters (or an empty object schema) with its local refs moved below
+ * base. NULL when out of memory. */
+static json_t *params_copy(const json_t *fn, const char *base)
 {
     const json_t *params = json_object_get(fn, "parameters");
     json_t *args =
         json_is_object(params) ? json_deep_copy(params) : json_pack("{s:s}", "type", "object");
+    if (args && !rebase_refs(args, base)) {
+        json_decref(args);
+        return NULL;
+    }
+    return args;
+}
+
+/* The JSON schema of one call of tool t in the family's JSON shape; it becomes the wrapper's
+ * anyOf[index]. */
+static json_t *call_schema(const json_t *fn, enum toolcall_format format, size_t index)
+{
     const char *args_key = format == TOOLCALL_FORMAT_LLAMA3 ? "parameters" : "arguments";
+    char base[96];
+    snprintf(base, sizeof base, "#/anyOf/%zu/properties/%s", index, args_key);
+    json_t *args = params_copy(fn, base);
     return json_pack("{s:s, s:{s:{s:O}, s:o}, s:[s, s]}", "type", "object", "properties", "name",
                      "const", json_object_get(fn, "name"), args_key, args, "required", "name",
                      args_key);
@@ -162,6 +230,13 @@ static bool harmony_calls(const json_t *names, struct buf *schema_g, struct buf 
     return rc == ERR_OK || api_failf(f, 500, NULL, NULL, "out of memory");
 }
 
+bool structured_tool_choice_forces(const json_t *tool_choice)
+{
+    const char *choice = json_string_value(tool_choice);
+    const json_t *fn = json_object_get(tool_choice, "function");
+    return (choice && strcmp(choice, "required") == 0) || json_object_get(fn, "name");
+}
+
 bool structured_tool_grammar(const json_t *tools, const json_t *tool_choice, bool parallel,
                              enum toolcall_format format, struct buf *out, struct api_fail *f)
 {
@@ -179,13 +254,13 @@ bool structured_tool_grammar(const json_t *tools, const json_t *tool_choice, boo
         const json_t *fn = json_object_get(t, "function");
         const char *name = json_string_value(json_object_get(fn, "name"));
         if (forced && (!name || strcmp(name, forced) != 0)) continue;
+        char base[64];
+        snprintf(base, sizeof base, "#/anyOf/%zu", json_array_size(any));
         if (!is_harmony) {
-            json_array_append_new(any, call_schema(fn, format));
+            json_array_append_new(any, call_schema(fn, format, json_array_size(any)));
             continue;
         }
-        const json_t *params = json_object_get(fn, "parameters");
-        json_array_append_new(any, json_is_object(params) ? json_deep_copy(params)
-                                                          : json_pack("{s:s}", "type", "object"));
+        json_array_append_new(any, params_copy(fn, base));
         json_array_append_new(names, json_string(name ? name : ""));
     }
     if (json_array_size(any) == 0) {

@@ -20,6 +20,10 @@ bool structured_from_body(const json_t *body, struct buf *out, struct api_fail *
  * tool's parameters schema; with parallel_tool_calls one or more calls, else exactly one.
  * Appends nothing when tool_choice does not force a call. 400 on an unknown function name or
  * an inexpressible schema. */
+/* True when tool_choice (OpenAI form, may be NULL) forces a call: "required" or a named
+ * function. Cannot fail. */
+bool structured_tool_choice_forces(const json_t *tool_choice);
+
 bool structured_tool_grammar(const json_t *tools, const json_t *tool_choice, bool parallel,
                              enum toolcall_format format, struct buf *out, struct api_fail *f);
 

@@ -40,13 +40,20 @@ static bool instance_count_arg(const json_t *body, int64_t *n, struct api_fail *
     return v_int(body, "instance_count", "instance_count", 1, INSTANCES_MAX, n, f);
 }
 
-static json_t *count_reply(const char *verb, const char *id, int64_t requested, int actual)
+/* The 200 of a load or resize; a partial one says why (reason: what stopped the next
+ * instance, e.g. the memory budget). */
+static json_t *count_reply(const char *verb, const char *id, int64_t requested, int actual,
+                           const struct errmsg *why)
 {
     char msg[MODEL_ID_CAP + 64];
-    snprintf(msg, sizeof msg, "model '%s' %s%s", id, actual < requested ? "partially " : "", verb);
-    return json_pack("{s:b, s:s, s:I, s:i}", "success", 1, "message", msg,
-                     "requested_instance_count", (json_int_t)requested, "actual_instance_count",
-                     actual);
+    const bool is_partial = actual < requested;
+    const char *reason = why->msg[0] ? why->msg : "no more instances could be made";
+    snprintf(msg, sizeof msg, "model '%s' %s%s", id, is_partial ? "partially " : "", verb);
+    json_t *j =
+        json_pack("{s:b, s:s, s:I, s:i}", "success", 1, "message", msg, "requested_instance_count",
+                  (json_int_t)requested, "actual_instance_count", actual);
+    if (j && is_partial) json_object_set_new(j, "reason", json_string(reason));
+    return j;
 }
 
 static void respond_load_failure(enum load_failure why, const struct errmsg *err,
@@ -211,7 +218,7 @@ void api_models_load(const struct api_ctx *ctx, const struct api_request *req,
         respond_load_failure(why, &err, resp);
         return;
     }
-    api_respond_json(resp, 200, count_reply("loaded", id, n_instances, actual));
+    api_respond_json(resp, 200, count_reply("loaded", id, n_instances, actual, &err));
 }
 
 void api_models_resize(const struct api_ctx *ctx, const struct api_request *req,
@@ -242,7 +249,7 @@ void api_models_resize(const struct api_ctx *ctx, const struct api_request *req,
                   rc == ERR_BUSY ? "model_not_ready" : "resize_failed", "model_id", "%s", err.msg);
         return;
     }
-    api_respond_json(resp, 200, count_reply("resized", id, n, actual));
+    api_respond_json(resp, 200, count_reply("resized", id, n, actual, &err));
 }
 
 void api_models_unload(const struct api_ctx *ctx, const struct api_request *req,

@@ -89,6 +89,10 @@ void native_tokenizer_of(const struct model *m, struct native_tokenizer *out)
     out->encode = encode_cb;
     out->ctx = d->tokenizer;
     out->n_vocab = d->n_vocab;
+    out->n_ctx = d->n_ctx;
+    // SIZE_MAX (no bound for this tokenizer) is 0 here: no bound either
+    const size_t max = tok_text_bytes_max(d->tokenizer, d->n_ctx > 0 ? (size_t)d->n_ctx : 0);
+    out->text_bytes_max = max == SIZE_MAX ? 0 : max;
 }
 
 /* llama.cpp spellings that params_merge would refuse, rewritten in a shallow copy. */

@@ -153,6 +153,7 @@ void api_native_apply_template(const struct api_ctx *ctx, const struct api_reque
         .enable_thinking = -1,
         .template_kwargs = json_is_object(kwargs) ? kwargs : NULL,
         .add_generation_prompt = true,
+        .is_count = true, // the whole text is the answer, even past the context
     };
     bool b = true;
     if (!v_bool(req->json, "add_generation_prompt", "add_generation_prompt", &b, &f)) {

@@ -41,7 +41,8 @@ struct model *native_model_acquire_tokenizer(const struct api_ctx *ctx,
                                              const struct api_request *req, const json_t *body,
                                              struct api_fail *f);
 
-/* A tokenizer callback over the model's tokenizer (borrowed while the model is held). */
+/* A tokenizer callback over the model's tokenizer (borrowed while the model is held), with
+ * the text bound of the model's context. */
 void native_tokenizer_of(const struct model *m, struct native_tokenizer *out);
 
 /* The request fields of /completion-style bodies, after merging. */

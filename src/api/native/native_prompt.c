@@ -32,11 +32,23 @@ static bool encode(const struct native_tokenizer *t, const json_t *s, bool add_s
     return true;
 }
 
+/* A prompt's text, refused unencoded when it cannot fit the context (it is longer than the
+ * context's tokens can stand for, or the prompt has used the context up already). */
+static bool encode_prompt(const struct native_tokenizer *t, const json_t *s, const char *name,
+                          bool add_special, bool parse_special, struct tok_ids *out,
+                          struct api_fail *f)
+{
+    if (t->text_bytes_max &&
+        (json_string_length(s) > t->text_bytes_max || out->n_ids >= (size_t)t->n_ctx))
+        return api_fail_context_over(f, name, t->n_ctx);
+    return encode(t, s, add_special, parse_special, out, f);
+}
+
 /* A string, or an array of ids and strings (one prompt). */
 static bool parse_one(const json_t *p, const char *name, const struct native_tokenizer *t,
                       bool add_special, bool parse_special, struct tok_ids *out, struct api_fail *f)
 {
-    if (json_is_string(p)) return encode(t, p, add_special, parse_special, out, f);
+    if (json_is_string(p)) return encode_prompt(t, p, name, add_special, parse_special, out, f);
     const json_t *media = json_is_object(p) ? json_object_get(p, "multimodal_data") : NULL;
     if (media && !json_is_null(media) && !(json_is_array(media) && json_array_size(media) == 0))
         return api_failf(f, 400, "invalid_value", name,
@@ -44,7 +56,8 @@ static bool parse_one(const json_t *p, const char *name, const struct native_tok
                          "parts of chat messages (/v1/chat/completions)",
                          name);
     if (json_is_object(p) && json_is_string(json_object_get(p, "prompt_string")))
-        return encode(t, json_object_get(p, "prompt_string"), add_special, parse_special, out, f);
+        return encode_prompt(t, json_object_get(p, "prompt_string"), name, add_special,
+                             parse_special, out, f);
     if (!json_is_array(p))
         return api_failf(f, 400, "invalid_type", name,
                          "Invalid type for '%s': expected a string or an array of token ids and "
@@ -60,7 +73,7 @@ static bool parse_one(const json_t *p, const char *name, const struct native_tok
         if (json_is_integer(v))
             ok = push_id(v, name, i, t, out, f);
         else if (json_is_string(v))
-            ok = encode(t, v, add_special && i == 0, parse_special, out, f);
+            ok = encode_prompt(t, v, name, add_special && i == 0, parse_special, out, f);
         else
             ok = api_failf(f, 400, "invalid_type", name,
                            "Invalid type for '%s[%zu]': expected a token id or a string, but got "

@@ -16,8 +16,12 @@ typedef int (*native_encode_fn)(const void *ctx, struct str text, bool add_speci
 
 struct native_tokenizer {
     native_encode_fn encode;
-    const void *ctx; // passed to encode
-    int n_vocab;     // token ids must be in [0, n_vocab)
+    const void *ctx;       // passed to encode
+    int n_vocab;           // token ids must be in [0, n_vocab)
+    int n_ctx;             // the context a prompt must fit (for the error message)
+    size_t text_bytes_max; // a prompt string longer than this cannot fit n_ctx tokens, and a
+                           // prompt already n_ctx tokens long takes no more: both refused
+                           // unencoded (tok_text_bytes_max); 0 = no bound
 };
 
 #define NATIVE_PROMPT_MAX_TOKENS (1 << 22) // ids in one prompt array
@@ -31,8 +35,9 @@ struct native_tokenizer {
  * - an array of exactly one of the above: that prompt (llama.cpp's list of prompts; more
  *   than one is 400 invalid_value here: /completion answers a list whole by parsing each
  *   item, see native_prompt_count).
- * 400 invalid_type / invalid_value (id outside the vocab, empty array), 500 when encoding
- * fails. Appends to out; ERR_OK or an error with f filled. */
+ * 400 invalid_type / invalid_value (id outside the vocab, empty array), 400
+ * context_length_exceeded for text past t->text_bytes_max, 500 when encoding fails. Appends
+ * to out; ERR_OK or an error with f filled. */
 /* How many prompts a `prompt` value holds: an array without token ids at its top is
  * llama-server's list of prompts (["a", [1, 2], {prompt_string}]); anything else is one. */
 size_t native_prompt_count(const json_t *prompt);

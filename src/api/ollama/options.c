@@ -119,13 +119,18 @@ static json_t *value_for(const json_t *v, enum opt_kind k)
  * token, as the llama.cpp field this maps to treats it. */
 static bool set_num_predict(const json_t *v, json_t *out, struct api_fail *f)
 {
-    json_int_t n = json_is_integer(v) ? json_integer_value(v) : (json_int_t)json_number_value(v);
-    if (n < -2)
+    // Bounded as max_tokens is on the other routes; a real is refused before the cast, whose
+    // result would be undefined out of range.
+    double d = json_number_value(v);
+    if (!json_is_integer(v) && (d != d || d < -2 || d > INT32_MAX || d != (double)(json_int_t)d))
         return api_failf(f, 400, "invalid_value", "options.num_predict",
-                         "num_predict must be -1, -2 or a count of tokens (got %lld)",
-                         (long long)n);
+                         "num_predict must be -1, -2 or a count of tokens up to %d", INT32_MAX);
+    json_int_t n = json_is_integer(v) ? json_integer_value(v) : (json_int_t)d;
+    if (n < -2 || n > INT32_MAX)
+        return api_failf(f, 400, "invalid_value", "options.num_predict",
+                         "num_predict must be -1, -2 or a count of tokens up to %d (got %lld)",
+                         INT32_MAX, (long long)n);
     if (n < 0) return true;
-    if (n > INT32_MAX) n = INT32_MAX;
     return json_object_set_new(out, "max_tokens", json_integer(n > 0 ? n : 1)) == 0 ||
            api_failf(f, 500, NULL, NULL, "out of memory");
 }

@@ -440,6 +440,14 @@ static const char *template_source(const json_t *cfg)
     return first;
 }
 
+/* The length of jansson's error text without its " near '...'" part, which quotes the file:
+ * a file reached through a request (a symlink to anything) must not be echoed back. */
+static int json_error_len(const char *text)
+{
+    const char *near = strstr(text, " near ");
+    return (int)(near ? (size_t)(near - text) : strlen(text));
+}
+
 /* The chat template: the server's override, else tokenizer_config.json's, else none (the
  * runtime's own, with only the last message sent). */
 static int load_template(struct platform_model *m, const char *dir, const char *override,
@@ -451,7 +459,8 @@ static int load_template(struct platform_model *m, const char *dir, const char *
     json_t *cfg = json_load_file(path, 0, &jerr);
     struct stat st;
     if (!cfg && stat(path, &st) == 0)
-        return errmsg_set(err, ERR_FORMAT, "%s: line %d: %s", path, jerr.line, jerr.text);
+        return errmsg_set(err, ERR_FORMAT, "%s: line %d: %.*s", path, jerr.line,
+                          json_error_len(jerr.text), jerr.text);
     int rc = ERR_OK;
     m->bos_text = token_text(cfg, "bos_token");
     m->eos_text = token_text(cfg, "eos_token");

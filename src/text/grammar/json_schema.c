@@ -20,6 +20,7 @@
 #define REPEAT_MAX   2000 // GBNF_REPEAT_MAX
 #define NAME_HINT    32   // bytes of a schema path kept in a rule name
 #define N_PRIMITIVES 14
+#define CANCEL_EVERY 256 // schemas between polls of the caller's cancellation
 
 enum prim {
     PRIM_SPACE,
@@ -89,10 +90,13 @@ struct conv {
     const json_t *root;
     struct buf *out;
     struct errmsg *err;
-    unsigned prims_done; // bitmask of primitives already emitted
-    unsigned n_rules;    // for unique generated names
+    bool (*is_cancelled)(void); // polled every CANCEL_EVERY schemas; NULL: never
+    unsigned n_visits;          // schemas visited, for that poll
+    unsigned prims_done;        // bitmask of primitives already emitted
+    unsigned n_rules;           // for unique generated names
     struct ref_rule *refs;
     size_t n_refs, refs_cap;
+    json_t *ref_index;   // $ref string -> its index in refs, so a lookup is not a scan
     char path[PATH_CAP]; // JSON pointer of the schema being converted
     size_t path_len;
     int depth;
@@ -571,35 +575,38 @@ struct prop {
     char rule[RULE_NAME_CAP]; // its key-value rule
 };
 
-/* A JSON string key that is none of names (which need no JSON escaping): a trie of the names
- * where every node may leave the trie through any other character. */
-static int append_not_names(struct buf *b, const struct prop *props, size_t n, size_t depth,
-                            const char *prefix)
+#define NOT_NAMES_DEPTH_MAX 510 // bytes of a declared name the key rule spells out
+
+/* A JSON string key that is none of names[lo, hi) (sorted, sharing their first depth bytes;
+ * they need no JSON escaping): a trie of the names where every node may leave the trie through
+ * any other character. Each node scans only its own range, so the work is linear in the
+ * names' total length. */
+static int append_not_names(struct buf *b, const char *const *names, size_t lo, size_t hi,
+                            size_t depth)
 {
-    // children: distinct next bytes among names that extend prefix
+    if (depth > NOT_NAMES_DEPTH_MAX) return ERR_LIMIT;
     bool is_end = false;
     int rc = buf_append_cstr(b, "(");
     char seen[256] = {0};
     bool first = true;
-    for (size_t i = 0; rc == ERR_OK && i < n; i++) {
-        const char *s = props[i].name;
-        if (strncmp(s, prefix, depth) != 0) continue;
-        if (s[depth] == '\0') {
+    for (size_t i = lo; rc == ERR_OK && i < hi;) {
+        const char *s = names[i];
+        if (s[depth] == '\0') { // sorted: the name that ends here comes first
             is_end = true;
+            i++;
             continue;
         }
         unsigned char ch = (unsigned char)s[depth];
-        if (seen[ch]) continue;
+        size_t j = i + 1;
+        while (j < hi && (unsigned char)names[j][depth] == ch)
+            j++;
         seen[ch] = 1;
-        char next[512];
-        if (depth + 2 > sizeof next) return ERR_LIMIT;
-        memcpy(next, s, depth + 1);
-        next[depth + 1] = '\0';
         rc = buf_append_cstr(b, first ? "" : " | ");
         if (rc == ERR_OK) rc = append_literal(b, s + depth, 1);
         if (rc == ERR_OK) rc = buf_append_cstr(b, " ");
-        if (rc == ERR_OK) rc = append_not_names(b, props, n, depth + 1, next);
+        if (rc == ERR_OK) rc = append_not_names(b, names, i, j, depth + 1);
         first = false;
+        i = j;
     }
     if (rc != ERR_OK) return rc;
     // leave the trie: any character that is no child (non-ASCII bytes of names are matched
@@ -610,6 +617,24 @@ static int append_not_names(struct buf *b, const struct prop *props, size_t n, s
     if (rc == ERR_OK)
         rc = buf_append_cstr(b, "] char* | [\\\\] ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4}) char*)");
     if (rc == ERR_OK && !is_end) rc = buf_append_cstr(b, "?");
+    return rc;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The not-a-declared-name key rule over props' names, sorted for append_not_names. */
+static int append_not_prop_names(struct buf *b, const struct prop *props, size_t n)
+{
+    const char **names = mem_alloc((n ? n : 1) * sizeof *names);
+    if (!names) return ERR_NOMEM;
+    for (size_t i = 0; i < n; i++)
+        names[i] = props[i].name;
+    qsort(names, n, sizeof *names, cmp_name);
+    int rc = append_not_names(b, names, 0, n, 0);
+    mem_free(names);
     return rc;
 }
 
@@ -638,7 +663,7 @@ static int additional_kv(struct conv *c, const json_t *addl, const struct prop *
     if (rc == ERR_OK) rc = add_prim(c, PRIM_STRING);
     if (rc == ERR_OK && names_are_plain(props, n)) {
         rc = buf_append_cstr(&body, "\"\\\"\" ");
-        if (rc == ERR_OK) rc = append_not_names(&body, props, n, 0, "");
+        if (rc == ERR_OK) rc = append_not_prop_names(&body, props, n);
         if (rc == ERR_OK) rc = buf_append_cstr(&body, " \"\\\"\"");
     } else if (rc == ERR_OK) {
         rc = buf_append_cstr(&body, "string");
@@ -728,42 +753,63 @@ static int property_kv(struct conv *c, struct prop *p)
     return rc;
 }
 
-static bool is_required(const json_t *required, const char *name)
+/* The required names as a set (a JSON object, so a lookup is a hash, not a scan of the
+ * array: schemas with tens of thousands of properties stay linear). ERR_INVALID for a
+ * non-string entry. */
+static int required_set(struct conv *c, const json_t *required, json_t **out)
 {
+    json_t *set = json_object();
+    if (!set) return ERR_NOMEM;
     size_t i;
     const json_t *v;
-    json_array_foreach(required, i,
-                       v) if (json_is_string(v) && !strcmp(json_string_value(v), name)) return true;
-    return false;
+    json_array_foreach(required, i, v)
+    {
+        if (!json_is_string(v)) {
+            json_decref(set);
+            return fail_invalid(c, "required", "must be an array of strings");
+        }
+        if (json_object_set(set, json_string_value(v), json_true()) != 0) {
+            json_decref(set);
+            return ERR_NOMEM;
+        }
+    }
+    *out = set;
+    return ERR_OK;
 }
 
 /* Collects properties (schema order), then required names missing from properties (any
- * value). props has room for both. */
+ * value), each once. props has room for both. */
 static int collect_props(struct conv *c, const json_t *properties, const json_t *required,
                          struct prop *props, size_t *n_out)
 {
     size_t n = 0, i;
     const char *key;
     const json_t *v;
+    json_t *req_set = NULL;
+    int rc = required_set(c, required, &req_set);
+    if (rc != ERR_OK) return rc;
     json_object_foreach(json_unconst(properties), key, v)
     {
-        bool req = required && is_required(required, key);
+        bool req = json_object_get(req_set, key) != NULL;
         if (json_is_false(v)) { // the property must not appear
-            if (req) return fail_invalid(c, "required", "names a property whose schema is false");
+            if (req) {
+                json_decref(req_set);
+                return fail_invalid(c, "required", "names a property whose schema is false");
+            }
             continue;
         }
         props[n++] = (struct prop){.name = key, .schema = v, .is_required = req};
     }
     json_array_foreach(required, i, v)
     {
-        if (!json_is_string(v)) return fail_invalid(c, "required", "must be an array of strings");
         const char *name = json_string_value(v);
-        bool is_known = properties && json_object_get(properties, name);
-        for (size_t k = 0; k < n && !is_known; k++)
-            is_known = !strcmp(props[k].name, name);
-        if (!is_known)
-            props[n++] = (struct prop){.name = name, .schema = json_true(), .is_required = true};
+        // the set entry is dropped once the name is placed, so a repeated name is added once
+        if (properties && json_object_get(properties, name)) continue;
+        if (!json_object_get(req_set, name)) continue;
+        json_object_del(req_set, name);
+        props[n++] = (struct prop){.name = name, .schema = json_true(), .is_required = true};
     }
+    json_decref(req_set);
     *n_out = n;
     return ERR_OK;
 }
@@ -954,11 +1000,10 @@ static const json_t *resolve_pointer(const json_t *root, const char *ref)
  * recursive references terminate. */
 static int ref_rule(struct conv *c, const char *ref, char *name_out)
 {
-    for (size_t i = 0; i < c->n_refs; i++) {
-        if (!strcmp(c->refs[i].ref, ref)) {
-            snprintf(name_out, RULE_NAME_CAP, "%s", c->refs[i].name);
-            return ERR_OK;
-        }
+    const json_t *known = json_object_get(c->ref_index, ref);
+    if (known) {
+        snprintf(name_out, RULE_NAME_CAP, "%s", c->refs[json_integer_value(known)].name);
+        return ERR_OK;
     }
     if (ref[0] != '#')
         return fail_unsupported(c, "$ref", "only references into the same document (#...)");
@@ -976,7 +1021,9 @@ static int ref_rule(struct conv *c, const char *ref, char *name_out)
     struct ref_rule *r = &c->refs[c->n_refs];
     r->ref = mem_strdup(ref);
     r->name = mem_alloc(RULE_NAME_CAP);
-    if (!r->ref || !r->name) {
+    if (!c->ref_index) c->ref_index = json_object();
+    if (!r->ref || !r->name || !c->ref_index ||
+        json_object_set_new(c->ref_index, ref, json_integer((json_int_t)c->n_refs)) != 0) {
         mem_free(r->ref);
         mem_free(r->name);
         return ERR_NOMEM;
@@ -1148,6 +1195,8 @@ static int visit(struct conv *c, const json_t *schema, char *name_out)
     if (c->depth >= DEPTH_MAX)
         return errmsg_set(c->err, ERR_LIMIT, "JSON schema at %s nests deeper than %d", path_str(c),
                           DEPTH_MAX);
+    if (c->is_cancelled && ++c->n_visits % CANCEL_EVERY == 0 && c->is_cancelled())
+        return errmsg_set(c->err, ERR_CANCELLED, "the schema conversion was cancelled");
     c->depth++;
     struct buf body;
     buf_init(&body);
@@ -1161,7 +1210,13 @@ static int visit(struct conv *c, const json_t *schema, char *name_out)
 
 int json_schema_to_gbnf(const json_t *schema, struct buf *out, struct errmsg *err)
 {
-    struct conv c = {.root = schema, .out = out, .err = err};
+    return json_schema_to_gbnf_cancel(schema, NULL, out, err);
+}
+
+int json_schema_to_gbnf_cancel(const json_t *schema, bool (*is_cancelled)(void), struct buf *out,
+                               struct errmsg *err)
+{
+    struct conv c = {.root = schema, .out = out, .err = err, .is_cancelled = is_cancelled};
     char name[RULE_NAME_CAP];
     int rc = visit(&c, schema, name);
     if (rc == ERR_OK) rc = buf_printf(out, "root ::= %s\n", name);
@@ -1170,6 +1225,7 @@ int json_schema_to_gbnf(const json_t *schema, struct buf *out, struct errmsg *er
         mem_free(c.refs[i].name);
     }
     mem_free(c.refs);
+    json_decref(c.ref_index);
     if (rc == ERR_NOMEM) errmsg_set(err, ERR_NOMEM, "out of memory converting the JSON schema");
     return rc;
 }

@@ -12,6 +12,7 @@
 #define TEXT_JSON_SCHEMA_H
 
 #include <jansson.h>
+#include <stdbool.h>
 
 #include "text/grammar/gbnf.h"
 #include "util/buf.h"
@@ -44,6 +45,12 @@
  * than 64 schemas or a grammar above GBNF_SRC_LEN_MAX; ERR_NOMEM. On error out may hold a
  * partial text; the caller clears it. schema is borrowed. */
 int json_schema_to_gbnf(const json_t *schema, struct buf *out, struct errmsg *err);
+
+/* json_schema_to_gbnf, polling is_cancelled (NULL: never) every few hundred schemas so a large
+ * schema stops soon after its client has gone: then ERR_CANCELLED. The work is linear in the
+ * schema's size. */
+int json_schema_to_gbnf_cancel(const json_t *schema, bool (*is_cancelled)(void), struct buf *out,
+                               struct errmsg *err);
 
 /* Appends the grammar of any JSON object (response_format {"type": "json_object"}): root is an
  * object whose values are any JSON values, with the same whitespace policy. ERR_NOMEM only. */

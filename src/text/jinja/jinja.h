@@ -13,6 +13,7 @@
 #include "util/err.h"
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -24,6 +25,10 @@ struct jinja_render_opts {
     const struct tm *now; // strftime_now() time; NULL = local time at the call
     int64_t max_steps;    // evaluation steps before ERR_LIMIT; <= 0 = default (10 million)
     size_t max_bytes;     // scratch memory before ERR_LIMIT; 0 = default (256 MiB)
+    size_t max_out_bytes; // bytes the output buffer may reach before ERR_LIMIT, so a caller
+                          // that can use only so much stops early (a string built longer than
+                          // this is refused as soon as it is built); 0 = max_bytes
+    bool *is_out_over;    // set true when the render stopped at max_out_bytes; may be NULL
 };
 
 /* Parses src (len bytes, need not be NUL-terminated; borrowed for the call only) once.

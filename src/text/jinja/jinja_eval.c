@@ -47,6 +47,12 @@ int rs_nomem(struct rstate *st)
     return rs_fail(st, NULL, ERR_NOMEM, "out of memory");
 }
 
+int rs_out_over(struct rstate *st)
+{
+    if (st->is_out_over) *st->is_out_over = true;
+    return rs_fail(st, NULL, ERR_LIMIT, "template output larger than %zu bytes", st->out_top_max);
+}
+
 const struct jv *jargs_get(const struct jargs *a, size_t i, const char *name)
 {
     if (i < a->n_pos) return &a->pos[i];
@@ -136,13 +142,24 @@ static void out_check(struct rstate *st, int rc)
 {
     if (rc != ERR_OK)
         rs_nomem(st);
+    else if (st->out == st->out_top && st->out->len > st->out_top_max)
+        rs_out_over(st);
     else if (st->out->len > st->arena->max_bytes)
         rs_fail(st, NULL, ERR_LIMIT, "template output larger than %zu bytes", st->arena->max_bytes);
 }
 
 static void out_write(struct rstate *st, struct jv v)
 {
-    if (st->rc == ERR_OK) out_check(st, jv_write_str(st->out, v));
+    if (st->rc != ERR_OK) return;
+    // A long string is not copied past the caller's bound only to be refused: one byte over
+    // it is written, so the caller sees the excess, and the render stops.
+    if (v.kind == JV_STR && st->out == st->out_top && st->out->len <= st->out_top_max &&
+        v.u.s.n > st->out_top_max - st->out->len) {
+        size_t room = st->out_top_max - st->out->len + 1;
+        out_check(st, buf_append(st->out, v.u.s.p, room));
+        return;
+    }
+    out_check(st, jv_write_str(st->out, v));
 }
 
 /* ---- calls ---- */
@@ -626,7 +643,10 @@ int jinja_template_render_opts(const struct jinja_template *t, const json_t *con
     if (!t || !out) return errmsg_set(err, ERR_INVALID, "no template or output buffer");
     struct arena arena;
     arena_init(&arena, opts && opts->max_bytes ? opts->max_bytes : BYTES_DEFAULT);
-    struct rstate st = {.arena = &arena, .out = out, .err = err};
+    struct rstate st = {.arena = &arena, .out = out, .out_top = out, .err = err};
+    st.is_out_bounded = opts && opts->max_out_bytes;
+    st.out_top_max = st.is_out_bounded ? opts->max_out_bytes : arena.max_bytes;
+    st.is_out_over = opts ? opts->is_out_over : NULL;
     st.max_steps = opts && opts->max_steps > 0 ? opts->max_steps : STEPS_DEFAULT;
     if (opts && opts->now) {
         st.now = *opts->now;

@@ -226,6 +226,10 @@ enum ctl { CTL_NONE, CTL_BREAK, CTL_CONTINUE };
 struct rstate {
     struct arena *arena;
     struct buf *out;     // current output (macro bodies redirect it)
+    struct buf *out_top; // the caller's buffer
+    size_t out_top_max;  // bytes out_top may reach before ERR_LIMIT
+    bool is_out_bounded; // out_top_max is the caller's: no string may grow past it either
+    bool *is_out_over;   // the caller's flag for a stop at out_top_max, or NULL
     struct frame *top;   // template-level frame
     struct frame *frame; // current scope
     int rc;              // sticky: first error
@@ -243,6 +247,8 @@ struct rstate {
 int rs_fail(struct rstate *st, const struct jnode *at, int rc, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 int rs_nomem(struct rstate *st);
+/* Records that the output (or a string on its way there) passed the caller's bound. */
+int rs_out_over(struct rstate *st);
 
 /* Arguments to a call, filter, test or method. */
 struct jargs {
@@ -268,6 +274,8 @@ struct jdict *jd_new(struct rstate *st, size_t cap);
 struct jv *jd_get(const struct jdict *d, struct jv key);
 struct jv *jd_get_cstr(const struct jdict *d, const char *key);
 bool jd_set(struct rstate *st, struct jdict *d, struct jv key, struct jv val);
+/* Adds key, which the caller knows is not in d yet (no lookup). */
+bool jd_append(struct rstate *st, struct jdict *d, struct jv key, struct jv val);
 struct jv jv_list(struct jlist *l);
 struct jv jv_dict(struct jdict *d);
 struct jv jv_cstr(struct rstate *st, const char *s);

@@ -179,6 +179,12 @@ static struct jv concat_str(struct rstate *st, struct jv a, struct jv b)
 {
     if (b.u.s.n == 0) return a;
     if (a.u.s.n == 0) return b;
+    // A prompt's pieces are joined before they are written: one longer than the caller can
+    // take is refused here, before the copy (a long message would be copied once per join).
+    if (st->is_out_bounded && a.u.s.n + b.u.s.n > st->out_top_max) {
+        rs_out_over(st);
+        return jv_undef();
+    }
     char *s = arena_alloc(st->arena, a.u.s.n + b.u.s.n + 1);
     if (!s) {
         rs_nomem(st);

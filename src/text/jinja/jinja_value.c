@@ -142,7 +142,16 @@ struct jdict *jd_new(struct rstate *st, size_t cap)
         rs_nomem(st);
         return NULL;
     }
-    (void)cap;
+    // Room for cap entries at once: a message of two keys would otherwise take eight slots
+    // of keys and of values, and a long conversation's variables the memory limit.
+    size_t bytes;
+    if (cap &&
+        (!size_mul(cap, sizeof *d->keys, &bytes) || !(d->keys = arena_alloc(st->arena, bytes)) ||
+         !(d->vals = arena_alloc(st->arena, bytes)))) {
+        rs_nomem(st);
+        return NULL;
+    }
+    d->cap = cap;
     return d;
 }
 
@@ -170,6 +179,11 @@ bool jd_set(struct rstate *st, struct jdict *d, struct jv key, struct jv val)
         *slot = val;
         return true;
     }
+    return jd_append(st, d, key, val);
+}
+
+bool jd_append(struct rstate *st, struct jdict *d, struct jv key, struct jv val)
+{
     if (d->n == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 8, bytes;
         struct jv *nk, *nv;
@@ -708,7 +722,9 @@ bool jv_from_json(struct rstate *st, const json_t *j, struct jv *out, int depth)
         json_object_foreach((json_t *)(uintptr_t)j, key, val)
         {
             struct jv v;
-            if (!jv_from_json(st, val, &v, depth + 1) || !jd_set(st, d, jv_cstr(st, key), v))
+            // a jansson object holds each key once, so no lookup: one per key made a wide
+            // object (a tool schema's properties) quadratic
+            if (!jv_from_json(st, val, &v, depth + 1) || !jd_append(st, d, jv_cstr(st, key), v))
                 return false;
         }
         *out = jv_dict(d);

@@ -871,3 +871,14 @@ bool tok_is_control(const struct tokenizer *t, tok_id id)
     uint8_t type = t->type[id];
     return type == VOCAB_TOKEN_CONTROL || type == VOCAB_TOKEN_UNKNOWN || type == VOCAB_TOKEN_UNUSED;
 }
+
+size_t tok_text_bytes_max(const struct tokenizer *t, size_t n_ids)
+{
+    const bool is_plain = (t->kind == VOCAB_KIND_LLAMA || t->kind == VOCAB_KIND_GPT2) &&
+                          t->n_norm == 0 && !t->strip && !t->lowercase && !t->strip_accents;
+    size_t bytes;
+    if (!is_plain ||
+        !size_mul(n_ids, (size_t)(t->max_token_len > 0 ? t->max_token_len : 1), &bytes))
+        return SIZE_MAX;
+    return bytes;
+}

@@ -56,6 +56,14 @@ void tok_free(struct tokenizer *t);
 int tok_encode(const struct tokenizer *t, struct str text, bool add_special, bool parse_special,
                struct tok_ids *out);
 
+/* The most bytes of text that n_ids tokens can stand for: a longer text cannot encode to
+ * n_ids tokens or fewer, so a caller can refuse it without tokenizing it. Every token covers
+ * at most its stored text's bytes (the longest is max_token_len) unless something removes
+ * text first; SIZE_MAX (no bound) for the tokenizers that may: a normalizer, strip flags
+ * around special tokens, WordPiece (a whole unknown word is one token) and unigram (runs of
+ * unknown characters merge). Cannot fail. */
+size_t tok_text_bytes_max(const struct tokenizer *t, size_t n_ids);
+
 /* Appends the text of ids to out (llama.cpp's llama_detokenize with remove_special =
  * !render_special, unparse_special = render_special): byte tokens become bytes, "\u2581"
  * becomes a space, byte-level BPE is unmapped, "##" continuations are joined. The first piece

@@ -657,13 +657,21 @@ static int load(struct ctx *c, struct tok_json_info *info)
     return ERR_OK;
 }
 
+/* The length of jansson's error text without its " near '...'" part, which quotes the file:
+ * a file reached through a request (a symlink to anything) must not be echoed back. */
+static int json_error_len(const char *text)
+{
+    const char *near = strstr(text, " near ");
+    return (int)(near ? (size_t)(near - text) : strlen(text));
+}
+
 static json_t *parse(const char *text, size_t len, const char *what, struct errmsg *err)
 {
     json_error_t je;
     json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
     if (!j)
-        errmsg_set(err, ERR_FORMAT, "%s: not valid JSON at line %d column %d: %s", what, je.line,
-                   je.column, je.text);
+        errmsg_set(err, ERR_FORMAT, "%s: not valid JSON at line %d column %d: %.*s", what, je.line,
+                   je.column, json_error_len(je.text), je.text);
     else if (!json_is_object(j)) {
         errmsg_set(err, ERR_FORMAT, "%s: not a JSON object", what);
         json_decref(j);

@@ -44,7 +44,8 @@ static int fake_encode(const void *ctx, struct str text, bool add_special, bool 
 }
 
 static struct fake_tok ft_state;
-static const struct native_tokenizer fake = {fake_encode, &ft_state, 300};
+static const struct native_tokenizer fake = {
+    .encode = fake_encode, .ctx = &ft_state, .n_vocab = 300};
 
 /* Parses JSON text as a prompt; returns the rc and fills ids/f. */
 static int parse(const char *json, bool add_special, struct tok_ids *ids, struct api_fail *f)
@@ -64,6 +65,36 @@ static void assert_ids(const struct tok_ids *ids, const int32_t *want, size_t n)
     assert_int_equal(ids->n_ids, n);
     for (size_t i = 0; i < n; i++)
         assert_int_equal(ids->ids[i], want[i]);
+}
+
+/* A prompt that cannot fit the context is refused before its text is encoded: a string
+ * longer than the bound, or more text after the context is used up. */
+static void test_prompt_context_bound(void **state)
+{
+    (void)state;
+    const struct native_tokenizer bounded = {
+        .encode = fake_encode, .ctx = &ft_state, .n_vocab = 300, .n_ctx = 4, .text_bytes_max = 8};
+    static const char *const over[] = {"\"123456789\"", "{\"prompt_string\": \"123456789\"}",
+                                       "[1, 2, 3, 4, \"a\"]", "[1, \"123456789\"]", NULL};
+    static const char *const fits[] = {"\"12345678\"", "[1, 2, 3, \"a\"]", "[1, 2, 3, 4, 5]", NULL};
+    for (int k = 0; k < 2; k++) {
+        for (const char *const *p = k ? fits : over; *p; p++) {
+            json_t *j = json_loads(*p, JSON_DECODE_ANY, NULL);
+            struct tok_ids ids;
+            tok_ids_init(&ids);
+            struct api_fail f = {0};
+            int rc = native_prompt_parse(j, "prompt", &bounded, false, true, &ids, &f);
+            if (k) {
+                assert_int_equal(rc, ERR_OK);
+            } else {
+                assert_int_not_equal(rc, ERR_OK);
+                assert_string_equal(f.code, "context_length_exceeded");
+                assert_non_null(strstr(f.message, "more than 4 tokens"));
+            }
+            tok_ids_deinit(&ids);
+            json_decref(j);
+        }
+    }
 }
 
 static void test_prompt_string_and_ids(void **state)
@@ -549,6 +580,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_prompt_string_and_ids),
+        cmocka_unit_test(test_prompt_context_bound),
         cmocka_unit_test(test_prompt_mixed),
         cmocka_unit_test(test_prompt_errors),
         cmocka_unit_test(test_logit_bias_forms),

@@ -73,7 +73,13 @@ static void test_num_predict(void **state)
     map_ok("{\"options\": {\"num_predict\": -1}}", "{}"); // endless: until the context ends
     map_ok("{\"options\": {\"num_predict\": -2}}", "{}"); // fill the context: the same here
     map_ok("{\"options\": {\"num_predict\": 0}}", "{\"max_tokens\": 1}");
-    map_ok("{\"options\": {\"num_predict\": 1e12}}", "{\"max_tokens\": 2147483647}");
+    // bounded as max_tokens is on the other routes (it used to be clamped)
+    map_ok("{\"options\": {\"num_predict\": 2147483647}}", "{\"max_tokens\": 2147483647}");
+    map_ok("{\"options\": {\"num_predict\": 64.0}}", "{\"max_tokens\": 64}");
+    map_fails("{\"options\": {\"num_predict\": 2147483648}}", "num_predict");
+    map_fails("{\"options\": {\"num_predict\": 9223372036854775807}}", "num_predict");
+    map_fails("{\"options\": {\"num_predict\": 1e12}}", "num_predict");
+    map_fails("{\"options\": {\"num_predict\": 1e300}}", "num_predict");
     map_fails("{\"options\": {\"num_predict\": -3}}", "num_predict");
     map_fails("{\"options\": {\"num_predict\": 2.5}}", "num_predict");
 }

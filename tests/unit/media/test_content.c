@@ -102,8 +102,8 @@ static void test_content_image(void **state)
     assert_int_equal(content_image_load(str_from_cstr("file://a.png"), &lim, &info, NULL, &e),
                      ERR_FORMAT); // "A-PNG" is not an image
     assert_int_equal(content_image_load(str_from_cstr("file://escape"), &lim, &info, NULL, &e),
-                     ERR_INVALID);
-    assert_msg_has(&e, "image_url: 'file://escape': file is outside the media path");
+                     ERR_NOT_FOUND);
+    assert_msg_has(&e, "image_url: 'file://escape': no such file in the media path");
     unlink(t.path);
     media_path_deinit(&mp);
     fx_tree_remove(&t);

@@ -84,9 +84,32 @@ static void test_server_table_has_public_health_only(void **state)
                         strcmp(t[i].pattern, "/webui/{id}") == 0);
             assert_string_equal(t[i].method, "GET");
             assert_int_equal(t[i].body, ROUTE_BODY_NONE);
+            // which models are loaded is not public: health's ?model= needs the key
+            if (strstr(t[i].pattern, "health"))
+                assert_string_equal(route_private_query(&t[i]), "model");
+            else
+                assert_null(route_private_query(&t[i]));
         }
     }
     assert_int_equal(n_public, 4);
+}
+
+/* A control byte in the path, raw or %-encoded, would end the C string libmicrohttpd routes
+ * on ("/metrics%00.css" served /metrics); the query is not the path. */
+static void test_path_control_bytes(void **state)
+{
+    (void)state;
+    assert_false(route_path_has_control("/v1/models"));
+    assert_false(route_path_has_control("/v1/models/org%2Fname%20x"));
+    assert_false(route_path_has_control("/health?model=%00"));
+    assert_false(route_path_has_control("/a%2"));
+    assert_false(route_path_has_control("/a%zz"));
+    assert_true(route_path_has_control("/metrics%00.css"));
+    assert_true(route_path_has_control("/metrics%0a"));
+    assert_true(route_path_has_control("/metrics%1F"));
+    assert_true(route_path_has_control("/metrics%7f"));
+    assert_true(route_path_has_control("/metrics\x01"));
+    assert_true(route_path_has_control("/x%00?y"));
 }
 
 /* llama-server serves its OpenAI routes with and without the /v1 prefix. */
@@ -135,6 +158,12 @@ static void test_auth(void **state)
     assert_false(auth_request_allowed(keys, 2, "k1", NULL)); // scheme required
     assert_true(auth_request_allowed(keys, 2, NULL, "k1"));
     assert_false(auth_request_allowed(keys, 2, "Basic azE=", "nope"));
+    // RFC 9110 5.5: whitespace around the value is not part of it
+    assert_true(auth_request_allowed(keys, 2, "Bearer k1 ", NULL));
+    assert_true(auth_request_allowed(keys, 2, "Bearer \tk1\t \t", NULL));
+    assert_true(auth_request_allowed(keys, 2, NULL, "k1 "));
+    assert_false(auth_request_allowed(keys, 2, "Bearer k1 x", NULL));
+    assert_false(auth_request_allowed(keys, 2, "Bearer  ", NULL));
 }
 
 static int parse(struct server_config *c, struct errmsg *e, int argc, char **argv)
@@ -406,6 +435,7 @@ int main(void)
         cmocka_unit_test(test_server_table_has_public_health_only),
         cmocka_unit_test(test_server_table_routes_without_v1),
         cmocka_unit_test(test_auth),
+        cmocka_unit_test(test_path_control_bytes),
         cmocka_unit_test(test_config_flags),
         cmocka_unit_test(test_config_llama_server_flags),
         cmocka_unit_test(test_cors_policy),

@@ -616,6 +616,34 @@ static void test_limits(void **state)
                                  NULL, &small, &out, &err),
                      ERR_LIMIT);
     buf_deinit(&out);
+    // max_out_bytes stops the output early, however many steps and bytes remain; a macro's
+    // own output (which may be dropped) is not counted against it
+    struct jinja_render_opts short_out = {.max_out_bytes = 100};
+    assert_int_equal(render_with("{% for i in range(1000000) %}{{ i }},{% endfor %}", NULL,
+                                 &short_out, &out, &err),
+                     ERR_LIMIT);
+    assert_true(out.len > 100 && out.len < 200);
+    assert_non_null(strstr(err.msg, "output larger than 100 bytes"));
+    buf_deinit(&out);
+    assert_int_equal(render_with("{% macro m() %}{{ 'x' * 500 }}{% endmacro %}"
+                                 "{{ m() | length }}",
+                                 NULL, &short_out, &out, &err),
+                     ERR_OK);
+    assert_string_equal(out.data, "500");
+    buf_deinit(&out);
+    // a string joined longer than the bound is refused before it is copied, and said so
+    bool is_over = false;
+    struct jinja_render_opts flagged = {.max_out_bytes = 100, .is_out_over = &is_over};
+    assert_int_equal(render_with("{{ ('a' * 80) ~ ('b' * 80) }}", NULL, &flagged, &out, &err),
+                     ERR_LIMIT);
+    assert_true(is_over);
+    assert_int_equal(out.len, 0);
+    buf_deinit(&out);
+    is_over = false;
+    assert_int_equal(render_with("{{ ('a' * 40) ~ ('b' * 40) }}", NULL, &flagged, &out, &err),
+                     ERR_OK);
+    assert_false(is_over);
+    buf_deinit(&out);
     // an empty sequence repeated a huge number of times is empty at once (it used to loop)
     assert_int_equal(render_with("{{ '' * 100000000000000000 }}{{ [] * 100000000000000000 }}"
                                  "{{ 44444444444 * 4444444 * 'abc'[2:-6] }}x",
@@ -825,6 +853,61 @@ static void test_chat_template_context(void **state)
     json_decref(extra);
 }
 
+/* The context's objects become the template's dicts in time linear in their keys (a lookup
+ * per key made a tool schema of many properties quadratic), and a two-key message takes room
+ * for two entries, not eight. */
+static double render_wide_cpu_s(int n)
+{
+    json_t *d = json_object(), *ctx = json_object();
+    for (int i = 0; i < n; i++) {
+        char key[24];
+        snprintf(key, sizeof key, "k%d", i);
+        json_object_set_new(d, key, json_integer(i));
+    }
+    json_object_set_new(ctx, "d", d);
+    const char *src = "{{ d | length }} {{ d['k7'] }}";
+    struct jinja_template *t = NULL;
+    struct errmsg err;
+    assert_int_equal(jinja_template_new(src, strlen(src), &t, &err), ERR_OK);
+    struct buf out;
+    buf_init(&out);
+    clock_t t0 = clock();
+    assert_int_equal(jinja_template_render_opts(t, ctx, NULL, &out, &err), ERR_OK);
+    double s = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    char want[32];
+    snprintf(want, sizeof want, "%d 7", n);
+    assert_string_equal(out.data, want);
+    buf_deinit(&out);
+    jinja_template_free(t);
+    json_decref(ctx);
+    return s;
+}
+
+static void test_wide_context_is_linear(void **state)
+{
+    (void)state;
+    render_wide_cpu_s(1000); // warm the allocator
+    double t_n = render_wide_cpu_s(20000), t_4n = render_wide_cpu_s(80000);
+    print_message("figure: context conversion CPU 20000 keys %.3f s, 80000 keys %.3f s\n", t_n,
+                  t_4n);
+    assert_true(t_4n < 8 * t_n + 0.1);
+    // a long conversation of small messages fits the default memory limit
+    struct buf msgs;
+    buf_init(&msgs);
+    buf_append_cstr(&msgs, "{\"messages\": [");
+    for (int i = 0; i < 300000; i++)
+        buf_append_cstr(&msgs, i ? ", {\"role\": \"user\", \"content\": \"x\"}"
+                                 : "{\"role\": \"user\", \"content\": \"x\"}");
+    buf_append_cstr(&msgs, "]}");
+    struct buf out;
+    struct errmsg err;
+    struct jinja_render_opts limit = {.max_bytes = 64u << 20};
+    assert_int_equal(render_with("{{ messages | length }}", msgs.data, &limit, &out, &err), ERR_OK);
+    assert_string_equal(out.data, "300000");
+    buf_deinit(&out);
+    buf_deinit(&msgs);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -832,6 +915,7 @@ int main(void)
         cmocka_unit_test(test_whitespace_control),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_wide_context_is_linear),
         cmocka_unit_test(test_alloc_failures),
         cmocka_unit_test(test_concurrent_renders),
         cmocka_unit_test(test_context_values),

@@ -528,6 +528,59 @@ static void test_stream_holds_split_characters(void **state)
 
 /* ---- robustness ---- */
 
+/* tok_text_bytes_max is a bound callers refuse prompts by without tokenizing them: no text
+ * may encode to fewer tokens than it allows for, on any input (special tokens, spaces, bytes
+ * without a piece, invalid UTF-8); tokenizers that can drop text have no bound. */
+static void check_bound_holds(const struct tokenizer *t, const char *text)
+{
+    struct tok_ids ids;
+    tok_ids_init(&ids);
+    assert_int_equal(tok_encode(t, str_from_cstr(text), false, true, &ids), ERR_OK);
+    size_t max = tok_text_bytes_max(t, ids.n_ids);
+    if (strlen(text) > max) fail_msg("'%s': %zu tokens, bound %zu bytes", text, ids.n_ids, max);
+    tok_ids_deinit(&ids);
+}
+
+static void test_text_bytes_bound(void **state)
+{
+    (void)state;
+    static const char *const texts[] = {"hello world",
+                                        "   ",
+                                        "\xc3\xa9\xc3\xa9\xc3\xa9",
+                                        "\xff\xfe\x80",
+                                        "<s><s></s>hello",
+                                        "a b c d e f g",
+                                        "hellohellohello",
+                                        "",
+                                        NULL};
+    struct test_vocab tv;
+    for (int with_bytes = 0; with_bytes < 2; with_bytes++) {
+        spm_vocab(&tv, with_bytes);
+        struct tokenizer *t = make(&tv);
+        for (const char *const *x = texts; *x; x++)
+            check_bound_holds(t, *x);
+        assert_true(tok_text_bytes_max(t, 10) < SIZE_MAX);
+        assert_int_equal(tok_text_bytes_max(t, 0), 0);
+        assert_int_equal(tok_text_bytes_max(t, SIZE_MAX / 2), SIZE_MAX); // overflow: no bound
+        tok_free(t);
+    }
+    bpe_vocab(&tv, "default");
+    struct tokenizer *t = make(&tv);
+    for (const char *const *x = texts; *x; x++)
+        check_bound_holds(t, *x);
+    assert_true(tok_text_bytes_max(t, 10) < SIZE_MAX);
+    tok_free(t);
+    tv_init(&tv, VOCAB_KIND_BERT, ""); // a whole unknown word is one [UNK]: no bound
+    tv.v.token_types = NULL;
+    tv.v.scores = NULL;
+    add_token(&tv, "[UNK]", 0, VOCAB_TOKEN_NORMAL);
+    tv.v.unk_id = 0;
+    tv.v.bos_id = TOK_ID_NONE;
+    t = make(&tv);
+    assert_int_equal(tok_text_bytes_max(t, 10), SIZE_MAX);
+    tok_free(t);
+}
+
 static void test_new_rejects_bad_vocab(void **state)
 {
     (void)state;
@@ -646,6 +699,7 @@ int main(void)
         cmocka_unit_test(test_wpm_space_prefix_form),
         cmocka_unit_test(test_stream_holds_split_characters),
         cmocka_unit_test(test_new_rejects_bad_vocab),
+        cmocka_unit_test(test_text_bytes_bound),
         cmocka_unit_test(test_unknown_pre_falls_back),
         cmocka_unit_test(test_alloc_failures),
         cmocka_unit_test(test_harmony_tokens),
