@@ -1,5 +1,5 @@
-/* The scalar reference of the tiled attention (attn.h), both arithmetics, and the one place
- * that picks the variant. The reference converts a tile's keys and values to F32 once per
+/* The scalar reference of the tiled attention (attn.h), both arithmetics, and the variant
+ * kernels_init selected. The reference converts a tile's keys and values to F32 once per
  * block, like the AVX2 variant, and follows the same per-query operation order (including the
  * 8-lane dot of the single-pass arithmetic, emulated lane by lane), so both give the same
  * bits. */
@@ -7,13 +7,8 @@
 #include "engine/attn_internal.h"
 #include "engine/cpufeat.h"
 #include "engine/ops.h"
-#if defined(__aarch64__)
-#include "engine/arm/attn_neon.h"
-#include "engine/arm/cpufeat_arm.h"
-#endif
 
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -189,34 +184,14 @@ bool attn_have_avx512(void)
 #endif
 }
 
-// Set once under pthread_once before any kernel thread reads it.
-static void (*run_sel)(const struct attn_block *) = attn_run_ref;
+// Set once by kernels_init before any kernel thread reads it.
+static attn_run_fn run_sel = attn_run_ref;
 static const char *variant_name = "scalar";
-static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
-static void select_variant(void)
+void attn_select(attn_run_fn run, const char *name)
 {
-#if defined(__x86_64__) || defined(__i386__) // the x86 kernels are not built elsewhere
-    const enum cpufeat_isa isa = cpufeat_isa();
-    if (attn_have_avx2() && isa >= CPUFEAT_ISA_AVX2) {
-        run_sel = attn_run_avx2;
-        variant_name = "avx2";
-    }
-    if (attn_have_avx512() && isa >= CPUFEAT_ISA_AVX512) {
-        run_sel = attn_run_avx512;
-        variant_name = "avx512";
-    }
-#elif defined(__aarch64__) // LLAMAPI_ISA=scalar or LLAMAPI_NO_SIMD=1 keep the reference
-    if (cpufeat_arm_level() >= CPUFEAT_ARM_NEON) {
-        run_sel = attn_run_neon;
-        variant_name = "neon";
-    }
-#endif
-}
-
-void attn_init(void)
-{
-    pthread_once(&init_once, select_variant);
+    run_sel = run;
+    variant_name = name;
 }
 
 const char *attn_variant_name(void)

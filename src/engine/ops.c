@@ -1,15 +1,8 @@
-/* Scalar reference kernels for ops.h and the one table that selects between them and the AVX2
- * variants. Half conversions follow IEEE 754 binary16 with round to nearest even, as F16C
- * does, so both paths store identical cache bits. */
+/* Scalar reference kernels for ops.h, the AVX2 table and the selected one. Half conversions
+ * follow IEEE 754 binary16 with round to nearest even, as F16C does, so both paths store
+ * identical cache bits. */
 #include "engine/ops.h"
 #include "engine/cpufeat.h"
-#if defined(__x86_64__) || defined(__i386__)
-#include "engine/x86/ops_avx512.h"
-#endif
-#if defined(__aarch64__)
-#include "engine/arm/cpufeat_arm.h"
-#include "engine/arm/ops_neon.h"
-#endif
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -246,11 +239,9 @@ static const struct ops_kernels kernels_avx2 = {
 };
 #endif
 
-// Set once under pthread_once before any kernel thread reads it (the CPU feature flags).
+// Set once by kernels_init before any kernel thread reads it (the CPU feature flags).
 static const struct ops_kernels *kernels_sel = &kernels_ref;
 static const char *variant_name = "scalar";
-static pthread_once_t init_once = PTHREAD_ONCE_INIT;
-
 bool ops_have_avx2(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -269,30 +260,10 @@ const struct ops_kernels *ops_avx2_kernels(void)
 #endif
 }
 
-static void select_kernels(void)
+void ops_select(const struct ops_kernels *k, const char *name)
 {
-#if defined(__x86_64__) || defined(__i386__)
-    const enum cpufeat_isa isa = cpufeat_isa();
-    if (ops_have_avx2() && isa >= CPUFEAT_ISA_AVX2) {
-        kernels_sel = &kernels_avx2;
-        variant_name = "avx2";
-    }
-    if (cpufeat_has_avx512() && isa >= CPUFEAT_ISA_AVX512) {
-        kernels_sel = ops_avx512_kernels();
-        variant_name = "avx512";
-    }
-#elif defined(__aarch64__)
-    // LLAMAPI_ISA=scalar or LLAMAPI_NO_SIMD=1 keep the references (engine/arm/cpufeat_arm.h)
-    if (cpufeat_arm_level() >= CPUFEAT_ARM_NEON) {
-        kernels_sel = ops_neon_kernels();
-        variant_name = "neon";
-    }
-#endif
-}
-
-void ops_init(void)
-{
-    pthread_once(&init_once, select_kernels);
+    kernels_sel = k;
+    variant_name = name;
 }
 
 const struct ops_kernels *ops_get(void)

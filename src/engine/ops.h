@@ -1,7 +1,7 @@
 /* Small float kernels of the forward pass that are not weight-matrix products: half-precision
  * conversion, the dot/axpy steps attention runs over the F16 KV cache, RMS norm, RoPE, SwiGLU
- * and GeGLU. Each has a scalar reference and SIMD variants (AVX2, AVX-512, NEON); ops_init()
- * picks once per process from cpufeat_isa(). */
+ * and GeGLU. Each has a scalar reference and SIMD variants (AVX2, AVX-512, NEON);
+ * kernels_init() (engine/kernels.h) picks once per process. */
 #ifndef ENGINE_OPS_H
 #define ENGINE_OPS_H
 
@@ -41,11 +41,11 @@ struct ops_kernels {
     void (*geglu)(int64_t n, float *g, const float *u);
 };
 
-/* Selects the set cpufeat_isa() names (AVX-512, AVX2+FMA+F16C or the references on x86;
- * NEON on aarch64). Thread-safe (runs once); later calls are no-ops. */
-void ops_init(void);
+/* Makes k (static; name: "avx2", "avx512", "neon") the table ops_get returns. Only
+ * kernels_init calls it, once, before any kernel thread reads the table. Cannot fail. */
+void ops_select(const struct ops_kernels *k, const char *name);
 
-/* The selected kernels (the references before ops_init). Cannot fail. */
+/* The selected kernels (the references before kernels_init). Cannot fail. */
 const struct ops_kernels *ops_get(void);
 /* The scalar references, for tests. */
 const struct ops_kernels *ops_ref(void);
@@ -72,7 +72,7 @@ void ops_geglu_tail(int64_t i, int64_t n, float *g, const float *u);
  * to it). Scalar; the AVX2 swiglu gives the same bits per lane. Cannot fail. */
 float ops_expf_poly(float x);
 
-/* "scalar", "avx2", "avx512" or "neon": the set ops_init chose (static string). */
+/* "scalar", "avx2", "avx512" or "neon": the set kernels_init chose (static string). */
 const char *ops_variant_name(void);
 
 /* AVX2 variants (ops_avx2.c); only call when ops_have_avx2(). ops_avx2_kernels is their

@@ -260,7 +260,7 @@ uint32_t quant_r16_base_type(uint32_t type);
 int quant_r16_repack(uint32_t packed, const void *src, void *dst, int64_t n_out, int64_t n_in);
 void quant_r16_unpack_block(uint32_t type, const void *group_block, int r, void *blk);
 
-/* AVX-512 kernels (x86/quants_avx512.c); only called after quant_init saw the features. */
+/* AVX-512 kernels (x86/quants_avx512.c); only called after kernels_init saw the features. */
 void q8_0_r16_tile_avx512(const struct quant_tile *tile);
 void q4_0_r16_tile_avx512(const struct quant_tile *tile);
 void q5_0_r16_tile_avx512(const struct quant_tile *tile);
@@ -275,7 +275,7 @@ void bf16_vec_dot_avx512bf16(int64_t n, float *s, const void *x, const void *y);
 void bf16_vec_dot_tile_avx512bf16(const struct quant_tile *tile);
 void bf16_from_float_avx512(const float *x, void *y, int64_t n);
 
-/* AVX2+FMA+F16C variants (x86/quants_avx2.c, x86/quants_k_avx2.c); only called after quant_init saw
+/* AVX2+FMA+F16C variants (x86/quants_avx2.c, x86/quants_k_avx2.c); only called after kernels_init saw
  * the CPU features. */
 #define QUANT_DECL_AVX2(ty)                                                                        \
     void ty##_vec_dot_avx2(int64_t n, float *s, const void *x, const void *y);                     \

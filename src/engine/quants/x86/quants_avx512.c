@@ -5,7 +5,7 @@
  * computed the same way whatever the tile shape. Float weights and the other block formats
  * keep the AVX2 kernels in the AVX-512 table: zmm ports of them measured no faster here (see
  * docs/ARCHITECTURE.md). Compiled with the AVX-512 F/BW/VL/DQ/VNNI flags; only called when
- * quant_init detected them. */
+ * kernels_init detected them. */
 #include "engine/quants/quants_internal.h"
 #include "engine/quants/x86/quants_avx2_internal.h"
 

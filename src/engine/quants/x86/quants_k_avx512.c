@@ -4,7 +4,7 @@
  * sub-block's 16-element dot, then one float FMA. Each zmm holds 4 quants of 16 weight rows,
  * so one vpdpbusd advances 16 outputs by 4 elements, no horizontal sums. Every output is
  * computed the same way whatever the tile shape. Compiled with the AVX-512 F/BW/VL/DQ/VNNI
- * flags; only called when quant_init detected them. */
+ * flags; only called when kernels_init detected them. */
 #include "engine/quants/quants_internal.h"
 
 #include <immintrin.h>

@@ -1,7 +1,7 @@
 /* AVX-512 kernels that multiply two weight rows per zmm register (x86/quants_pair_avx512.c):
  * Q4_1, Q5_0, Q5_1 against Q8_0/Q8_1 and Q3_K, Q5_K against Q8_K, in the file's row
  * layout (no repacking). Each gives the AVX2 kernel's bits. Declared for the dispatch table
- * in quants.c; only called after quant_init saw AVX-512 F/BW/VL/DQ + VNNI. */
+ * in quants.c; only called after kernels_init saw AVX-512 F/BW/VL/DQ + VNNI. */
 #ifndef ENGINE_QUANTS_X86_QUANTS_PAIR_AVX512_H
 #define ENGINE_QUANTS_X86_QUANTS_PAIR_AVX512_H
 
