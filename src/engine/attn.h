@@ -99,7 +99,8 @@ void attn_select(attn_run_fn run, const char *name);
  * fail. */
 const char *attn_variant_name(void);
 
-/* The variants, for tests comparing them. attn_run_avx2 may only be called when
+/* The variants, for tests comparing them: the reference (attn_ref.c) and the x86 ones
+ * (engine/x86/attn_avx2.c, attn_avx512.c). attn_run_avx2 may only be called when
  * attn_have_avx2() is true, attn_run_avx512 (engine/x86/attn_avx512.c) when
  * attn_have_avx512() is. */
 void attn_run_ref(const struct attn_block *b);

@@ -9,6 +9,7 @@
 #include "engine/quants/quants.h"
 #include "engine/sampler.h"
 #if defined(__x86_64__) || defined(__i386__)
+#include "engine/x86/ops_avx2.h"
 #include "engine/x86/ops_avx512.h"
 #include "engine/x86/sampler_x86.h"
 #endif

@@ -11,6 +11,7 @@
 #include "engine/ops.h"
 #include "engine/cpufeat.h"
 #if defined(__x86_64__) || defined(__i386__)
+#include "engine/x86/ops_avx2.h"
 #include "engine/x86/ops_avx512.h"
 #endif
 #if defined(__aarch64__)
