@@ -10,7 +10,9 @@
 #include "engine/gguf/gguf.h"
 #include "engine/kernels.h"
 #include "engine/quants/quants.h"
-#include "engine/quants/quants_internal.h"
+#include "engine/quants/blocks.h"
+#include "engine/quants/quants_ref.h"
+#include "engine/quants/quants_repack.h"
 #include "util/err.h"
 #include "util/mem.h"
 

@@ -13,7 +13,7 @@
 
 #include "engine/kernels.h"
 #include "engine/quants/quants.h"
-#include "engine/quants/quants_iq_internal.h"
+#include "engine/quants/blocks.h"
 #include "util/mem.h"
 
 #include <math.h>

@@ -4,8 +4,9 @@
  * quants_ref.c, quants_k_ref.c, quants_repack.c and the x86/ and arm/ files. */
 #include "engine/quants/quants.h"
 #include "engine/cpufeat.h"
-#include "engine/quants/quants_internal.h"
-#include "engine/quants/quants_iq_internal.h"
+#include "engine/quants/blocks.h"
+#include "engine/quants/quants_ref.h"
+#include "engine/quants/quants_repack.h"
 #include "util/checked.h"
 #include "util/err.h"
 
@@ -82,7 +83,7 @@
 static const struct quant_traits table_ref[QUANT_TYPE_MAX] = {TYPE_ROWS(ROW_REF)};
 
 #if defined(__x86_64__) || defined(__i386__)
-#include "engine/quants/x86/quants_pair_avx512.h"
+#include "engine/quants/x86/quants_x86.h"
 #define HAVE_AVX2_KERNELS 1
 /* Completed by quant_select (the SIMD activation quantizers) before any reader exists. */
 static struct quant_traits table_avx2[QUANT_TYPE_MAX] = {TYPE_ROWS(ROW_AVX2)};
@@ -103,7 +104,7 @@ static struct cpufeat_caps caps_hw; // the sets this CPU runs: the tables filled
 #if defined(__aarch64__)
 /* ARM: a NEON table, the same with sdot (dotprod), and that with smmla Q4_0 tiles (i8mm).
  * Float and 32-element kernels give the AVX2 kernels' bits, K-quants the references'. */
-#include "engine/quants/arm/quants_arm_internal.h"
+#include "engine/quants/arm/quants_arm.h"
 #define HAVE_ARM_KERNELS 1
 #define ROW_ARM(id, nm, blen, bbytes, dot, pre, dot_fn)                                            \
     [id] = {.name = nm,                                                                            \

@@ -2,8 +2,8 @@
  * are the on-disk ggml ids), dequantize/quantize, and dot products of a weight row against an
  * activation row already converted to the type's dot format. Each kernel has a scalar _ref
  * version; SIMD variants (engine/quants/x86/: AVX2, AVX-512; engine/quants/arm/: NEON) are
- * selected once by kernels_init() (engine/kernels.h). Weights may be repacked at load into an internal row-interleaved type
- * (quant_repack) that only the matrix-product tiles read. */
+ * selected once by kernels_init() (engine/kernels.h). Weights may be repacked at load into an
+ * internal row-interleaved type (quant_repack) that only the matrix-product tiles read. */
 #ifndef ENGINE_QUANTS_QUANTS_H
 #define ENGINE_QUANTS_QUANTS_H
 

@@ -3,7 +3,8 @@
  * constant tile shape, so the single dot and every tile shape run the same operations in the
  * same order per output and agree bit for bit. Compiled with -mavx2 -mfma -mf16c; only called
  * when kernels_init detected those features. */
-#include "engine/quants/quants_internal.h"
+#include "engine/quants/blocks.h"
+#include "engine/quants/x86/quants_x86.h"
 #include "engine/quants/x86/quants_avx2_internal.h"
 
 #include <immintrin.h>

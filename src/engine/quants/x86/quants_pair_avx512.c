@@ -12,8 +12,8 @@
  * Measured (one thread, CPU time, a 256 x 4096 matrix times 64 tokens, best of 7 interleaved
  * rounds, loaded machine) against the AVX2 tiles: Q4_1 x1.33, Q5_0 x1.50, Q5_1 x1.37 with
  * 4 x 8 tiles (the weight block's expansion shared by 8 tokens). */
-#include "engine/quants/x86/quants_pair_avx512.h"
-#include "engine/quants/quants_internal.h"
+#include "engine/quants/blocks.h"
+#include "engine/quants/x86/quants_x86.h"
 #include "engine/quants/x86/quants_avx2_internal.h"
 
 #include <immintrin.h>
