@@ -3,16 +3,12 @@
  * per-query operation order (including the 8-lane dot of the single-pass arithmetic, emulated
  * lane by lane), so both give the same bits. */
 #include "engine/attn.h"
+#include "engine/attn_driver_internal.h"
 #include "engine/attn_internal.h"
 #include "engine/ops.h"
 
 #include <math.h>
 #include <string.h>
-
-static int min_int(int a, int b)
-{
-    return a < b ? a : b;
-}
 
 /* Sum of 8 floats in the order of the reference's 8-lane reduction: high half onto low, then
  * the upper pair onto the lower, then the two left. */
@@ -131,34 +127,35 @@ static void query_step_ref(const struct attn_block *b, const float *kt, const fl
     single_pass_ref(b, kt + a * hd, vt + a * hd, e - a, qr, b->out[i], st);
 }
 
-void attn_run_ref(const struct attn_block *b)
+/* Keys and values [k0, k0 + n) into F32 rows: the reference's tile in both arithmetics. */
+static void convert_rows(const struct attn_block *b, int k0, int n, float *kt, float *vt)
 {
     const int hd = b->head_dim;
-    // Tile buffers on the stack: 2 * 64 * head_dim floats used (256 KiB at the largest).
-    float kt[ATTN_KEY_TILE * ATTN_HEAD_DIM_MAX], vt[ATTN_KEY_TILE * ATTN_HEAD_DIM_MAX];
-    float state[ATTN_QUERIES_MAX][2]; // running maximum, running sum
-    for (int i = 0; i < b->n_q; i++) {
-        state[i][0] = -INFINITY;
-        state[i][1] = 0.0f;
-        memset(b->out[i], 0, sizeof(float) * (size_t)hd);
-    }
-    int max_keys;
-    for (int k0 = attn_first_tile(b, &max_keys); k0 < max_keys; k0 += ATTN_KEY_TILE) {
-        const int n = min_int(ATTN_KEY_TILE, max_keys - k0);
-        for (int j = 0; j < n; j++) {
-            const size_t off = attn_key_offset(b, k0 + j);
-            for (int d = 0; d < hd; d++) {
-                kt[j * hd + d] = ops_f16_to_f32(b->k[off + (size_t)d]);
-                vt[j * hd + d] = ops_f16_to_f32(b->v[off + (size_t)d]);
-            }
+    for (int j = 0; j < n; j++) {
+        const size_t off = attn_key_offset(b, k0 + j);
+        for (int d = 0; d < hd; d++) {
+            kt[j * hd + d] = ops_f16_to_f32(b->k[off + (size_t)d]);
+            vt[j * hd + d] = ops_f16_to_f32(b->v[off + (size_t)d]);
         }
-        for (int i = 0; i < b->n_q; i++)
-            query_step_ref(b, kt, vt, k0, n, i, state[i]);
     }
-    for (int i = 0; i < b->n_q; i++) {
-        attn_apply_sink(b, i, b->out[i], state[i]);
-        const float inv = state[i][1] == 0.0f ? 0.0f : 1.0f / state[i][1];
-        for (int d = 0; d < hd; d++)
-            b->out[i][d] *= inv;
-    }
+}
+
+/* Every query of the block over the converted tile of positions [k0, k0 + n). */
+static void tile_step(const struct attn_block *b, const float *kt, const float *vt, int k0, int n,
+                      float state[][2])
+{
+    for (int i = 0; i < b->n_q; i++)
+        query_step_ref(b, kt, vt, k0, n, i, state[i]);
+}
+
+static const struct attn_tiled_steps steps = {
+    .convert_rows = convert_rows,
+    .single_tile = tile_step,
+    .convert_tile = convert_rows,
+    .tile_step = tile_step,
+};
+
+void attn_run_ref(const struct attn_block *b)
+{
+    attn_tiled_run(&steps, b);
 }
