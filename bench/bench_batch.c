@@ -3,6 +3,7 @@
  * scheduler does), on one model file. Prints tokens/s per stream count and the ratio to the
  * single-stream rate measured in the same run.
  *   bench_batch [-t THREADS] [-n TOKENS] [-r RUNS] MODEL */
+#include "engine/kernels.h"
 #include "engine/model.h"
 #include "engine/quants/quants.h"
 #include "engine/threadpool.h"
@@ -69,7 +70,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: bench_batch [-t THREADS] [-n TOKENS] [-r RUNS] MODEL\n");
         return 2;
     }
-    quant_init();
+    kernels_init();
     struct engine_model *m;
     struct threadpool *tp;
     struct errmsg err;

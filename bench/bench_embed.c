@@ -13,6 +13,7 @@
 #include "engine/bert/bert.h"
 #include "engine/gguf/gguf.h"
 #include "engine/gguf/gguf_write.h"
+#include "engine/kernels.h"
 #include "engine/model.h"
 #include "engine/quants/quants.h"
 #include "engine/gguf/synth.h"
@@ -528,7 +529,7 @@ int main(int argc, char **argv)
     const char *only = getenv("BENCH_EMBED_ONLY"); // "bert" or "decoder"
     const char *dec_path = argc > 2 ? argv[2] : "build/bench_embed_qwen3_f16.gguf";
     struct errmsg err;
-    quant_init();
+    kernels_init();
     if (only && strcmp(only, "decoder") == 0) return bench_decoder(dec_path, ref_bin);
     if (write_model(path) != ERR_OK) {
         fprintf(stderr, "cannot write %s\n", path);

@@ -4,6 +4,7 @@
  *   bench_engine [-t THREADS] [-r RUNS] [-p PP] [-n TG] MODEL.gguf...
  * Prints one line per model and test: "<file> <test> <tokens/s>".
  *   bench_engine --isa   prints the kernel set the engine dispatches to (LLAMAPI_ISA applies). */
+#include "engine/kernels.h"
 #include "engine/model.h"
 #include "engine/quants/quants.h"
 #include "engine/threadpool.h"
@@ -100,7 +101,7 @@ int main(int argc, char **argv)
 {
     struct opts o = {.n_threads = 2, .n_runs = 3, .n_pp = 512, .n_tg = 128};
     if (argc == 2 && !strcmp(argv[1], "--isa")) {
-        quant_init();
+        kernels_init();
         puts(quant_simd_name());
         return 0;
     }

@@ -3,6 +3,7 @@
  * reference matvec for the SIMD/ref ratio. Weights are repacked as model loading repacks them
  * (the row then names the repacked type). LLAMAPI_ISA picks the kernel set.
  * Usage: bench_kernels [type-name ...] */
+#include "engine/kernels.h"
 #include "engine/matmul.h"
 #include "engine/quants/quants.h"
 #include "util/clock.h"
@@ -253,7 +254,7 @@ static void bench_type(struct pool *pools, uint32_t type)
 
 int main(int argc, char **argv)
 {
-    quant_init();
+    kernels_init();
     static const uint32_t all[] = {QUANT_F32,  QUANT_F16,    QUANT_BF16,   QUANT_Q8_0,
                                    QUANT_Q4_0, QUANT_Q4_1,   QUANT_Q5_0,   QUANT_Q5_1,
                                    QUANT_Q2_K, QUANT_Q3_K,   QUANT_Q4_K,   QUANT_Q5_K,

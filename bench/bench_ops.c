@@ -7,6 +7,7 @@
 #include "engine/cpufeat.h"
 #include "engine/ops.h"
 #if defined(__x86_64__) || defined(__i386__)
+#include "engine/x86/ops_avx2.h"
 #include "engine/x86/ops_avx512.h"
 #endif
 

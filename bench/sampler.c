@@ -1,6 +1,7 @@
 /* Sampler cost per token at a Qwen-sized vocabulary (151936) for the common settings, against a
  * reference measured in the same run: a full qsort of the vocabulary, which is what a chain
  * without partial selection pays for top-k or top-p. */
+#include "engine/kernels.h"
 #include "engine/sampler.h"
 #include "util/clock.h"
 
@@ -56,6 +57,7 @@ static double time_sampler(const char *label, struct sampler_params p, const flo
 
 int main(void)
 {
+    kernels_init();
     float *logits = malloc(N_VOCAB * sizeof *logits), *tmp = malloc(N_VOCAB * sizeof *tmp);
     struct pair *pairs = malloc(N_VOCAB * sizeof *pairs);
     if (!logits || !tmp || !pairs) return 1;

@@ -1,175 +1,7 @@
-/* The scalar reference of the tiled attention (attn.h), both arithmetics, and the one place
- * that picks the variant. The reference converts a tile's keys and values to F32 once per
- * block, like the AVX2 variant, and follows the same per-query operation order (including the
- * 8-lane dot of the single-pass arithmetic, emulated lane by lane), so both give the same
- * bits. */
+/* The attention variant kernels_init selected (the scalar reference, attn_ref.c, until it
+ * runs) and the CPU checks tests use to pick the variants they compare. */
 #include "engine/attn.h"
-#include "engine/attn_internal.h"
 #include "engine/cpufeat.h"
-#include "engine/ops.h"
-#if defined(__aarch64__)
-#include "engine/arm/attn_neon.h"
-#include "engine/arm/cpufeat_arm.h"
-#endif
-
-#include <math.h>
-#include <pthread.h>
-#include <stdlib.h>
-#include <string.h>
-
-static int min_int(int a, int b)
-{
-    return a < b ? a : b;
-}
-
-/* Sum of 8 floats in the order of the reference's 8-lane reduction: high half onto low, then
- * the upper pair onto the lower, then the two left. */
-static float hsum8(const float p[8])
-{
-    return ((p[0] + p[4]) + (p[2] + p[6])) + ((p[1] + p[5]) + (p[3] + p[7]));
-}
-
-/* One query against keys [a, e) of the converted tile (rows of head_dim floats). */
-static void tile_query_ref(const struct attn_block *b, const float *kt, const float *vt, int a,
-                           int e, int i, float ms_state[2])
-{
-    const int hd = b->head_dim;
-    const float *q = b->q[i], scale = attn_dot_scale(b);
-    float *out = b->out[i];
-    float s[ATTN_KEY_TILE], p[ATTN_KEY_TILE];
-    float tmax = -INFINITY;
-    for (int j = a; j < e; j++) {
-        float acc = 0.0f;
-        for (int d = 0; d < hd; d++)
-            acc = fmaf(kt[j * hd + d], q[d], acc);
-        s[j] = acc * scale;
-    }
-    attn_cap_scores(b, s, a, e);
-    for (int j = a; j < e; j++)
-        tmax = fmaxf(tmax, s[j]);
-    const float m_old = ms_state[0], m_new = fmaxf(m_old, tmax);
-    if (m_new > m_old) {
-        const float ms = expf(m_old - m_new);
-        for (int d = 0; d < hd; d++)
-            out[d] *= ms;
-        ms_state[1] *= ms;
-    }
-    ms_state[0] = m_new;
-    double sum = 0.0;
-    for (int g = a & ~7; g < e; g += 8) { // groups aligned to the tile start
-        float lane[8];
-        for (int l = 0; l < 8; l++)
-            lane[l] = g + l >= a && g + l < e ? ops_expf_poly(s[g + l] - m_new) : 0.0f;
-        for (int l = 0; l < 8; l++)
-            if (g + l >= a && g + l < e) p[g + l] = lane[l];
-        sum += (double)hsum8(lane);
-    }
-    ms_state[1] = (float)((double)ms_state[1] + sum);
-    for (int d = 0; d < hd; d++) {
-        float acc = out[d];
-        for (int j = a; j < e; j++)
-            acc = fmaf(vt[j * hd + d], p[j], acc);
-        out[d] = acc;
-    }
-}
-
-static float round_half(float x)
-{
-    return ops_f16_to_f32(ops_f32_to_f16(x));
-}
-
-/* dot(k, q) over n floats in the order of the reference's 8-lane F16 dot (attn.h). */
-static float dot_lanes_ref(const float *k, const float *q, int n)
-{
-    const int np = n & ~31;
-    float c[4][8] = {{0}};
-    for (int i = 0; i < np; i += 32)
-        for (int j = 0; j < 4; j++)
-            for (int l = 0; l < 8; l++)
-                c[j][l] = fmaf(k[i + 8 * j + l], q[i + 8 * j + l], c[j][l]);
-    float h[4];
-    for (int l = 0; l < 4; l++)
-        h[l] = ((c[0][l] + c[2][l]) + (c[1][l] + c[3][l])) +
-               ((c[0][l + 4] + c[2][l + 4]) + (c[1][l + 4] + c[3][l + 4]));
-    double sum = (double)((h[0] + h[1]) + (h[2] + h[3]));
-    for (int i = np; i < n; i++)
-        sum += (double)(k[i] * q[i]);
-    return (float)sum;
-}
-
-/* Single-pass arithmetic: one query (qr: rounded to half) over keys [0, n) of the converted
- * rows; acc holds half values, st the running maximum and sum. */
-static void single_pass_ref(const struct attn_block *b, const float *kt, const float *vt, int n,
-                            const float *qr, float *acc, float st[2])
-{
-    const int hd = b->head_dim;
-    const float scale = attn_dot_scale(b);
-    for (int j = 0; j < n; j++) {
-        float s = dot_lanes_ref(kt + j * hd, qr, hd) * scale;
-        attn_cap_scores(b, &s, 0, 1);
-        float ms = 1.0f, vs = 1.0f;
-        if (s > st[0]) {
-            ms = expf(st[0] - s); // 0 for the first key
-            st[0] = s;
-            for (int d = 0; d < hd; d++)
-                acc[d] = round_half(acc[d] * ms);
-        } else {
-            vs = expf(s - st[0]);
-        }
-        for (int d = 0; d < hd; d++)
-            acc[d] = round_half(fmaf(vt[j * hd + d], vs, acc[d]));
-        st[1] = fmaf(st[1], ms, vs);
-    }
-}
-
-/* Query i over the converted tile of positions [k0, k0 + n), if it sees any of them. */
-static void query_step_ref(const struct attn_block *b, const float *kt, const float *vt, int k0,
-                           int n, int i, float st[2])
-{
-    const int hd = b->head_dim;
-    int a, e;
-    if (!attn_span(b, i, k0, n, &a, &e)) return;
-    if (b->arith == ATTN_ARITH_TILE_SOFTMAX) {
-        tile_query_ref(b, kt, vt, a, e, i, st);
-        return;
-    }
-    float qr[ATTN_HEAD_DIM_MAX];
-    for (int d = 0; d < hd; d++)
-        qr[d] = round_half(b->q[i][d]);
-    single_pass_ref(b, kt + a * hd, vt + a * hd, e - a, qr, b->out[i], st);
-}
-
-void attn_run_ref(const struct attn_block *b)
-{
-    const int hd = b->head_dim;
-    // Tile buffers on the stack: 2 * 64 * head_dim floats used (256 KiB at the largest).
-    float kt[ATTN_KEY_TILE * ATTN_HEAD_DIM_MAX], vt[ATTN_KEY_TILE * ATTN_HEAD_DIM_MAX];
-    float state[ATTN_QUERIES_MAX][2]; // running maximum, running sum
-    for (int i = 0; i < b->n_q; i++) {
-        state[i][0] = -INFINITY;
-        state[i][1] = 0.0f;
-        memset(b->out[i], 0, sizeof(float) * (size_t)hd);
-    }
-    int max_keys;
-    for (int k0 = attn_first_tile(b, &max_keys); k0 < max_keys; k0 += ATTN_KEY_TILE) {
-        const int n = min_int(ATTN_KEY_TILE, max_keys - k0);
-        for (int j = 0; j < n; j++) {
-            const size_t off = attn_key_offset(b, k0 + j);
-            for (int d = 0; d < hd; d++) {
-                kt[j * hd + d] = ops_f16_to_f32(b->k[off + (size_t)d]);
-                vt[j * hd + d] = ops_f16_to_f32(b->v[off + (size_t)d]);
-            }
-        }
-        for (int i = 0; i < b->n_q; i++)
-            query_step_ref(b, kt, vt, k0, n, i, state[i]);
-    }
-    for (int i = 0; i < b->n_q; i++) {
-        attn_apply_sink(b, i, b->out[i], state[i]);
-        const float inv = state[i][1] == 0.0f ? 0.0f : 1.0f / state[i][1];
-        for (int d = 0; d < hd; d++)
-            b->out[i][d] *= inv;
-    }
-}
 
 bool attn_have_avx2(void)
 {
@@ -189,34 +21,14 @@ bool attn_have_avx512(void)
 #endif
 }
 
-// Set once under pthread_once before any kernel thread reads it.
-static void (*run_sel)(const struct attn_block *) = attn_run_ref;
+// Set once by kernels_init before any kernel thread reads it.
+static attn_run_fn run_sel = attn_run_ref;
 static const char *variant_name = "scalar";
-static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
-static void select_variant(void)
+void attn_select(attn_run_fn run, const char *name)
 {
-#if defined(__x86_64__) || defined(__i386__) // the x86 kernels are not built elsewhere
-    const enum cpufeat_isa isa = cpufeat_isa();
-    if (attn_have_avx2() && isa >= CPUFEAT_ISA_AVX2) {
-        run_sel = attn_run_avx2;
-        variant_name = "avx2";
-    }
-    if (attn_have_avx512() && isa >= CPUFEAT_ISA_AVX512) {
-        run_sel = attn_run_avx512;
-        variant_name = "avx512";
-    }
-#elif defined(__aarch64__) // LLAMAPI_ISA=scalar or LLAMAPI_NO_SIMD=1 keep the reference
-    if (cpufeat_arm_level() >= CPUFEAT_ARM_NEON) {
-        run_sel = attn_run_neon;
-        variant_name = "neon";
-    }
-#endif
-}
-
-void attn_init(void)
-{
-    pthread_once(&init_once, select_variant);
+    run_sel = run;
+    variant_name = name;
 }
 
 const char *attn_variant_name(void)

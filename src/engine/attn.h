@@ -3,8 +3,7 @@
  * heads of a GQA group and a run of prompt tokens); each query keeps a running maximum, sum
  * and value accumulator. No score matrix of queries x keys exists. Two arithmetics, each with
  * a scalar reference and AVX2, AVX-512 and NEON (engine/arm/attn_neon.h) variants that give
- * the same bits (attn_init picks
- * the variant):
+ * the same bits (kernels_init, engine/kernels.h, picks the variant):
  *
  * ATTN_ARITH_SINGLE_PASS (the default): the reference's single-pass kernel, which it runs for
  * decode steps and steps under 64 tokens. Per query the query is rounded to half, and per key
@@ -90,14 +89,18 @@ struct attn_block {
  * up to 2 * ATTN_KEY_TILE * head_dim floats, live on the stack). Cannot fail. */
 void attn_run(const struct attn_block *b);
 
-/* Selects the variant of the set cpufeat_isa() names (LLAMAPI_ISA=scalar|avx2|avx512 caps
- * it). Thread-safe (runs once). */
-void attn_init(void);
+typedef void (*attn_run_fn)(const struct attn_block *b);
 
-/* "scalar", "avx2", "avx512" or "neon": the variant attn_init chose (static string). Cannot fail. */
+/* Makes run (name: "avx2", "avx512", "neon") the variant attn_run calls. Only kernels_init
+ * calls it, once, before any kernel thread runs attention. Cannot fail. */
+void attn_select(attn_run_fn run, const char *name);
+
+/* "scalar", "avx2", "avx512" or "neon": the variant kernels_init chose (static string). Cannot
+ * fail. */
 const char *attn_variant_name(void);
 
-/* The variants, for tests comparing them. attn_run_avx2 may only be called when
+/* The variants, for tests comparing them: the reference (attn_ref.c) and the x86 ones
+ * (engine/x86/attn_avx2.c, attn_avx512.c). attn_run_avx2 may only be called when
  * attn_have_avx2() is true, attn_run_avx512 (engine/x86/attn_avx512.c) when
  * attn_have_avx512() is. */
 void attn_run_ref(const struct attn_block *b);

@@ -1,6 +1,6 @@
-/* Helpers every variant of the tiled attention (attn.c, x86/attn_*.c, arm/attn_neon.c) shares
- * for the layer features of attn.h: ring rows, the per-query key range within a tile, the
- * soft-cap and the sink. Scalar and small, so each variant keeps the reference's bits by
+/* Helpers every variant of the tiled attention (attn_ref.c, x86/attn_*.c, arm/attn_neon.c)
+ * shares for the layer features of attn.h: ring rows, the per-query key range within a tile,
+ * the soft-cap and the sink. Scalar and small, so each variant keeps the reference's bits by
  * calling the same code. Not for use outside the attention module. */
 #ifndef ENGINE_ATTN_INTERNAL_H
 #define ENGINE_ATTN_INTERNAL_H

@@ -2,6 +2,9 @@
  * __builtin_cpu_supports does not know "f16c"). Bits from the Intel SDM, CPUID leaves 1 and 7,
  * and XCR0 (which register states the OS saves on a context switch). */
 #include "engine/cpufeat.h"
+#if defined(__aarch64__)
+#include "engine/arm/cpufeat_arm.h"
+#endif
 #include "util/log.h"
 
 #include <stdatomic.h>
@@ -129,4 +132,49 @@ const char *cpufeat_isa_name(enum cpufeat_isa isa)
     default:
         return "scalar";
     }
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+/* "1" exactly, as every boolean override of the engine reads it. */
+static bool env_is_set(const char *name)
+{
+    const char *v = getenv(name);
+    return v && strcmp(v, "1") == 0;
+}
+#elif defined(__aarch64__)
+static void arm_caps(enum cpufeat_arm_level level, struct cpufeat_caps *out)
+{
+    out->has_neon = level >= CPUFEAT_ARM_NEON;
+    out->has_dotprod = level >= CPUFEAT_ARM_DOTPROD;
+    out->has_i8mm = level >= CPUFEAT_ARM_I8MM;
+}
+#endif
+
+void cpufeat_caps_hw(struct cpufeat_caps *out)
+{
+    *out = (struct cpufeat_caps){0};
+    out->has_avx2 = cpufeat_has_avx2_fma_f16c();
+    out->has_avx_vnni = cpufeat_has_avx_vnni();
+    out->has_avx512 = cpufeat_has_avx512();
+    out->has_avx512_bf16 = cpufeat_has_avx512_bf16();
+#if defined(__aarch64__)
+    arm_caps(cpufeat_arm_hw_level(), out);
+#endif
+}
+
+void cpufeat_caps_allowed(const struct cpufeat_caps *hw, struct cpufeat_caps *out)
+{
+    *out = (struct cpufeat_caps){0};
+#if defined(__x86_64__) || defined(__i386__)
+    const enum cpufeat_isa isa = cpufeat_isa();
+    out->has_avx2 = hw->has_avx2 && isa >= CPUFEAT_ISA_AVX2;
+    out->has_avx_vnni = out->has_avx2 && hw->has_avx_vnni && !env_is_set("LLAMAPI_NO_VNNI");
+    out->has_avx512 = out->has_avx2 && hw->has_avx512 && isa >= CPUFEAT_ISA_AVX512;
+    out->has_avx512_bf16 = out->has_avx512 && hw->has_avx512_bf16;
+#elif defined(__aarch64__)
+    (void)hw; // the level already caps the core's own
+    arm_caps(cpufeat_arm_level(), out);
+#else
+    (void)hw;
+#endif
 }

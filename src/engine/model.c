@@ -5,6 +5,7 @@
 #include "engine/model.h"
 
 #include "engine/attn.h"
+#include "engine/kernels.h"
 #include "engine/matmul.h"
 #include "engine/model_arch.h"
 #include "engine/model_internal.h"
@@ -629,9 +630,7 @@ static int load_globals(struct engine_model *m, struct errmsg *err)
 
 int engine_model_load(const char *path, struct engine_model **out, struct errmsg *err)
 {
-    quant_init();
-    ops_init();
-    attn_init();
+    kernels_init();
     struct engine_model *m = mem_calloc(1, sizeof *m);
     if (!m) return errmsg_set(err, ERR_NOMEM, "out of memory");
     const char *numerics = getenv("LLAMAPI_NUMERICS");

@@ -1,7 +1,8 @@
 /* Small float kernels of the forward pass that are not weight-matrix products: half-precision
  * conversion, the dot/axpy steps attention runs over the F16 KV cache, RMS norm, RoPE, SwiGLU
- * and GeGLU. Each has a scalar reference and SIMD variants (AVX2, AVX-512, NEON); ops_init()
- * picks once per process from cpufeat_isa(). */
+ * and GeGLU. Each has a scalar reference (ops_ref.c, which also holds the scalar conversions
+ * below) and SIMD variants (x86/ops_avx2.c, x86/ops_avx512.c, arm/ops_neon.c); kernels_init()
+ * (engine/kernels.h) installs one set per process and ops.c holds it. */
 #ifndef ENGINE_OPS_H
 #define ENGINE_OPS_H
 
@@ -41,11 +42,11 @@ struct ops_kernels {
     void (*geglu)(int64_t n, float *g, const float *u);
 };
 
-/* Selects the set cpufeat_isa() names (AVX-512, AVX2+FMA+F16C or the references on x86;
- * NEON on aarch64). Thread-safe (runs once); later calls are no-ops. */
-void ops_init(void);
+/* Makes k (static; name: "avx2", "avx512", "neon") the table ops_get returns. Only
+ * kernels_init calls it, once, before any kernel thread reads the table. Cannot fail. */
+void ops_select(const struct ops_kernels *k, const char *name);
 
-/* The selected kernels (the references before ops_init). Cannot fail. */
+/* The selected kernels (the references before kernels_init). Cannot fail. */
 const struct ops_kernels *ops_get(void);
 /* The scalar references, for tests. */
 const struct ops_kernels *ops_ref(void);
@@ -53,38 +54,18 @@ const struct ops_kernels *ops_ref(void);
 /* Scalar half <-> float conversions (round to nearest even). Cannot fail. */
 uint16_t ops_f32_to_f16(float f);
 float ops_f16_to_f32(uint16_t h);
-/* Scalar tails shared by both variants (exactly the reference's leftover loops): the dot
- * tail adds each product to the running double sum of the SIMD part. */
-double ops_dot_f16_tail(int64_t i, int64_t n, const uint16_t *a, const uint16_t *b, double sum);
-void ops_mad_f16_tail(int64_t i, int64_t n, uint16_t *y, const uint16_t *x, float s);
-/* The reference RoPE for pairs [i0, n_rot / 2) only (the SIMD variants' tail). */
-void ops_rope_tail(float *x, const float *cs, const float *sn, int n_rot, bool neox, int i0);
 
 /* GELU of every half value, indexed by its bits: half(0.5 h (1 + tanh(sqrt(2/pi) h (1 + 0.044715
  * h^2)))) as a float, h the half as a float, as the reference tabulates it (65536 floats,
- * filled on the first call; thread-safe). ops_geglu_tail is geglu's scalar form for elements
- * [i, n) (the reference kernel, and the SIMD variants' tails). Cannot fail. */
+ * filled on the first call; thread-safe). Cannot fail. */
 const float *ops_gelu_table(void);
-void ops_geglu_tail(int64_t i, int64_t n, float *g, const float *u);
 
 /* e^x as the reference's vectorized exponential computes it (a degree-5 polynomial on a
  * range-reduced argument, with fused multiply-adds; within a few ulp of expf, but not equal
  * to it). Scalar; the AVX2 swiglu gives the same bits per lane. Cannot fail. */
 float ops_expf_poly(float x);
 
-/* "scalar", "avx2", "avx512" or "neon": the set ops_init chose (static string). */
+/* "scalar", "avx2", "avx512" or "neon": the set kernels_init chose (static string). */
 const char *ops_variant_name(void);
-
-/* AVX2 variants (ops_avx2.c); only call when ops_have_avx2(). ops_avx2_kernels is their
- * table (rmsnorm and rope are the references' there), NULL off x86. */
-bool ops_have_avx2(void);
-const struct ops_kernels *ops_avx2_kernels(void);
-float ops_dot_f16_avx2(int64_t n, const uint16_t *a, const uint16_t *b);
-void ops_mad_f16_avx2(int64_t n, uint16_t *y, const uint16_t *x, float s);
-void ops_scale_f16_avx2(int64_t n, uint16_t *y, float s);
-void ops_f32_to_f16_avx2(int64_t n, const float *x, uint16_t *y);
-void ops_round_f16_avx2(int64_t n, float *x);
-void ops_swiglu_avx2(int64_t n, float *g, const float *u);
-void ops_geglu_avx2(int64_t n, float *g, const float *u);
 
 #endif

@@ -5,17 +5,12 @@
  * and the draw, temperature and top-p arithmetic follow llama.cpp's samplers
  * (src/llama-sampler.cpp), so a seeded request samples the tokens llama-server samples. */
 #include "engine/sampler.h"
-#include "engine/cpufeat.h"
-#if defined(__x86_64__) || defined(__i386__)
-#include "engine/x86/sampler_x86.h"
-#endif
 
 #include "util/clock.h"
 #include "util/err.h"
 #include "util/mem.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -162,8 +157,8 @@ static void select_top_inplace(struct cand *c, int32_t n, int32_t m)
     heap_sort_desc(c, m);
 }
 
-/* The passes over the whole vocabulary, in the kernel set cpufeat_isa() names (x86/:
- * AVX2, AVX-512; the scalar loops elsewhere and under LLAMAPI_ISA=scalar). */
+/* The passes over the whole vocabulary: these scalar loops, or the SIMD ones kernels_init
+ * installs (x86/: AVX2, AVX-512). */
 static int32_t argmax_ref(const float *x, int32_t n)
 {
     int32_t best = -1;
@@ -192,25 +187,16 @@ static int32_t next_above_ref(const float *x, int32_t i, int32_t n, float t)
     return n;
 }
 
-static int32_t (*vocab_argmax)(const float *x, int32_t n) = argmax_ref;
-static int32_t (*vocab_next_above)(const float *x, int32_t i, int32_t n, float t) = next_above_ref;
-static double (*vocab_sum_exp)(const float *x, int32_t n, float m) = sum_exp_ref;
-static pthread_once_t vocab_once = PTHREAD_ONCE_INIT;
+// Set once by kernels_init before any sampler runs.
+static struct sampler_passes vocab = {
+    .argmax = argmax_ref,
+    .next_above = next_above_ref,
+    .sum_exp = sum_exp_ref,
+};
 
-static void vocab_select(void)
+void sampler_passes_select(const struct sampler_passes *p)
 {
-#if defined(__x86_64__) || defined(__i386__)
-    const enum cpufeat_isa isa = cpufeat_isa();
-    if (isa >= CPUFEAT_ISA_AVX512 && cpufeat_has_avx512()) {
-        vocab_argmax = sampler_argmax_avx512;
-        vocab_next_above = sampler_next_above_avx512;
-        vocab_sum_exp = sampler_sum_exp_avx512;
-    } else if (isa >= CPUFEAT_ISA_AVX2 && cpufeat_has_avx2_fma_f16c()) {
-        vocab_argmax = sampler_argmax_avx2;
-        vocab_next_above = sampler_next_above_avx2;
-        vocab_sum_exp = sampler_sum_exp_avx2;
-    }
-#endif
+    vocab = *p;
 }
 
 /* Writes the best m of logits[0..n) to out[0..m) in descending order, without copying the rest.
@@ -224,8 +210,8 @@ static void select_top_logits(const float *logits, int32_t n, int32_t m, struct 
     heap_build(out, m);
     // A later token beats the worst kept one only with a larger logit (on a tie its id is
     // larger; NaN counts as -inf), so the scan skips to the next logit above the root's.
-    for (int32_t i = vocab_next_above(logits, m, n, out[0].logit); i < n;
-         i = vocab_next_above(logits, i + 1, n, out[0].logit)) {
+    for (int32_t i = vocab.next_above(logits, m, n, out[0].logit); i < n;
+         i = vocab.next_above(logits, i + 1, n, out[0].logit)) {
         out[0] = (struct cand){i, logits[i], 0.0f};
         heap_sift_down(out, m, 0);
     }
@@ -270,7 +256,6 @@ static uint64_t random_seed(const struct sampler *s)
 
 int sampler_new(const struct sampler_params *p, int32_t n_vocab, struct sampler **out)
 {
-    pthread_once(&vocab_once, vocab_select);
     if (!p || !out || n_vocab < 1 || !params_valid(p, n_vocab)) return ERR_INVALID;
     struct sampler *s = mem_calloc(1, sizeof *s);
     if (!s) return ERR_NOMEM;
@@ -602,10 +587,10 @@ static struct sampler_prob prob_make(int32_t token, float logit, float lse)
 
 static float logsumexp(const float *x, int32_t n)
 {
-    const int32_t best = vocab_argmax(x, n);
+    const int32_t best = vocab.argmax(x, n);
     if (best < 0) return -INFINITY;
     const float m = x[best];
-    return m + (float)log(vocab_sum_exp(x, n, m));
+    return m + (float)log(vocab.sum_exp(x, n, m));
 }
 
 /* The raw distribution's top n_probs and the chosen token, from the saved copy of the logits.
@@ -649,7 +634,7 @@ void sampler_get_probs(const struct sampler *s, enum sampler_dist which, struct 
 
 static int sample_greedy(struct sampler *s, const float *logits, int32_t *out_token)
 {
-    const int32_t best = vocab_argmax(logits, s->n_vocab);
+    const int32_t best = vocab.argmax(logits, s->n_vocab);
     if (best < 0) return ERR_INVALID;
     if (s->raw) record_raw(s, best);
     s->chosen_post = prob_from_p(best, 1.0f);

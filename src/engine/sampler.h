@@ -115,6 +115,21 @@ void sampler_reset(struct sampler *s);
 /* The seed in use (the drawn one when the params said SAMPLER_SEED_RANDOM). Cannot fail. */
 uint64_t sampler_seed(const struct sampler *s);
 
+/* The sampler's passes over a whole vocabulary of n logits x, each with the scalar loop's
+ * answer (sum_exp within 1e-6 relative of it, the same value every time on one set). */
+struct sampler_passes {
+    // The first index of the largest x[i] that is not NaN and above -inf; -1 when none is.
+    int32_t (*argmax)(const float *x, int32_t n);
+    // The first j in [i, n) with x[j] > t (NaN never), or n.
+    int32_t (*next_above)(const float *x, int32_t i, int32_t n, float t);
+    // The sum of e^(x[i] - m) in double.
+    double (*sum_exp)(const float *x, int32_t n, float m);
+};
+
+/* Makes p's passes (copied) the ones every sampler runs; the scalar loops until then. Only
+ * kernels_init (engine/kernels.h) calls it, once, before any sampler exists. Cannot fail. */
+void sampler_passes_select(const struct sampler_passes *p);
+
 /* Fills *out with the top-n_probs view of the last sampler_sample() (n_top = 0 when n_probs
  * was 0 or nothing was sampled yet). Cannot fail. */
 void sampler_get_probs(const struct sampler *s, enum sampler_dist which, struct sampler_probs *out);

@@ -9,6 +9,7 @@
 #include "engine/arm/attn_neon.h"
 #include "engine/arm/attn_single_neon.h"
 #include "engine/arm/ops_neon_internal.h"
+#include "engine/attn_driver_internal.h"
 #include "engine/attn_internal.h"
 #include "engine/ops.h"
 
@@ -18,11 +19,6 @@
 #include <string.h>
 
 #define GROUPS4 (ATTN_KEY_TILE / 4)
-
-static int min_int(int a, int b)
-{
-    return a < b ? a : b;
-}
 
 /* Halves [0, hd) of src into floats at dst. */
 static inline void convert_row(const uint16_t *src, float *dst, int hd)
@@ -143,41 +139,34 @@ static void tile_query(const struct attn_block *b, const float *kt, const float 
     }
 }
 
-void attn_run_neon(const struct attn_block *b)
+/* Keys and values [k0, k0 + n) into F32 rows (the single-pass arithmetic). */
+static void convert_rows(const struct attn_block *b, int k0, int n, float *kr, float *vr)
 {
     const int hd = b->head_dim;
-    // Tile buffers on the stack: 2 * 64 * head_dim floats used (256 KiB at the largest).
-    float kt[ATTN_KEY_TILE * ATTN_HEAD_DIM_MAX], vt[ATTN_KEY_TILE * ATTN_HEAD_DIM_MAX];
-    float state[ATTN_QUERIES_MAX][2]; // running maximum, running sum
+    for (int j = 0; j < n; j++) {
+        convert_row(b->k + attn_key_offset(b, k0 + j), kr + (size_t)j * hd, hd);
+        convert_row(b->v + attn_key_offset(b, k0 + j), vr + (size_t)j * hd, hd);
+    }
+}
+
+/* Every query of the block that sees keys [k0, k0 + n) through the converted tile. */
+static void tile_step(const struct attn_block *b, const float *kt, const float *vt, int k0, int n,
+                      float state[][2])
+{
     for (int i = 0; i < b->n_q; i++) {
-        state[i][0] = -INFINITY;
-        state[i][1] = 0.0f;
-        memset(b->out[i], 0, sizeof(float) * (size_t)hd);
+        int a, e;
+        if (attn_span(b, i, k0, n, &a, &e)) tile_query(b, kt, vt, a, e, i, state[i]);
     }
-    int max_keys;
-    for (int k0 = attn_first_tile(b, &max_keys); k0 < max_keys; k0 += ATTN_KEY_TILE) {
-        const int n = min_int(ATTN_KEY_TILE, max_keys - k0);
-        if (b->arith != ATTN_ARITH_TILE_SOFTMAX) {
-            for (int j = 0; j < n; j++) {
-                convert_row(b->k + attn_key_offset(b, k0 + j), kt + (size_t)j * hd, hd);
-                convert_row(b->v + attn_key_offset(b, k0 + j), vt + (size_t)j * hd, hd);
-            }
-            attn_single_tile_neon(b, kt, vt, k0, n, state);
-            continue;
-        }
-        convert_tile(b, k0, n, kt, vt);
-        for (int i = 0; i < b->n_q; i++) {
-            int a, e;
-            if (attn_span(b, i, k0, n, &a, &e)) tile_query(b, kt, vt, a, e, i, state[i]);
-        }
-    }
-    for (int i = 0; i < b->n_q; i++) {
-        attn_apply_sink(b, i, b->out[i], state[i]);
-        const float inv = state[i][1] == 0.0f ? 0.0f : 1.0f / state[i][1];
-        int d = 0;
-        for (; d + 4 <= hd; d += 4)
-            vst1q_f32(b->out[i] + d, vmulq_n_f32(vld1q_f32(b->out[i] + d), inv));
-        for (; d < hd; d++)
-            b->out[i][d] *= inv;
-    }
+}
+
+static const struct attn_tiled_steps steps = {
+    .convert_rows = convert_rows,
+    .single_tile = attn_single_tile_neon,
+    .convert_tile = convert_tile,
+    .tile_step = tile_step,
+};
+
+void attn_run_neon(const struct attn_block *b)
+{
+    attn_tiled_run(&steps, b);
 }

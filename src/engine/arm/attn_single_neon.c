@@ -13,6 +13,7 @@
  * Every ARMv8-A core has Advanced SIMD; the half conversions round to nearest even (FPCR
  * default). */
 #include "engine/arm/attn_single_neon.h"
+#include "engine/attn_driver_internal.h"
 #include "engine/attn_internal.h"
 #include "engine/ops.h"
 
@@ -22,22 +23,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define GROUP_Q 8 // queries whose running maximum and sum run together (as 8 lanes)
-#define WALK_Q  4 // queries whose accumulators run together
-
-/* Up to GROUP_Q queries of the block stepping through one tile. Per-key arrays are indexed
- * [key of the tile][query of the group], so a key's values for the group are two registers. */
-struct group {
-    int n;                             // queries in the group
-    int a[GROUP_Q], e[GROUP_Q];        // each one's keys of the tile, [a, e)
-    float *acc[GROUP_Q];               // its half accumulator (the out row)
-    float *st[GROUP_Q];                // its running maximum and sum
-    float sc[ATTN_KEY_TILE][GROUP_Q];  // the key's score
-    uint8_t raise[ATTN_KEY_TILE];      // bit q: the key raises query q's maximum
-    float arg[ATTN_KEY_TILE][GROUP_Q]; // the argument of the key's one expf, then its value
-    float ms[ATTN_KEY_TILE][GROUP_Q];  // the accumulator's rescale (1: no raise)
-    float w[ATTN_KEY_TILE][GROUP_Q];   // the value's weight (1: a raise)
-};
+#define WALK_Q 4 // queries whose accumulators run together
 
 static inline float32x4_t round_half4(float32x4_t x)
 {
@@ -92,8 +78,11 @@ query_scores(const float *kr, int hd, int np, int a, int e, const float *qr, flo
     }
 }
 
-/* The scores with np a constant for the common head sizes (the chains unrolled). */
-static void scores(const float *kr, int hd, int a, int e, const float *qr, float scale, float *sc)
+/* The scores with np a constant for the common head sizes (the chains unrolled). Always
+ * inlined into the group loop (attn_driver_internal.h), which calls it through its steps
+ * table: as a call it cost the AVX2 prompt case ~1% (bench_ops). */
+static inline __attribute__((always_inline)) void scores(const float *kr, int hd, int a, int e,
+                                                         const float *qr, float scale, float *sc)
 {
     if (hd == 64)
         query_scores(kr, 64, 64, a, e, qr, scale, sc);
@@ -121,12 +110,12 @@ static inline unsigned lane_bits(uint32x4_t m)
  * taking its own keys in order: which keys raise the running maximum, each key's rescale and
  * weight (one libm expf of attn.h's argument, all of them called in one loop, off every
  * dependency chain), and the sum, S = fma(S, rescale, weight). */
-static void weights(struct group *g)
+static void weights(struct attn_group *g)
 {
     int lo = ATTN_KEY_TILE, hi = 0;
-    float mx[GROUP_Q], sum[GROUP_Q];
-    int a[GROUP_Q], e[GROUP_Q];
-    for (int q = 0; q < GROUP_Q; q++) {
+    float mx[ATTN_GROUP_Q], sum[ATTN_GROUP_Q];
+    int a[ATTN_GROUP_Q], e[ATTN_GROUP_Q];
+    for (int q = 0; q < ATTN_GROUP_Q; q++) {
         const bool is_used = q < g->n;
         a[q] = is_used ? g->a[q] : 0;
         e[q] = is_used ? g->e[q] : 0;
@@ -229,9 +218,9 @@ static inline __attribute__((always_inline)) struct regs acc_add(struct regs a, 
 /* Keys [x, y) for the nq queries qs[] of the group, dimensions [d0, d0 + 4 * nv) (nv 1 or 4):
  * per key, the rescale when one of them raises, then acc = half(fma(v, w, acc)). nq and nv
  * are constants where inlined. */
-static inline __attribute__((always_inline)) void walk(const struct group *g, const int *qs, int nq,
-                                                       int nv, const float *vr, int hd, int d0,
-                                                       int x, int y)
+static inline __attribute__((always_inline)) void walk(const struct attn_group *g, const int *qs,
+                                                       int nq, int nv, const float *vr, int hd,
+                                                       int d0, int x, int y)
 {
     const int q0 = qs[0], q1 = nq > 1 ? qs[1] : 0, q2 = nq > 2 ? qs[2] : 0, q3 = nq > 3 ? qs[3] : 0;
     const unsigned mine = 1u << q0 | (nq > 1 ? 1u << q1 : 0) | (nq > 2 ? 1u << q2 : 0) |
@@ -260,7 +249,7 @@ static inline __attribute__((always_inline)) void walk(const struct group *g, co
 }
 
 /* walk with nq and nv constants: 16 dimensions (nv 4) or 4 (nv 1). A flat dispatch switch. */
-static void walk_n(const struct group *g, const int *qs, int nq, bool is_wide, const float *vr,
+static void walk_n(const struct attn_group *g, const int *qs, int nq, bool is_wide, const float *vr,
                    int hd, int d0, int x, int y)
 {
     switch (nq * 2 + (is_wide ? 1 : 0)) {
@@ -292,7 +281,8 @@ static void walk_n(const struct group *g, const int *qs, int nq, bool is_wide, c
 }
 
 /* The last hd mod 4 dimensions, from d0, of query q over keys [x, y), element by element. */
-static void walk_tail(const struct group *g, int q, const float *vr, int hd, int d0, int x, int y)
+static void walk_tail(const struct attn_group *g, int q, const float *vr, int hd, int d0, int x,
+                      int y)
 {
     float *acc = g->acc[q];
     for (int j = x; j < y; j++) {
@@ -307,13 +297,13 @@ static void walk_tail(const struct group *g, int q, const float *vr, int hd, int
 /* The group's accumulators over the tile's values. Between consecutive span ends the set of
  * queries that see the keys is fixed; each such run of keys is walked by those queries
  * together, WALK_Q at a time (each query still takes its own keys in order). */
-static void accumulate(const struct group *g, const float *vr, int hd)
+static void accumulate(const struct attn_group *g, const float *vr, int hd)
 {
-    int cut[2 * GROUP_Q];
+    int cut[2 * ATTN_GROUP_Q];
     const int n_cut = attn_span_cuts(g->a, g->e, g->n, cut);
     for (int c = 0; c + 1 < n_cut; c++) {
         const int x = cut[c], y = cut[c + 1];
-        int qs[GROUP_Q];
+        int qs[ATTN_GROUP_Q];
         const int nq = attn_run_queries(g->a, g->e, g->n, x, y, qs);
         for (int i = 0; i < nq; i += WALK_Q) {
             const int nw = nq - i < WALK_Q ? nq - i : WALK_Q;
@@ -329,39 +319,14 @@ static void accumulate(const struct group *g, const float *vr, int hd)
     }
 }
 
-/* Queries in block order, in groups of GROUP_Q: each one's scores as it joins, the running
- * maxima, sums and accumulators once the group is full (or the block ends). */
+static const struct attn_single_steps steps = {
+    .scores = scores,
+    .weights = weights,
+    .accumulate = accumulate,
+};
+
 void attn_single_tile_neon(const struct attn_block *b, const float *kr, const float *vr, int k0,
                            int n, float state[][2])
 {
-    const int hd = b->head_dim;
-    const float scale = attn_dot_scale(b);
-    struct group g;
-    g.n = 0;
-    for (int i = 0; i < b->n_q; i++) {
-        int a, e;
-        if (!attn_span(b, i, k0, n, &a, &e)) continue;
-        if (g.n == 0) memset(g.sc, 0, sizeof g.sc); // lanes of keys a query does not see
-        const int q = g.n++;
-        g.a[q] = a;
-        g.e[q] = e;
-        g.acc[q] = b->out[i];
-        g.st[q] = state[i];
-        float qr[ATTN_HEAD_DIM_MAX], sc[ATTN_KEY_TILE];
-        memcpy(qr, b->q[i], sizeof(float) * (size_t)hd); // rounded to half, as attn.h says
-        ops_get()->round_f16(hd, qr);
-        scores(kr, hd, a, e, qr, scale, sc);
-        attn_cap_scores(b, sc, a, e);
-        for (int j = a; j < e; j++)
-            g.sc[j][q] = sc[j];
-        if (g.n == GROUP_Q) {
-            weights(&g);
-            accumulate(&g, vr, hd);
-            g.n = 0;
-        }
-    }
-    if (g.n > 0) {
-        weights(&g);
-        accumulate(&g, vr, hd);
-    }
+    attn_single_run(&steps, b, kr, vr, k0, n, state);
 }

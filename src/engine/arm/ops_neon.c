@@ -2,6 +2,7 @@
  * scalar tails shared with the references. */
 #include "engine/arm/ops_neon.h"
 #include "engine/arm/ops_neon_internal.h"
+#include "engine/ops_ref.h"
 
 #include <arm_neon.h>
 #include <math.h>

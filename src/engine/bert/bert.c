@@ -4,6 +4,7 @@
 #include "engine/bert/bert.h"
 
 #include "engine/bert/bert_internal.h"
+#include "engine/kernels.h"
 #include "engine/matmul.h"
 #include "engine/ops.h"
 #include "engine/quants/quants.h"
@@ -463,8 +464,7 @@ static int load_all(const struct ld *l, const struct engine_encoder_params *p)
 int engine_encoder_load(const char *path, const struct engine_encoder_params *p,
                         struct engine_encoder **out, struct errmsg *err)
 {
-    quant_init();
-    ops_init();
+    kernels_init();
     if (p && p->n_batch_tokens < 0) return errmsg_set(err, ERR_INVALID, "negative batch size");
     struct engine_encoder *e = mem_calloc(1, sizeof *e);
     if (!e) return errmsg_set(err, ERR_NOMEM, "out of memory");

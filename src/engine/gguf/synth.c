@@ -4,6 +4,7 @@
  * the output (or tied embeddings) and on attn_v / ffn_down of the "more bits" layers. */
 #include "engine/gguf/synth.h"
 
+#include "engine/kernels.h"
 #include "engine/quants/quants.h"
 #include "engine/gguf/synth_words.h"
 #include "util/mem.h"
@@ -794,7 +795,7 @@ int synth_build(const struct synth_params *params, struct gguf_writer **out, str
     if (strcmp(p.arch, "olmo2") == 0 || strcmp(p.arch, "olmoe") == 0 ||
         strcmp(p.arch, "gpt-oss") == 0)
         p.tied = false;
-    quant_init();
+    kernels_init();
     const bool is_bert = strcmp(p.arch, "bert") == 0;
     rc = gguf_writer_new(&s.w);
     if (rc != ERR_OK) return errmsg_set(err, rc, "out of memory");

@@ -4,6 +4,7 @@
 #include "engine/mtmd/clip.h"
 
 #include "engine/gguf/gguf.h"
+#include "engine/kernels.h"
 #include "engine/matmul.h"
 #include "engine/mtmd/clip_linear.h"
 #include "engine/mtmd/clip_prep.h"
@@ -284,8 +285,7 @@ static int load_tensors(struct clip_model *c, struct errmsg *err)
 static int load_from(const char *path, const void *data, size_t len, struct clip_model **out,
                      struct errmsg *err)
 {
-    quant_init();
-    ops_init();
+    kernels_init();
     struct clip_model *c = mem_calloc(1, sizeof *c);
     if (!c) return errmsg_set(err, ERR_NOMEM, "out of memory");
     int rc = path ? gguf_open(path, &c->g, err) : gguf_open_memory(data, len, &c->g, err);

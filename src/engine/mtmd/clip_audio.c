@@ -6,6 +6,7 @@
 #include "engine/mtmd/clip_audio.h"
 
 #include "engine/gguf/gguf.h"
+#include "engine/kernels.h"
 #include "engine/matmul.h"
 #include "engine/mtmd/audio_mel.h"
 #include "engine/mtmd/clip_linear.h"
@@ -242,8 +243,7 @@ static int load_tensors(struct clip_audio *a, struct errmsg *err)
 static int load_from(const char *path, const void *data, size_t len, struct clip_audio **out,
                      struct errmsg *err)
 {
-    quant_init();
-    ops_init();
+    kernels_init();
     struct clip_audio *a = mem_calloc(1, sizeof *a);
     if (!a) return errmsg_set(err, ERR_NOMEM, "out of memory");
     int rc = path ? gguf_open(path, &a->g, err) : gguf_open_memory(data, len, &a->g, err);

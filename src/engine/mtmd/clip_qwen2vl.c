@@ -5,6 +5,7 @@
 #include "engine/mtmd/clip_qwen2vl.h"
 
 #include "engine/gguf/gguf.h"
+#include "engine/kernels.h"
 #include "engine/matmul.h"
 #include "engine/mtmd/clip_linear.h"
 #include "engine/mtmd/clip_prep.h"
@@ -257,8 +258,7 @@ static int load_tensors(struct clip_qwen2vl *q, struct errmsg *err)
 static int load_from(const char *path, const void *data, size_t len, struct clip_qwen2vl **out,
                      struct errmsg *err)
 {
-    quant_init();
-    ops_init();
+    kernels_init();
     struct clip_qwen2vl *q = mem_calloc(1, sizeof *q);
     if (!q) return errmsg_set(err, ERR_NOMEM, "out of memory");
     int rc = path ? gguf_open(path, &q->g, err) : gguf_open_memory(data, len, &q->g, err);

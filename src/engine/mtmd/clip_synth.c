@@ -2,6 +2,7 @@
 #include "engine/mtmd/clip_synth.h"
 
 #include "engine/gguf/gguf.h"
+#include "engine/kernels.h"
 #include "engine/mtmd/clip_synth_gen.h"
 #include "engine/quants/quants.h"
 #include "util/checked.h"
@@ -142,7 +143,7 @@ int clip_synth_build(const struct clip_synth_params *p, struct gguf_writer **out
     struct synth_gen g = {.rng = p->seed, .err = err};
     int rc = check(p, &g.type, err);
     if (rc != ERR_OK) return rc;
-    quant_init();
+    kernels_init();
     rc = gguf_writer_new(&g.w);
     if (rc != ERR_OK) return errmsg_set(err, rc, "out of memory");
     rc = add_keys(&g, p);

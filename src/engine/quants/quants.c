@@ -1,16 +1,15 @@
-/* The kernel table: one row per tensor type, a scalar-reference table and the SIMD tables
- * (AVX2, AVX2 with AVX-VNNI, AVX-512), and the one place that picks between them (quant_init,
- * from cpufeat_isa()). Kernels live in quants_ref.c, quants_k_ref.c, quants_repack.c and the
- * x86/ files. */
+/* The kernel tables: one row per tensor type, a scalar-reference table and the SIMD tables
+ * (AVX2, AVX2 with AVX-VNNI, AVX-512; NEON, with dotprod, with i8mm), filled for the sets this
+ * CPU runs; quant_select makes the set engine/kernels.c chose the active one. Kernels live in
+ * quants_ref.c, quants_k_ref.c, quants_repack.c and the x86/ and arm/ files. */
 #include "engine/quants/quants.h"
 #include "engine/cpufeat.h"
-#include "engine/quants/quants_internal.h"
-#include "engine/quants/quants_iq_internal.h"
+#include "engine/quants/blocks.h"
+#include "engine/quants/quants_ref.h"
+#include "engine/quants/quants_repack.h"
 #include "util/checked.h"
 #include "util/err.h"
 
-#include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
 
 #define ROW_REF(id, nm, blen, bbytes, dot, pre)                                                    \
@@ -84,31 +83,28 @@
 static const struct quant_traits table_ref[QUANT_TYPE_MAX] = {TYPE_ROWS(ROW_REF)};
 
 #if defined(__x86_64__) || defined(__i386__)
-#include "engine/quants/x86/quants_pair_avx512.h"
-#include <cpuid.h>
+#include "engine/quants/x86/quants_x86.h"
 #define HAVE_AVX2_KERNELS 1
-/* Completed by quant_init (the SIMD activation quantizers) before any reader exists. */
+/* Completed by quant_select (the SIMD activation quantizers) before any reader exists. */
 static struct quant_traits table_avx2[QUANT_TYPE_MAX] = {TYPE_ROWS(ROW_AVX2)};
-/* The AVX2 table with the AVX-VNNI dots patched in; filled by quant_init. */
+/* The AVX2 table with the AVX-VNNI dots patched in; filled by quant_select. */
 static struct quant_traits table_vnni[QUANT_TYPE_MAX];
-/* The AVX-512 table: the AVX2 one with the AVX-512 kernels patched in; filled by quant_init. */
+/* The AVX-512 table: the AVX2 one with the AVX-512 kernels patched in; filled by quant_select. */
 static struct quant_traits table_avx512[QUANT_TYPE_MAX];
 #else
 #define HAVE_AVX2_KERNELS 0
 #endif
 
-/* Set once by quant_init before worker threads start, read-only afterwards. */
+/* Set once by quant_select before worker threads start, read-only afterwards. */
 static const struct quant_traits *table_active = table_ref;
 static const char *simd_name = "scalar";
 static enum quant_simd simd_active = QUANT_SIMD_SCALAR;
-static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static struct cpufeat_caps caps_hw; // the sets this CPU runs: the tables filled
 
 #if defined(__aarch64__)
-/* ARM: a NEON table, the same with sdot (dotprod), and that with smmla Q4_0 tiles (i8mm);
- * cpufeat_arm_level picks one (the core's best, or LLAMAPI_ISA's cap). Float and 32-element
- * kernels give the AVX2 kernels' bits, K-quants the references'. */
-#include "engine/arm/cpufeat_arm.h"
-#include "engine/quants/arm/quants_arm_internal.h"
+/* ARM: a NEON table, the same with sdot (dotprod), and that with smmla Q4_0 tiles (i8mm).
+ * Float and 32-element kernels give the AVX2 kernels' bits, K-quants the references'. */
+#include "engine/quants/arm/quants_arm.h"
 #define HAVE_ARM_KERNELS 1
 #define ROW_ARM(id, nm, blen, bbytes, dot, pre, dot_fn)                                            \
     [id] = {.name = nm,                                                                            \
@@ -125,13 +121,11 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
     ROW_ARM(id, nm, blen, bbytes, dot, pre, pre##_vec_dot_dotprod)
 static struct quant_traits table_neon[QUANT_TYPE_MAX] = {TYPE_ROWS(ROW_NEON)};
 static struct quant_traits table_dotprod[QUANT_TYPE_MAX] = {TYPE_ROWS(ROW_DOTPROD)};
-static struct quant_traits table_i8mm[QUANT_TYPE_MAX]; // filled by init_arm
-static enum cpufeat_arm_level arm_hw_level;
+static struct quant_traits table_i8mm[QUANT_TYPE_MAX]; // filled by fill_arm
 static quant_from_float_fn arm_q8_0_act, arm_q8_1_act; // NULL: the references
 
-static void init_arm(void)
+static void fill_arm(void)
 {
-    arm_hw_level = cpufeat_arm_hw_level();
     table_neon[QUANT_Q8_K].from_float = q8_K_from_float_neon;
     table_dotprod[QUANT_Q8_K].from_float = q8_K_from_float_dotprod;
 #define ARM_TILES(ty, id)                                                                          \
@@ -151,39 +145,12 @@ static void init_arm(void)
 #undef ARM_TILES
     memcpy(table_i8mm, table_dotprod, sizeof table_i8mm);
     table_i8mm[QUANT_Q4_0].vec_dot_tile = q4_0_vec_dot_tile_i8mm;
-    switch (cpufeat_arm_level()) {
-    case CPUFEAT_ARM_I8MM:
-        table_active = table_i8mm;
-        simd_name = "neon+i8mm";
-        simd_active = QUANT_SIMD_NEON_I8MM;
-        break;
-    case CPUFEAT_ARM_DOTPROD:
-        table_active = table_dotprod;
-        simd_name = "neon+dotprod";
-        simd_active = QUANT_SIMD_NEON_DOTPROD;
-        break;
-    case CPUFEAT_ARM_NEON:
-        table_active = table_neon;
-        simd_name = "neon";
-        simd_active = QUANT_SIMD_NEON;
-        break;
-    default:
-        return;
-    }
-    arm_q8_0_act = q8_0_activations_neon; // the same bytes as the reference, every level
-    arm_q8_1_act = q8_1_activations_neon;
 }
 #else
 #define HAVE_ARM_KERNELS 0
 #endif
 
 #if HAVE_AVX2_KERNELS
-static bool env_is_set(const char *name)
-{
-    const char *v = getenv(name);
-    return v && strcmp(v, "1") == 0;
-}
-
 static void patch_vnni(uint32_t type, quant_vec_dot_fn dot, quant_vec_dot_tile_fn tile)
 {
     table_vnni[type].vec_dot = dot;
@@ -207,7 +174,7 @@ static void patch_avx512(uint32_t type, quant_vec_dot_fn dot, quant_vec_dot_tile
  * Q4_K_R16, 32 x 4; BF16 vdpbf16ps kernels where the CPU has AVX512_BF16. Zmm ports of the
  * F32 tiles and Q2_K measured no faster on Sapphire Rapids (512-bit operations issue on two
  * ports, 256-bit ones on three), so those keep the AVX2 kernels. */
-static void fill_avx512(void)
+static void fill_avx512(bool has_bf16)
 {
     memcpy(table_avx512, table_avx2, sizeof table_avx512);
     patch_avx512(QUANT_Q8_0_R16, NULL, q8_0_r16_tile_avx512, 16, 3);
@@ -229,7 +196,7 @@ static void fill_avx512(void)
     patch_avx512(QUANT_F16, NULL, f16_vec_dot_tile_avx512, 8, F16_TILE_COLS);
     // BF16 with vdpbf16ps where the CPU has it: the activations become BF16, as the
     // reference's (x86/quants_bf16_avx512.c); else the AVX2 kernel against F32 activations.
-    if (cpufeat_has_avx512_bf16()) {
+    if (has_bf16) {
         patch_avx512(QUANT_BF16, bf16_vec_dot_avx512bf16, bf16_vec_dot_tile_avx512bf16, 8, 6);
         table_avx512[QUANT_BF16].dot_type = QUANT_BF16;
         table_avx512[QUANT_BF16].from_float = bf16_from_float_avx512;
@@ -238,20 +205,10 @@ static void fill_avx512(void)
 #endif
 
 #if HAVE_AVX2_KERNELS
-/* Which sets this CPU can run; filled by quant_init. */
-static bool has_avx2_set, has_vnni_set, has_avx512_set;
-#endif
-
-static void init_tables(void)
+/* The x86 tables of the sets hw runs. */
+static void fill_x86(const struct cpufeat_caps *hw)
 {
-#if HAVE_ARM_KERNELS
-    init_arm();
-#endif
-#if HAVE_AVX2_KERNELS
-    has_avx2_set = cpufeat_has_avx2_fma_f16c();
-    has_vnni_set = has_avx2_set && cpufeat_has_avx_vnni();
-    has_avx512_set = has_avx2_set && cpufeat_has_avx512();
-    if (has_avx2_set) {
+    if (hw->has_avx2) {
         table_avx2[QUANT_Q8_0].from_float = q8_0_from_float_avx2;
         table_avx2[QUANT_Q8_1].from_float = q8_1_from_float_avx2;
         table_avx2[QUANT_Q8_K].from_float = q8_K_from_float_avx2;
@@ -261,7 +218,7 @@ static void init_tables(void)
         table_avx2[QUANT_Q4_0_R16].tile_cols = 4;
         table_avx2[QUANT_Q8_0_S].from_float = q8_0s_from_float_avx2; // that tile's activations
     }
-    if (has_vnni_set) {
+    if (hw->has_avx2 && hw->has_avx_vnni) {
         memcpy(table_vnni, table_avx2, sizeof table_vnni);
         patch_vnni(QUANT_Q4_0, q4_0_vec_dot_vnni, q4_0_vec_dot_tile_vnni);
         patch_vnni(QUANT_Q4_1, q4_1_vec_dot_vnni, q4_1_vec_dot_tile_vnni);
@@ -269,28 +226,68 @@ static void init_tables(void)
         patch_vnni(QUANT_Q5_1, q5_1_vec_dot_vnni, q5_1_vec_dot_tile_vnni);
         patch_vnni(QUANT_Q8_0, q8_0_vec_dot_vnni, q8_0_vec_dot_tile_vnni);
     }
-    if (has_avx512_set) fill_avx512();
-    const enum cpufeat_isa isa = cpufeat_isa();
-    if (isa == CPUFEAT_ISA_SCALAR || !has_avx2_set) return;
-    if (isa >= CPUFEAT_ISA_AVX512 && has_avx512_set) {
-        table_active = table_avx512;
-        simd_name = "avx512";
-        simd_active = QUANT_SIMD_AVX512;
-        return;
-    }
-    table_active = table_avx2;
-    simd_name = "avx2";
-    simd_active = QUANT_SIMD_AVX2;
-    if (env_is_set("LLAMAPI_NO_VNNI") || !has_vnni_set) return;
-    table_active = table_vnni;
-    simd_name = "avx2+vnni";
-    simd_active = QUANT_SIMD_AVX2_VNNI;
+    if (hw->has_avx2 && hw->has_avx512) fill_avx512(hw->has_avx512_bf16);
+}
 #endif
+
+/* The table of set, or NULL when this build has none or the CPU cannot run it. */
+static const struct quant_traits *table_of(enum quant_simd set)
+{
+    switch (set) {
+    case QUANT_SIMD_SCALAR:
+        return table_ref;
+#if HAVE_AVX2_KERNELS
+    case QUANT_SIMD_AVX2:
+        return caps_hw.has_avx2 ? table_avx2 : NULL;
+    case QUANT_SIMD_AVX2_VNNI:
+        return caps_hw.has_avx2 && caps_hw.has_avx_vnni ? table_vnni : NULL;
+    case QUANT_SIMD_AVX512:
+        return caps_hw.has_avx2 && caps_hw.has_avx512 ? table_avx512 : NULL;
+#endif
+#if HAVE_ARM_KERNELS
+    case QUANT_SIMD_NEON:
+        return caps_hw.has_neon ? table_neon : NULL;
+    case QUANT_SIMD_NEON_DOTPROD:
+        return caps_hw.has_dotprod ? table_dotprod : NULL;
+    case QUANT_SIMD_NEON_I8MM:
+        return caps_hw.has_i8mm ? table_i8mm : NULL;
+#endif
+    default:
+        return NULL;
+    }
 }
 
-void quant_init(void)
+static const char *name_of(enum quant_simd set)
 {
-    pthread_once(&init_once, init_tables);
+    static const char *const names[] = {
+        [QUANT_SIMD_SCALAR] = "scalar",       [QUANT_SIMD_AVX2] = "avx2",
+        [QUANT_SIMD_AVX2_VNNI] = "avx2+vnni", [QUANT_SIMD_AVX512] = "avx512",
+        [QUANT_SIMD_NEON] = "neon",           [QUANT_SIMD_NEON_DOTPROD] = "neon+dotprod",
+        [QUANT_SIMD_NEON_I8MM] = "neon+i8mm",
+    };
+    return names[set];
+}
+
+void quant_select(const struct cpufeat_caps *hw, enum quant_simd set)
+{
+    caps_hw = *hw;
+#if HAVE_AVX2_KERNELS
+    fill_x86(hw);
+#endif
+#if HAVE_ARM_KERNELS
+    fill_arm();
+#endif
+    const struct quant_traits *table = table_of(set);
+    if (!table) return; // a set the CPU lacks: keep the references
+    table_active = table;
+    simd_name = name_of(set);
+    simd_active = set;
+#if HAVE_ARM_KERNELS
+    if (set != QUANT_SIMD_SCALAR) { // the same bytes as the reference, every level
+        arm_q8_0_act = q8_0_activations_neon;
+        arm_q8_1_act = q8_1_activations_neon;
+    }
+#endif
 }
 
 static const struct quant_traits *lookup(const struct quant_traits *table, uint32_t type)
@@ -333,28 +330,8 @@ bool quant_follows_avx2(void)
 
 const struct quant_traits *quant_traits_simd(uint32_t type, enum quant_simd simd)
 {
-    switch (simd) {
-    case QUANT_SIMD_SCALAR:
-        return lookup(table_ref, type);
-#if HAVE_AVX2_KERNELS
-    case QUANT_SIMD_AVX2:
-        return has_avx2_set ? lookup(table_avx2, type) : NULL;
-    case QUANT_SIMD_AVX2_VNNI:
-        return has_vnni_set ? lookup(table_vnni, type) : NULL;
-    case QUANT_SIMD_AVX512:
-        return has_avx512_set ? lookup(table_avx512, type) : NULL;
-#endif
-#if HAVE_ARM_KERNELS
-    case QUANT_SIMD_NEON:
-        return arm_hw_level >= CPUFEAT_ARM_NEON ? lookup(table_neon, type) : NULL;
-    case QUANT_SIMD_NEON_DOTPROD:
-        return arm_hw_level >= CPUFEAT_ARM_DOTPROD ? lookup(table_dotprod, type) : NULL;
-    case QUANT_SIMD_NEON_I8MM:
-        return arm_hw_level >= CPUFEAT_ARM_I8MM ? lookup(table_i8mm, type) : NULL;
-#endif
-    default:
-        return NULL;
-    }
+    const struct quant_traits *table = table_of(simd);
+    return table ? lookup(table, type) : NULL;
 }
 
 enum quant_simd quant_simd_active(void)

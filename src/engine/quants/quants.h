@@ -1,9 +1,9 @@
 /* Tensor element types and their kernels: the block layouts of the GGUF ecosystem (type ids
  * are the on-disk ggml ids), dequantize/quantize, and dot products of a weight row against an
  * activation row already converted to the type's dot format. Each kernel has a scalar _ref
- * version; SIMD variants (engine/quants/x86/: AVX2, AVX-512) are selected once by
- * quant_init(). Weights may be repacked at load into an internal row-interleaved type
- * (quant_repack) that only the matrix-product tiles read. */
+ * version; SIMD variants (engine/quants/x86/: AVX2, AVX-512; engine/quants/arm/: NEON) are
+ * selected once by kernels_init() (engine/kernels.h). Weights may be repacked at load into an
+ * internal row-interleaved type (quant_repack) that only the matrix-product tiles read. */
 #ifndef ENGINE_QUANTS_QUANTS_H
 #define ENGINE_QUANTS_QUANTS_H
 
@@ -123,13 +123,6 @@ struct quant_traits {
     int tile_cols;        // n_tok == 1 uses tile_rows x 1
 };
 
-/* Selects SIMD variants for this CPU. Thread-safe: the first call does the work and any
- * concurrent or later call returns once it is done. Call it before using the table (until
- * then quant_traits_of gives the scalar references). The set is cpufeat_isa()'s:
- * LLAMAPI_ISA=scalar|avx2|avx512 lowers it (LLAMAPI_NO_SIMD=1 = scalar); LLAMAPI_NO_VNNI=1
- * keeps AVX2 but skips the AVX-VNNI dots (which give the same bits). */
-void quant_init(void);
-
 /* Weights in a row-interleaved layout the active kernel set multiplies faster: the type
  * quant_repack converts a (n_out, n_in) matrix of type to, or type itself when there is none
  * for this type, shape or kernel set (then keep the weights as they are). Cannot fail. */
@@ -143,10 +136,10 @@ int quant_repack(uint32_t type, const void *src, void *dst, int64_t n_out, int64
 /* Row `row` (0-based) of a matrix of n elements per row, in type or in a repacked type
  * quant_repack made from it, as floats: the file type's to_float of that row, the same bits
  * either way. ERR_OK, or ERR_INVALID for a type without a to_float, a bad n or a negative
- * row. The row must exist (trusted, as matmul's arguments). Thread-safe after quant_init. */
+ * row. The row must exist (trusted, as matmul's arguments). Thread-safe after kernels_init. */
 int quant_get_row(uint32_t type, const void *matrix, int64_t row, int64_t n, float *out);
 
-/* Traits of a type, or NULL for an unknown or unsupported id. Thread-safe after quant_init. */
+/* Traits of a type, or NULL for an unknown or unsupported id. Thread-safe after kernels_init. */
 const struct quant_traits *quant_traits_of(uint32_t type);
 
 /* The scalar-reference traits of a type (for tests comparing kernels), or NULL. */
@@ -160,7 +153,7 @@ int quant_row_bytes(uint32_t type, int64_t n, size_t *out);
  * quantizes activations: scale 127/amax and round half to even. from_float rounds half away
  * from zero with 1/d, as the reference writes weights into files; the two differ in the last
  * bit of some quants, which is enough to flip near-tied greedy choices. Uses AVX2 when
- * quant_init selected it (same bytes either way). Thread-safe; allocates nothing. */
+ * kernels_init selected it (same bytes either way). Thread-safe; allocates nothing. */
 void quant_q8_0_activations(const float *x, void *y, int64_t n);
 
 /* The same for Q8_1 (the activations of Q4_1 / Q5_1 weights): quants as
@@ -187,18 +180,25 @@ enum quant_simd {
     QUANT_SIMD_NEON_I8MM = 18,    // + smmla tiles for the 32-element formats
 };
 
-/* Traits of a type in one kernel set, whatever quant_init chose (for tests and benchmarks
+struct cpufeat_caps;
+
+/* Fills the tables of every set the CPU runs (hw: engine/cpufeat.h's cpufeat_caps_hw) and
+ * makes set's the active one (the scalar references stay when the CPU cannot run set). Only
+ * kernels_init (engine/kernels.h) calls it, once, before any table reader exists; until then
+ * quant_traits_of gives the scalar references. Cannot fail. */
+void quant_select(const struct cpufeat_caps *hw, enum quant_simd set);
+
+/* Traits of a type in one kernel set, whatever kernels_init chose (for tests and benchmarks
  * comparing sets), or NULL when the type is unknown or this CPU cannot run the set. Call
- * after quant_init. */
+ * after kernels_init. */
 const struct quant_traits *quant_traits_simd(uint32_t type, enum quant_simd simd);
 
-/* The kernel set quant_init chose (cpufeat_isa(): LLAMAPI_ISA, LLAMAPI_NO_SIMD, then
- * LLAMAPI_NO_VNNI=1 keeps AVX2 without its AVX-VNNI dots; on aarch64 the NEON level). Cannot
- * fail. */
+/* The kernel set kernels_init chose (LLAMAPI_ISA, LLAMAPI_NO_SIMD, then LLAMAPI_NO_VNNI=1
+ * keeps AVX2 without its AVX-VNNI dots; on aarch64 the NEON level). Cannot fail. */
 enum quant_simd quant_simd_active(void);
 
 /* "scalar", "avx2", "avx2+vnni", "avx512", "neon", "neon+dotprod" or "neon+i8mm": the kernel
- * set quant_init chose (static string, for logs). Cannot fail. */
+ * set kernels_init chose (static string, for logs). Cannot fail. */
 const char *quant_simd_name(void);
 
 #endif

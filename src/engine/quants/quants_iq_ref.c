@@ -2,7 +2,8 @@
  * under a block scale chosen from the block's extreme value; good enough for synthetic models,
  * not the reference quantizer's search), and dot products against Q8_0 / Q8_K activations in
  * block order. */
-#include "engine/quants/quants_iq_internal.h"
+#include "engine/quants/quants_ref.h"
+#include "engine/quants/blocks.h"
 
 #include <math.h>
 

@@ -7,9 +7,11 @@
  * then quants recomputed with the stored scales. No importance weighting, so files it writes
  * are somewhat worse than llama.cpp's (test_quants has the measured bounds); good enough for
  * activations and synthetic test models. */
-#include "engine/quants/quants_internal.h"
+#include "engine/quants/quants_ref.h"
+#include "engine/quants/blocks.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 struct kdec {

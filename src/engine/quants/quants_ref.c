@@ -1,7 +1,8 @@
 /* Scalar reference kernels for the float types and the 32-element block formats (Q4_0, Q4_1,
  * Q5_0, Q5_1, Q8_0, Q8_1). Portable C, the ground truth the SIMD variants are tested against.
  * Quantizers follow ggml's reference rounding so files we write match llama.cpp's. */
-#include "engine/quants/quants_internal.h"
+#include "engine/quants/quants_ref.h"
+#include "engine/quants/blocks.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,7 +1,10 @@
 /* Load-time repacking of Q8_0 / Q4_0 / Q5_0 / Q4_K / Q6_K weight matrices into the 16-row
- * interleaved layouts the AVX-512 VNNI tiles read (layout in quants_internal.h), and the scalar
+ * interleaved layouts the AVX-512 VNNI tiles read (layout in quants_repack.h), and the scalar
  * Q8_0_S activation format those tiles take. Portable C: the layout is data, only its consumers are SIMD. */
-#include "engine/quants/quants_internal.h"
+#include "engine/quants/quants_repack.h"
+#include "engine/quants/blocks.h"
+#include "engine/quants/quants.h"
+#include "engine/quants/quants_ref.h"
 #include "util/err.h"
 
 #include <math.h>
@@ -106,7 +109,7 @@ void q5_0_repack_r16(const void *src, void *dst, int64_t n_out, int64_t n_in)
 }
 
 /* Writes value v (< 64) of a Q4_K_R16 super-block's 256 scale/min values (layout in
- * quants_internal.h): nib is its 128 low-nibble bytes, hb its 64 high-bit bytes. */
+ * quants_repack.h): nib is its 128 low-nibble bytes, hb its 64 high-bit bytes. */
 static void k4_r16_put(uint8_t *nib, uint8_t *hb, int j, uint8_t v)
 {
     nib[j % 128] |= (uint8_t)((v & 0xf) << (j >= 128 ? 4 : 0));

@@ -8,6 +8,7 @@
  * dimension's accumulator running its FMA chain over the keys in order, 32 dimensions at a
  * time. Compiled with those ISA flags; only called after attn_have_avx2(). */
 #include "engine/attn.h"
+#include "engine/attn_driver_internal.h"
 #include "engine/attn_internal.h"
 #include "engine/ops.h"
 #include "engine/x86/attn_single_x86.h"
@@ -22,11 +23,6 @@
 #include <immintrin.h>
 
 #define GROUPS (ATTN_KEY_TILE / 8)
-
-static int min_int(int a, int b)
-{
-    return a < b ? a : b;
-}
 
 /* The reference's 8-lane sum: high half onto low, upper pair onto lower, the last two. */
 static inline float hsum8(__m256 v)
@@ -169,41 +165,26 @@ static void tile_query(const struct attn_block *b, const float *kt, const float 
     }
 }
 
+/* Every query of the block that sees keys [k0, k0 + n) through the converted tile. */
+static void tile_step(const struct attn_block *b, const float *kt, const float *vt, int k0, int n,
+                      float state[][2])
+{
+    for (int i = 0; i < b->n_q; i++) {
+        int a, e;
+        if (attn_span(b, i, k0, n, &a, &e)) tile_query(b, kt, vt, a, e, i, state[i]);
+    }
+}
+
+static const struct attn_tiled_steps steps = {
+    .convert_rows = convert_rows,
+    .single_tile = attn_single_tile_avx2,
+    .convert_tile = convert_tile,
+    .tile_step = tile_step,
+};
+
 void attn_run_avx2(const struct attn_block *b)
 {
-    const int hd = b->head_dim;
-    // Tile buffers on the stack: 2 * 64 * head_dim floats used (256 KiB at the largest).
-    float kt[ATTN_KEY_TILE * ATTN_HEAD_DIM_MAX], vt[ATTN_KEY_TILE * ATTN_HEAD_DIM_MAX];
-    float state[ATTN_QUERIES_MAX][2]; // running maximum, running sum
-    for (int i = 0; i < b->n_q; i++) {
-        state[i][0] = -INFINITY;
-        state[i][1] = 0.0f;
-        memset(b->out[i], 0, sizeof(float) * (size_t)hd);
-    }
-    int max_keys;
-    for (int k0 = attn_first_tile(b, &max_keys); k0 < max_keys; k0 += ATTN_KEY_TILE) {
-        const int n = min_int(ATTN_KEY_TILE, max_keys - k0);
-        if (b->arith != ATTN_ARITH_TILE_SOFTMAX) {
-            convert_rows(b, k0, n, kt, vt);
-            attn_single_tile_avx2(b, kt, vt, k0, n, state);
-            continue;
-        }
-        convert_tile(b, k0, n, kt, vt);
-        for (int i = 0; i < b->n_q; i++) {
-            int a, e;
-            if (attn_span(b, i, k0, n, &a, &e)) tile_query(b, kt, vt, a, e, i, state[i]);
-        }
-    }
-    for (int i = 0; i < b->n_q; i++) {
-        attn_apply_sink(b, i, b->out[i], state[i]);
-        const float inv = state[i][1] == 0.0f ? 0.0f : 1.0f / state[i][1];
-        const __m256 vinv = _mm256_set1_ps(inv);
-        int d = 0;
-        for (; d + 8 <= hd; d += 8)
-            _mm256_storeu_ps(b->out[i] + d, _mm256_mul_ps(_mm256_loadu_ps(b->out[i] + d), vinv));
-        for (; d < hd; d++)
-            b->out[i][d] *= inv;
-    }
+    attn_tiled_run(&steps, b);
 }
 
 #else // built without the ISA flags: never selected, but keep the symbol

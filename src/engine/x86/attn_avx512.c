@@ -8,6 +8,7 @@
  * of 8 summed as the reference's 8-lane reduction, the value accumulators 16 dimensions per
  * register. Compiled with the AVX-512 flags; only called after attn_have_avx512(). */
 #include "engine/attn.h"
+#include "engine/attn_driver_internal.h"
 #include "engine/attn_internal.h"
 #include "engine/ops.h"
 #include "engine/x86/attn_single_x86.h"
@@ -22,11 +23,6 @@
 #include <immintrin.h>
 
 #define GROUPS16 (ATTN_KEY_TILE / 16)
-
-static int min_int(int a, int b)
-{
-    return a < b ? a : b;
-}
 
 static inline __mmask16 tail_mask(int left)
 {
@@ -207,39 +203,16 @@ static void tile_step(const struct attn_block *b, const float *kt, const float *
     }
 }
 
+static const struct attn_tiled_steps steps = {
+    .convert_rows = convert_rows,
+    .single_tile = attn_single_tile_avx512,
+    .convert_tile = convert_tile,
+    .tile_step = tile_step,
+};
+
 void attn_run_avx512(const struct attn_block *b)
 {
-    const int hd = b->head_dim;
-    // Tile buffers on the stack: 2 * 64 * head_dim floats used (256 KiB at the largest).
-    float kt[ATTN_KEY_TILE * ATTN_HEAD_DIM_MAX], vt[ATTN_KEY_TILE * ATTN_HEAD_DIM_MAX];
-    float state[ATTN_QUERIES_MAX][2]; // running maximum, running sum
-    for (int i = 0; i < b->n_q; i++) {
-        state[i][0] = -INFINITY;
-        state[i][1] = 0.0f;
-        memset(b->out[i], 0, sizeof(float) * (size_t)hd);
-    }
-    const bool is_tile = b->arith == ATTN_ARITH_TILE_SOFTMAX;
-    int max_keys;
-    for (int k0 = attn_first_tile(b, &max_keys); k0 < max_keys; k0 += ATTN_KEY_TILE) {
-        const int n = min_int(ATTN_KEY_TILE, max_keys - k0);
-        if (is_tile) {
-            convert_tile(b, k0, n, kt, vt);
-            tile_step(b, kt, vt, k0, n, state);
-            continue;
-        }
-        convert_rows(b, k0, n, kt, vt);
-        attn_single_tile_avx512(b, kt, vt, k0, n, state);
-    }
-    for (int i = 0; i < b->n_q; i++) {
-        attn_apply_sink(b, i, b->out[i], state[i]);
-        const float inv = state[i][1] == 0.0f ? 0.0f : 1.0f / state[i][1];
-        const __m512 vinv = _mm512_set1_ps(inv);
-        for (int d = 0; d < hd; d += 16) {
-            const __mmask16 m = tail_mask(hd - d);
-            _mm512_mask_storeu_ps(b->out[i] + d, m,
-                                  _mm512_mul_ps(_mm512_maskz_loadu_ps(m, b->out[i] + d), vinv));
-        }
-    }
+    attn_tiled_run(&steps, b);
 }
 
 #else // built without the ISA flags: never selected, but keep the symbol

@@ -12,6 +12,7 @@
  *       does not (half(acc * 1) is acc).
  * Compiled with those ISA flags; only called after attn_have_avx2(). */
 #include "engine/x86/attn_single_x86.h"
+#include "engine/attn_driver_internal.h"
 #include "engine/attn_internal.h"
 #include "engine/ops.h"
 
@@ -31,22 +32,7 @@ extern float expf(float) __attribute__((noplt));
 
 #define ROUND_NEAREST _MM_FROUND_TO_NEAREST_INT // an immediate: clang wants a constant here
 
-#define GROUP_Q 8 // queries whose running maximum and sum run together (as 8 lanes)
-#define WALK_Q  4 // queries whose accumulators run together
-
-/* Up to GROUP_Q queries of the block stepping through one tile. Per-key arrays are indexed
- * [key of the tile][query of the group], so a key's values for the group are one register. */
-struct group {
-    int n;                             // queries in the group
-    int a[GROUP_Q], e[GROUP_Q];        // each one's keys of the tile, [a, e)
-    float *acc[GROUP_Q];               // its half accumulator (the out row)
-    float *st[GROUP_Q];                // its running maximum and sum
-    float sc[ATTN_KEY_TILE][GROUP_Q];  // the key's score
-    uint8_t raise[ATTN_KEY_TILE];      // bit q: the key raises query q's maximum
-    float arg[ATTN_KEY_TILE][GROUP_Q]; // the argument of the key's one expf, then its value
-    float ms[ATTN_KEY_TILE][GROUP_Q];  // the accumulator's rescale (1: no raise)
-    float w[ATTN_KEY_TILE][GROUP_Q];   // the value's weight (1: a raise)
-};
+#define WALK_Q 4 // queries whose accumulators run together
 
 /* Lanes below left set (all ones), as a maskload/maskstore mask. */
 static inline __m256i lanes_below(int left)
@@ -112,8 +98,11 @@ query_scores(const float *kr, int hd, int np, int a, int e, const float *qr, flo
     }
 }
 
-/* The scores with np a constant for the common head sizes (the chains unrolled). */
-static void scores(const float *kr, int hd, int a, int e, const float *qr, float scale, float *sc)
+/* The scores with np a constant for the common head sizes (the chains unrolled). Always
+ * inlined into the group loop (attn_driver_internal.h), which calls it through its steps
+ * table: as a call it cost the AVX2 prompt case ~1% (bench_ops). */
+static inline __attribute__((always_inline)) void scores(const float *kr, int hd, int a, int e,
+                                                         const float *qr, float scale, float *sc)
 {
     if (hd == 64)
         query_scores(kr, 64, 64, a, e, qr, scale, sc);
@@ -135,12 +124,12 @@ static inline __m256 seeing(__m256i a, __m256i e, int j)
  * order: which keys raise the running maximum, each key's rescale and weight (one libm expf
  * of attn.h's argument, all of them called in one loop, off every dependency chain), and the
  * sum, S = fma(S, rescale, weight). */
-static void weights(struct group *g)
+static void weights(struct attn_group *g)
 {
     int lo = ATTN_KEY_TILE, hi = 0;
-    float mx[GROUP_Q], sum[GROUP_Q];
-    int a[GROUP_Q], e[GROUP_Q];
-    for (int q = 0; q < GROUP_Q; q++) {
+    float mx[ATTN_GROUP_Q], sum[ATTN_GROUP_Q];
+    int a[ATTN_GROUP_Q], e[ATTN_GROUP_Q];
+    for (int q = 0; q < ATTN_GROUP_Q; q++) {
         const bool is_used = q < g->n;
         a[q] = is_used ? g->a[q] : 0;
         e[q] = is_used ? g->e[q] : 0;
@@ -197,8 +186,8 @@ static inline __attribute__((always_inline)) __m256 load8(const float *p, int c,
  * the accumulators are kept as their half bits in memory (h: exact, they are half values),
  * so each step reads them with the memory form of the half -> float conversion, whose second
  * micro-op is a load rather than a shuffle. */
-static inline __attribute__((always_inline)) void walk(const struct group *g, const int *qs, int nq,
-                                                       int nv, bool is_tail, __m256i ml,
+static inline __attribute__((always_inline)) void walk(const struct attn_group *g, const int *qs,
+                                                       int nq, int nv, bool is_tail, __m256i ml,
                                                        const float *vr, int hd, int d0, int x,
                                                        int y)
 {
@@ -243,7 +232,7 @@ static inline __attribute__((always_inline)) void walk(const struct group *g, co
 
 /* walk with nq and the width constants: 32 dimensions (four registers) or a masked 8. A flat
  * dispatch switch. */
-static void walk_n(const struct group *g, const int *qs, int nq, bool is_wide, __m256i ml,
+static void walk_n(const struct attn_group *g, const int *qs, int nq, bool is_wide, __m256i ml,
                    const float *vr, int hd, int d0, int x, int y)
 {
     switch (nq * 2 + (is_wide ? 1 : 0)) {
@@ -277,14 +266,14 @@ static void walk_n(const struct group *g, const int *qs, int nq, bool is_wide, _
 /* The group's accumulators over the tile's values. Between consecutive span ends the set of
  * queries that see the keys is fixed; each such run of keys is walked by those queries
  * together, WALK_Q at a time (each query still takes its own keys in order). */
-static void accumulate(const struct group *g, const float *vr, int hd)
+static void accumulate(const struct attn_group *g, const float *vr, int hd)
 {
-    int cut[2 * GROUP_Q];
+    int cut[2 * ATTN_GROUP_Q];
     const int n_cut = attn_span_cuts(g->a, g->e, g->n, cut);
     const __m256i all = _mm256_set1_epi32(-1);
     for (int c = 0; c + 1 < n_cut; c++) {
         const int x = cut[c], y = cut[c + 1];
-        int qs[GROUP_Q];
+        int qs[ATTN_GROUP_Q];
         const int nq = attn_run_queries(g->a, g->e, g->n, x, y, qs);
         for (int i = 0; i < nq; i += WALK_Q) {
             const int nw = nq - i < WALK_Q ? nq - i : WALK_Q;
@@ -297,41 +286,16 @@ static void accumulate(const struct group *g, const float *vr, int hd)
     }
 }
 
-/* Queries in block order, in groups of GROUP_Q: each one's scores as it joins, the running
- * maxima, sums and accumulators once the group is full (or the block ends). */
+static const struct attn_single_steps steps = {
+    .scores = scores,
+    .weights = weights,
+    .accumulate = accumulate,
+};
+
 void attn_single_tile_avx2(const struct attn_block *b, const float *kr, const float *vr, int k0,
                            int n, float state[][2])
 {
-    const int hd = b->head_dim;
-    const float scale = attn_dot_scale(b);
-    struct group g;
-    g.n = 0;
-    for (int i = 0; i < b->n_q; i++) {
-        int a, e;
-        if (!attn_span(b, i, k0, n, &a, &e)) continue;
-        if (g.n == 0) memset(g.sc, 0, sizeof g.sc); // lanes of keys a query does not see
-        const int q = g.n++;
-        g.a[q] = a;
-        g.e[q] = e;
-        g.acc[q] = b->out[i];
-        g.st[q] = state[i];
-        float qr[ATTN_HEAD_DIM_MAX], sc[ATTN_KEY_TILE];
-        memcpy(qr, b->q[i], sizeof(float) * (size_t)hd); // rounded to half, as attn.h says
-        ops_get()->round_f16(hd, qr);
-        scores(kr, hd, a, e, qr, scale, sc);
-        attn_cap_scores(b, sc, a, e);
-        for (int j = a; j < e; j++)
-            g.sc[j][q] = sc[j];
-        if (g.n == GROUP_Q) {
-            weights(&g);
-            accumulate(&g, vr, hd);
-            g.n = 0;
-        }
-    }
-    if (g.n > 0) {
-        weights(&g);
-        accumulate(&g, vr, hd);
-    }
+    attn_single_run(&steps, b, kr, vr, k0, n, state);
 }
 
 #else // built without the ISA flags: never called

@@ -1,7 +1,9 @@
 /* AVX2 + FMA + F16C variants of the ops.h kernels; compiled with those ISA flags and only
  * called after ops_have_avx2(). Like the reference kernels they mirror, full 32-element steps
  * run in SIMD with four accumulators and the rest goes through the scalar tails. */
-#include "engine/ops.h"
+#include "engine/x86/ops_avx2.h"
+#include "engine/cpufeat.h"
+#include "engine/ops_ref.h"
 
 #include <math.h>
 
@@ -22,7 +24,7 @@ static inline void store_h(uint16_t *p, __m256 v)
     _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
 }
 
-float ops_dot_f16_avx2(int64_t n, const uint16_t *a, const uint16_t *b)
+static float dot_f16(int64_t n, const uint16_t *a, const uint16_t *b)
 {
     const int64_t np = n & ~(int64_t)(STEP - 1);
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
@@ -37,7 +39,7 @@ float ops_dot_f16_avx2(int64_t n, const uint16_t *a, const uint16_t *b)
     return (float)ops_dot_f16_tail(np, n, a, b, (double)_mm_cvtss_f32(s));
 }
 
-void ops_mad_f16_avx2(int64_t n, uint16_t *y, const uint16_t *x, float s)
+static void mad_f16(int64_t n, uint16_t *y, const uint16_t *x, float s)
 {
     const int64_t np = n & ~(int64_t)(STEP - 1);
     const __m256 vs = _mm256_set1_ps(s);
@@ -46,7 +48,7 @@ void ops_mad_f16_avx2(int64_t n, uint16_t *y, const uint16_t *x, float s)
     ops_mad_f16_tail(np, n, y, x, s);
 }
 
-void ops_scale_f16_avx2(int64_t n, uint16_t *y, float s)
+static void scale_f16(int64_t n, uint16_t *y, float s)
 {
     const __m256 vs = _mm256_set1_ps(s);
     int64_t i = 0;
@@ -56,7 +58,7 @@ void ops_scale_f16_avx2(int64_t n, uint16_t *y, float s)
         y[i] = ops_f32_to_f16(ops_f16_to_f32(y[i]) * s);
 }
 
-void ops_f32_to_f16_avx2(int64_t n, const float *x, uint16_t *y)
+static void f32_to_f16(int64_t n, const float *x, uint16_t *y)
 {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -66,7 +68,7 @@ void ops_f32_to_f16_avx2(int64_t n, const float *x, uint16_t *y)
         y[i] = ops_f32_to_f16(x[i]);
 }
 
-void ops_round_f16_avx2(int64_t n, float *x)
+static void round_f16(int64_t n, float *x)
 {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -76,7 +78,7 @@ void ops_round_f16_avx2(int64_t n, float *x)
         x[i] = ops_f16_to_f32(ops_f32_to_f16(x[i]));
 }
 
-void ops_swiglu_avx2(int64_t n, float *g, const float *u)
+static void swiglu(int64_t n, float *g, const float *u)
 {
     const __m256 one = _mm256_set1_ps(1.0f);
     int64_t i = 0;
@@ -92,7 +94,7 @@ void ops_swiglu_avx2(int64_t n, float *g, const float *u)
 
 /* The GELU table gathered at half(g) (F16C rounds to nearest even, as ops_f32_to_f16), times u;
  * g * u from 10 up, 0 from -10 down: the reference kernel's bits. */
-void ops_geglu_avx2(int64_t n, float *g, const float *u)
+static void geglu(int64_t n, float *g, const float *u)
 {
     const float *tab = ops_gelu_table();
     const __m256 lo = _mm256_set1_ps(-10.0f), hi = _mm256_set1_ps(10.0f);
@@ -108,41 +110,33 @@ void ops_geglu_avx2(int64_t n, float *g, const float *u)
     ops_geglu_tail(i, n, g, u);
 }
 
-#else // built without the ISA flags: never selected, but keep the symbols
+static const struct ops_kernels kernels_avx2 = {
+    .dot_f16 = dot_f16,
+    .mad_f16 = mad_f16,
+    .scale_f16 = scale_f16,
+    .f32_to_f16 = f32_to_f16,
+    .round_f16 = round_f16,
+    .swiglu = swiglu,
+    .rmsnorm = ops_rmsnorm_ref,
+    .rope = ops_rope_ref,
+    .geglu = geglu,
+};
 
-void ops_geglu_avx2(int64_t n, float *g, const float *u)
+const struct ops_kernels *ops_avx2_kernels(void)
 {
-    ops_geglu_tail(0, n, g, u);
+    return &kernels_avx2;
 }
 
-void ops_swiglu_avx2(int64_t n, float *g, const float *u)
-{
-    ops_ref()->swiglu(n, g, u);
-}
+#else // built without the ISA flags: never selected, but keep the symbol
 
-float ops_dot_f16_avx2(int64_t n, const uint16_t *a, const uint16_t *b)
+const struct ops_kernels *ops_avx2_kernels(void)
 {
-    return ops_ref()->dot_f16(n, a, b);
-}
-
-void ops_mad_f16_avx2(int64_t n, uint16_t *y, const uint16_t *x, float s)
-{
-    ops_ref()->mad_f16(n, y, x, s);
-}
-
-void ops_scale_f16_avx2(int64_t n, uint16_t *y, float s)
-{
-    ops_ref()->scale_f16(n, y, s);
-}
-
-void ops_f32_to_f16_avx2(int64_t n, const float *x, uint16_t *y)
-{
-    ops_ref()->f32_to_f16(n, x, y);
-}
-
-void ops_round_f16_avx2(int64_t n, float *x)
-{
-    ops_ref()->round_f16(n, x);
+    return ops_ref();
 }
 
 #endif
+
+bool ops_have_avx2(void)
+{
+    return cpufeat_has_avx2_fma_f16c();
+}

@@ -3,6 +3,7 @@
  * double sum aside, see ops.h); partial vectors go through masks or the shared scalar tails.
  * Compiled with the AVX-512 flags; only selected after cpufeat_has_avx512(). */
 #include "engine/x86/ops_avx512.h"
+#include "engine/ops_ref.h"
 
 #include <math.h>
 

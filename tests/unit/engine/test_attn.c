@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "engine/attn.h"
+#include "engine/kernels.h"
 #include "engine/ops.h"
 #if defined(__aarch64__)
 #include "engine/arm/attn_neon.h"
@@ -576,8 +577,7 @@ static void test_attn_features_query_independent(void **state)
 
 int main(void)
 {
-    ops_init();
-    attn_init();
+    kernels_init();
     printf("attention variant in use: %s\n", attn_variant_name());
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_attn_matches_naive),

@@ -8,6 +8,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "engine/kernels.h"
 #include "engine/matmul.h"
 #include "engine/quants/quants.h"
 #include "util/err.h"
@@ -341,7 +342,7 @@ static void test_quantize_input_validation(void **state)
 static int setup(void **state)
 {
     (void)state;
-    quant_init();
+    kernels_init();
     return 0;
 }
 

@@ -34,6 +34,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "engine/kernels.h"
 #include "engine/model.h"
 #include "engine/quants/quants.h"
 #include "engine/threadpool.h"
@@ -164,7 +165,7 @@ static void golden(const char *model_path, const char *golden_path, enum engine_
 {
     skip_unless(model_path);
     skip_unless(golden_path);
-    quant_init();
+    kernels_init();
     const bool is_strict = numerics == ENGINE_NUMERICS_REFERENCE;
     if (!quant_follows_avx2()) {
         // Measured with LLAMAPI_NO_SIMD=1 in invariant numerics: log-prob errors up to 1.4e-1
@@ -245,7 +246,7 @@ GOLDEN_TEST(v1_file, "tinyllamas-stories-260k-f32.gguf", "stories260K.greedy.jso
 /* Runs this binary again with LLAMAPI_ISA=isa: the goldens on that kernel set. */
 static void run_path(const char *isa, enum quant_simd set)
 {
-    quant_init();
+    kernels_init();
     if (!quant_traits_simd(QUANT_F32, set)) {
         printf("skip: the %s kernel set needs CPU features this machine lacks\n", isa);
         skip();

@@ -3,7 +3,7 @@
  * of varying sizes, after a cached prefix (truncate and continue), or in steps shared with
  * other sequences' decode tokens and prompt chunks, for every tensor type, on synthetic llama
  * (GQA) and qwen2 models with prompts longer than a key tile and than the reference's 64-token
- * switch. The binary runs the tests with the kernels quant_init selects, then runs itself again
+ * switch. The binary runs the tests with the kernels kernels_init selects, then runs itself again
  * with LLAMAPI_NO_SIMD=1 (and LLAMAPI_NO_VNNI=1 where AVX-VNNI is in use) over a subset of the
  * types, so every kernel set the machine has is checked; a set the machine lacks is reported
  * as skipped. */
@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "engine/attn.h"
+#include "engine/kernels.h"
 #include "engine/model.h"
 #include "engine/quants/quants.h"
 #include "engine/gguf/synth.h"
@@ -323,8 +324,7 @@ static int rerun(const char *self, const char *env)
 
 int main(void)
 {
-    quant_init();
-    attn_init();
+    kernels_init();
     printf("kernel set: %s, attention: %s\n", quant_simd_name(), attn_variant_name());
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_llama_f32),

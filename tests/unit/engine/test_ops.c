@@ -7,9 +7,11 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "engine/kernels.h"
 #include "engine/ops.h"
 #include "engine/cpufeat.h"
 #if defined(__x86_64__) || defined(__i386__)
+#include "engine/x86/ops_avx2.h"
 #include "engine/x86/ops_avx512.h"
 #endif
 #if defined(__aarch64__)
@@ -109,7 +111,7 @@ static void check_round_f16(struct variant v)
 static void test_simd_matches_ref(void **state)
 {
     (void)state;
-    ops_init();
+    kernels_init();
     struct variant vs[2] = {{NULL, NULL}, {NULL, NULL}};
     const int n_v = simd_variants(vs);
     if (n_v == 0) skip();
@@ -175,7 +177,7 @@ static void test_expf_poly(void **state)
 static void test_swiglu(void **state)
 {
     (void)state;
-    ops_init();
+    kernels_init();
     struct variant vs[2] = {{NULL, NULL}, {NULL, NULL}};
     const int n_v = simd_variants(vs);
     float g1[300], g2[300], u[300], g0[300];
@@ -219,7 +221,7 @@ static float geglu_spec(float x, float u)
 static void test_geglu(void **state)
 {
     (void)state;
-    ops_init();
+    kernels_init();
     struct variant vs[2] = {{NULL, NULL}, {NULL, NULL}};
     const int n_v = simd_variants(vs);
     float g0[300], g1[300], g2[300], u[300];
@@ -339,7 +341,7 @@ static void test_rope(void **state)
 
 int main(void)
 {
-    ops_init();
+    kernels_init();
     printf("ops set in use: %s\n", ops_variant_name());
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_half_round_trip),

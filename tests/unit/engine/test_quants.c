@@ -8,8 +8,11 @@
 #include <cmocka.h>
 
 #include "engine/gguf/gguf.h"
+#include "engine/kernels.h"
 #include "engine/quants/quants.h"
-#include "engine/quants/quants_internal.h"
+#include "engine/quants/blocks.h"
+#include "engine/quants/quants_ref.h"
+#include "engine/quants/quants_repack.h"
 #include "util/err.h"
 #include "util/mem.h"
 
@@ -1389,7 +1392,7 @@ static void test_repack_type(void **state)
 static int setup(void **state)
 {
     (void)state;
-    quant_init();
+    kernels_init();
     return 0;
 }
 
@@ -1457,7 +1460,7 @@ static void test_arm_sets(void **state)
     static const enum quant_simd sets[] = {QUANT_SIMD_NEON, QUANT_SIMD_NEON_DOTPROD,
                                            QUANT_SIMD_NEON_I8MM};
     static const char *const names[] = {"neon", "neon+dotprod", "neon+i8mm"};
-    quant_init();
+    kernels_init();
     int n_run = 0;
     for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++) {
         if (!quant_traits_simd(QUANT_F32, sets[si])) {

@@ -11,8 +11,9 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "engine/kernels.h"
 #include "engine/quants/quants.h"
-#include "engine/quants/quants_iq_internal.h"
+#include "engine/quants/blocks.h"
 #include "util/mem.h"
 
 #include <math.h>
@@ -35,7 +36,7 @@ static void test_iq4_nl_layout(void **state)
     for (int j = 0; j < 16; j++)
         b.qs[j] = (uint8_t)(j | ((15 - j) << 4));
     float y[32];
-    quant_init();
+    kernels_init();
     quant_traits_ref(QUANT_IQ4_NL)->to_float(&b, y, 32);
     static const int levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                    1,    13,   25,  38,  53,  69,  89,  113};
@@ -321,7 +322,7 @@ static void test_simd_sets_follow_x86_lanes(void **state)
 
 int main(void)
 {
-    quant_init();
+    kernels_init();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_iq4_nl_layout),
         cmocka_unit_test(test_iq4_xs_layout),

@@ -8,6 +8,7 @@
 
 #include "engine/sampler.h"
 #include "engine/cpufeat.h"
+#include "engine/kernels.h"
 #if defined(__x86_64__) || defined(__i386__)
 #include "engine/x86/sampler_x86.h"
 #endif
@@ -674,6 +675,7 @@ static void test_vocab_passes_simd(void **state)
 
 int main(void)
 {
+    kernels_init(); // the vocabulary passes a model's samplers run
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_match_llama_cpp),
         cmocka_unit_test(test_plain_softmax_distribution),

@@ -6,7 +6,7 @@
  * the x86 kernel does for Q4_0 matrices of a multiple of 8 rows); the lane orders need the
  * per-4-element sums that only sdot gives, so other orders go to the dotprod tile. Odd rows or
  * columns reuse the last one and drop the duplicate outputs. */
-#include "engine/quants/arm/quants_arm_internal.h"
+#include "engine/quants/arm/quants_arm.h"
 #include "engine/quants/arm/quants_neon_internal.h"
 
 #if !defined(__ARM_FEATURE_MATMUL_INT8)

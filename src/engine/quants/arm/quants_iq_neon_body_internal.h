@@ -6,7 +6,8 @@
  * float chain (two float32x4) with the block's scale and summed as x86 sums 8 lanes: the
  * AVX2 kernels' arithmetic step by step, so ARM and x86 give the same bits. */
 #include "engine/quants/arm/quants_neon_internal.h"
-#include "engine/quants/quants_iq_internal.h"
+#include "engine/quants/blocks.h"
+#include "engine/quants/arm/quants_arm.h"
 
 #include <stddef.h>
 

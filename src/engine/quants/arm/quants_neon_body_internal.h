@@ -9,7 +9,7 @@
  * K-quants: each sub-block's integer dot is exact, reduced once per super-block, then scaled
  * and summed with the scalar reference's own float expression, so they equal the reference
  * bit for bit. */
-#include "engine/quants/arm/quants_arm_internal.h"
+#include "engine/quants/arm/quants_arm.h"
 #include "engine/quants/arm/quants_neon_internal.h"
 
 #include <math.h>

@@ -4,7 +4,8 @@
 #ifndef ENGINE_QUANTS_ARM_QUANTS_NEON_INTERNAL_H
 #define ENGINE_QUANTS_ARM_QUANTS_NEON_INTERNAL_H
 
-#include "engine/quants/quants_internal.h"
+#include "engine/quants/blocks.h"
+#include "engine/quants/quants.h"
 
 #include <arm_neon.h>
 #include <stdint.h>

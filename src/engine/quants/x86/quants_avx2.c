@@ -2,8 +2,9 @@
  * block formats (against Q8_0 / Q8_1). One generic tile routine per family, specialised by
  * constant tile shape, so the single dot and every tile shape run the same operations in the
  * same order per output and agree bit for bit. Compiled with -mavx2 -mfma -mf16c; only called
- * when quant_init detected those features. */
-#include "engine/quants/quants_internal.h"
+ * when kernels_init detected those features. */
+#include "engine/quants/blocks.h"
+#include "engine/quants/x86/quants_x86.h"
 #include "engine/quants/x86/quants_avx2_internal.h"
 
 #include <immintrin.h>

@@ -5,8 +5,10 @@
  * computed the same way whatever the tile shape. F16, BF16, Q6_K, the row-pair and the IQ
  * formats have AVX-512 kernels in files of their own; F32 and Q2_K keep the AVX2 kernels in the
  * AVX-512 table, as zmm ports of them measured no faster here (see docs/KERNELS.md). Compiled
- * with the AVX-512 F/BW/VL/DQ/VNNI flags; only called when quant_init detected them. */
-#include "engine/quants/quants_internal.h"
+ * with the AVX-512 F/BW/VL/DQ/VNNI flags; only called when kernels_init detected them. */
+#include "engine/quants/blocks.h"
+#include "engine/quants/quants_repack.h"
+#include "engine/quants/x86/quants_x86.h"
 #include "engine/quants/x86/quants_avx2_internal.h"
 
 #include <immintrin.h>
@@ -294,7 +296,7 @@ void q5_0_r16_tile_avx512(const struct quant_tile *tile)
 
 /* ---- 16-row interleaved Q4_K x Q8_K ---- */
 
-/* Decodes a Q4_K_R16 super-block's 256 six-bit scale/min values (layout in quants_internal.h)
+/* Decodes a Q4_K_R16 super-block's 256 six-bit scale/min values (layout in quants_repack.h)
  * into out[256], one byte each. */
 INLINE_ALWAYS void k4_r16_values(const uint8_t *wb, uint8_t *out)
 {

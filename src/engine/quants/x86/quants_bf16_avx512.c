@@ -16,7 +16,8 @@
  * accumulators, 4 weight vectors, 1 activation), 8 rows x 1 token for a matrix-vector
  * product; the single-row order (two accumulators per output) 4 x 2 and 8 x 1. Compiled with
  * AVX-512 F/BW/VL/DQ + BF16. */
-#include "engine/quants/quants_internal.h"
+#include "engine/quants/blocks.h"
+#include "engine/quants/x86/quants_x86.h"
 #include "engine/quants/x86/quants_avx2_internal.h"
 
 #include <immintrin.h>

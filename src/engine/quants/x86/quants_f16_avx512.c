@@ -8,7 +8,8 @@
  * conversions had cost as many issue slots as the FMAs). The chains live in memory between
  * element blocks; the order of each lane's additions is unchanged. An odd last row is the AVX2
  * kernel's own 1-row tile. Compiled with AVX-512 F/BW/VL/DQ. */
-#include "engine/quants/quants_internal.h"
+#include "engine/quants/blocks.h"
+#include "engine/quants/x86/quants_x86.h"
 #include "engine/quants/x86/quants_avx2_internal.h"
 
 #include <immintrin.h>

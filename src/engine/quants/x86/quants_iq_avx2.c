@@ -4,7 +4,8 @@
  * summed at the end high half onto low. The block order equals the scalar references'; the
  * lane-wise float sums round differently from them (last bits only). */
 #include "engine/quants/x86/quants_avx2_internal.h"
-#include "engine/quants/quants_iq_internal.h"
+#include "engine/quants/blocks.h"
+#include "engine/quants/x86/quants_x86.h"
 
 /* The 32 table values of one block's 16 nibble bytes (low nibbles first, then high). */
 INLINE_ALWAYS __m256i lookup32(__m128i table, const uint8_t *qs)

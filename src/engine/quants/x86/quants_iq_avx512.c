@@ -5,9 +5,9 @@
  * block's scale, block by block, and reduced as it reduces: bit for bit the AVX2 kernels'
  * results (quants_iq_avx2.c). Tiles look each row's levels up once per block pair for all
  * columns, and give the single dot's bits for every output. Compiled with the AVX-512
- * F/BW/VL/DQ/VNNI flags; called only when quant_init detected them. */
-#include "engine/quants/quants_internal.h"
-#include "engine/quants/quants_iq_internal.h"
+ * F/BW/VL/DQ/VNNI flags; called only when kernels_init detected them. */
+#include "engine/quants/blocks.h"
+#include "engine/quants/x86/quants_x86.h"
 
 #include <immintrin.h>
 #include <stddef.h>

@@ -3,7 +3,8 @@
  * plus one correction per super-block taken from the activation's 16-element sums (the mins
  * of Q2_K/Q4_K/Q5_K, the -4/-32 offsets of Q3_K/Q6_K). As in quants_avx2.c, the single dot is
  * the 1x1 tile, so every tile shape agrees with it bit for bit. */
-#include "engine/quants/quants_internal.h"
+#include "engine/quants/blocks.h"
+#include "engine/quants/x86/quants_x86.h"
 #include "engine/quants/x86/quants_avx2_internal.h"
 
 #include <immintrin.h>

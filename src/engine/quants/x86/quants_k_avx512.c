@@ -1,11 +1,13 @@
-/* AVX-512 VNNI kernel for the repacked Q6_K_R16 weights (layout in quants_internal.h) against
+/* AVX-512 VNNI kernel for the repacked Q6_K_R16 weights (layout in quants_repack.h) against
  * Q8_K activations, in the order Q4_K_R16 uses (the AVX-512 set's own for K-quants): per
  * super-block and (row, token) the exact int32 sum over the 16 sub-blocks of scale × the
  * sub-block's 16-element dot, then one float FMA. Each zmm holds 4 quants of 16 weight rows,
  * so one vpdpbusd advances 16 outputs by 4 elements, no horizontal sums. Every output is
  * computed the same way whatever the tile shape. Compiled with the AVX-512 F/BW/VL/DQ/VNNI
- * flags; only called when quant_init detected them. */
-#include "engine/quants/quants_internal.h"
+ * flags; only called when kernels_init detected them. */
+#include "engine/quants/blocks.h"
+#include "engine/quants/quants_repack.h"
+#include "engine/quants/x86/quants_x86.h"
 
 #include <immintrin.h>
 #include <stddef.h>

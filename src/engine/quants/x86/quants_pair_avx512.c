@@ -7,13 +7,13 @@
  * QUANT_TILE_MAX; an odd last row pairs with itself and its half is dropped). Q5_0's signed
  * quants are taken unsigned (q + 16) and 16 * sum(y) per lane removed, which keeps the lane
  * sums exact. The K-quant decoding mirrors quants_k_avx2.c for the three types here. Compiled
- * with the AVX-512 flags (and AVX2's, so its helpers apply); only called after quant_init saw
+ * with the AVX-512 flags (and AVX2's, so its helpers apply); only called after kernels_init saw
  * AVX-512 F/BW/VL/DQ + VNNI.
  * Measured (one thread, CPU time, a 256 x 4096 matrix times 64 tokens, best of 7 interleaved
  * rounds, loaded machine) against the AVX2 tiles: Q4_1 x1.33, Q5_0 x1.50, Q5_1 x1.37 with
  * 4 x 8 tiles (the weight block's expansion shared by 8 tokens). */
-#include "engine/quants/x86/quants_pair_avx512.h"
-#include "engine/quants/quants_internal.h"
+#include "engine/quants/blocks.h"
+#include "engine/quants/x86/quants_x86.h"
 #include "engine/quants/x86/quants_avx2_internal.h"
 
 #include <immintrin.h>

@@ -1,4 +1,4 @@
-/* AVX2 product of Q4_0_R16 (16 rows interleaved, quants_internal.h) with Q8_0_S activations in
+/* AVX2 product of Q4_0_R16 (16 rows interleaved, quants_repack.h) with Q8_0_S activations in
  * QUANT_ORDER_BLOCKS, the AVX2 kernels' order for Q4_0 matrices with a multiple of 8 rows: per
  * block and (row, token) the exact integer dot, then acc += dot * (dx * dy). A 32-byte half of
  * a chunk holds 4 quants of each of 8 rows, so one maddubs against the token's 4 quants
@@ -7,7 +7,8 @@
  * 127) stay exact in 16 bits across the block's 8 chunks (<= 30480), one madd per block makes
  * them 32-bit, and the activation's c8 = -8 * sum(q) removes the offset. Bit for bit the AVX2
  * result. Compiled with -mavx2 -mfma -mf16c. */
-#include "engine/quants/quants_internal.h"
+#include "engine/quants/blocks.h"
+#include "engine/quants/x86/quants_x86.h"
 #include "engine/quants/x86/quants_avx2_internal.h"
 
 #include <immintrin.h>

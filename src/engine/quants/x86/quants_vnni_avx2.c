@@ -3,9 +3,10 @@
  * by an offset (q + 8, q + 16, x ^ 0x80) whose effect is removed by starting each token's
  * accumulation at -offset * sum(y), computed once per activation block for all rows. The
  * int32 lane sums are exactly those of quants_avx2.c, and the float steps are the same, so
- * results are bit-identical to the plain AVX2 kernels. quant_init selects these only when
+ * results are bit-identical to the plain AVX2 kernels. kernels_init selects these only when
  * the CPU reports AVX-VNNI; this file alone adds that ISA on top of the AVX2 flags. */
-#include "engine/quants/quants_internal.h"
+#include "engine/quants/blocks.h"
+#include "engine/quants/x86/quants_x86.h"
 #include "engine/quants/x86/quants_avx2_internal.h"
 
 #include <immintrin.h>

@@ -5,8 +5,8 @@
  * - *_i8mm (quants_i8mm.c, built with +i8mm): 2x2 Q4_0 tiles by smmla.
  * Float and 32-element kernels give the x86 (AVX2) kernels' bits for every QUANT_ORDER_*;
  * K-quant kernels give the scalar reference's bits. */
-#ifndef ENGINE_QUANTS_ARM_QUANTS_ARM_INTERNAL_H
-#define ENGINE_QUANTS_ARM_QUANTS_ARM_INTERNAL_H
+#ifndef ENGINE_QUANTS_ARM_QUANTS_ARM_H
+#define ENGINE_QUANTS_ARM_QUANTS_ARM_H
 
 #include "engine/quants/quants.h"
 
@@ -45,6 +45,18 @@ QUANT_DECL_ARM_SET(dotprod)
 #undef QUANT_DECL_ARM_SET
 #undef QUANT_DECL_ARM
 #undef QUANT_DECL_ARM_TILE
+
+/* The IQ types and MXFP4 (quants_iq_neon.c, quants_iq_dotprod.c): the AVX2 kernels' bits. */
+#define QUANT_DECL_IQ_ARM(t, isa)                                                                  \
+    void t##_vec_dot_##isa(int64_t n, float *s, const void *x, const void *y);                     \
+    void t##_vec_dot_tile_##isa(const struct quant_tile *tile);
+QUANT_DECL_IQ_ARM(iq4_nl, neon)
+QUANT_DECL_IQ_ARM(iq4_xs, neon)
+QUANT_DECL_IQ_ARM(mxfp4, neon)
+QUANT_DECL_IQ_ARM(iq4_nl, dotprod)
+QUANT_DECL_IQ_ARM(iq4_xs, dotprod)
+QUANT_DECL_IQ_ARM(mxfp4, dotprod)
+#undef QUANT_DECL_IQ_ARM
 
 /* Q4_0 tiles by smmla for QUANT_ORDER_BLOCKS (whole-block integer dots, which is what smmla
  * yields); other orders go to the dotprod tile. */
