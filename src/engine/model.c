@@ -9,6 +9,7 @@
 #include "engine/model_arch.h"
 #include "engine/model_internal.h"
 #include "engine/model_moe.h"
+#include "engine/model_recr.h"
 #include "engine/ops.h"
 #include "engine/quants/quants.h"
 #include "util/checked.h"
@@ -112,6 +113,7 @@ static int load_arch(struct engine_model *m, struct errmsg *err)
         {"olmo2", MODEL_ARCH_OLMO2, true},      {"qwen3moe", MODEL_ARCH_QWEN3MOE, true},
         {"olmoe", MODEL_ARCH_OLMOE, true},      {"granitemoe", MODEL_ARCH_GRANITEMOE, false},
         {"gpt-oss", MODEL_ARCH_GPTOSS, true},   {"qwen2vl", MODEL_ARCH_QWEN2, true}, // + M-RoPE
+        {"lfm2", MODEL_ARCH_LFM2, true},
     };
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
         if (str_eq_cstr(arch, archs[i].name)) {
@@ -131,11 +133,14 @@ static int load_hparams(struct engine_model *m, struct errmsg *err)
     struct engine_model_info *in = &m->info;
     const struct hp h = {.g = m->gguf, .arch = m->arch_name, .err = err};
     int n_expert = 0, v_len;
+    bool kv_is_array = false; // hybrids give a count per layer, 0 for recurrent layers
     int rc = hp_int(&h, "embedding_length", -1, 1, N_EMBD_MAX, &in->n_embd);
     if (rc == ERR_OK) rc = hp_int(&h, "block_count", -1, 1, N_LAYER_MAX, &in->n_layer);
     if (rc == ERR_OK) rc = hp_int(&h, "feed_forward_length", -1, 1, N_FF_MAX, &in->n_ff);
     if (rc == ERR_OK) rc = hp_int(&h, "attention.head_count", -1, 1, N_HEAD_MAX, &in->n_head);
     if (rc == ERR_OK)
+        rc = model_recr_head_kv(m, in->n_layer, in->n_head, &in->n_head_kv, &kv_is_array, err);
+    if (rc == ERR_OK && !kv_is_array)
         rc = hp_int(&h, "attention.head_count_kv", in->n_head, 1, in->n_head, &in->n_head_kv);
     if (rc == ERR_OK) rc = hp_int(&h, "context_length", -1, 1, INT32_MAX, &in->n_ctx_train);
     if (rc == ERR_OK)
@@ -327,31 +332,24 @@ static int load_moe(struct engine_model *m, int il, struct layer *L, struct errm
     return rc;
 }
 
-static int load_layer(struct engine_model *m, int il, struct errmsg *err)
+/* The attention block: Q, K, V (+ biases, per-head or full norms, gpt-oss's sinks) and the
+ * output projection. */
+static int load_attn(struct engine_model *m, int il, struct layer *L, struct errmsg *err)
 {
-    struct layer *L = &m->layers[il];
     const struct model_feat *ft = &m->feat;
     const int64_t e = m->info.n_embd, qd = m->q_dim, kvd = m->kv_dim;
     const enum model_arch a = m->arch;
     const bool is_qwen2 = a == MODEL_ARCH_QWEN2;
     const bool has_qk_norm = a == MODEL_ARCH_QWEN3 || a == MODEL_ARCH_GEMMA3 ||
                              a == MODEL_ARCH_OLMO2 || a == MODEL_ARCH_QWEN3MOE ||
-                             a == MODEL_ARCH_OLMOE;
+                             a == MODEL_ARCH_OLMOE || a == MODEL_ARCH_LFM2;
     const int64_t hd = m->info.head_dim;
     const int64_t qn = ft->qk_norm_full ? qd : hd, kn = ft->qk_norm_full ? kvd : hd;
-    // gpt-oss names its FFN norm post_attention_norm
-    const char *ffn_norm =
-        a == MODEL_ARCH_GPTOSS ? "post_attention_norm.weight" : "ffn_norm.weight";
-    int rc = load_vec(m, "attn_norm.weight", il, e, !ft->no_pre_norm, &L->attn_norm, err);
-    if (rc == ERR_OK) rc = load_vec(m, ffn_norm, il, e, !ft->no_pre_norm, &L->ffn_norm, err);
-    if (rc == ERR_OK && a == MODEL_ARCH_GPTOSS)
+    int rc = ERR_OK;
+    if (a == MODEL_ARCH_GPTOSS)
         rc = load_vec(m, "attn_sinks.weight", il, m->info.n_head, true, &L->sinks, err);
     if (rc == ERR_OK) rc = load_qkv(m, il, L, err);
     if (rc == ERR_OK) rc = load_wmat(m, "attn_output.weight", il, qd, e, &L->wo, err);
-    if (rc == ERR_OK && ft->n_expert > 0)
-        rc = load_moe(m, il, L, err);
-    else if (rc == ERR_OK)
-        rc = load_ffn(m, il, L, err);
     // Biases are required by qwen2 and optional elsewhere; the per-head norms define qwen3.
     if (rc == ERR_OK) rc = load_vec(m, "attn_q.bias", il, qd, is_qwen2, &L->bq, err);
     if (rc == ERR_OK) rc = load_vec(m, "attn_k.bias", il, kvd, is_qwen2, &L->bk, err);
@@ -359,6 +357,35 @@ static int load_layer(struct engine_model *m, int il, struct errmsg *err)
     if (rc == ERR_OK) rc = load_vec(m, "attn_output.bias", il, e, false, &L->bo, err);
     if (rc == ERR_OK) rc = load_vec(m, "attn_q_norm.weight", il, qn, has_qk_norm, &L->q_norm, err);
     if (rc == ERR_OK) rc = load_vec(m, "attn_k_norm.weight", il, kn, has_qk_norm, &L->k_norm, err);
+    return rc;
+}
+
+/* lfm2's gated short convolution: in_proj (rows b | c | x), the taps, out_proj. */
+static int load_shortconv(struct engine_model *m, int il, struct layer *L, struct errmsg *err)
+{
+    const int64_t e = m->info.n_embd;
+    int rc = load_wmat(m, "shortconv.in_proj.weight", il, e, m->recr_in_dim, &L->conv_in, err);
+    if (rc == ERR_OK) rc = model_recr_load_conv(m, il, "shortconv.conv.weight", err);
+    if (rc == ERR_OK)
+        rc = load_wmat(m, "shortconv.out_proj.weight", il, m->n_conv_ch, e, &L->conv_out, err);
+    return rc;
+}
+
+static int load_layer(struct engine_model *m, int il, struct errmsg *err)
+{
+    struct layer *L = &m->layers[il];
+    const struct model_feat *ft = &m->feat;
+    const int64_t e = m->info.n_embd;
+    // gpt-oss names its FFN norm post_attention_norm
+    const char *ffn_norm =
+        m->arch == MODEL_ARCH_GPTOSS ? "post_attention_norm.weight" : "ffn_norm.weight";
+    int rc = load_vec(m, "attn_norm.weight", il, e, !ft->no_pre_norm, &L->attn_norm, err);
+    if (rc == ERR_OK) rc = load_vec(m, ffn_norm, il, e, !ft->no_pre_norm, &L->ffn_norm, err);
+    if (rc == ERR_OK) rc = L->is_recr ? load_shortconv(m, il, L, err) : load_attn(m, il, L, err);
+    if (rc == ERR_OK && ft->n_expert > 0)
+        rc = load_moe(m, il, L, err);
+    else if (rc == ERR_OK)
+        rc = load_ffn(m, il, L, err);
     if (rc == ERR_OK && ft->post_norms)
         rc = load_vec(m, "post_attention_norm.weight", il, e, true, &L->attn_post_norm, err);
     if (rc == ERR_OK && ft->post_norms)
@@ -429,9 +456,10 @@ static int repack_all(struct engine_model *m, struct errmsg *err)
     int rc = ERR_OK;
     for (int il = 0; il < m->info.n_layer && rc == ERR_OK; il++) {
         struct layer *L = &m->layers[il];
-        struct wmat *ws[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (int i = 0; i < 7 && rc == ERR_OK; i++)
-            rc = repack_wmat(m, ws[i], err);
+        struct wmat *ws[9] = {&L->wq,   &L->wk,     &L->wv,      &L->wo,      &L->w_gate,
+                              &L->w_up, &L->w_down, &L->conv_in, &L->conv_out};
+        for (int i = 0; i < 9 && rc == ERR_OK; i++)
+            if (ws[i]->data) rc = repack_wmat(m, ws[i], err); // a layer has one of the blocks
     }
     const bool is_tied = m->output.data == m->tok_embd.data;
     if (rc == ERR_OK) rc = repack_wmat(m, &m->output, err);
@@ -499,8 +527,14 @@ static int plan_all(struct engine_model *m, struct errmsg *err)
         const struct wmat *qkv[3] = {&L->wq, &L->wk, &L->wv};
         const struct wmat *gu[2] = {&L->w_gate, &L->w_up};
         const struct wmat *o[1] = {&L->wo}, *down[1] = {&L->w_down};
-        rc = plan_build(&L->plan_qkv, qkv, 3, &cap, err);
-        if (rc == ERR_OK) rc = plan_build(&L->plan_o, o, 1, &cap, err);
+        const struct wmat *cin[1] = {&L->conv_in}, *cout[1] = {&L->conv_out};
+        if (L->is_recr) {
+            rc = plan_build(&L->plan_conv_in, cin, 1, &cap, err);
+            if (rc == ERR_OK) rc = plan_build(&L->plan_conv_out, cout, 1, &cap, err);
+        } else {
+            rc = plan_build(&L->plan_qkv, qkv, 3, &cap, err);
+            if (rc == ERR_OK) rc = plan_build(&L->plan_o, o, 1, &cap, err);
+        }
         if (rc == ERR_OK && m->feat.n_expert > 0) {
             rc = plan_moe(m, L, &cap, err);
             continue;
@@ -562,6 +596,8 @@ static int alloc_scratch(struct engine_model *m, struct errmsg *err)
         {(void **)&m->sc.tok_item, B, 4},
         {(void **)&m->sc.tok_pos, B, 4},
         {(void **)&m->sc.tok_rpos, 3 * B, 4},
+        {(void **)&m->sc.recr_in, m->n_layer_recr > 0 ? B * (size_t)m->recr_in_dim : 1, 4},
+        {(void **)&m->sc.recr_y, m->n_layer_recr > 0 ? B * (size_t)m->n_conv_ch : 1, 4},
     };
     const size_t n_parts = sizeof parts / sizeof parts[0];
     size_t total = 0, offs[sizeof parts / sizeof parts[0]];
@@ -586,6 +622,8 @@ static void kv_layout(struct engine_model *m)
         struct layer *L = &m->layers[il];
         L->kv_glob_before = n_glob;
         L->kv_swa_before = n_swa;
+        if (L->is_recr) // a fixed state instead of cache rows
+            continue;
         if (L->is_swa)
             n_swa++;
         else
@@ -606,8 +644,10 @@ static int load_globals(struct engine_model *m, struct errmsg *err)
     m->info.n_vocab = (int)te->ne[1];
     int rc =
         load_wmat(m, "token_embd.weight", -1, m->info.n_embd, m->info.n_vocab, &m->tok_embd, err);
-    if (rc == ERR_OK)
-        rc = load_vec(m, "output_norm.weight", -1, m->info.n_embd, true, &m->output_norm, err);
+    // lfm2's converter names its final norm token_embd_norm
+    const char *out_norm =
+        m->arch == MODEL_ARCH_LFM2 ? "token_embd_norm.weight" : "output_norm.weight";
+    if (rc == ERR_OK) rc = load_vec(m, out_norm, -1, m->info.n_embd, true, &m->output_norm, err);
     if (rc == ERR_OK && gguf_find_tensor(m->gguf, "output.weight"))
         rc = load_wmat(m, "output.weight", -1, m->info.n_embd, m->info.n_vocab, &m->output, err);
     else if (rc == ERR_OK)
@@ -646,6 +686,7 @@ int engine_model_load(const char *path, struct engine_model **out, struct errmsg
         if (!m->layers) rc = errmsg_set(err, ERR_NOMEM, "out of memory");
     }
     if (rc == ERR_OK) rc = model_arch_load(m, err);
+    if (rc == ERR_OK) rc = model_recr_hparams(m, err);
     if (rc == ERR_OK) kv_layout(m);
     for (int il = 0; rc == ERR_OK && il < m->info.n_layer; il++)
         rc = load_layer(m, il, err);
@@ -698,10 +739,10 @@ bool engine_model_sampled_is_prompt(const struct engine_model *m)
     if (m->numerics == ENGINE_NUMERICS_REFERENCE) return true;
     for (int il = 0; il < m->info.n_layer; il++) {
         const struct layer *L = &m->layers[il];
-        const struct wmat *ws[] = {&L->wq,     &L->wk,   &L->wv,    &L->wo,
-                                   &L->w_gate, &L->w_up, &L->w_down};
+        const struct wmat *ws[] = {&L->wq,   &L->wk,     &L->wv,      &L->wo,      &L->w_gate,
+                                   &L->w_up, &L->w_down, &L->conv_in, &L->conv_out};
         for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
-            if (!orders_agree(ws[k])) return false;
+            if (ws[k]->data && !orders_agree(ws[k])) return false;
     }
     return true;
 }
@@ -714,134 +755,4 @@ const struct engine_model_info *engine_model_info(const struct engine_model *m)
 const struct gguf *engine_model_gguf(const struct engine_model *m)
 {
     return m->gguf;
-}
-
-/* Positions a sliding-window layer's ring holds in a sequence of n_ctx: the window plus one
- * batch, so a batch's first token still finds its window after the batch's keys are stored. */
-static int swa_cap_of(const struct engine_model *m, int n_ctx)
-{
-    if (m->n_layer_swa == 0) return n_ctx;
-    const int64_t cap = (int64_t)m->feat.n_swa + ENGINE_BATCH_MAX;
-    return cap < n_ctx ? (int)cap : n_ctx;
-}
-
-/* Bytes of one of the two caches (K or V) for n_ctx positions; 0 on overflow. */
-static size_t cache_bytes(const struct engine_model *m, int n_ctx)
-{
-    const size_t n_glob = (size_t)(m->info.n_layer - m->n_layer_swa);
-    size_t a, b, n;
-    if (!size_mul(n_glob, (size_t)n_ctx, &a) ||
-        !size_mul((size_t)m->n_layer_swa, (size_t)swa_cap_of(m, n_ctx), &b) ||
-        !size_add(a, b, &n) || !size_mul(n, (size_t)m->kv_dim, &n) || !size_mul(n, 2, &n))
-        return 0;
-    return n;
-}
-
-size_t engine_seq_bytes(const struct engine_model *m, int n_ctx)
-{
-    if (n_ctx < 1 || n_ctx > N_CTX_MAX) return 0;
-    size_t kv = cache_bytes(m, n_ctx), total;
-    if (kv == 0 || !size_add(kv, kv, &total) ||
-        !size_add(total, (size_t)m->info.n_vocab * sizeof(float), &total) ||
-        !size_add(total, sizeof(struct engine_seq), &total) ||
-        (m->feat.is_mrope && !size_add(total, (size_t)n_ctx * sizeof(int32_t), &total)))
-        return 0;
-    return total;
-}
-
-size_t engine_kv_bytes(const struct engine_model *m, int n_ctx)
-{
-    if (n_ctx < 1 || n_ctx > N_CTX_MAX) return 0;
-    size_t kv = cache_bytes(m, n_ctx), total;
-    return kv != 0 && size_add(kv, kv, &total) ? total : 0;
-}
-
-int engine_seq_new_view(struct engine_model *m, struct engine_seq **out)
-{
-    struct engine_seq *s = mem_calloc(1, sizeof *s);
-    if (!s) return ERR_NOMEM;
-    s->m = m;
-    s->is_view = true;
-    *out = s;
-    return ERR_OK;
-}
-
-int engine_seq_bind(struct engine_seq *s, void *kv, size_t kv_bytes, int n_ctx)
-{
-    const size_t need = engine_kv_bytes(s->m, n_ctx);
-    if (!s->is_view || need == 0 || kv_bytes < need || !kv || ((uintptr_t)kv & 1u) != 0)
-        return ERR_INVALID;
-    s->k_cache = kv;
-    s->v_cache = (uint16_t *)kv + need / 2 / sizeof(uint16_t);
-    s->n_ctx = n_ctx;
-    s->swa_cap = swa_cap_of(s->m, n_ctx);
-    s->pos = 0;
-    s->rope_pos = 0;
-    s->has_logits = false;
-    return ERR_OK;
-}
-
-int engine_seq_new(struct engine_model *m, int n_ctx, struct engine_seq **out)
-{
-    if (engine_seq_bytes(m, n_ctx) == 0) return ERR_INVALID;
-    struct engine_seq *s = mem_calloc(1, sizeof *s);
-    if (!s) return ERR_NOMEM;
-    size_t kv = cache_bytes(m, n_ctx);
-    s->m = m;
-    s->n_ctx = n_ctx;
-    s->swa_cap = swa_cap_of(m, n_ctx);
-    // Not zeroed: a position is always written before it is read.
-    s->k_cache = mem_alloc(kv);
-    s->v_cache = mem_alloc(kv);
-    s->logits = mem_alloc((size_t)m->info.n_vocab * sizeof *s->logits);
-    if (m->feat.is_mrope) s->rope_next = mem_alloc((size_t)n_ctx * sizeof *s->rope_next);
-    if (!s->k_cache || !s->v_cache || !s->logits || (m->feat.is_mrope && !s->rope_next)) {
-        engine_seq_free(s);
-        return ERR_NOMEM;
-    }
-    *out = s;
-    return ERR_OK;
-}
-
-void engine_seq_free(struct engine_seq *s)
-{
-    if (!s) return;
-    if (!s->is_view) {
-        mem_free(s->k_cache);
-        mem_free(s->v_cache);
-    }
-    mem_free(s->logits);
-    mem_free(s->rope_next);
-    mem_free(s);
-}
-
-int engine_seq_pos(const struct engine_seq *s)
-{
-    return s->pos;
-}
-
-int engine_seq_n_ctx(const struct engine_seq *s)
-{
-    return s->n_ctx;
-}
-
-void engine_seq_truncate(struct engine_seq *s, int n_keep)
-{
-    if (n_keep < 0) n_keep = 0;
-    // The next position needs its window's keys: n_keep - n_swa + 1 onwards, which the rings
-    // still hold only if they are not older than pos - swa_cap.
-    const int64_t oldest = (int64_t)s->pos - s->swa_cap; // first position still in the rings
-    if (n_keep < s->pos && s->m->n_layer_swa > 0 && oldest > 0 &&
-        (int64_t)n_keep - s->m->feat.n_swa + 1 < oldest)
-        n_keep = 0;
-    if (n_keep < s->pos) {
-        s->pos = n_keep;
-        s->rope_pos = n_keep > 0 && s->rope_next ? s->rope_next[n_keep - 1] : n_keep;
-        s->has_logits = false;
-    }
-}
-
-const float *engine_seq_logits(const struct engine_seq *s)
-{
-    return s->has_logits ? s->logits : NULL;
 }

@@ -23,6 +23,7 @@ enum model_arch {
     MODEL_ARCH_OLMOE,
     MODEL_ARCH_GRANITEMOE,
     MODEL_ARCH_GPTOSS,
+    MODEL_ARCH_LFM2,
 };
 
 /* How a family differs from the llama graph, read at load (model_arch.c). Zero: llama. */
@@ -109,6 +110,14 @@ struct layer {
     struct wmat sh_gate, sh_up, sh_down; // shared expert (n_ff_shexp > 0)
     struct qplan plan_qkv, plan_o, plan_gu, plan_down;
     struct qplan plan_router, plan_exp_gu, plan_exp_down, plan_sh_gu, plan_sh_down;
+    // recurrent layers of hybrid families (model_recr.c): no attention and no KV rows, a fixed
+    // state per sequence instead
+    bool is_recr;
+    int recr_before;      // recurrent layers before this one (its state's place)
+    struct wmat conv_in;  // lfm2: (3 * n_embd, n_embd), rows b | c | x of the gated conv
+    struct wmat conv_out; // lfm2: (n_embd, n_embd)
+    const float *conv_w;  // (n_conv_ch, d_conv + 1) taps, oldest input first
+    struct qplan plan_conv_in, plan_conv_out;
 };
 
 /* Batch scratch, carved from one allocation at load (ENGINE_BATCH_MAX rows each). Owned by the
@@ -135,6 +144,8 @@ struct scratch {
     int32_t *tok_item; // (B) item of each stacked token
     int32_t *tok_pos;  // (B) its position in its sequence
     int32_t *tok_rpos; // (B, 3) M-RoPE: its temporal, height and width rotary positions
+    float *recr_in;    // (B, recr_in_dim) a recurrent layer's input projection
+    float *recr_y;     // (B, n_conv_ch) its gated output, before the output projection
 };
 
 /* Immutable after load, except scratch (see struct scratch). */
@@ -161,6 +172,14 @@ struct engine_model {
     struct layer *layers; // n_layer
     void **owned;         // converted copies of small vectors, freed at unload
     int n_owned;
+    // hybrid families: recurrent layers and their per-sequence state (model_recr.c)
+    int n_layer_recr;
+    int d_conv;          // past inputs a short convolution keeps (its taps less one)
+    int n_conv_ch;       // channels of the convolution
+    int recr_in_dim;     // width of a recurrent layer's input projection
+    size_t recr_floats;  // state floats of one recurrent layer in one sequence
+    size_t state_floats; // of all of them: n_layer_recr * recr_floats
+    int n_ckpt;          // state checkpoints a sequence keeps (0 without recurrent layers)
     void *scratch_mem;
     struct scratch sc;
     enum engine_numerics numerics;
@@ -181,6 +200,12 @@ struct engine_seq {
     // merged tokens share one temporal position and advance it by the grid's longer side.
     int rope_pos;       // the rotary position the next text token takes (pos otherwise)
     int32_t *rope_next; // (n_ctx) M-RoPE, own memory: rope_pos after each cached token
+    // hybrid families: the recurrent layers' state after pos tokens, and saved copies of it
+    // at earlier positions, so a truncation can go back to one of them (model_recr.c)
+    float *state;      // (n_layer_recr, recr_floats), F32 as the reference keeps it
+    float *ckpt;       // (n_ckpt, state_floats), own memory; NULL for a view
+    int32_t *ckpt_pos; // (n_ckpt) position each checkpoint holds, -1: empty
+    int ckpt_next;     // the slot the next checkpoint takes (oldest first)
 };
 
 /* Elements before layer il's cache in a sequence's K (or V) cache: the global layers' caches
@@ -188,7 +213,7 @@ struct engine_seq {
 static inline size_t kv_layer_base(const struct engine_model *m, const struct engine_seq *s, int il)
 {
     const struct layer *L = &m->layers[il];
-    const size_t n_glob = (size_t)(m->info.n_layer - m->n_layer_swa);
+    const size_t n_glob = (size_t)(m->info.n_layer - m->n_layer_swa - m->n_layer_recr);
     const size_t rows =
         L->is_swa ? n_glob * (size_t)s->n_ctx + (size_t)L->kv_swa_before * (size_t)s->swa_cap
                   : (size_t)L->kv_glob_before * (size_t)s->n_ctx;

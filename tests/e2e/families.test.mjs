@@ -1,8 +1,8 @@
 // Every newer model family (gemma2, gemma3, phi3, granite, smollm3, olmo2, qwen3moe, olmoe,
-// granitemoe, gpt-oss) loads from a synthetic gguf-synth model with its features on and chats
-// through /v1/chat/completions, streamed and not; and a prompt cache longer than a sliding
-// window is reused without changing the answer; gpt-oss with its harmony template answers a
-// forced tool call as tool_calls.
+// granitemoe, gpt-oss, the hybrid lfm2) loads from a synthetic gguf-synth model with its
+// features on and chats through /v1/chat/completions, streamed and not; a prompt cache longer
+// than a sliding window is reused without changing the answer; gpt-oss with its harmony
+// template answers a forced tool call as tool_calls.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
@@ -12,7 +12,7 @@ import { synthModel } from './lib/models.mjs';
 
 const NO_EOS = { 2: -100 };
 const FAMILIES = ['gemma2', 'gemma3', 'phi3', 'granite', 'smollm3', 'olmo2', 'qwen3moe', 'olmoe',
-  'granitemoe', 'gpt-oss'];
+  'granitemoe', 'gpt-oss', 'lfm2'];
 
 function familyArgs(arch) {
   const kv = arch === 'olmo2' || arch === 'olmoe' ? '4' : '2';

@@ -4,6 +4,8 @@
  * the output (or tied embeddings) and on attn_v / ffn_down of the "more bits" layers. */
 #include "engine/gguf/synth.h"
 
+#include "engine/gguf/synth_internal.h"
+
 #include "engine/quants/quants.h"
 #include "engine/gguf/synth_words.h"
 #include "util/mem.h"
@@ -117,27 +119,10 @@ static bool use_more_bits(int i, int n)
     return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
 }
 
-/* ---- builder state ---- */
-
-struct synth {
-    const struct synth_params *p;
-    struct gguf_writer *w;
-    struct errmsg *err;
-    uint32_t type; // base weight type
-    bool is_mix;   // Q4_K_M
-    uint64_t rng;
-    int head_dim;
-    int n_rot;    // rotated dims per head (phi3: three quarters, even)
-    int n_swa;    // resolved window, 0: none
-    int n_expert; // resolved expert counts (mixture-of-experts families)
-    int n_expert_used;
-    float (*row_gain)(int row); // set while the output matrix is written: row i is scaled by it
-};
-
 /* Adds a tensor of n_out rows of n_in values uniform in [-scale, scale] + offset, stored as
  * type (made to fit the row length). */
-static int add_tensor(struct synth *s, const char *name, int64_t n_in, int64_t n_out, uint32_t type,
-                      float scale, float offset)
+int synth_add_tensor(struct synth *s, const char *name, int64_t n_in, int64_t n_out, uint32_t type,
+                     float scale, float offset)
 {
     const int64_t n = n_in * n_out;
     type = fit_type(type, n_in);
@@ -167,15 +152,15 @@ static int add_tensor(struct synth *s, const char *name, int64_t n_in, int64_t n
     return ERR_OK;
 }
 
-static int add_vec(struct synth *s, const char *name, int64_t n, float scale, float offset)
+int synth_add_vec(struct synth *s, const char *name, int64_t n, float scale, float offset)
 {
-    return add_tensor(s, name, n, 1, QUANT_F32, scale, offset);
+    return synth_add_tensor(s, name, n, 1, QUANT_F32, scale, offset);
 }
 
 /* A weight matrix: uniform with standard deviation 1 / sqrt(n_in). */
-static int add_mat(struct synth *s, const char *name, int64_t n_in, int64_t n_out, uint32_t type)
+int synth_add_mat(struct synth *s, const char *name, int64_t n_in, int64_t n_out, uint32_t type)
 {
-    return add_tensor(s, name, n_in, n_out, type, sqrtf(3.0f / (float)n_in), 0.0f);
+    return synth_add_tensor(s, name, n_in, n_out, type, sqrtf(3.0f / (float)n_in), 0.0f);
 }
 
 /* A stack of n_expert weight matrices [n_in, n_out, n_expert] (each expert like add_mat). */
@@ -225,25 +210,70 @@ static int add_moe_ffn(struct synth *s, int il)
     const int64_t e = p->n_embd, f = p->n_ff;
     char n[96];
 #define NAME(x) (snprintf(n, sizeof n, "blk.%d." x, il), n)
-    int rc = add_tensor(s, NAME("ffn_gate_inp.weight"), e, s->n_expert, QUANT_F32,
-                        sqrtf(3.0f / (float)e), 0.0f);
+    int rc = synth_add_tensor(s, NAME("ffn_gate_inp.weight"), e, s->n_expert, QUANT_F32,
+                              sqrtf(3.0f / (float)e), 0.0f);
     if (rc == ERR_OK) rc = add_experts(s, NAME("ffn_gate_exps.weight"), e, f, s->n_expert);
     if (rc == ERR_OK) rc = add_experts(s, NAME("ffn_up_exps.weight"), e, f, s->n_expert);
     if (rc == ERR_OK) rc = add_experts(s, NAME("ffn_down_exps.weight"), f, e, s->n_expert);
     if (rc == ERR_OK && arch_is(p, "gpt-oss")) { // biases of the router and of every expert
-        rc = add_vec(s, NAME("ffn_gate_inp.bias"), s->n_expert, 0.5f, 0.0f);
+        rc = synth_add_vec(s, NAME("ffn_gate_inp.bias"), s->n_expert, 0.5f, 0.0f);
         if (rc == ERR_OK)
-            rc = add_tensor(s, NAME("ffn_gate_exps.bias"), f, s->n_expert, QUANT_F32, 0.1f, 0.0f);
+            rc = synth_add_tensor(s, NAME("ffn_gate_exps.bias"), f, s->n_expert, QUANT_F32, 0.1f,
+                                  0.0f);
         if (rc == ERR_OK)
-            rc = add_tensor(s, NAME("ffn_up_exps.bias"), f, s->n_expert, QUANT_F32, 0.1f, 0.0f);
+            rc = synth_add_tensor(s, NAME("ffn_up_exps.bias"), f, s->n_expert, QUANT_F32, 0.1f,
+                                  0.0f);
         if (rc == ERR_OK)
-            rc = add_tensor(s, NAME("ffn_down_exps.bias"), e, s->n_expert, QUANT_F32, 0.1f, 0.0f);
+            rc = synth_add_tensor(s, NAME("ffn_down_exps.bias"), e, s->n_expert, QUANT_F32, 0.1f,
+                                  0.0f);
     }
     if (rc == ERR_OK && arch_is(p, "granitemoe")) {
-        rc = add_mat(s, NAME("ffn_gate_shexp.weight"), e, f, s->type);
-        if (rc == ERR_OK) rc = add_mat(s, NAME("ffn_up_shexp.weight"), e, f, s->type);
-        if (rc == ERR_OK) rc = add_mat(s, NAME("ffn_down_shexp.weight"), f, e, s->type);
+        rc = synth_add_mat(s, NAME("ffn_gate_shexp.weight"), e, f, s->type);
+        if (rc == ERR_OK) rc = synth_add_mat(s, NAME("ffn_up_shexp.weight"), e, f, s->type);
+        if (rc == ERR_OK) rc = synth_add_mat(s, NAME("ffn_down_shexp.weight"), f, e, s->type);
     }
+#undef NAME
+    return rc;
+}
+
+/* A decoder layer's attention block after its norm: Q, K, V (or fused), output, the family's
+ * biases, q/k norms, sinks and post-attention norm. */
+static int add_attn(struct synth *s, int il)
+{
+    const struct synth_params *p = s->p;
+    const int64_t e = p->n_embd, qd = (int64_t)p->n_head * s->head_dim;
+    const int64_t kvd = (int64_t)p->n_head_kv * s->head_dim;
+    const uint32_t more = s->is_mix && use_more_bits(il, p->n_layer) ? QUANT_Q6_K : s->type;
+    const bool is_oss = arch_is(p, "gpt-oss");
+    const bool is_qwen2 = arch_is(p, "qwen2") || arch_is(p, "qwen2vl") || is_oss; // biased QKV
+    const bool is_olmo = arch_is(p, "olmo2") || arch_is(p, "olmoe");
+    const bool head_norms =
+        arch_is(p, "qwen3") || arch_is(p, "gemma3") || arch_is(p, "qwen3moe") || arch_is(p, "lfm2");
+    const bool post_norms = arch_is(p, "gemma2") || arch_is(p, "gemma3") || arch_is(p, "olmo2");
+    char n[96];
+    int rc = ERR_OK;
+#define NAME(x) (snprintf(n, sizeof n, "blk.%d." x, il), n)
+    if (arch_is(p, "phi3")) {
+        rc = synth_add_mat(s, NAME("attn_qkv.weight"), e, qd + 2 * kvd, s->type);
+    } else {
+        rc = synth_add_mat(s, NAME("attn_q.weight"), e, qd, s->type);
+        if (rc == ERR_OK) rc = synth_add_mat(s, NAME("attn_k.weight"), e, kvd, s->type);
+        if (rc == ERR_OK) rc = synth_add_mat(s, NAME("attn_v.weight"), e, kvd, more);
+    }
+    if (rc == ERR_OK) rc = synth_add_mat(s, NAME("attn_output.weight"), qd, e, s->type);
+    if (rc == ERR_OK && is_qwen2) rc = synth_add_vec(s, NAME("attn_q.bias"), qd, 0.1f, 0.0f);
+    if (rc == ERR_OK && is_qwen2) rc = synth_add_vec(s, NAME("attn_k.bias"), kvd, 0.1f, 0.0f);
+    if (rc == ERR_OK && is_qwen2) rc = synth_add_vec(s, NAME("attn_v.bias"), kvd, 0.1f, 0.0f);
+    if (rc == ERR_OK && (head_norms || is_olmo))
+        rc = synth_add_vec(s, NAME("attn_q_norm.weight"), is_olmo ? qd : s->head_dim, 0.1f, 1.0f);
+    if (rc == ERR_OK && (head_norms || is_olmo))
+        rc = synth_add_vec(s, NAME("attn_k_norm.weight"), is_olmo ? kvd : s->head_dim, 0.1f, 1.0f);
+    if (rc == ERR_OK && is_oss) rc = synth_add_vec(s, NAME("attn_output.bias"), e, 0.1f, 0.0f);
+    if (rc == ERR_OK && is_oss)
+        rc = synth_add_vec(s, NAME("attn_sinks.weight"), p->n_head, 1.0f, 0.0f);
+    // gpt-oss calls its FFN norm post_attention_norm
+    if (rc == ERR_OK && (post_norms || is_oss))
+        rc = synth_add_vec(s, NAME("post_attention_norm.weight"), e, 0.1f, 1.0f);
 #undef NAME
     return rc;
 }
@@ -251,51 +281,30 @@ static int add_moe_ffn(struct synth *s, int il)
 static int add_layer_decoder(struct synth *s, int il)
 {
     const struct synth_params *p = s->p;
-    const int64_t e = p->n_embd, qd = (int64_t)p->n_head * s->head_dim;
-    const int64_t kvd = (int64_t)p->n_head_kv * s->head_dim, f = p->n_ff;
+    const int64_t e = p->n_embd, f = p->n_ff;
     const uint32_t more = s->is_mix && use_more_bits(il, p->n_layer) ? QUANT_Q6_K : s->type;
     const bool is_oss = arch_is(p, "gpt-oss");
-    const bool is_qwen2 = arch_is(p, "qwen2") || arch_is(p, "qwen2vl") || is_oss; // biased QKV
-    const bool is_phi3 = arch_is(p, "phi3"), is_olmo = arch_is(p, "olmo2") || arch_is(p, "olmoe");
-    const bool head_norms = arch_is(p, "qwen3") || arch_is(p, "gemma3") || arch_is(p, "qwen3moe");
+    const bool recurs = synth_is_hybrid(p->arch) && synth_hybrid_layer_recurs(s, il);
     const bool post_norms = arch_is(p, "gemma2") || arch_is(p, "gemma3") || arch_is(p, "olmo2");
     const bool pre_norms = !arch_is(p, "olmo2");
     char n[96];
     int rc = ERR_OK;
 #define NAME(x) (snprintf(n, sizeof n, "blk.%d." x, il), n)
-    if (pre_norms) rc = add_vec(s, NAME("attn_norm.weight"), e, 0.1f, 1.0f);
-    if (rc == ERR_OK && is_phi3) {
-        rc = add_mat(s, NAME("attn_qkv.weight"), e, qd + 2 * kvd, s->type);
-    } else if (rc == ERR_OK) {
-        rc = add_mat(s, NAME("attn_q.weight"), e, qd, s->type);
-        if (rc == ERR_OK) rc = add_mat(s, NAME("attn_k.weight"), e, kvd, s->type);
-        if (rc == ERR_OK) rc = add_mat(s, NAME("attn_v.weight"), e, kvd, more);
-    }
-    if (rc == ERR_OK) rc = add_mat(s, NAME("attn_output.weight"), qd, e, s->type);
-    if (rc == ERR_OK && is_qwen2) rc = add_vec(s, NAME("attn_q.bias"), qd, 0.1f, 0.0f);
-    if (rc == ERR_OK && is_qwen2) rc = add_vec(s, NAME("attn_k.bias"), kvd, 0.1f, 0.0f);
-    if (rc == ERR_OK && is_qwen2) rc = add_vec(s, NAME("attn_v.bias"), kvd, 0.1f, 0.0f);
-    if (rc == ERR_OK && (head_norms || is_olmo))
-        rc = add_vec(s, NAME("attn_q_norm.weight"), is_olmo ? qd : s->head_dim, 0.1f, 1.0f);
-    if (rc == ERR_OK && (head_norms || is_olmo))
-        rc = add_vec(s, NAME("attn_k_norm.weight"), is_olmo ? kvd : s->head_dim, 0.1f, 1.0f);
-    if (rc == ERR_OK && is_oss) rc = add_vec(s, NAME("attn_output.bias"), e, 0.1f, 0.0f);
-    if (rc == ERR_OK && is_oss) rc = add_vec(s, NAME("attn_sinks.weight"), p->n_head, 1.0f, 0.0f);
-    // gpt-oss calls its FFN norm post_attention_norm
-    if (rc == ERR_OK && (post_norms || is_oss))
-        rc = add_vec(s, NAME("post_attention_norm.weight"), e, 0.1f, 1.0f);
+    if (pre_norms) rc = synth_add_vec(s, NAME("attn_norm.weight"), e, 0.1f, 1.0f);
+    if (rc == ERR_OK) rc = recurs ? synth_hybrid_layer(s, il) : add_attn(s, il);
     if (rc == ERR_OK && pre_norms && !is_oss)
-        rc = add_vec(s, NAME("ffn_norm.weight"), e, 0.1f, 1.0f);
+        rc = synth_add_vec(s, NAME("ffn_norm.weight"), e, 0.1f, 1.0f);
     if (rc == ERR_OK && arch_is_moe(p)) {
         rc = add_moe_ffn(s, il);
-    } else if (rc == ERR_OK && is_phi3) {
-        rc = add_mat(s, NAME("ffn_up.weight"), e, 2 * f, s->type);
+    } else if (rc == ERR_OK && arch_is(p, "phi3")) {
+        rc = synth_add_mat(s, NAME("ffn_up.weight"), e, 2 * f, s->type);
     } else if (rc == ERR_OK) {
-        rc = add_mat(s, NAME("ffn_gate.weight"), e, f, s->type);
-        if (rc == ERR_OK) rc = add_mat(s, NAME("ffn_up.weight"), e, f, s->type);
+        rc = synth_add_mat(s, NAME("ffn_gate.weight"), e, f, s->type);
+        if (rc == ERR_OK) rc = synth_add_mat(s, NAME("ffn_up.weight"), e, f, s->type);
     }
-    if (rc == ERR_OK && !arch_is_moe(p)) rc = add_mat(s, NAME("ffn_down.weight"), f, e, more);
-    if (rc == ERR_OK && post_norms) rc = add_vec(s, NAME("post_ffw_norm.weight"), e, 0.1f, 1.0f);
+    if (rc == ERR_OK && !arch_is_moe(p)) rc = synth_add_mat(s, NAME("ffn_down.weight"), f, e, more);
+    if (rc == ERR_OK && post_norms)
+        rc = synth_add_vec(s, NAME("post_ffw_norm.weight"), e, 0.1f, 1.0f);
 #undef NAME
     return rc;
 }
@@ -331,22 +340,22 @@ static int add_layer_bert(struct synth *s, int il)
         snprintf(n, sizeof n, "blk.%d.%s", il, parts[i].name);
         switch (parts[i].kind) {
         case 0:
-            rc = add_mat(s, n, e, e, s->type);
+            rc = synth_add_mat(s, n, e, e, s->type);
             break;
         case 1:
-            rc = add_mat(s, n, e, f, s->type);
+            rc = synth_add_mat(s, n, e, f, s->type);
             break;
         case 2:
-            rc = add_mat(s, n, f, e, s->type);
+            rc = synth_add_mat(s, n, f, e, s->type);
             break;
         case 3:
-            rc = add_vec(s, n, e, 0.1f, 0.0f);
+            rc = synth_add_vec(s, n, e, 0.1f, 0.0f);
             break;
         case 4:
-            rc = add_vec(s, n, f, 0.1f, 0.0f);
+            rc = synth_add_vec(s, n, f, 0.1f, 0.0f);
             break;
         default:
-            rc = add_vec(s, n, e, 0.1f, 1.0f);
+            rc = synth_add_vec(s, n, e, 0.1f, 1.0f);
             break;
         }
     }
@@ -360,11 +369,12 @@ static int add_head(struct synth *s, bool is_bert)
     const int64_t e = s->p->n_embd;
     int rc = ERR_OK;
     if (is_bert) {
-        rc = add_mat(s, "cls.weight", e, e, s->type);
-        if (rc == ERR_OK) rc = add_vec(s, "cls.bias", e, 0.1f, 0.0f);
+        rc = synth_add_mat(s, "cls.weight", e, e, s->type);
+        if (rc == ERR_OK) rc = synth_add_vec(s, "cls.bias", e, 0.1f, 0.0f);
     }
-    if (rc == ERR_OK) rc = add_mat(s, "cls.output.weight", e, s->p->n_cls_out, s->type);
-    if (rc == ERR_OK && is_bert) rc = add_vec(s, "cls.output.bias", s->p->n_cls_out, 0.1f, 0.0f);
+    if (rc == ERR_OK) rc = synth_add_mat(s, "cls.output.weight", e, s->p->n_cls_out, s->type);
+    if (rc == ERR_OK && is_bert)
+        rc = synth_add_vec(s, "cls.output.bias", s->p->n_cls_out, 0.1f, 0.0f);
     return rc;
 }
 
@@ -374,19 +384,21 @@ static int add_globals(struct synth *s, bool is_bert)
     const int64_t e = p->n_embd;
     // Tied embeddings serve as the output matrix, so the mix gives them the output's type.
     const uint32_t emb_type = s->is_mix && p->tied ? QUANT_Q6_K : s->type;
-    int rc = add_tensor(s, "token_embd.weight", e, p->n_vocab, emb_type, 1.0f, 0.0f);
+    int rc = synth_add_tensor(s, "token_embd.weight", e, p->n_vocab, emb_type, 1.0f, 0.0f);
     if (rc == ERR_OK && is_bert) {
-        rc = add_tensor(s, "token_types.weight", e, 2, QUANT_F32, 0.1f, 0.0f);
+        rc = synth_add_tensor(s, "token_types.weight", e, 2, QUANT_F32, 0.1f, 0.0f);
         if (rc == ERR_OK)
-            rc = add_tensor(s, "position_embd.weight", e, p->n_ctx, QUANT_F32, 0.1f, 0.0f);
-        if (rc == ERR_OK) rc = add_vec(s, "token_embd_norm.weight", e, 0.1f, 1.0f);
-        if (rc == ERR_OK) rc = add_vec(s, "token_embd_norm.bias", e, 0.1f, 0.0f);
+            rc = synth_add_tensor(s, "position_embd.weight", e, p->n_ctx, QUANT_F32, 0.1f, 0.0f);
+        if (rc == ERR_OK) rc = synth_add_vec(s, "token_embd_norm.weight", e, 0.1f, 1.0f);
+        if (rc == ERR_OK) rc = synth_add_vec(s, "token_embd_norm.bias", e, 0.1f, 0.0f);
         return rc;
     }
-    if (rc == ERR_OK) rc = add_vec(s, "output_norm.weight", e, 0.1f, 1.0f);
+    // lfm2's converter names the final norm token_embd_norm
+    const char *out_norm = arch_is(p, "lfm2") ? "token_embd_norm.weight" : "output_norm.weight";
+    if (rc == ERR_OK) rc = synth_add_vec(s, out_norm, e, 0.1f, 1.0f);
     if (p->is_words_vocab) s->row_gain = synth_words_output_gain;
     if (rc == ERR_OK && !p->tied)
-        rc = add_mat(s, "output.weight", e, p->n_vocab, s->is_mix ? QUANT_Q6_K : s->type);
+        rc = synth_add_mat(s, "output.weight", e, p->n_vocab, s->is_mix ? QUANT_Q6_K : s->type);
     s->row_gain = NULL;
     if (rc == ERR_OK && arch_is(p, "phi3")) {
         // LongRoPE divisors: near 1 for short contexts, growing with the pair for long ones.
@@ -409,14 +421,14 @@ static int add_globals(struct synth *s, bool is_bert)
 
 /* ---- metadata ---- */
 
-static int add_key_u32(struct synth *s, const char *suffix, uint32_t v)
+int synth_add_key_u32(struct synth *s, const char *suffix, uint32_t v)
 {
     char key[96];
     snprintf(key, sizeof key, "%s.%s", s->p->arch, suffix);
     return gguf_writer_add_u32(s->w, key, v);
 }
 
-static int add_key_f32(struct synth *s, const char *suffix, float v)
+int synth_add_key_f32(struct synth *s, const char *suffix, float v)
 {
     char key[96];
     snprintf(key, sizeof key, "%s.%s", s->p->arch, suffix);
@@ -429,7 +441,7 @@ static int add_family_keys(struct synth *s)
     const struct synth_params *p = s->p;
     int rc = ERR_OK;
     if (s->n_swa > 0) {
-        rc = add_key_u32(s, "attention.sliding_window", (uint32_t)s->n_swa);
+        rc = synth_add_key_u32(s, "attention.sliding_window", (uint32_t)s->n_swa);
         // layers alternate: even ones slide, odd ones are global
         uint8_t *pat = mem_alloc((size_t)p->n_layer);
         if (!pat) return ERR_NOMEM;
@@ -450,40 +462,44 @@ static int add_family_keys(struct synth *s)
     }
     if (rc == ERR_OK && arch_is(p, "gemma2")) {
         // tied embeddings give logits of several units: a cap of 20 bends the largest
-        rc = add_key_f32(s, "attn_logit_softcapping", 4.0f);
-        if (rc == ERR_OK) rc = add_key_f32(s, "final_logit_softcapping", 20.0f);
+        rc = synth_add_key_f32(s, "attn_logit_softcapping", 4.0f);
+        if (rc == ERR_OK) rc = synth_add_key_f32(s, "final_logit_softcapping", 20.0f);
     }
     if (rc == ERR_OK && arch_is(p, "gemma3")) {
-        rc = add_key_f32(s, "final_logit_softcapping", 3.0f);
-        if (rc == ERR_OK) rc = add_key_f32(s, "rope.freq_base_swa", p->rope_base);
+        rc = synth_add_key_f32(s, "final_logit_softcapping", 3.0f);
+        if (rc == ERR_OK) rc = synth_add_key_f32(s, "rope.freq_base_swa", p->rope_base);
         if (rc == ERR_OK) rc = gguf_writer_add_str(s->w, "gemma3.rope.scaling.type", "linear");
-        if (rc == ERR_OK) rc = add_key_f32(s, "rope.scaling.factor", 2.0f);
+        if (rc == ERR_OK) rc = synth_add_key_f32(s, "rope.scaling.factor", 2.0f);
     }
     if (rc == ERR_OK && arch_is(p, "phi3")) {
-        rc = add_key_f32(s, "rope.scaling.attn_factor", 1.19f);
+        rc = synth_add_key_f32(s, "rope.scaling.attn_factor", 1.19f);
         if (rc == ERR_OK)
-            rc = add_key_u32(s, "rope.scaling.original_context_length", (uint32_t)(p->n_ctx / 4));
+            rc = synth_add_key_u32(s, "rope.scaling.original_context_length",
+                                   (uint32_t)(p->n_ctx / 4));
     }
     if (rc == ERR_OK && (arch_is(p, "granite") || arch_is(p, "granitemoe"))) {
-        rc = add_key_f32(s, "embedding_scale", 6.0f);
-        if (rc == ERR_OK) rc = add_key_f32(s, "residual_scale", 0.5f);
-        if (rc == ERR_OK) rc = add_key_f32(s, "attention.scale", 0.3f);
-        if (rc == ERR_OK) rc = add_key_f32(s, "logit_scale", 2.5f);
+        rc = synth_add_key_f32(s, "embedding_scale", 6.0f);
+        if (rc == ERR_OK) rc = synth_add_key_f32(s, "residual_scale", 0.5f);
+        if (rc == ERR_OK) rc = synth_add_key_f32(s, "attention.scale", 0.3f);
+        if (rc == ERR_OK) rc = synth_add_key_f32(s, "logit_scale", 2.5f);
     }
     if (rc == ERR_OK && arch_is(p, "gpt-oss")) {
         char key[96];
         snprintf(key, sizeof key, "%s.rope.scaling.type", p->arch);
         rc = gguf_writer_add_str(s->w, key, "yarn");
-        if (rc == ERR_OK) rc = add_key_f32(s, "rope.scaling.factor", 4.0f);
+        if (rc == ERR_OK) rc = synth_add_key_f32(s, "rope.scaling.factor", 4.0f);
         if (rc == ERR_OK)
-            rc = add_key_u32(s, "rope.scaling.original_context_length", (uint32_t)(p->n_ctx / 4));
+            rc = synth_add_key_u32(s, "rope.scaling.original_context_length",
+                                   (uint32_t)(p->n_ctx / 4));
     }
     if (rc == ERR_OK && arch_is_moe(p)) {
-        rc = add_key_u32(s, "expert_count", (uint32_t)s->n_expert);
-        if (rc == ERR_OK) rc = add_key_u32(s, "expert_used_count", (uint32_t)s->n_expert_used);
-        if (rc == ERR_OK) rc = add_key_u32(s, "expert_feed_forward_length", (uint32_t)p->n_ff);
+        rc = synth_add_key_u32(s, "expert_count", (uint32_t)s->n_expert);
+        if (rc == ERR_OK)
+            rc = synth_add_key_u32(s, "expert_used_count", (uint32_t)s->n_expert_used);
+        if (rc == ERR_OK)
+            rc = synth_add_key_u32(s, "expert_feed_forward_length", (uint32_t)p->n_ff);
         if (rc == ERR_OK && arch_is(p, "granitemoe"))
-            rc = add_key_u32(s, "expert_shared_feed_forward_length", (uint32_t)p->n_ff);
+            rc = synth_add_key_u32(s, "expert_shared_feed_forward_length", (uint32_t)p->n_ff);
     }
     return rc;
 }
@@ -514,32 +530,34 @@ static int add_hparams(struct synth *s, bool is_bert)
     int rc = gguf_writer_add_str(s->w, "general.architecture", p->arch);
     if (rc == ERR_OK) rc = gguf_writer_add_str(s->w, "general.name", "synthetic");
     if (rc == ERR_OK) rc = gguf_writer_add_u32(s->w, "general.quantization_version", 2);
-    if (rc == ERR_OK) rc = add_key_u32(s, "context_length", (uint32_t)p->n_ctx);
-    if (rc == ERR_OK) rc = add_key_u32(s, "embedding_length", (uint32_t)p->n_embd);
-    if (rc == ERR_OK) rc = add_key_u32(s, "block_count", (uint32_t)p->n_layer);
-    if (rc == ERR_OK) rc = add_key_u32(s, "feed_forward_length", (uint32_t)p->n_ff);
-    if (rc == ERR_OK) rc = add_key_u32(s, "attention.head_count", (uint32_t)p->n_head);
+    if (rc == ERR_OK) rc = synth_add_key_u32(s, "context_length", (uint32_t)p->n_ctx);
+    if (rc == ERR_OK) rc = synth_add_key_u32(s, "embedding_length", (uint32_t)p->n_embd);
+    if (rc == ERR_OK) rc = synth_add_key_u32(s, "block_count", (uint32_t)p->n_layer);
+    if (rc == ERR_OK) rc = synth_add_key_u32(s, "feed_forward_length", (uint32_t)p->n_ff);
+    if (rc == ERR_OK) rc = synth_add_key_u32(s, "attention.head_count", (uint32_t)p->n_head);
     if (rc == ERR_OK && p->n_cls_out > 0) rc = add_labels(s);
     const int rank_or_none = p->n_cls_out > 0 ? 4 : -1;
     if (is_bert) {
-        if (rc == ERR_OK) rc = add_key_f32(s, "attention.layer_norm_epsilon", p->norm_eps);
+        if (rc == ERR_OK) rc = synth_add_key_f32(s, "attention.layer_norm_epsilon", p->norm_eps);
         const int pooling = p->pooling_type >= 0 ? p->pooling_type
                             : rank_or_none >= 0  ? rank_or_none
                                                  : 1; // mean
-        if (rc == ERR_OK) rc = add_key_u32(s, "pooling_type", (uint32_t)pooling);
+        if (rc == ERR_OK) rc = synth_add_key_u32(s, "pooling_type", (uint32_t)pooling);
         return rc;
     }
     const int pooling = p->pooling_type >= 0 ? p->pooling_type : rank_or_none;
-    if (rc == ERR_OK && pooling >= 0) rc = add_key_u32(s, "pooling_type", (uint32_t)pooling);
-    if (rc == ERR_OK) rc = add_key_u32(s, "attention.head_count_kv", (uint32_t)p->n_head_kv);
-    if (rc == ERR_OK) rc = add_key_u32(s, "attention.key_length", (uint32_t)s->head_dim);
-    if (rc == ERR_OK) rc = add_key_u32(s, "attention.value_length", (uint32_t)s->head_dim);
-    if (rc == ERR_OK) rc = add_key_u32(s, "rope.dimension_count", (uint32_t)s->n_rot);
+    if (rc == ERR_OK && pooling >= 0) rc = synth_add_key_u32(s, "pooling_type", (uint32_t)pooling);
+    if (rc == ERR_OK && !synth_is_hybrid(p->arch)) // hybrids give it per layer
+        rc = synth_add_key_u32(s, "attention.head_count_kv", (uint32_t)p->n_head_kv);
+    if (rc == ERR_OK) rc = synth_add_key_u32(s, "attention.key_length", (uint32_t)s->head_dim);
+    if (rc == ERR_OK) rc = synth_add_key_u32(s, "attention.value_length", (uint32_t)s->head_dim);
+    if (rc == ERR_OK) rc = synth_add_key_u32(s, "rope.dimension_count", (uint32_t)s->n_rot);
     // gemma3's global layers use a larger base than its sliding ones, as the real models do
     const float base = arch_is(p, "gemma3") ? p->rope_base * 100.0f : p->rope_base;
-    if (rc == ERR_OK) rc = add_key_f32(s, "rope.freq_base", base);
-    if (rc == ERR_OK) rc = add_key_f32(s, "attention.layer_norm_rms_epsilon", p->norm_eps);
+    if (rc == ERR_OK) rc = synth_add_key_f32(s, "rope.freq_base", base);
+    if (rc == ERR_OK) rc = synth_add_key_f32(s, "attention.layer_norm_rms_epsilon", p->norm_eps);
     if (rc == ERR_OK) rc = add_family_keys(s);
+    if (rc == ERR_OK && synth_is_hybrid(p->arch)) rc = synth_hybrid_keys(s);
     return rc;
 }
 
@@ -722,7 +740,7 @@ static int copy_vocab(struct synth *s)
 
 static const char *const decoder_archs[] = {"gpt-oss",  "llama", "qwen2",      "qwen3",   "gemma2",
                                             "gemma3",   "phi3",  "granite",    "smollm3", "olmo2",
-                                            "qwen3moe", "olmoe", "granitemoe", "qwen2vl"};
+                                            "qwen3moe", "olmoe", "granitemoe", "qwen2vl", "lfm2"};
 
 static int check_params(const struct synth_params *p, struct synth *s, struct errmsg *err)
 {
@@ -730,10 +748,11 @@ static int check_params(const struct synth_params *p, struct synth *s, struct er
     for (size_t i = 0; p->arch && i < sizeof decoder_archs / sizeof decoder_archs[0]; i++)
         known |= strcmp(p->arch, decoder_archs[i]) == 0;
     if (!known)
-        return errmsg_set(err, ERR_INVALID,
-                          "unknown arch '%s' (llama, qwen2, qwen2vl, qwen3, gemma2, gemma3, phi3, "
-                          "granite, smollm3, olmo2, qwen3moe, olmoe, granitemoe, gpt-oss, bert)",
-                          p->arch ? p->arch : "");
+        return errmsg_set(
+            err, ERR_INVALID,
+            "unknown arch '%s' (llama, qwen2, qwen2vl, qwen3, gemma2, gemma3, phi3, "
+            "granite, smollm3, olmo2, qwen3moe, olmoe, granitemoe, gpt-oss, lfm2, bert)",
+            p->arch ? p->arch : "");
     if (!p->type || !parse_type(p->type, &s->type, &s->is_mix))
         return errmsg_set(err, ERR_INVALID, "unknown tensor type '%s'", p->type ? p->type : "");
     if (p->n_layer < 1 || p->n_embd < 1 || p->n_head < 1 || p->n_ff < 1 || p->n_ctx < 1 ||

@@ -16,7 +16,8 @@
 /* Filled by the caller; synth_params_default() gives a small llama. */
 struct synth_params {
     const char *arch; // "llama", "qwen2", "qwen3", "bert", "gemma2", "gemma3", "phi3",
-                      // "granite", "smollm3", "olmo2", "qwen3moe", "olmoe", "granitemoe"
+                      // "granite", "smollm3", "olmo2", "qwen3moe", "olmoe", "granitemoe",
+                      // "gpt-oss", "lfm2"
     int n_layer;
     int n_embd;
     int n_head;
@@ -50,7 +51,8 @@ struct synth_params {
 /* Every family feature is on: gemma's window (layers alternate sliding / global), soft-caps
  * low enough to bend typical values, gemma3's separate RoPE bases and linear scaling on global
  * layers, phi3's fused QKV / gate-up, partial rotation and LongRoPE factors (long ones beyond
- * context_length / 4), granite's four multipliers, granitemoe's shared expert; gemma2 is always
+ * context_length / 4), granite's four multipliers, granitemoe's shared expert, lfm2's
+ * short-conv layers (attention on layers 1, 4, 7, ..., 3-tap convolutions); gemma2 is always
  * tied (the family has no output matrix), olmo2 / olmoe never. */
 
 /* Defaults: llama, 2 layers, 64 wide, 4 heads / 2 KV heads, ffn 128, built-in vocab, ctx 256,
