@@ -1,8 +1,9 @@
 // Every newer model family (gemma2, gemma3, phi3, granite, smollm3, olmo2, qwen3moe, olmoe,
 // granitemoe, gpt-oss, the hybrid lfm2) loads from a synthetic gguf-synth model with its
 // features on and chats through /v1/chat/completions, streamed and not; a prompt cache longer
-// than a sliding window is reused without changing the answer; gpt-oss with its harmony
-// template answers a forced tool call as tool_calls.
+// than a sliding window is reused without changing the answer; a hybrid resumes a continued
+// conversation and a retry from state checkpoints and serves 4 streams on 2 instances;
+// gpt-oss with its harmony template answers a forced tool call as tool_calls.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
@@ -126,6 +127,69 @@ describe('sliding window and the prompt cache', () => {
       }
     } finally {
       await cold.stop();
+    }
+  });
+});
+
+describe('hybrid recurrent state and the prompt cache', () => {
+  // lfm2: a recurrent state cannot be cut back, so reuse goes through state checkpoints taken
+  // at the end of each prompt, a few tokens before it, at chunk boundaries and after a reply.
+  const model = () => synthModel('fam-lfm2', familyArgs('lfm2'));
+  const long = 'Hello world and the you was it is of to and the world hello '.repeat(4);
+  const first = [{ role: 'user', content: long }];
+  const follow = [...first, { role: 'assistant', content: 'the world' }, { role: 'user', content: 'and you?' }];
+  const body = (messages, extra = {}) => ({ model: 'h', messages, max_tokens: 12, temperature: 0,
+    logit_bias: NO_EOS, ...extra });
+
+  test('a continued conversation and a retry resume from checkpoints, with the cold answers', async () => {
+    const warm = await startServer(['--threads', '1', '-m', model(), '--alias', 'h', '-np', '1']);
+    let a, b, c;
+    try {
+      a = await chat(warm, body(first));
+      b = await chat(warm, body(follow));
+      c = await chat(warm, body(follow)); // a retry of the same prompt
+    } finally {
+      await warm.stop();
+    }
+    for (const r of [a, b, c]) assert.equal(r.status, 200, JSON.stringify(r.body));
+    const n = a.body.usage.prompt_tokens;
+    assert.ok(b.body.usage.prompt_tokens_details.cached_tokens >= n,
+      `the follow-up resumes after the first prompt (${JSON.stringify(b.body.usage)})`);
+    const m = b.body.usage.prompt_tokens;
+    assert.ok(c.body.usage.prompt_tokens_details.cached_tokens >= m - 4,
+      `the retry resumes a few tokens before the end (${JSON.stringify(c.body.usage)})`);
+    assert.equal(c.body.choices[0].message.content, b.body.choices[0].message.content);
+    const cold = await startServer(['--threads', '1', '-m', model(), '--alias', 'h', '-np', '1']);
+    try {
+      const fresh = await chat(cold, body(follow));
+      assert.equal(fresh.status, 200);
+      assert.equal(fresh.body.usage.prompt_tokens_details?.cached_tokens ?? 0, 0);
+      assert.equal(b.body.choices[0].message.content, fresh.body.choices[0].message.content);
+    } finally {
+      await cold.stop();
+    }
+  });
+
+  test('-np 2 with 4 concurrent streams gives each request its own answer', async () => {
+    const srv = await startServer(['--threads', '1', '-m', model(), '--alias', 'h', '-np', '2']);
+    try {
+      const prompts = ['Hello there', 'the world was', 'and you of it', 'Hello world and the'];
+      const alone = [];
+      for (const p of prompts) alone.push(await chat(srv, body([{ role: 'user', content: p }])));
+      const together = await Promise.all(prompts.map((p) =>
+        chat(srv, body([{ role: 'user', content: `${p}` }], { stream: true }))));
+      for (let i = 0; i < prompts.length; i++) {
+        assert.equal(alone[i].status, 200);
+        assert.equal(together[i].status, 200);
+        let text = '';
+        for (const line of together[i].body.split('\n')) {
+          if (!line.startsWith('data: ') || line === 'data: [DONE]') continue;
+          text += JSON.parse(line.slice(6)).choices?.[0]?.delta?.content ?? '';
+        }
+        assert.equal(text, alone[i].body.choices[0].message.content, `stream ${i}`);
+      }
+    } finally {
+      await srv.stop();
     }
   });
 });
