@@ -113,7 +113,7 @@ static int load_arch(struct engine_model *m, struct errmsg *err)
         {"olmo2", MODEL_ARCH_OLMO2, true},      {"qwen3moe", MODEL_ARCH_QWEN3MOE, true},
         {"olmoe", MODEL_ARCH_OLMOE, true},      {"granitemoe", MODEL_ARCH_GRANITEMOE, false},
         {"gpt-oss", MODEL_ARCH_GPTOSS, true},   {"qwen2vl", MODEL_ARCH_QWEN2, true}, // + M-RoPE
-        {"lfm2", MODEL_ARCH_LFM2, true},
+        {"lfm2", MODEL_ARCH_LFM2, true},        {"qwen35", MODEL_ARCH_QWEN35, true}, // + gated attn
     };
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
         if (str_eq_cstr(arch, archs[i].name)) {
@@ -136,6 +136,11 @@ static int load_hparams(struct engine_model *m, struct errmsg *err)
     bool kv_is_array = false; // hybrids give a count per layer, 0 for recurrent layers
     int rc = hp_int(&h, "embedding_length", -1, 1, N_EMBD_MAX, &in->n_embd);
     if (rc == ERR_OK) rc = hp_int(&h, "block_count", -1, 1, N_LAYER_MAX, &in->n_layer);
+    // Next-token-prediction blocks (qwen35) follow the decoder's in block_count: they serve
+    // speculative decoding, which the decoder does not run, so they are left in the file.
+    int n_nextn = 0;
+    if (rc == ERR_OK) rc = hp_int(&h, "nextn_predict_layers", 0, 0, in->n_layer - 1, &n_nextn);
+    in->n_layer -= n_nextn;
     if (rc == ERR_OK) rc = hp_int(&h, "feed_forward_length", -1, 1, N_FF_MAX, &in->n_ff);
     if (rc == ERR_OK) rc = hp_int(&h, "attention.head_count", -1, 1, N_HEAD_MAX, &in->n_head);
     if (rc == ERR_OK)
@@ -259,7 +264,9 @@ static int load_qkv(struct engine_model *m, int il, struct layer *L, struct errm
     const int64_t e = m->info.n_embd, qd = m->q_dim, kvd = m->kv_dim;
     char full[96];
     if (!gguf_find_layer_tensor(m->gguf, "attn_qkv.weight", il, full, sizeof full)) {
-        int rc = load_wmat(m, "attn_q.weight", il, e, qd, &L->wq, err);
+        // gated attention: each head's query rows, then its gate rows
+        const int64_t q_rows = m->feat.attn_gated ? 2 * qd : qd;
+        int rc = load_wmat(m, "attn_q.weight", il, e, q_rows, &L->wq, err);
         if (rc == ERR_OK) rc = load_wmat(m, "attn_k.weight", il, e, kvd, &L->wk, err);
         if (rc == ERR_OK) rc = load_wmat(m, "attn_v.weight", il, e, kvd, &L->wv, err);
         return rc;
@@ -342,7 +349,8 @@ static int load_attn(struct engine_model *m, int il, struct layer *L, struct err
     const bool is_qwen2 = a == MODEL_ARCH_QWEN2;
     const bool has_qk_norm = a == MODEL_ARCH_QWEN3 || a == MODEL_ARCH_GEMMA3 ||
                              a == MODEL_ARCH_OLMO2 || a == MODEL_ARCH_QWEN3MOE ||
-                             a == MODEL_ARCH_OLMOE || a == MODEL_ARCH_LFM2;
+                             a == MODEL_ARCH_OLMOE || a == MODEL_ARCH_LFM2 ||
+                             a == MODEL_ARCH_QWEN35;
     const int64_t hd = m->info.head_dim;
     const int64_t qn = ft->qk_norm_full ? qd : hd, kn = ft->qk_norm_full ? kvd : hd;
     int rc = ERR_OK;
@@ -357,6 +365,24 @@ static int load_attn(struct engine_model *m, int il, struct layer *L, struct err
     if (rc == ERR_OK) rc = load_vec(m, "attn_output.bias", il, e, false, &L->bo, err);
     if (rc == ERR_OK) rc = load_vec(m, "attn_q_norm.weight", il, qn, has_qk_norm, &L->q_norm, err);
     if (rc == ERR_OK) rc = load_vec(m, "attn_k_norm.weight", il, kn, has_qk_norm, &L->k_norm, err);
+    return rc;
+}
+
+/* qwen35's Gated DeltaNet: the conv channels' projection, the output gate, beta and alpha,
+ * the taps, the decay bias and rate, the per-head norm, the output projection. */
+static int load_gdn(struct engine_model *m, int il, struct layer *L, struct errmsg *err)
+{
+    const int64_t e = m->info.n_embd, nv = m->ssm_n_v_heads, d_in = m->recr_out_dim;
+    int rc = load_wmat(m, "attn_qkv.weight", il, e, m->recr_in_dim, &L->conv_in, err);
+    if (rc == ERR_OK) rc = load_wmat(m, "attn_gate.weight", il, e, d_in, &L->gdn_z, err);
+    if (rc == ERR_OK) rc = load_wmat(m, "ssm_beta.weight", il, e, nv, &L->gdn_beta, err);
+    if (rc == ERR_OK) rc = load_wmat(m, "ssm_alpha.weight", il, e, nv, &L->gdn_alpha, err);
+    if (rc == ERR_OK) rc = model_recr_load_conv(m, il, "ssm_conv1d.weight", err);
+    if (rc == ERR_OK) rc = load_vec(m, "ssm_dt.bias", il, nv, true, &L->ssm_dt, err);
+    if (rc == ERR_OK) rc = load_vec(m, "ssm_a", il, nv, true, &L->ssm_a, err);
+    if (rc == ERR_OK)
+        rc = load_vec(m, "ssm_norm.weight", il, m->ssm_d_state, true, &L->ssm_norm, err);
+    if (rc == ERR_OK) rc = load_wmat(m, "ssm_out.weight", il, d_in, e, &L->conv_out, err);
     return rc;
 }
 
@@ -376,12 +402,16 @@ static int load_layer(struct engine_model *m, int il, struct errmsg *err)
     struct layer *L = &m->layers[il];
     const struct model_feat *ft = &m->feat;
     const int64_t e = m->info.n_embd;
-    // gpt-oss names its FFN norm post_attention_norm
-    const char *ffn_norm =
-        m->arch == MODEL_ARCH_GPTOSS ? "post_attention_norm.weight" : "ffn_norm.weight";
+    // gpt-oss and qwen35 name their FFN norm post_attention_norm
+    const char *ffn_norm = m->arch == MODEL_ARCH_GPTOSS || m->arch == MODEL_ARCH_QWEN35
+                               ? "post_attention_norm.weight"
+                               : "ffn_norm.weight";
     int rc = load_vec(m, "attn_norm.weight", il, e, !ft->no_pre_norm, &L->attn_norm, err);
     if (rc == ERR_OK) rc = load_vec(m, ffn_norm, il, e, !ft->no_pre_norm, &L->ffn_norm, err);
-    if (rc == ERR_OK) rc = L->is_recr ? load_shortconv(m, il, L, err) : load_attn(m, il, L, err);
+    if (rc == ERR_OK && L->is_recr)
+        rc = m->arch == MODEL_ARCH_QWEN35 ? load_gdn(m, il, L, err) : load_shortconv(m, il, L, err);
+    else if (rc == ERR_OK)
+        rc = load_attn(m, il, L, err);
     if (rc == ERR_OK && ft->n_expert > 0)
         rc = load_moe(m, il, L, err);
     else if (rc == ERR_OK)
@@ -456,9 +486,10 @@ static int repack_all(struct engine_model *m, struct errmsg *err)
     int rc = ERR_OK;
     for (int il = 0; il < m->info.n_layer && rc == ERR_OK; il++) {
         struct layer *L = &m->layers[il];
-        struct wmat *ws[9] = {&L->wq,   &L->wk,     &L->wv,      &L->wo,      &L->w_gate,
-                              &L->w_up, &L->w_down, &L->conv_in, &L->conv_out};
-        for (int i = 0; i < 9 && rc == ERR_OK; i++)
+        struct wmat *ws[12] = {&L->wq,       &L->wk,    &L->wv,       &L->wo,
+                               &L->w_gate,   &L->w_up,  &L->w_down,   &L->conv_in,
+                               &L->conv_out, &L->gdn_z, &L->gdn_beta, &L->gdn_alpha};
+        for (int i = 0; i < 12 && rc == ERR_OK; i++)
             if (ws[i]->data) rc = repack_wmat(m, ws[i], err); // a layer has one of the blocks
     }
     const bool is_tied = m->output.data == m->tok_embd.data;
@@ -527,10 +558,12 @@ static int plan_all(struct engine_model *m, struct errmsg *err)
         const struct wmat *qkv[3] = {&L->wq, &L->wk, &L->wv};
         const struct wmat *gu[2] = {&L->w_gate, &L->w_up};
         const struct wmat *o[1] = {&L->wo}, *down[1] = {&L->w_down};
-        const struct wmat *cin[1] = {&L->conv_in}, *cout[1] = {&L->conv_out};
+        const struct wmat *cin[2] = {&L->conv_in, &L->gdn_z}, *cout[1] = {&L->conv_out};
+        const struct wmat *ab[2] = {&L->gdn_beta, &L->gdn_alpha};
         if (L->is_recr) {
-            rc = plan_build(&L->plan_conv_in, cin, 1, &cap, err);
+            rc = plan_build(&L->plan_conv_in, cin, L->gdn_z.data ? 2 : 1, &cap, err);
             if (rc == ERR_OK) rc = plan_build(&L->plan_conv_out, cout, 1, &cap, err);
+            if (rc == ERR_OK && L->gdn_beta.data) rc = plan_build(&L->plan_ab, ab, 2, &cap, err);
         } else {
             rc = plan_build(&L->plan_qkv, qkv, 3, &cap, err);
             if (rc == ERR_OK) rc = plan_build(&L->plan_o, o, 1, &cap, err);
@@ -567,6 +600,7 @@ static int alloc_scratch(struct engine_model *m, struct errmsg *err)
     const size_t n_exp = ft->n_expert > 0 ? (size_t)ft->n_expert : 1;
     const size_t n_used = ft->n_expert_used > 0 ? (size_t)ft->n_expert_used : 1;
     const size_t qd = (size_t)m->q_dim, kvd = (size_t)m->kv_dim, nv = (size_t)m->info.n_vocab;
+    const bool is_gdn = m->arch == MODEL_ARCH_QWEN35 && m->n_layer_recr > 0;
     struct {
         void **ptr;
         size_t n, elem;
@@ -597,7 +631,12 @@ static int alloc_scratch(struct engine_model *m, struct errmsg *err)
         {(void **)&m->sc.tok_pos, B, 4},
         {(void **)&m->sc.tok_rpos, 3 * B, 4},
         {(void **)&m->sc.recr_in, m->n_layer_recr > 0 ? B * (size_t)m->recr_in_dim : 1, 4},
-        {(void **)&m->sc.recr_y, m->n_layer_recr > 0 ? B * (size_t)m->n_conv_ch : 1, 4},
+        {(void **)&m->sc.recr_y, m->n_layer_recr > 0 ? B * (size_t)m->recr_out_dim : 1, 4},
+        {(void **)&m->sc.recr_z, is_gdn ? B * (size_t)m->recr_out_dim : 1, 4},
+        {(void **)&m->sc.recr_ab, is_gdn ? 2 * B * (size_t)m->ssm_n_v_heads : 1, 4},
+        {(void **)&m->sc.recr_conv, is_gdn ? B * (size_t)m->n_conv_ch : 1, 4},
+        {(void **)&m->sc.qg, ft->attn_gated ? 2 * B * qd : 1, 4},
+        {(void **)&m->sc.attn_gate, ft->attn_gated ? B * qd : 1, 4},
     };
     const size_t n_parts = sizeof parts / sizeof parts[0];
     size_t total = 0, offs[sizeof parts / sizeof parts[0]];
@@ -739,8 +778,9 @@ bool engine_model_sampled_is_prompt(const struct engine_model *m)
     if (m->numerics == ENGINE_NUMERICS_REFERENCE) return true;
     for (int il = 0; il < m->info.n_layer; il++) {
         const struct layer *L = &m->layers[il];
-        const struct wmat *ws[] = {&L->wq,   &L->wk,     &L->wv,      &L->wo,      &L->w_gate,
-                                   &L->w_up, &L->w_down, &L->conv_in, &L->conv_out};
+        const struct wmat *ws[] = {&L->wq,       &L->wk,    &L->wv,       &L->wo,
+                                   &L->w_gate,   &L->w_up,  &L->w_down,   &L->conv_in,
+                                   &L->conv_out, &L->gdn_z, &L->gdn_beta, &L->gdn_alpha};
         for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
             if (ws[k]->data && !orders_agree(ws[k])) return false;
     }

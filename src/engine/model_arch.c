@@ -233,6 +233,9 @@ int model_arch_load(struct engine_model *m, struct errmsg *err)
     case MODEL_ARCH_OLMOE:
         f->qk_norm_full = true;
         break;
+    case MODEL_ARCH_QWEN35:
+        f->attn_gated = true; // its layers and state: model_gdn.c
+        break;
     case MODEL_ARCH_GPTOSS:
         f->kq_scale = 1.0f / sqrtf((float)m->n_rot);
         f->softmax_selected = true;

@@ -6,6 +6,7 @@
 #include "engine/matmul.h"
 #include "engine/model_arch.h"
 #include "engine/model_fwd.h"
+#include "engine/model_gdn.h"
 #include "engine/model_internal.h"
 #include "engine/model_moe.h"
 #include "engine/model_recr.h"
@@ -179,6 +180,7 @@ static void job_qkv_post(void *arg, int ith, int nth)
     int lo, hi;
     fwd_split(f->n_tok, ith, nth, &lo, &hi);
     for (int t = lo; t < hi; t++) {
+        if (m->feat.attn_gated) model_gdn_split_query(m, t);
         float *q = sc->q + (size_t)t * qd, *k = sc->k + (size_t)t * kvd;
         float *v = sc->v + (size_t)t * kvd;
         for (int i = 0; L->bq && i < qd; i++)
@@ -656,9 +658,11 @@ static void run_layer(struct threadpool *tp, struct fwd *f, int il)
     if (L->is_recr) {
         model_recr_block(tp, f);
     } else {
-        fwd_run_matmul_group(tp, f, &L->plan_qkv, sc->q, sc->k, sc->v);
+        const bool is_gated = m->feat.attn_gated;
+        fwd_run_matmul_group(tp, f, &L->plan_qkv, is_gated ? sc->qg : sc->q, sc->k, sc->v);
         fwd_run_light(tp, job_qkv_post, f, f->n_tok <= LIGHT_ROWS_MAX);
         run_attention(tp, f);
+        if (is_gated) model_gdn_gate_output(tp, f);
         f->src = sc->attn;
         f->plan = &L->plan_o;
         fwd_run_light(tp, fwd_job_quant, f, f->n_rows <= LIGHT_ROWS_MAX);

@@ -24,6 +24,7 @@ enum model_arch {
     MODEL_ARCH_GRANITEMOE,
     MODEL_ARCH_GPTOSS,
     MODEL_ARCH_LFM2,
+    MODEL_ARCH_QWEN35,
 };
 
 /* How a family differs from the llama graph, read at load (model_arch.c). Zero: llama. */
@@ -59,6 +60,7 @@ struct model_feat {
     // position, section by section (pair i is in section (i mod the sum)); all 0: plain RoPE
     bool is_mrope;
     int mrope[4];
+    bool attn_gated; // qwen35: wq gives a query and a gate per head; output * sigmoid(gate)
 };
 
 /* A weight matrix used in place from the mapping. */
@@ -114,10 +116,15 @@ struct layer {
     // state per sequence instead
     bool is_recr;
     int recr_before;      // recurrent layers before this one (its state's place)
-    struct wmat conv_in;  // lfm2: (3 * n_embd, n_embd), rows b | c | x of the gated conv
-    struct wmat conv_out; // lfm2: (n_embd, n_embd)
+    struct wmat conv_in;  // (recr_in_dim, n_embd): lfm2 rows b | c | x of the gated conv,
+                          // qwen35 the conv channels (queries, keys, values)
+    struct wmat conv_out; // (n_embd, recr_out_dim)
     const float *conv_w;  // (n_conv_ch, d_conv + 1) taps, oldest input first
-    struct qplan plan_conv_in, plan_conv_out;
+    struct wmat gdn_z;    // qwen35: (recr_out_dim, n_embd) output gate
+    struct wmat gdn_beta, gdn_alpha; // qwen35: (ssm_n_v_heads, n_embd) each
+    const float *ssm_dt, *ssm_a;     // qwen35: (ssm_n_v_heads) decay bias and rate
+    const float *ssm_norm;           // qwen35: (ssm_d_state) per-head output norm
+    struct qplan plan_conv_in, plan_conv_out, plan_ab;
 };
 
 /* Batch scratch, carved from one allocation at load (ENGINE_BATCH_MAX rows each). Owned by the
@@ -145,7 +152,12 @@ struct scratch {
     int32_t *tok_pos;  // (B) its position in its sequence
     int32_t *tok_rpos; // (B, 3) M-RoPE: its temporal, height and width rotary positions
     float *recr_in;    // (B, recr_in_dim) a recurrent layer's input projection
-    float *recr_y;     // (B, n_conv_ch) its gated output, before the output projection
+    float *recr_y;     // (B, recr_out_dim) its gated output, before the output projection
+    float *recr_z;     // qwen35: (B, recr_out_dim) the output gate
+    float *recr_ab;    // qwen35: (2, B, ssm_n_v_heads) beta rows, then alpha rows
+    float *recr_conv;  // qwen35: (B, n_conv_ch) conv + SiLU output
+    float *qg;         // gated attention: (B, 2 * q_dim) each head's query then gate
+    float *attn_gate;  // gated attention: (B, q_dim) the gates
 };
 
 /* Immutable after load, except scratch (see struct scratch). */
@@ -177,6 +189,10 @@ struct engine_model {
     int d_conv;          // past inputs a short convolution keeps (its taps less one)
     int n_conv_ch;       // channels of the convolution
     int recr_in_dim;     // width of a recurrent layer's input projection
+    int recr_out_dim;    // width of its output projection's input
+    int ssm_d_state;     // qwen35: a delta-rule head's width (its state is its square)
+    int ssm_n_k_heads;   // qwen35: query / key heads (ssm.group_count)
+    int ssm_n_v_heads;   // qwen35: value heads (ssm.time_step_rank)
     size_t recr_floats;  // state floats of one recurrent layer in one sequence
     size_t state_floats; // of all of them: n_layer_recr * recr_floats
     int n_ckpt;          // state checkpoints a sequence keeps (0 without recurrent layers)

@@ -5,6 +5,7 @@
  * is its last l_cache - 1 inputs per channel, in F32 as the reference keeps it. */
 #include "engine/model_recr.h"
 
+#include "engine/model_gdn.h"
 #include "engine/quants/quants.h"
 #include "engine/ssm.h"
 #include "util/checked.h"
@@ -20,7 +21,7 @@
 
 bool model_recr_is_hybrid(enum model_arch arch)
 {
-    return arch == MODEL_ARCH_LFM2;
+    return arch == MODEL_ARCH_LFM2 || arch == MODEL_ARCH_QWEN35;
 }
 
 int model_recr_head_kv(const struct engine_model *m, int n_layer, int n_head, int *n_head_kv,
@@ -73,14 +74,14 @@ static int lfm2_layer_kinds(struct engine_model *m, struct errmsg *err)
     return ERR_OK;
 }
 
-/* The state sizes and how many checkpoints fit the budget. */
+/* The state sizes (recr_floats per layer is the family's) and how many checkpoints fit the
+ * budget. */
 static int size_state(struct engine_model *m, struct errmsg *err)
 {
-    size_t per, all, bytes;
-    if (!size_mul((size_t)m->d_conv, (size_t)m->n_conv_ch, &per) ||
-        !size_mul(per, (size_t)m->n_layer_recr, &all) || !size_mul(all, sizeof(float), &bytes))
+    size_t all, bytes;
+    if (!size_mul(m->recr_floats, (size_t)m->n_layer_recr, &all) ||
+        !size_mul(all, sizeof(float), &bytes))
         return errmsg_set(err, ERR_LIMIT, "recurrent state size overflows");
-    m->recr_floats = per;
     m->state_floats = all;
     m->info.state_bytes = bytes;
     size_t n = bytes > 0 ? CKPT_BYTES_BUDGET / bytes : CKPT_MAX;
@@ -90,9 +91,9 @@ static int size_state(struct engine_model *m, struct errmsg *err)
     return ERR_OK;
 }
 
-int model_recr_hparams(struct engine_model *m, struct errmsg *err)
+/* lfm2: the convolution's size and which layers recur. */
+static int lfm2_hparams(struct engine_model *m, struct errmsg *err)
 {
-    if (!model_recr_is_hybrid(m->arch)) return ERR_OK;
     char key[96];
     int64_t l_cache;
     snprintf(key, sizeof key, "%s.shortconv.l_cache", m->arch_name);
@@ -103,7 +104,15 @@ int model_recr_hparams(struct engine_model *m, struct errmsg *err)
     m->d_conv = (int)l_cache - 1;
     m->n_conv_ch = m->info.n_embd;
     m->recr_in_dim = 3 * m->info.n_embd; // n_embd <= 1 << 16: no overflow
-    rc = lfm2_layer_kinds(m, err);
+    m->recr_out_dim = m->info.n_embd;
+    m->recr_floats = (size_t)m->d_conv * (size_t)m->n_conv_ch; // <= 63 << 16
+    return lfm2_layer_kinds(m, err);
+}
+
+int model_recr_hparams(struct engine_model *m, struct errmsg *err)
+{
+    if (!model_recr_is_hybrid(m->arch)) return ERR_OK;
+    int rc = m->arch == MODEL_ARCH_LFM2 ? lfm2_hparams(m, err) : model_gdn_hparams(m, err);
     if (rc != ERR_OK) return rc;
     m->n_layer_recr = 0;
     for (int il = 0; il < m->info.n_layer; il++) {
@@ -173,6 +182,10 @@ static void job_shortconv(void *arg, int ith, int nth)
 void model_recr_block(struct threadpool *tp, struct fwd *f)
 {
     struct engine_model *m = f->m;
+    if (m->arch == MODEL_ARCH_QWEN35) {
+        model_gdn_block(tp, f);
+        return;
+    }
     const struct layer *L = f->L;
     fwd_run_matmul_group(tp, f, &L->plan_conv_in, m->sc.recr_in, NULL, NULL);
     fwd_run_light(tp, job_shortconv, f, f->n_tok <= LIGHT_ROWS_MAX);

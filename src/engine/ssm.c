@@ -23,3 +23,39 @@ void ssm_conv_step_ref(int c0, int c1, int d_conv, float *tail, const float *x, 
         }
     }
 }
+
+static float dot_fma(int n, const float *a, const float *b)
+{
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++)
+        sum = fmaf(a[i], b[i], sum);
+    return sum;
+}
+
+void ssm_delta_step_ref(int n, float *state, const float *q, const float *k, const float *v,
+                        float decay, float beta, float scale, float *tmp, float *out)
+{
+    const size_t nn = (size_t)n * (size_t)n;
+    for (size_t i = 0; i < nn; i++)
+        state[i] *= decay;
+    for (int j = 0; j < n; j++)
+        tmp[j] = (v[j] - dot_fma(n, state + (size_t)j * n, k)) * beta;
+    for (int j = 0; j < n; j++) {
+        float *row = state + (size_t)j * n;
+        for (int i = 0; i < n; i++)
+            row[i] = fmaf(k[i], tmp[j], row[i]);
+    }
+    for (int j = 0; j < n; j++)
+        out[j] = dot_fma(n, state + (size_t)j * n, q) * scale;
+}
+
+void ssm_l2norm_ref(int n, const float *x, float eps, float *y)
+{
+    double sum = 0.0;
+    for (int i = 0; i < n; i++)
+        sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / n);
+    const float scale = 1.0f / sqrtf(mean + eps / (float)n), inv = 1.0f / sqrtf((float)n);
+    for (int i = 0; i < n; i++)
+        y[i] = x[i] * scale * inv;
+}

@@ -1,6 +1,6 @@
 /* Scalar reference kernels of the recurrent layers of hybrid models: the causal short
  * convolution over a per-sequence tail of past inputs (LFM2's gated short-conv blocks, and the
- * conv in front of Mamba-2 and Gated DeltaNet scans). One token at a time, so a token's result
+ * conv in front of Mamba-2 and Gated DeltaNet scans), and the gated delta rule. One token at a time, so a token's result
  * is the same however its sequence was chunked or batched. Not the layers' projections (those
  * are ordinary weight products, model_forward.c). */
 #ifndef ENGINE_SSM_H
@@ -15,5 +15,23 @@
  * out may not alias x or tail. Cannot fail. */
 void ssm_conv_step_ref(int c0, int c1, int d_conv, float *tail, const float *x, const float *w,
                        float *out);
+
+/* Head widths the delta-rule kernels accept (Qwen3.5 uses 128). */
+#define SSM_D_STATE_MAX 256
+
+/* y = x / max(|x|, ~sqrt(eps)) the way the reference computes it for Gated DeltaNet queries and
+ * keys: an RMS norm with epsilon eps / n (squares summed in double), then times 1 / sqrt(n).
+ * y may be x. Cannot fail. */
+void ssm_l2norm_ref(int n, const float *x, float eps, float *y);
+
+/* One token through one head of the gated delta rule (Gated DeltaNet), with the reference's
+ * state layout: state holds the head's (n, n) matrix S transposed, row j = column j of S.
+ * S = S * decay; then for each j: d[j] = (v[j] - dot(row j, k)) * beta and row j += d[j] * k;
+ * then out[j] = dot(row j, q) * scale. The dots sum i = 0 upwards in float with a fused
+ * multiply-add per element, the row update is one fused multiply-add per element. k and q are
+ * the head's key and query (already L2-normalized), v its value; tmp has n floats of scratch.
+ * out may not alias the inputs. Cannot fail. */
+void ssm_delta_step_ref(int n, float *state, const float *q, const float *k, const float *v,
+                        float decay, float beta, float scale, float *tmp, float *out);
 
 #endif

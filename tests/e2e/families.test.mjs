@@ -1,9 +1,9 @@
 // Every newer model family (gemma2, gemma3, phi3, granite, smollm3, olmo2, qwen3moe, olmoe,
-// granitemoe, gpt-oss, the hybrid lfm2) loads from a synthetic gguf-synth model with its
-// features on and chats through /v1/chat/completions, streamed and not; a prompt cache longer
-// than a sliding window is reused without changing the answer; a hybrid resumes a continued
-// conversation and a retry from state checkpoints and serves 4 streams on 2 instances;
-// gpt-oss with its harmony template answers a forced tool call as tool_calls.
+// granitemoe, gpt-oss, the hybrids lfm2 and qwen35) loads from a synthetic gguf-synth model
+// with its features on and chats through /v1/chat/completions, streamed and not; a prompt
+// cache longer than a sliding window is reused without changing the answer; each hybrid
+// resumes a continued conversation and a retry from state checkpoints and serves 4 streams on
+// 2 instances; gpt-oss with its harmony template answers a forced tool call as tool_calls.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
@@ -13,7 +13,8 @@ import { synthModel } from './lib/models.mjs';
 
 const NO_EOS = { 2: -100 };
 const FAMILIES = ['gemma2', 'gemma3', 'phi3', 'granite', 'smollm3', 'olmo2', 'qwen3moe', 'olmoe',
-  'granitemoe', 'gpt-oss', 'lfm2'];
+  'granitemoe', 'gpt-oss', 'lfm2',
+  'qwen35'];
 
 function familyArgs(arch) {
   const kv = arch === 'olmo2' || arch === 'olmoe' ? '4' : '2';
@@ -131,10 +132,10 @@ describe('sliding window and the prompt cache', () => {
   });
 });
 
-describe('hybrid recurrent state and the prompt cache', () => {
-  // lfm2: a recurrent state cannot be cut back, so reuse goes through state checkpoints taken
-  // at the end of each prompt, a few tokens before it, at chunk boundaries and after a reply.
-  const model = () => synthModel('fam-lfm2', familyArgs('lfm2'));
+for (const arch of ['lfm2', 'qwen35']) describe(`${arch}: recurrent state and the prompt cache`, () => {
+  // A recurrent state cannot be cut back, so reuse goes through state checkpoints taken at the
+  // end of each prompt, a few tokens before it, at chunk boundaries and after a reply.
+  const model = () => synthModel(`fam-${arch}`, familyArgs(arch));
   const long = 'Hello world and the you was it is of to and the world hello '.repeat(4);
   const first = [{ role: 'user', content: long }];
   const follow = [...first, { role: 'assistant', content: 'the world' }, { role: 'user', content: 'and you?' }];

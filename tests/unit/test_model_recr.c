@@ -1,5 +1,7 @@
 /* engine/model_recr: hybrid models with recurrent layers, on synthetic lfm2 models (short-conv
- * layers 0, 2, 3 around attention layer 1). A token's logits are the same bits whether its
+ * layers 0, 2, 3 around attention layer 1) and qwen35 models (Gated DeltaNet layers 0 and 2,
+ * gated attention layers 1 and 3, a next-token-prediction block the decoder skips). A token's
+ * logits are the same bits whether its
  * prompt is fed one token per decode, in chunks, or beside another sequence; the memory a
  * sequence needs counts the recurrent state and its checkpoints; a truncation keeps a prefix
  * only where the state is known (the current position or a checkpoint), and continuing from a
@@ -36,13 +38,13 @@ struct fix {
     int32_t toks[N_TOK];
 };
 
-static struct synth_params lfm2_params(void)
+static struct synth_params hybrid_params(const char *arch)
 {
     struct synth_params p = synth_params_default();
-    p.arch = "lfm2";
+    p.arch = arch;
     p.n_layer = 4;
     p.seed = 5;
-    p.n_vocab = synth_builtin_vocab_size("lfm2");
+    p.n_vocab = synth_builtin_vocab_size(arch);
     return p;
 }
 
@@ -56,9 +58,9 @@ static void write_file(struct gguf_writer *w, char *path, size_t cap)
     assert_int_equal(gguf_writer_to_file(w, path, &err), ERR_OK);
 }
 
-static void fix_init(struct fix *f, const char *type)
+static void fix_init(struct fix *f, const char *arch, const char *type)
 {
-    struct synth_params p = lfm2_params();
+    struct synth_params p = hybrid_params(arch);
     p.type = type;
     struct gguf_writer *w;
     struct errmsg err = {{0}};
@@ -90,10 +92,10 @@ static void feed(struct fix *f, struct engine_seq *s, const int32_t *toks, int n
     }
 }
 
-static void check_invariant(const char *type)
+static void check_invariant(const char *arch, const char *type)
 {
     struct fix f;
-    fix_init(&f, type);
+    fix_init(&f, arch, type);
     const size_t bytes = (size_t)f.n_vocab * sizeof(float);
     struct engine_seq *a, *b, *c, *d;
     assert_int_equal(engine_seq_new(f.m, N_CTX, &a), ERR_OK);
@@ -130,15 +132,17 @@ static void check_invariant(const char *type)
 static void test_invariant(void **state)
 {
     (void)state;
-    check_invariant("f32");
-    check_invariant("q8_0");
+    check_invariant("lfm2", "f32");
+    check_invariant("lfm2", "q8_0");
+    check_invariant("qwen35", "f32");
+    check_invariant("qwen35", "q8_0");
 }
 
 static void test_memory(void **state)
 {
     (void)state;
     struct fix f;
-    fix_init(&f, "f32");
+    fix_init(&f, "lfm2", "f32");
     const struct engine_model_info *in = engine_model_info(f.m);
     const size_t e = (size_t)in->n_embd, kvd = (size_t)in->n_head_kv * (size_t)in->head_dim;
     // three conv layers of two past inputs per channel; one attention layer grows
@@ -151,15 +155,23 @@ static void test_memory(void **state)
     assert_true(engine_seq_bytes(f.m, 1) > fixed + (size_t)in->n_vocab * sizeof(float));
     assert_int_equal(engine_kv_bytes(f.m, 100), 2 * 100 * kvd * 2 + in->state_bytes);
     fix_deinit(&f);
+
+    // qwen35: two DeltaNet layers, each a 3-input tail of 2 * 2 * 16 + 4 * 16 conv channels and
+    // 4 heads of 16 x 16; two attention layers grow; the next-token block is not a layer
+    fix_init(&f, "qwen35", "f32");
+    in = engine_model_info(f.m);
+    assert_int_equal(in->n_layer, 4);
+    assert_int_equal(in->state_bytes, 2 * (3 * 128 + 4 * 16 * 16) * sizeof(float));
+    assert_int_equal(in->kv_bytes_per_token, 2 * 2 * (size_t)in->n_head_kv * in->head_dim * 2);
+    fix_deinit(&f);
 }
 
 /* Truncation keeps what the state can say: everything at pos, a checkpoint, else nothing; and
  * a continuation from a checkpoint is the cold computation's bits. */
-static void test_checkpoints(void **state)
+static void check_checkpoints(const char *arch)
 {
-    (void)state;
     struct fix f;
-    fix_init(&f, "q8_0");
+    fix_init(&f, arch, "q8_0");
     const size_t bytes = (size_t)f.n_vocab * sizeof(float);
     struct engine_seq *s, *cold;
     assert_int_equal(engine_seq_new(f.m, N_CTX, &s), ERR_OK);
@@ -206,13 +218,20 @@ static void test_checkpoints(void **state)
     fix_deinit(&f);
 }
 
+static void test_checkpoints(void **state)
+{
+    (void)state;
+    check_checkpoints("lfm2");
+    check_checkpoints("qwen35");
+}
+
 /* A view sequence finds its state in the bound memory and gives an owned sequence's hidden
  * state. */
 static void test_view(void **state)
 {
     (void)state;
     struct fix f;
-    fix_init(&f, "f32");
+    fix_init(&f, "qwen35", "f32");
     const int e = engine_model_info(f.m)->n_embd;
     const size_t need = engine_kv_bytes(f.m, 32);
     void *mem = mem_alloc(need);
@@ -244,12 +263,12 @@ static void test_view(void **state)
     fix_deinit(&f);
 }
 
-/* A copy of the synthetic lfm2 without its tokenizer, with key `drop_key` and tensor
+/* A copy of the synthetic arch without its tokenizer, with key `drop_key` and tensor
  * `drop_tensor` left out (NULL: none); the caller adds replacements. */
-static struct gguf_writer *lfm2_copy(const char *drop_key, const char *drop_tensor, void **bytes,
-                                     struct gguf **g)
+static struct gguf_writer *hybrid_copy(const char *arch, const char *drop_key,
+                                       const char *drop_tensor, void **bytes, struct gguf **g)
 {
-    struct synth_params p = lfm2_params();
+    struct synth_params p = hybrid_params(arch);
     struct gguf_writer *src, *w;
     struct errmsg err = {{0}};
     size_t len;
@@ -309,14 +328,14 @@ static void test_load_errors(void **state)
     (void)state;
     void *bytes;
     struct gguf *g;
-    struct gguf_writer *w = lfm2_copy(NULL, NULL, &bytes, &g);
+    struct gguf_writer *w = hybrid_copy("lfm2", NULL, NULL, &bytes, &g);
     struct errmsg err = {{0}};
     assert_int_equal(load_writer(w, &err), ERR_OK); // the copy itself loads
     gguf_writer_free(w);
     gguf_close(g);
     mem_free(bytes);
 
-    w = lfm2_copy("lfm2.shortconv.l_cache", NULL, &bytes, &g);
+    w = hybrid_copy("lfm2", "lfm2.shortconv.l_cache", NULL, &bytes, &g);
     expect_error(w, ERR_FORMAT, "missing key 'lfm2.shortconv.l_cache'");
     gguf_writer_add_u32(w, "lfm2.shortconv.l_cache", 1000);
     expect_error(w, ERR_FORMAT, "lfm2.shortconv.l_cache");
@@ -328,7 +347,7 @@ static void test_load_errors(void **state)
     const int32_t *kvs[3] = {short_kv, odd_kv, mixed_kv};
     const int n_kv[3] = {3, 4, 4}, want[3] = {ERR_FORMAT, ERR_FORMAT, ERR_UNSUPPORTED};
     for (int k = 0; k < 3; k++) {
-        w = lfm2_copy("lfm2.attention.head_count_kv", NULL, &bytes, &g);
+        w = hybrid_copy("lfm2", "lfm2.attention.head_count_kv", NULL, &bytes, &g);
         gguf_writer_add_arr(w, "lfm2.attention.head_count_kv", GGUF_VALUE_I32, kvs[k], n_kv[k]);
         expect_error(w, want[k], "lfm2.attention.head_count_kv");
         gguf_writer_free(w);
@@ -336,7 +355,7 @@ static void test_load_errors(void **state)
         mem_free(bytes);
     }
 
-    w = lfm2_copy(NULL, "blk.2.shortconv.conv.weight", &bytes, &g);
+    w = hybrid_copy("lfm2", NULL, "blk.2.shortconv.conv.weight", &bytes, &g);
     expect_error(w, ERR_FORMAT, "missing tensor 'blk.2.shortconv.conv.weight'");
     float taps[4 * 64] = {0};
     const int64_t ne[2] = {4, 64};
@@ -346,14 +365,81 @@ static void test_load_errors(void **state)
     gguf_close(g);
     mem_free(bytes);
 
-    w = lfm2_copy(NULL, "token_embd_norm.weight", &bytes, &g);
+    w = hybrid_copy("lfm2", NULL, "token_embd_norm.weight", &bytes, &g);
     expect_error(w, ERR_FORMAT, "missing tensor 'token_embd_norm.weight'");
     gguf_writer_free(w);
     gguf_close(g);
     mem_free(bytes);
 
-    w = lfm2_copy(NULL, "blk.0.shortconv.in_proj.weight", &bytes, &g);
+    w = hybrid_copy("lfm2", NULL, "blk.0.shortconv.in_proj.weight", &bytes, &g);
     expect_error(w, ERR_FORMAT, "missing tensor 'blk.0.shortconv.in_proj.weight'");
+    gguf_writer_free(w);
+    gguf_close(g);
+    mem_free(bytes);
+}
+
+/* One qwen35 key replaced by a u32 value (or dropped when value < 0): the load fails with want
+ * and a message naming msg_part. */
+static void qwen35_key_error(const char *key, int64_t value, int want, const char *msg_part)
+{
+    void *bytes;
+    struct gguf *g;
+    struct gguf_writer *w = hybrid_copy("qwen35", key, NULL, &bytes, &g);
+    if (value >= 0) gguf_writer_add_u32(w, key, (uint32_t)value);
+    expect_error(w, want, msg_part);
+    gguf_writer_free(w);
+    gguf_close(g);
+    mem_free(bytes);
+}
+
+static void test_qwen35_load_errors(void **state)
+{
+    (void)state;
+    qwen35_key_error("qwen35.ssm.state_size", -1, ERR_FORMAT,
+                     "missing key 'qwen35.ssm.state_size'");
+    qwen35_key_error("qwen35.ssm.conv_kernel", 1, ERR_FORMAT, "qwen35.ssm.conv_kernel");
+    qwen35_key_error("qwen35.ssm.inner_size", 60, ERR_FORMAT, "ssm.inner_size 60");
+    qwen35_key_error("qwen35.ssm.time_step_rank", 3, ERR_FORMAT, "not a multiple of");
+    qwen35_key_error("qwen35.ssm.state_size", 1000, ERR_FORMAT, "qwen35.ssm.state_size");
+    qwen35_key_error("qwen35.full_attention_interval", 0, ERR_FORMAT,
+                     "qwen35.full_attention_interval");
+    qwen35_key_error("qwen35.nextn_predict_layers", 5, ERR_FORMAT, "qwen35.nextn_predict_layers");
+    qwen35_key_error("qwen35.rope.dimension_sections", -1, ERR_FORMAT,
+                     "qwen35.rope.dimension_sections");
+
+    // sections that leave a rotated pair to the extra (fourth) position
+    void *bytes;
+    struct gguf *g;
+    struct gguf_writer *w =
+        hybrid_copy("qwen35", "qwen35.rope.dimension_sections", NULL, &bytes, &g);
+    const int32_t sec[4] = {1, 1, 1, 1};
+    gguf_writer_add_arr(w, "qwen35.rope.dimension_sections", GGUF_VALUE_I32, sec, 4);
+    expect_error(w, ERR_UNSUPPORTED, "extra position");
+    gguf_writer_free(w);
+    gguf_close(g);
+    mem_free(bytes);
+
+    const char *tensors[] = {"blk.0.ssm_a",
+                             "blk.2.ssm_dt.bias",
+                             "blk.0.ssm_norm.weight",
+                             "blk.2.attn_gate.weight",
+                             "blk.0.ssm_conv1d.weight",
+                             "blk.1.attn_q.weight"};
+    for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) {
+        w = hybrid_copy("qwen35", NULL, tensors[i], &bytes, &g);
+        char msg[96];
+        snprintf(msg, sizeof msg, "missing tensor '%s'", tensors[i]);
+        expect_error(w, ERR_FORMAT, msg);
+        gguf_writer_free(w);
+        gguf_close(g);
+        mem_free(bytes);
+    }
+    // the gated query is twice the heads' width: a plain one is refused by shape
+    w = hybrid_copy("qwen35", NULL, "blk.1.attn_q.weight", &bytes, &g);
+    float q[64 * 64] = {0};
+    const int64_t ne[2] = {64, 64};
+    gguf_writer_add_tensor(w, "blk.1.attn_q.weight", QUANT_F32, 2, ne, q, sizeof q);
+    expect_error(w, ERR_FORMAT, "tensor 'blk.1.attn_q.weight': shape [64, 64, 1, 1]");
     gguf_writer_free(w);
     gguf_close(g);
     mem_free(bytes);
@@ -362,7 +448,7 @@ static void test_load_errors(void **state)
 static void test_alloc_failures(void **state)
 {
     (void)state;
-    struct synth_params p = lfm2_params();
+    struct synth_params p = hybrid_params("qwen35");
     struct gguf_writer *w;
     struct errmsg err = {{0}};
     char path[64];
@@ -393,9 +479,10 @@ static void test_alloc_failures(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_invariant),   cmocka_unit_test(test_memory),
-        cmocka_unit_test(test_checkpoints), cmocka_unit_test(test_view),
-        cmocka_unit_test(test_load_errors), cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_invariant),      cmocka_unit_test(test_memory),
+        cmocka_unit_test(test_checkpoints),    cmocka_unit_test(test_view),
+        cmocka_unit_test(test_load_errors),    cmocka_unit_test(test_qwen35_load_errors),
+        cmocka_unit_test(test_alloc_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -247,8 +247,8 @@ static int add_attn(struct synth *s, int il)
     const bool is_oss = arch_is(p, "gpt-oss");
     const bool is_qwen2 = arch_is(p, "qwen2") || arch_is(p, "qwen2vl") || is_oss; // biased QKV
     const bool is_olmo = arch_is(p, "olmo2") || arch_is(p, "olmoe");
-    const bool head_norms =
-        arch_is(p, "qwen3") || arch_is(p, "gemma3") || arch_is(p, "qwen3moe") || arch_is(p, "lfm2");
+    const bool head_norms = arch_is(p, "qwen3") || arch_is(p, "gemma3") || arch_is(p, "qwen3moe") ||
+                            arch_is(p, "lfm2") || arch_is(p, "qwen35");
     const bool post_norms = arch_is(p, "gemma2") || arch_is(p, "gemma3") || arch_is(p, "olmo2");
     char n[96];
     int rc = ERR_OK;
@@ -256,7 +256,9 @@ static int add_attn(struct synth *s, int il)
     if (arch_is(p, "phi3")) {
         rc = synth_add_mat(s, NAME("attn_qkv.weight"), e, qd + 2 * kvd, s->type);
     } else {
-        rc = synth_add_mat(s, NAME("attn_q.weight"), e, qd, s->type);
+        // qwen35's gated attention: each head's query, then its gate
+        const int64_t q_rows = arch_is(p, "qwen35") ? 2 * qd : qd;
+        rc = synth_add_mat(s, NAME("attn_q.weight"), e, q_rows, s->type);
         if (rc == ERR_OK) rc = synth_add_mat(s, NAME("attn_k.weight"), e, kvd, s->type);
         if (rc == ERR_OK) rc = synth_add_mat(s, NAME("attn_v.weight"), e, kvd, more);
     }
@@ -284,16 +286,22 @@ static int add_layer_decoder(struct synth *s, int il)
     const int64_t e = p->n_embd, f = p->n_ff;
     const uint32_t more = s->is_mix && use_more_bits(il, p->n_layer) ? QUANT_Q6_K : s->type;
     const bool is_oss = arch_is(p, "gpt-oss");
-    const bool recurs = synth_is_hybrid(p->arch) && synth_hybrid_layer_recurs(s, il);
+    // blocks beyond n_layer (next-token prediction) attend
+    const bool recurs =
+        synth_is_hybrid(p->arch) && il < p->n_layer && synth_hybrid_layer_recurs(s, il);
     const bool post_norms = arch_is(p, "gemma2") || arch_is(p, "gemma3") || arch_is(p, "olmo2");
     const bool pre_norms = !arch_is(p, "olmo2");
+    // gpt-oss and qwen35 name their FFN norm post_attention_norm (gpt-oss writes it above)
+    const char *ffn_norm = arch_is(p, "qwen35") ? "post_attention_norm.weight" : "ffn_norm.weight";
     char n[96];
     int rc = ERR_OK;
 #define NAME(x) (snprintf(n, sizeof n, "blk.%d." x, il), n)
     if (pre_norms) rc = synth_add_vec(s, NAME("attn_norm.weight"), e, 0.1f, 1.0f);
     if (rc == ERR_OK) rc = recurs ? synth_hybrid_layer(s, il) : add_attn(s, il);
-    if (rc == ERR_OK && pre_norms && !is_oss)
-        rc = synth_add_vec(s, NAME("ffn_norm.weight"), e, 0.1f, 1.0f);
+    if (rc == ERR_OK && pre_norms && !is_oss) {
+        snprintf(n, sizeof n, "blk.%d.%s", il, ffn_norm);
+        rc = synth_add_vec(s, n, e, 0.1f, 1.0f);
+    }
     if (rc == ERR_OK && arch_is_moe(p)) {
         rc = add_moe_ffn(s, il);
     } else if (rc == ERR_OK && arch_is(p, "phi3")) {
@@ -532,7 +540,8 @@ static int add_hparams(struct synth *s, bool is_bert)
     if (rc == ERR_OK) rc = gguf_writer_add_u32(s->w, "general.quantization_version", 2);
     if (rc == ERR_OK) rc = synth_add_key_u32(s, "context_length", (uint32_t)p->n_ctx);
     if (rc == ERR_OK) rc = synth_add_key_u32(s, "embedding_length", (uint32_t)p->n_embd);
-    if (rc == ERR_OK) rc = synth_add_key_u32(s, "block_count", (uint32_t)p->n_layer);
+    const int n_block = p->n_layer + (synth_is_hybrid(p->arch) ? synth_hybrid_extra_blocks(s) : 0);
+    if (rc == ERR_OK) rc = synth_add_key_u32(s, "block_count", (uint32_t)n_block);
     if (rc == ERR_OK) rc = synth_add_key_u32(s, "feed_forward_length", (uint32_t)p->n_ff);
     if (rc == ERR_OK) rc = synth_add_key_u32(s, "attention.head_count", (uint32_t)p->n_head);
     if (rc == ERR_OK && p->n_cls_out > 0) rc = add_labels(s);
@@ -738,9 +747,9 @@ static int copy_vocab(struct synth *s)
 
 /* ---- entry point ---- */
 
-static const char *const decoder_archs[] = {"gpt-oss",  "llama", "qwen2",      "qwen3",   "gemma2",
-                                            "gemma3",   "phi3",  "granite",    "smollm3", "olmo2",
-                                            "qwen3moe", "olmoe", "granitemoe", "qwen2vl", "lfm2"};
+static const char *const decoder_archs[] = {
+    "gpt-oss", "llama", "qwen2",    "qwen3", "gemma2",     "gemma3",  "phi3", "granite",
+    "smollm3", "olmo2", "qwen3moe", "olmoe", "granitemoe", "qwen2vl", "lfm2", "qwen35"};
 
 static int check_params(const struct synth_params *p, struct synth *s, struct errmsg *err)
 {
@@ -751,7 +760,8 @@ static int check_params(const struct synth_params *p, struct synth *s, struct er
         return errmsg_set(
             err, ERR_INVALID,
             "unknown arch '%s' (llama, qwen2, qwen2vl, qwen3, gemma2, gemma3, phi3, "
-            "granite, smollm3, olmo2, qwen3moe, olmoe, granitemoe, gpt-oss, lfm2, bert)",
+            "granite, smollm3, olmo2, qwen3moe, olmoe, granitemoe, gpt-oss, lfm2, qwen35, "
+            "bert)",
             p->arch ? p->arch : "");
     if (!p->type || !parse_type(p->type, &s->type, &s->is_mix))
         return errmsg_set(err, ERR_INVALID, "unknown tensor type '%s'", p->type ? p->type : "");
@@ -765,6 +775,7 @@ static int check_params(const struct synth_params *p, struct synth *s, struct er
         return errmsg_set(err, ERR_INVALID, "head dimension %d must be even, 2..%d", s->head_dim,
                           HEAD_DIM_SYNTH_MAX);
     s->n_rot = s->head_dim;
+    if (strcmp(p->arch, "qwen35") == 0) s->n_rot = (s->head_dim / 2) & ~1; // partial, as released
     if (strcmp(p->arch, "phi3") == 0) s->n_rot = (s->head_dim * 3 / 4) & ~1;
     const bool is_gemma = strcmp(p->arch, "gemma2") == 0 || strcmp(p->arch, "gemma3") == 0;
     const bool is_oss = strcmp(p->arch, "gpt-oss") == 0;
@@ -826,6 +837,11 @@ int synth_build(const struct synth_params *params, struct gguf_writer **out, str
     if (rc == ERR_OK) rc = add_globals(&s, is_bert);
     for (int il = 0; il < p.n_layer && rc == ERR_OK; il++)
         rc = is_bert ? add_layer_bert(&s, il) : add_layer_decoder(&s, il);
+    const int n_extra = synth_is_hybrid(p.arch) ? synth_hybrid_extra_blocks(&s) : 0;
+    for (int il = p.n_layer; il < p.n_layer + n_extra && rc == ERR_OK; il++) {
+        rc = add_layer_decoder(&s, il);
+        if (rc == ERR_OK) rc = synth_hybrid_extra_block(&s, il);
+    }
     if (rc == ERR_OK && p.n_cls_out > 0) rc = add_head(&s, is_bert);
     if (rc != ERR_OK) {
         gguf_writer_free(s.w);

@@ -1,7 +1,13 @@
-/* The recurrent layers of hybrid families in synthetic models. lfm2: attention on every third
- * layer from the second (1, 4, 7, ...), so a small model has conv layers before, between and
- * after attention (the last layer of a 4-layer model recurs); short convolutions of 3 taps as
- * the released models have, written per layer in head_count_kv (0: recurrent). */
+/* The recurrent layers of hybrid families in synthetic models.
+ * lfm2: attention on every third layer from the second (1, 4, 7, ...), so a small model has
+ * conv layers before, between and after attention (the last layer of a 4-layer model recurs);
+ * short convolutions of 3 taps as the released models have, written per layer in
+ * head_count_kv (0: recurrent).
+ * qwen35: Gated DeltaNet layers with full attention on every second layer (the released models
+ * use every fourth); delta-rule heads as wide as the attention heads, twice as many value heads
+ * as key heads (time_step_rank a multiple of group_count), 4-tap convolutions; half of each
+ * attention head rotated, in M-RoPE sections split as the released models split theirs; and
+ * one next-token-prediction block after the decoder's, counted in block_count. */
 #include "engine/gguf/synth_internal.h"
 
 #include "engine/quants/quants.h"
@@ -10,20 +16,34 @@
 #include <stdio.h>
 #include <string.h>
 
-#define LFM2_L_CACHE 3
+#define LFM2_L_CACHE    3
+#define QWEN35_TAPS     4
+#define QWEN35_INTERVAL 2 // full attention on layers 1, 3, ...
+#define QWEN35_K_HEADS  2
+#define QWEN35_V_HEADS  4
+
+static bool is_qwen35(const struct synth *s)
+{
+    return strcmp(s->p->arch, "qwen35") == 0;
+}
 
 bool synth_is_hybrid(const char *arch)
 {
-    return arch && strcmp(arch, "lfm2") == 0;
+    return arch && (strcmp(arch, "lfm2") == 0 || strcmp(arch, "qwen35") == 0);
 }
 
 bool synth_hybrid_layer_recurs(const struct synth *s, int il)
 {
-    (void)s;
+    if (is_qwen35(s)) return (il + 1) % QWEN35_INTERVAL != 0;
     return il % 3 != 1;
 }
 
-int synth_hybrid_keys(struct synth *s)
+int synth_hybrid_extra_blocks(const struct synth *s)
+{
+    return is_qwen35(s) ? 1 : 0;
+}
+
+static int lfm2_keys(struct synth *s)
 {
     const struct synth_params *p = s->p;
     int32_t *kv = mem_alloc((size_t)p->n_layer * sizeof *kv);
@@ -38,7 +58,33 @@ int synth_hybrid_keys(struct synth *s)
     return rc;
 }
 
-int synth_hybrid_layer(struct synth *s, int il)
+static int qwen35_keys(struct synth *s)
+{
+    const uint32_t d = (uint32_t)s->head_dim;
+    const int half = s->n_rot / 2;
+    // each rotated pair in the temporal, height or width section (text takes one position)
+    const int32_t sec[4] = {(half + 2) / 3, (half + 1) / 3, half / 3, 0};
+    char key[96];
+    snprintf(key, sizeof key, "%s.rope.dimension_sections", s->p->arch);
+    int rc = gguf_writer_add_arr(s->w, key, GGUF_VALUE_I32, sec, 4);
+    if (rc == ERR_OK)
+        rc = synth_add_key_u32(s, "attention.head_count_kv", (uint32_t)s->p->n_head_kv);
+    if (rc == ERR_OK) rc = synth_add_key_u32(s, "ssm.conv_kernel", QWEN35_TAPS);
+    if (rc == ERR_OK) rc = synth_add_key_u32(s, "ssm.state_size", d);
+    if (rc == ERR_OK) rc = synth_add_key_u32(s, "ssm.group_count", QWEN35_K_HEADS);
+    if (rc == ERR_OK) rc = synth_add_key_u32(s, "ssm.time_step_rank", QWEN35_V_HEADS);
+    if (rc == ERR_OK) rc = synth_add_key_u32(s, "ssm.inner_size", d * QWEN35_V_HEADS);
+    if (rc == ERR_OK) rc = synth_add_key_u32(s, "full_attention_interval", QWEN35_INTERVAL);
+    if (rc == ERR_OK) rc = synth_add_key_u32(s, "nextn_predict_layers", 1);
+    return rc;
+}
+
+int synth_hybrid_keys(struct synth *s)
+{
+    return is_qwen35(s) ? qwen35_keys(s) : lfm2_keys(s);
+}
+
+static int lfm2_layer(struct synth *s, int il)
 {
     const int64_t e = s->p->n_embd;
     char n[96];
@@ -49,6 +95,47 @@ int synth_hybrid_layer(struct synth *s, int il)
         rc = synth_add_tensor(s, NAME("shortconv.conv.weight"), LFM2_L_CACHE, e, QUANT_F32, 0.6f,
                               0.0f);
     if (rc == ERR_OK) rc = synth_add_mat(s, NAME("shortconv.out_proj.weight"), e, e, s->type);
+#undef NAME
+    return rc;
+}
+
+static int qwen35_layer(struct synth *s, int il)
+{
+    const int64_t e = s->p->n_embd, d = s->head_dim;
+    const int64_t key_dim = d * QWEN35_K_HEADS, d_inner = d * QWEN35_V_HEADS;
+    const int64_t conv_ch = 2 * key_dim + d_inner;
+    char n[96];
+#define NAME(x) (snprintf(n, sizeof n, "blk.%d." x, il), n)
+    int rc = synth_add_mat(s, NAME("attn_qkv.weight"), e, conv_ch, s->type);
+    if (rc == ERR_OK) rc = synth_add_mat(s, NAME("attn_gate.weight"), e, d_inner, s->type);
+    if (rc == ERR_OK) rc = synth_add_mat(s, NAME("ssm_beta.weight"), e, QWEN35_V_HEADS, s->type);
+    if (rc == ERR_OK) rc = synth_add_mat(s, NAME("ssm_alpha.weight"), e, QWEN35_V_HEADS, s->type);
+    if (rc == ERR_OK)
+        rc = synth_add_tensor(s, NAME("ssm_conv1d.weight"), QWEN35_TAPS, conv_ch, QUANT_F32, 0.5f,
+                              0.0f);
+    if (rc == ERR_OK) rc = synth_add_vec(s, NAME("ssm_dt.bias"), QWEN35_V_HEADS, 0.5f, 0.5f);
+    // -exp(A_log): decay rates between -1.5 and -0.5
+    if (rc == ERR_OK) rc = synth_add_vec(s, NAME("ssm_a"), QWEN35_V_HEADS, 0.5f, -1.0f);
+    if (rc == ERR_OK) rc = synth_add_vec(s, NAME("ssm_norm.weight"), d, 0.1f, 1.0f);
+    if (rc == ERR_OK) rc = synth_add_mat(s, NAME("ssm_out.weight"), d_inner, e, s->type);
+#undef NAME
+    return rc;
+}
+
+int synth_hybrid_layer(struct synth *s, int il)
+{
+    return is_qwen35(s) ? qwen35_layer(s, il) : lfm2_layer(s, il);
+}
+
+int synth_hybrid_extra_block(struct synth *s, int il)
+{
+    const int64_t e = s->p->n_embd;
+    char n[96];
+#define NAME(x) (snprintf(n, sizeof n, "blk.%d." x, il), n)
+    int rc = synth_add_mat(s, NAME("nextn.eh_proj.weight"), 2 * e, e, s->type);
+    if (rc == ERR_OK) rc = synth_add_vec(s, NAME("nextn.enorm.weight"), e, 0.1f, 1.0f);
+    if (rc == ERR_OK) rc = synth_add_vec(s, NAME("nextn.hnorm.weight"), e, 0.1f, 1.0f);
+    if (rc == ERR_OK) rc = synth_add_vec(s, NAME("nextn.shared_head_norm.weight"), e, 0.1f, 1.0f);
 #undef NAME
     return rc;
 }

@@ -51,4 +51,10 @@ int synth_hybrid_keys(struct synth *s);
 /* Layer il's recurrent block (its norm comes from the caller). As synth_add_tensor. */
 int synth_hybrid_layer(struct synth *s, int il);
 
+/* Blocks after the decoder's that block_count counts (qwen35's next-token prediction). */
+int synth_hybrid_extra_blocks(const struct synth *s);
+
+/* Such a block's own tensors beyond an attention layer's. As synth_add_tensor. */
+int synth_hybrid_extra_block(struct synth *s, int il);
+
 #endif
