@@ -106,14 +106,23 @@ static int load_arch(struct engine_model *m, struct errmsg *err)
         enum model_arch arch;
         bool neox;
     } archs[] = {
-        {"llama", MODEL_ARCH_LLAMA, false},     {"qwen2", MODEL_ARCH_QWEN2, true},
-        {"qwen3", MODEL_ARCH_QWEN3, true},      {"gemma2", MODEL_ARCH_GEMMA2, true},
-        {"gemma3", MODEL_ARCH_GEMMA3, true},    {"phi3", MODEL_ARCH_PHI3, true},
-        {"granite", MODEL_ARCH_GRANITE, false}, {"smollm3", MODEL_ARCH_SMOLLM3, false},
-        {"olmo2", MODEL_ARCH_OLMO2, true},      {"qwen3moe", MODEL_ARCH_QWEN3MOE, true},
-        {"olmoe", MODEL_ARCH_OLMOE, true},      {"granitemoe", MODEL_ARCH_GRANITEMOE, false},
-        {"gpt-oss", MODEL_ARCH_GPTOSS, true},   {"qwen2vl", MODEL_ARCH_QWEN2, true}, // + M-RoPE
-        {"lfm2", MODEL_ARCH_LFM2, true},        {"qwen35", MODEL_ARCH_QWEN35, true}, // + gated attn
+        {"llama", MODEL_ARCH_LLAMA, false},
+        {"qwen2", MODEL_ARCH_QWEN2, true},
+        {"qwen3", MODEL_ARCH_QWEN3, true},
+        {"gemma2", MODEL_ARCH_GEMMA2, true},
+        {"gemma3", MODEL_ARCH_GEMMA3, true},
+        {"phi3", MODEL_ARCH_PHI3, true},
+        {"granite", MODEL_ARCH_GRANITE, false},
+        {"smollm3", MODEL_ARCH_SMOLLM3, false},
+        {"olmo2", MODEL_ARCH_OLMO2, true},
+        {"qwen3moe", MODEL_ARCH_QWEN3MOE, true},
+        {"olmoe", MODEL_ARCH_OLMOE, true},
+        {"granitemoe", MODEL_ARCH_GRANITEMOE, false},
+        {"gpt-oss", MODEL_ARCH_GPTOSS, true},
+        {"qwen2vl", MODEL_ARCH_QWEN2, true}, // + M-RoPE
+        {"lfm2", MODEL_ARCH_LFM2, true},
+        {"qwen35", MODEL_ARCH_QWEN35, true}, // + gated attn
+        {"qwen35moe", MODEL_ARCH_QWEN35MOE, true},
     };
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
         if (str_eq_cstr(arch, archs[i].name)) {
@@ -336,6 +345,8 @@ static int load_moe(struct engine_model *m, int il, struct layer *L, struct errm
         if (rc == ERR_OK) rc = load_wmat(m, "ffn_up_shexp.weight", il, e, fs, &L->sh_up, err);
         if (rc == ERR_OK) rc = load_wmat(m, "ffn_down_shexp.weight", il, fs, e, &L->sh_down, err);
     }
+    if (rc == ERR_OK && fs > 0 && m->arch == MODEL_ARCH_QWEN35MOE)
+        rc = load_wmat(m, "ffn_gate_inp_shexp.weight", il, e, 1, &L->sh_gate_inp, err);
     return rc;
 }
 
@@ -350,7 +361,7 @@ static int load_attn(struct engine_model *m, int il, struct layer *L, struct err
     const bool has_qk_norm = a == MODEL_ARCH_QWEN3 || a == MODEL_ARCH_GEMMA3 ||
                              a == MODEL_ARCH_OLMO2 || a == MODEL_ARCH_QWEN3MOE ||
                              a == MODEL_ARCH_OLMOE || a == MODEL_ARCH_LFM2 ||
-                             a == MODEL_ARCH_QWEN35;
+                             model_arch_is_qwen35(a);
     const int64_t hd = m->info.head_dim;
     const int64_t qn = ft->qk_norm_full ? qd : hd, kn = ft->qk_norm_full ? kvd : hd;
     int rc = ERR_OK;
@@ -403,13 +414,14 @@ static int load_layer(struct engine_model *m, int il, struct errmsg *err)
     const struct model_feat *ft = &m->feat;
     const int64_t e = m->info.n_embd;
     // gpt-oss and qwen35 name their FFN norm post_attention_norm
-    const char *ffn_norm = m->arch == MODEL_ARCH_GPTOSS || m->arch == MODEL_ARCH_QWEN35
+    const char *ffn_norm = m->arch == MODEL_ARCH_GPTOSS || model_arch_is_qwen35(m->arch)
                                ? "post_attention_norm.weight"
                                : "ffn_norm.weight";
     int rc = load_vec(m, "attn_norm.weight", il, e, !ft->no_pre_norm, &L->attn_norm, err);
     if (rc == ERR_OK) rc = load_vec(m, ffn_norm, il, e, !ft->no_pre_norm, &L->ffn_norm, err);
     if (rc == ERR_OK && L->is_recr)
-        rc = m->arch == MODEL_ARCH_QWEN35 ? load_gdn(m, il, L, err) : load_shortconv(m, il, L, err);
+        rc =
+            model_arch_is_qwen35(m->arch) ? load_gdn(m, il, L, err) : load_shortconv(m, il, L, err);
     else if (rc == ERR_OK)
         rc = load_attn(m, il, L, err);
     if (rc == ERR_OK && ft->n_expert > 0)
@@ -542,8 +554,10 @@ static int plan_moe(struct engine_model *m, struct layer *L, size_t *cap, struct
     if (rc == ERR_OK) rc = plan_build(&L->plan_exp_gu, gu, 2, cap, err);
     if (rc == ERR_OK) rc = plan_build(&L->plan_exp_down, d, 1, cap, err);
     if (rc == ERR_OK && m->feat.n_ff_shexp > 0) {
-        const struct wmat *sgu[2] = {&L->sh_gate, &L->sh_up}, *sd[1] = {&L->sh_down};
-        rc = plan_build(&L->plan_sh_gu, sgu, 2, cap, err);
+        // the shared expert's gate (qwen35moe) reads the same rows as its gate and up
+        const struct wmat *sgu[3] = {&L->sh_gate, &L->sh_up, &L->sh_gate_inp};
+        const struct wmat *sd[1] = {&L->sh_down};
+        rc = plan_build(&L->plan_sh_gu, sgu, L->sh_gate_inp.data ? 3 : 2, cap, err);
         if (rc == ERR_OK) rc = plan_build(&L->plan_sh_down, sd, 1, cap, err);
     }
     return rc;
@@ -600,7 +614,7 @@ static int alloc_scratch(struct engine_model *m, struct errmsg *err)
     const size_t n_exp = ft->n_expert > 0 ? (size_t)ft->n_expert : 1;
     const size_t n_used = ft->n_expert_used > 0 ? (size_t)ft->n_expert_used : 1;
     const size_t qd = (size_t)m->q_dim, kvd = (size_t)m->kv_dim, nv = (size_t)m->info.n_vocab;
-    const bool is_gdn = m->arch == MODEL_ARCH_QWEN35 && m->n_layer_recr > 0;
+    const bool is_gdn = model_arch_is_qwen35(m->arch) && m->n_layer_recr > 0;
     struct {
         void **ptr;
         size_t n, elem;
@@ -624,6 +638,7 @@ static int alloc_scratch(struct engine_model *m, struct errmsg *err)
         {(void **)&m->sc.moe_x, ft->n_expert > 0 ? B * e : 1, 4},
         {(void **)&m->sc.moe_out, ft->n_expert > 0 ? B * n_used * e : 1, 4},
         {(void **)&m->sc.moe_sh, ft->n_ff_shexp > 0 ? B * e : 1, 4},
+        {(void **)&m->sc.moe_shg, B, 4},
         {&m->sc.slot[0], B, m->sc.slot_row_cap},
         {&m->sc.slot[1], B, m->sc.slot_row_cap},
         {&m->sc.slot[2], B, m->sc.slot_row_cap},

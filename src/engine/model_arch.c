@@ -121,7 +121,8 @@ static int load_swa_layers(struct engine_model *m, int def_pattern, struct errms
 bool model_arch_is_moe(enum model_arch arch)
 {
     return arch == MODEL_ARCH_QWEN3MOE || arch == MODEL_ARCH_OLMOE ||
-           arch == MODEL_ARCH_GRANITEMOE || arch == MODEL_ARCH_GPTOSS;
+           arch == MODEL_ARCH_GRANITEMOE || arch == MODEL_ARCH_GPTOSS ||
+           arch == MODEL_ARCH_QWEN35MOE;
 }
 
 static int load_granite(struct engine_model *m, struct model_feat *f, struct errmsg *err)
@@ -234,6 +235,7 @@ int model_arch_load(struct engine_model *m, struct errmsg *err)
         f->qk_norm_full = true;
         break;
     case MODEL_ARCH_QWEN35:
+    case MODEL_ARCH_QWEN35MOE:
         f->attn_gated = true; // its layers and state: model_gdn.c
         break;
     case MODEL_ARCH_GPTOSS:
@@ -265,12 +267,16 @@ int model_arch_load(struct engine_model *m, struct errmsg *err)
         if (rc == ERR_OK && f->n_expert_used > MOE_USED_MAX)
             rc = errmsg_set(err, ERR_UNSUPPORTED, "%d experts per token (at most %d)",
                             f->n_expert_used, MOE_USED_MAX);
+        // qwen35moe: without the keys, experts are n_ff / k wide and the shared expert n_ff
+        const bool is_q35 = m->arch == MODEL_ARCH_QWEN35MOE;
+        const int ff_exp =
+            is_q35 && f->n_expert_used > 0 ? m->info.n_ff / f->n_expert_used : m->info.n_ff;
         if (rc == ERR_OK)
-            rc = get_int(m, "expert_feed_forward_length", m->info.n_ff, 1, 1 << 20, &f->n_ff_exp,
-                         err);
-        if (rc == ERR_OK && m->arch == MODEL_ARCH_GRANITEMOE)
-            rc =
-                get_int(m, "expert_shared_feed_forward_length", 0, 0, 1 << 20, &f->n_ff_shexp, err);
+            rc = get_int(m, "expert_feed_forward_length", ff_exp > 0 ? ff_exp : 1, 1, 1 << 20,
+                         &f->n_ff_exp, err);
+        if (rc == ERR_OK && (m->arch == MODEL_ARCH_GRANITEMOE || is_q35))
+            rc = get_int(m, "expert_shared_feed_forward_length", is_q35 ? m->info.n_ff : 0, 0,
+                         1 << 20, &f->n_ff_shexp, err);
         f->expert_norm = m->arch != MODEL_ARCH_OLMOE;
     }
     if (rc == ERR_OK && f->n_swa == 0)

@@ -591,7 +591,7 @@ static void run_moe(struct threadpool *tp, struct fwd *f, const struct layer *L)
         f->src = sc->xn;
         f->plan = &L->plan_sh_gu;
         fwd_run_light(tp, fwd_job_quant, f, n_rows <= LIGHT_ROWS_MAX);
-        fwd_run_matmul_group(tp, f, &L->plan_sh_gu, sc->gate, sc->up, NULL);
+        fwd_run_matmul_group(tp, f, &L->plan_sh_gu, sc->gate, sc->up, sc->moe_shg);
         f->plan = &L->plan_sh_down;
         fwd_run_light(tp, job_swiglu_quant, f, n_rows <= LIGHT_ROWS_MAX);
         fwd_run_matmul_group(tp, f, &L->plan_sh_down, sc->moe_sh, NULL, NULL);
@@ -623,8 +623,11 @@ static void run_moe(struct threadpool *tp, struct fwd *f, const struct layer *L)
             for (size_t j = 0; j < e; j++)
                 y[j] += o[j];
         }
+        // qwen35moe gates the shared expert by sigmoid(its gate's logit)
+        const float g = L->sh_gate_inp.data ? 1.0f / (1.0f + expf(-sc->moe_shg[t])) : 1.0f;
         for (size_t j = 0; ft->n_ff_shexp > 0 && j < e; j++)
-            y[j] += sc->moe_sh[(size_t)t * e + j];
+            y[j] += L->sh_gate_inp.data ? sc->moe_sh[(size_t)t * e + j] * g
+                                        : sc->moe_sh[(size_t)t * e + j];
     }
 }
 

@@ -25,7 +25,14 @@ enum model_arch {
     MODEL_ARCH_GPTOSS,
     MODEL_ARCH_LFM2,
     MODEL_ARCH_QWEN35,
+    MODEL_ARCH_QWEN35MOE,
 };
+
+/* qwen35 and its mixture-of-experts form share their layers (model_gdn.c). */
+static inline bool model_arch_is_qwen35(enum model_arch a)
+{
+    return a == MODEL_ARCH_QWEN35 || a == MODEL_ARCH_QWEN35MOE;
+}
 
 /* How a family differs from the llama graph, read at load (model_arch.c). Zero: llama. */
 struct model_feat {
@@ -110,6 +117,7 @@ struct layer {
     struct wmat *exp_gate, *exp_up,
         *exp_down; // n_expert each, one allocation at exp_gate: (n_ff_exp, n_embd) x2, (n_embd, n_ff_exp)
     struct wmat sh_gate, sh_up, sh_down; // shared expert (n_ff_shexp > 0)
+    struct wmat sh_gate_inp;             // qwen35moe: (1, n_embd) the shared expert's gate
     struct qplan plan_qkv, plan_o, plan_gu, plan_down;
     struct qplan plan_router, plan_exp_gu, plan_exp_down, plan_sh_gu, plan_sh_down;
     // recurrent layers of hybrid families (model_recr.c): no attention and no KV rows, a fixed
@@ -146,6 +154,7 @@ struct scratch {
     float *moe_out;             // (B * n_expert_used, n_embd) each (token, slot)'s expert output
     float *router;              // (B, n_expert) router logits
     float *moe_sh;              // (B, n_embd) shared expert output
+    float *moe_shg;             // (B) its gate's logit (qwen35moe)
     void *slot[QPLAN_MAX];      // (B, slot_row_cap) quantized activations
     size_t slot_row_cap;
     int32_t *tok_item; // (B) item of each stacked token

@@ -21,7 +21,7 @@
 
 bool model_recr_is_hybrid(enum model_arch arch)
 {
-    return arch == MODEL_ARCH_LFM2 || arch == MODEL_ARCH_QWEN35;
+    return arch == MODEL_ARCH_LFM2 || model_arch_is_qwen35(arch);
 }
 
 int model_recr_head_kv(const struct engine_model *m, int n_layer, int n_head, int *n_head_kv,
@@ -182,7 +182,7 @@ static void job_shortconv(void *arg, int ith, int nth)
 void model_recr_block(struct threadpool *tp, struct fwd *f)
 {
     struct engine_model *m = f->m;
-    if (m->arch == MODEL_ARCH_QWEN35) {
+    if (model_arch_is_qwen35(m->arch)) {
         model_gdn_block(tp, f);
         return;
     }

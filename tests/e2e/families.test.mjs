@@ -1,5 +1,5 @@
 // Every newer model family (gemma2, gemma3, phi3, granite, smollm3, olmo2, qwen3moe, olmoe,
-// granitemoe, gpt-oss, the hybrids lfm2 and qwen35) loads from a synthetic gguf-synth model
+// granitemoe, gpt-oss, the hybrids lfm2, qwen35, qwen35moe) loads from a synthetic gguf-synth model
 // with its features on and chats through /v1/chat/completions, streamed and not; a prompt
 // cache longer than a sliding window is reused without changing the answer; each hybrid
 // resumes a continued conversation and a retry from state checkpoints and serves 4 streams on
@@ -14,7 +14,7 @@ import { synthModel } from './lib/models.mjs';
 const NO_EOS = { 2: -100 };
 const FAMILIES = ['gemma2', 'gemma3', 'phi3', 'granite', 'smollm3', 'olmo2', 'qwen3moe', 'olmoe',
   'granitemoe', 'gpt-oss', 'lfm2',
-  'qwen35'];
+  'qwen35', 'qwen35moe'];
 
 function familyArgs(arch) {
   const kv = arch === 'olmo2' || arch === 'olmoe' ? '4' : '2';

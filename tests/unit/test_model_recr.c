@@ -136,6 +136,7 @@ static void test_invariant(void **state)
     check_invariant("lfm2", "q8_0");
     check_invariant("qwen35", "f32");
     check_invariant("qwen35", "q8_0");
+    check_invariant("qwen35moe", "q8_0");
 }
 
 static void test_memory(void **state)

@@ -199,11 +199,17 @@ static bool arch_is(const struct synth_params *p, const char *name)
 static bool arch_is_moe(const struct synth_params *p)
 {
     return arch_is(p, "qwen3moe") || arch_is(p, "olmoe") || arch_is(p, "granitemoe") ||
-           arch_is(p, "gpt-oss");
+           arch_is(p, "gpt-oss") || arch_is(p, "qwen35moe");
+}
+
+/* qwen35 and qwen35moe share their layers. */
+static bool is_qwen35(const struct synth_params *p)
+{
+    return arch_is(p, "qwen35") || arch_is(p, "qwen35moe");
 }
 
 /* The FFN of a mixture-of-experts layer: router (F32, as converters keep it), experts, and
- * granitemoe's shared expert. */
+ * granitemoe's shared expert (qwen35moe's with its sigmoid gate). */
 static int add_moe_ffn(struct synth *s, int il)
 {
     const struct synth_params *p = s->p;
@@ -227,11 +233,14 @@ static int add_moe_ffn(struct synth *s, int il)
             rc = synth_add_tensor(s, NAME("ffn_down_exps.bias"), e, s->n_expert, QUANT_F32, 0.1f,
                                   0.0f);
     }
-    if (rc == ERR_OK && arch_is(p, "granitemoe")) {
+    if (rc == ERR_OK && (arch_is(p, "granitemoe") || arch_is(p, "qwen35moe"))) {
         rc = synth_add_mat(s, NAME("ffn_gate_shexp.weight"), e, f, s->type);
         if (rc == ERR_OK) rc = synth_add_mat(s, NAME("ffn_up_shexp.weight"), e, f, s->type);
         if (rc == ERR_OK) rc = synth_add_mat(s, NAME("ffn_down_shexp.weight"), f, e, s->type);
     }
+    if (rc == ERR_OK && arch_is(p, "qwen35moe"))
+        rc = synth_add_tensor(s, NAME("ffn_gate_inp_shexp.weight"), e, 1, QUANT_F32,
+                              sqrtf(3.0f / (float)e), 0.0f);
 #undef NAME
     return rc;
 }
@@ -248,7 +257,7 @@ static int add_attn(struct synth *s, int il)
     const bool is_qwen2 = arch_is(p, "qwen2") || arch_is(p, "qwen2vl") || is_oss; // biased QKV
     const bool is_olmo = arch_is(p, "olmo2") || arch_is(p, "olmoe");
     const bool head_norms = arch_is(p, "qwen3") || arch_is(p, "gemma3") || arch_is(p, "qwen3moe") ||
-                            arch_is(p, "lfm2") || arch_is(p, "qwen35");
+                            arch_is(p, "lfm2") || is_qwen35(p);
     const bool post_norms = arch_is(p, "gemma2") || arch_is(p, "gemma3") || arch_is(p, "olmo2");
     char n[96];
     int rc = ERR_OK;
@@ -257,7 +266,7 @@ static int add_attn(struct synth *s, int il)
         rc = synth_add_mat(s, NAME("attn_qkv.weight"), e, qd + 2 * kvd, s->type);
     } else {
         // qwen35's gated attention: each head's query, then its gate
-        const int64_t q_rows = arch_is(p, "qwen35") ? 2 * qd : qd;
+        const int64_t q_rows = is_qwen35(p) ? 2 * qd : qd;
         rc = synth_add_mat(s, NAME("attn_q.weight"), e, q_rows, s->type);
         if (rc == ERR_OK) rc = synth_add_mat(s, NAME("attn_k.weight"), e, kvd, s->type);
         if (rc == ERR_OK) rc = synth_add_mat(s, NAME("attn_v.weight"), e, kvd, more);
@@ -292,7 +301,7 @@ static int add_layer_decoder(struct synth *s, int il)
     const bool post_norms = arch_is(p, "gemma2") || arch_is(p, "gemma3") || arch_is(p, "olmo2");
     const bool pre_norms = !arch_is(p, "olmo2");
     // gpt-oss and qwen35 name their FFN norm post_attention_norm (gpt-oss writes it above)
-    const char *ffn_norm = arch_is(p, "qwen35") ? "post_attention_norm.weight" : "ffn_norm.weight";
+    const char *ffn_norm = is_qwen35(p) ? "post_attention_norm.weight" : "ffn_norm.weight";
     char n[96];
     int rc = ERR_OK;
 #define NAME(x) (snprintf(n, sizeof n, "blk.%d." x, il), n)
@@ -506,7 +515,7 @@ static int add_family_keys(struct synth *s)
             rc = synth_add_key_u32(s, "expert_used_count", (uint32_t)s->n_expert_used);
         if (rc == ERR_OK)
             rc = synth_add_key_u32(s, "expert_feed_forward_length", (uint32_t)p->n_ff);
-        if (rc == ERR_OK && arch_is(p, "granitemoe"))
+        if (rc == ERR_OK && (arch_is(p, "granitemoe") || arch_is(p, "qwen35moe")))
             rc = synth_add_key_u32(s, "expert_shared_feed_forward_length", (uint32_t)p->n_ff);
     }
     return rc;
@@ -748,8 +757,9 @@ static int copy_vocab(struct synth *s)
 /* ---- entry point ---- */
 
 static const char *const decoder_archs[] = {
-    "gpt-oss", "llama", "qwen2",    "qwen3", "gemma2",     "gemma3",  "phi3", "granite",
-    "smollm3", "olmo2", "qwen3moe", "olmoe", "granitemoe", "qwen2vl", "lfm2", "qwen35"};
+    "gpt-oss",    "llama",   "qwen2",   "qwen3",  "gemma2",   "gemma3",
+    "phi3",       "granite", "smollm3", "olmo2",  "qwen3moe", "olmoe",
+    "granitemoe", "qwen2vl", "lfm2",    "qwen35", "qwen35moe"};
 
 static int check_params(const struct synth_params *p, struct synth *s, struct errmsg *err)
 {
@@ -761,6 +771,7 @@ static int check_params(const struct synth_params *p, struct synth *s, struct er
             err, ERR_INVALID,
             "unknown arch '%s' (llama, qwen2, qwen2vl, qwen3, gemma2, gemma3, phi3, "
             "granite, smollm3, olmo2, qwen3moe, olmoe, granitemoe, gpt-oss, lfm2, qwen35, "
+            "qwen35moe, "
             "bert)",
             p->arch ? p->arch : "");
     if (!p->type || !parse_type(p->type, &s->type, &s->is_mix))
@@ -775,7 +786,7 @@ static int check_params(const struct synth_params *p, struct synth *s, struct er
         return errmsg_set(err, ERR_INVALID, "head dimension %d must be even, 2..%d", s->head_dim,
                           HEAD_DIM_SYNTH_MAX);
     s->n_rot = s->head_dim;
-    if (strcmp(p->arch, "qwen35") == 0) s->n_rot = (s->head_dim / 2) & ~1; // partial, as released
+    if (is_qwen35(p)) s->n_rot = (s->head_dim / 2) & ~1; // partial, as released
     if (strcmp(p->arch, "phi3") == 0) s->n_rot = (s->head_dim * 3 / 4) & ~1;
     const bool is_gemma = strcmp(p->arch, "gemma2") == 0 || strcmp(p->arch, "gemma3") == 0;
     const bool is_oss = strcmp(p->arch, "gpt-oss") == 0;
@@ -788,7 +799,7 @@ static int check_params(const struct synth_params *p, struct synth *s, struct er
     const bool is_moe = arch_is_moe(p);
     if (!is_moe && (p->n_expert > 0 || p->n_expert_used > 0))
         return errmsg_set(err, ERR_INVALID,
-                          "--experts applies to qwen3moe, olmoe, granitemoe, gpt-oss");
+                          "--experts applies to qwen3moe, olmoe, granitemoe, gpt-oss, qwen35moe");
     s->n_expert = p->n_expert > 0 ? p->n_expert : 8;
     s->n_expert_used = p->n_expert_used > 0 ? p->n_expert_used : 2;
     if (is_moe && (s->n_expert_used > s->n_expert || s->n_expert_used > 16))

@@ -17,7 +17,7 @@
 struct synth_params {
     const char *arch; // "llama", "qwen2", "qwen3", "bert", "gemma2", "gemma3", "phi3",
                       // "granite", "smollm3", "olmo2", "qwen3moe", "olmoe", "granitemoe",
-                      // "gpt-oss", "lfm2", "qwen35"
+                      // "gpt-oss", "lfm2", "qwen35", "qwen35moe"
     int n_layer;
     int n_embd;
     int n_head;

@@ -7,7 +7,8 @@
  * use every fourth); delta-rule heads as wide as the attention heads, twice as many value heads
  * as key heads (time_step_rank a multiple of group_count), 4-tap convolutions; half of each
  * attention head rotated, in M-RoPE sections split as the released models split theirs; and
- * one next-token-prediction block after the decoder's, counted in block_count. */
+ * one next-token-prediction block after the decoder's, counted in block_count. qwen35moe is
+ * qwen35 with synth.c's experts and a gated shared expert. */
 #include "engine/gguf/synth_internal.h"
 
 #include "engine/quants/quants.h"
@@ -24,12 +25,13 @@
 
 static bool is_qwen35(const struct synth *s)
 {
-    return strcmp(s->p->arch, "qwen35") == 0;
+    return strcmp(s->p->arch, "qwen35") == 0 || strcmp(s->p->arch, "qwen35moe") == 0;
 }
 
 bool synth_is_hybrid(const char *arch)
 {
-    return arch && (strcmp(arch, "lfm2") == 0 || strcmp(arch, "qwen35") == 0);
+    return arch && (strcmp(arch, "lfm2") == 0 || strcmp(arch, "qwen35") == 0 ||
+                    strcmp(arch, "qwen35moe") == 0);
 }
 
 bool synth_hybrid_layer_recurs(const struct synth *s, int il)
