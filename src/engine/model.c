@@ -123,6 +123,8 @@ static int load_arch(struct engine_model *m, struct errmsg *err)
         {"lfm2", MODEL_ARCH_LFM2, true},
         {"qwen35", MODEL_ARCH_QWEN35, true}, // + gated attn
         {"qwen35moe", MODEL_ARCH_QWEN35MOE, true},
+        {"mamba2", MODEL_ARCH_MAMBA2, false},
+        {"granitehybrid", MODEL_ARCH_GRANITEHYBRID, false},
     };
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
         if (str_eq_cstr(arch, archs[i].name)) {
@@ -137,12 +139,44 @@ static int load_arch(struct engine_model *m, struct errmsg *err)
                       (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
 }
 
+/* The attention and FFN sizes: head counts (per layer for hybrids), widths, rotation. */
+static int attn_hparams(struct engine_model *m, const struct hp *h, int *v_len)
+{
+    struct engine_model_info *in = &m->info;
+    bool kv_is_array = false; // hybrids give a count per layer, 0 for recurrent layers
+    int rc = hp_int(h, "feed_forward_length", -1, 1, N_FF_MAX, &in->n_ff);
+    if (rc == ERR_OK) rc = hp_int(h, "attention.head_count", -1, 1, N_HEAD_MAX, &in->n_head);
+    if (rc == ERR_OK)
+        rc = model_recr_head_kv(m, in->n_layer, in->n_head, &in->n_head_kv, &kv_is_array, h->err);
+    if (rc == ERR_OK && !kv_is_array)
+        rc = hp_int(h, "attention.head_count_kv", in->n_head, 1, in->n_head, &in->n_head_kv);
+    if (rc == ERR_OK) rc = hp_int(h, "context_length", -1, 1, INT32_MAX, &in->n_ctx_train);
+    if (rc == ERR_OK)
+        rc = hp_int(h, "attention.key_length", in->n_embd / in->n_head, 1, HEAD_DIM_MAX,
+                    &in->head_dim);
+    if (rc == ERR_OK)
+        rc = hp_int(h, "attention.value_length", in->head_dim, 1, HEAD_DIM_MAX, v_len);
+    if (rc == ERR_OK)
+        rc = hp_int(h, "rope.dimension_count", in->head_dim, 0, in->head_dim, &m->n_rot);
+    return rc;
+}
+
+/* mamba2 has neither attention nor an FFN (its files say 0 for both): one head of width one
+ * stands in for the sizes nothing uses, and nothing rotates. */
+static int attn_free_hparams(struct engine_model *m, const struct hp *h, int *v_len)
+{
+    struct engine_model_info *in = &m->info;
+    in->n_ff = 0;
+    in->n_head = in->n_head_kv = in->head_dim = *v_len = 1;
+    m->n_rot = 0;
+    return hp_int(h, "context_length", -1, 1, INT32_MAX, &in->n_ctx_train);
+}
+
 static int load_hparams(struct engine_model *m, struct errmsg *err)
 {
     struct engine_model_info *in = &m->info;
     const struct hp h = {.g = m->gguf, .arch = m->arch_name, .err = err};
-    int n_expert = 0, v_len;
-    bool kv_is_array = false; // hybrids give a count per layer, 0 for recurrent layers
+    int n_expert = 0, v_len = 0;
     int rc = hp_int(&h, "embedding_length", -1, 1, N_EMBD_MAX, &in->n_embd);
     if (rc == ERR_OK) rc = hp_int(&h, "block_count", -1, 1, N_LAYER_MAX, &in->n_layer);
     // Next-token-prediction blocks (qwen35) follow the decoder's in block_count: they serve
@@ -150,27 +184,18 @@ static int load_hparams(struct engine_model *m, struct errmsg *err)
     int n_nextn = 0;
     if (rc == ERR_OK) rc = hp_int(&h, "nextn_predict_layers", 0, 0, in->n_layer - 1, &n_nextn);
     in->n_layer -= n_nextn;
-    if (rc == ERR_OK) rc = hp_int(&h, "feed_forward_length", -1, 1, N_FF_MAX, &in->n_ff);
-    if (rc == ERR_OK) rc = hp_int(&h, "attention.head_count", -1, 1, N_HEAD_MAX, &in->n_head);
-    if (rc == ERR_OK)
-        rc = model_recr_head_kv(m, in->n_layer, in->n_head, &in->n_head_kv, &kv_is_array, err);
-    if (rc == ERR_OK && !kv_is_array)
-        rc = hp_int(&h, "attention.head_count_kv", in->n_head, 1, in->n_head, &in->n_head_kv);
-    if (rc == ERR_OK) rc = hp_int(&h, "context_length", -1, 1, INT32_MAX, &in->n_ctx_train);
-    if (rc == ERR_OK)
-        rc = hp_int(&h, "attention.key_length", in->n_embd / in->n_head, 1, HEAD_DIM_MAX,
-                    &in->head_dim);
-    if (rc == ERR_OK)
-        rc = hp_int(&h, "attention.value_length", in->head_dim, 1, HEAD_DIM_MAX, &v_len);
-    if (rc == ERR_OK)
-        rc = hp_int(&h, "rope.dimension_count", in->head_dim, 0, in->head_dim, &m->n_rot);
+    if (rc == ERR_OK && m->arch == MODEL_ARCH_MAMBA2)
+        rc = attn_free_hparams(m, &h, &v_len);
+    else if (rc == ERR_OK)
+        rc = attn_hparams(m, &h, &v_len);
     if (rc == ERR_OK) rc = hp_int(&h, "expert_count", 0, 0, INT32_MAX, &n_expert);
     if (rc == ERR_OK)
         rc = hp_float(&h, "attention.layer_norm_rms_epsilon", 0.0f, true, &m->norm_eps);
     if (rc == ERR_OK) rc = hp_float(&h, "rope.freq_base", 10000.0f, false, &m->rope_base);
     if (rc == ERR_OK) rc = load_rope_scaling(m, &h);
     if (rc != ERR_OK) return rc;
-    if (n_expert > 0 && !model_arch_is_moe(m->arch))
+    // granitehybrid's experts are optional
+    if (n_expert > 0 && !model_arch_is_moe(m->arch) && m->arch != MODEL_ARCH_GRANITEHYBRID)
         return errmsg_set(err, ERR_UNSUPPORTED, "mixture-of-experts %s models are not supported",
                           m->arch_name);
     if (v_len != in->head_dim)
@@ -397,6 +422,27 @@ static int load_gdn(struct engine_model *m, int il, struct layer *L, struct errm
     return rc;
 }
 
+/* A Mamba-2 mixer: in_proj, the taps and their bias (required by mamba2), the dt bias, A and
+ * D per head, the grouped norm, out_proj. */
+static int load_ssd(struct engine_model *m, int il, struct layer *L, struct errmsg *err)
+{
+    const int64_t e = m->info.n_embd, nh = m->ssm_n_v_heads, d_in = m->recr_out_dim;
+    const int64_t ng = m->ssm_n_groups;
+    int rc = load_wmat(m, "ssm_in.weight", il, e, m->recr_in_dim, &L->conv_in, err);
+    if (rc == ERR_OK) rc = model_recr_load_conv(m, il, "ssm_conv1d.weight", err);
+    if (rc == ERR_OK)
+        rc = load_vec(m, "ssm_conv1d.bias", il, m->n_conv_ch, m->arch == MODEL_ARCH_MAMBA2,
+                      &L->conv_b, err);
+    if (rc == ERR_OK) rc = load_vec(m, "ssm_dt.bias", il, nh, true, &L->ssm_dt, err);
+    if (rc == ERR_OK) rc = model_recr_load_floats(m, il, "ssm_a", 1, nh, true, &L->ssm_a, err);
+    if (rc == ERR_OK) rc = model_recr_load_floats(m, il, "ssm_d", 1, nh, true, &L->ssm_d, err);
+    if (rc == ERR_OK)
+        rc = model_recr_load_floats(m, il, "ssm_norm.weight", d_in / ng, ng, true, &L->ssm_norm,
+                                    err);
+    if (rc == ERR_OK) rc = load_wmat(m, "ssm_out.weight", il, d_in, e, &L->conv_out, err);
+    return rc;
+}
+
 /* lfm2's gated short convolution: in_proj (rows b | c | x), the taps, out_proj. */
 static int load_shortconv(struct engine_model *m, int il, struct layer *L, struct errmsg *err)
 {
@@ -406,6 +452,14 @@ static int load_shortconv(struct engine_model *m, int il, struct layer *L, struc
     if (rc == ERR_OK)
         rc = load_wmat(m, "shortconv.out_proj.weight", il, m->n_conv_ch, e, &L->conv_out, err);
     return rc;
+}
+
+/* A recurrent layer's mixer, by family. */
+static int load_recr(struct engine_model *m, int il, struct layer *L, struct errmsg *err)
+{
+    if (model_arch_is_qwen35(m->arch)) return load_gdn(m, il, L, err);
+    if (m->arch == MODEL_ARCH_LFM2) return load_shortconv(m, il, L, err);
+    return load_ssd(m, il, L, err);
 }
 
 static int load_layer(struct engine_model *m, int il, struct errmsg *err)
@@ -418,12 +472,13 @@ static int load_layer(struct engine_model *m, int il, struct errmsg *err)
                                ? "post_attention_norm.weight"
                                : "ffn_norm.weight";
     int rc = load_vec(m, "attn_norm.weight", il, e, !ft->no_pre_norm, &L->attn_norm, err);
-    if (rc == ERR_OK) rc = load_vec(m, ffn_norm, il, e, !ft->no_pre_norm, &L->ffn_norm, err);
+    if (rc == ERR_OK && !ft->no_ffn)
+        rc = load_vec(m, ffn_norm, il, e, !ft->no_pre_norm, &L->ffn_norm, err);
     if (rc == ERR_OK && L->is_recr)
-        rc =
-            model_arch_is_qwen35(m->arch) ? load_gdn(m, il, L, err) : load_shortconv(m, il, L, err);
+        rc = load_recr(m, il, L, err);
     else if (rc == ERR_OK)
         rc = load_attn(m, il, L, err);
+    if (rc == ERR_OK && ft->no_ffn) return rc;
     if (rc == ERR_OK && ft->n_expert > 0)
         rc = load_moe(m, il, L, err);
     else if (rc == ERR_OK)
@@ -582,6 +637,7 @@ static int plan_all(struct engine_model *m, struct errmsg *err)
             rc = plan_build(&L->plan_qkv, qkv, 3, &cap, err);
             if (rc == ERR_OK) rc = plan_build(&L->plan_o, o, 1, &cap, err);
         }
+        if (m->feat.no_ffn) continue;
         if (rc == ERR_OK && m->feat.n_expert > 0) {
             rc = plan_moe(m, L, &cap, err);
             continue;
@@ -614,7 +670,8 @@ static int alloc_scratch(struct engine_model *m, struct errmsg *err)
     const size_t n_exp = ft->n_expert > 0 ? (size_t)ft->n_expert : 1;
     const size_t n_used = ft->n_expert_used > 0 ? (size_t)ft->n_expert_used : 1;
     const size_t qd = (size_t)m->q_dim, kvd = (size_t)m->kv_dim, nv = (size_t)m->info.n_vocab;
-    const bool is_gdn = model_arch_is_qwen35(m->arch) && m->n_layer_recr > 0;
+    // the conv output and the gates of DeltaNet and Mamba-2 layers
+    const bool is_gdn = m->arch != MODEL_ARCH_LFM2 && m->n_layer_recr > 0;
     struct {
         void **ptr;
         size_t n, elem;

@@ -140,6 +140,26 @@ static int load_granite(struct engine_model *m, struct model_feat *f, struct err
     return rc;
 }
 
+/* granitehybrid: granite's multipliers, each optional (the logit scale too), and
+ * rope.scaling.finetuned, which the family uses as a switch: false means no RoPE at all. */
+static int load_granite_hybrid(struct engine_model *m, struct model_feat *f, struct errmsg *err)
+{
+    char key[96];
+    bool has_rope = true;
+    snprintf(key, sizeof key, "%s.rope.scaling.finetuned", m->arch_name);
+    int rc = gguf_get_bool(m->gguf, key, &has_rope);
+    if (rc != ERR_OK && rc != ERR_NOT_FOUND)
+        return errmsg_set(err, ERR_FORMAT, "key '%s': not a boolean", key);
+    if (rc == ERR_NOT_FOUND) has_rope = true;
+    for (int il = 0; il < m->info.n_layer; il++)
+        m->layers[il].has_rope = has_rope && m->n_rot > 0;
+    rc = get_f32(m, "logit_scale", 0.0f, &f->logit_div, err);
+    if (rc == ERR_OK) rc = get_f32(m, "residual_scale", 0.0f, &f->residual_scale, err);
+    if (rc == ERR_OK) rc = get_f32(m, "embedding_scale", 0.0f, &f->embd_scale, err);
+    if (rc == ERR_OK) rc = get_f32(m, "attention.scale", 0.0f, &f->kq_scale, err);
+    return rc;
+}
+
 static int load_gemma(struct engine_model *m, struct model_feat *f, struct errmsg *err)
 {
     const bool is2 = m->arch == MODEL_ARCH_GEMMA2;
@@ -234,6 +254,12 @@ int model_arch_load(struct engine_model *m, struct errmsg *err)
     case MODEL_ARCH_OLMOE:
         f->qk_norm_full = true;
         break;
+    case MODEL_ARCH_MAMBA2:
+        f->no_ffn = true; // its layers and state: model_ssd.c
+        break;
+    case MODEL_ARCH_GRANITEHYBRID:
+        rc = load_granite_hybrid(m, f, err);
+        break;
     case MODEL_ARCH_QWEN35:
     case MODEL_ARCH_QWEN35MOE:
         f->attn_gated = true; // its layers and state: model_gdn.c
@@ -256,7 +282,13 @@ int model_arch_load(struct engine_model *m, struct errmsg *err)
     // LongRoPE's (or any converter's) cos/sin multiplier
     if (rc == ERR_OK) rc = get_f32(m, "rope.scaling.attn_factor", 0.0f, &f->rope_attn_factor, err);
     if (rc == ERR_OK && f->is_yarn) rc = load_yarn(m, f, err);
-    if (rc == ERR_OK && model_arch_is_moe(m->arch)) {
+    // granitehybrid has experts when its file counts them
+    int64_t n_exp_key = 0;
+    char exp_key[96];
+    snprintf(exp_key, sizeof exp_key, "%s.expert_count", m->arch_name);
+    const bool has_experts = m->arch == MODEL_ARCH_GRANITEHYBRID &&
+                             gguf_get_i64(m->gguf, exp_key, &n_exp_key) == ERR_OK && n_exp_key > 0;
+    if (rc == ERR_OK && (model_arch_is_moe(m->arch) || has_experts)) {
         rc = get_int(m, "expert_count", 0, 1, 4096, &f->n_expert, err);
         if (rc == ERR_OK && f->n_expert < 1)
             rc = errmsg_set(err, ERR_FORMAT, "key '%s.expert_count' is missing", m->arch_name);
@@ -274,7 +306,8 @@ int model_arch_load(struct engine_model *m, struct errmsg *err)
         if (rc == ERR_OK)
             rc = get_int(m, "expert_feed_forward_length", ff_exp > 0 ? ff_exp : 1, 1, 1 << 20,
                          &f->n_ff_exp, err);
-        if (rc == ERR_OK && (m->arch == MODEL_ARCH_GRANITEMOE || is_q35))
+        if (rc == ERR_OK &&
+            (m->arch == MODEL_ARCH_GRANITEMOE || m->arch == MODEL_ARCH_GRANITEHYBRID || is_q35))
             rc = get_int(m, "expert_shared_feed_forward_length", is_q35 ? m->info.n_ff : 0, 0,
                          1 << 20, &f->n_ff_shexp, err);
         f->expert_norm = m->arch != MODEL_ARCH_OLMOE;

@@ -673,6 +673,7 @@ static void run_layer(struct threadpool *tp, struct fwd *f, int il)
     }
     post_block(tp, f, L->bo, L->attn_post_norm);
     if (il == m->info.n_layer - 1) keep_output_rows(f);
+    if (m->feat.no_ffn) return; // mamba2: the next norm step adds the mixer's output
     f->add = sc->proj;
     f->norm_w = L->ffn_norm;
     if (m->feat.n_expert > 0) {

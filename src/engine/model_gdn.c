@@ -34,7 +34,7 @@ static float softplus(float x)
 }
 
 /* Step: the conv over this thread's channels, token by token (each sequence's tail advances
- * one token at a time), then SiLU, into recr_conv. */
+ * one token at a time), plus the bias if any, then SiLU, into recr_conv. */
 static void job_conv_silu(void *arg, int ith, int nth)
 {
     const struct fwd *f = arg;
@@ -44,11 +44,13 @@ static void job_conv_silu(void *arg, int ith, int nth)
     int lo, hi;
     fwd_split(nc, ith, nth, &lo, &hi);
     for (int t = 0; hi > lo && t < f->n_tok; t++) {
-        const float *x = m->sc.recr_in + (size_t)t * (size_t)m->recr_in_dim;
+        const float *x = m->sc.recr_in + (size_t)t * (size_t)m->recr_in_dim + m->conv_in_off;
         float *y = m->sc.recr_conv + (size_t)t * (size_t)nc;
         struct engine_seq *s = f->items[m->sc.tok_item[t]].seq;
         float *tail = s->state + (size_t)L->recr_before * m->recr_floats;
         ssm_conv_step_ref(lo, hi, m->d_conv, tail, x, L->conv_w, y);
+        for (int i = lo; L->conv_b && i < hi; i++)
+            y[i] += L->conv_b[i];
         for (int i = lo; i < hi; i++)
             y[i] = y[i] / (1.0f + expf(-y[i]));
     }
@@ -108,12 +110,17 @@ void model_gdn_block(struct threadpool *tp, struct fwd *f)
     fwd_run_light(tp, fwd_job_quant, f, is_small);
     fwd_run_matmul_group(tp, f, &L->plan_ab, sc->recr_ab,
                          sc->recr_ab + (size_t)ENGINE_BATCH_MAX * (size_t)m->ssm_n_v_heads, NULL);
-    fwd_run_light(tp, job_conv_silu, f, is_small);
+    model_gdn_conv_silu(tp, f);
     fwd_run_light(tp, job_delta, f, is_small);
     f->src = sc->recr_y;
     f->plan = &L->plan_conv_out;
     fwd_run_light(tp, fwd_job_quant, f, is_small);
     fwd_run_matmul_group(tp, f, &L->plan_conv_out, sc->proj, NULL, NULL);
+}
+
+void model_gdn_conv_silu(struct threadpool *tp, struct fwd *f)
+{
+    fwd_run_light(tp, job_conv_silu, f, f->n_tok <= LIGHT_ROWS_MAX);
 }
 
 void model_gdn_split_query(const struct engine_model *m, int t)

@@ -21,6 +21,11 @@ int model_gdn_hparams(struct engine_model *m, struct errmsg *err);
  * quantized for plan_conv_in; the result is in sc.proj. */
 void model_gdn_block(struct threadpool *tp, struct fwd *f);
 
+/* The causal conv of a DeltaNet or Mamba-2 layer over the step's tokens: the channels of each
+ * sc.recr_in row from conv_in_off, each sequence's tail advanced token by token, plus the
+ * layer's conv bias if any, SiLU, into sc.recr_conv. */
+void model_gdn_conv_silu(struct threadpool *tp, struct fwd *f);
+
 /* Gated attention: token t's projected row sc.qg holds per head a query then a gate; the
  * queries go to sc.q and the gates to sc.attn_gate. Cannot fail. */
 void model_gdn_split_query(const struct engine_model *m, int t);

@@ -26,6 +26,8 @@ enum model_arch {
     MODEL_ARCH_LFM2,
     MODEL_ARCH_QWEN35,
     MODEL_ARCH_QWEN35MOE,
+    MODEL_ARCH_MAMBA2,
+    MODEL_ARCH_GRANITEHYBRID,
 };
 
 /* qwen35 and its mixture-of-experts form share their layers (model_gdn.c). */
@@ -68,6 +70,7 @@ struct model_feat {
     bool is_mrope;
     int mrope[4];
     bool attn_gated; // qwen35: wq gives a query and a gate per head; output * sigmoid(gate)
+    bool no_ffn;     // mamba2: a layer is its mixer alone
 };
 
 /* A weight matrix used in place from the mapping. */
@@ -131,7 +134,10 @@ struct layer {
     struct wmat gdn_z;    // qwen35: (recr_out_dim, n_embd) output gate
     struct wmat gdn_beta, gdn_alpha; // qwen35: (ssm_n_v_heads, n_embd) each
     const float *ssm_dt, *ssm_a;     // qwen35: (ssm_n_v_heads) decay bias and rate
-    const float *ssm_norm;           // qwen35: (ssm_d_state) per-head output norm
+    const float *ssm_norm;           // qwen35: (ssm_d_state) per-head output norm; Mamba-2:
+                                     // (recr_out_dim) norm of each group's outputs
+    const float *conv_b;             // Mamba-2: (n_conv_ch) conv bias, NULL: none
+    const float *ssm_d;              // Mamba-2: (ssm_n_v_heads) skip weight of x
     struct qplan plan_conv_in, plan_conv_out, plan_ab;
 };
 
@@ -201,7 +207,10 @@ struct engine_model {
     int recr_out_dim;    // width of its output projection's input
     int ssm_d_state;     // qwen35: a delta-rule head's width (its state is its square)
     int ssm_n_k_heads;   // qwen35: query / key heads (ssm.group_count)
-    int ssm_n_v_heads;   // qwen35: value heads (ssm.time_step_rank)
+    int ssm_n_v_heads;   // qwen35: value heads (ssm.time_step_rank); Mamba-2: heads
+    int ssm_n_groups;    // Mamba-2: groups sharing B and C (ssm.group_count)
+    int ssm_head_dim;    // Mamba-2: channels per head (ssm.inner_size / heads)
+    int conv_in_off;     // where the conv's channels start in a recr_in row (Mamba-2: after z)
     size_t recr_floats;  // state floats of one recurrent layer in one sequence
     size_t state_floats; // of all of them: n_layer_recr * recr_floats
     int n_ckpt;          // state checkpoints a sequence keeps (0 without recurrent layers)

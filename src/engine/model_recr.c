@@ -6,6 +6,7 @@
 #include "engine/model_recr.h"
 
 #include "engine/model_gdn.h"
+#include "engine/model_ssd.h"
 #include "engine/quants/quants.h"
 #include "engine/ssm.h"
 #include "util/checked.h"
@@ -21,7 +22,8 @@
 
 bool model_recr_is_hybrid(enum model_arch arch)
 {
-    return arch == MODEL_ARCH_LFM2 || model_arch_is_qwen35(arch);
+    return arch == MODEL_ARCH_LFM2 || model_arch_is_qwen35(arch) || arch == MODEL_ARCH_MAMBA2 ||
+           arch == MODEL_ARCH_GRANITEHYBRID;
 }
 
 int model_recr_head_kv(const struct engine_model *m, int n_layer, int n_head, int *n_head_kv,
@@ -55,8 +57,8 @@ int model_recr_head_kv(const struct engine_model *m, int n_layer, int n_head, in
     return ERR_OK;
 }
 
-/* Sets each layer's is_recr from the head_count_kv array (0: recurrent). */
-static int lfm2_layer_kinds(struct engine_model *m, struct errmsg *err)
+/* lfm2, granitehybrid: each layer's is_recr from the head_count_kv array (0: recurrent). */
+static int kinds_from_kv(struct engine_model *m, struct errmsg *err)
 {
     char key[96];
     snprintf(key, sizeof key, "%s.attention.head_count_kv", m->arch_name);
@@ -106,13 +108,30 @@ static int lfm2_hparams(struct engine_model *m, struct errmsg *err)
     m->recr_in_dim = 3 * m->info.n_embd; // n_embd <= 1 << 16: no overflow
     m->recr_out_dim = m->info.n_embd;
     m->recr_floats = (size_t)m->d_conv * (size_t)m->n_conv_ch; // <= 63 << 16
-    return lfm2_layer_kinds(m, err);
+    return kinds_from_kv(m, err);
 }
 
 int model_recr_hparams(struct engine_model *m, struct errmsg *err)
 {
     if (!model_recr_is_hybrid(m->arch)) return ERR_OK;
-    int rc = m->arch == MODEL_ARCH_LFM2 ? lfm2_hparams(m, err) : model_gdn_hparams(m, err);
+    int rc;
+    switch (m->arch) {
+    case MODEL_ARCH_LFM2:
+        rc = lfm2_hparams(m, err);
+        break;
+    case MODEL_ARCH_MAMBA2: // every layer
+        rc = model_ssd_hparams(m, err);
+        for (int il = 0; il < m->info.n_layer; il++)
+            m->layers[il].is_recr = true;
+        break;
+    case MODEL_ARCH_GRANITEHYBRID:
+        rc = model_ssd_hparams(m, err);
+        if (rc == ERR_OK) rc = kinds_from_kv(m, err);
+        break;
+    default:
+        rc = model_gdn_hparams(m, err);
+        break;
+    }
     if (rc != ERR_OK) return rc;
     m->n_layer_recr = 0;
     for (int il = 0; il < m->info.n_layer; il++) {
@@ -122,34 +141,41 @@ int model_recr_hparams(struct engine_model *m, struct errmsg *err)
     return size_state(m, err);
 }
 
-int model_recr_load_conv(struct engine_model *m, int il, const char *name, struct errmsg *err)
+int model_recr_load_floats(struct engine_model *m, int il, const char *name, int64_t ne0,
+                           int64_t ne1, bool required, const float **out, struct errmsg *err)
 {
     char nb[96], full[96];
     const struct gguf_tensor *t = gguf_find_layer_tensor(m->gguf, name, il, full, sizeof full);
+    *out = NULL;
+    if (!t && !required) return ERR_OK;
     if (!t) return errmsg_set(err, ERR_FORMAT, "missing tensor '%s'", full);
-    const int64_t taps = m->d_conv + 1, n_ch = m->n_conv_ch;
-    if (t->ne[0] != taps || t->ne[1] != n_ch || t->ne[2] != 1 || t->ne[3] != 1)
+    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1)
         return errmsg_set(err, ERR_FORMAT, "tensor '%s': shape [%lld, %lld], expected [%lld, %lld]",
                           gguf_tensor_name(t, nb, sizeof nb), (long long)t->ne[0],
-                          (long long)t->ne[1], (long long)taps, (long long)n_ch);
+                          (long long)t->ne[1], (long long)ne0, (long long)ne1);
     const struct quant_traits *tr = quant_traits_of(t->type);
-    if (!tr || !tr->to_float || taps % tr->block_len != 0)
+    size_t row_bytes;
+    if (!tr || !tr->to_float || ne0 % tr->block_len != 0 ||
+        quant_row_bytes(t->type, ne0, &row_bytes) != ERR_OK)
         return errmsg_set(err, ERR_UNSUPPORTED, "tensor '%s': type %s is not supported",
                           gguf_tensor_name(t, nb, sizeof nb),
                           gguf_type_name(t->type) ? gguf_type_name(t->type) : "unknown");
     void **owned = mem_realloc(m->owned, (size_t)(m->n_owned + 1) * sizeof *owned);
     if (!owned) return errmsg_set(err, ERR_NOMEM, "out of memory");
     m->owned = owned;
-    float *w = mem_alloc((size_t)(taps * n_ch) * sizeof *w);
+    float *w = mem_alloc((size_t)(ne0 * ne1) * sizeof *w); // the reader bounded ne0 * ne1
     if (!w) return errmsg_set(err, ERR_NOMEM, "out of memory");
     m->owned[m->n_owned++] = w;
-    size_t row_bytes;
-    if (quant_row_bytes(t->type, taps, &row_bytes) != ERR_OK)
-        return errmsg_set(err, ERR_FORMAT, "tensor '%s': bad rows", full);
-    for (int64_t c = 0; c < n_ch; c++) // row by row: a row may not end on a block boundary
-        tr->to_float((const uint8_t *)t->data + (size_t)c * row_bytes, w + c * taps, taps);
-    m->layers[il].conv_w = w;
+    for (int64_t r = 0; r < ne1; r++) // row by row: a row may not end on a block boundary
+        tr->to_float((const uint8_t *)t->data + (size_t)r * row_bytes, w + r * ne0, ne0);
+    *out = w;
     return ERR_OK;
+}
+
+int model_recr_load_conv(struct engine_model *m, int il, const char *name, struct errmsg *err)
+{
+    return model_recr_load_floats(m, il, name, m->d_conv + 1, m->n_conv_ch, true,
+                                  &m->layers[il].conv_w, err);
 }
 
 /* Step: lfm2's gated convolution over the channels [lo, hi) of this thread, token by token in
@@ -184,6 +210,10 @@ void model_recr_block(struct threadpool *tp, struct fwd *f)
     struct engine_model *m = f->m;
     if (model_arch_is_qwen35(m->arch)) {
         model_gdn_block(tp, f);
+        return;
+    }
+    if (m->arch == MODEL_ARCH_MAMBA2 || m->arch == MODEL_ARCH_GRANITEHYBRID) {
+        model_ssd_block(tp, f);
         return;
     }
     const struct layer *L = f->L;

@@ -10,6 +10,7 @@
 #include "util/err.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 
 /* Whether the architecture mixes recurrent layers with attention. Cannot fail. */
 bool model_recr_is_hybrid(enum model_arch arch);
@@ -29,9 +30,15 @@ int model_recr_head_kv(const struct engine_model *m, int n_layer, int n_head, in
  * nothing, ERR_OK. */
 int model_recr_hparams(struct engine_model *m, struct errmsg *err);
 
-/* Layer il's convolution taps blk.il.<name> [d_conv + 1, n_conv_ch], converted to F32 in
- * memory m owns (freed at unload). ERR_FORMAT (missing, wrong shape), ERR_UNSUPPORTED (a type
- * without conversion), ERR_NOMEM; err names the tensor. */
+/* Layer il's tensor blk.il.<name> of shape [ne0, ne1] converted to F32 in memory m owns
+ * (freed at unload) into *out; a missing tensor that is not required leaves *out NULL.
+ * ERR_FORMAT (missing, wrong shape), ERR_UNSUPPORTED (a type without conversion), ERR_NOMEM;
+ * err names the tensor. */
+int model_recr_load_floats(struct engine_model *m, int il, const char *name, int64_t ne0,
+                           int64_t ne1, bool required, const float **out, struct errmsg *err);
+
+/* Layer il's convolution taps blk.il.<name> [d_conv + 1, n_conv_ch] into conv_w, as
+ * model_recr_load_floats. */
 int model_recr_load_conv(struct engine_model *m, int il, const char *name, struct errmsg *err);
 
 /* The recurrent block of layer f->L over the step's rows, whose normed input is already

@@ -59,3 +59,19 @@ void ssm_l2norm_ref(int n, const float *x, float eps, float *y)
     for (int i = 0; i < n; i++)
         y[i] = x[i] * scale * inv;
 }
+
+void ssm_ssd_step_ref(int head_dim, int n, float *state, const float *x, const float *b,
+                      const float *c, float decay, float dt, float *y)
+{
+    for (int i = 0; i < head_dim; i++) {
+        float *row = state + (size_t)i * (size_t)n;
+        const float x_dt = x[i] * dt;
+        float sum = 0.0f;
+        for (int k = 0; k < n; k++) {
+            const float kept = row[k] * decay, added = b[k] * x_dt;
+            row[k] = kept + added;
+            sum = fmaf(row[k], c[k], sum);
+        }
+        y[i] = sum;
+    }
+}

@@ -1,6 +1,7 @@
 /* Scalar reference kernels of the recurrent layers of hybrid models: the causal short
  * convolution over a per-sequence tail of past inputs (LFM2's gated short-conv blocks, and the
- * conv in front of Mamba-2 and Gated DeltaNet scans), and the gated delta rule. One token at a time, so a token's result
+ * conv in front of Mamba-2 and Gated DeltaNet scans), the gated delta rule and the Mamba-2
+ * scan. One token at a time, so a token's result
  * is the same however its sequence was chunked or batched. Not the layers' projections (those
  * are ordinary weight products, model_forward.c). */
 #ifndef ENGINE_SSM_H
@@ -33,5 +34,13 @@ void ssm_l2norm_ref(int n, const float *x, float eps, float *y);
  * out may not alias the inputs. Cannot fail. */
 void ssm_delta_step_ref(int n, float *state, const float *q, const float *k, const float *v,
                         float decay, float beta, float scale, float *tmp, float *out);
+
+/* One token through one Mamba-2 head (selective state space, scalar decay): for each of its
+ * head_dim channels i, the channel's state row (n floats) becomes state * decay +
+ * b * (x[i] * dt) (a product and a sum, rounded apart as the reference does) and y[i] is the
+ * sum over the row of state * c, in float with one fused multiply-add per element. state:
+ * (head_dim, n); b, c: the head's group's (n); x, y: (head_dim). Cannot fail. */
+void ssm_ssd_step_ref(int head_dim, int n, float *state, const float *x, const float *b,
+                      const float *c, float decay, float dt, float *y);
 
 #endif

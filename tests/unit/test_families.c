@@ -1,5 +1,5 @@
 /* The newer model families (gemma2, gemma3, phi3, granite, smollm3, olmo2, qwen3moe, olmoe,
- * granitemoe, gpt-oss, qwen2vl's text path, the hybrids lfm2, qwen35 and qwen35moe) against the reference implementation on synthetic
+ * granitemoe, gpt-oss, qwen2vl's text path, the hybrids lfm2, qwen35, qwen35moe, mamba2 and granitehybrid) against the reference implementation on synthetic
  * F32 models with every family feature on (sliding windows of 8 keys on a 24-token prompt,
  * soft-caps that bend, 8 experts of which 2 per token, attention sinks, YaRN, ...). The models are built in process by
  * engine/synth with the options scripts/gen-family-goldens.sh passes to gguf-synth;
@@ -171,10 +171,12 @@ FAMILY_TEST(olmo2)
 FAMILY_TEST(qwen3moe)
 FAMILY_TEST(olmoe)
 FAMILY_TEST(granitemoe)
-FAMILY_TEST(qwen2vl)   // text only: M-RoPE with one position in every section
-FAMILY_TEST(lfm2)      // short-conv layers 0, 2, 3 around attention layer 1
-FAMILY_TEST(qwen35)    // DeltaNet layers 0, 2, gated attention 1, 3, an MTP block skipped
-FAMILY_TEST(qwen35moe) // the same with 8 experts (2 per token) and a gated shared expert
+FAMILY_TEST(qwen2vl)       // text only: M-RoPE with one position in every section
+FAMILY_TEST(lfm2)          // short-conv layers 0, 2, 3 around attention layer 1
+FAMILY_TEST(qwen35)        // DeltaNet layers 0, 2, gated attention 1, 3, an MTP block skipped
+FAMILY_TEST(qwen35moe)     // the same with 8 experts (2 per token) and a gated shared expert
+FAMILY_TEST(mamba2)        // Mamba-2 mixers alone, 2 groups
+FAMILY_TEST(granitehybrid) // Mamba-2 layers 0, 2, 3 around attention 1, no RoPE, multipliers
 static void test_ref_gpt_oss(void **state)
 {
     (void)state;
@@ -386,6 +388,7 @@ int main(void)
         cmocka_unit_test(test_window_ring),       cmocka_unit_test(test_synth_rejects),
         cmocka_unit_test(test_ref_qwen2vl),       cmocka_unit_test(test_ref_lfm2),
         cmocka_unit_test(test_ref_qwen35),        cmocka_unit_test(test_ref_qwen35moe),
+        cmocka_unit_test(test_ref_mamba2),        cmocka_unit_test(test_ref_granitehybrid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

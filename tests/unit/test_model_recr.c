@@ -1,6 +1,7 @@
 /* engine/model_recr: hybrid models with recurrent layers, on synthetic lfm2 models (short-conv
- * layers 0, 2, 3 around attention layer 1) and qwen35 models (Gated DeltaNet layers 0 and 2,
- * gated attention layers 1 and 3, a next-token-prediction block the decoder skips). A token's
+ * layers 0, 2, 3 around attention layer 1), qwen35 / qwen35moe models (Gated DeltaNet layers 0
+ * and 2, gated attention layers 1 and 3, a next-token-prediction block the decoder skips),
+ * mamba2 (Mamba-2 mixers alone) and granitehybrid (Mamba-2 around attention layer 1). A token's
  * logits are the same bits whether its
  * prompt is fed one token per decode, in chunks, or beside another sequence; the memory a
  * sequence needs counts the recurrent state and its checkpoints; a truncation keeps a prefix
@@ -137,6 +138,8 @@ static void test_invariant(void **state)
     check_invariant("qwen35", "f32");
     check_invariant("qwen35", "q8_0");
     check_invariant("qwen35moe", "q8_0");
+    check_invariant("mamba2", "f32");
+    check_invariant("granitehybrid", "q8_0");
 }
 
 static void test_memory(void **state)
@@ -224,6 +227,8 @@ static void test_checkpoints(void **state)
     (void)state;
     check_checkpoints("lfm2");
     check_checkpoints("qwen35");
+    check_checkpoints("mamba2");
+    check_checkpoints("granitehybrid");
 }
 
 /* A view sequence finds its state in the bound memory and gives an owned sequence's hidden
@@ -446,6 +451,48 @@ static void test_qwen35_load_errors(void **state)
     mem_free(bytes);
 }
 
+/* Mamba-2's keys and per-head tensors. */
+static void test_mamba2_load_errors(void **state)
+{
+    (void)state;
+    void *bytes;
+    struct gguf *g;
+    struct gguf_writer *w = hybrid_copy("mamba2", "mamba2.ssm.group_count", NULL, &bytes, &g);
+    expect_error(w, ERR_FORMAT, "missing key 'mamba2.ssm.group_count'");
+    gguf_writer_add_u32(w, "mamba2.ssm.group_count", 3); // does not divide the 8 heads
+    expect_error(w, ERR_FORMAT, "groups the heads");
+    gguf_writer_free(w);
+    gguf_close(g);
+    mem_free(bytes);
+    const char *tensors[] = {"blk.1.ssm_conv1d.bias", "blk.0.ssm_d", "blk.3.ssm_norm.weight",
+                             "blk.2.ssm_in.weight"};
+    for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) {
+        w = hybrid_copy("mamba2", NULL, tensors[i], &bytes, &g);
+        char msg[96];
+        snprintf(msg, sizeof msg, "missing tensor '%s'", tensors[i]);
+        expect_error(w, ERR_FORMAT, msg);
+        gguf_writer_free(w);
+        gguf_close(g);
+        mem_free(bytes);
+    }
+    // A as a vector of the wrong length
+    w = hybrid_copy("mamba2", NULL, "blk.0.ssm_a", &bytes, &g);
+    float a[4] = {-1, -1, -1, -1};
+    const int64_t ne[2] = {1, 4};
+    gguf_writer_add_tensor(w, "blk.0.ssm_a", QUANT_F32, 2, ne, a, sizeof a);
+    expect_error(w, ERR_FORMAT, "tensor 'blk.0.ssm_a': shape [1, 4], expected [1, 8]");
+    gguf_writer_free(w);
+    gguf_close(g);
+    mem_free(bytes);
+    // granitehybrid's conv bias is optional
+    w = hybrid_copy("granitehybrid", NULL, "blk.0.ssm_conv1d.bias", &bytes, &g);
+    struct errmsg err = {{0}};
+    assert_int_equal(load_writer(w, &err), ERR_OK);
+    gguf_writer_free(w);
+    gguf_close(g);
+    mem_free(bytes);
+}
+
 static void test_alloc_failures(void **state)
 {
     (void)state;
@@ -480,10 +527,10 @@ static void test_alloc_failures(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_invariant),      cmocka_unit_test(test_memory),
-        cmocka_unit_test(test_checkpoints),    cmocka_unit_test(test_view),
-        cmocka_unit_test(test_load_errors),    cmocka_unit_test(test_qwen35_load_errors),
-        cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_invariant),          cmocka_unit_test(test_memory),
+        cmocka_unit_test(test_checkpoints),        cmocka_unit_test(test_view),
+        cmocka_unit_test(test_load_errors),        cmocka_unit_test(test_qwen35_load_errors),
+        cmocka_unit_test(test_mamba2_load_errors), cmocka_unit_test(test_alloc_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -307,6 +307,7 @@ static int add_layer_decoder(struct synth *s, int il)
 #define NAME(x) (snprintf(n, sizeof n, "blk.%d." x, il), n)
     if (pre_norms) rc = synth_add_vec(s, NAME("attn_norm.weight"), e, 0.1f, 1.0f);
     if (rc == ERR_OK) rc = recurs ? synth_hybrid_layer(s, il) : add_attn(s, il);
+    if (arch_is(p, "mamba2")) return rc; // its layers are the mixer alone
     if (rc == ERR_OK && pre_norms && !is_oss) {
         snprintf(n, sizeof n, "blk.%d.%s", il, ffn_norm);
         rc = synth_add_vec(s, n, e, 0.1f, 1.0f);
@@ -494,12 +495,15 @@ static int add_family_keys(struct synth *s)
             rc = synth_add_key_u32(s, "rope.scaling.original_context_length",
                                    (uint32_t)(p->n_ctx / 4));
     }
-    if (rc == ERR_OK && (arch_is(p, "granite") || arch_is(p, "granitemoe"))) {
+    if (rc == ERR_OK &&
+        (arch_is(p, "granite") || arch_is(p, "granitemoe") || arch_is(p, "granitehybrid"))) {
         rc = synth_add_key_f32(s, "embedding_scale", 6.0f);
         if (rc == ERR_OK) rc = synth_add_key_f32(s, "residual_scale", 0.5f);
         if (rc == ERR_OK) rc = synth_add_key_f32(s, "attention.scale", 0.3f);
         if (rc == ERR_OK) rc = synth_add_key_f32(s, "logit_scale", 2.5f);
     }
+    if (rc == ERR_OK && arch_is(p, "granitehybrid")) // Granite 4.0-H: no RoPE
+        rc = gguf_writer_add_bool(s->w, "granitehybrid.rope.scaling.finetuned", false);
     if (rc == ERR_OK && arch_is(p, "gpt-oss")) {
         char key[96];
         snprintf(key, sizeof key, "%s.rope.scaling.type", p->arch);
@@ -551,8 +555,12 @@ static int add_hparams(struct synth *s, bool is_bert)
     if (rc == ERR_OK) rc = synth_add_key_u32(s, "embedding_length", (uint32_t)p->n_embd);
     const int n_block = p->n_layer + (synth_is_hybrid(p->arch) ? synth_hybrid_extra_blocks(s) : 0);
     if (rc == ERR_OK) rc = synth_add_key_u32(s, "block_count", (uint32_t)n_block);
-    if (rc == ERR_OK) rc = synth_add_key_u32(s, "feed_forward_length", (uint32_t)p->n_ff);
-    if (rc == ERR_OK) rc = synth_add_key_u32(s, "attention.head_count", (uint32_t)p->n_head);
+    // mamba2 has neither FFN nor attention: its converter writes 0 for both
+    const bool is_mamba2 = arch_is(p, "mamba2");
+    if (rc == ERR_OK)
+        rc = synth_add_key_u32(s, "feed_forward_length", is_mamba2 ? 0 : (uint32_t)p->n_ff);
+    if (rc == ERR_OK)
+        rc = synth_add_key_u32(s, "attention.head_count", is_mamba2 ? 0 : (uint32_t)p->n_head);
     if (rc == ERR_OK && p->n_cls_out > 0) rc = add_labels(s);
     const int rank_or_none = p->n_cls_out > 0 ? 4 : -1;
     if (is_bert) {
@@ -757,9 +765,9 @@ static int copy_vocab(struct synth *s)
 /* ---- entry point ---- */
 
 static const char *const decoder_archs[] = {
-    "gpt-oss",    "llama",   "qwen2",   "qwen3",  "gemma2",   "gemma3",
-    "phi3",       "granite", "smollm3", "olmo2",  "qwen3moe", "olmoe",
-    "granitemoe", "qwen2vl", "lfm2",    "qwen35", "qwen35moe"};
+    "gpt-oss", "llama",   "qwen2",     "qwen3",    "gemma2",       "gemma3",     "phi3",
+    "granite", "smollm3", "olmo2",     "qwen3moe", "olmoe",        "granitemoe", "qwen2vl",
+    "lfm2",    "qwen35",  "qwen35moe", "mamba2",   "granitehybrid"};
 
 static int check_params(const struct synth_params *p, struct synth *s, struct errmsg *err)
 {
@@ -771,8 +779,7 @@ static int check_params(const struct synth_params *p, struct synth *s, struct er
             err, ERR_INVALID,
             "unknown arch '%s' (llama, qwen2, qwen2vl, qwen3, gemma2, gemma3, phi3, "
             "granite, smollm3, olmo2, qwen3moe, olmoe, granitemoe, gpt-oss, lfm2, qwen35, "
-            "qwen35moe, "
-            "bert)",
+            "qwen35moe, mamba2, granitehybrid, bert)",
             p->arch ? p->arch : "");
     if (!p->type || !parse_type(p->type, &s->type, &s->is_mix))
         return errmsg_set(err, ERR_INVALID, "unknown tensor type '%s'", p->type ? p->type : "");

@@ -17,7 +17,8 @@
 struct synth_params {
     const char *arch; // "llama", "qwen2", "qwen3", "bert", "gemma2", "gemma3", "phi3",
                       // "granite", "smollm3", "olmo2", "qwen3moe", "olmoe", "granitemoe",
-                      // "gpt-oss", "lfm2", "qwen35", "qwen35moe"
+                      // "gpt-oss", "lfm2", "qwen35", "qwen35moe", "mamba2",
+                      // "granitehybrid"
     int n_layer;
     int n_embd;
     int n_head;
@@ -53,7 +54,8 @@ struct synth_params {
  * layers, phi3's fused QKV / gate-up, partial rotation and LongRoPE factors (long ones beyond
  * context_length / 4), granite's four multipliers, granitemoe's shared expert, lfm2's
  * short-conv layers (attention on layers 1, 4, 7, ..., 3-tap convolutions), qwen35's Gated
- * DeltaNet layers with gated attention on odd layers and a next-token-prediction block
+ * DeltaNet layers with gated attention on odd layers and a next-token-prediction block,
+ * Mamba-2 mixers with two groups (mamba2 alone, granitehybrid around attention without RoPE)
  * (synth_hybrid.c); gemma2 is always tied (the family has no output matrix), olmo2 / olmoe
  * never. */
 

@@ -8,7 +8,10 @@
  * as key heads (time_step_rank a multiple of group_count), 4-tap convolutions; half of each
  * attention head rotated, in M-RoPE sections split as the released models split theirs; and
  * one next-token-prediction block after the decoder's, counted in block_count. qwen35moe is
- * qwen35 with synth.c's experts and a gated shared expert. */
+ * qwen35 with synth.c's experts and a gated shared expert.
+ * mamba2: every layer a Mamba-2 mixer and nothing else (no attention, no FFN), two groups.
+ * granitehybrid: Mamba-2 layers with attention (no RoPE) on every third layer from the
+ * second, as lfm2 places them, granite's multipliers, and an FFN in every layer. */
 #include "engine/gguf/synth_internal.h"
 
 #include "engine/quants/quants.h"
@@ -28,21 +31,46 @@ static bool is_qwen35(const struct synth *s)
     return strcmp(s->p->arch, "qwen35") == 0 || strcmp(s->p->arch, "qwen35moe") == 0;
 }
 
+static bool is_mamba2(const struct synth *s)
+{
+    return strcmp(s->p->arch, "mamba2") == 0 || strcmp(s->p->arch, "granitehybrid") == 0;
+}
+
 bool synth_is_hybrid(const char *arch)
 {
     return arch && (strcmp(arch, "lfm2") == 0 || strcmp(arch, "qwen35") == 0 ||
-                    strcmp(arch, "qwen35moe") == 0);
+                    strcmp(arch, "qwen35moe") == 0 || strcmp(arch, "mamba2") == 0 ||
+                    strcmp(arch, "granitehybrid") == 0);
 }
 
 bool synth_hybrid_layer_recurs(const struct synth *s, int il)
 {
     if (is_qwen35(s)) return (il + 1) % QWEN35_INTERVAL != 0;
+    if (strcmp(s->p->arch, "mamba2") == 0) return true;
     return il % 3 != 1;
 }
 
 int synth_hybrid_extra_blocks(const struct synth *s)
 {
     return is_qwen35(s) ? 1 : 0;
+}
+
+/* Mamba-2's sizes: an inner width of 2 * n_embd (as granitehybrid requires), heads of 16
+ * channels, MAMBA2_GROUPS groups sharing B and C, states of 16, 4-tap convolutions. */
+#define MAMBA2_TAPS   4
+#define MAMBA2_STATE  16
+#define MAMBA2_HEAD   16
+#define MAMBA2_GROUPS 2
+
+static int mamba2_keys(struct synth *s)
+{
+    const uint32_t d_inner = 2 * (uint32_t)s->p->n_embd;
+    int rc = synth_add_key_u32(s, "ssm.conv_kernel", MAMBA2_TAPS);
+    if (rc == ERR_OK) rc = synth_add_key_u32(s, "ssm.inner_size", d_inner);
+    if (rc == ERR_OK) rc = synth_add_key_u32(s, "ssm.state_size", MAMBA2_STATE);
+    if (rc == ERR_OK) rc = synth_add_key_u32(s, "ssm.time_step_rank", d_inner / MAMBA2_HEAD);
+    if (rc == ERR_OK) rc = synth_add_key_u32(s, "ssm.group_count", MAMBA2_GROUPS);
+    return rc;
 }
 
 static int lfm2_keys(struct synth *s)
@@ -56,7 +84,8 @@ static int lfm2_keys(struct synth *s)
     snprintf(key, sizeof key, "%s.attention.head_count_kv", p->arch);
     int rc = gguf_writer_add_arr(s->w, key, GGUF_VALUE_I32, kv, p->n_layer);
     mem_free(kv);
-    if (rc == ERR_OK) rc = synth_add_key_u32(s, "shortconv.l_cache", LFM2_L_CACHE);
+    if (rc == ERR_OK && !is_mamba2(s)) rc = synth_add_key_u32(s, "shortconv.l_cache", LFM2_L_CACHE);
+    if (rc == ERR_OK && is_mamba2(s)) rc = mamba2_keys(s);
     return rc;
 }
 
@@ -83,6 +112,8 @@ static int qwen35_keys(struct synth *s)
 
 int synth_hybrid_keys(struct synth *s)
 {
+    if (strcmp(s->p->arch, "mamba2") == 0) return mamba2_keys(s);
+    // granitehybrid gives its layer kinds as lfm2 does, in head_count_kv
     return is_qwen35(s) ? qwen35_keys(s) : lfm2_keys(s);
 }
 
@@ -124,8 +155,32 @@ static int qwen35_layer(struct synth *s, int il)
     return rc;
 }
 
+static int mamba2_layer(struct synth *s, int il)
+{
+    const int64_t e = s->p->n_embd, d_inner = 2 * e, nh = d_inner / MAMBA2_HEAD;
+    const int64_t conv_ch = d_inner + 2 * MAMBA2_GROUPS * MAMBA2_STATE;
+    char n[96];
+#define NAME(x) (snprintf(n, sizeof n, "blk.%d." x, il), n)
+    int rc = synth_add_mat(s, NAME("ssm_in.weight"), e, d_inner + conv_ch + nh, s->type);
+    if (rc == ERR_OK)
+        rc = synth_add_tensor(s, NAME("ssm_conv1d.weight"), MAMBA2_TAPS, conv_ch, QUANT_F32, 0.5f,
+                              0.0f);
+    if (rc == ERR_OK) rc = synth_add_vec(s, NAME("ssm_conv1d.bias"), conv_ch, 0.1f, 0.0f);
+    if (rc == ERR_OK) rc = synth_add_vec(s, NAME("ssm_dt.bias"), nh, 0.5f, -0.5f);
+    // A = -exp(A_log) between -1.5 and -0.5, D near 1, as [1, heads] like the converters
+    if (rc == ERR_OK) rc = synth_add_tensor(s, NAME("ssm_a"), 1, nh, QUANT_F32, 0.5f, -1.0f);
+    if (rc == ERR_OK) rc = synth_add_tensor(s, NAME("ssm_d"), 1, nh, QUANT_F32, 0.5f, 1.0f);
+    if (rc == ERR_OK)
+        rc = synth_add_tensor(s, NAME("ssm_norm.weight"), d_inner / MAMBA2_GROUPS, MAMBA2_GROUPS,
+                              QUANT_F32, 0.1f, 1.0f);
+    if (rc == ERR_OK) rc = synth_add_mat(s, NAME("ssm_out.weight"), d_inner, e, s->type);
+#undef NAME
+    return rc;
+}
+
 int synth_hybrid_layer(struct synth *s, int il)
 {
+    if (is_mamba2(s)) return mamba2_layer(s, il);
     return is_qwen35(s) ? qwen35_layer(s, il) : lfm2_layer(s, il);
 }
 
