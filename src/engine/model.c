@@ -12,6 +12,7 @@
 #include "engine/model_recr.h"
 #include "engine/ops.h"
 #include "engine/quants/quants.h"
+#include "engine/ssm.h"
 #include "util/checked.h"
 #include "util/mem.h"
 
@@ -783,6 +784,7 @@ int engine_model_load(const char *path, struct engine_model **out, struct errmsg
     quant_init();
     ops_init();
     attn_init();
+    ssm_init();
     struct engine_model *m = mem_calloc(1, sizeof *m);
     if (!m) return errmsg_set(err, ERR_NOMEM, "out of memory");
     const char *numerics = getenv("LLAMAPI_NUMERICS");

@@ -68,13 +68,13 @@ static void delta_head(const struct fwd *f, int t, int h, float *state)
     // beta rows first, then alpha rows (each its own matrix of ENGINE_BATCH_MAX rows)
     const float *beta = m->sc.recr_ab + (size_t)t * (size_t)nv;
     const float *alpha = m->sc.recr_ab + ((size_t)ENGINE_BATCH_MAX + (size_t)t) * (size_t)nv;
-    float q[D_STATE_MAX], k[D_STATE_MAX], tmp[D_STATE_MAX];
+    float q[D_STATE_MAX], k[D_STATE_MAX];
     ssm_l2norm_ref(n, conv + (size_t)hk * n, m->norm_eps, q);
     ssm_l2norm_ref(n, conv + key_dim + (size_t)hk * n, m->norm_eps, k);
     const float *v = conv + 2 * key_dim + (size_t)h * n;
     const float decay = expf(softplus(alpha[h] + L->ssm_dt[h]) * L->ssm_a[h]);
     float *y = m->sc.recr_y + (size_t)t * (size_t)m->recr_out_dim + (size_t)h * n;
-    ssm_delta_step_ref(n, state, q, k, v, decay, sigmoid(beta[h]), 1.0f / sqrtf((float)n), tmp, y);
+    ssm_get()->delta_step(n, state, q, k, v, decay, sigmoid(beta[h]), 1.0f / sqrtf((float)n), y);
     ops_get()->rmsnorm(n, y, y, L->ssm_norm, m->norm_eps);
     const float *z = m->sc.recr_z + (size_t)t * (size_t)m->recr_out_dim + (size_t)h * n;
     for (int j = 0; j < n; j++)

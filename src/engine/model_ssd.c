@@ -86,7 +86,7 @@ static void ssd_head(const struct fwd *f, int t, int h, float *state)
     const float *c = conv + d_inner + (size_t)m->ssm_n_groups * n + (size_t)g * n;
     const float dt = softplus(in[d_inner + m->n_conv_ch + h] + L->ssm_dt[h]);
     float *y = m->sc.recr_y + (size_t)t * (size_t)d_inner + (size_t)h * hd;
-    ssm_ssd_step_ref(hd, n, state, x, b, c, expf(dt * L->ssm_a[h]), dt, y);
+    ssm_get()->ssd_step(hd, n, state, x, b, c, expf(dt * L->ssm_a[h]), dt, y);
     for (int i = 0; i < hd; i++) {
         const float v = y[i] + x[i] * L->ssm_d[h];
         y[i] = z[i] / (1.0f + expf(-z[i])) * v;

@@ -1,8 +1,14 @@
-/* Reference kernels of the recurrent layers (ssm.h). Plain C, one token per call; SIMD
- * variants, when they come, live beside the other ISA folders with their own selection. */
+/* Reference kernels of the recurrent layers (ssm.h), one token per call, and the choice of
+ * the scan variants. */
 #include "engine/ssm.h"
 
+#include "engine/cpufeat.h"
+#if defined(__x86_64__) || defined(__i386__)
+#include "engine/x86/ssm_x86.h"
+#endif
+
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 void ssm_conv_step_ref(int c0, int c1, int d_conv, float *tail, const float *x, const float *w,
@@ -24,29 +30,29 @@ void ssm_conv_step_ref(int c0, int c1, int d_conv, float *tail, const float *x, 
     }
 }
 
-static float dot_fma(int n, const float *a, const float *b)
+/* The reference's portable dot: float products summed in double, in order. */
+static float dot_double(int n, const float *a, const float *b)
 {
-    float sum = 0.0f;
+    double sum = 0.0;
     for (int i = 0; i < n; i++)
-        sum = fmaf(a[i], b[i], sum);
-    return sum;
+        sum += (double)(a[i] * b[i]);
+    return (float)sum;
 }
 
 void ssm_delta_step_ref(int n, float *state, const float *q, const float *k, const float *v,
-                        float decay, float beta, float scale, float *tmp, float *out)
+                        float decay, float beta, float scale, float *out)
 {
-    const size_t nn = (size_t)n * (size_t)n;
-    for (size_t i = 0; i < nn; i++)
-        state[i] *= decay;
-    for (int j = 0; j < n; j++)
-        tmp[j] = (v[j] - dot_fma(n, state + (size_t)j * n, k)) * beta;
+    // Row by row: each row's decay, update and read depend on that row alone, so one pass
+    // over the state does what the reference's four passes do, element for element.
     for (int j = 0; j < n; j++) {
         float *row = state + (size_t)j * n;
         for (int i = 0; i < n; i++)
-            row[i] = fmaf(k[i], tmp[j], row[i]);
+            row[i] *= decay;
+        const float d = (v[j] - dot_double(n, row, k)) * beta;
+        for (int i = 0; i < n; i++)
+            row[i] = fmaf(k[i], d, row[i]);
+        out[j] = dot_double(n, row, q) * scale;
     }
-    for (int j = 0; j < n; j++)
-        out[j] = dot_fma(n, state + (size_t)j * n, q) * scale;
 }
 
 void ssm_l2norm_ref(int n, const float *x, float eps, float *y)
@@ -74,4 +80,42 @@ void ssm_ssd_step_ref(int head_dim, int n, float *state, const float *x, const f
         }
         y[i] = sum;
     }
+}
+
+static const struct ssm_kernels kernels_ref = {
+    .delta_step = ssm_delta_step_ref,
+    .ssd_step = ssm_ssd_step_ref,
+};
+
+#if defined(__x86_64__) || defined(__i386__)
+static const struct ssm_kernels kernels_avx2 = {
+    .delta_step = ssm_delta_step_avx2,
+    .ssd_step = ssm_ssd_step_avx2,
+};
+#endif
+
+static const struct ssm_kernels *kernels_sel = &kernels_ref;
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+static void select_kernels(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    if (cpufeat_has_avx2_fma_f16c() && cpufeat_isa() >= CPUFEAT_ISA_AVX2)
+        kernels_sel = &kernels_avx2;
+#endif
+}
+
+void ssm_init(void)
+{
+    pthread_once(&init_once, select_kernels);
+}
+
+const struct ssm_kernels *ssm_get(void)
+{
+    return kernels_sel;
+}
+
+const struct ssm_kernels *ssm_ref_kernels(void)
+{
+    return &kernels_ref;
 }

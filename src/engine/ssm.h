@@ -1,9 +1,11 @@
-/* Scalar reference kernels of the recurrent layers of hybrid models: the causal short
- * convolution over a per-sequence tail of past inputs (LFM2's gated short-conv blocks, and the
- * conv in front of Mamba-2 and Gated DeltaNet scans), the gated delta rule and the Mamba-2
- * scan. One token at a time, so a token's result
- * is the same however its sequence was chunked or batched. Not the layers' projections (those
- * are ordinary weight products, model_forward.c). */
+/* Kernels of the recurrent layers of hybrid models: the causal short convolution over a
+ * per-sequence tail of past inputs (LFM2's gated short-conv blocks, and the conv in front of
+ * Mamba-2 and Gated DeltaNet scans), the gated delta rule and the Mamba-2 scan. One token at a
+ * time, so a token's result is the same however its sequence was chunked or batched. Scalar
+ * references here; the two scans, where the time goes, also have AVX2 variants
+ * (x86/ssm_avx2.c) chosen once per process by ssm_init (a local choice, to join the engine's
+ * kernel table later). Not the layers' projections (ordinary weight products,
+ * model_forward.c). */
 #ifndef ENGINE_SSM_H
 #define ENGINE_SSM_H
 
@@ -28,12 +30,12 @@ void ssm_l2norm_ref(int n, const float *x, float eps, float *y);
 /* One token through one head of the gated delta rule (Gated DeltaNet), with the reference's
  * state layout: state holds the head's (n, n) matrix S transposed, row j = column j of S.
  * S = S * decay; then for each j: d[j] = (v[j] - dot(row j, k)) * beta and row j += d[j] * k;
- * then out[j] = dot(row j, q) * scale. The dots sum i = 0 upwards in float with a fused
- * multiply-add per element, the row update is one fused multiply-add per element. k and q are
- * the head's key and query (already L2-normalized), v its value; tmp has n floats of scratch.
+ * then out[j] = dot(row j, q) * scale. The dots add the float products i = 0 upwards in
+ * double (the reference's portable code), the row update is one fused multiply-add per element. k and q are
+ * the head's key and query (already L2-normalized), v its value.
  * out may not alias the inputs. Cannot fail. */
 void ssm_delta_step_ref(int n, float *state, const float *q, const float *k, const float *v,
-                        float decay, float beta, float scale, float *tmp, float *out);
+                        float decay, float beta, float scale, float *out);
 
 /* One token through one Mamba-2 head (selective state space, scalar decay): for each of its
  * head_dim channels i, the channel's state row (n floats) becomes state * decay +
@@ -42,5 +44,24 @@ void ssm_delta_step_ref(int n, float *state, const float *q, const float *k, con
  * (head_dim, n); b, c: the head's group's (n); x, y: (head_dim). Cannot fail. */
 void ssm_ssd_step_ref(int head_dim, int n, float *state, const float *x, const float *b,
                       const float *c, float decay, float dt, float *y);
+
+/* The scans of the selected kernel set. Every variant sums in its own fixed order, so a given
+ * set gives the same bits for a token whatever its batch. */
+struct ssm_kernels {
+    void (*delta_step)(int n, float *state, const float *q, const float *k, const float *v,
+                       float decay, float beta, float scale, float *out);
+    void (*ssd_step)(int head_dim, int n, float *state, const float *x, const float *b,
+                     const float *c, float decay, float dt, float *y);
+};
+
+/* Selects the set cpufeat_isa() names (AVX2 when it is at least that, else the references).
+ * Thread-safe (runs once); later calls are no-ops. */
+void ssm_init(void);
+
+/* The selected set (the references before ssm_init). Cannot fail. */
+const struct ssm_kernels *ssm_get(void);
+
+/* The scalar references, for tests. Cannot fail. */
+const struct ssm_kernels *ssm_ref_kernels(void);
 
 #endif
