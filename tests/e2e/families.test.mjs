@@ -172,6 +172,28 @@ for (const arch of ['lfm2', 'qwen35', 'granitehybrid']) describe(`${arch}: recur
     }
   });
 
+  test('a context shift recomputes the kept tokens and generation goes on', async () => {
+    const srv = await startServer(['--threads', '1', '-m', model(), '-c', '64', '--context-shift']);
+    try {
+      const body = { prompt: Array.from({ length: 40 }, (_, i) => 100 + i), n_predict: 70,
+        temperature: 0, logit_bias: [[2, -100]] };
+      const post = async () => {
+        const r = await fetch(`${srv.url}/completion`, {
+          method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body),
+        });
+        assert.equal(r.status, 200);
+        return r.json();
+      };
+      const a = await post();
+      assert.equal(a.timings.predicted_n, 70);
+      assert.equal(a.truncated, true);
+      const again = await post(); // the instance is sound afterwards
+      assert.equal(again.content, a.content);
+    } finally {
+      await srv.stop();
+    }
+  });
+
   test('-np 2 with 4 concurrent streams gives each request its own answer', async () => {
     const srv = await startServer(['--threads', '1', '-m', model(), '--alias', 'h', '-np', '2']);
     try {
