@@ -23,6 +23,8 @@ static const char MISTRAL_OPEN[] = "[TOOL_CALLS]";
 static const char MISTRAL_ARGS[] = "[ARGS]";
 static const char MISTRAL_CALL_ID[] = "[CALL_ID]";
 static const char PYTHON_TAG[] = "<|python_tag|>";
+static const char LFM2_OPEN[] = "<|tool_call_start|>";
+static const char LFM2_CLOSE[] = "<|tool_call_end|>";
 
 enum state {
     ST_CONTENT,       // ordinary text; watching for the format's marker
@@ -34,6 +36,7 @@ enum state {
     ST_JSON_START,    // expecting the JSON value of a Mistral call
     ST_JSON,          // scanning that value to its end
     ST_PYTHON,        // after <|python_tag|>: the rest of the output is the call
+    ST_LFM2,          // inside <|tool_call_start|>, waiting for <|tool_call_end|>
     ST_HARMONY_HEAD,  // a harmony message header, up to <|message|>
     ST_HARMONY_BODY,  // a harmony message's text (content or reasoning), up to its end
     ST_HARMONY_CALL,  // the arguments of a message to functions.NAME
@@ -99,6 +102,8 @@ enum toolcall_format toolcall_format_detect(const char *src)
 {
     if (!src) return TOOLCALL_FORMAT_GENERIC;
     if (strstr(src, "<|channel|>")) return TOOLCALL_FORMAT_HARMONY;
+    // LFM2 templates list the tools between these (the newer ones write calls too)
+    if (strstr(src, LFM2_OPEN) || strstr(src, "<|tool_list_start|>")) return TOOLCALL_FORMAT_LFM2;
     if (strstr(src, HERMES_OPEN)) return TOOLCALL_FORMAT_HERMES;
     if (strstr(src, MISTRAL_OPEN)) return TOOLCALL_FORMAT_MISTRAL;
     if (strstr(src, PYTHON_TAG) || strstr(src, "<|start_header_id|>"))
@@ -117,6 +122,8 @@ const char *toolcall_format_name(enum toolcall_format f)
         return "mistral";
     case TOOLCALL_FORMAT_HARMONY:
         return "harmony";
+    case TOOLCALL_FORMAT_LFM2:
+        return "lfm2";
     case TOOLCALL_FORMAT_GENERIC:
         return "generic";
     }
@@ -547,6 +554,41 @@ static enum parsed calls_from_python_call(struct toolcall_stream *s, const char 
     return r;
 }
 
+/* An LFM2 block's body: a Python list of calls, [name(k=v, ...), ...], as its template writes
+ * them; a JSON body (when a system prompt asked for JSON) is read as JSON calls. */
+static enum parsed calls_from_lfm2(struct toolcall_stream *s, const char *p, size_t n,
+                                   bool is_closed)
+{
+    size_t i = 0;
+    skip_ws(p, n, &i);
+    while (n > i && is_ws(p[n - 1]))
+        n--;
+    if (!is_closed) return PARSED_NO;
+    if (i < n && p[i] == '{') return calls_from_values(s, p + i, n - i, true);
+    const size_t open = i;
+    if (!eat(p, n, &i, "[")) return PARSED_NO;
+    skip_ws(p, n, &i);
+    if (i < n && p[i] == '{') return calls_from_values(s, p + open, n - open, true);
+    for (bool is_first = true;; is_first = false) {
+        skip_ws(p, n, &i);
+        if (eat(p, n, &i, "]")) return i == n && !is_first ? PARSED_OK : PARSED_NO;
+        if (!is_first && !eat(p, n, &i, ",")) return PARSED_NO;
+        skip_ws(p, n, &i);
+        const size_t k0 = i;
+        while (i < n && is_ident(p[i]))
+            i++;
+        const size_t name_len = i - k0;
+        if (name_len == 0 || name_len > NAME_LEN_MAX || !eat(p, n, &i, "(")) return PARSED_NO;
+        json_t *obj = json_object();
+        if (!obj) return PARSED_NOMEM;
+        enum parsed r = py_kwargs(p, n, &i, obj);
+        if (r == PARSED_OK)
+            r = call_push(s, mem_strndup(p + k0, name_len), json_compact(obj), NULL);
+        json_decref(obj);
+        if (r != PARSED_OK) return r;
+    }
+}
+
 /* JSON call(s), a built-in tool call, or else code for the "python" tool (as llama.cpp maps the
  * code interpreter). */
 static enum parsed calls_from_python_tag(struct toolcall_stream *s, const char *p, size_t n)
@@ -645,6 +687,9 @@ static bool format_marker(enum toolcall_format f, struct marker *m)
         return true;
     case TOOLCALL_FORMAT_LLAMA3:
         *m = (struct marker){PYTHON_TAG, sizeof PYTHON_TAG - 1, ST_PYTHON};
+        return true;
+    case TOOLCALL_FORMAT_LFM2:
+        *m = (struct marker){LFM2_OPEN, sizeof LFM2_OPEN - 1, ST_LFM2};
         return true;
     case TOOLCALL_FORMAT_HARMONY: // its own content step
     case TOOLCALL_FORMAT_GENERIC:
@@ -752,14 +797,18 @@ static int step_whole(struct toolcall_stream *s, bool is_final, enum step *out)
     return settle(s, r, n0, len);
 }
 
-static int step_hermes(struct toolcall_stream *s, bool is_final, enum step *out)
+typedef enum parsed (*block_fn)(struct toolcall_stream *s, const char *p, size_t n, bool is_closed);
+
+/* A block from its opening marker (already passed) to close: its body goes to parse. */
+static int step_block(struct toolcall_stream *s, bool is_final, enum step *out, const char *close,
+                      block_fn parse)
 {
     const char *t = s->text.data;
     size_t len = s->text.len;
-    const size_t close_len = sizeof HERMES_CLOSE - 1;
+    const size_t close_len = strlen(close);
     // Resume where the last search stopped, so a long body fed token by token stays linear.
     size_t from = s->scan > s->pos ? s->scan : s->pos;
-    long m = holdback_find(t, len, from, HERMES_CLOSE, close_len);
+    long m = holdback_find(t, len, from, close, close_len);
     *out = STEP_WAIT;
     if (m < 0 && !is_final) {
         s->scan = len >= close_len ? len - close_len + 1 : 0;
@@ -768,7 +817,7 @@ static int step_hermes(struct toolcall_stream *s, bool is_final, enum step *out)
     size_t body_end = m >= 0 ? (size_t)m : len;
     size_t end = m >= 0 ? (size_t)m + close_len : len;
     int n0 = s->n_calls;
-    enum parsed r = calls_from_hermes(s, t + s->pos, body_end - s->pos, m >= 0);
+    enum parsed r = parse(s, t + s->pos, body_end - s->pos, m >= 0);
     *out = STEP_AGAIN;
     return settle(s, r, n0, end);
 }
@@ -1129,7 +1178,10 @@ static int advance(struct toolcall_stream *s, bool is_final)
             rc = step_whole(s, is_final, &st);
             break;
         case ST_HERMES:
-            rc = step_hermes(s, is_final, &st);
+            rc = step_block(s, is_final, &st, HERMES_CLOSE, calls_from_hermes);
+            break;
+        case ST_LFM2:
+            rc = step_block(s, is_final, &st, LFM2_CLOSE, calls_from_lfm2);
             break;
         case ST_MISTRAL_START:
             rc = step_mistral_start(s, is_final, &st);
@@ -1155,7 +1207,7 @@ static int advance(struct toolcall_stream *s, bool is_final)
 
 int toolcall_stream_new(enum toolcall_format f, struct toolcall_stream **out)
 {
-    if ((unsigned)f > TOOLCALL_FORMAT_HARMONY) return ERR_INVALID;
+    if ((unsigned)f > TOOLCALL_FORMAT_LFM2) return ERR_INVALID;
     struct toolcall_stream *s = mem_calloc(1, sizeof *s);
     if (!s) return ERR_NOMEM;
     s->fmt = f;

@@ -218,6 +218,46 @@ for (const arch of ['lfm2', 'qwen35', 'granitehybrid']) describe(`${arch}: recur
   });
 });
 
+describe('lfm2 tool calls', () => {
+  // The real LFM2.5 template, so the server reads calls in LFM2's markers.
+  const template = path.join(sharedDir, 'templates', 'LFM2.5-8B-A1B.jinja');
+  const tools = [{ type: 'function', function: { name: 'get_weather', description: 'Weather in a city',
+    parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 8 } },
+      required: ['city'], additionalProperties: false } } }];
+  test('a required call comes back as tool_calls, whole and streamed', async (t) => {
+    if (!existsSync(template)) return t.skip(`${template} not found`);
+    const srv = await startServer(['--threads', '1', '-m', synthModel('fam-lfm2', familyArgs('lfm2')),
+      '--alias', 'lfm', '--chat-template-file', template]);
+    try {
+      const body = { model: 'lfm', messages: [{ role: 'user', content: 'Weather in Paris?' }], tools,
+        tool_choice: 'required', max_tokens: 300, temperature: 0 };
+      const r = await chat(srv, body);
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      const msg = r.body.choices[0].message;
+      assert.equal(r.body.choices[0].finish_reason, 'tool_calls', JSON.stringify(msg));
+      assert.equal(msg.tool_calls.length, 1);
+      assert.equal(msg.tool_calls[0].function.name, 'get_weather');
+      assert.equal(typeof JSON.parse(msg.tool_calls[0].function.arguments).city, 'string');
+      assert.ok(!(msg.content ?? '').includes('<|tool_call'), `no markers in content: ${msg.content}`);
+      const s = await chat(srv, { ...body, stream: true });
+      assert.equal(s.status, 200);
+      let name = null;
+      let args = '';
+      for (const line of s.body.split('\n')) {
+        if (!line.startsWith('data: ') || line === 'data: [DONE]') continue;
+        for (const tc of JSON.parse(line.slice(6)).choices?.[0]?.delta?.tool_calls ?? []) {
+          name = tc.function?.name ?? name;
+          args += tc.function?.arguments ?? '';
+        }
+      }
+      assert.equal(name, 'get_weather');
+      assert.equal(args, msg.tool_calls[0].function.arguments);
+    } finally {
+      await srv.stop();
+    }
+  });
+});
+
 describe('gpt-oss harmony tool calls', () => {
   // The real gpt-oss template, so the server detects the harmony formats from it.
   const template = path.join(sharedDir, 'templates', 'openai-gpt-oss-120b.jinja');
