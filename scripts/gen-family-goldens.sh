@@ -37,6 +37,11 @@ for arch in gemma2 gemma3 phi3 granite smollm3 olmo2 qwen3moe olmoe granitemoe g
     "$tmp/reference-logits" "$tmp/$arch.gguf" 128 32 $prompt > "$out/$arch.json"
     echo "$arch: $(wc -c < "$out/$arch.json") bytes"
 done
+# lfm2 with a sliding window on its attention layer
+"$synth" --arch lfm2 --layers 4 --swa 8 --type f32 --seed 7 -o "$tmp/lfm2-swa.gguf"
+# shellcheck disable=SC2086
+"$tmp/reference-logits" "$tmp/lfm2-swa.gguf" 128 32 $prompt > "$out/lfm2-swa.json"
+echo "lfm2-swa: $(wc -c < "$out/lfm2-swa.json") bytes"
 # the new block types: wider rows (IQ4_XS needs 256), the rest as above
 for spec in gpt-oss:mxfp4 llama:iq4_nl llama:iq4_xs; do
     arch=${spec%%:*} type=${spec#*:}

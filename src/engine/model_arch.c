@@ -254,6 +254,11 @@ int model_arch_load(struct engine_model *m, struct errmsg *err)
     case MODEL_ARCH_OLMOE:
         f->qk_norm_full = true;
         break;
+    case MODEL_ARCH_LFM2: // an optional window on every attention layer
+        rc = get_int(m, "attention.sliding_window", 0, 0, INT32_MAX, &f->n_swa, err);
+        for (int il = 0; rc == ERR_OK && il < m->info.n_layer; il++)
+            m->layers[il].is_swa = f->n_swa > 0; // recurrent layers have no cache to slide
+        break;
     case MODEL_ARCH_MAMBA2:
         f->no_ffn = true; // its layers and state: model_ssd.c
         break;

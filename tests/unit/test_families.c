@@ -51,6 +51,7 @@ struct fcase {
     const char *arch;
     const char *type; // NULL: f32
     int n_embd, n_ff; // 0: the defaults (64, 128)
+    int n_swa;        // 0: the family's default window
 };
 
 static void build_model(const struct fcase *c, const char *path)
@@ -61,6 +62,7 @@ static void build_model(const struct fcase *c, const char *path)
     if (c->type) p.type = c->type;
     if (c->n_embd) p.n_embd = c->n_embd;
     if (c->n_ff) p.n_ff = c->n_ff;
+    if (c->n_swa) p.n_swa = c->n_swa;
     p.n_layer = 4;
     p.n_head_kv = strcmp(arch, "olmo2") == 0 || strcmp(arch, "olmoe") == 0 ? 4 : 2;
     p.seed = 7;
@@ -159,7 +161,7 @@ static void against_reference(const struct fcase *c, double tol, bool strict_gre
     static void test_ref_##name(void **state)                                                      \
     {                                                                                              \
         (void)state;                                                                               \
-        const struct fcase c = {#name, #name, NULL, 0, 0};                                         \
+        const struct fcase c = {#name, #name, NULL, 0, 0, 0};                                      \
         against_reference(&c, REL_TOL, true);                                                      \
     }
 FAMILY_TEST(gemma2)
@@ -177,10 +179,19 @@ FAMILY_TEST(qwen35)        // DeltaNet layers 0, 2, gated attention 1, 3, an MTP
 FAMILY_TEST(qwen35moe)     // the same with 8 experts (2 per token) and a gated shared expert
 FAMILY_TEST(mamba2)        // Mamba-2 mixers alone, 2 groups
 FAMILY_TEST(granitehybrid) // Mamba-2 layers 0, 2, 3 around attention 1, no RoPE, multipliers
+/* lfm2 with a window of 8 on its attention layer (the reference slides every attention layer
+ * of the family when the file has one): 24 prompt tokens and 32 more pass it. */
+static void test_ref_lfm2_swa(void **state)
+{
+    (void)state;
+    const struct fcase c = {"lfm2-swa", "lfm2", NULL, 0, 0, 8};
+    against_reference(&c, REL_TOL, true);
+}
+
 static void test_ref_gpt_oss(void **state)
 {
     (void)state;
-    const struct fcase c = {"gpt-oss", "gpt-oss", NULL, 0, 0};
+    const struct fcase c = {"gpt-oss", "gpt-oss", NULL, 0, 0, 0};
     against_reference(&c, REL_TOL, true);
 }
 
@@ -194,19 +205,19 @@ static void test_ref_gpt_oss(void **state)
 static void test_ref_gpt_oss_mxfp4(void **state)
 {
     (void)state;
-    const struct fcase c = {"gpt-oss-mxfp4", "gpt-oss", "mxfp4", 256, 512};
+    const struct fcase c = {"gpt-oss-mxfp4", "gpt-oss", "mxfp4", 256, 512, 0};
     against_reference(&c, REL_TOL_QUANT, false);
 }
 static void test_ref_llama_iq4_nl(void **state)
 {
     (void)state;
-    const struct fcase c = {"llama-iq4_nl", "llama", "iq4_nl", 256, 512};
+    const struct fcase c = {"llama-iq4_nl", "llama", "iq4_nl", 256, 512, 0};
     against_reference(&c, REL_TOL_QUANT, false);
 }
 static void test_ref_llama_iq4_xs(void **state)
 {
     (void)state;
-    const struct fcase c = {"llama-iq4_xs", "llama", "iq4_xs", 256, 512};
+    const struct fcase c = {"llama-iq4_xs", "llama", "iq4_xs", 256, 512, 0};
     against_reference(&c, REL_TOL_QUANT, false);
 }
 
@@ -389,6 +400,7 @@ int main(void)
         cmocka_unit_test(test_ref_qwen2vl),       cmocka_unit_test(test_ref_lfm2),
         cmocka_unit_test(test_ref_qwen35),        cmocka_unit_test(test_ref_qwen35moe),
         cmocka_unit_test(test_ref_mamba2),        cmocka_unit_test(test_ref_granitehybrid),
+        cmocka_unit_test(test_ref_lfm2_swa),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -458,8 +458,8 @@ static int add_family_keys(struct synth *s)
 {
     const struct synth_params *p = s->p;
     int rc = ERR_OK;
-    if (s->n_swa > 0) {
-        rc = synth_add_key_u32(s, "attention.sliding_window", (uint32_t)s->n_swa);
+    if (s->n_swa > 0) rc = synth_add_key_u32(s, "attention.sliding_window", (uint32_t)s->n_swa);
+    if (s->n_swa > 0 && !arch_is(p, "lfm2")) { // lfm2's attention layers all slide
         // layers alternate: even ones slide, odd ones are global
         uint8_t *pat = mem_alloc((size_t)p->n_layer);
         if (!pat) return ERR_NOMEM;
@@ -797,9 +797,11 @@ static int check_params(const struct synth_params *p, struct synth *s, struct er
     if (strcmp(p->arch, "phi3") == 0) s->n_rot = (s->head_dim * 3 / 4) & ~1;
     const bool is_gemma = strcmp(p->arch, "gemma2") == 0 || strcmp(p->arch, "gemma3") == 0;
     const bool is_oss = strcmp(p->arch, "gpt-oss") == 0;
-    const bool has_swa = is_gemma || is_oss || strcmp(p->arch, "olmo2") == 0;
+    const bool has_swa =
+        is_gemma || is_oss || strcmp(p->arch, "olmo2") == 0 || strcmp(p->arch, "lfm2") == 0;
     if (p->n_swa > 0 && !has_swa)
-        return errmsg_set(err, ERR_INVALID, "--swa applies to gemma2, gemma3, olmo2 and gpt-oss");
+        return errmsg_set(err, ERR_INVALID,
+                          "--swa applies to gemma2, gemma3, olmo2, gpt-oss and lfm2");
     s->n_swa = p->n_swa >= 0 ? p->n_swa : is_gemma || is_oss ? 8 : 0;
     if ((strcmp(p->arch, "gemma2") == 0 || is_oss) && s->n_swa == 0)
         return errmsg_set(err, ERR_INVALID, "%s always has a sliding window", p->arch);

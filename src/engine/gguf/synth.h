@@ -37,8 +37,9 @@ struct synth_params {
     const struct gguf *vocab_from; // borrowed; NULL: the built-in tokenizer
     int pooling_type;              // <arch>.pooling_type written when >= 0 (bert: 1 when < 0,
                                    // 4 with n_cls_out)
-    int n_swa;         // sliding window of gemma2/gemma3/olmo2 (keys a query sees), -1: the
-                       // family's synthetic default (8 for gemma, none for olmo2), 0: none
+    int n_swa;         // sliding window of gemma2/gemma3/olmo2/gpt-oss/lfm2 (keys a query
+                       // sees; lfm2: on every attention layer), -1: the family's synthetic
+                       // default (8 for gemma, none for olmo2 and lfm2), 0: none
     int n_expert;      // mixture-of-experts families: experts (0: 8)
     int n_expert_used; // experts per token (0: 2)
     int n_cls_out;     // > 0: a reranker's classification head with this many outputs and
