@@ -126,6 +126,7 @@ static int load_arch(struct engine_model *m, struct errmsg *err)
         {"qwen35moe", MODEL_ARCH_QWEN35MOE, true},
         {"mamba2", MODEL_ARCH_MAMBA2, false},
         {"granitehybrid", MODEL_ARCH_GRANITEHYBRID, false},
+        {"nemotron_h", MODEL_ARCH_NEMOTRON_H, false},
     };
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
         if (str_eq_cstr(arch, archs[i].name)) {
@@ -144,8 +145,10 @@ static int load_arch(struct engine_model *m, struct errmsg *err)
 static int attn_hparams(struct engine_model *m, const struct hp *h, int *v_len)
 {
     struct engine_model_info *in = &m->info;
-    bool kv_is_array = false; // hybrids give a count per layer, 0 for recurrent layers
-    int rc = hp_int(h, "feed_forward_length", -1, 1, N_FF_MAX, &in->n_ff);
+    bool kv_is_array = false, ff_is_array = false; // hybrids give counts per layer (0: none)
+    int rc = model_recr_ff(m, in->n_layer, &in->n_ff, &ff_is_array, h->err);
+    if (rc == ERR_OK && !ff_is_array)
+        rc = hp_int(h, "feed_forward_length", -1, 1, N_FF_MAX, &in->n_ff);
     if (rc == ERR_OK) rc = hp_int(h, "attention.head_count", -1, 1, N_HEAD_MAX, &in->n_head);
     if (rc == ERR_OK)
         rc = model_recr_head_kv(m, in->n_layer, in->n_head, &in->n_head_kv, &kv_is_array, h->err);
@@ -190,8 +193,13 @@ static int load_hparams(struct engine_model *m, struct errmsg *err)
     else if (rc == ERR_OK)
         rc = attn_hparams(m, &h, &v_len);
     if (rc == ERR_OK) rc = hp_int(&h, "expert_count", 0, 0, INT32_MAX, &n_expert);
+    // nemotron_h requires the plain epsilon, which stands in for a missing RMS one
+    float eps_ln = 0.0f;
+    const bool is_nemo = m->arch == MODEL_ARCH_NEMOTRON_H;
+    if (rc == ERR_OK && is_nemo)
+        rc = hp_float(&h, "attention.layer_norm_epsilon", 0.0f, true, &eps_ln);
     if (rc == ERR_OK)
-        rc = hp_float(&h, "attention.layer_norm_rms_epsilon", 0.0f, true, &m->norm_eps);
+        rc = hp_float(&h, "attention.layer_norm_rms_epsilon", eps_ln, !is_nemo, &m->norm_eps);
     if (rc == ERR_OK) rc = hp_float(&h, "rope.freq_base", 10000.0f, false, &m->rope_base);
     if (rc == ERR_OK) rc = load_rope_scaling(m, &h);
     if (rc != ERR_OK) return rc;
@@ -315,13 +323,18 @@ static int load_qkv(struct engine_model *m, int il, struct layer *L, struct errm
     return ERR_OK;
 }
 
-/* The dense FFN: gate and up, or one ffn_up of 2 * n_ff rows (phi3: gate rows first). */
+/* The dense FFN: gate and up, or one ffn_up of 2 * n_ff rows (phi3: gate rows first), or up
+ * alone with optional biases (nemotron_h's ReLU^2). */
 static int load_ffn(struct engine_model *m, int il, struct layer *L, struct errmsg *err)
 {
     const int64_t e = m->info.n_embd, f = m->info.n_ff;
     char full[96];
     int rc;
-    if (gguf_find_layer_tensor(m->gguf, "ffn_gate.weight", il, full, sizeof full)) {
+    if (m->feat.relu2_ffn) {
+        rc = load_wmat(m, "ffn_up.weight", il, e, f, &L->w_up, err);
+        if (rc == ERR_OK) rc = load_vec(m, "ffn_up.bias", il, f, false, &L->ffn_up_b, err);
+        if (rc == ERR_OK) rc = load_vec(m, "ffn_down.bias", il, e, false, &L->ffn_down_b, err);
+    } else if (gguf_find_layer_tensor(m->gguf, "ffn_gate.weight", il, full, sizeof full)) {
         rc = load_wmat(m, "ffn_gate.weight", il, e, f, &L->w_gate, err);
         if (rc == ERR_OK) rc = load_wmat(m, "ffn_up.weight", il, e, f, &L->w_up, err);
     } else {
@@ -472,14 +485,18 @@ static int load_layer(struct engine_model *m, int il, struct errmsg *err)
     const char *ffn_norm = m->arch == MODEL_ARCH_GPTOSS || model_arch_is_qwen35(m->arch)
                                ? "post_attention_norm.weight"
                                : "ffn_norm.weight";
-    int rc = load_vec(m, "attn_norm.weight", il, e, !ft->no_pre_norm, &L->attn_norm, err);
-    if (rc == ERR_OK && !ft->no_ffn)
+    // nemotron_h: a layer is one block, whichever it is, normed by attn_norm
+    if (L->no_mixer) ffn_norm = "attn_norm.weight";
+    int rc = ERR_OK;
+    if (!L->no_mixer)
+        rc = load_vec(m, "attn_norm.weight", il, e, !ft->no_pre_norm, &L->attn_norm, err);
+    if (rc == ERR_OK && !L->no_ffn)
         rc = load_vec(m, ffn_norm, il, e, !ft->no_pre_norm, &L->ffn_norm, err);
     if (rc == ERR_OK && L->is_recr)
         rc = load_recr(m, il, L, err);
-    else if (rc == ERR_OK)
+    else if (rc == ERR_OK && !L->no_mixer)
         rc = load_attn(m, il, L, err);
-    if (rc == ERR_OK && ft->no_ffn) return rc;
+    if (rc == ERR_OK && L->no_ffn) return rc;
     if (rc == ERR_OK && ft->n_expert > 0)
         rc = load_moe(m, il, L, err);
     else if (rc == ERR_OK)
@@ -630,7 +647,9 @@ static int plan_all(struct engine_model *m, struct errmsg *err)
         const struct wmat *o[1] = {&L->wo}, *down[1] = {&L->w_down};
         const struct wmat *cin[2] = {&L->conv_in, &L->gdn_z}, *cout[1] = {&L->conv_out};
         const struct wmat *ab[2] = {&L->gdn_beta, &L->gdn_alpha};
-        if (L->is_recr) {
+        if (L->no_mixer) {
+            // an FFN alone
+        } else if (L->is_recr) {
             rc = plan_build(&L->plan_conv_in, cin, L->gdn_z.data ? 2 : 1, &cap, err);
             if (rc == ERR_OK) rc = plan_build(&L->plan_conv_out, cout, 1, &cap, err);
             if (rc == ERR_OK && L->gdn_beta.data) rc = plan_build(&L->plan_ab, ab, 2, &cap, err);
@@ -638,12 +657,15 @@ static int plan_all(struct engine_model *m, struct errmsg *err)
             rc = plan_build(&L->plan_qkv, qkv, 3, &cap, err);
             if (rc == ERR_OK) rc = plan_build(&L->plan_o, o, 1, &cap, err);
         }
-        if (m->feat.no_ffn) continue;
+        if (L->no_ffn) continue;
         if (rc == ERR_OK && m->feat.n_expert > 0) {
             rc = plan_moe(m, L, &cap, err);
             continue;
         }
-        if (rc == ERR_OK) rc = plan_build(&L->plan_gu, gu, 2, &cap, err);
+        // ReLU^2 has no gate: up alone, into the gate buffer the activation reads
+        const struct wmat *up[1] = {&L->w_up};
+        if (rc == ERR_OK && m->feat.relu2_ffn) rc = plan_build(&L->plan_gu, up, 1, &cap, err);
+        if (rc == ERR_OK && !m->feat.relu2_ffn) rc = plan_build(&L->plan_gu, gu, 2, &cap, err);
         if (rc == ERR_OK) rc = plan_build(&L->plan_down, down, 1, &cap, err);
     }
     const struct wmat *out[1] = {&m->output};

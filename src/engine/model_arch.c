@@ -259,8 +259,14 @@ int model_arch_load(struct engine_model *m, struct errmsg *err)
         for (int il = 0; rc == ERR_OK && il < m->info.n_layer; il++)
             m->layers[il].is_swa = f->n_swa > 0; // recurrent layers have no cache to slide
         break;
-    case MODEL_ARCH_MAMBA2:
-        f->no_ffn = true; // its layers and state: model_ssd.c
+    case MODEL_ARCH_MAMBA2: // its layers and state: model_ssd.c
+        for (int il = 0; il < m->info.n_layer; il++)
+            m->layers[il].no_ffn = true;
+        break;
+    case MODEL_ARCH_NEMOTRON_H: // layer kinds: model_recr.c
+        f->relu2_ffn = true;
+        for (int il = 0; il < m->info.n_layer; il++)
+            m->layers[il].has_rope = false;
         break;
     case MODEL_ARCH_GRANITEHYBRID:
         rc = load_granite_hybrid(m, f, err);

@@ -324,6 +324,16 @@ static void swiglu_oai(int64_t n, float *gate, const float *up)
     }
 }
 
+/* nemotron_h's activation of up (in g, plus its bias if any): relu(x)^2. */
+static void relu2(int64_t n, float *g, const float *bias)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const float x = bias ? g[i] + bias[i] : g[i];
+        const float r = x > 0.0f ? x : 0.0f;
+        g[i] = r * r;
+    }
+}
+
 /* Step: gate = silu(gate) * up (or the GELU form), then quantize gate for the plan's down
  * matrix, whose input width is the FFN's. Split by rows. */
 static void job_swiglu_quant(void *arg, int ith, int nth)
@@ -339,7 +349,9 @@ static void job_swiglu_quant(void *arg, int ith, int nth)
             g[i] += f->gate_bias[i];
             u[i] += f->up_bias[i];
         }
-        if (f->m->feat.swiglu_oai)
+        if (f->m->feat.relu2_ffn)
+            relu2(n_ff, g, f->up_bias);
+        else if (f->m->feat.swiglu_oai)
             swiglu_oai(n_ff, g, u);
         else if (f->m->feat.geglu)
             ops_get()->geglu(n_ff, g, u);
@@ -645,16 +657,13 @@ static void run_attention(struct threadpool *tp, struct fwd *f)
     threadpool_run_chunks(tp, job_attention_tiled, f, n_blocks < (1 << 20) ? n_blocks : 1 << 20);
 }
 
-static void run_layer(struct threadpool *tp, struct fwd *f, int il)
+/* The layer's mixer (attention or a recurrent block) over its normed input, into proj. The
+ * residual of the previous layer is folded into this norm step. */
+static void run_mixer(struct threadpool *tp, struct fwd *f, const struct layer *L)
 {
     struct engine_model *m = f->m;
     struct scratch *sc = &m->sc;
-    const struct layer *L = &m->layers[il];
-    f->L = L;
-    f->il = il;
-    f->n_rows = f->n_tok;
-    // Residual of the previous layer's FFN is folded into this norm step.
-    f->add = il > 0 ? sc->proj : NULL;
+    f->add = f->il > 0 ? sc->proj : NULL;
     f->norm_w = L->attn_norm;
     f->plan = L->is_recr ? &L->plan_conv_in : &L->plan_qkv;
     fwd_run_light(tp, job_norm_quant, f, f->n_rows <= LIGHT_ROWS_MAX);
@@ -672,9 +681,16 @@ static void run_layer(struct threadpool *tp, struct fwd *f, int il)
         fwd_run_matmul_group(tp, f, &L->plan_o, sc->proj, NULL, NULL);
     }
     post_block(tp, f, L->bo, L->attn_post_norm);
-    if (il == m->info.n_layer - 1) keep_output_rows(f);
-    if (m->feat.no_ffn) return; // mamba2: the next norm step adds the mixer's output
-    f->add = sc->proj;
+}
+
+/* The layer's FFN (experts or dense) over the residual plus proj, normed, into proj. A layer
+ * without a mixer (nemotron_h) adds the previous layer's output here, or nothing at the first
+ * layer. */
+static void run_ffn(struct threadpool *tp, struct fwd *f, const struct layer *L)
+{
+    struct engine_model *m = f->m;
+    struct scratch *sc = &m->sc;
+    f->add = f->il > 0 || !L->no_mixer ? sc->proj : NULL;
     f->norm_w = L->ffn_norm;
     if (m->feat.n_expert > 0) {
         f->plan = &L->plan_router;
@@ -683,12 +699,27 @@ static void run_layer(struct threadpool *tp, struct fwd *f, int il)
     } else {
         f->plan = &L->plan_gu;
         fwd_run_light(tp, job_norm_quant, f, f->n_rows <= LIGHT_ROWS_MAX);
-        fwd_run_matmul_group(tp, f, &L->plan_gu, sc->gate, sc->up, NULL);
+        // ReLU^2 (no gate) writes up into the gate buffer the activation reads
+        fwd_run_matmul_group(tp, f, &L->plan_gu, sc->gate, m->feat.relu2_ffn ? NULL : sc->up, NULL);
         f->plan = &L->plan_down;
+        f->up_bias = L->ffn_up_b;
         fwd_run_light(tp, job_swiglu_quant, f, f->n_rows <= LIGHT_ROWS_MAX);
+        f->up_bias = NULL;
         fwd_run_matmul_group(tp, f, &L->plan_down, sc->proj, NULL, NULL);
     }
-    post_block(tp, f, NULL, L->ffn_post_norm);
+    post_block(tp, f, L->ffn_down_b, L->ffn_post_norm);
+}
+
+static void run_layer(struct threadpool *tp, struct fwd *f, int il)
+{
+    struct engine_model *m = f->m;
+    const struct layer *L = &m->layers[il];
+    f->L = L;
+    f->il = il;
+    f->n_rows = f->n_tok;
+    if (!L->no_mixer) run_mixer(tp, f, L);
+    if (il == m->info.n_layer - 1) keep_output_rows(f);
+    if (!L->no_ffn) run_ffn(tp, f, L); // else the next norm step adds the mixer's output
 }
 
 /* The families' last touch on the logits rows: granite divides by its logit scale (as a

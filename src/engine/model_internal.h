@@ -28,6 +28,7 @@ enum model_arch {
     MODEL_ARCH_QWEN35MOE,
     MODEL_ARCH_MAMBA2,
     MODEL_ARCH_GRANITEHYBRID,
+    MODEL_ARCH_NEMOTRON_H,
 };
 
 /* qwen35 and its mixture-of-experts form share their layers (model_gdn.c). */
@@ -70,7 +71,7 @@ struct model_feat {
     bool is_mrope;
     int mrope[4];
     bool attn_gated; // qwen35: wq gives a query and a gate per head; output * sigmoid(gate)
-    bool no_ffn;     // mamba2: a layer is its mixer alone
+    bool relu2_ffn;  // nemotron_h: FFN down(relu(up x)^2), no gate
 };
 
 /* A weight matrix used in place from the mapping. */
@@ -126,7 +127,10 @@ struct layer {
     // recurrent layers of hybrid families (model_recr.c): no attention and no KV rows, a fixed
     // state per sequence instead
     bool is_recr;
-    int recr_before;      // recurrent layers before this one (its state's place)
+    bool no_ffn;   // the layer is its mixer alone (mamba2, nemotron_h)
+    bool no_mixer; // the layer is its FFN alone, normed by ffn_norm (nemotron_h)
+    const float *ffn_up_b, *ffn_down_b; // optional dense FFN biases (n_ff), (n_embd)
+    int recr_before;                    // recurrent layers before this one (its state's place)
     struct wmat conv_in;  // (recr_in_dim, n_embd): lfm2 rows b | c | x of the gated conv,
                           // qwen35 the conv channels (queries, keys, values)
     struct wmat conv_out; // (n_embd, recr_out_dim)

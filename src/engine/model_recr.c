@@ -23,7 +23,7 @@
 bool model_recr_is_hybrid(enum model_arch arch)
 {
     return arch == MODEL_ARCH_LFM2 || model_arch_is_qwen35(arch) || arch == MODEL_ARCH_MAMBA2 ||
-           arch == MODEL_ARCH_GRANITEHYBRID;
+           arch == MODEL_ARCH_GRANITEHYBRID || arch == MODEL_ARCH_NEMOTRON_H;
 }
 
 int model_recr_head_kv(const struct engine_model *m, int n_layer, int n_head, int *n_head_kv,
@@ -54,6 +54,62 @@ int model_recr_head_kv(const struct engine_model *m, int n_layer, int n_head, in
     }
     *n_head_kv = common > 0 ? common : n_head; // no attention layer: unused
     *is_array = true;
+    return ERR_OK;
+}
+
+/* Element il of the integer array <arch>.<suffix> (validated by the caller), or -1 when the key
+ * is not an array. */
+static int64_t arr_at(const struct engine_model *m, const char *suffix, int il)
+{
+    char key[96];
+    int64_t v;
+    snprintf(key, sizeof key, "%s.%s", m->arch_name, suffix);
+    return gguf_get_arr_i64(m->gguf, key, il, &v) == ERR_OK ? v : -1;
+}
+
+int model_recr_ff(const struct engine_model *m, int n_layer, int *n_ff, bool *is_array,
+                  struct errmsg *err)
+{
+    char key[96];
+    enum gguf_value_type et;
+    int64_t n;
+    snprintf(key, sizeof key, "%s.feed_forward_length", m->arch_name);
+    if (gguf_get_arr(m->gguf, key, &et, &n) != ERR_OK) return ERR_OK;
+    if (n != n_layer || !model_recr_is_hybrid(m->arch))
+        return errmsg_set(err, ERR_FORMAT, "key '%s': expected one integer", key);
+    int64_t common = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t v;
+        if (gguf_get_arr_i64(m->gguf, key, i, &v) != ERR_OK || v < 0 || v > (1 << 20))
+            return errmsg_set(err, ERR_FORMAT, "key '%s': layer %lld out of range", key,
+                              (long long)i);
+        if (v > 0 && common > 0 && v != common)
+            return errmsg_set(err, ERR_UNSUPPORTED, "key '%s': layers of %lld and %lld", key,
+                              (long long)common, (long long)v);
+        if (v > 0) common = v;
+    }
+    *n_ff = common > 0 ? (int)common : 1; // no FFN layer: unused
+    *is_array = true;
+    return ERR_OK;
+}
+
+/* nemotron_h: a layer is Mamba-2 where head_count_kv and feed_forward_length are both 0,
+ * attention where only the latter is, else an FFN alone. */
+static int nemotron_kinds(struct engine_model *m, struct errmsg *err)
+{
+    for (int il = 0; il < m->info.n_layer; il++) {
+        const int64_t kv = arr_at(m, "attention.head_count_kv", il);
+        const int64_t ff = arr_at(m, "feed_forward_length", il);
+        if (kv < 0 || ff < 0)
+            return errmsg_set(err, ERR_FORMAT,
+                              "keys '%s.attention.head_count_kv' and "
+                              "'%s.feed_forward_length' must give each layer its kind",
+                              m->arch_name, m->arch_name);
+        struct layer *L = &m->layers[il];
+        L->is_recr = kv == 0 && ff == 0;
+        L->no_mixer = ff > 0;
+        L->no_ffn = ff == 0;
+    }
     return ERR_OK;
 }
 
@@ -127,6 +183,10 @@ int model_recr_hparams(struct engine_model *m, struct errmsg *err)
     case MODEL_ARCH_GRANITEHYBRID:
         rc = model_ssd_hparams(m, err);
         if (rc == ERR_OK) rc = kinds_from_kv(m, err);
+        break;
+    case MODEL_ARCH_NEMOTRON_H:
+        rc = model_ssd_hparams(m, err);
+        if (rc == ERR_OK) rc = nemotron_kinds(m, err);
         break;
     default:
         rc = model_gdn_hparams(m, err);
@@ -212,7 +272,7 @@ void model_recr_block(struct threadpool *tp, struct fwd *f)
         model_gdn_block(tp, f);
         return;
     }
-    if (m->arch == MODEL_ARCH_MAMBA2 || m->arch == MODEL_ARCH_GRANITEHYBRID) {
+    if (m->arch != MODEL_ARCH_LFM2) { // mamba2, granitehybrid, nemotron_h
         model_ssd_block(tp, f);
         return;
     }

@@ -23,6 +23,14 @@ bool model_recr_is_hybrid(enum model_arch arch);
 int model_recr_head_kv(const struct engine_model *m, int n_layer, int n_head, int *n_head_kv,
                        bool *is_array, struct errmsg *err);
 
+/* <arch>.feed_forward_length when it is a per-layer array (a hybrid's; 0 for layers without
+ * an FFN): *n_ff becomes the one non-zero width the layers share and *is_array true; a scalar
+ * or missing key leaves both alone. ERR_FORMAT (not n_layer integers in 0..1 << 20, an array
+ * in a family without layer kinds), ERR_UNSUPPORTED (layers of different widths); err names
+ * the key. */
+int model_recr_ff(const struct engine_model *m, int n_layer, int *n_ff, bool *is_array,
+                  struct errmsg *err);
+
 /* For a hybrid family, after the common hyperparameters and with m->layers allocated: which
  * layers recur (lfm2: head_count_kv[i] == 0), the convolution's size
  * (<arch>.shortconv.l_cache) and the state sizes, including how many checkpoints a sequence

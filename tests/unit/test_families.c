@@ -1,5 +1,5 @@
 /* The newer model families (gemma2, gemma3, phi3, granite, smollm3, olmo2, qwen3moe, olmoe,
- * granitemoe, gpt-oss, qwen2vl's text path, the hybrids lfm2, qwen35, qwen35moe, mamba2 and granitehybrid) against the reference implementation on synthetic
+ * granitemoe, gpt-oss, qwen2vl's text path, the hybrids lfm2, qwen35, qwen35moe, mamba2, granitehybrid and nemotron_h) against the reference implementation on synthetic
  * F32 models with every family feature on (sliding windows of 8 keys on a 24-token prompt,
  * soft-caps that bend, 8 experts of which 2 per token, attention sinks, YaRN, ...). The models are built in process by
  * engine/synth with the options scripts/gen-family-goldens.sh passes to gguf-synth;
@@ -179,6 +179,7 @@ FAMILY_TEST(qwen35)        // DeltaNet layers 0, 2, gated attention 1, 3, an MTP
 FAMILY_TEST(qwen35moe)     // the same with 8 experts (2 per token) and a gated shared expert
 FAMILY_TEST(mamba2)        // Mamba-2 mixers alone, 2 groups
 FAMILY_TEST(granitehybrid) // Mamba-2 layers 0, 2, 3 around attention 1, no RoPE, multipliers
+FAMILY_TEST(nemotron_h)    // one block per layer: Mamba-2, ReLU^2 FFN, attention, FFN
 /* lfm2 with a window of 8 on its attention layer (the reference slides every attention layer
  * of the family when the file has one): 24 prompt tokens and 32 more pass it. */
 static void test_ref_lfm2_swa(void **state)
@@ -400,7 +401,7 @@ int main(void)
         cmocka_unit_test(test_ref_qwen2vl),       cmocka_unit_test(test_ref_lfm2),
         cmocka_unit_test(test_ref_qwen35),        cmocka_unit_test(test_ref_qwen35moe),
         cmocka_unit_test(test_ref_mamba2),        cmocka_unit_test(test_ref_granitehybrid),
-        cmocka_unit_test(test_ref_lfm2_swa),
+        cmocka_unit_test(test_ref_lfm2_swa),      cmocka_unit_test(test_ref_nemotron_h),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,8 @@
 /* engine/model_recr: hybrid models with recurrent layers, on synthetic lfm2 models (short-conv
  * layers 0, 2, 3 around attention layer 1), qwen35 / qwen35moe models (Gated DeltaNet layers 0
  * and 2, gated attention layers 1 and 3, a next-token-prediction block the decoder skips),
- * mamba2 (Mamba-2 mixers alone) and granitehybrid (Mamba-2 around attention layer 1). A token's
+ * mamba2 (Mamba-2 mixers alone), granitehybrid (Mamba-2 around attention layer 1) and
+ * nemotron_h (one block per layer: Mamba-2, FFN, attention, FFN). A token's
  * logits are the same bits whether its
  * prompt is fed one token per decode, in chunks, or beside another sequence; the memory a
  * sequence needs counts the recurrent state and its checkpoints; a truncation keeps a prefix
@@ -140,6 +141,7 @@ static void test_invariant(void **state)
     check_invariant("qwen35moe", "q8_0");
     check_invariant("mamba2", "f32");
     check_invariant("granitehybrid", "q8_0");
+    check_invariant("nemotron_h", "q8_0");
 }
 
 static void test_memory(void **state)
@@ -229,6 +231,7 @@ static void test_checkpoints(void **state)
     check_checkpoints("qwen35");
     check_checkpoints("mamba2");
     check_checkpoints("granitehybrid");
+    check_checkpoints("nemotron_h");
 }
 
 /* A view sequence finds its state in the bound memory and gives an owned sequence's hidden

@@ -305,6 +305,7 @@ static int add_layer_decoder(struct synth *s, int il)
     char n[96];
     int rc = ERR_OK;
 #define NAME(x) (snprintf(n, sizeof n, "blk.%d." x, il), n)
+    if (arch_is(p, "nemotron_h")) return synth_hybrid_single_block_layer(s, il);
     if (pre_norms) rc = synth_add_vec(s, NAME("attn_norm.weight"), e, 0.1f, 1.0f);
     if (rc == ERR_OK) rc = recurs ? synth_hybrid_layer(s, il) : add_attn(s, il);
     if (arch_is(p, "mamba2")) return rc; // its layers are the mixer alone
@@ -557,7 +558,7 @@ static int add_hparams(struct synth *s, bool is_bert)
     if (rc == ERR_OK) rc = synth_add_key_u32(s, "block_count", (uint32_t)n_block);
     // mamba2 has neither FFN nor attention: its converter writes 0 for both
     const bool is_mamba2 = arch_is(p, "mamba2");
-    if (rc == ERR_OK)
+    if (rc == ERR_OK && !arch_is(p, "nemotron_h")) // nemotron_h gives it per layer
         rc = synth_add_key_u32(s, "feed_forward_length", is_mamba2 ? 0 : (uint32_t)p->n_ff);
     if (rc == ERR_OK)
         rc = synth_add_key_u32(s, "attention.head_count", is_mamba2 ? 0 : (uint32_t)p->n_head);
@@ -765,9 +766,9 @@ static int copy_vocab(struct synth *s)
 /* ---- entry point ---- */
 
 static const char *const decoder_archs[] = {
-    "gpt-oss", "llama",   "qwen2",     "qwen3",    "gemma2",       "gemma3",     "phi3",
-    "granite", "smollm3", "olmo2",     "qwen3moe", "olmoe",        "granitemoe", "qwen2vl",
-    "lfm2",    "qwen35",  "qwen35moe", "mamba2",   "granitehybrid"};
+    "gpt-oss", "llama",   "qwen2",     "qwen3",    "gemma2",        "gemma3",     "phi3",
+    "granite", "smollm3", "olmo2",     "qwen3moe", "olmoe",         "granitemoe", "qwen2vl",
+    "lfm2",    "qwen35",  "qwen35moe", "mamba2",   "granitehybrid", "nemotron_h"};
 
 static int check_params(const struct synth_params *p, struct synth *s, struct errmsg *err)
 {
@@ -779,7 +780,7 @@ static int check_params(const struct synth_params *p, struct synth *s, struct er
             err, ERR_INVALID,
             "unknown arch '%s' (llama, qwen2, qwen2vl, qwen3, gemma2, gemma3, phi3, "
             "granite, smollm3, olmo2, qwen3moe, olmoe, granitemoe, gpt-oss, lfm2, qwen35, "
-            "qwen35moe, mamba2, granitehybrid, bert)",
+            "qwen35moe, mamba2, granitehybrid, nemotron_h, bert)",
             p->arch ? p->arch : "");
     if (!p->type || !parse_type(p->type, &s->type, &s->is_mix))
         return errmsg_set(err, ERR_INVALID, "unknown tensor type '%s'", p->type ? p->type : "");

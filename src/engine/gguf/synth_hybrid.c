@@ -11,7 +11,10 @@
  * qwen35 with synth.c's experts and a gated shared expert.
  * mamba2: every layer a Mamba-2 mixer and nothing else (no attention, no FFN), two groups.
  * granitehybrid: Mamba-2 layers with attention (no RoPE) on every third layer from the
- * second, as lfm2 places them, granite's multipliers, and an FFN in every layer. */
+ * second, as lfm2 places them, granite's multipliers, and an FFN in every layer.
+ * nemotron_h: each layer one block, in a period of Mamba-2, FFN, attention, FFN (ReLU^2 FFNs
+ * with biases, attention without RoPE), said per layer by head_count_kv and
+ * feed_forward_length. */
 #include "engine/gguf/synth_internal.h"
 
 #include "engine/quants/quants.h"
@@ -33,20 +36,35 @@ static bool is_qwen35(const struct synth *s)
 
 static bool is_mamba2(const struct synth *s)
 {
-    return strcmp(s->p->arch, "mamba2") == 0 || strcmp(s->p->arch, "granitehybrid") == 0;
+    return strcmp(s->p->arch, "mamba2") == 0 || strcmp(s->p->arch, "granitehybrid") == 0 ||
+           strcmp(s->p->arch, "nemotron_h") == 0;
+}
+
+static bool is_nemotron(const struct synth *s)
+{
+    return strcmp(s->p->arch, "nemotron_h") == 0;
+}
+
+/* nemotron_h's layer kinds, in a period of four: Mamba-2, FFN, attention, FFN. */
+enum nemo_kind { NEMO_MAMBA, NEMO_FFN, NEMO_ATTN };
+
+static enum nemo_kind nemo_kind_of(int il)
+{
+    return il % 4 == 0 ? NEMO_MAMBA : il % 4 == 2 ? NEMO_ATTN : NEMO_FFN;
 }
 
 bool synth_is_hybrid(const char *arch)
 {
     return arch && (strcmp(arch, "lfm2") == 0 || strcmp(arch, "qwen35") == 0 ||
                     strcmp(arch, "qwen35moe") == 0 || strcmp(arch, "mamba2") == 0 ||
-                    strcmp(arch, "granitehybrid") == 0);
+                    strcmp(arch, "granitehybrid") == 0 || strcmp(arch, "nemotron_h") == 0);
 }
 
 bool synth_hybrid_layer_recurs(const struct synth *s, int il)
 {
     if (is_qwen35(s)) return (il + 1) % QWEN35_INTERVAL != 0;
     if (strcmp(s->p->arch, "mamba2") == 0) return true;
+    if (is_nemotron(s)) return nemo_kind_of(il) == NEMO_MAMBA;
     return il % 3 != 1;
 }
 
@@ -110,9 +128,33 @@ static int qwen35_keys(struct synth *s)
     return rc;
 }
 
+/* nemotron_h: per-layer head_count_kv and feed_forward_length say each layer's kind, and the
+ * family requires the plain norm epsilon. */
+static int nemotron_keys(struct synth *s)
+{
+    const struct synth_params *p = s->p;
+    int32_t *kv = mem_alloc((size_t)p->n_layer * 2 * sizeof *kv);
+    if (!kv) return ERR_NOMEM;
+    int32_t *ff = kv + p->n_layer;
+    for (int il = 0; il < p->n_layer; il++) {
+        kv[il] = nemo_kind_of(il) == NEMO_ATTN ? p->n_head_kv : 0;
+        ff[il] = nemo_kind_of(il) == NEMO_FFN ? p->n_ff : 0;
+    }
+    char key[96];
+    snprintf(key, sizeof key, "%s.attention.head_count_kv", p->arch);
+    int rc = gguf_writer_add_arr(s->w, key, GGUF_VALUE_I32, kv, p->n_layer);
+    snprintf(key, sizeof key, "%s.feed_forward_length", p->arch);
+    if (rc == ERR_OK) rc = gguf_writer_add_arr(s->w, key, GGUF_VALUE_I32, ff, p->n_layer);
+    mem_free(kv);
+    if (rc == ERR_OK) rc = synth_add_key_f32(s, "attention.layer_norm_epsilon", p->norm_eps);
+    if (rc == ERR_OK) rc = mamba2_keys(s);
+    return rc;
+}
+
 int synth_hybrid_keys(struct synth *s)
 {
     if (strcmp(s->p->arch, "mamba2") == 0) return mamba2_keys(s);
+    if (is_nemotron(s)) return nemotron_keys(s);
     // granitehybrid gives its layer kinds as lfm2 does, in head_count_kv
     return is_qwen35(s) ? qwen35_keys(s) : lfm2_keys(s);
 }
@@ -182,6 +224,34 @@ int synth_hybrid_layer(struct synth *s, int il)
 {
     if (is_mamba2(s)) return mamba2_layer(s, il);
     return is_qwen35(s) ? qwen35_layer(s, il) : lfm2_layer(s, il);
+}
+
+int synth_hybrid_single_block_layer(struct synth *s, int il)
+{
+    const int64_t e = s->p->n_embd, f = s->p->n_ff, hd = s->head_dim;
+    const int64_t qd = (int64_t)s->p->n_head * hd, kvd = (int64_t)s->p->n_head_kv * hd;
+    char n[96];
+#define NAME(x) (snprintf(n, sizeof n, "blk.%d." x, il), n)
+    int rc = synth_add_vec(s, NAME("attn_norm.weight"), e, 0.1f, 1.0f);
+    switch (nemo_kind_of(il)) {
+    case NEMO_MAMBA:
+        if (rc == ERR_OK) rc = mamba2_layer(s, il);
+        break;
+    case NEMO_ATTN: // no RoPE, no norms of its own
+        if (rc == ERR_OK) rc = synth_add_mat(s, NAME("attn_q.weight"), e, qd, s->type);
+        if (rc == ERR_OK) rc = synth_add_mat(s, NAME("attn_k.weight"), e, kvd, s->type);
+        if (rc == ERR_OK) rc = synth_add_mat(s, NAME("attn_v.weight"), e, kvd, s->type);
+        if (rc == ERR_OK) rc = synth_add_mat(s, NAME("attn_output.weight"), qd, e, s->type);
+        break;
+    case NEMO_FFN: // ReLU^2, no gate; its biases on
+        if (rc == ERR_OK) rc = synth_add_mat(s, NAME("ffn_up.weight"), e, f, s->type);
+        if (rc == ERR_OK) rc = synth_add_vec(s, NAME("ffn_up.bias"), f, 0.1f, 0.0f);
+        if (rc == ERR_OK) rc = synth_add_mat(s, NAME("ffn_down.weight"), f, e, s->type);
+        if (rc == ERR_OK) rc = synth_add_vec(s, NAME("ffn_down.bias"), e, 0.1f, 0.0f);
+        break;
+    }
+#undef NAME
+    return rc;
 }
 
 int synth_hybrid_extra_block(struct synth *s, int il)

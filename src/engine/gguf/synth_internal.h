@@ -51,6 +51,10 @@ int synth_hybrid_keys(struct synth *s);
 /* Layer il's recurrent block (its norm comes from the caller). As synth_add_tensor. */
 int synth_hybrid_layer(struct synth *s, int il);
 
+/* A nemotron_h layer, which is one block (Mamba-2, attention or a ReLU^2 FFN) under its
+ * attn_norm. As synth_add_tensor. */
+int synth_hybrid_single_block_layer(struct synth *s, int il);
+
 /* Blocks after the decoder's that block_count counts (qwen35's next-token prediction). */
 int synth_hybrid_extra_blocks(const struct synth *s);
 
