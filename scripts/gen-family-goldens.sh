@@ -42,6 +42,13 @@ done
 # shellcheck disable=SC2086
 "$tmp/reference-logits" "$tmp/lfm2-swa.gguf" 128 32 $prompt > "$out/lfm2-swa.json"
 echo "lfm2-swa: $(wc -c < "$out/lfm2-swa.json") bytes"
+# granitehybrid with experts and a shared expert
+"$synth" --arch granitehybrid --layers 4 --experts 8 --type f32 --seed 7 \
+    -o "$tmp/granitehybrid-moe.gguf"
+# shellcheck disable=SC2086
+"$tmp/reference-logits" "$tmp/granitehybrid-moe.gguf" 128 32 $prompt \
+    > "$out/granitehybrid-moe.json"
+echo "granitehybrid-moe: $(wc -c < "$out/granitehybrid-moe.json") bytes"
 # the new block types: wider rows (IQ4_XS needs 256), the rest as above
 for spec in gpt-oss:mxfp4 llama:iq4_nl llama:iq4_xs; do
     arch=${spec%%:*} type=${spec#*:}

@@ -52,6 +52,7 @@ struct fcase {
     const char *type; // NULL: f32
     int n_embd, n_ff; // 0: the defaults (64, 128)
     int n_swa;        // 0: the family's default window
+    int n_expert;     // 0: the family's default experts (none for granitehybrid)
 };
 
 static void build_model(const struct fcase *c, const char *path)
@@ -63,6 +64,7 @@ static void build_model(const struct fcase *c, const char *path)
     if (c->n_embd) p.n_embd = c->n_embd;
     if (c->n_ff) p.n_ff = c->n_ff;
     if (c->n_swa) p.n_swa = c->n_swa;
+    if (c->n_expert) p.n_expert = c->n_expert;
     p.n_layer = 4;
     p.n_head_kv = strcmp(arch, "olmo2") == 0 || strcmp(arch, "olmoe") == 0 ? 4 : 2;
     p.seed = 7;
@@ -161,7 +163,7 @@ static void against_reference(const struct fcase *c, double tol, bool strict_gre
     static void test_ref_##name(void **state)                                                      \
     {                                                                                              \
         (void)state;                                                                               \
-        const struct fcase c = {#name, #name, NULL, 0, 0, 0};                                      \
+        const struct fcase c = {#name, #name, NULL, 0, 0, 0, 0};                                   \
         against_reference(&c, REL_TOL, true);                                                      \
     }
 FAMILY_TEST(gemma2)
@@ -180,19 +182,28 @@ FAMILY_TEST(qwen35moe)     // the same with 8 experts (2 per token) and a gated 
 FAMILY_TEST(mamba2)        // Mamba-2 mixers alone, 2 groups
 FAMILY_TEST(granitehybrid) // Mamba-2 layers 0, 2, 3 around attention 1, no RoPE, multipliers
 FAMILY_TEST(nemotron_h)    // one block per layer: Mamba-2, ReLU^2 FFN, attention, FFN
+/* granitehybrid with 8 experts (2 per token) and a shared expert, as Granite 4.0-H Tiny and
+ * Small have them. */
+static void test_ref_granitehybrid_moe(void **state)
+{
+    (void)state;
+    const struct fcase c = {"granitehybrid-moe", "granitehybrid", NULL, 0, 0, 0, 8};
+    against_reference(&c, REL_TOL, true);
+}
+
 /* lfm2 with a window of 8 on its attention layer (the reference slides every attention layer
  * of the family when the file has one): 24 prompt tokens and 32 more pass it. */
 static void test_ref_lfm2_swa(void **state)
 {
     (void)state;
-    const struct fcase c = {"lfm2-swa", "lfm2", NULL, 0, 0, 8};
+    const struct fcase c = {"lfm2-swa", "lfm2", NULL, 0, 0, 8, 0};
     against_reference(&c, REL_TOL, true);
 }
 
 static void test_ref_gpt_oss(void **state)
 {
     (void)state;
-    const struct fcase c = {"gpt-oss", "gpt-oss", NULL, 0, 0, 0};
+    const struct fcase c = {"gpt-oss", "gpt-oss", NULL, 0, 0, 0, 0};
     against_reference(&c, REL_TOL, true);
 }
 
@@ -206,19 +217,19 @@ static void test_ref_gpt_oss(void **state)
 static void test_ref_gpt_oss_mxfp4(void **state)
 {
     (void)state;
-    const struct fcase c = {"gpt-oss-mxfp4", "gpt-oss", "mxfp4", 256, 512, 0};
+    const struct fcase c = {"gpt-oss-mxfp4", "gpt-oss", "mxfp4", 256, 512, 0, 0};
     against_reference(&c, REL_TOL_QUANT, false);
 }
 static void test_ref_llama_iq4_nl(void **state)
 {
     (void)state;
-    const struct fcase c = {"llama-iq4_nl", "llama", "iq4_nl", 256, 512, 0};
+    const struct fcase c = {"llama-iq4_nl", "llama", "iq4_nl", 256, 512, 0, 0};
     against_reference(&c, REL_TOL_QUANT, false);
 }
 static void test_ref_llama_iq4_xs(void **state)
 {
     (void)state;
-    const struct fcase c = {"llama-iq4_xs", "llama", "iq4_xs", 256, 512, 0};
+    const struct fcase c = {"llama-iq4_xs", "llama", "iq4_xs", 256, 512, 0, 0};
     against_reference(&c, REL_TOL_QUANT, false);
 }
 
@@ -390,18 +401,31 @@ static void test_synth_rejects(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ref_gemma2),        cmocka_unit_test(test_ref_gemma3),
-        cmocka_unit_test(test_ref_phi3),          cmocka_unit_test(test_ref_granite),
-        cmocka_unit_test(test_ref_smollm3),       cmocka_unit_test(test_ref_olmo2),
-        cmocka_unit_test(test_ref_qwen3moe),      cmocka_unit_test(test_ref_olmoe),
-        cmocka_unit_test(test_ref_granitemoe),    cmocka_unit_test(test_ref_gpt_oss),
-        cmocka_unit_test(test_ref_gpt_oss_mxfp4), cmocka_unit_test(test_ref_llama_iq4_nl),
-        cmocka_unit_test(test_ref_llama_iq4_xs),  cmocka_unit_test(test_window_forgets),
-        cmocka_unit_test(test_window_ring),       cmocka_unit_test(test_synth_rejects),
-        cmocka_unit_test(test_ref_qwen2vl),       cmocka_unit_test(test_ref_lfm2),
-        cmocka_unit_test(test_ref_qwen35),        cmocka_unit_test(test_ref_qwen35moe),
-        cmocka_unit_test(test_ref_mamba2),        cmocka_unit_test(test_ref_granitehybrid),
-        cmocka_unit_test(test_ref_lfm2_swa),      cmocka_unit_test(test_ref_nemotron_h),
+        cmocka_unit_test(test_ref_gemma2),
+        cmocka_unit_test(test_ref_gemma3),
+        cmocka_unit_test(test_ref_phi3),
+        cmocka_unit_test(test_ref_granite),
+        cmocka_unit_test(test_ref_smollm3),
+        cmocka_unit_test(test_ref_olmo2),
+        cmocka_unit_test(test_ref_qwen3moe),
+        cmocka_unit_test(test_ref_olmoe),
+        cmocka_unit_test(test_ref_granitemoe),
+        cmocka_unit_test(test_ref_gpt_oss),
+        cmocka_unit_test(test_ref_gpt_oss_mxfp4),
+        cmocka_unit_test(test_ref_llama_iq4_nl),
+        cmocka_unit_test(test_ref_llama_iq4_xs),
+        cmocka_unit_test(test_window_forgets),
+        cmocka_unit_test(test_window_ring),
+        cmocka_unit_test(test_synth_rejects),
+        cmocka_unit_test(test_ref_qwen2vl),
+        cmocka_unit_test(test_ref_lfm2),
+        cmocka_unit_test(test_ref_qwen35),
+        cmocka_unit_test(test_ref_qwen35moe),
+        cmocka_unit_test(test_ref_mamba2),
+        cmocka_unit_test(test_ref_granitehybrid),
+        cmocka_unit_test(test_ref_lfm2_swa),
+        cmocka_unit_test(test_ref_nemotron_h),
+        cmocka_unit_test(test_ref_granitehybrid_moe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -196,10 +196,19 @@ static bool arch_is(const struct synth_params *p, const char *name)
     return strcmp(p->arch, name) == 0;
 }
 
+/* The mixture-of-experts families, and granitehybrid when experts are asked for (Granite
+ * 4.0-H Tiny and Small have them, Micro not). */
 static bool arch_is_moe(const struct synth_params *p)
 {
     return arch_is(p, "qwen3moe") || arch_is(p, "olmoe") || arch_is(p, "granitemoe") ||
-           arch_is(p, "gpt-oss") || arch_is(p, "qwen35moe");
+           arch_is(p, "gpt-oss") || arch_is(p, "qwen35moe") ||
+           (arch_is(p, "granitehybrid") && p->n_expert > 0);
+}
+
+/* The families whose experts come with a shared expert. */
+static bool has_shared_expert(const struct synth_params *p)
+{
+    return arch_is(p, "granitemoe") || arch_is(p, "qwen35moe") || arch_is(p, "granitehybrid");
 }
 
 /* qwen35 and qwen35moe share their layers. */
@@ -233,7 +242,7 @@ static int add_moe_ffn(struct synth *s, int il)
             rc = synth_add_tensor(s, NAME("ffn_down_exps.bias"), e, s->n_expert, QUANT_F32, 0.1f,
                                   0.0f);
     }
-    if (rc == ERR_OK && (arch_is(p, "granitemoe") || arch_is(p, "qwen35moe"))) {
+    if (rc == ERR_OK && has_shared_expert(p)) {
         rc = synth_add_mat(s, NAME("ffn_gate_shexp.weight"), e, f, s->type);
         if (rc == ERR_OK) rc = synth_add_mat(s, NAME("ffn_up_shexp.weight"), e, f, s->type);
         if (rc == ERR_OK) rc = synth_add_mat(s, NAME("ffn_down_shexp.weight"), f, e, s->type);
@@ -520,7 +529,7 @@ static int add_family_keys(struct synth *s)
             rc = synth_add_key_u32(s, "expert_used_count", (uint32_t)s->n_expert_used);
         if (rc == ERR_OK)
             rc = synth_add_key_u32(s, "expert_feed_forward_length", (uint32_t)p->n_ff);
-        if (rc == ERR_OK && (arch_is(p, "granitemoe") || arch_is(p, "qwen35moe")))
+        if (rc == ERR_OK && has_shared_expert(p))
             rc = synth_add_key_u32(s, "expert_shared_feed_forward_length", (uint32_t)p->n_ff);
     }
     return rc;
@@ -809,7 +818,8 @@ static int check_params(const struct synth_params *p, struct synth *s, struct er
     const bool is_moe = arch_is_moe(p);
     if (!is_moe && (p->n_expert > 0 || p->n_expert_used > 0))
         return errmsg_set(err, ERR_INVALID,
-                          "--experts applies to qwen3moe, olmoe, granitemoe, gpt-oss, qwen35moe");
+                          "--experts applies to qwen3moe, olmoe, granitemoe, gpt-oss, qwen35moe, "
+                          "granitehybrid");
     s->n_expert = p->n_expert > 0 ? p->n_expert : 8;
     s->n_expert_used = p->n_expert_used > 0 ? p->n_expert_used : 2;
     if (is_moe && (s->n_expert_used > s->n_expert || s->n_expert_used > 16))

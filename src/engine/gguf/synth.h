@@ -40,7 +40,8 @@ struct synth_params {
     int n_swa;         // sliding window of gemma2/gemma3/olmo2/gpt-oss/lfm2 (keys a query
                        // sees; lfm2: on every attention layer), -1: the family's synthetic
                        // default (8 for gemma, none for olmo2 and lfm2), 0: none
-    int n_expert;      // mixture-of-experts families: experts (0: 8)
+    int n_expert;      // mixture-of-experts families: experts (0: 8); granitehybrid has
+                       // experts (and a shared expert) only when this is set
     int n_expert_used; // experts per token (0: 2)
     int n_cls_out;     // > 0: a reranker's classification head with this many outputs and
                        // <arch>.classifier.output_labels (bert: cls + cls.output with biases,
