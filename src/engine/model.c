@@ -122,6 +122,7 @@ static int load_arch(struct engine_model *m, struct errmsg *err)
         {"gpt-oss", MODEL_ARCH_GPTOSS, true},
         {"qwen2vl", MODEL_ARCH_QWEN2, true}, // + M-RoPE
         {"lfm2", MODEL_ARCH_LFM2, true},
+        {"lfm2moe", MODEL_ARCH_LFM2MOE, true},
         {"qwen35", MODEL_ARCH_QWEN35, true}, // + gated attn
         {"qwen35moe", MODEL_ARCH_QWEN35MOE, true},
         {"mamba2", MODEL_ARCH_MAMBA2, false},
@@ -384,6 +385,8 @@ static int load_moe(struct engine_model *m, int il, struct layer *L, struct errm
         if (rc == ERR_OK) rc = load_wmat(m, "ffn_up_shexp.weight", il, e, fs, &L->sh_up, err);
         if (rc == ERR_OK) rc = load_wmat(m, "ffn_down_shexp.weight", il, fs, e, &L->sh_down, err);
     }
+    if (rc == ERR_OK && m->arch == MODEL_ARCH_LFM2MOE)
+        rc = load_vec(m, "exp_probs_b.bias", il, ft->n_expert, true, &L->exp_probs_b, err);
     if (rc == ERR_OK && fs > 0 && m->arch == MODEL_ARCH_QWEN35MOE)
         rc = load_wmat(m, "ffn_gate_inp_shexp.weight", il, e, 1, &L->sh_gate_inp, err);
     return rc;
@@ -399,7 +402,7 @@ static int load_attn(struct engine_model *m, int il, struct layer *L, struct err
     const bool is_qwen2 = a == MODEL_ARCH_QWEN2;
     const bool has_qk_norm = a == MODEL_ARCH_QWEN3 || a == MODEL_ARCH_GEMMA3 ||
                              a == MODEL_ARCH_OLMO2 || a == MODEL_ARCH_QWEN3MOE ||
-                             a == MODEL_ARCH_OLMOE || a == MODEL_ARCH_LFM2 ||
+                             a == MODEL_ARCH_OLMOE || model_arch_is_lfm2(a) ||
                              model_arch_is_qwen35(a);
     const int64_t hd = m->info.head_dim;
     const int64_t qn = ft->qk_norm_full ? qd : hd, kn = ft->qk_norm_full ? kvd : hd;
@@ -472,7 +475,7 @@ static int load_shortconv(struct engine_model *m, int il, struct layer *L, struc
 static int load_recr(struct engine_model *m, int il, struct layer *L, struct errmsg *err)
 {
     if (model_arch_is_qwen35(m->arch)) return load_gdn(m, il, L, err);
-    if (m->arch == MODEL_ARCH_LFM2) return load_shortconv(m, il, L, err);
+    if (model_arch_is_lfm2(m->arch)) return load_shortconv(m, il, L, err);
     return load_ssd(m, il, L, err);
 }
 
@@ -497,7 +500,7 @@ static int load_layer(struct engine_model *m, int il, struct errmsg *err)
     else if (rc == ERR_OK && !L->no_mixer)
         rc = load_attn(m, il, L, err);
     if (rc == ERR_OK && L->no_ffn) return rc;
-    if (rc == ERR_OK && ft->n_expert > 0)
+    if (rc == ERR_OK && ft->n_expert > 0 && il >= ft->n_dense_lead)
         rc = load_moe(m, il, L, err);
     else if (rc == ERR_OK)
         rc = load_ffn(m, il, L, err);
@@ -658,7 +661,7 @@ static int plan_all(struct engine_model *m, struct errmsg *err)
             if (rc == ERR_OK) rc = plan_build(&L->plan_o, o, 1, &cap, err);
         }
         if (L->no_ffn) continue;
-        if (rc == ERR_OK && m->feat.n_expert > 0) {
+        if (rc == ERR_OK && L->gate_inp.data) { // lfm2moe's leading layers are dense
             rc = plan_moe(m, L, &cap, err);
             continue;
         }
@@ -694,7 +697,7 @@ static int alloc_scratch(struct engine_model *m, struct errmsg *err)
     const size_t n_used = ft->n_expert_used > 0 ? (size_t)ft->n_expert_used : 1;
     const size_t qd = (size_t)m->q_dim, kvd = (size_t)m->kv_dim, nv = (size_t)m->info.n_vocab;
     // the conv output and the gates of DeltaNet and Mamba-2 layers
-    const bool is_gdn = m->arch != MODEL_ARCH_LFM2 && m->n_layer_recr > 0;
+    const bool is_gdn = !model_arch_is_lfm2(m->arch) && m->n_layer_recr > 0;
     struct {
         void **ptr;
         size_t n, elem;
@@ -780,7 +783,7 @@ static int load_globals(struct engine_model *m, struct errmsg *err)
         load_wmat(m, "token_embd.weight", -1, m->info.n_embd, m->info.n_vocab, &m->tok_embd, err);
     // lfm2's converter names its final norm token_embd_norm
     const char *out_norm =
-        m->arch == MODEL_ARCH_LFM2 ? "token_embd_norm.weight" : "output_norm.weight";
+        model_arch_is_lfm2(m->arch) ? "token_embd_norm.weight" : "output_norm.weight";
     if (rc == ERR_OK) rc = load_vec(m, out_norm, -1, m->info.n_embd, true, &m->output_norm, err);
     if (rc == ERR_OK && gguf_find_tensor(m->gguf, "output.weight"))
         rc = load_wmat(m, "output.weight", -1, m->info.n_embd, m->info.n_vocab, &m->output, err);

@@ -122,7 +122,7 @@ bool model_arch_is_moe(enum model_arch arch)
 {
     return arch == MODEL_ARCH_QWEN3MOE || arch == MODEL_ARCH_OLMOE ||
            arch == MODEL_ARCH_GRANITEMOE || arch == MODEL_ARCH_GPTOSS ||
-           arch == MODEL_ARCH_QWEN35MOE;
+           arch == MODEL_ARCH_QWEN35MOE || arch == MODEL_ARCH_LFM2MOE;
 }
 
 static int load_granite(struct engine_model *m, struct model_feat *f, struct errmsg *err)
@@ -137,6 +137,24 @@ static int load_granite(struct engine_model *m, struct model_feat *f, struct err
     int rc = get_f32(m, "residual_scale", 0.0f, &f->residual_scale, err);
     if (rc == ERR_OK) rc = get_f32(m, "embedding_scale", 0.0f, &f->embd_scale, err);
     if (rc == ERR_OK) rc = get_f32(m, "attention.scale", 0.0f, &f->kq_scale, err);
+    return rc;
+}
+
+/* lfm2moe: expert_gating_func (required; 1 softmax, 2 sigmoid, which picks experts by gate
+ * plus each layer's exp_probs_b and weighs them by the gate alone) and the leading layers
+ * that keep a dense FFN (leading_dense_block_count). */
+static int load_lfm2moe_routing(struct engine_model *m, struct model_feat *f, struct errmsg *err)
+{
+    int func;
+    int rc = get_int(m, "expert_gating_func", -1, -1, 3, &func, err);
+    if (rc == ERR_OK && func < 0)
+        return errmsg_set(err, ERR_FORMAT, "missing key '%s.expert_gating_func'", m->arch_name);
+    if (rc == ERR_OK && func != 1 && func != 2)
+        return errmsg_set(err, ERR_UNSUPPORTED, "key '%s.expert_gating_func': %d is not 1 or 2",
+                          m->arch_name, func);
+    f->moe_sigmoid = func == 2;
+    if (rc == ERR_OK)
+        rc = get_int(m, "leading_dense_block_count", 0, 0, m->info.n_layer, &f->n_dense_lead, err);
     return rc;
 }
 
@@ -255,6 +273,7 @@ int model_arch_load(struct engine_model *m, struct errmsg *err)
         f->qk_norm_full = true;
         break;
     case MODEL_ARCH_LFM2: // an optional window on every attention layer
+    case MODEL_ARCH_LFM2MOE:
         rc = get_int(m, "attention.sliding_window", 0, 0, INT32_MAX, &f->n_swa, err);
         for (int il = 0; rc == ERR_OK && il < m->info.n_layer; il++)
             m->layers[il].is_swa = f->n_swa > 0; // recurrent layers have no cache to slide
@@ -322,6 +341,7 @@ int model_arch_load(struct engine_model *m, struct errmsg *err)
             rc = get_int(m, "expert_shared_feed_forward_length", is_q35 ? m->info.n_ff : 0, 0,
                          1 << 20, &f->n_ff_shexp, err);
         f->expert_norm = m->arch != MODEL_ARCH_OLMOE;
+        if (rc == ERR_OK && m->arch == MODEL_ARCH_LFM2MOE) rc = load_lfm2moe_routing(m, f, err);
     }
     if (rc == ERR_OK && f->n_swa == 0)
         for (int il = 0; il < m->info.n_layer; il++)

@@ -595,6 +595,10 @@ static void run_moe(struct threadpool *tp, struct fwd *f, const struct layer *L)
         if (ft->softmax_selected)
             moe_route_selected(logits, ft->n_expert, k, sc->moe_sel + (size_t)t * k,
                                sc->moe_w + (size_t)t * k);
+        else if (ft->moe_sigmoid)
+            moe_route_sigmoid(logits, L->exp_probs_b, ft->n_expert, k, ft->expert_norm,
+                              ft->expert_scale, sc->moe_sel + (size_t)t * k,
+                              sc->moe_w + (size_t)t * k);
         else
             moe_route(logits, ft->n_expert, k, ft->expert_norm, ft->expert_scale,
                       sc->moe_sel + (size_t)t * k, sc->moe_w + (size_t)t * k);
@@ -692,7 +696,7 @@ static void run_ffn(struct threadpool *tp, struct fwd *f, const struct layer *L)
     struct scratch *sc = &m->sc;
     f->add = f->il > 0 || !L->no_mixer ? sc->proj : NULL;
     f->norm_w = L->ffn_norm;
-    if (m->feat.n_expert > 0) {
+    if (L->gate_inp.data) {
         f->plan = &L->plan_router;
         fwd_run_light(tp, job_norm_quant, f, f->n_rows <= LIGHT_ROWS_MAX);
         run_moe(tp, f, L);

@@ -29,7 +29,14 @@ enum model_arch {
     MODEL_ARCH_MAMBA2,
     MODEL_ARCH_GRANITEHYBRID,
     MODEL_ARCH_NEMOTRON_H,
+    MODEL_ARCH_LFM2MOE,
 };
+
+/* lfm2 and its mixture-of-experts form share their layers (model_recr.c). */
+static inline bool model_arch_is_lfm2(enum model_arch a)
+{
+    return a == MODEL_ARCH_LFM2 || a == MODEL_ARCH_LFM2MOE;
+}
 
 /* qwen35 and its mixture-of-experts form share their layers (model_gdn.c). */
 static inline bool model_arch_is_qwen35(enum model_arch a)
@@ -57,6 +64,8 @@ struct model_feat {
     int n_ctx_orig;         // LongRoPE: long factors when a sequence's n_ctx exceeds this
     int n_expert, n_expert_used;
     bool expert_norm;      // selected experts' weights renormalized to sum 1
+    bool moe_sigmoid;      // lfm2moe: sigmoid gate, experts chosen by gate + exp_probs_b
+    int n_dense_lead;      // lfm2moe: leading layers with a dense FFN instead of experts
     float expert_scale;    // their weights times this, 0: none
     int n_ff_exp;          // expert FFN width
     int n_ff_shexp;        // shared expert FFN width, 0: none
@@ -111,6 +120,7 @@ struct layer {
     const float *gate_inp_b;                     // gpt-oss: (n_expert) router bias
     const float *exp_gate_b, *exp_up_b;          // gpt-oss: (n_expert, n_ff_exp) expert biases
     const float *exp_down_b;                     // gpt-oss: (n_expert, n_embd)
+    const float *exp_probs_b;                    // lfm2moe: (n_expert) selection bias
     bool is_swa;                                 // sliding-window layer
     int kv_glob_before, kv_swa_before; // global / sliding-window layers before this one (their
                                        // caches come first in the sequence's K and V)

@@ -36,6 +36,46 @@ int moe_load_experts(const struct gguf *g, const char *name, int il, int64_t n_i
     return ERR_OK;
 }
 
+/* The sum-1 renormalization and the scale of the chosen experts' weights. */
+static void normalize_scale(float *w, int n_used, bool norm, float scale)
+{
+    if (norm) {
+        float s = 0.0f;
+        for (int k = 0; k < n_used; k++)
+            s += w[k];
+        if (s < 6.103515625e-5f) s = 6.103515625e-5f; // the reference clamps at F16's smallest
+        for (int k = 0; k < n_used; k++)
+            w[k] /= s;
+    }
+    if (scale != 0.0f && scale != 1.0f)
+        for (int k = 0; k < n_used; k++)
+            w[k] *= scale;
+}
+
+void moe_route_sigmoid(float *logits, const float *bias, int n_expert, int n_used, bool norm,
+                       float scale, int32_t *sel, float *w)
+{
+    for (int i = 0; i < n_expert; i++)
+        logits[i] = 1.0f / (1.0f + expf(-logits[i]));
+    for (int k = 0; k < n_used; k++) {
+        int best = -1;
+        float best_v = 0.0f;
+        for (int i = 0; i < n_expert; i++) {
+            bool taken = false;
+            for (int j = 0; j < k && !taken; j++)
+                taken = sel[j] == i;
+            const float v = bias ? logits[i] + bias[i] : logits[i];
+            if (!taken && (best < 0 || v > best_v)) {
+                best = i;
+                best_v = v;
+            }
+        }
+        sel[k] = best;
+        w[k] = logits[best];
+    }
+    normalize_scale(w, n_used, norm, scale);
+}
+
 void moe_route(const float *logits, int n_expert, int n_used, bool norm, float scale, int32_t *sel,
                float *w)
 {
@@ -58,17 +98,7 @@ void moe_route(const float *logits, int n_expert, int n_used, bool norm, float s
         sel[k] = best;
         w[k] = expf(logits[best] - mx) * inv;
     }
-    if (norm) {
-        float s = 0.0f;
-        for (int k = 0; k < n_used; k++)
-            s += w[k];
-        if (s < 6.103515625e-5f) s = 6.103515625e-5f;
-        for (int k = 0; k < n_used; k++)
-            w[k] /= s;
-    }
-    if (scale != 0.0f && scale != 1.0f)
-        for (int k = 0; k < n_used; k++)
-            w[k] *= scale;
+    normalize_scale(w, n_used, norm, scale);
 }
 
 int moe_load_bias(const struct gguf *g, const char *name, int il, int64_t n, int n_expert,

@@ -29,6 +29,13 @@ int moe_load_bias(const struct gguf *g, const char *name, int il, int64_t n, int
 void moe_route(const float *logits, int n_expert, int n_used, bool norm, float scale, int32_t *sel,
                float *w);
 
+/* Sigmoid routing (lfm2moe): gate g = sigmoid(logits); the n_used experts with the largest
+ * g + bias (bias may be NULL; best first, lower index first on ties) into sel, their g into w,
+ * divided by their sum when norm (clamped as moe_route), then times scale when it is neither 0
+ * nor 1. logits is overwritten with g. Cannot fail. */
+void moe_route_sigmoid(float *logits, const float *bias, int n_expert, int n_used, bool norm,
+                       float scale, int32_t *sel, float *w);
+
 /* gpt-oss's routing: the n_used largest logits (best first), their weights the softmax over
  * those n_used logits alone. Cannot fail. */
 void moe_route_selected(const float *logits, int n_expert, int n_used, int32_t *sel, float *w);

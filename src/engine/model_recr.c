@@ -22,7 +22,7 @@
 
 bool model_recr_is_hybrid(enum model_arch arch)
 {
-    return arch == MODEL_ARCH_LFM2 || model_arch_is_qwen35(arch) || arch == MODEL_ARCH_MAMBA2 ||
+    return model_arch_is_lfm2(arch) || model_arch_is_qwen35(arch) || arch == MODEL_ARCH_MAMBA2 ||
            arch == MODEL_ARCH_GRANITEHYBRID || arch == MODEL_ARCH_NEMOTRON_H;
 }
 
@@ -173,6 +173,7 @@ int model_recr_hparams(struct engine_model *m, struct errmsg *err)
     int rc;
     switch (m->arch) {
     case MODEL_ARCH_LFM2:
+    case MODEL_ARCH_LFM2MOE:
         rc = lfm2_hparams(m, err);
         break;
     case MODEL_ARCH_MAMBA2: // every layer
@@ -272,7 +273,7 @@ void model_recr_block(struct threadpool *tp, struct fwd *f)
         model_gdn_block(tp, f);
         return;
     }
-    if (m->arch != MODEL_ARCH_LFM2) { // mamba2, granitehybrid, nemotron_h
+    if (!model_arch_is_lfm2(m->arch)) { // mamba2, granitehybrid, nemotron_h
         model_ssd_block(tp, f);
         return;
     }

@@ -1,5 +1,5 @@
 // Every newer model family (gemma2, gemma3, phi3, granite, smollm3, olmo2, qwen3moe, olmoe,
-// granitemoe, gpt-oss, the hybrids lfm2, qwen35, qwen35moe, mamba2, granitehybrid,
+// granitemoe, gpt-oss, the hybrids lfm2, lfm2moe, qwen35, qwen35moe, mamba2, granitehybrid,
 // nemotron_h) loads from a synthetic gguf-synth model with its features on and chats through
 // /v1/chat/completions, streamed and not; a prompt cache longer than a sliding window is
 // reused without changing the answer; the hybrids resume a continued conversation and a retry
@@ -15,7 +15,7 @@ import { synthModel } from './lib/models.mjs';
 const NO_EOS = { 2: -100 };
 const FAMILIES = ['gemma2', 'gemma3', 'phi3', 'granite', 'smollm3', 'olmo2', 'qwen3moe', 'olmoe',
   'granitemoe', 'gpt-oss', 'lfm2',
-  'qwen35', 'qwen35moe', 'mamba2', 'granitehybrid', 'nemotron_h'];
+  'qwen35', 'qwen35moe', 'mamba2', 'granitehybrid', 'nemotron_h', 'lfm2moe'];
 
 function familyArgs(arch) {
   const kv = arch === 'olmo2' || arch === 'olmoe' ? '4' : '2';

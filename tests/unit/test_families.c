@@ -1,5 +1,5 @@
 /* The newer model families (gemma2, gemma3, phi3, granite, smollm3, olmo2, qwen3moe, olmoe,
- * granitemoe, gpt-oss, qwen2vl's text path, the hybrids lfm2, qwen35, qwen35moe, mamba2, granitehybrid and nemotron_h) against the reference implementation on synthetic
+ * granitemoe, gpt-oss, qwen2vl's text path, the hybrids lfm2, qwen35, qwen35moe, mamba2, granitehybrid and nemotron_h, lfm2moe) against the reference implementation on synthetic
  * F32 models with every family feature on (sliding windows of 8 keys on a 24-token prompt,
  * soft-caps that bend, 8 experts of which 2 per token, attention sinks, YaRN, ...). The models are built in process by
  * engine/synth with the options scripts/gen-family-goldens.sh passes to gguf-synth;
@@ -182,6 +182,7 @@ FAMILY_TEST(qwen35moe)     // the same with 8 experts (2 per token) and a gated 
 FAMILY_TEST(mamba2)        // Mamba-2 mixers alone, 2 groups
 FAMILY_TEST(granitehybrid) // Mamba-2 layers 0, 2, 3 around attention 1, no RoPE, multipliers
 FAMILY_TEST(nemotron_h)    // one block per layer: Mamba-2, ReLU^2 FFN, attention, FFN
+FAMILY_TEST(lfm2moe)       // lfm2's layers, a dense first FFN, then sigmoid-routed experts
 /* granitehybrid with 8 experts (2 per token) and a shared expert, as Granite 4.0-H Tiny and
  * Small have them. */
 static void test_ref_granitehybrid_moe(void **state)
@@ -426,6 +427,7 @@ int main(void)
         cmocka_unit_test(test_ref_lfm2_swa),
         cmocka_unit_test(test_ref_nemotron_h),
         cmocka_unit_test(test_ref_granitehybrid_moe),
+        cmocka_unit_test(test_ref_lfm2moe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -142,6 +142,7 @@ static void test_invariant(void **state)
     check_invariant("mamba2", "f32");
     check_invariant("granitehybrid", "q8_0");
     check_invariant("nemotron_h", "q8_0");
+    check_invariant("lfm2moe", "q8_0");
 }
 
 static void test_memory(void **state)

@@ -202,7 +202,23 @@ static bool arch_is_moe(const struct synth_params *p)
 {
     return arch_is(p, "qwen3moe") || arch_is(p, "olmoe") || arch_is(p, "granitemoe") ||
            arch_is(p, "gpt-oss") || arch_is(p, "qwen35moe") ||
-           (arch_is(p, "granitehybrid") && p->n_expert > 0);
+           (arch_is(p, "granitehybrid") && p->n_expert > 0) || arch_is(p, "lfm2moe");
+}
+
+/* lfm2 and its mixture-of-experts form share their layers. */
+static bool is_lfm2(const struct synth_params *p)
+{
+    return arch_is(p, "lfm2") || arch_is(p, "lfm2moe");
+}
+
+/* lfm2moe's first layer keeps a dense FFN (leading_dense_block_count), as the released
+ * models' first layers do. */
+#define LFM2MOE_DENSE_LEAD 1
+
+/* Whether layer il routes its FFN through experts. */
+static bool layer_is_moe(const struct synth_params *p, int il)
+{
+    return arch_is_moe(p) && !(arch_is(p, "lfm2moe") && il < LFM2MOE_DENSE_LEAD);
 }
 
 /* The families whose experts come with a shared expert. */
@@ -247,6 +263,8 @@ static int add_moe_ffn(struct synth *s, int il)
         if (rc == ERR_OK) rc = synth_add_mat(s, NAME("ffn_up_shexp.weight"), e, f, s->type);
         if (rc == ERR_OK) rc = synth_add_mat(s, NAME("ffn_down_shexp.weight"), f, e, s->type);
     }
+    if (rc == ERR_OK && arch_is(p, "lfm2moe")) // biases the choice, not the weights
+        rc = synth_add_vec(s, NAME("exp_probs_b.bias"), s->n_expert, 0.2f, 0.0f);
     if (rc == ERR_OK && arch_is(p, "qwen35moe"))
         rc = synth_add_tensor(s, NAME("ffn_gate_inp_shexp.weight"), e, 1, QUANT_F32,
                               sqrtf(3.0f / (float)e), 0.0f);
@@ -266,7 +284,7 @@ static int add_attn(struct synth *s, int il)
     const bool is_qwen2 = arch_is(p, "qwen2") || arch_is(p, "qwen2vl") || is_oss; // biased QKV
     const bool is_olmo = arch_is(p, "olmo2") || arch_is(p, "olmoe");
     const bool head_norms = arch_is(p, "qwen3") || arch_is(p, "gemma3") || arch_is(p, "qwen3moe") ||
-                            arch_is(p, "lfm2") || is_qwen35(p);
+                            is_lfm2(p) || is_qwen35(p);
     const bool post_norms = arch_is(p, "gemma2") || arch_is(p, "gemma3") || arch_is(p, "olmo2");
     char n[96];
     int rc = ERR_OK;
@@ -322,7 +340,7 @@ static int add_layer_decoder(struct synth *s, int il)
         snprintf(n, sizeof n, "blk.%d.%s", il, ffn_norm);
         rc = synth_add_vec(s, n, e, 0.1f, 1.0f);
     }
-    if (rc == ERR_OK && arch_is_moe(p)) {
+    if (rc == ERR_OK && layer_is_moe(p, il)) {
         rc = add_moe_ffn(s, il);
     } else if (rc == ERR_OK && arch_is(p, "phi3")) {
         rc = synth_add_mat(s, NAME("ffn_up.weight"), e, 2 * f, s->type);
@@ -330,7 +348,8 @@ static int add_layer_decoder(struct synth *s, int il)
         rc = synth_add_mat(s, NAME("ffn_gate.weight"), e, f, s->type);
         if (rc == ERR_OK) rc = synth_add_mat(s, NAME("ffn_up.weight"), e, f, s->type);
     }
-    if (rc == ERR_OK && !arch_is_moe(p)) rc = synth_add_mat(s, NAME("ffn_down.weight"), f, e, more);
+    if (rc == ERR_OK && !layer_is_moe(p, il))
+        rc = synth_add_mat(s, NAME("ffn_down.weight"), f, e, more);
     if (rc == ERR_OK && post_norms)
         rc = synth_add_vec(s, NAME("post_ffw_norm.weight"), e, 0.1f, 1.0f);
 #undef NAME
@@ -422,7 +441,7 @@ static int add_globals(struct synth *s, bool is_bert)
         return rc;
     }
     // lfm2's converter names the final norm token_embd_norm
-    const char *out_norm = arch_is(p, "lfm2") ? "token_embd_norm.weight" : "output_norm.weight";
+    const char *out_norm = is_lfm2(p) ? "token_embd_norm.weight" : "output_norm.weight";
     if (rc == ERR_OK) rc = synth_add_vec(s, out_norm, e, 0.1f, 1.0f);
     if (p->is_words_vocab) s->row_gain = synth_words_output_gain;
     if (rc == ERR_OK && !p->tied)
@@ -469,7 +488,7 @@ static int add_family_keys(struct synth *s)
     const struct synth_params *p = s->p;
     int rc = ERR_OK;
     if (s->n_swa > 0) rc = synth_add_key_u32(s, "attention.sliding_window", (uint32_t)s->n_swa);
-    if (s->n_swa > 0 && !arch_is(p, "lfm2")) { // lfm2's attention layers all slide
+    if (s->n_swa > 0 && !is_lfm2(p)) { // lfm2's attention layers all slide
         // layers alternate: even ones slide, odd ones are global
         uint8_t *pat = mem_alloc((size_t)p->n_layer);
         if (!pat) return ERR_NOMEM;
@@ -531,6 +550,10 @@ static int add_family_keys(struct synth *s)
             rc = synth_add_key_u32(s, "expert_feed_forward_length", (uint32_t)p->n_ff);
         if (rc == ERR_OK && has_shared_expert(p))
             rc = synth_add_key_u32(s, "expert_shared_feed_forward_length", (uint32_t)p->n_ff);
+        if (rc == ERR_OK && arch_is(p, "lfm2moe")) // sigmoid gate
+            rc = synth_add_key_u32(s, "expert_gating_func", 2);
+        if (rc == ERR_OK && arch_is(p, "lfm2moe"))
+            rc = synth_add_key_u32(s, "leading_dense_block_count", LFM2MOE_DENSE_LEAD);
     }
     return rc;
 }
@@ -777,7 +800,7 @@ static int copy_vocab(struct synth *s)
 static const char *const decoder_archs[] = {
     "gpt-oss", "llama",   "qwen2",     "qwen3",    "gemma2",        "gemma3",     "phi3",
     "granite", "smollm3", "olmo2",     "qwen3moe", "olmoe",         "granitemoe", "qwen2vl",
-    "lfm2",    "qwen35",  "qwen35moe", "mamba2",   "granitehybrid", "nemotron_h"};
+    "lfm2",    "qwen35",  "qwen35moe", "mamba2",   "granitehybrid", "nemotron_h", "lfm2moe"};
 
 static int check_params(const struct synth_params *p, struct synth *s, struct errmsg *err)
 {
@@ -789,7 +812,7 @@ static int check_params(const struct synth_params *p, struct synth *s, struct er
             err, ERR_INVALID,
             "unknown arch '%s' (llama, qwen2, qwen2vl, qwen3, gemma2, gemma3, phi3, "
             "granite, smollm3, olmo2, qwen3moe, olmoe, granitemoe, gpt-oss, lfm2, qwen35, "
-            "qwen35moe, mamba2, granitehybrid, nemotron_h, bert)",
+            "qwen35moe, mamba2, granitehybrid, nemotron_h, lfm2moe, bert)",
             p->arch ? p->arch : "");
     if (!p->type || !parse_type(p->type, &s->type, &s->is_mix))
         return errmsg_set(err, ERR_INVALID, "unknown tensor type '%s'", p->type ? p->type : "");
@@ -807,8 +830,7 @@ static int check_params(const struct synth_params *p, struct synth *s, struct er
     if (strcmp(p->arch, "phi3") == 0) s->n_rot = (s->head_dim * 3 / 4) & ~1;
     const bool is_gemma = strcmp(p->arch, "gemma2") == 0 || strcmp(p->arch, "gemma3") == 0;
     const bool is_oss = strcmp(p->arch, "gpt-oss") == 0;
-    const bool has_swa =
-        is_gemma || is_oss || strcmp(p->arch, "olmo2") == 0 || strcmp(p->arch, "lfm2") == 0;
+    const bool has_swa = is_gemma || is_oss || strcmp(p->arch, "olmo2") == 0 || is_lfm2(p);
     if (p->n_swa > 0 && !has_swa)
         return errmsg_set(err, ERR_INVALID,
                           "--swa applies to gemma2, gemma3, olmo2, gpt-oss and lfm2");
@@ -819,7 +841,7 @@ static int check_params(const struct synth_params *p, struct synth *s, struct er
     if (!is_moe && (p->n_expert > 0 || p->n_expert_used > 0))
         return errmsg_set(err, ERR_INVALID,
                           "--experts applies to qwen3moe, olmoe, granitemoe, gpt-oss, qwen35moe, "
-                          "granitehybrid");
+                          "granitehybrid, lfm2moe");
     s->n_expert = p->n_expert > 0 ? p->n_expert : 8;
     s->n_expert_used = p->n_expert_used > 0 ? p->n_expert_used : 2;
     if (is_moe && (s->n_expert_used > s->n_expert || s->n_expert_used > 16))

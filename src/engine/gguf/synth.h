@@ -18,7 +18,7 @@ struct synth_params {
     const char *arch; // "llama", "qwen2", "qwen3", "bert", "gemma2", "gemma3", "phi3",
                       // "granite", "smollm3", "olmo2", "qwen3moe", "olmoe", "granitemoe",
                       // "gpt-oss", "lfm2", "qwen35", "qwen35moe", "mamba2",
-                      // "granitehybrid", "nemotron_h"
+                      // "granitehybrid", "nemotron_h", "lfm2moe"
     int n_layer;
     int n_embd;
     int n_head;
@@ -55,11 +55,12 @@ struct synth_params {
  * low enough to bend typical values, gemma3's separate RoPE bases and linear scaling on global
  * layers, phi3's fused QKV / gate-up, partial rotation and LongRoPE factors (long ones beyond
  * context_length / 4), granite's four multipliers, granitemoe's shared expert, lfm2's
- * short-conv layers (attention on layers 1, 4, 7, ..., 3-tap convolutions), qwen35's Gated
+ * short-conv layers (attention on layers 1, 4, 7, ..., 3-tap convolutions; lfm2moe adds
+ * sigmoid-routed experts with selection biases after one dense layer), qwen35's Gated
  * DeltaNet layers with gated attention on odd layers and a next-token-prediction block,
  * Mamba-2 mixers with two groups (mamba2 alone, granitehybrid around attention without RoPE,
- * nemotron_h beside ReLU^2 FFN and attention layers) (synth_hybrid.c); gemma2 is always tied (the family has no output matrix), olmo2 / olmoe
- * never. */
+ * nemotron_h beside ReLU^2 FFN and attention layers) (synth_hybrid.c); gemma2 is always
+ * tied (the family has no output matrix), olmo2 / olmoe never. */
 
 /* Defaults: llama, 2 layers, 64 wide, 4 heads / 2 KV heads, ffn 128, built-in vocab, ctx 256,
  * separate output, rope base 10000, eps 1e-5, f32, seed 1, no pooling_type, no head. Cannot

@@ -55,9 +55,10 @@ static enum nemo_kind nemo_kind_of(int il)
 
 bool synth_is_hybrid(const char *arch)
 {
-    return arch && (strcmp(arch, "lfm2") == 0 || strcmp(arch, "qwen35") == 0 ||
-                    strcmp(arch, "qwen35moe") == 0 || strcmp(arch, "mamba2") == 0 ||
-                    strcmp(arch, "granitehybrid") == 0 || strcmp(arch, "nemotron_h") == 0);
+    return arch && (strcmp(arch, "lfm2") == 0 || strcmp(arch, "lfm2moe") == 0 ||
+                    strcmp(arch, "qwen35") == 0 || strcmp(arch, "qwen35moe") == 0 ||
+                    strcmp(arch, "mamba2") == 0 || strcmp(arch, "granitehybrid") == 0 ||
+                    strcmp(arch, "nemotron_h") == 0);
 }
 
 bool synth_hybrid_layer_recurs(const struct synth *s, int il)
