@@ -18,7 +18,7 @@ static void usage(FILE *f)
             "  --arch NAME       llama | qwen2 | qwen2vl | qwen3 | gemma2 | gemma3 | phi3 |\n"
             "                    granite | smollm3 | olmo2 | qwen3moe | olmoe | granitemoe |\n"
             "                    gpt-oss | lfm2 | qwen35 | qwen35moe | mamba2 | granitehybrid |\n"
-            "                    nemotron_h | lfm2moe | bert (llama);\n"
+            "                    nemotron_h | lfm2moe | falcon-h1 | bert (llama);\n"
             "                    every feature of the family is on (see engine/gguf/synth.h)\n"
             "  --layers N        block count (2; smollm3 4, so one layer skips RoPE)\n"
             "  --embd N          embedding width (64)\n"

@@ -128,6 +128,7 @@ static int load_arch(struct engine_model *m, struct errmsg *err)
         {"mamba2", MODEL_ARCH_MAMBA2, false},
         {"granitehybrid", MODEL_ARCH_GRANITEHYBRID, false},
         {"nemotron_h", MODEL_ARCH_NEMOTRON_H, false},
+        {"falcon-h1", MODEL_ARCH_FALCON_H1, true},
     };
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
         if (str_eq_cstr(arch, archs[i].name)) {
@@ -453,9 +454,9 @@ static int load_ssd(struct engine_model *m, int il, struct layer *L, struct errm
     if (rc == ERR_OK) rc = load_vec(m, "ssm_dt.bias", il, nh, true, &L->ssm_dt, err);
     if (rc == ERR_OK) rc = model_recr_load_floats(m, il, "ssm_a", 1, nh, true, &L->ssm_a, err);
     if (rc == ERR_OK) rc = model_recr_load_floats(m, il, "ssm_d", 1, nh, true, &L->ssm_d, err);
-    if (rc == ERR_OK)
-        rc = model_recr_load_floats(m, il, "ssm_norm.weight", d_in / ng, ng, true, &L->ssm_norm,
-                                    err);
+    if (rc == ERR_OK) // falcon-h1 may leave the grouped norm out
+        rc = model_recr_load_floats(m, il, "ssm_norm.weight", d_in / ng, ng,
+                                    m->arch != MODEL_ARCH_FALCON_H1, &L->ssm_norm, err);
     if (rc == ERR_OK) rc = load_wmat(m, "ssm_out.weight", il, d_in, e, &L->conv_out, err);
     return rc;
 }
@@ -488,17 +489,17 @@ static int load_layer(struct engine_model *m, int il, struct errmsg *err)
     const char *ffn_norm = m->arch == MODEL_ARCH_GPTOSS || model_arch_is_qwen35(m->arch)
                                ? "post_attention_norm.weight"
                                : "ffn_norm.weight";
-    // nemotron_h: a layer is one block, whichever it is, normed by attn_norm
+    // nemotron_h: a layer is one block, whichever it is, normed by attn_norm; falcon-h1's
+    // converter writes its FFN norm without the .weight suffix
     if (L->no_mixer) ffn_norm = "attn_norm.weight";
+    if (m->arch == MODEL_ARCH_FALCON_H1) ffn_norm = "ffn_norm";
     int rc = ERR_OK;
     if (!L->no_mixer)
         rc = load_vec(m, "attn_norm.weight", il, e, !ft->no_pre_norm, &L->attn_norm, err);
     if (rc == ERR_OK && !L->no_ffn)
         rc = load_vec(m, ffn_norm, il, e, !ft->no_pre_norm, &L->ffn_norm, err);
-    if (rc == ERR_OK && L->is_recr)
-        rc = load_recr(m, il, L, err);
-    else if (rc == ERR_OK && !L->no_mixer)
-        rc = load_attn(m, il, L, err);
+    if (rc == ERR_OK && L->is_recr) rc = load_recr(m, il, L, err);
+    if (rc == ERR_OK && !L->no_mixer && (!L->is_recr || L->par_attn)) rc = load_attn(m, il, L, err);
     if (rc == ERR_OK && L->no_ffn) return rc;
     if (rc == ERR_OK && ft->n_expert > 0 && il >= ft->n_dense_lead)
         rc = load_moe(m, il, L, err);
@@ -650,13 +651,12 @@ static int plan_all(struct engine_model *m, struct errmsg *err)
         const struct wmat *o[1] = {&L->wo}, *down[1] = {&L->w_down};
         const struct wmat *cin[2] = {&L->conv_in, &L->gdn_z}, *cout[1] = {&L->conv_out};
         const struct wmat *ab[2] = {&L->gdn_beta, &L->gdn_alpha};
-        if (L->no_mixer) {
-            // an FFN alone
-        } else if (L->is_recr) {
+        if (L->is_recr) {
             rc = plan_build(&L->plan_conv_in, cin, L->gdn_z.data ? 2 : 1, &cap, err);
             if (rc == ERR_OK) rc = plan_build(&L->plan_conv_out, cout, 1, &cap, err);
             if (rc == ERR_OK && L->gdn_beta.data) rc = plan_build(&L->plan_ab, ab, 2, &cap, err);
-        } else {
+        }
+        if (rc == ERR_OK && layer_has_kv(L)) {
             rc = plan_build(&L->plan_qkv, qkv, 3, &cap, err);
             if (rc == ERR_OK) rc = plan_build(&L->plan_o, o, 1, &cap, err);
         }
@@ -735,6 +735,7 @@ static int alloc_scratch(struct engine_model *m, struct errmsg *err)
         {(void **)&m->sc.recr_conv, is_gdn ? B * (size_t)m->n_conv_ch : 1, 4},
         {(void **)&m->sc.qg, ft->attn_gated ? 2 * B * qd : 1, 4},
         {(void **)&m->sc.attn_gate, ft->attn_gated ? B * qd : 1, 4},
+        {(void **)&m->sc.par_out, m->arch == MODEL_ARCH_FALCON_H1 ? B * e : 1, 4},
     };
     const size_t n_parts = sizeof parts / sizeof parts[0];
     size_t total = 0, offs[sizeof parts / sizeof parts[0]];
@@ -754,19 +755,22 @@ static int alloc_scratch(struct engine_model *m, struct errmsg *err)
 /* Each layer's place in the sequences' caches, and what one more context position costs. */
 static void kv_layout(struct engine_model *m)
 {
-    int n_glob = 0, n_swa = 0;
+    int n_glob = 0, n_swa = 0, n_nokv = 0;
     for (int il = 0; il < m->info.n_layer; il++) {
         struct layer *L = &m->layers[il];
         L->kv_glob_before = n_glob;
         L->kv_swa_before = n_swa;
-        if (L->is_recr) // a fixed state instead of cache rows
+        if (!layer_has_kv(L)) { // a fixed state, or an FFN alone: no cache rows
+            n_nokv++;
             continue;
+        }
         if (L->is_swa)
             n_swa++;
         else
             n_glob++;
     }
     m->n_layer_swa = n_swa;
+    m->n_layer_nokv = n_nokv;
     // beyond the window only the global layers grow
     m->info.kv_bytes_per_token = (size_t)2 * (size_t)n_glob * (size_t)m->kv_dim * 2;
 }

@@ -661,28 +661,57 @@ static void run_attention(struct threadpool *tp, struct fwd *f)
     threadpool_run_chunks(tp, job_attention_tiled, f, n_blocks < (1 << 20) ? n_blocks : 1 << 20);
 }
 
-/* The layer's mixer (attention or a recurrent block) over its normed input, into proj. The
- * residual of the previous layer is folded into this norm step. */
+/* Attention from the quantized normed rows to its output projection in proj. */
+static void run_attention_block(struct threadpool *tp, struct fwd *f, const struct layer *L)
+{
+    struct engine_model *m = f->m;
+    struct scratch *sc = &m->sc;
+    const bool is_gated = m->feat.attn_gated;
+    fwd_run_matmul_group(tp, f, &L->plan_qkv, is_gated ? sc->qg : sc->q, sc->k, sc->v);
+    fwd_run_light(tp, job_qkv_post, f, f->n_tok <= LIGHT_ROWS_MAX);
+    run_attention(tp, f);
+    if (is_gated) model_gdn_gate_output(tp, f);
+    f->src = sc->attn;
+    f->plan = &L->plan_o;
+    fwd_run_light(tp, fwd_job_quant, f, f->n_rows <= LIGHT_ROWS_MAX);
+    fwd_run_matmul_group(tp, f, &L->plan_o, sc->proj, NULL, NULL);
+}
+
+/* Step: proj += par_out (falcon-h1: the SSM's output plus the attention's). Split by rows. */
+static void job_add_par(void *arg, int ith, int nth)
+{
+    const struct fwd *f = arg;
+    const struct scratch *sc = &f->m->sc;
+    const size_t e = (size_t)f->m->info.n_embd;
+    int lo, hi;
+    fwd_split(f->n_rows, ith, nth, &lo, &hi);
+    for (size_t i = (size_t)lo * e; i < (size_t)hi * e; i++)
+        sc->proj[i] = sc->par_out[i] + sc->proj[i];
+}
+
+/* The layer's mixer (attention or a recurrent block, or falcon-h1's both side by side on the
+ * same normed input, summed) into proj. The residual of the previous layer is folded into
+ * this norm step. */
 static void run_mixer(struct threadpool *tp, struct fwd *f, const struct layer *L)
 {
     struct engine_model *m = f->m;
     struct scratch *sc = &m->sc;
     f->add = f->il > 0 ? sc->proj : NULL;
     f->norm_w = L->attn_norm;
-    f->plan = L->is_recr ? &L->plan_conv_in : &L->plan_qkv;
+    f->plan = L->is_recr && !L->par_attn ? &L->plan_conv_in : &L->plan_qkv;
     fwd_run_light(tp, job_norm_quant, f, f->n_rows <= LIGHT_ROWS_MAX);
-    if (L->is_recr) {
+    if (L->is_recr && L->par_attn) {
+        run_attention_block(tp, f, L);
+        memcpy(sc->par_out, sc->proj, (size_t)f->n_rows * (size_t)m->info.n_embd * sizeof(float));
+        f->src = sc->xn; // the same normed rows, quantized for the SSM's projection
+        f->plan = &L->plan_conv_in;
+        fwd_run_light(tp, fwd_job_quant, f, f->n_rows <= LIGHT_ROWS_MAX);
+        model_recr_block(tp, f);
+        fwd_run_light(tp, job_add_par, f, f->n_rows <= LIGHT_ROWS_MAX);
+    } else if (L->is_recr) {
         model_recr_block(tp, f);
     } else {
-        const bool is_gated = m->feat.attn_gated;
-        fwd_run_matmul_group(tp, f, &L->plan_qkv, is_gated ? sc->qg : sc->q, sc->k, sc->v);
-        fwd_run_light(tp, job_qkv_post, f, f->n_tok <= LIGHT_ROWS_MAX);
-        run_attention(tp, f);
-        if (is_gated) model_gdn_gate_output(tp, f);
-        f->src = sc->attn;
-        f->plan = &L->plan_o;
-        fwd_run_light(tp, fwd_job_quant, f, f->n_rows <= LIGHT_ROWS_MAX);
-        fwd_run_matmul_group(tp, f, &L->plan_o, sc->proj, NULL, NULL);
+        run_attention_block(tp, f, L);
     }
     post_block(tp, f, L->bo, L->attn_post_norm);
 }

@@ -30,6 +30,7 @@ enum model_arch {
     MODEL_ARCH_GRANITEHYBRID,
     MODEL_ARCH_NEMOTRON_H,
     MODEL_ARCH_LFM2MOE,
+    MODEL_ARCH_FALCON_H1,
 };
 
 /* lfm2 and its mixture-of-experts form share their layers (model_recr.c). */
@@ -139,6 +140,7 @@ struct layer {
     bool is_recr;
     bool no_ffn;   // the layer is its mixer alone (mamba2, nemotron_h)
     bool no_mixer; // the layer is its FFN alone, normed by ffn_norm (nemotron_h)
+    bool par_attn; // falcon-h1: attention beside the recurrent block, summed
     const float *ffn_up_b, *ffn_down_b; // optional dense FFN biases (n_ff), (n_embd)
     int recr_before;                    // recurrent layers before this one (its state's place)
     struct wmat conv_in;  // (recr_in_dim, n_embd): lfm2 rows b | c | x of the gated conv,
@@ -187,6 +189,7 @@ struct scratch {
     float *recr_conv;  // qwen35: (B, n_conv_ch) conv + SiLU output
     float *qg;         // gated attention: (B, 2 * q_dim) each head's query then gate
     float *attn_gate;  // gated attention: (B, q_dim) the gates
+    float *par_out;    // falcon-h1: (B, n_embd) the attention's output, while the SSM runs
 };
 
 /* Immutable after load, except scratch (see struct scratch). */
@@ -215,6 +218,7 @@ struct engine_model {
     int n_owned;
     // hybrid families: recurrent layers and their per-sequence state (model_recr.c)
     int n_layer_recr;
+    int n_layer_nokv;    // layers without attention (no KV rows): recurrent ones, FFN-only ones
     int d_conv;          // past inputs a short convolution keeps (its taps less one)
     int n_conv_ch;       // channels of the convolution
     int recr_in_dim;     // width of a recurrent layer's input projection
@@ -256,12 +260,18 @@ struct engine_seq {
     int ckpt_next;     // the slot the next checkpoint takes (oldest first)
 };
 
+/* Whether layer L attends (has KV rows). */
+static inline bool layer_has_kv(const struct layer *L)
+{
+    return !L->no_mixer && (!L->is_recr || L->par_attn);
+}
+
 /* Elements before layer il's cache in a sequence's K (or V) cache: the global layers' caches
  * of n_ctx rows come first, then the sliding-window layers' rings of swa_cap rows. */
 static inline size_t kv_layer_base(const struct engine_model *m, const struct engine_seq *s, int il)
 {
     const struct layer *L = &m->layers[il];
-    const size_t n_glob = (size_t)(m->info.n_layer - m->n_layer_swa - m->n_layer_recr);
+    const size_t n_glob = (size_t)(m->info.n_layer - m->n_layer_swa - m->n_layer_nokv);
     const size_t rows =
         L->is_swa ? n_glob * (size_t)s->n_ctx + (size_t)L->kv_swa_before * (size_t)s->swa_cap
                   : (size_t)L->kv_glob_before * (size_t)s->n_ctx;

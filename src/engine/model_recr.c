@@ -23,7 +23,8 @@
 bool model_recr_is_hybrid(enum model_arch arch)
 {
     return model_arch_is_lfm2(arch) || model_arch_is_qwen35(arch) || arch == MODEL_ARCH_MAMBA2 ||
-           arch == MODEL_ARCH_GRANITEHYBRID || arch == MODEL_ARCH_NEMOTRON_H;
+           arch == MODEL_ARCH_GRANITEHYBRID || arch == MODEL_ARCH_NEMOTRON_H ||
+           arch == MODEL_ARCH_FALCON_H1;
 }
 
 int model_recr_head_kv(const struct engine_model *m, int n_layer, int n_head, int *n_head_kv,
@@ -189,6 +190,11 @@ int model_recr_hparams(struct engine_model *m, struct errmsg *err)
         rc = model_ssd_hparams(m, err);
         if (rc == ERR_OK) rc = nemotron_kinds(m, err);
         break;
+    case MODEL_ARCH_FALCON_H1: // attention and Mamba-2 side by side in every layer
+        rc = model_ssd_hparams(m, err);
+        for (int il = 0; il < m->info.n_layer; il++)
+            m->layers[il].is_recr = m->layers[il].par_attn = true;
+        break;
     default:
         rc = model_gdn_hparams(m, err);
         break;
@@ -273,7 +279,7 @@ void model_recr_block(struct threadpool *tp, struct fwd *f)
         model_gdn_block(tp, f);
         return;
     }
-    if (!model_arch_is_lfm2(m->arch)) { // mamba2, granitehybrid, nemotron_h
+    if (!model_arch_is_lfm2(m->arch)) { // mamba2, granitehybrid, nemotron_h, falcon-h1
         model_ssd_block(tp, f);
         return;
     }

@@ -26,7 +26,7 @@ static int swa_cap_of(const struct engine_model *m, int n_ctx)
 /* Bytes of one of the two caches (K or V) for n_ctx positions; 0 on overflow. */
 static size_t cache_bytes(const struct engine_model *m, int n_ctx)
 {
-    const size_t n_glob = (size_t)(m->info.n_layer - m->n_layer_swa - m->n_layer_recr);
+    const size_t n_glob = (size_t)(m->info.n_layer - m->n_layer_swa - m->n_layer_nokv);
     size_t a, b, n;
     if (!size_mul(n_glob, (size_t)n_ctx, &a) ||
         !size_mul((size_t)m->n_layer_swa, (size_t)swa_cap_of(m, n_ctx), &b) ||
@@ -47,7 +47,7 @@ size_t engine_seq_bytes(const struct engine_model *m, int n_ctx)
 {
     if (n_ctx < 1 || n_ctx > N_CTX_MAX) return 0;
     size_t kv = cache_bytes(m, n_ctx), total, state, ckpt;
-    if (kv == 0 && m->n_layer_recr < m->info.n_layer) return 0;
+    if (kv == 0 && m->n_layer_nokv < m->info.n_layer) return 0; // else overflow
     if (!state_bytes(m, &state, &ckpt) || !size_add(kv, kv, &total) ||
         !size_add(total, state, &total) || !size_add(total, ckpt, &total) ||
         !size_add(total, (size_t)m->n_ckpt * sizeof(int32_t), &total) ||
@@ -68,7 +68,7 @@ size_t engine_kv_bytes(const struct engine_model *m, int n_ctx)
 {
     if (n_ctx < 1 || n_ctx > N_CTX_MAX) return 0;
     size_t kv = cache_bytes(m, n_ctx), total;
-    if (kv == 0 && m->n_layer_recr < m->info.n_layer) return 0;
+    if (kv == 0 && m->n_layer_nokv < m->info.n_layer) return 0; // else overflow
     if (!size_add(kv, kv, &total)) return 0;
     if (m->n_layer_recr > 0 && !size_add(view_state_offset(total), m->info.state_bytes, &total))
         return 0;

@@ -1,10 +1,10 @@
 // Every newer model family (gemma2, gemma3, phi3, granite, smollm3, olmo2, qwen3moe, olmoe,
 // granitemoe, gpt-oss, the hybrids lfm2, lfm2moe, qwen35, qwen35moe, mamba2, granitehybrid,
-// nemotron_h) loads from a synthetic gguf-synth model with its features on and chats through
-// /v1/chat/completions, streamed and not; a prompt cache longer than a sliding window is
-// reused without changing the answer; the hybrids resume a continued conversation and a retry
-// from state checkpoints, survive a context shift and serve 4 streams on 2 instances; lfm2
-// and gpt-oss answer forced tool calls as tool_calls in their own formats.
+// nemotron_h, falcon-h1) loads from a synthetic gguf-synth model with its features on and
+// chats through /v1/chat/completions, streamed and not; a prompt cache longer than a sliding
+// window is reused without changing the answer; the hybrids resume a continued conversation
+// and a retry from state checkpoints, survive a context shift and serve 4 streams on 2
+// instances; lfm2 and gpt-oss answer forced tool calls as tool_calls in their own formats.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
@@ -15,7 +15,7 @@ import { synthModel } from './lib/models.mjs';
 const NO_EOS = { 2: -100 };
 const FAMILIES = ['gemma2', 'gemma3', 'phi3', 'granite', 'smollm3', 'olmo2', 'qwen3moe', 'olmoe',
   'granitemoe', 'gpt-oss', 'lfm2',
-  'qwen35', 'qwen35moe', 'mamba2', 'granitehybrid', 'nemotron_h', 'lfm2moe'];
+  'qwen35', 'qwen35moe', 'mamba2', 'granitehybrid', 'nemotron_h', 'lfm2moe', 'falcon-h1'];
 
 function familyArgs(arch) {
   const kv = arch === 'olmo2' || arch === 'olmoe' ? '4' : '2';
@@ -133,7 +133,7 @@ describe('sliding window and the prompt cache', () => {
   });
 });
 
-for (const arch of ['lfm2', 'qwen35', 'granitehybrid']) describe(`${arch}: recurrent state and the prompt cache`, () => {
+for (const arch of ['lfm2', 'qwen35', 'granitehybrid', 'falcon-h1']) describe(`${arch}: recurrent state and the prompt cache`, () => {
   // A recurrent state cannot be cut back, so reuse goes through state checkpoints taken at the
   // end of each prompt, a few tokens before it, at chunk boundaries and after a reply.
   const model = () => synthModel(`fam-${arch}`, familyArgs(arch));

@@ -143,6 +143,7 @@ static void test_invariant(void **state)
     check_invariant("granitehybrid", "q8_0");
     check_invariant("nemotron_h", "q8_0");
     check_invariant("lfm2moe", "q8_0");
+    check_invariant("falcon-h1", "q8_0");
 }
 
 static void test_memory(void **state)
@@ -233,6 +234,7 @@ static void test_checkpoints(void **state)
     check_checkpoints("mamba2");
     check_checkpoints("granitehybrid");
     check_checkpoints("nemotron_h");
+    check_checkpoints("falcon-h1");
 }
 
 /* A view sequence finds its state in the bound memory and gives an owned sequence's hidden

@@ -328,13 +328,17 @@ static int add_layer_decoder(struct synth *s, int il)
     const bool post_norms = arch_is(p, "gemma2") || arch_is(p, "gemma3") || arch_is(p, "olmo2");
     const bool pre_norms = !arch_is(p, "olmo2");
     // gpt-oss and qwen35 name their FFN norm post_attention_norm (gpt-oss writes it above)
-    const char *ffn_norm = is_qwen35(p) ? "post_attention_norm.weight" : "ffn_norm.weight";
+    // and falcon-h1 without the .weight suffix
+    const char *ffn_norm = is_qwen35(p)              ? "post_attention_norm.weight"
+                           : arch_is(p, "falcon-h1") ? "ffn_norm"
+                                                     : "ffn_norm.weight";
     char n[96];
     int rc = ERR_OK;
 #define NAME(x) (snprintf(n, sizeof n, "blk.%d." x, il), n)
     if (arch_is(p, "nemotron_h")) return synth_hybrid_single_block_layer(s, il);
     if (pre_norms) rc = synth_add_vec(s, NAME("attn_norm.weight"), e, 0.1f, 1.0f);
     if (rc == ERR_OK) rc = recurs ? synth_hybrid_layer(s, il) : add_attn(s, il);
+    if (rc == ERR_OK && arch_is(p, "falcon-h1")) rc = add_attn(s, il); // beside the SSM
     if (arch_is(p, "mamba2")) return rc; // its layers are the mixer alone
     if (rc == ERR_OK && pre_norms && !is_oss) {
         snprintf(n, sizeof n, "blk.%d.%s", il, ffn_norm);
@@ -798,9 +802,10 @@ static int copy_vocab(struct synth *s)
 /* ---- entry point ---- */
 
 static const char *const decoder_archs[] = {
-    "gpt-oss", "llama",   "qwen2",     "qwen3",    "gemma2",        "gemma3",     "phi3",
-    "granite", "smollm3", "olmo2",     "qwen3moe", "olmoe",         "granitemoe", "qwen2vl",
-    "lfm2",    "qwen35",  "qwen35moe", "mamba2",   "granitehybrid", "nemotron_h", "lfm2moe"};
+    "gpt-oss",       "llama",      "qwen2",   "qwen3",    "gemma2",    "gemma3",
+    "phi3",          "granite",    "smollm3", "olmo2",    "qwen3moe",  "olmoe",
+    "granitemoe",    "qwen2vl",    "lfm2",    "qwen35",   "qwen35moe", "mamba2",
+    "granitehybrid", "nemotron_h", "lfm2moe", "falcon-h1"};
 
 static int check_params(const struct synth_params *p, struct synth *s, struct errmsg *err)
 {
@@ -812,7 +817,7 @@ static int check_params(const struct synth_params *p, struct synth *s, struct er
             err, ERR_INVALID,
             "unknown arch '%s' (llama, qwen2, qwen2vl, qwen3, gemma2, gemma3, phi3, "
             "granite, smollm3, olmo2, qwen3moe, olmoe, granitemoe, gpt-oss, lfm2, qwen35, "
-            "qwen35moe, mamba2, granitehybrid, nemotron_h, lfm2moe, bert)",
+            "qwen35moe, mamba2, granitehybrid, nemotron_h, lfm2moe, falcon-h1, bert)",
             p->arch ? p->arch : "");
     if (!p->type || !parse_type(p->type, &s->type, &s->is_mix))
         return errmsg_set(err, ERR_INVALID, "unknown tensor type '%s'", p->type ? p->type : "");

@@ -18,7 +18,7 @@ struct synth_params {
     const char *arch; // "llama", "qwen2", "qwen3", "bert", "gemma2", "gemma3", "phi3",
                       // "granite", "smollm3", "olmo2", "qwen3moe", "olmoe", "granitemoe",
                       // "gpt-oss", "lfm2", "qwen35", "qwen35moe", "mamba2",
-                      // "granitehybrid", "nemotron_h", "lfm2moe"
+                      // "granitehybrid", "nemotron_h", "lfm2moe", "falcon-h1"
     int n_layer;
     int n_embd;
     int n_head;
@@ -59,7 +59,8 @@ struct synth_params {
  * sigmoid-routed experts with selection biases after one dense layer), qwen35's Gated
  * DeltaNet layers with gated attention on odd layers and a next-token-prediction block,
  * Mamba-2 mixers with two groups (mamba2 alone, granitehybrid around attention without RoPE,
- * nemotron_h beside ReLU^2 FFN and attention layers) (synth_hybrid.c); gemma2 is always
+ * nemotron_h beside ReLU^2 FFN and attention layers, falcon-h1 beside attention in the same
+ * layers) (synth_hybrid.c); gemma2 is always
  * tied (the family has no output matrix), olmo2 / olmoe never. */
 
 /* Defaults: llama, 2 layers, 64 wide, 4 heads / 2 KV heads, ffn 128, built-in vocab, ctx 256,

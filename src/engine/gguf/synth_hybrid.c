@@ -14,7 +14,8 @@
  * second, as lfm2 places them, granite's multipliers, and an FFN in every layer.
  * nemotron_h: each layer one block, in a period of Mamba-2, FFN, attention, FFN (ReLU^2 FFNs
  * with biases, attention without RoPE), said per layer by head_count_kv and
- * feed_forward_length. */
+ * feed_forward_length.
+ * falcon-h1: attention and a Mamba-2 mixer side by side in every layer, then the FFN. */
 #include "engine/gguf/synth_internal.h"
 
 #include "engine/quants/quants.h"
@@ -37,7 +38,7 @@ static bool is_qwen35(const struct synth *s)
 static bool is_mamba2(const struct synth *s)
 {
     return strcmp(s->p->arch, "mamba2") == 0 || strcmp(s->p->arch, "granitehybrid") == 0 ||
-           strcmp(s->p->arch, "nemotron_h") == 0;
+           strcmp(s->p->arch, "nemotron_h") == 0 || strcmp(s->p->arch, "falcon-h1") == 0;
 }
 
 static bool is_nemotron(const struct synth *s)
@@ -58,13 +59,13 @@ bool synth_is_hybrid(const char *arch)
     return arch && (strcmp(arch, "lfm2") == 0 || strcmp(arch, "lfm2moe") == 0 ||
                     strcmp(arch, "qwen35") == 0 || strcmp(arch, "qwen35moe") == 0 ||
                     strcmp(arch, "mamba2") == 0 || strcmp(arch, "granitehybrid") == 0 ||
-                    strcmp(arch, "nemotron_h") == 0);
+                    strcmp(arch, "nemotron_h") == 0 || strcmp(arch, "falcon-h1") == 0);
 }
 
 bool synth_hybrid_layer_recurs(const struct synth *s, int il)
 {
     if (is_qwen35(s)) return (il + 1) % QWEN35_INTERVAL != 0;
-    if (strcmp(s->p->arch, "mamba2") == 0) return true;
+    if (strcmp(s->p->arch, "mamba2") == 0 || strcmp(s->p->arch, "falcon-h1") == 0) return true;
     if (is_nemotron(s)) return nemo_kind_of(il) == NEMO_MAMBA;
     return il % 3 != 1;
 }
@@ -156,6 +157,10 @@ int synth_hybrid_keys(struct synth *s)
 {
     if (strcmp(s->p->arch, "mamba2") == 0) return mamba2_keys(s);
     if (is_nemotron(s)) return nemotron_keys(s);
+    if (strcmp(s->p->arch, "falcon-h1") == 0) { // every layer attends too
+        int rc = synth_add_key_u32(s, "attention.head_count_kv", (uint32_t)s->p->n_head_kv);
+        return rc == ERR_OK ? mamba2_keys(s) : rc;
+    }
     // granitehybrid gives its layer kinds as lfm2 does, in head_count_kv
     return is_qwen35(s) ? qwen35_keys(s) : lfm2_keys(s);
 }
