@@ -9,6 +9,7 @@
 #include "engine/model_arch.h"
 #include "engine/model_internal.h"
 #include "engine/model_moe.h"
+#include "engine/model_plan.h"
 #include "engine/model_recr.h"
 #include "engine/ops.h"
 #include "engine/quants/quants.h"
@@ -590,93 +591,6 @@ static int repack_all(struct engine_model *m, struct errmsg *err)
     return rc;
 }
 
-/* Groups the weights reading one activation matrix by dot type. */
-static int plan_build(struct qplan *p, const struct wmat *const *ws, int n, size_t *row_cap,
-                      struct errmsg *err)
-{
-    memset(p, 0, sizeof *p);
-    p->n_w = n;
-    for (int i = 0; i < n; i++) {
-        uint32_t dt = quant_traits_of(ws[i]->type)->dot_type;
-        size_t rb = matmul_input_row_bytes(ws[i]->type, ws[i]->n_in);
-        uint32_t rnd = QUANT_F32;
-        if (dt == QUANT_F32 && (ws[i]->type == QUANT_F16 || ws[i]->type == QUANT_BF16))
-            rnd = ws[i]->type;
-        if (rb == 0)
-            return errmsg_set(err, ERR_UNSUPPORTED, "no input conversion for weight type %s",
-                              gguf_type_name(ws[i]->type));
-        int s = 0;
-        while (s < p->n_slots && (p->slot_type[s] != dt || p->slot_round[s] != rnd))
-            s++;
-        if (s == p->n_slots) {
-            p->slot_type[s] = dt;
-            p->slot_round[s] = rnd;
-            p->slot_row_bytes[s] = rb;
-            p->n_slots++;
-        }
-        p->w[i] = ws[i];
-        p->w_slot[i] = s;
-        if (rb > *row_cap) *row_cap = rb;
-    }
-    return ERR_OK;
-}
-
-/* The router, the experts (every expert has the first one's types and shapes, checked at load)
- * and the shared expert. */
-static int plan_moe(struct engine_model *m, struct layer *L, size_t *cap, struct errmsg *err)
-{
-    const struct wmat *r[1] = {&L->gate_inp}, *gu[2] = {&L->exp_gate[0], &L->exp_up[0]};
-    const struct wmat *d[1] = {&L->exp_down[0]};
-    int rc = plan_build(&L->plan_router, r, 1, cap, err);
-    if (rc == ERR_OK) rc = plan_build(&L->plan_exp_gu, gu, 2, cap, err);
-    if (rc == ERR_OK) rc = plan_build(&L->plan_exp_down, d, 1, cap, err);
-    if (rc == ERR_OK && m->feat.n_ff_shexp > 0) {
-        // the shared expert's gate (qwen35moe) reads the same rows as its gate and up
-        const struct wmat *sgu[3] = {&L->sh_gate, &L->sh_up, &L->sh_gate_inp};
-        const struct wmat *sd[1] = {&L->sh_down};
-        rc = plan_build(&L->plan_sh_gu, sgu, L->sh_gate_inp.data ? 3 : 2, cap, err);
-        if (rc == ERR_OK) rc = plan_build(&L->plan_sh_down, sd, 1, cap, err);
-    }
-    return rc;
-}
-
-static int plan_all(struct engine_model *m, struct errmsg *err)
-{
-    size_t cap = 0;
-    int rc = ERR_OK;
-    for (int il = 0; il < m->info.n_layer && rc == ERR_OK; il++) {
-        struct layer *L = &m->layers[il];
-        const struct wmat *qkv[3] = {&L->wq, &L->wk, &L->wv};
-        const struct wmat *gu[2] = {&L->w_gate, &L->w_up};
-        const struct wmat *o[1] = {&L->wo}, *down[1] = {&L->w_down};
-        const struct wmat *cin[2] = {&L->conv_in, &L->gdn_z}, *cout[1] = {&L->conv_out};
-        const struct wmat *ab[2] = {&L->gdn_beta, &L->gdn_alpha};
-        if (L->is_recr) {
-            rc = plan_build(&L->plan_conv_in, cin, L->gdn_z.data ? 2 : 1, &cap, err);
-            if (rc == ERR_OK) rc = plan_build(&L->plan_conv_out, cout, 1, &cap, err);
-            if (rc == ERR_OK && L->gdn_beta.data) rc = plan_build(&L->plan_ab, ab, 2, &cap, err);
-        }
-        if (rc == ERR_OK && layer_has_kv(L)) {
-            rc = plan_build(&L->plan_qkv, qkv, 3, &cap, err);
-            if (rc == ERR_OK) rc = plan_build(&L->plan_o, o, 1, &cap, err);
-        }
-        if (L->no_ffn) continue;
-        if (rc == ERR_OK && L->gate_inp.data) { // lfm2moe's leading layers are dense
-            rc = plan_moe(m, L, &cap, err);
-            continue;
-        }
-        // ReLU^2 has no gate: up alone, into the gate buffer the activation reads
-        const struct wmat *up[1] = {&L->w_up};
-        if (rc == ERR_OK && m->feat.relu2_ffn) rc = plan_build(&L->plan_gu, up, 1, &cap, err);
-        if (rc == ERR_OK && !m->feat.relu2_ffn) rc = plan_build(&L->plan_gu, gu, 2, &cap, err);
-        if (rc == ERR_OK) rc = plan_build(&L->plan_down, down, 1, &cap, err);
-    }
-    const struct wmat *out[1] = {&m->output};
-    if (rc == ERR_OK) rc = plan_build(&m->plan_out, out, 1, &cap, err);
-    m->sc.slot_row_cap = (cap + 63) & ~(size_t)63;
-    return rc;
-}
-
 /* Adds n elements of elem bytes, 64-byte aligned, to a running size. */
 static bool carve(size_t *total, size_t n, size_t elem, size_t *offset)
 {
@@ -833,7 +747,7 @@ int engine_model_load(const char *path, struct engine_model **out, struct errmsg
     for (int il = 0; rc == ERR_OK && il < m->info.n_layer; il++)
         rc = load_layer(m, il, err);
     if (rc == ERR_OK) rc = repack_all(m, err);
-    if (rc == ERR_OK) rc = plan_all(m, err);
+    if (rc == ERR_OK) rc = model_plan_all(m, err);
     if (rc == ERR_OK) rc = alloc_scratch(m, err);
     if (rc != ERR_OK) {
         engine_model_free(m);

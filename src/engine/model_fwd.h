@@ -38,6 +38,10 @@ void fwd_split(int n, int ith, int nth, int *lo, int *hi);
 /* Step: quantize src (n_in = the plan's first weight's n_in) for f->plan. Split by rows. */
 void fwd_job_quant(void *arg, int ith, int nth);
 
+/* Step: gate = act(gate, up) (SwiGLU, GeGLU, gpt-oss's clamped form or ReLU^2, with f's gate
+ * and up biases first), then quantize gate for f->plan's down matrix. Split by rows. */
+void fwd_job_swiglu_quant(void *arg, int ith, int nth);
+
 /* Every weight of plan times its slot into y0, y1, y2 (one per weight), over f->n_rows rows. */
 void fwd_run_matmul_group(struct threadpool *tp, struct fwd *f, const struct qplan *plan, float *y0,
                           float *y1, float *y2);

@@ -39,6 +39,13 @@ int synth_add_mat(struct synth *s, const char *name, int64_t n_in, int64_t n_out
 int synth_add_key_u32(struct synth *s, const char *suffix, uint32_t v);
 int synth_add_key_f32(struct synth *s, const char *suffix, float v);
 
+/* The built-in tokenizer (synth_vocab.c): SPM-style with ChatML for decoders, WordPiece for
+ * bert, p->n_vocab tokens. ERR_LIMIT, ERR_NOMEM, or what gguf_writer returns. */
+int synth_add_builtin_vocab(struct synth *s, bool is_bert);
+
+/* Every tokenizer.* key of p->vocab_from. What the reader or gguf_writer returns. */
+int synth_copy_vocab(struct synth *s);
+
 /* Whether the architecture is a hybrid with recurrent layers (synth_hybrid.c). */
 bool synth_is_hybrid(const char *arch);
 
