@@ -25,7 +25,7 @@ prompt="1"
 for i in $(seq 1 23); do prompt="$prompt $(( (i * 53 + 7) % 290 + 3 ))"; done
 mkdir -p "$out"
 for arch in gemma2 gemma3 phi3 granite smollm3 olmo2 qwen3moe olmoe granitemoe gpt-oss qwen2vl \
-    lfm2 qwen35 qwen35moe mamba2 granitehybrid nemotron_h lfm2moe falcon-h1; do
+    lfm2 qwen35 qwen35moe mamba2 granitehybrid nemotron_h lfm2moe falcon-h1 nemotron_h_moe; do
     kv=2
     case $arch in olmo2|olmoe) kv=4 ;; esac
     # the reference's qwen2vl ignores the file's RMS epsilon (adds 0): make ours negligible

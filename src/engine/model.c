@@ -129,6 +129,7 @@ static int load_arch(struct engine_model *m, struct errmsg *err)
         {"mamba2", MODEL_ARCH_MAMBA2, false},
         {"granitehybrid", MODEL_ARCH_GRANITEHYBRID, false},
         {"nemotron_h", MODEL_ARCH_NEMOTRON_H, false},
+        {"nemotron_h_moe", MODEL_ARCH_NEMOTRON_H_MOE, false},
         {"falcon-h1", MODEL_ARCH_FALCON_H1, true},
     };
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
@@ -198,7 +199,7 @@ static int load_hparams(struct engine_model *m, struct errmsg *err)
     if (rc == ERR_OK) rc = hp_int(&h, "expert_count", 0, 0, INT32_MAX, &n_expert);
     // nemotron_h requires the plain epsilon, which stands in for a missing RMS one
     float eps_ln = 0.0f;
-    const bool is_nemo = m->arch == MODEL_ARCH_NEMOTRON_H;
+    const bool is_nemo = model_arch_is_nemotron(m->arch);
     if (rc == ERR_OK && is_nemo)
         rc = hp_float(&h, "attention.layer_norm_epsilon", 0.0f, true, &eps_ln);
     if (rc == ERR_OK)
@@ -362,8 +363,10 @@ static int load_moe(struct engine_model *m, int il, struct layer *L, struct errm
     if (!L->exp_gate) return errmsg_set(err, ERR_NOMEM, "out of memory");
     L->exp_up = L->exp_gate + ft->n_expert;
     L->exp_down = L->exp_up + ft->n_expert;
-    rc = moe_load_experts(m->gguf, "ffn_gate_exps.weight", il, e, fe, ft->n_expert, L->exp_gate,
-                          err);
+    // ReLU^2 experts (nemotron_h_moe) have no gate
+    if (!ft->relu2_ffn)
+        rc = moe_load_experts(m->gguf, "ffn_gate_exps.weight", il, e, fe, ft->n_expert, L->exp_gate,
+                              err);
     if (rc == ERR_OK)
         rc = moe_load_experts(m->gguf, "ffn_up_exps.weight", il, e, fe, ft->n_expert, L->exp_up,
                               err);
@@ -383,11 +386,11 @@ static int load_moe(struct engine_model *m, int il, struct layer *L, struct errm
                                err);
     }
     if (rc == ERR_OK && fs > 0) {
-        rc = load_wmat(m, "ffn_gate_shexp.weight", il, e, fs, &L->sh_gate, err);
+        if (!ft->relu2_ffn) rc = load_wmat(m, "ffn_gate_shexp.weight", il, e, fs, &L->sh_gate, err);
         if (rc == ERR_OK) rc = load_wmat(m, "ffn_up_shexp.weight", il, e, fs, &L->sh_up, err);
         if (rc == ERR_OK) rc = load_wmat(m, "ffn_down_shexp.weight", il, fs, e, &L->sh_down, err);
     }
-    if (rc == ERR_OK && m->arch == MODEL_ARCH_LFM2MOE)
+    if (rc == ERR_OK && ft->moe_sigmoid) // lfm2moe, nemotron_h_moe
         rc = load_vec(m, "exp_probs_b.bias", il, ft->n_expert, true, &L->exp_probs_b, err);
     if (rc == ERR_OK && fs > 0 && m->arch == MODEL_ARCH_QWEN35MOE)
         rc = load_wmat(m, "ffn_gate_inp_shexp.weight", il, e, 1, &L->sh_gate_inp, err);

@@ -122,7 +122,8 @@ bool model_arch_is_moe(enum model_arch arch)
 {
     return arch == MODEL_ARCH_QWEN3MOE || arch == MODEL_ARCH_OLMOE ||
            arch == MODEL_ARCH_GRANITEMOE || arch == MODEL_ARCH_GPTOSS ||
-           arch == MODEL_ARCH_QWEN35MOE || arch == MODEL_ARCH_LFM2MOE;
+           arch == MODEL_ARCH_QWEN35MOE || arch == MODEL_ARCH_LFM2MOE ||
+           arch == MODEL_ARCH_NEMOTRON_H_MOE;
 }
 
 static int load_granite(struct engine_model *m, struct model_feat *f, struct errmsg *err)
@@ -155,6 +156,39 @@ static int load_lfm2moe_routing(struct engine_model *m, struct model_feat *f, st
     f->moe_sigmoid = func == 2;
     if (rc == ERR_OK)
         rc = get_int(m, "leading_dense_block_count", 0, 0, m->info.n_layer, &f->n_dense_lead, err);
+    return rc;
+}
+
+/* nemotron_h_moe: sigmoid routing with selection biases, expert_weights_norm (bool, default
+ * off) and expert_weights_scale; experts n_ff / k wide without expert_feed_forward_length (as
+ * the reference falls back); a shared expert always. Latent experts (moe_latent_size) and
+ * per-layer expert counts are not read. */
+static int load_nemotron_routing(struct engine_model *m, struct model_feat *f, struct errmsg *err)
+{
+    char key[96];
+    int latent;
+    int rc = get_int(m, "moe_latent_size", 0, 0, INT32_MAX, &latent, err);
+    if (rc == ERR_OK && latent > 0)
+        return errmsg_set(err, ERR_UNSUPPORTED,
+                          "key '%s.moe_latent_size': latent experts are "
+                          "not supported",
+                          m->arch_name);
+    bool norm = false;
+    snprintf(key, sizeof key, "%s.expert_weights_norm", m->arch_name);
+    int brc = gguf_get_bool(m->gguf, key, &norm);
+    if (brc != ERR_OK && brc != ERR_NOT_FOUND)
+        return errmsg_set(err, ERR_FORMAT, "key '%s': not a boolean", key);
+    f->expert_norm = brc == ERR_OK && norm;
+    f->moe_sigmoid = true;
+    if (rc == ERR_OK) rc = get_f32(m, "expert_weights_scale", 0.0f, &f->expert_scale, err);
+    snprintf(key, sizeof key, "%s.expert_feed_forward_length", m->arch_name);
+    if (rc == ERR_OK && gguf_find_key(m->gguf, key) < 0)
+        f->n_ff_exp = m->info.n_ff / f->n_expert_used > 0 ? m->info.n_ff / f->n_expert_used : 1;
+    if (rc == ERR_OK)
+        rc = get_int(m, "expert_shared_feed_forward_length", -1, -1, 1 << 20, &f->n_ff_shexp, err);
+    if (rc == ERR_OK && f->n_ff_shexp < 1)
+        rc = errmsg_set(err, ERR_FORMAT, "missing key '%s.expert_shared_feed_forward_length'",
+                        m->arch_name);
     return rc;
 }
 
@@ -283,6 +317,7 @@ int model_arch_load(struct engine_model *m, struct errmsg *err)
             m->layers[il].no_ffn = true;
         break;
     case MODEL_ARCH_NEMOTRON_H: // layer kinds: model_recr.c
+    case MODEL_ARCH_NEMOTRON_H_MOE:
         f->relu2_ffn = true;
         for (int il = 0; il < m->info.n_layer; il++)
             m->layers[il].has_rope = false;
@@ -342,6 +377,8 @@ int model_arch_load(struct engine_model *m, struct errmsg *err)
                          1 << 20, &f->n_ff_shexp, err);
         f->expert_norm = m->arch != MODEL_ARCH_OLMOE;
         if (rc == ERR_OK && m->arch == MODEL_ARCH_LFM2MOE) rc = load_lfm2moe_routing(m, f, err);
+        if (rc == ERR_OK && m->arch == MODEL_ARCH_NEMOTRON_H_MOE)
+            rc = load_nemotron_routing(m, f, err);
     }
     if (rc == ERR_OK && f->n_swa == 0)
         for (int il = 0; il < m->info.n_layer; il++)

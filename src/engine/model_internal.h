@@ -31,7 +31,14 @@ enum model_arch {
     MODEL_ARCH_NEMOTRON_H,
     MODEL_ARCH_LFM2MOE,
     MODEL_ARCH_FALCON_H1,
+    MODEL_ARCH_NEMOTRON_H_MOE,
 };
+
+/* nemotron_h and its mixture-of-experts form share their layer kinds (model_recr.c). */
+static inline bool model_arch_is_nemotron(enum model_arch a)
+{
+    return a == MODEL_ARCH_NEMOTRON_H || a == MODEL_ARCH_NEMOTRON_H_MOE;
+}
 
 /* lfm2 and its mixture-of-experts form share their layers (model_recr.c). */
 static inline bool model_arch_is_lfm2(enum model_arch a)

@@ -145,8 +145,12 @@ static void run_expert(struct threadpool *tp, struct fwd *f, const struct layer 
 {
     struct scratch *sc = &f->m->sc;
     struct qplan gu = L->plan_exp_gu, down = L->plan_exp_down;
-    gu.w[0] = &L->exp_gate[x];
-    gu.w[1] = &L->exp_up[x];
+    if (f->m->feat.relu2_ffn) { // up alone (nemotron_h_moe)
+        gu.w[0] = &L->exp_up[x];
+    } else {
+        gu.w[0] = &L->exp_gate[x];
+        gu.w[1] = &L->exp_up[x];
+    }
     down.w[0] = &L->exp_down[x];
     f->n_rows = n;
     f->src = sc->moe_x;

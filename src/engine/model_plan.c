@@ -45,14 +45,21 @@ static int plan_moe(struct engine_model *m, struct layer *L, size_t *cap, struct
 {
     const struct wmat *r[1] = {&L->gate_inp}, *gu[2] = {&L->exp_gate[0], &L->exp_up[0]};
     const struct wmat *d[1] = {&L->exp_down[0]};
+    // ReLU^2 experts (nemotron_h_moe) read up alone, into the gate buffer the activation reads
+    const bool is_relu2 = m->feat.relu2_ffn;
+    const struct wmat *up[1] = {&L->exp_up[0]}, *sup[1] = {&L->sh_up};
     int rc = plan_build(&L->plan_router, r, 1, cap, err);
-    if (rc == ERR_OK) rc = plan_build(&L->plan_exp_gu, gu, 2, cap, err);
+    if (rc == ERR_OK)
+        rc = plan_build(&L->plan_exp_gu, is_relu2 ? up : gu, is_relu2 ? 1 : 2, cap, err);
     if (rc == ERR_OK) rc = plan_build(&L->plan_exp_down, d, 1, cap, err);
     if (rc == ERR_OK && m->feat.n_ff_shexp > 0) {
         // the shared expert's gate (qwen35moe) reads the same rows as its gate and up
         const struct wmat *sgu[3] = {&L->sh_gate, &L->sh_up, &L->sh_gate_inp};
         const struct wmat *sd[1] = {&L->sh_down};
-        rc = plan_build(&L->plan_sh_gu, sgu, L->sh_gate_inp.data ? 3 : 2, cap, err);
+        if (is_relu2)
+            rc = plan_build(&L->plan_sh_gu, sup, 1, cap, err);
+        else
+            rc = plan_build(&L->plan_sh_gu, sgu, L->sh_gate_inp.data ? 3 : 2, cap, err);
         if (rc == ERR_OK) rc = plan_build(&L->plan_sh_down, sd, 1, cap, err);
     }
     return rc;

@@ -23,7 +23,7 @@
 bool model_recr_is_hybrid(enum model_arch arch)
 {
     return model_arch_is_lfm2(arch) || model_arch_is_qwen35(arch) || arch == MODEL_ARCH_MAMBA2 ||
-           arch == MODEL_ARCH_GRANITEHYBRID || arch == MODEL_ARCH_NEMOTRON_H ||
+           arch == MODEL_ARCH_GRANITEHYBRID || model_arch_is_nemotron(arch) ||
            arch == MODEL_ARCH_FALCON_H1;
 }
 
@@ -187,6 +187,7 @@ int model_recr_hparams(struct engine_model *m, struct errmsg *err)
         if (rc == ERR_OK) rc = kinds_from_kv(m, err);
         break;
     case MODEL_ARCH_NEMOTRON_H:
+    case MODEL_ARCH_NEMOTRON_H_MOE:
         rc = model_ssd_hparams(m, err);
         if (rc == ERR_OK) rc = nemotron_kinds(m, err);
         break;

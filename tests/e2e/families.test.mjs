@@ -1,10 +1,10 @@
 // Every newer model family (gemma2, gemma3, phi3, granite, smollm3, olmo2, qwen3moe, olmoe,
 // granitemoe, gpt-oss, the hybrids lfm2, lfm2moe, qwen35, qwen35moe, mamba2, granitehybrid,
-// nemotron_h, falcon-h1) loads from a synthetic gguf-synth model with its features on and
-// chats through /v1/chat/completions, streamed and not; a prompt cache longer than a sliding
-// window is reused without changing the answer; the hybrids resume a continued conversation
-// and a retry from state checkpoints, survive a context shift and serve 4 streams on 2
-// instances; lfm2 and gpt-oss answer forced tool calls as tool_calls in their own formats.
+// nemotron_h, nemotron_h_moe, falcon-h1) loads from a synthetic gguf-synth model with its
+// features on and chats through /v1/chat/completions, streamed and not; a prompt cache longer
+// than a sliding window is reused without changing the answer; the hybrids resume a continued
+// conversation and a retry from state checkpoints, survive a context shift and serve 4 streams
+// on 2 instances; lfm2 and gpt-oss answer forced tool calls as tool_calls in their own formats.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
@@ -15,7 +15,8 @@ import { synthModel } from './lib/models.mjs';
 const NO_EOS = { 2: -100 };
 const FAMILIES = ['gemma2', 'gemma3', 'phi3', 'granite', 'smollm3', 'olmo2', 'qwen3moe', 'olmoe',
   'granitemoe', 'gpt-oss', 'lfm2',
-  'qwen35', 'qwen35moe', 'mamba2', 'granitehybrid', 'nemotron_h', 'lfm2moe', 'falcon-h1'];
+  'qwen35', 'qwen35moe', 'mamba2', 'granitehybrid', 'nemotron_h', 'lfm2moe', 'falcon-h1',
+  'nemotron_h_moe'];
 
 function familyArgs(arch) {
   const kv = arch === 'olmo2' || arch === 'olmoe' ? '4' : '2';

@@ -1,7 +1,7 @@
 /* The newer model families (gemma2, gemma3, phi3, granite, smollm3, olmo2, qwen3moe, olmoe,
  * granitemoe, gpt-oss, qwen2vl's text path, and the hybrids lfm2, lfm2moe, qwen35, qwen35moe,
- * mamba2, granitehybrid, nemotron_h, falcon-h1) against the reference implementation on
- * synthetic F32 models with every family feature on (sliding windows of 8 keys on a 24-token prompt,
+ * mamba2, granitehybrid, nemotron_h, nemotron_h_moe, falcon-h1) against the reference
+ * implementation on synthetic F32 models with every family feature on (sliding windows of 8 keys on a 24-token prompt,
  * soft-caps that bend, 8 experts of which 2 per token, attention sinks, YaRN, ...). The models are built in process by
  * engine/synth with the options scripts/gen-family-goldens.sh passes to gguf-synth;
  * tests/data/families/<arch>.json holds the reference's outputs for them (that script
@@ -184,6 +184,15 @@ FAMILY_TEST(mamba2)        // Mamba-2 mixers alone, 2 groups
 FAMILY_TEST(granitehybrid) // Mamba-2 layers 0, 2, 3 around attention 1, no RoPE, multipliers
 FAMILY_TEST(nemotron_h)    // one block per layer: Mamba-2, ReLU^2 FFN, attention, FFN
 FAMILY_TEST(lfm2moe)       // lfm2's layers, a dense first FFN, then sigmoid-routed experts
+/* nemotron_h_moe: nemotron_h with sigmoid-routed ReLU^2 experts and a shared expert in its FFN
+ * layers, weights renormalized and scaled. */
+static void test_ref_nemotron_h_moe(void **state)
+{
+    (void)state;
+    const struct fcase c = {"nemotron_h_moe", "nemotron_h_moe", NULL, 0, 0, 0, 0};
+    against_reference(&c, REL_TOL, true);
+}
+
 /* falcon-h1: attention and Mamba-2 side by side in every layer, summed, then the FFN. */
 static void test_ref_falcon_h1(void **state)
 {
@@ -438,6 +447,7 @@ int main(void)
         cmocka_unit_test(test_ref_granitehybrid_moe),
         cmocka_unit_test(test_ref_lfm2moe),
         cmocka_unit_test(test_ref_falcon_h1),
+        cmocka_unit_test(test_ref_nemotron_h_moe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -144,6 +144,7 @@ static void test_invariant(void **state)
     check_invariant("nemotron_h", "q8_0");
     check_invariant("lfm2moe", "q8_0");
     check_invariant("falcon-h1", "q8_0");
+    check_invariant("nemotron_h_moe", "q8_0");
 }
 
 static void test_memory(void **state)

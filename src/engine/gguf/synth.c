@@ -160,7 +160,7 @@ int synth_add_mat(struct synth *s, const char *name, int64_t n_in, int64_t n_out
 }
 
 /* A stack of n_expert weight matrices [n_in, n_out, n_expert] (each expert like add_mat). */
-static int add_experts(struct synth *s, const char *name, int64_t n_in, int64_t n_out, int n_expert)
+int synth_add_experts(struct synth *s, const char *name, int64_t n_in, int64_t n_out, int n_expert)
 {
     const uint32_t type = fit_type(s->type, n_in);
     const struct quant_traits *tr = quant_traits_of(type);
@@ -198,7 +198,8 @@ static bool arch_is_moe(const struct synth_params *p)
 {
     return arch_is(p, "qwen3moe") || arch_is(p, "olmoe") || arch_is(p, "granitemoe") ||
            arch_is(p, "gpt-oss") || arch_is(p, "qwen35moe") ||
-           (arch_is(p, "granitehybrid") && p->n_expert > 0) || arch_is(p, "lfm2moe");
+           (arch_is(p, "granitehybrid") && p->n_expert > 0) || arch_is(p, "lfm2moe") ||
+           arch_is(p, "nemotron_h_moe");
 }
 
 /* lfm2 and its mixture-of-experts form share their layers. */
@@ -220,7 +221,8 @@ static bool layer_is_moe(const struct synth_params *p, int il)
 /* The families whose experts come with a shared expert. */
 static bool has_shared_expert(const struct synth_params *p)
 {
-    return arch_is(p, "granitemoe") || arch_is(p, "qwen35moe") || arch_is(p, "granitehybrid");
+    return arch_is(p, "granitemoe") || arch_is(p, "qwen35moe") || arch_is(p, "granitehybrid") ||
+           arch_is(p, "nemotron_h_moe");
 }
 
 /* qwen35 and qwen35moe share their layers. */
@@ -239,9 +241,9 @@ static int add_moe_ffn(struct synth *s, int il)
 #define NAME(x) (snprintf(n, sizeof n, "blk.%d." x, il), n)
     int rc = synth_add_tensor(s, NAME("ffn_gate_inp.weight"), e, s->n_expert, QUANT_F32,
                               sqrtf(3.0f / (float)e), 0.0f);
-    if (rc == ERR_OK) rc = add_experts(s, NAME("ffn_gate_exps.weight"), e, f, s->n_expert);
-    if (rc == ERR_OK) rc = add_experts(s, NAME("ffn_up_exps.weight"), e, f, s->n_expert);
-    if (rc == ERR_OK) rc = add_experts(s, NAME("ffn_down_exps.weight"), f, e, s->n_expert);
+    if (rc == ERR_OK) rc = synth_add_experts(s, NAME("ffn_gate_exps.weight"), e, f, s->n_expert);
+    if (rc == ERR_OK) rc = synth_add_experts(s, NAME("ffn_up_exps.weight"), e, f, s->n_expert);
+    if (rc == ERR_OK) rc = synth_add_experts(s, NAME("ffn_down_exps.weight"), f, e, s->n_expert);
     if (rc == ERR_OK && arch_is(p, "gpt-oss")) { // biases of the router and of every expert
         rc = synth_add_vec(s, NAME("ffn_gate_inp.bias"), s->n_expert, 0.5f, 0.0f);
         if (rc == ERR_OK)
@@ -331,7 +333,8 @@ static int add_layer_decoder(struct synth *s, int il)
     char n[96];
     int rc = ERR_OK;
 #define NAME(x) (snprintf(n, sizeof n, "blk.%d." x, il), n)
-    if (arch_is(p, "nemotron_h")) return synth_hybrid_single_block_layer(s, il);
+    if (arch_is(p, "nemotron_h") || arch_is(p, "nemotron_h_moe"))
+        return synth_hybrid_single_block_layer(s, il);
     if (pre_norms) rc = synth_add_vec(s, NAME("attn_norm.weight"), e, 0.1f, 1.0f);
     if (rc == ERR_OK) rc = recurs ? synth_hybrid_layer(s, il) : add_attn(s, il);
     if (rc == ERR_OK && arch_is(p, "falcon-h1")) rc = add_attn(s, il); // beside the SSM
@@ -590,7 +593,7 @@ static int add_hparams(struct synth *s, bool is_bert)
     if (rc == ERR_OK) rc = synth_add_key_u32(s, "block_count", (uint32_t)n_block);
     // mamba2 has neither FFN nor attention: its converter writes 0 for both
     const bool is_mamba2 = arch_is(p, "mamba2");
-    if (rc == ERR_OK && !arch_is(p, "nemotron_h")) // nemotron_h gives it per layer
+    if (rc == ERR_OK && !arch_is(p, "nemotron_h") && !arch_is(p, "nemotron_h_moe")) // per layer
         rc = synth_add_key_u32(s, "feed_forward_length", is_mamba2 ? 0 : (uint32_t)p->n_ff);
     if (rc == ERR_OK)
         rc = synth_add_key_u32(s, "attention.head_count", is_mamba2 ? 0 : (uint32_t)p->n_head);
@@ -623,10 +626,10 @@ static int add_hparams(struct synth *s, bool is_bert)
 /* ---- entry point ---- */
 
 static const char *const decoder_archs[] = {
-    "gpt-oss",       "llama",      "qwen2",   "qwen3",    "gemma2",    "gemma3",
-    "phi3",          "granite",    "smollm3", "olmo2",    "qwen3moe",  "olmoe",
-    "granitemoe",    "qwen2vl",    "lfm2",    "qwen35",   "qwen35moe", "mamba2",
-    "granitehybrid", "nemotron_h", "lfm2moe", "falcon-h1"};
+    "gpt-oss",       "llama",      "qwen2",   "qwen3",     "gemma2",        "gemma3",
+    "phi3",          "granite",    "smollm3", "olmo2",     "qwen3moe",      "olmoe",
+    "granitemoe",    "qwen2vl",    "lfm2",    "qwen35",    "qwen35moe",     "mamba2",
+    "granitehybrid", "nemotron_h", "lfm2moe", "falcon-h1", "nemotron_h_moe"};
 
 static int check_params(const struct synth_params *p, struct synth *s, struct errmsg *err)
 {
@@ -638,7 +641,8 @@ static int check_params(const struct synth_params *p, struct synth *s, struct er
             err, ERR_INVALID,
             "unknown arch '%s' (llama, qwen2, qwen2vl, qwen3, gemma2, gemma3, phi3, "
             "granite, smollm3, olmo2, qwen3moe, olmoe, granitemoe, gpt-oss, lfm2, qwen35, "
-            "qwen35moe, mamba2, granitehybrid, nemotron_h, lfm2moe, falcon-h1, bert)",
+            "qwen35moe, mamba2, granitehybrid, nemotron_h, nemotron_h_moe, lfm2moe, falcon-h1, "
+            "bert)",
             p->arch ? p->arch : "");
     if (!p->type || !parse_type(p->type, &s->type, &s->is_mix))
         return errmsg_set(err, ERR_INVALID, "unknown tensor type '%s'", p->type ? p->type : "");
@@ -667,7 +671,7 @@ static int check_params(const struct synth_params *p, struct synth *s, struct er
     if (!is_moe && (p->n_expert > 0 || p->n_expert_used > 0))
         return errmsg_set(err, ERR_INVALID,
                           "--experts applies to qwen3moe, olmoe, granitemoe, gpt-oss, qwen35moe, "
-                          "granitehybrid, lfm2moe");
+                          "granitehybrid, lfm2moe, nemotron_h_moe");
     s->n_expert = p->n_expert > 0 ? p->n_expert : 8;
     s->n_expert_used = p->n_expert_used > 0 ? p->n_expert_used : 2;
     if (is_moe && (s->n_expert_used > s->n_expert || s->n_expert_used > 16))

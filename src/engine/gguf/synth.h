@@ -18,7 +18,8 @@ struct synth_params {
     const char *arch; // "llama", "qwen2", "qwen3", "bert", "gemma2", "gemma3", "phi3",
                       // "granite", "smollm3", "olmo2", "qwen3moe", "olmoe", "granitemoe",
                       // "gpt-oss", "lfm2", "qwen35", "qwen35moe", "mamba2",
-                      // "granitehybrid", "nemotron_h", "lfm2moe", "falcon-h1"
+                      // "granitehybrid", "nemotron_h", "nemotron_h_moe", "lfm2moe",
+                      // "falcon-h1"
     int n_layer;
     int n_embd;
     int n_head;

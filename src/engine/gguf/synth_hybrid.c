@@ -35,15 +35,20 @@ static bool is_qwen35(const struct synth *s)
     return strcmp(s->p->arch, "qwen35") == 0 || strcmp(s->p->arch, "qwen35moe") == 0;
 }
 
+static bool is_nemotron(const struct synth *s)
+{
+    return strcmp(s->p->arch, "nemotron_h") == 0 || strcmp(s->p->arch, "nemotron_h_moe") == 0;
+}
+
+static bool is_nemotron_moe(const struct synth *s)
+{
+    return strcmp(s->p->arch, "nemotron_h_moe") == 0;
+}
+
 static bool is_mamba2(const struct synth *s)
 {
     return strcmp(s->p->arch, "mamba2") == 0 || strcmp(s->p->arch, "granitehybrid") == 0 ||
-           strcmp(s->p->arch, "nemotron_h") == 0 || strcmp(s->p->arch, "falcon-h1") == 0;
-}
-
-static bool is_nemotron(const struct synth *s)
-{
-    return strcmp(s->p->arch, "nemotron_h") == 0;
+           is_nemotron(s) || strcmp(s->p->arch, "falcon-h1") == 0;
 }
 
 /* nemotron_h's layer kinds, in a period of four: Mamba-2, FFN, attention, FFN. */
@@ -59,7 +64,8 @@ bool synth_is_hybrid(const char *arch)
     return arch && (strcmp(arch, "lfm2") == 0 || strcmp(arch, "lfm2moe") == 0 ||
                     strcmp(arch, "qwen35") == 0 || strcmp(arch, "qwen35moe") == 0 ||
                     strcmp(arch, "mamba2") == 0 || strcmp(arch, "granitehybrid") == 0 ||
-                    strcmp(arch, "nemotron_h") == 0 || strcmp(arch, "falcon-h1") == 0);
+                    strcmp(arch, "nemotron_h") == 0 || strcmp(arch, "falcon-h1") == 0 ||
+                    strcmp(arch, "nemotron_h_moe") == 0);
 }
 
 bool synth_hybrid_layer_recurs(const struct synth *s, int il)
@@ -149,6 +155,10 @@ static int nemotron_keys(struct synth *s)
     if (rc == ERR_OK) rc = gguf_writer_add_arr(s->w, key, GGUF_VALUE_I32, ff, p->n_layer);
     mem_free(kv);
     if (rc == ERR_OK) rc = synth_add_key_f32(s, "attention.layer_norm_epsilon", p->norm_eps);
+    if (rc == ERR_OK && is_nemotron_moe(s)) { // the experts' weights renormalized, then scaled
+        rc = gguf_writer_add_bool(s->w, "nemotron_h_moe.expert_weights_norm", true);
+        if (rc == ERR_OK) rc = synth_add_key_f32(s, "expert_weights_scale", 2.5f);
+    }
     if (rc == ERR_OK) rc = mamba2_keys(s);
     return rc;
 }
@@ -232,6 +242,24 @@ int synth_hybrid_layer(struct synth *s, int il)
     return is_qwen35(s) ? qwen35_layer(s, il) : lfm2_layer(s, il);
 }
 
+/* nemotron_h_moe's expert FFN: router, selection biases, experts and a shared expert, each
+ * up and down only (ReLU^2). */
+static int relu2_experts(struct synth *s, int il)
+{
+    const int64_t e = s->p->n_embd, f = s->p->n_ff;
+    char n[96];
+#define NAME(x) (snprintf(n, sizeof n, "blk.%d." x, il), n)
+    int rc =
+        synth_add_tensor(s, NAME("ffn_gate_inp.weight"), e, s->n_expert, QUANT_F32, 0.2f, 0.0f);
+    if (rc == ERR_OK) rc = synth_add_vec(s, NAME("exp_probs_b.bias"), s->n_expert, 0.2f, 0.0f);
+    if (rc == ERR_OK) rc = synth_add_experts(s, NAME("ffn_up_exps.weight"), e, f, s->n_expert);
+    if (rc == ERR_OK) rc = synth_add_experts(s, NAME("ffn_down_exps.weight"), f, e, s->n_expert);
+    if (rc == ERR_OK) rc = synth_add_mat(s, NAME("ffn_up_shexp.weight"), e, f, s->type);
+    if (rc == ERR_OK) rc = synth_add_mat(s, NAME("ffn_down_shexp.weight"), f, e, s->type);
+#undef NAME
+    return rc;
+}
+
 int synth_hybrid_single_block_layer(struct synth *s, int il)
 {
     const int64_t e = s->p->n_embd, f = s->p->n_ff, hd = s->head_dim;
@@ -249,7 +277,11 @@ int synth_hybrid_single_block_layer(struct synth *s, int il)
         if (rc == ERR_OK) rc = synth_add_mat(s, NAME("attn_v.weight"), e, kvd, s->type);
         if (rc == ERR_OK) rc = synth_add_mat(s, NAME("attn_output.weight"), qd, e, s->type);
         break;
-    case NEMO_FFN: // ReLU^2, no gate; its biases on
+    case NEMO_FFN: // ReLU^2, no gate; its biases on (experts: sigmoid-routed, a shared one)
+        if (rc == ERR_OK && is_nemotron_moe(s)) {
+            rc = relu2_experts(s, il);
+            break;
+        }
         if (rc == ERR_OK) rc = synth_add_mat(s, NAME("ffn_up.weight"), e, f, s->type);
         if (rc == ERR_OK) rc = synth_add_vec(s, NAME("ffn_up.bias"), f, 0.1f, 0.0f);
         if (rc == ERR_OK) rc = synth_add_mat(s, NAME("ffn_down.weight"), f, e, s->type);

@@ -29,6 +29,10 @@ struct synth {
 int synth_add_tensor(struct synth *s, const char *name, int64_t n_in, int64_t n_out, uint32_t type,
                      float scale, float offset);
 
+/* A stack of n_expert weight matrices [n_in, n_out, n_expert], each like synth_add_mat. As
+ * synth_add_tensor. */
+int synth_add_experts(struct synth *s, const char *name, int64_t n_in, int64_t n_out, int n_expert);
+
 /* An F32 vector of n values uniform in [-scale, scale] + offset. As synth_add_tensor. */
 int synth_add_vec(struct synth *s, const char *name, int64_t n, float scale, float offset);
 
