@@ -39,6 +39,11 @@ static void usage(FILE *f)
             "  --swa N           sliding window of gemma2/gemma3/olmo2/gpt-oss (even layers\n"
             "                    slide, odd ones are global) or lfm2 (every attention layer)\n"
             "                    (gemma 8, olmo2 and lfm2 none; 0: none)\n"
+            "  --ssm-state N     hybrids: delta-rule head width (qwen35) or Mamba-2 state\n"
+            "                    size (min(128, head-dim) / min(128, max(16, embd / 4)))\n"
+            "  --ssm-heads N     qwen35 value heads (embd / ssm-state) or Mamba-2 heads (2 * embd\n"
+            "                    in heads of min(64, max(16, embd / 4)))\n"
+            "  --ssm-groups N    qwen35 key heads (half the value heads) or Mamba-2 groups (2)\n"
             "  --experts N       experts per MoE layer (8)\n"
             "  --experts-used K  experts each token uses (2)\n"
             "  --vocab-from F    copy every tokenizer.* key from GGUF file F\n"
@@ -93,6 +98,12 @@ static int parse_args(int argc, char **argv, struct synth_params *p, const char 
             bad = parse_int(v, &p->n_layer), *layers_set = true;
         else if (!strcmp(a, "--swa"))
             bad = parse_int(v, &p->n_swa);
+        else if (!strcmp(a, "--ssm-state"))
+            bad = parse_int(v, &p->ssm_state);
+        else if (!strcmp(a, "--ssm-heads"))
+            bad = parse_int(v, &p->ssm_heads);
+        else if (!strcmp(a, "--ssm-groups"))
+            bad = parse_int(v, &p->ssm_groups);
         else if (!strcmp(a, "--experts"))
             bad = parse_int(v, &p->n_expert);
         else if (!strcmp(a, "--experts-used"))

@@ -415,6 +415,23 @@ static void test_synth_rejects(void **state)
     p.arch = "olmo2"; // needs as many KV heads as heads
     p.n_vocab = synth_builtin_vocab_size("olmo2");
     assert_int_equal(synth_build(&p, &w, &err), ERR_INVALID);
+    p = synth_params_default();
+    p.n_vocab = synth_builtin_vocab_size("llama");
+    p.ssm_state = 16; // llama has no recurrent state
+    assert_int_equal(synth_build(&p, &w, &err), ERR_INVALID);
+    p.arch = "qwen35";
+    p.ssm_heads = 6;
+    p.ssm_groups = 4; // groups must divide the value heads
+    assert_int_equal(synth_build(&p, &w, &err), ERR_INVALID);
+    assert_non_null(strstr(err.msg, "groups"));
+    p.arch = "mamba2";
+    p.ssm_heads = 7; // heads must divide the inner width (128)
+    p.ssm_groups = 1;
+    assert_int_equal(synth_build(&p, &w, &err), ERR_INVALID);
+    p.ssm_heads = 4;
+    p.ssm_state = 32;
+    assert_int_equal(synth_build(&p, &w, &err), ERR_OK); // explicit sizes load
+    gguf_writer_free(w);
 }
 
 int main(void)

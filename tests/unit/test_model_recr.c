@@ -175,6 +175,52 @@ static void test_memory(void **state)
     fix_deinit(&f);
 }
 
+/* Explicit state sizes (gguf-synth --ssm-*) load, decode and count: a qwen35 of 8 value
+ * heads of width 8 and 4 key heads, a mamba2 of 4 heads of 32 channels, states of 32, 1 group. */
+static void test_state_sizes(void **state)
+{
+    (void)state;
+    struct synth_params p = hybrid_params("qwen35");
+    p.ssm_state = 8;
+    p.ssm_heads = 8;
+    p.ssm_groups = 4;
+    struct gguf_writer *w;
+    struct errmsg err = {{0}};
+    struct fix f = {0};
+    assert_int_equal(synth_build(&p, &w, &err), ERR_OK);
+    write_file(w, f.path, sizeof f.path);
+    gguf_writer_free(w);
+    assert_int_equal(engine_model_load(f.path, &f.m, &err), ERR_OK);
+    // two DeltaNet layers: a 3-input tail of 2 * 8 * 4 + 8 * 8 conv channels, 8 heads of 8 x 8
+    assert_int_equal(engine_model_info(f.m)->state_bytes, 2 * (3 * 128 + 8 * 8 * 8) * 4);
+    assert_int_equal(threadpool_new(1, &f.tp), ERR_OK);
+    struct engine_seq *s;
+    assert_int_equal(engine_seq_new(f.m, N_CTX, &s), ERR_OK);
+    const int32_t toks[4] = {1, 40, 41, 42};
+    feed(&f, s, toks, 4, 4);
+    assert_non_null(engine_seq_logits(s));
+    engine_seq_free(s);
+    fix_deinit(&f);
+
+    p = hybrid_params("mamba2");
+    p.ssm_state = 32;
+    p.ssm_heads = 4;
+    p.ssm_groups = 1;
+    memset(&f, 0, sizeof f);
+    assert_int_equal(synth_build(&p, &w, &err), ERR_OK);
+    write_file(w, f.path, sizeof f.path);
+    gguf_writer_free(w);
+    assert_int_equal(engine_model_load(f.path, &f.m, &err), ERR_OK);
+    // four layers: a 3-input tail of 128 + 2 * 32 channels, and 128 channels of 32 states
+    assert_int_equal(engine_model_info(f.m)->state_bytes, 4 * (3 * 192 + 128 * 32) * 4);
+    assert_int_equal(threadpool_new(1, &f.tp), ERR_OK);
+    assert_int_equal(engine_seq_new(f.m, N_CTX, &s), ERR_OK);
+    feed(&f, s, toks, 4, 2);
+    assert_non_null(engine_seq_logits(s));
+    engine_seq_free(s);
+    fix_deinit(&f);
+}
+
 /* Truncation keeps what the state can say: everything at pos, a checkpoint, else nothing; and
  * a continuation from a checkpoint is the cold computation's bits. */
 static void check_checkpoints(const char *arch)
@@ -537,7 +583,8 @@ int main(void)
         cmocka_unit_test(test_invariant),          cmocka_unit_test(test_memory),
         cmocka_unit_test(test_checkpoints),        cmocka_unit_test(test_view),
         cmocka_unit_test(test_load_errors),        cmocka_unit_test(test_qwen35_load_errors),
-        cmocka_unit_test(test_mamba2_load_errors), cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_mamba2_load_errors), cmocka_unit_test(test_state_sizes),
+        cmocka_unit_test(test_alloc_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

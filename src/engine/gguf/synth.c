@@ -677,6 +677,12 @@ static int check_params(const struct synth_params *p, struct synth *s, struct er
     if (is_moe && (s->n_expert_used > s->n_expert || s->n_expert_used > 16))
         return errmsg_set(err, ERR_INVALID, "experts used %d must be <= experts %d and <= 16",
                           s->n_expert_used, s->n_expert);
+    if (!synth_is_hybrid(p->arch) && (p->ssm_state || p->ssm_heads || p->ssm_groups))
+        return errmsg_set(err, ERR_INVALID, "--ssm-* apply to the hybrid families");
+    if (synth_is_hybrid(p->arch)) {
+        int rc = synth_hybrid_resolve(s, err);
+        if (rc != ERR_OK) return rc;
+    }
     const bool is_olmo = strcmp(p->arch, "olmo2") == 0 || strcmp(p->arch, "olmoe") == 0;
     if (is_olmo && (p->n_head_kv != p->n_head || s->head_dim * p->n_head != p->n_embd))
         return errmsg_set(err, ERR_INVALID,

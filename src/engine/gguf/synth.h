@@ -44,6 +44,11 @@ struct synth_params {
     int n_expert;      // mixture-of-experts families: experts (0: 8); granitehybrid has
                        // experts (and a shared expert) only when this is set
     int n_expert_used; // experts per token (0: 2)
+    int ssm_state;     // hybrids' recurrent state: a delta-rule head's width (qwen35) or a
+                       // Mamba-2 state size; 0: min(128, head_dim) / min(128, max(16, embd / 4))
+    int ssm_heads;     // qwen35's value heads (0: embd / ssm_state) or Mamba-2 heads (0: the
+                       // 2 * embd inner width in heads of min(64, max(16, embd / 4)) channels)
+    int ssm_groups;    // qwen35's key heads (0: half the value heads) or Mamba-2 groups (0: 2)
     int n_cls_out;     // > 0: a reranker's classification head with this many outputs and
                        // <arch>.classifier.output_labels (bert: cls + cls.output with biases,
                        // decoders: cls.output), pooling_type 4 unless pooling_type says otherwise

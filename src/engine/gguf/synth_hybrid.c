@@ -27,8 +27,6 @@
 #define LFM2_L_CACHE    3
 #define QWEN35_TAPS     4
 #define QWEN35_INTERVAL 2 // full attention on layers 1, 3, ...
-#define QWEN35_K_HEADS  2
-#define QWEN35_V_HEADS  4
 
 static bool is_qwen35(const struct synth *s)
 {
@@ -81,21 +79,18 @@ int synth_hybrid_extra_blocks(const struct synth *s)
     return is_qwen35(s) ? 1 : 0;
 }
 
-/* Mamba-2's sizes: an inner width of 2 * n_embd (as granitehybrid requires), heads of 16
- * channels, MAMBA2_GROUPS groups sharing B and C, states of 16, 4-tap convolutions. */
-#define MAMBA2_TAPS   4
-#define MAMBA2_STATE  16
-#define MAMBA2_HEAD   16
-#define MAMBA2_GROUPS 2
+/* Mamba-2's sizes: an inner width of 2 * n_embd (as granitehybrid requires), 4-tap
+ * convolutions; heads, groups sharing B and C and the state size from synth_hybrid_resolve. */
+#define MAMBA2_TAPS 4
 
 static int mamba2_keys(struct synth *s)
 {
     const uint32_t d_inner = 2 * (uint32_t)s->p->n_embd;
     int rc = synth_add_key_u32(s, "ssm.conv_kernel", MAMBA2_TAPS);
     if (rc == ERR_OK) rc = synth_add_key_u32(s, "ssm.inner_size", d_inner);
-    if (rc == ERR_OK) rc = synth_add_key_u32(s, "ssm.state_size", MAMBA2_STATE);
-    if (rc == ERR_OK) rc = synth_add_key_u32(s, "ssm.time_step_rank", d_inner / MAMBA2_HEAD);
-    if (rc == ERR_OK) rc = synth_add_key_u32(s, "ssm.group_count", MAMBA2_GROUPS);
+    if (rc == ERR_OK) rc = synth_add_key_u32(s, "ssm.state_size", (uint32_t)s->ssm_state);
+    if (rc == ERR_OK) rc = synth_add_key_u32(s, "ssm.time_step_rank", (uint32_t)s->ssm_heads);
+    if (rc == ERR_OK) rc = synth_add_key_u32(s, "ssm.group_count", (uint32_t)s->ssm_groups);
     return rc;
 }
 
@@ -117,7 +112,7 @@ static int lfm2_keys(struct synth *s)
 
 static int qwen35_keys(struct synth *s)
 {
-    const uint32_t d = (uint32_t)s->head_dim;
+    const uint32_t d = (uint32_t)s->ssm_state;
     const int half = s->n_rot / 2;
     // each rotated pair in the temporal, height or width section (text takes one position)
     const int32_t sec[4] = {(half + 2) / 3, (half + 1) / 3, half / 3, 0};
@@ -128,9 +123,9 @@ static int qwen35_keys(struct synth *s)
         rc = synth_add_key_u32(s, "attention.head_count_kv", (uint32_t)s->p->n_head_kv);
     if (rc == ERR_OK) rc = synth_add_key_u32(s, "ssm.conv_kernel", QWEN35_TAPS);
     if (rc == ERR_OK) rc = synth_add_key_u32(s, "ssm.state_size", d);
-    if (rc == ERR_OK) rc = synth_add_key_u32(s, "ssm.group_count", QWEN35_K_HEADS);
-    if (rc == ERR_OK) rc = synth_add_key_u32(s, "ssm.time_step_rank", QWEN35_V_HEADS);
-    if (rc == ERR_OK) rc = synth_add_key_u32(s, "ssm.inner_size", d * QWEN35_V_HEADS);
+    if (rc == ERR_OK) rc = synth_add_key_u32(s, "ssm.group_count", (uint32_t)s->ssm_groups);
+    if (rc == ERR_OK) rc = synth_add_key_u32(s, "ssm.time_step_rank", (uint32_t)s->ssm_heads);
+    if (rc == ERR_OK) rc = synth_add_key_u32(s, "ssm.inner_size", d * (uint32_t)s->ssm_heads);
     if (rc == ERR_OK) rc = synth_add_key_u32(s, "full_attention_interval", QWEN35_INTERVAL);
     if (rc == ERR_OK) rc = synth_add_key_u32(s, "nextn_predict_layers", 1);
     return rc;
@@ -163,6 +158,36 @@ static int nemotron_keys(struct synth *s)
     return rc;
 }
 
+int synth_hybrid_resolve(struct synth *s, struct errmsg *err)
+{
+    const struct synth_params *p = s->p;
+    if (p->ssm_state < 0 || p->ssm_heads < 0 || p->ssm_groups < 0)
+        return errmsg_set(err, ERR_INVALID, "negative state size");
+    if (is_qwen35(s)) {
+        s->ssm_state = p->ssm_state ? p->ssm_state : s->head_dim < 128 ? s->head_dim : 128;
+        s->ssm_heads = p->ssm_heads ? p->ssm_heads : p->n_embd / s->ssm_state;
+        s->ssm_heads = s->ssm_heads > 0 ? s->ssm_heads : 1;
+        s->ssm_groups = p->ssm_groups ? p->ssm_groups : s->ssm_heads > 1 ? s->ssm_heads / 2 : 1;
+    } else if (is_mamba2(s)) {
+        const int quarter = p->n_embd / 4 < 16 ? 16 : p->n_embd / 4;
+        const int head = quarter < 64 ? quarter : 64;
+        s->ssm_state = p->ssm_state ? p->ssm_state : quarter < 128 ? quarter : 128;
+        s->ssm_heads = p->ssm_heads ? p->ssm_heads : 2 * p->n_embd / head;
+        s->ssm_groups = p->ssm_groups ? p->ssm_groups : 2;
+        if (s->ssm_heads < 1 || (2 * p->n_embd) % s->ssm_heads != 0)
+            return errmsg_set(err, ERR_INVALID, "ssm heads %d must divide the inner width %d",
+                              s->ssm_heads, 2 * p->n_embd);
+    } else {
+        return ERR_OK; // lfm2: its convolution has no such sizes
+    }
+    if (s->ssm_state < 1 || s->ssm_state > 256 || s->ssm_groups < 1 ||
+        s->ssm_heads % s->ssm_groups != 0)
+        return errmsg_set(err, ERR_INVALID,
+                          "ssm state %d (1..256), heads %d and groups %d (dividing the heads)",
+                          s->ssm_state, s->ssm_heads, s->ssm_groups);
+    return ERR_OK;
+}
+
 int synth_hybrid_keys(struct synth *s)
 {
     if (strcmp(s->p->arch, "mamba2") == 0) return mamba2_keys(s);
@@ -192,21 +217,21 @@ static int lfm2_layer(struct synth *s, int il)
 
 static int qwen35_layer(struct synth *s, int il)
 {
-    const int64_t e = s->p->n_embd, d = s->head_dim;
-    const int64_t key_dim = d * QWEN35_K_HEADS, d_inner = d * QWEN35_V_HEADS;
+    const int64_t e = s->p->n_embd, d = s->ssm_state, nv = s->ssm_heads;
+    const int64_t key_dim = d * s->ssm_groups, d_inner = d * nv;
     const int64_t conv_ch = 2 * key_dim + d_inner;
     char n[96];
 #define NAME(x) (snprintf(n, sizeof n, "blk.%d." x, il), n)
     int rc = synth_add_mat(s, NAME("attn_qkv.weight"), e, conv_ch, s->type);
     if (rc == ERR_OK) rc = synth_add_mat(s, NAME("attn_gate.weight"), e, d_inner, s->type);
-    if (rc == ERR_OK) rc = synth_add_mat(s, NAME("ssm_beta.weight"), e, QWEN35_V_HEADS, s->type);
-    if (rc == ERR_OK) rc = synth_add_mat(s, NAME("ssm_alpha.weight"), e, QWEN35_V_HEADS, s->type);
+    if (rc == ERR_OK) rc = synth_add_mat(s, NAME("ssm_beta.weight"), e, nv, s->type);
+    if (rc == ERR_OK) rc = synth_add_mat(s, NAME("ssm_alpha.weight"), e, nv, s->type);
     if (rc == ERR_OK)
         rc = synth_add_tensor(s, NAME("ssm_conv1d.weight"), QWEN35_TAPS, conv_ch, QUANT_F32, 0.5f,
                               0.0f);
-    if (rc == ERR_OK) rc = synth_add_vec(s, NAME("ssm_dt.bias"), QWEN35_V_HEADS, 0.5f, 0.5f);
+    if (rc == ERR_OK) rc = synth_add_vec(s, NAME("ssm_dt.bias"), nv, 0.5f, 0.5f);
     // -exp(A_log): decay rates between -1.5 and -0.5
-    if (rc == ERR_OK) rc = synth_add_vec(s, NAME("ssm_a"), QWEN35_V_HEADS, 0.5f, -1.0f);
+    if (rc == ERR_OK) rc = synth_add_vec(s, NAME("ssm_a"), nv, 0.5f, -1.0f);
     if (rc == ERR_OK) rc = synth_add_vec(s, NAME("ssm_norm.weight"), d, 0.1f, 1.0f);
     if (rc == ERR_OK) rc = synth_add_mat(s, NAME("ssm_out.weight"), d_inner, e, s->type);
 #undef NAME
@@ -215,8 +240,8 @@ static int qwen35_layer(struct synth *s, int il)
 
 static int mamba2_layer(struct synth *s, int il)
 {
-    const int64_t e = s->p->n_embd, d_inner = 2 * e, nh = d_inner / MAMBA2_HEAD;
-    const int64_t conv_ch = d_inner + 2 * MAMBA2_GROUPS * MAMBA2_STATE;
+    const int64_t e = s->p->n_embd, d_inner = 2 * e, nh = s->ssm_heads, ng = s->ssm_groups;
+    const int64_t conv_ch = d_inner + 2 * ng * s->ssm_state;
     char n[96];
 #define NAME(x) (snprintf(n, sizeof n, "blk.%d." x, il), n)
     int rc = synth_add_mat(s, NAME("ssm_in.weight"), e, d_inner + conv_ch + nh, s->type);
@@ -229,8 +254,7 @@ static int mamba2_layer(struct synth *s, int il)
     if (rc == ERR_OK) rc = synth_add_tensor(s, NAME("ssm_a"), 1, nh, QUANT_F32, 0.5f, -1.0f);
     if (rc == ERR_OK) rc = synth_add_tensor(s, NAME("ssm_d"), 1, nh, QUANT_F32, 0.5f, 1.0f);
     if (rc == ERR_OK)
-        rc = synth_add_tensor(s, NAME("ssm_norm.weight"), d_inner / MAMBA2_GROUPS, MAMBA2_GROUPS,
-                              QUANT_F32, 0.1f, 1.0f);
+        rc = synth_add_tensor(s, NAME("ssm_norm.weight"), d_inner / ng, ng, QUANT_F32, 0.1f, 1.0f);
     if (rc == ERR_OK) rc = synth_add_mat(s, NAME("ssm_out.weight"), d_inner, e, s->type);
 #undef NAME
     return rc;

@@ -22,6 +22,7 @@ struct synth {
     int n_expert; // resolved expert counts (mixture-of-experts families)
     int n_expert_used;
     float (*row_gain)(int row); // set while the output matrix is written: row i is scaled by it
+    int ssm_state, ssm_heads, ssm_groups; // resolved hybrid state sizes (synth_hybrid_resolve)
 };
 
 /* A tensor of n_out rows of n_in values uniform in [-scale, scale] + offset, stored as type
@@ -49,6 +50,10 @@ int synth_add_builtin_vocab(struct synth *s, bool is_bert);
 
 /* Every tokenizer.* key of p->vocab_from. What the reader or gguf_writer returns. */
 int synth_copy_vocab(struct synth *s);
+
+/* Resolves a hybrid's state sizes from p (0: derived from the widths) into s. ERR_INVALID
+ * (sizes that do not divide each other); err says which. */
+int synth_hybrid_resolve(struct synth *s, struct errmsg *err);
 
 /* Whether the architecture is a hybrid with recurrent layers (synth_hybrid.c). */
 bool synth_is_hybrid(const char *arch);
