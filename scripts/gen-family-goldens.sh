@@ -37,6 +37,14 @@ for arch in gemma2 gemma3 phi3 granite smollm3 olmo2 qwen3moe olmoe granitemoe g
     "$tmp/reference-logits" "$tmp/$arch.gguf" 128 32 $prompt > "$out/$arch.json"
     echo "$arch: $(wc -c < "$out/$arch.json") bytes"
 done
+# qwen35 and mamba2 256 wide: their scans' 32-element steps
+for arch in qwen35 mamba2; do
+    "$synth" --arch "$arch" --layers 4 --embd 256 --ffn 512 --type f32 --seed 7 \
+        -o "$tmp/$arch-256.gguf"
+    # shellcheck disable=SC2086
+    "$tmp/reference-logits" "$tmp/$arch-256.gguf" 128 32 $prompt > "$out/$arch-256.json"
+    echo "$arch-256: $(wc -c < "$out/$arch-256.json") bytes"
+done
 # lfm2 with a sliding window on its attention layer
 "$synth" --arch lfm2 --layers 4 --swa 8 --type f32 --seed 7 -o "$tmp/lfm2-swa.gguf"
 # shellcheck disable=SC2086

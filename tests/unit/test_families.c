@@ -193,6 +193,17 @@ static void test_ref_nemotron_h_moe(void **state)
     against_reference(&c, REL_TOL, true);
 }
 
+/* qwen35 and mamba2 at 256 wide, whose delta-rule heads and Mamba-2 states (64) take the
+ * scans' whole 32-element steps, where the small models take only their tails. */
+static void test_ref_hybrid_wide(void **state)
+{
+    (void)state;
+    const struct fcase q = {"qwen35-256", "qwen35", NULL, 256, 512, 0, 0};
+    against_reference(&q, REL_TOL, true);
+    const struct fcase m = {"mamba2-256", "mamba2", NULL, 256, 512, 0, 0};
+    against_reference(&m, REL_TOL, true);
+}
+
 /* falcon-h1: attention and Mamba-2 side by side in every layer, summed, then the FFN. */
 static void test_ref_falcon_h1(void **state)
 {
@@ -465,6 +476,7 @@ int main(void)
         cmocka_unit_test(test_ref_lfm2moe),
         cmocka_unit_test(test_ref_falcon_h1),
         cmocka_unit_test(test_ref_nemotron_h_moe),
+        cmocka_unit_test(test_ref_hybrid_wide),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
