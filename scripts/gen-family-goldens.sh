@@ -24,7 +24,8 @@ c++ -O2 -o "$tmp/reference-logits" -x c scripts/reference-logits.c -x none \
 prompt="1"
 for i in $(seq 1 23); do prompt="$prompt $(( (i * 53 + 7) % 290 + 3 ))"; done
 mkdir -p "$out"
-for arch in gemma2 gemma3 phi3 granite smollm3 olmo2 qwen3moe olmoe granitemoe gpt-oss qwen2vl; do
+for arch in gemma2 gemma3 phi3 granite smollm3 olmo2 qwen3moe olmoe granitemoe gpt-oss qwen2vl \
+    lfm2 qwen35 qwen35moe mamba2 granitehybrid nemotron_h lfm2moe falcon-h1 nemotron_h_moe; do
     kv=2
     case $arch in olmo2|olmoe) kv=4 ;; esac
     # the reference's qwen2vl ignores the file's RMS epsilon (adds 0): make ours negligible
@@ -36,6 +37,26 @@ for arch in gemma2 gemma3 phi3 granite smollm3 olmo2 qwen3moe olmoe granitemoe g
     "$tmp/reference-logits" "$tmp/$arch.gguf" 128 32 $prompt > "$out/$arch.json"
     echo "$arch: $(wc -c < "$out/$arch.json") bytes"
 done
+# qwen35 and mamba2 256 wide: their scans' 32-element steps
+for arch in qwen35 mamba2; do
+    "$synth" --arch "$arch" --layers 4 --embd 256 --ffn 512 --type f32 --seed 7 \
+        -o "$tmp/$arch-256.gguf"
+    # shellcheck disable=SC2086
+    "$tmp/reference-logits" "$tmp/$arch-256.gguf" 128 32 $prompt > "$out/$arch-256.json"
+    echo "$arch-256: $(wc -c < "$out/$arch-256.json") bytes"
+done
+# lfm2 with a sliding window on its attention layer
+"$synth" --arch lfm2 --layers 4 --swa 8 --type f32 --seed 7 -o "$tmp/lfm2-swa.gguf"
+# shellcheck disable=SC2086
+"$tmp/reference-logits" "$tmp/lfm2-swa.gguf" 128 32 $prompt > "$out/lfm2-swa.json"
+echo "lfm2-swa: $(wc -c < "$out/lfm2-swa.json") bytes"
+# granitehybrid with experts and a shared expert
+"$synth" --arch granitehybrid --layers 4 --experts 8 --type f32 --seed 7 \
+    -o "$tmp/granitehybrid-moe.gguf"
+# shellcheck disable=SC2086
+"$tmp/reference-logits" "$tmp/granitehybrid-moe.gguf" 128 32 $prompt \
+    > "$out/granitehybrid-moe.json"
+echo "granitehybrid-moe: $(wc -c < "$out/granitehybrid-moe.json") bytes"
 # the new block types: wider rows (IQ4_XS needs 256), the rest as above
 for spec in gpt-oss:mxfp4 llama:iq4_nl llama:iq4_xs; do
     arch=${spec%%:*} type=${spec#*:}

@@ -17,7 +17,9 @@ static void usage(FILE *f)
             "Writes a model with seeded random weights and the tensor layout of a real one.\n"
             "  --arch NAME       llama | qwen2 | qwen2vl | qwen3 | gemma2 | gemma3 | phi3 |\n"
             "                    granite | smollm3 | olmo2 | qwen3moe | olmoe | granitemoe |\n"
-            "                    bert (llama);\n"
+            "                    gpt-oss | lfm2 | qwen35 | qwen35moe | mamba2 | granitehybrid |\n"
+            "                    nemotron_h | nemotron_h_moe | lfm2moe | falcon-h1 | bert\n"
+            "                    (llama);\n"
             "                    every feature of the family is on (see engine/gguf/synth.h)\n"
             "  --layers N        block count (2; smollm3 4, so one layer skips RoPE)\n"
             "  --embd N          embedding width (64)\n"
@@ -34,8 +36,14 @@ static void usage(FILE *f)
             "                    iq4_nl iq4_xs mxfp4, or q4_k_m (Q4_K with Q6_K output, attn_v,\n"
             "                    ffn_down mix) (f32)\n"
             "  --seed N          random seed (1)\n"
-            "  --swa N           sliding window of gemma2/gemma3/olmo2; even layers slide, odd\n"
-            "                    ones are global (gemma 8, olmo2 none; 0: none)\n"
+            "  --swa N           sliding window of gemma2/gemma3/olmo2/gpt-oss (even layers\n"
+            "                    slide, odd ones are global) or lfm2 (every attention layer)\n"
+            "                    (gemma 8, olmo2 and lfm2 none; 0: none)\n"
+            "  --ssm-state N     hybrids: delta-rule head width (qwen35) or Mamba-2 state\n"
+            "                    size (min(128, head-dim) / min(128, max(16, embd / 4)))\n"
+            "  --ssm-heads N     qwen35 value heads (embd / ssm-state) or Mamba-2 heads (2 * embd\n"
+            "                    in heads of min(64, max(16, embd / 4)))\n"
+            "  --ssm-groups N    qwen35 key heads (half the value heads) or Mamba-2 groups (2)\n"
             "  --experts N       experts per MoE layer (8)\n"
             "  --experts-used K  experts each token uses (2)\n"
             "  --vocab-from F    copy every tokenizer.* key from GGUF file F\n"
@@ -90,6 +98,12 @@ static int parse_args(int argc, char **argv, struct synth_params *p, const char 
             bad = parse_int(v, &p->n_layer), *layers_set = true;
         else if (!strcmp(a, "--swa"))
             bad = parse_int(v, &p->n_swa);
+        else if (!strcmp(a, "--ssm-state"))
+            bad = parse_int(v, &p->ssm_state);
+        else if (!strcmp(a, "--ssm-heads"))
+            bad = parse_int(v, &p->ssm_heads);
+        else if (!strcmp(a, "--ssm-groups"))
+            bad = parse_int(v, &p->ssm_groups);
         else if (!strcmp(a, "--experts"))
             bad = parse_int(v, &p->n_expert);
         else if (!strcmp(a, "--experts-used"))

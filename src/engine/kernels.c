@@ -8,6 +8,7 @@
 #include "engine/ops.h"
 #include "engine/quants/quants.h"
 #include "engine/sampler.h"
+#include "engine/ssm.h"
 #if defined(__x86_64__) || defined(__i386__)
 #include "engine/x86/ops_avx2.h"
 #include "engine/x86/ops_avx512.h"
@@ -84,6 +85,15 @@ static void select_sampler(const struct cpufeat_caps *use)
 #endif
 }
 
+static void select_ssm(const struct cpufeat_caps *use)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    if (use->has_avx2) ssm_select(ssm_avx2_kernels()); // AVX-512 runs the AVX2 scans too
+#else
+    (void)use; // no NEON scans yet: the references stay
+#endif
+}
+
 static void select_all(void)
 {
     struct cpufeat_caps hw, use;
@@ -93,6 +103,7 @@ static void select_all(void)
     select_ops(&use);
     select_attn(&use);
     select_sampler(&use);
+    select_ssm(&use);
 }
 
 void kernels_init(void)

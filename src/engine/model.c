@@ -10,8 +10,11 @@
 #include "engine/model_arch.h"
 #include "engine/model_internal.h"
 #include "engine/model_moe.h"
+#include "engine/model_plan.h"
+#include "engine/model_recr.h"
 #include "engine/ops.h"
 #include "engine/quants/quants.h"
+#include "engine/ssm.h"
 #include "util/checked.h"
 #include "util/mem.h"
 
@@ -106,13 +109,29 @@ static int load_arch(struct engine_model *m, struct errmsg *err)
         enum model_arch arch;
         bool neox;
     } archs[] = {
-        {"llama", MODEL_ARCH_LLAMA, false},     {"qwen2", MODEL_ARCH_QWEN2, true},
-        {"qwen3", MODEL_ARCH_QWEN3, true},      {"gemma2", MODEL_ARCH_GEMMA2, true},
-        {"gemma3", MODEL_ARCH_GEMMA3, true},    {"phi3", MODEL_ARCH_PHI3, true},
-        {"granite", MODEL_ARCH_GRANITE, false}, {"smollm3", MODEL_ARCH_SMOLLM3, false},
-        {"olmo2", MODEL_ARCH_OLMO2, true},      {"qwen3moe", MODEL_ARCH_QWEN3MOE, true},
-        {"olmoe", MODEL_ARCH_OLMOE, true},      {"granitemoe", MODEL_ARCH_GRANITEMOE, false},
-        {"gpt-oss", MODEL_ARCH_GPTOSS, true},   {"qwen2vl", MODEL_ARCH_QWEN2, true}, // + M-RoPE
+        {"llama", MODEL_ARCH_LLAMA, false},
+        {"qwen2", MODEL_ARCH_QWEN2, true},
+        {"qwen3", MODEL_ARCH_QWEN3, true},
+        {"gemma2", MODEL_ARCH_GEMMA2, true},
+        {"gemma3", MODEL_ARCH_GEMMA3, true},
+        {"phi3", MODEL_ARCH_PHI3, true},
+        {"granite", MODEL_ARCH_GRANITE, false},
+        {"smollm3", MODEL_ARCH_SMOLLM3, false},
+        {"olmo2", MODEL_ARCH_OLMO2, true},
+        {"qwen3moe", MODEL_ARCH_QWEN3MOE, true},
+        {"olmoe", MODEL_ARCH_OLMOE, true},
+        {"granitemoe", MODEL_ARCH_GRANITEMOE, false},
+        {"gpt-oss", MODEL_ARCH_GPTOSS, true},
+        {"qwen2vl", MODEL_ARCH_QWEN2, true}, // + M-RoPE
+        {"lfm2", MODEL_ARCH_LFM2, true},
+        {"lfm2moe", MODEL_ARCH_LFM2MOE, true},
+        {"qwen35", MODEL_ARCH_QWEN35, true}, // + gated attn
+        {"qwen35moe", MODEL_ARCH_QWEN35MOE, true},
+        {"mamba2", MODEL_ARCH_MAMBA2, false},
+        {"granitehybrid", MODEL_ARCH_GRANITEHYBRID, false},
+        {"nemotron_h", MODEL_ARCH_NEMOTRON_H, false},
+        {"nemotron_h_moe", MODEL_ARCH_NEMOTRON_H_MOE, false},
+        {"falcon-h1", MODEL_ARCH_FALCON_H1, true},
     };
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
         if (str_eq_cstr(arch, archs[i].name)) {
@@ -127,32 +146,70 @@ static int load_arch(struct engine_model *m, struct errmsg *err)
                       (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
 }
 
+/* The attention and FFN sizes: head counts (per layer for hybrids), widths, rotation. */
+static int attn_hparams(struct engine_model *m, const struct hp *h, int *v_len)
+{
+    struct engine_model_info *in = &m->info;
+    bool kv_is_array = false, ff_is_array = false; // hybrids give counts per layer (0: none)
+    int rc = model_recr_ff(m, in->n_layer, &in->n_ff, &ff_is_array, h->err);
+    if (rc == ERR_OK && !ff_is_array)
+        rc = hp_int(h, "feed_forward_length", -1, 1, N_FF_MAX, &in->n_ff);
+    if (rc == ERR_OK) rc = hp_int(h, "attention.head_count", -1, 1, N_HEAD_MAX, &in->n_head);
+    if (rc == ERR_OK)
+        rc = model_recr_head_kv(m, in->n_layer, in->n_head, &in->n_head_kv, &kv_is_array, h->err);
+    if (rc == ERR_OK && !kv_is_array)
+        rc = hp_int(h, "attention.head_count_kv", in->n_head, 1, in->n_head, &in->n_head_kv);
+    if (rc == ERR_OK) rc = hp_int(h, "context_length", -1, 1, INT32_MAX, &in->n_ctx_train);
+    if (rc == ERR_OK)
+        rc = hp_int(h, "attention.key_length", in->n_embd / in->n_head, 1, HEAD_DIM_MAX,
+                    &in->head_dim);
+    if (rc == ERR_OK)
+        rc = hp_int(h, "attention.value_length", in->head_dim, 1, HEAD_DIM_MAX, v_len);
+    if (rc == ERR_OK)
+        rc = hp_int(h, "rope.dimension_count", in->head_dim, 0, in->head_dim, &m->n_rot);
+    return rc;
+}
+
+/* mamba2 has neither attention nor an FFN (its files say 0 for both): one head of width one
+ * stands in for the sizes nothing uses, and nothing rotates. */
+static int attn_free_hparams(struct engine_model *m, const struct hp *h, int *v_len)
+{
+    struct engine_model_info *in = &m->info;
+    in->n_ff = 0;
+    in->n_head = in->n_head_kv = in->head_dim = *v_len = 1;
+    m->n_rot = 0;
+    return hp_int(h, "context_length", -1, 1, INT32_MAX, &in->n_ctx_train);
+}
+
 static int load_hparams(struct engine_model *m, struct errmsg *err)
 {
     struct engine_model_info *in = &m->info;
     const struct hp h = {.g = m->gguf, .arch = m->arch_name, .err = err};
-    int n_expert = 0, v_len;
+    int n_expert = 0, v_len = 0;
     int rc = hp_int(&h, "embedding_length", -1, 1, N_EMBD_MAX, &in->n_embd);
     if (rc == ERR_OK) rc = hp_int(&h, "block_count", -1, 1, N_LAYER_MAX, &in->n_layer);
-    if (rc == ERR_OK) rc = hp_int(&h, "feed_forward_length", -1, 1, N_FF_MAX, &in->n_ff);
-    if (rc == ERR_OK) rc = hp_int(&h, "attention.head_count", -1, 1, N_HEAD_MAX, &in->n_head);
-    if (rc == ERR_OK)
-        rc = hp_int(&h, "attention.head_count_kv", in->n_head, 1, in->n_head, &in->n_head_kv);
-    if (rc == ERR_OK) rc = hp_int(&h, "context_length", -1, 1, INT32_MAX, &in->n_ctx_train);
-    if (rc == ERR_OK)
-        rc = hp_int(&h, "attention.key_length", in->n_embd / in->n_head, 1, HEAD_DIM_MAX,
-                    &in->head_dim);
-    if (rc == ERR_OK)
-        rc = hp_int(&h, "attention.value_length", in->head_dim, 1, HEAD_DIM_MAX, &v_len);
-    if (rc == ERR_OK)
-        rc = hp_int(&h, "rope.dimension_count", in->head_dim, 0, in->head_dim, &m->n_rot);
+    // Next-token-prediction blocks (qwen35) follow the decoder's in block_count: they serve
+    // speculative decoding, which the decoder does not run, so they are left in the file.
+    int n_nextn = 0;
+    if (rc == ERR_OK) rc = hp_int(&h, "nextn_predict_layers", 0, 0, in->n_layer - 1, &n_nextn);
+    in->n_layer -= n_nextn;
+    if (rc == ERR_OK && m->arch == MODEL_ARCH_MAMBA2)
+        rc = attn_free_hparams(m, &h, &v_len);
+    else if (rc == ERR_OK)
+        rc = attn_hparams(m, &h, &v_len);
     if (rc == ERR_OK) rc = hp_int(&h, "expert_count", 0, 0, INT32_MAX, &n_expert);
+    // nemotron_h requires the plain epsilon, which stands in for a missing RMS one
+    float eps_ln = 0.0f;
+    const bool is_nemo = model_arch_is_nemotron(m->arch);
+    if (rc == ERR_OK && is_nemo)
+        rc = hp_float(&h, "attention.layer_norm_epsilon", 0.0f, true, &eps_ln);
     if (rc == ERR_OK)
-        rc = hp_float(&h, "attention.layer_norm_rms_epsilon", 0.0f, true, &m->norm_eps);
+        rc = hp_float(&h, "attention.layer_norm_rms_epsilon", eps_ln, !is_nemo, &m->norm_eps);
     if (rc == ERR_OK) rc = hp_float(&h, "rope.freq_base", 10000.0f, false, &m->rope_base);
     if (rc == ERR_OK) rc = load_rope_scaling(m, &h);
     if (rc != ERR_OK) return rc;
-    if (n_expert > 0 && !model_arch_is_moe(m->arch))
+    // granitehybrid's experts are optional
+    if (n_expert > 0 && !model_arch_is_moe(m->arch) && m->arch != MODEL_ARCH_GRANITEHYBRID)
         return errmsg_set(err, ERR_UNSUPPORTED, "mixture-of-experts %s models are not supported",
                           m->arch_name);
     if (v_len != in->head_dim)
@@ -255,7 +312,9 @@ static int load_qkv(struct engine_model *m, int il, struct layer *L, struct errm
     const int64_t e = m->info.n_embd, qd = m->q_dim, kvd = m->kv_dim;
     char full[96];
     if (!gguf_find_layer_tensor(m->gguf, "attn_qkv.weight", il, full, sizeof full)) {
-        int rc = load_wmat(m, "attn_q.weight", il, e, qd, &L->wq, err);
+        // gated attention: each head's query rows, then its gate rows
+        const int64_t q_rows = m->feat.attn_gated ? 2 * qd : qd;
+        int rc = load_wmat(m, "attn_q.weight", il, e, q_rows, &L->wq, err);
         if (rc == ERR_OK) rc = load_wmat(m, "attn_k.weight", il, e, kvd, &L->wk, err);
         if (rc == ERR_OK) rc = load_wmat(m, "attn_v.weight", il, e, kvd, &L->wv, err);
         return rc;
@@ -269,13 +328,18 @@ static int load_qkv(struct engine_model *m, int il, struct layer *L, struct errm
     return ERR_OK;
 }
 
-/* The dense FFN: gate and up, or one ffn_up of 2 * n_ff rows (phi3: gate rows first). */
+/* The dense FFN: gate and up, or one ffn_up of 2 * n_ff rows (phi3: gate rows first), or up
+ * alone with optional biases (nemotron_h's ReLU^2). */
 static int load_ffn(struct engine_model *m, int il, struct layer *L, struct errmsg *err)
 {
     const int64_t e = m->info.n_embd, f = m->info.n_ff;
     char full[96];
     int rc;
-    if (gguf_find_layer_tensor(m->gguf, "ffn_gate.weight", il, full, sizeof full)) {
+    if (m->feat.relu2_ffn) {
+        rc = load_wmat(m, "ffn_up.weight", il, e, f, &L->w_up, err);
+        if (rc == ERR_OK) rc = load_vec(m, "ffn_up.bias", il, f, false, &L->ffn_up_b, err);
+        if (rc == ERR_OK) rc = load_vec(m, "ffn_down.bias", il, e, false, &L->ffn_down_b, err);
+    } else if (gguf_find_layer_tensor(m->gguf, "ffn_gate.weight", il, full, sizeof full)) {
         rc = load_wmat(m, "ffn_gate.weight", il, e, f, &L->w_gate, err);
         if (rc == ERR_OK) rc = load_wmat(m, "ffn_up.weight", il, e, f, &L->w_up, err);
     } else {
@@ -300,8 +364,10 @@ static int load_moe(struct engine_model *m, int il, struct layer *L, struct errm
     if (!L->exp_gate) return errmsg_set(err, ERR_NOMEM, "out of memory");
     L->exp_up = L->exp_gate + ft->n_expert;
     L->exp_down = L->exp_up + ft->n_expert;
-    rc = moe_load_experts(m->gguf, "ffn_gate_exps.weight", il, e, fe, ft->n_expert, L->exp_gate,
-                          err);
+    // ReLU^2 experts (nemotron_h_moe) have no gate
+    if (!ft->relu2_ffn)
+        rc = moe_load_experts(m->gguf, "ffn_gate_exps.weight", il, e, fe, ft->n_expert, L->exp_gate,
+                              err);
     if (rc == ERR_OK)
         rc = moe_load_experts(m->gguf, "ffn_up_exps.weight", il, e, fe, ft->n_expert, L->exp_up,
                               err);
@@ -321,38 +387,36 @@ static int load_moe(struct engine_model *m, int il, struct layer *L, struct errm
                                err);
     }
     if (rc == ERR_OK && fs > 0) {
-        rc = load_wmat(m, "ffn_gate_shexp.weight", il, e, fs, &L->sh_gate, err);
+        if (!ft->relu2_ffn) rc = load_wmat(m, "ffn_gate_shexp.weight", il, e, fs, &L->sh_gate, err);
         if (rc == ERR_OK) rc = load_wmat(m, "ffn_up_shexp.weight", il, e, fs, &L->sh_up, err);
         if (rc == ERR_OK) rc = load_wmat(m, "ffn_down_shexp.weight", il, fs, e, &L->sh_down, err);
     }
+    if (rc == ERR_OK && ft->moe_sigmoid) // lfm2moe, nemotron_h_moe
+        rc = load_vec(m, "exp_probs_b.bias", il, ft->n_expert, true, &L->exp_probs_b, err);
+    if (rc == ERR_OK && fs > 0 && m->arch == MODEL_ARCH_QWEN35MOE)
+        rc = load_wmat(m, "ffn_gate_inp_shexp.weight", il, e, 1, &L->sh_gate_inp, err);
     return rc;
 }
 
-static int load_layer(struct engine_model *m, int il, struct errmsg *err)
+/* The attention block: Q, K, V (+ biases, per-head or full norms, gpt-oss's sinks) and the
+ * output projection. */
+static int load_attn(struct engine_model *m, int il, struct layer *L, struct errmsg *err)
 {
-    struct layer *L = &m->layers[il];
     const struct model_feat *ft = &m->feat;
     const int64_t e = m->info.n_embd, qd = m->q_dim, kvd = m->kv_dim;
     const enum model_arch a = m->arch;
     const bool is_qwen2 = a == MODEL_ARCH_QWEN2;
     const bool has_qk_norm = a == MODEL_ARCH_QWEN3 || a == MODEL_ARCH_GEMMA3 ||
                              a == MODEL_ARCH_OLMO2 || a == MODEL_ARCH_QWEN3MOE ||
-                             a == MODEL_ARCH_OLMOE;
+                             a == MODEL_ARCH_OLMOE || model_arch_is_lfm2(a) ||
+                             model_arch_is_qwen35(a);
     const int64_t hd = m->info.head_dim;
     const int64_t qn = ft->qk_norm_full ? qd : hd, kn = ft->qk_norm_full ? kvd : hd;
-    // gpt-oss names its FFN norm post_attention_norm
-    const char *ffn_norm =
-        a == MODEL_ARCH_GPTOSS ? "post_attention_norm.weight" : "ffn_norm.weight";
-    int rc = load_vec(m, "attn_norm.weight", il, e, !ft->no_pre_norm, &L->attn_norm, err);
-    if (rc == ERR_OK) rc = load_vec(m, ffn_norm, il, e, !ft->no_pre_norm, &L->ffn_norm, err);
-    if (rc == ERR_OK && a == MODEL_ARCH_GPTOSS)
+    int rc = ERR_OK;
+    if (a == MODEL_ARCH_GPTOSS)
         rc = load_vec(m, "attn_sinks.weight", il, m->info.n_head, true, &L->sinks, err);
     if (rc == ERR_OK) rc = load_qkv(m, il, L, err);
     if (rc == ERR_OK) rc = load_wmat(m, "attn_output.weight", il, qd, e, &L->wo, err);
-    if (rc == ERR_OK && ft->n_expert > 0)
-        rc = load_moe(m, il, L, err);
-    else if (rc == ERR_OK)
-        rc = load_ffn(m, il, L, err);
     // Biases are required by qwen2 and optional elsewhere; the per-head norms define qwen3.
     if (rc == ERR_OK) rc = load_vec(m, "attn_q.bias", il, qd, is_qwen2, &L->bq, err);
     if (rc == ERR_OK) rc = load_vec(m, "attn_k.bias", il, kvd, is_qwen2, &L->bk, err);
@@ -360,6 +424,92 @@ static int load_layer(struct engine_model *m, int il, struct errmsg *err)
     if (rc == ERR_OK) rc = load_vec(m, "attn_output.bias", il, e, false, &L->bo, err);
     if (rc == ERR_OK) rc = load_vec(m, "attn_q_norm.weight", il, qn, has_qk_norm, &L->q_norm, err);
     if (rc == ERR_OK) rc = load_vec(m, "attn_k_norm.weight", il, kn, has_qk_norm, &L->k_norm, err);
+    return rc;
+}
+
+/* qwen35's Gated DeltaNet: the conv channels' projection, the output gate, beta and alpha,
+ * the taps, the decay bias and rate, the per-head norm, the output projection. */
+static int load_gdn(struct engine_model *m, int il, struct layer *L, struct errmsg *err)
+{
+    const int64_t e = m->info.n_embd, nv = m->ssm_n_v_heads, d_in = m->recr_out_dim;
+    int rc = load_wmat(m, "attn_qkv.weight", il, e, m->recr_in_dim, &L->conv_in, err);
+    if (rc == ERR_OK) rc = load_wmat(m, "attn_gate.weight", il, e, d_in, &L->gdn_z, err);
+    if (rc == ERR_OK) rc = load_wmat(m, "ssm_beta.weight", il, e, nv, &L->gdn_beta, err);
+    if (rc == ERR_OK) rc = load_wmat(m, "ssm_alpha.weight", il, e, nv, &L->gdn_alpha, err);
+    if (rc == ERR_OK) rc = model_recr_load_conv(m, il, "ssm_conv1d.weight", err);
+    if (rc == ERR_OK) rc = load_vec(m, "ssm_dt.bias", il, nv, true, &L->ssm_dt, err);
+    if (rc == ERR_OK) rc = load_vec(m, "ssm_a", il, nv, true, &L->ssm_a, err);
+    if (rc == ERR_OK)
+        rc = load_vec(m, "ssm_norm.weight", il, m->ssm_d_state, true, &L->ssm_norm, err);
+    if (rc == ERR_OK) rc = load_wmat(m, "ssm_out.weight", il, d_in, e, &L->conv_out, err);
+    return rc;
+}
+
+/* A Mamba-2 mixer: in_proj, the taps and their bias (required by mamba2), the dt bias, A and
+ * D per head, the grouped norm, out_proj. */
+static int load_ssd(struct engine_model *m, int il, struct layer *L, struct errmsg *err)
+{
+    const int64_t e = m->info.n_embd, nh = m->ssm_n_v_heads, d_in = m->recr_out_dim;
+    const int64_t ng = m->ssm_n_groups;
+    int rc = load_wmat(m, "ssm_in.weight", il, e, m->recr_in_dim, &L->conv_in, err);
+    if (rc == ERR_OK) rc = model_recr_load_conv(m, il, "ssm_conv1d.weight", err);
+    if (rc == ERR_OK)
+        rc = load_vec(m, "ssm_conv1d.bias", il, m->n_conv_ch, m->arch == MODEL_ARCH_MAMBA2,
+                      &L->conv_b, err);
+    if (rc == ERR_OK) rc = load_vec(m, "ssm_dt.bias", il, nh, true, &L->ssm_dt, err);
+    if (rc == ERR_OK) rc = model_recr_load_floats(m, il, "ssm_a", 1, nh, true, &L->ssm_a, err);
+    if (rc == ERR_OK) rc = model_recr_load_floats(m, il, "ssm_d", 1, nh, true, &L->ssm_d, err);
+    if (rc == ERR_OK) // falcon-h1 may leave the grouped norm out
+        rc = model_recr_load_floats(m, il, "ssm_norm.weight", d_in / ng, ng,
+                                    m->arch != MODEL_ARCH_FALCON_H1, &L->ssm_norm, err);
+    if (rc == ERR_OK) rc = load_wmat(m, "ssm_out.weight", il, d_in, e, &L->conv_out, err);
+    return rc;
+}
+
+/* lfm2's gated short convolution: in_proj (rows b | c | x), the taps, out_proj. */
+static int load_shortconv(struct engine_model *m, int il, struct layer *L, struct errmsg *err)
+{
+    const int64_t e = m->info.n_embd;
+    int rc = load_wmat(m, "shortconv.in_proj.weight", il, e, m->recr_in_dim, &L->conv_in, err);
+    if (rc == ERR_OK) rc = model_recr_load_conv(m, il, "shortconv.conv.weight", err);
+    if (rc == ERR_OK)
+        rc = load_wmat(m, "shortconv.out_proj.weight", il, m->n_conv_ch, e, &L->conv_out, err);
+    return rc;
+}
+
+/* A recurrent layer's mixer, by family. */
+static int load_recr(struct engine_model *m, int il, struct layer *L, struct errmsg *err)
+{
+    if (model_arch_is_qwen35(m->arch)) return load_gdn(m, il, L, err);
+    if (model_arch_is_lfm2(m->arch)) return load_shortconv(m, il, L, err);
+    return load_ssd(m, il, L, err);
+}
+
+static int load_layer(struct engine_model *m, int il, struct errmsg *err)
+{
+    struct layer *L = &m->layers[il];
+    const struct model_feat *ft = &m->feat;
+    const int64_t e = m->info.n_embd;
+    // gpt-oss and qwen35 name their FFN norm post_attention_norm
+    const char *ffn_norm = m->arch == MODEL_ARCH_GPTOSS || model_arch_is_qwen35(m->arch)
+                               ? "post_attention_norm.weight"
+                               : "ffn_norm.weight";
+    // nemotron_h: a layer is one block, whichever it is, normed by attn_norm; falcon-h1's
+    // converter writes its FFN norm without the .weight suffix
+    if (L->no_mixer) ffn_norm = "attn_norm.weight";
+    if (m->arch == MODEL_ARCH_FALCON_H1) ffn_norm = "ffn_norm";
+    int rc = ERR_OK;
+    if (!L->no_mixer)
+        rc = load_vec(m, "attn_norm.weight", il, e, !ft->no_pre_norm, &L->attn_norm, err);
+    if (rc == ERR_OK && !L->no_ffn)
+        rc = load_vec(m, ffn_norm, il, e, !ft->no_pre_norm, &L->ffn_norm, err);
+    if (rc == ERR_OK && L->is_recr) rc = load_recr(m, il, L, err);
+    if (rc == ERR_OK && !L->no_mixer && (!L->is_recr || L->par_attn)) rc = load_attn(m, il, L, err);
+    if (rc == ERR_OK && L->no_ffn) return rc;
+    if (rc == ERR_OK && ft->n_expert > 0 && il >= ft->n_dense_lead)
+        rc = load_moe(m, il, L, err);
+    else if (rc == ERR_OK)
+        rc = load_ffn(m, il, L, err);
     if (rc == ERR_OK && ft->post_norms)
         rc = load_vec(m, "post_attention_norm.weight", il, e, true, &L->attn_post_norm, err);
     if (rc == ERR_OK && ft->post_norms)
@@ -430,9 +580,11 @@ static int repack_all(struct engine_model *m, struct errmsg *err)
     int rc = ERR_OK;
     for (int il = 0; il < m->info.n_layer && rc == ERR_OK; il++) {
         struct layer *L = &m->layers[il];
-        struct wmat *ws[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (int i = 0; i < 7 && rc == ERR_OK; i++)
-            rc = repack_wmat(m, ws[i], err);
+        struct wmat *ws[12] = {&L->wq,       &L->wk,    &L->wv,       &L->wo,
+                               &L->w_gate,   &L->w_up,  &L->w_down,   &L->conv_in,
+                               &L->conv_out, &L->gdn_z, &L->gdn_beta, &L->gdn_alpha};
+        for (int i = 0; i < 12 && rc == ERR_OK; i++)
+            if (ws[i]->data) rc = repack_wmat(m, ws[i], err); // a layer has one of the blocks
     }
     const bool is_tied = m->output.data == m->tok_embd.data;
     if (rc == ERR_OK) rc = repack_wmat(m, &m->output, err);
@@ -440,78 +592,6 @@ static int repack_all(struct engine_model *m, struct errmsg *err)
         m->tok_embd.data = m->output.data;
         m->tok_embd.type = m->output.type;
     }
-    return rc;
-}
-
-/* Groups the weights reading one activation matrix by dot type. */
-static int plan_build(struct qplan *p, const struct wmat *const *ws, int n, size_t *row_cap,
-                      struct errmsg *err)
-{
-    memset(p, 0, sizeof *p);
-    p->n_w = n;
-    for (int i = 0; i < n; i++) {
-        uint32_t dt = quant_traits_of(ws[i]->type)->dot_type;
-        size_t rb = matmul_input_row_bytes(ws[i]->type, ws[i]->n_in);
-        uint32_t rnd = QUANT_F32;
-        if (dt == QUANT_F32 && (ws[i]->type == QUANT_F16 || ws[i]->type == QUANT_BF16))
-            rnd = ws[i]->type;
-        if (rb == 0)
-            return errmsg_set(err, ERR_UNSUPPORTED, "no input conversion for weight type %s",
-                              gguf_type_name(ws[i]->type));
-        int s = 0;
-        while (s < p->n_slots && (p->slot_type[s] != dt || p->slot_round[s] != rnd))
-            s++;
-        if (s == p->n_slots) {
-            p->slot_type[s] = dt;
-            p->slot_round[s] = rnd;
-            p->slot_row_bytes[s] = rb;
-            p->n_slots++;
-        }
-        p->w[i] = ws[i];
-        p->w_slot[i] = s;
-        if (rb > *row_cap) *row_cap = rb;
-    }
-    return ERR_OK;
-}
-
-/* The router, the experts (every expert has the first one's types and shapes, checked at load)
- * and the shared expert. */
-static int plan_moe(struct engine_model *m, struct layer *L, size_t *cap, struct errmsg *err)
-{
-    const struct wmat *r[1] = {&L->gate_inp}, *gu[2] = {&L->exp_gate[0], &L->exp_up[0]};
-    const struct wmat *d[1] = {&L->exp_down[0]};
-    int rc = plan_build(&L->plan_router, r, 1, cap, err);
-    if (rc == ERR_OK) rc = plan_build(&L->plan_exp_gu, gu, 2, cap, err);
-    if (rc == ERR_OK) rc = plan_build(&L->plan_exp_down, d, 1, cap, err);
-    if (rc == ERR_OK && m->feat.n_ff_shexp > 0) {
-        const struct wmat *sgu[2] = {&L->sh_gate, &L->sh_up}, *sd[1] = {&L->sh_down};
-        rc = plan_build(&L->plan_sh_gu, sgu, 2, cap, err);
-        if (rc == ERR_OK) rc = plan_build(&L->plan_sh_down, sd, 1, cap, err);
-    }
-    return rc;
-}
-
-static int plan_all(struct engine_model *m, struct errmsg *err)
-{
-    size_t cap = 0;
-    int rc = ERR_OK;
-    for (int il = 0; il < m->info.n_layer && rc == ERR_OK; il++) {
-        struct layer *L = &m->layers[il];
-        const struct wmat *qkv[3] = {&L->wq, &L->wk, &L->wv};
-        const struct wmat *gu[2] = {&L->w_gate, &L->w_up};
-        const struct wmat *o[1] = {&L->wo}, *down[1] = {&L->w_down};
-        rc = plan_build(&L->plan_qkv, qkv, 3, &cap, err);
-        if (rc == ERR_OK) rc = plan_build(&L->plan_o, o, 1, &cap, err);
-        if (rc == ERR_OK && m->feat.n_expert > 0) {
-            rc = plan_moe(m, L, &cap, err);
-            continue;
-        }
-        if (rc == ERR_OK) rc = plan_build(&L->plan_gu, gu, 2, &cap, err);
-        if (rc == ERR_OK) rc = plan_build(&L->plan_down, down, 1, &cap, err);
-    }
-    const struct wmat *out[1] = {&m->output};
-    if (rc == ERR_OK) rc = plan_build(&m->plan_out, out, 1, &cap, err);
-    m->sc.slot_row_cap = (cap + 63) & ~(size_t)63;
     return rc;
 }
 
@@ -534,6 +614,8 @@ static int alloc_scratch(struct engine_model *m, struct errmsg *err)
     const size_t n_exp = ft->n_expert > 0 ? (size_t)ft->n_expert : 1;
     const size_t n_used = ft->n_expert_used > 0 ? (size_t)ft->n_expert_used : 1;
     const size_t qd = (size_t)m->q_dim, kvd = (size_t)m->kv_dim, nv = (size_t)m->info.n_vocab;
+    // the conv output and the gates of DeltaNet and Mamba-2 layers
+    const bool is_gdn = !model_arch_is_lfm2(m->arch) && m->n_layer_recr > 0;
     struct {
         void **ptr;
         size_t n, elem;
@@ -557,12 +639,21 @@ static int alloc_scratch(struct engine_model *m, struct errmsg *err)
         {(void **)&m->sc.moe_x, ft->n_expert > 0 ? B * e : 1, 4},
         {(void **)&m->sc.moe_out, ft->n_expert > 0 ? B * n_used * e : 1, 4},
         {(void **)&m->sc.moe_sh, ft->n_ff_shexp > 0 ? B * e : 1, 4},
+        {(void **)&m->sc.moe_shg, B, 4},
         {&m->sc.slot[0], B, m->sc.slot_row_cap},
         {&m->sc.slot[1], B, m->sc.slot_row_cap},
         {&m->sc.slot[2], B, m->sc.slot_row_cap},
         {(void **)&m->sc.tok_item, B, 4},
         {(void **)&m->sc.tok_pos, B, 4},
         {(void **)&m->sc.tok_rpos, 3 * B, 4},
+        {(void **)&m->sc.recr_in, m->n_layer_recr > 0 ? B * (size_t)m->recr_in_dim : 1, 4},
+        {(void **)&m->sc.recr_y, m->n_layer_recr > 0 ? B * (size_t)m->recr_out_dim : 1, 4},
+        {(void **)&m->sc.recr_z, is_gdn ? B * (size_t)m->recr_out_dim : 1, 4},
+        {(void **)&m->sc.recr_ab, is_gdn ? 2 * B * (size_t)m->ssm_n_v_heads : 1, 4},
+        {(void **)&m->sc.recr_conv, is_gdn ? B * (size_t)m->n_conv_ch : 1, 4},
+        {(void **)&m->sc.qg, ft->attn_gated ? 2 * B * qd : 1, 4},
+        {(void **)&m->sc.attn_gate, ft->attn_gated ? B * qd : 1, 4},
+        {(void **)&m->sc.par_out, m->arch == MODEL_ARCH_FALCON_H1 ? B * e : 1, 4},
     };
     const size_t n_parts = sizeof parts / sizeof parts[0];
     size_t total = 0, offs[sizeof parts / sizeof parts[0]];
@@ -582,17 +673,22 @@ static int alloc_scratch(struct engine_model *m, struct errmsg *err)
 /* Each layer's place in the sequences' caches, and what one more context position costs. */
 static void kv_layout(struct engine_model *m)
 {
-    int n_glob = 0, n_swa = 0;
+    int n_glob = 0, n_swa = 0, n_nokv = 0;
     for (int il = 0; il < m->info.n_layer; il++) {
         struct layer *L = &m->layers[il];
         L->kv_glob_before = n_glob;
         L->kv_swa_before = n_swa;
+        if (!layer_has_kv(L)) { // a fixed state, or an FFN alone: no cache rows
+            n_nokv++;
+            continue;
+        }
         if (L->is_swa)
             n_swa++;
         else
             n_glob++;
     }
     m->n_layer_swa = n_swa;
+    m->n_layer_nokv = n_nokv;
     // beyond the window only the global layers grow
     m->info.kv_bytes_per_token = (size_t)2 * (size_t)n_glob * (size_t)m->kv_dim * 2;
 }
@@ -607,8 +703,10 @@ static int load_globals(struct engine_model *m, struct errmsg *err)
     m->info.n_vocab = (int)te->ne[1];
     int rc =
         load_wmat(m, "token_embd.weight", -1, m->info.n_embd, m->info.n_vocab, &m->tok_embd, err);
-    if (rc == ERR_OK)
-        rc = load_vec(m, "output_norm.weight", -1, m->info.n_embd, true, &m->output_norm, err);
+    // lfm2's converter names its final norm token_embd_norm
+    const char *out_norm =
+        model_arch_is_lfm2(m->arch) ? "token_embd_norm.weight" : "output_norm.weight";
+    if (rc == ERR_OK) rc = load_vec(m, out_norm, -1, m->info.n_embd, true, &m->output_norm, err);
     if (rc == ERR_OK && gguf_find_tensor(m->gguf, "output.weight"))
         rc = load_wmat(m, "output.weight", -1, m->info.n_embd, m->info.n_vocab, &m->output, err);
     else if (rc == ERR_OK)
@@ -645,11 +743,12 @@ int engine_model_load(const char *path, struct engine_model **out, struct errmsg
         if (!m->layers) rc = errmsg_set(err, ERR_NOMEM, "out of memory");
     }
     if (rc == ERR_OK) rc = model_arch_load(m, err);
+    if (rc == ERR_OK) rc = model_recr_hparams(m, err);
     if (rc == ERR_OK) kv_layout(m);
     for (int il = 0; rc == ERR_OK && il < m->info.n_layer; il++)
         rc = load_layer(m, il, err);
     if (rc == ERR_OK) rc = repack_all(m, err);
-    if (rc == ERR_OK) rc = plan_all(m, err);
+    if (rc == ERR_OK) rc = model_plan_all(m, err);
     if (rc == ERR_OK) rc = alloc_scratch(m, err);
     if (rc != ERR_OK) {
         engine_model_free(m);
@@ -697,10 +796,11 @@ bool engine_model_sampled_is_prompt(const struct engine_model *m)
     if (m->numerics == ENGINE_NUMERICS_REFERENCE) return true;
     for (int il = 0; il < m->info.n_layer; il++) {
         const struct layer *L = &m->layers[il];
-        const struct wmat *ws[] = {&L->wq,     &L->wk,   &L->wv,    &L->wo,
-                                   &L->w_gate, &L->w_up, &L->w_down};
+        const struct wmat *ws[] = {&L->wq,       &L->wk,    &L->wv,       &L->wo,
+                                   &L->w_gate,   &L->w_up,  &L->w_down,   &L->conv_in,
+                                   &L->conv_out, &L->gdn_z, &L->gdn_beta, &L->gdn_alpha};
         for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
-            if (!orders_agree(ws[k])) return false;
+            if (ws[k]->data && !orders_agree(ws[k])) return false;
     }
     return true;
 }
@@ -713,134 +813,4 @@ const struct engine_model_info *engine_model_info(const struct engine_model *m)
 const struct gguf *engine_model_gguf(const struct engine_model *m)
 {
     return m->gguf;
-}
-
-/* Positions a sliding-window layer's ring holds in a sequence of n_ctx: the window plus one
- * batch, so a batch's first token still finds its window after the batch's keys are stored. */
-static int swa_cap_of(const struct engine_model *m, int n_ctx)
-{
-    if (m->n_layer_swa == 0) return n_ctx;
-    const int64_t cap = (int64_t)m->feat.n_swa + ENGINE_BATCH_MAX;
-    return cap < n_ctx ? (int)cap : n_ctx;
-}
-
-/* Bytes of one of the two caches (K or V) for n_ctx positions; 0 on overflow. */
-static size_t cache_bytes(const struct engine_model *m, int n_ctx)
-{
-    const size_t n_glob = (size_t)(m->info.n_layer - m->n_layer_swa);
-    size_t a, b, n;
-    if (!size_mul(n_glob, (size_t)n_ctx, &a) ||
-        !size_mul((size_t)m->n_layer_swa, (size_t)swa_cap_of(m, n_ctx), &b) ||
-        !size_add(a, b, &n) || !size_mul(n, (size_t)m->kv_dim, &n) || !size_mul(n, 2, &n))
-        return 0;
-    return n;
-}
-
-size_t engine_seq_bytes(const struct engine_model *m, int n_ctx)
-{
-    if (n_ctx < 1 || n_ctx > N_CTX_MAX) return 0;
-    size_t kv = cache_bytes(m, n_ctx), total;
-    if (kv == 0 || !size_add(kv, kv, &total) ||
-        !size_add(total, (size_t)m->info.n_vocab * sizeof(float), &total) ||
-        !size_add(total, sizeof(struct engine_seq), &total) ||
-        (m->feat.is_mrope && !size_add(total, (size_t)n_ctx * sizeof(int32_t), &total)))
-        return 0;
-    return total;
-}
-
-size_t engine_kv_bytes(const struct engine_model *m, int n_ctx)
-{
-    if (n_ctx < 1 || n_ctx > N_CTX_MAX) return 0;
-    size_t kv = cache_bytes(m, n_ctx), total;
-    return kv != 0 && size_add(kv, kv, &total) ? total : 0;
-}
-
-int engine_seq_new_view(struct engine_model *m, struct engine_seq **out)
-{
-    struct engine_seq *s = mem_calloc(1, sizeof *s);
-    if (!s) return ERR_NOMEM;
-    s->m = m;
-    s->is_view = true;
-    *out = s;
-    return ERR_OK;
-}
-
-int engine_seq_bind(struct engine_seq *s, void *kv, size_t kv_bytes, int n_ctx)
-{
-    const size_t need = engine_kv_bytes(s->m, n_ctx);
-    if (!s->is_view || need == 0 || kv_bytes < need || !kv || ((uintptr_t)kv & 1u) != 0)
-        return ERR_INVALID;
-    s->k_cache = kv;
-    s->v_cache = (uint16_t *)kv + need / 2 / sizeof(uint16_t);
-    s->n_ctx = n_ctx;
-    s->swa_cap = swa_cap_of(s->m, n_ctx);
-    s->pos = 0;
-    s->rope_pos = 0;
-    s->has_logits = false;
-    return ERR_OK;
-}
-
-int engine_seq_new(struct engine_model *m, int n_ctx, struct engine_seq **out)
-{
-    if (engine_seq_bytes(m, n_ctx) == 0) return ERR_INVALID;
-    struct engine_seq *s = mem_calloc(1, sizeof *s);
-    if (!s) return ERR_NOMEM;
-    size_t kv = cache_bytes(m, n_ctx);
-    s->m = m;
-    s->n_ctx = n_ctx;
-    s->swa_cap = swa_cap_of(m, n_ctx);
-    // Not zeroed: a position is always written before it is read.
-    s->k_cache = mem_alloc(kv);
-    s->v_cache = mem_alloc(kv);
-    s->logits = mem_alloc((size_t)m->info.n_vocab * sizeof *s->logits);
-    if (m->feat.is_mrope) s->rope_next = mem_alloc((size_t)n_ctx * sizeof *s->rope_next);
-    if (!s->k_cache || !s->v_cache || !s->logits || (m->feat.is_mrope && !s->rope_next)) {
-        engine_seq_free(s);
-        return ERR_NOMEM;
-    }
-    *out = s;
-    return ERR_OK;
-}
-
-void engine_seq_free(struct engine_seq *s)
-{
-    if (!s) return;
-    if (!s->is_view) {
-        mem_free(s->k_cache);
-        mem_free(s->v_cache);
-    }
-    mem_free(s->logits);
-    mem_free(s->rope_next);
-    mem_free(s);
-}
-
-int engine_seq_pos(const struct engine_seq *s)
-{
-    return s->pos;
-}
-
-int engine_seq_n_ctx(const struct engine_seq *s)
-{
-    return s->n_ctx;
-}
-
-void engine_seq_truncate(struct engine_seq *s, int n_keep)
-{
-    if (n_keep < 0) n_keep = 0;
-    // The next position needs its window's keys: n_keep - n_swa + 1 onwards, which the rings
-    // still hold only if they are not older than pos - swa_cap.
-    const int64_t oldest = (int64_t)s->pos - s->swa_cap; // first position still in the rings
-    if (n_keep < s->pos && s->m->n_layer_swa > 0 && oldest > 0 &&
-        (int64_t)n_keep - s->m->feat.n_swa + 1 < oldest)
-        n_keep = 0;
-    if (n_keep < s->pos) {
-        s->pos = n_keep;
-        s->rope_pos = n_keep > 0 && s->rope_next ? s->rope_next[n_keep - 1] : n_keep;
-        s->has_logits = false;
-    }
-}
-
-const float *engine_seq_logits(const struct engine_seq *s)
-{
-    return s->has_logits ? s->logits : NULL;
 }

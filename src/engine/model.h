@@ -36,7 +36,11 @@ struct engine_model_info {
     size_t file_size;          // bytes of the GGUF file
     size_t kv_bytes_per_token; // KV cache bytes one more context position costs (all layers,
                                // or the global ones when the others slide: their caches stop
-                               // growing at n_swa + ENGINE_BATCH_MAX positions)
+                               // growing at n_swa + ENGINE_BATCH_MAX positions; recurrent
+                               // layers of hybrids have none)
+    size_t state_bytes;        // recurrent state of one sequence, any n_ctx (0 without
+                               // recurrent layers); a sequence holds it n_checkpoints + 1 times
+    int n_checkpoints;         // saved states a sequence keeps (engine_seq_checkpoint)
 };
 
 /* Loads and validates a model. ERR_IO / ERR_FORMAT / ERR_UNSUPPORTED / ERR_LIMIT from the
@@ -91,8 +95,9 @@ const struct engine_model_info *engine_model_info(const struct engine_model *m);
  * engine_model_free(); read-only, so any thread may use it. */
 const struct gguf *engine_model_gguf(const struct engine_model *m);
 
-/* Bytes a sequence of n_ctx positions allocates (KV cache plus logits and bookkeeping). 0 when
- * n_ctx < 1 or the size overflows. Cannot fail otherwise. */
+/* Bytes a sequence of n_ctx positions allocates (KV cache, the recurrent state and its
+ * checkpoints, logits and bookkeeping). 0 when n_ctx < 1 or the size overflows. Cannot fail
+ * otherwise. */
 size_t engine_seq_bytes(const struct engine_model *m, int n_ctx);
 
 /* A new empty sequence with room for n_ctx tokens. Its KV cache is F16: half the memory and
@@ -111,9 +116,10 @@ int engine_seq_pos(const struct engine_seq *s);
 /* Capacity given to engine_seq_new(). Cannot fail. */
 int engine_seq_n_ctx(const struct engine_seq *s);
 
-/* Bytes of KV cache (keys and values, every layer, F16) n_ctx positions take (sliding-window
- * layers hold at most n_swa + ENGINE_BATCH_MAX of them). 0 when
- * n_ctx < 1, n_ctx > 1 << 24 or the size overflows. Cannot fail otherwise. */
+/* Bytes of KV cache (keys and values, every attention layer, F16) n_ctx positions take
+ * (sliding-window layers hold at most n_swa + ENGINE_BATCH_MAX of them), plus the recurrent
+ * state of a hybrid (F32, no checkpoints): what engine_seq_bind needs. 0 when n_ctx < 1,
+ * n_ctx > 1 << 24 or the size overflows. Cannot fail otherwise. */
 size_t engine_kv_bytes(const struct engine_model *m, int n_ctx);
 
 /* A sequence with no memory of its own, for inputs that are embedded and then forgotten:
@@ -123,18 +129,34 @@ size_t engine_kv_bytes(const struct engine_model *m, int n_ctx);
  * bound memory alone). */
 int engine_seq_new_view(struct engine_model *m, struct engine_seq **out);
 
-/* Empties a view sequence and places its KV cache for n_ctx positions at kv (kv_bytes >=
- * engine_kv_bytes(m, n_ctx), 2-byte aligned; borrowed until the next bind or the free).
+/* Empties a view sequence and places its KV cache (and recurrent state) for n_ctx positions at
+ * kv (kv_bytes >= engine_kv_bytes(m, n_ctx), 2-byte aligned, 4-byte with a recurrent state;
+ * borrowed until the next bind or the free).
  * ERR_INVALID (not a view, n_ctx out of range, too few bytes, misaligned). Cannot fail
  * otherwise. */
 int engine_seq_bind(struct engine_seq *s, void *kv, size_t kv_bytes, int n_ctx);
 
 /* Keeps the first n_keep cached tokens and drops the rest (prompt-cache reuse; clamps n_keep to
- * 0..pos). A model with sliding-window layers keeps only the last n_swa + ENGINE_BATCH_MAX
- * positions of those layers, so when the window before n_keep has left them it keeps nothing
- * (read engine_seq_pos afterwards). The logits of the last decode become stale. Cannot
- * fail. */
+ * 0..pos), or fewer: read engine_seq_pos afterwards. A model with sliding-window layers keeps
+ * only the last n_swa + ENGINE_BATCH_MAX positions of those layers, so when the window before
+ * n_keep has left them it keeps nothing. A hybrid's recurrent state cannot be cut back: below
+ * pos it keeps the latest checkpoint at or before n_keep (engine_seq_checkpoint), else nothing,
+ * and forgets the checkpoints beyond what it keeps. The logits of the last decode become
+ * stale. Cannot fail. */
 void engine_seq_truncate(struct engine_seq *s, int n_keep);
+
+/* The position engine_seq_truncate(s, n_keep) would keep, changing nothing: a prompt cache
+ * asks it to learn how much of a prefix an instance can reuse. Cannot fail. */
+int engine_seq_keepable(const struct engine_seq *s, int n_keep);
+
+/* Saves the recurrent state at the current position into the sequence's bounded set of
+ * checkpoints (n_checkpoints of them: the same position again refreshes its copy, else an
+ * empty slot, else the oldest is replaced), so a later truncation can come back to this
+ * prefix: a continued conversation, a retry or another continuation of the same prompt. A
+ * prompt cache takes them where prompts are likely to be shared: at chunk boundaries, a few
+ * tokens before a prompt's end and at its end. No-op without recurrent layers, for a view, or
+ * at position 0. Allocates nothing. Cannot fail. */
+void engine_seq_checkpoint(struct engine_seq *s);
 
 /* What a decode produces for one item. The hidden state of a token is the residual stream
  * after the last layer and output_norm: what the logits matrix would multiply. Asking only for

@@ -121,7 +121,9 @@ static int load_swa_layers(struct engine_model *m, int def_pattern, struct errms
 bool model_arch_is_moe(enum model_arch arch)
 {
     return arch == MODEL_ARCH_QWEN3MOE || arch == MODEL_ARCH_OLMOE ||
-           arch == MODEL_ARCH_GRANITEMOE || arch == MODEL_ARCH_GPTOSS;
+           arch == MODEL_ARCH_GRANITEMOE || arch == MODEL_ARCH_GPTOSS ||
+           arch == MODEL_ARCH_QWEN35MOE || arch == MODEL_ARCH_LFM2MOE ||
+           arch == MODEL_ARCH_NEMOTRON_H_MOE;
 }
 
 static int load_granite(struct engine_model *m, struct model_feat *f, struct errmsg *err)
@@ -134,6 +136,77 @@ static int load_granite(struct engine_model *m, struct model_feat *f, struct err
         return errmsg_set(err, ERR_FORMAT, "missing or zero key '%s'", key);
     f->logit_div = logit_scale;
     int rc = get_f32(m, "residual_scale", 0.0f, &f->residual_scale, err);
+    if (rc == ERR_OK) rc = get_f32(m, "embedding_scale", 0.0f, &f->embd_scale, err);
+    if (rc == ERR_OK) rc = get_f32(m, "attention.scale", 0.0f, &f->kq_scale, err);
+    return rc;
+}
+
+/* lfm2moe: expert_gating_func (required; 1 softmax, 2 sigmoid, which picks experts by gate
+ * plus each layer's exp_probs_b and weighs them by the gate alone) and the leading layers
+ * that keep a dense FFN (leading_dense_block_count). */
+static int load_lfm2moe_routing(struct engine_model *m, struct model_feat *f, struct errmsg *err)
+{
+    int func;
+    int rc = get_int(m, "expert_gating_func", -1, -1, 3, &func, err);
+    if (rc == ERR_OK && func < 0)
+        return errmsg_set(err, ERR_FORMAT, "missing key '%s.expert_gating_func'", m->arch_name);
+    if (rc == ERR_OK && func != 1 && func != 2)
+        return errmsg_set(err, ERR_UNSUPPORTED, "key '%s.expert_gating_func': %d is not 1 or 2",
+                          m->arch_name, func);
+    f->moe_sigmoid = func == 2;
+    if (rc == ERR_OK)
+        rc = get_int(m, "leading_dense_block_count", 0, 0, m->info.n_layer, &f->n_dense_lead, err);
+    return rc;
+}
+
+/* nemotron_h_moe: sigmoid routing with selection biases, expert_weights_norm (bool, default
+ * off) and expert_weights_scale; experts n_ff / k wide without expert_feed_forward_length (as
+ * the reference falls back); a shared expert always. Latent experts (moe_latent_size) and
+ * per-layer expert counts are not read. */
+static int load_nemotron_routing(struct engine_model *m, struct model_feat *f, struct errmsg *err)
+{
+    char key[96];
+    int latent;
+    int rc = get_int(m, "moe_latent_size", 0, 0, INT32_MAX, &latent, err);
+    if (rc == ERR_OK && latent > 0)
+        return errmsg_set(err, ERR_UNSUPPORTED,
+                          "key '%s.moe_latent_size': latent experts are "
+                          "not supported",
+                          m->arch_name);
+    bool norm = false;
+    snprintf(key, sizeof key, "%s.expert_weights_norm", m->arch_name);
+    int brc = gguf_get_bool(m->gguf, key, &norm);
+    if (brc != ERR_OK && brc != ERR_NOT_FOUND)
+        return errmsg_set(err, ERR_FORMAT, "key '%s': not a boolean", key);
+    f->expert_norm = brc == ERR_OK && norm;
+    f->moe_sigmoid = true;
+    if (rc == ERR_OK) rc = get_f32(m, "expert_weights_scale", 0.0f, &f->expert_scale, err);
+    snprintf(key, sizeof key, "%s.expert_feed_forward_length", m->arch_name);
+    if (rc == ERR_OK && gguf_find_key(m->gguf, key) < 0)
+        f->n_ff_exp = m->info.n_ff / f->n_expert_used > 0 ? m->info.n_ff / f->n_expert_used : 1;
+    if (rc == ERR_OK)
+        rc = get_int(m, "expert_shared_feed_forward_length", -1, -1, 1 << 20, &f->n_ff_shexp, err);
+    if (rc == ERR_OK && f->n_ff_shexp < 1)
+        rc = errmsg_set(err, ERR_FORMAT, "missing key '%s.expert_shared_feed_forward_length'",
+                        m->arch_name);
+    return rc;
+}
+
+/* granitehybrid: granite's multipliers, each optional (the logit scale too), and
+ * rope.scaling.finetuned, which the family uses as a switch: false means no RoPE at all. */
+static int load_granite_hybrid(struct engine_model *m, struct model_feat *f, struct errmsg *err)
+{
+    char key[96];
+    bool has_rope = true;
+    snprintf(key, sizeof key, "%s.rope.scaling.finetuned", m->arch_name);
+    int rc = gguf_get_bool(m->gguf, key, &has_rope);
+    if (rc != ERR_OK && rc != ERR_NOT_FOUND)
+        return errmsg_set(err, ERR_FORMAT, "key '%s': not a boolean", key);
+    if (rc == ERR_NOT_FOUND) has_rope = true;
+    for (int il = 0; il < m->info.n_layer; il++)
+        m->layers[il].has_rope = has_rope && m->n_rot > 0;
+    rc = get_f32(m, "logit_scale", 0.0f, &f->logit_div, err);
+    if (rc == ERR_OK) rc = get_f32(m, "residual_scale", 0.0f, &f->residual_scale, err);
     if (rc == ERR_OK) rc = get_f32(m, "embedding_scale", 0.0f, &f->embd_scale, err);
     if (rc == ERR_OK) rc = get_f32(m, "attention.scale", 0.0f, &f->kq_scale, err);
     return rc;
@@ -233,6 +306,29 @@ int model_arch_load(struct engine_model *m, struct errmsg *err)
     case MODEL_ARCH_OLMOE:
         f->qk_norm_full = true;
         break;
+    case MODEL_ARCH_LFM2: // an optional window on every attention layer
+    case MODEL_ARCH_LFM2MOE:
+        rc = get_int(m, "attention.sliding_window", 0, 0, INT32_MAX, &f->n_swa, err);
+        for (int il = 0; rc == ERR_OK && il < m->info.n_layer; il++)
+            m->layers[il].is_swa = f->n_swa > 0; // recurrent layers have no cache to slide
+        break;
+    case MODEL_ARCH_MAMBA2: // its layers and state: model_ssd.c
+        for (int il = 0; il < m->info.n_layer; il++)
+            m->layers[il].no_ffn = true;
+        break;
+    case MODEL_ARCH_NEMOTRON_H: // layer kinds: model_recr.c
+    case MODEL_ARCH_NEMOTRON_H_MOE:
+        f->relu2_ffn = true;
+        for (int il = 0; il < m->info.n_layer; il++)
+            m->layers[il].has_rope = false;
+        break;
+    case MODEL_ARCH_GRANITEHYBRID:
+        rc = load_granite_hybrid(m, f, err);
+        break;
+    case MODEL_ARCH_QWEN35:
+    case MODEL_ARCH_QWEN35MOE:
+        f->attn_gated = true; // its layers and state: model_gdn.c
+        break;
     case MODEL_ARCH_GPTOSS:
         f->kq_scale = 1.0f / sqrtf((float)m->n_rot);
         f->softmax_selected = true;
@@ -251,7 +347,13 @@ int model_arch_load(struct engine_model *m, struct errmsg *err)
     // LongRoPE's (or any converter's) cos/sin multiplier
     if (rc == ERR_OK) rc = get_f32(m, "rope.scaling.attn_factor", 0.0f, &f->rope_attn_factor, err);
     if (rc == ERR_OK && f->is_yarn) rc = load_yarn(m, f, err);
-    if (rc == ERR_OK && model_arch_is_moe(m->arch)) {
+    // granitehybrid has experts when its file counts them
+    int64_t n_exp_key = 0;
+    char exp_key[96];
+    snprintf(exp_key, sizeof exp_key, "%s.expert_count", m->arch_name);
+    const bool has_experts = m->arch == MODEL_ARCH_GRANITEHYBRID &&
+                             gguf_get_i64(m->gguf, exp_key, &n_exp_key) == ERR_OK && n_exp_key > 0;
+    if (rc == ERR_OK && (model_arch_is_moe(m->arch) || has_experts)) {
         rc = get_int(m, "expert_count", 0, 1, 4096, &f->n_expert, err);
         if (rc == ERR_OK && f->n_expert < 1)
             rc = errmsg_set(err, ERR_FORMAT, "key '%s.expert_count' is missing", m->arch_name);
@@ -262,13 +364,21 @@ int model_arch_load(struct engine_model *m, struct errmsg *err)
         if (rc == ERR_OK && f->n_expert_used > MOE_USED_MAX)
             rc = errmsg_set(err, ERR_UNSUPPORTED, "%d experts per token (at most %d)",
                             f->n_expert_used, MOE_USED_MAX);
+        // qwen35moe: without the keys, experts are n_ff / k wide and the shared expert n_ff
+        const bool is_q35 = m->arch == MODEL_ARCH_QWEN35MOE;
+        const int ff_exp =
+            is_q35 && f->n_expert_used > 0 ? m->info.n_ff / f->n_expert_used : m->info.n_ff;
         if (rc == ERR_OK)
-            rc = get_int(m, "expert_feed_forward_length", m->info.n_ff, 1, 1 << 20, &f->n_ff_exp,
-                         err);
-        if (rc == ERR_OK && m->arch == MODEL_ARCH_GRANITEMOE)
-            rc =
-                get_int(m, "expert_shared_feed_forward_length", 0, 0, 1 << 20, &f->n_ff_shexp, err);
+            rc = get_int(m, "expert_feed_forward_length", ff_exp > 0 ? ff_exp : 1, 1, 1 << 20,
+                         &f->n_ff_exp, err);
+        if (rc == ERR_OK &&
+            (m->arch == MODEL_ARCH_GRANITEMOE || m->arch == MODEL_ARCH_GRANITEHYBRID || is_q35))
+            rc = get_int(m, "expert_shared_feed_forward_length", is_q35 ? m->info.n_ff : 0, 0,
+                         1 << 20, &f->n_ff_shexp, err);
         f->expert_norm = m->arch != MODEL_ARCH_OLMOE;
+        if (rc == ERR_OK && m->arch == MODEL_ARCH_LFM2MOE) rc = load_lfm2moe_routing(m, f, err);
+        if (rc == ERR_OK && m->arch == MODEL_ARCH_NEMOTRON_H_MOE)
+            rc = load_nemotron_routing(m, f, err);
     }
     if (rc == ERR_OK && f->n_swa == 0)
         for (int il = 0; il < m->info.n_layer; il++)

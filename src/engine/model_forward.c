@@ -5,47 +5,28 @@
 #include "engine/attn.h"
 #include "engine/matmul.h"
 #include "engine/model_arch.h"
+#include "engine/model_fwd.h"
+#include "engine/model_gdn.h"
 #include "engine/model_internal.h"
 #include "engine/model_moe.h"
+#include "engine/model_recr.h"
 #include "engine/ops.h"
 #include "engine/quants/quants.h"
 
 #include <math.h>
 #include <string.h>
 
-/* Light steps run inline up to this many rows; attention up to this many (key, head) pairs
- * (about 50 us of work, a few dispatches' worth on a busy machine). */
-#define LIGHT_ROWS_MAX   4
+/* Attention runs inline up to this many (key, head) pairs (about 50 us of work, a few
+ * dispatches' worth on a busy machine). */
 #define ATTN_INLINE_KEYS 2048
 /* Steps of this many tokens or more run the reference's tile-softmax attention arithmetic in
  * reference numerics (its switch point); below, and always in invariant numerics, its
  * single-pass arithmetic. */
 #define REF_TILED_MIN_TOKENS 64
-/* Row ranges per thread in a weight product (see run_matmul_group). */
+/* Row ranges per thread in a weight product (see fwd_run_matmul_group). */
 #define MATMUL_CHUNKS_PER_THREAD 4
 
-/* State of one decode call, shared read-only by the kernel threads of each step. */
-struct fwd {
-    struct engine_model *m;
-    const struct engine_batch_item *items;
-    int n_items;
-    int n_tok;  // stacked tokens (rows of the activation matrices)
-    int n_rows; // rows still computed (n_tok, or n_items after the last attention)
-    const struct layer *L;
-    int il; // layer index
-    // step parameters
-    const float *src;    // rows to normalize / quantize
-    const float *norm_w; // RMSNorm weight, or NULL for plain quantization
-    const float *add;    // rows added to the residual first, or NULL
-    const struct qplan *plan;
-    float *mm_y[QPLAN_MAX];
-    const float *gate_bias, *up_bias; // job_swiglu_quant: added to gate / up rows first
-    float *post_y;                    // job_post_block: rows changed in place
-    const float *post_bias;           // added to them first, or NULL
-    bool is_kept;                     // after keep_output_rows: the rows only produce outputs
-};
-
-static void split(int n, int ith, int nth, int *lo, int *hi)
+void fwd_split(int n, int ith, int nth, int *lo, int *hi)
 {
     *lo = (int)((int64_t)n * ith / nth);
     *hi = (int)((int64_t)n * (ith + 1) / nth);
@@ -98,7 +79,7 @@ static void job_norm_quant(void *arg, int ith, int nth)
     const struct scratch *sc = &f->m->sc;
     const int e = f->m->info.n_embd;
     int lo, hi;
-    split(f->n_rows, ith, nth, &lo, &hi);
+    fwd_split(f->n_rows, ith, nth, &lo, &hi);
     for (int t = lo; t < hi; t++) {
         float *x = sc->x + (size_t)t * e;
         if (f->add) {
@@ -115,11 +96,11 @@ static void job_norm_quant(void *arg, int ith, int nth)
 }
 
 /* Step: quantize src (n_in = the plan's first weight's n_in) for the plan. Split by rows. */
-static void job_quant(void *arg, int ith, int nth)
+void fwd_job_quant(void *arg, int ith, int nth)
 {
     const struct fwd *f = arg;
     int lo, hi;
-    split(f->n_rows, ith, nth, &lo, &hi);
+    fwd_split(f->n_rows, ith, nth, &lo, &hi);
     if (hi > lo) quantize_rows(f, f->src, f->plan->w[0]->n_in, lo, hi);
 }
 
@@ -165,8 +146,8 @@ static void job_matmul(void *arg, int ith, int nth)
     }
 }
 
-static void run_matmul_group(struct threadpool *tp, struct fwd *f, const struct qplan *plan,
-                             float *y0, float *y1, float *y2)
+void fwd_run_matmul_group(struct threadpool *tp, struct fwd *f, const struct qplan *plan, float *y0,
+                          float *y1, float *y2)
 {
     f->plan = plan;
     f->mm_y[0] = y0;
@@ -197,8 +178,9 @@ static void job_qkv_post(void *arg, int ith, int nth)
     const struct layer *L = f->L;
     const int hd = m->info.head_dim, qd = m->q_dim, kvd = m->kv_dim, half = m->n_rot / 2 + 1;
     int lo, hi;
-    split(f->n_tok, ith, nth, &lo, &hi);
+    fwd_split(f->n_tok, ith, nth, &lo, &hi);
     for (int t = lo; t < hi; t++) {
+        if (m->feat.attn_gated) model_gdn_split_query(m, t);
         float *q = sc->q + (size_t)t * qd, *k = sc->k + (size_t)t * kvd;
         float *v = sc->v + (size_t)t * kvd;
         for (int i = 0; L->bq && i < qd; i++)
@@ -325,7 +307,7 @@ static void job_attention_tiled(void *arg, int ith, int nth)
     const struct fwd *f = arg;
     const struct attn_plan p = attn_plan_of(f->m);
     int lo, hi;
-    split(attn_blocks(f), ith, nth, &lo, &hi);
+    fwd_split(attn_blocks(f), ith, nth, &lo, &hi);
     for (int u = lo; u < hi; u++)
         attn_block_run(f, &p, u);
 }
@@ -342,22 +324,34 @@ static void swiglu_oai(int64_t n, float *gate, const float *up)
     }
 }
 
+/* nemotron_h's activation of up (in g, plus its bias if any): relu(x)^2. */
+static void relu2(int64_t n, float *g, const float *bias)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const float x = bias ? g[i] + bias[i] : g[i];
+        const float r = x > 0.0f ? x : 0.0f;
+        g[i] = r * r;
+    }
+}
+
 /* Step: gate = silu(gate) * up (or the GELU form), then quantize gate for the plan's down
  * matrix, whose input width is the FFN's. Split by rows. */
-static void job_swiglu_quant(void *arg, int ith, int nth)
+void fwd_job_swiglu_quant(void *arg, int ith, int nth)
 {
     const struct fwd *f = arg;
     const struct scratch *sc = &f->m->sc;
     const int64_t n_ff = f->plan->w[0]->n_in;
     int lo, hi;
-    split(f->n_rows, ith, nth, &lo, &hi);
+    fwd_split(f->n_rows, ith, nth, &lo, &hi);
     for (int t = lo; t < hi; t++) {
         float *g = sc->gate + (size_t)t * n_ff, *u = sc->up + (size_t)t * n_ff;
         for (int64_t i = 0; f->gate_bias && i < n_ff; i++) {
             g[i] += f->gate_bias[i];
             u[i] += f->up_bias[i];
         }
-        if (f->m->feat.swiglu_oai)
+        if (f->m->feat.relu2_ffn)
+            relu2(n_ff, g, f->up_bias);
+        else if (f->m->feat.swiglu_oai)
             swiglu_oai(n_ff, g, u);
         else if (f->m->feat.geglu)
             ops_get()->geglu(n_ff, g, u);
@@ -377,7 +371,7 @@ static void job_post_block(void *arg, int ith, int nth)
     const int e = m->info.n_embd;
     const float rs = m->feat.residual_scale;
     int lo, hi;
-    split(f->n_rows, ith, nth, &lo, &hi);
+    fwd_split(f->n_rows, ith, nth, &lo, &hi);
     for (int t = lo; t < hi; t++) {
         float *y = f->post_y + (size_t)t * e;
         for (int i = 0; f->post_bias && i < e; i++)
@@ -394,7 +388,7 @@ static void job_embed(void *arg, int ith, int nth)
     const struct fwd *f = arg;
     const struct engine_model *m = f->m;
     int lo, hi;
-    split(f->n_tok, ith, nth, &lo, &hi);
+    fwd_split(f->n_tok, ith, nth, &lo, &hi);
     int t = 0;
     for (int i = 0; i < f->n_items; i++) {
         for (int j = 0; j < f->items[i].n_tokens; j++, t++) {
@@ -531,7 +525,7 @@ static void keep_output_rows(struct fwd *f)
  * synchronizations per layer instead of 10, which matters most when the machine is busy and a
  * worker may be waiting for a time slice. Every row is computed the same way on any thread, so
  * results do not depend on this choice. */
-static void run_light(struct threadpool *tp, threadpool_fn fn, struct fwd *f, bool is_small)
+void fwd_run_light(struct threadpool *tp, threadpool_fn fn, struct fwd *f, bool is_small)
 {
     if (is_small)
         fn(f, 0, 1);
@@ -556,94 +550,7 @@ static void post_block(struct threadpool *tp, struct fwd *f, const float *bias, 
     f->post_y = f->m->sc.proj;
     f->post_bias = bias;
     f->norm_w = norm_w;
-    run_light(tp, job_post_block, f, f->n_rows <= LIGHT_ROWS_MAX);
-}
-
-/* One expert's FFN over the n rows of moe_x routed to it; the result replaces moe_x. */
-static void run_expert(struct threadpool *tp, struct fwd *f, const struct layer *L, int x, int n)
-{
-    struct scratch *sc = &f->m->sc;
-    struct qplan gu = L->plan_exp_gu, down = L->plan_exp_down;
-    gu.w[0] = &L->exp_gate[x];
-    gu.w[1] = &L->exp_up[x];
-    down.w[0] = &L->exp_down[x];
-    f->n_rows = n;
-    f->src = sc->moe_x;
-    f->plan = &gu;
-    run_light(tp, job_quant, f, n <= LIGHT_ROWS_MAX);
-    run_matmul_group(tp, f, &gu, sc->gate, sc->up, NULL);
-    f->plan = &down;
-    const size_t fe = (size_t)f->m->feat.n_ff_exp;
-    f->gate_bias = L->exp_gate_b ? L->exp_gate_b + (size_t)x * fe : NULL;
-    f->up_bias = L->exp_up_b ? L->exp_up_b + (size_t)x * fe : NULL;
-    run_light(tp, job_swiglu_quant, f, n <= LIGHT_ROWS_MAX);
-    f->gate_bias = f->up_bias = NULL;
-    run_matmul_group(tp, f, &down, sc->moe_x, NULL, NULL);
-}
-
-/* The mixture-of-experts FFN of the normed rows in xn (the router's slot already holds their
- * quantization) into proj: the router's choice per token, then each chosen expert once over
- * every row routed to it, so its weights stream once per step; each (token, slot) output is
- * weighted and the slots summed in rank order as the reference does, plus the shared expert's
- * output when the family has one. */
-static void run_moe(struct threadpool *tp, struct fwd *f, const struct layer *L)
-{
-    struct engine_model *m = f->m;
-    struct scratch *sc = &m->sc;
-    const struct model_feat *ft = &m->feat;
-    const int n_rows = f->n_rows, k = ft->n_expert_used;
-    const size_t e = (size_t)m->info.n_embd;
-    run_matmul_group(tp, f, &L->plan_router, sc->router, NULL, NULL);
-    for (int t = 0; t < n_rows; t++) {
-        float *logits = sc->router + (size_t)t * ft->n_expert;
-        for (int i = 0; L->gate_inp_b && i < ft->n_expert; i++)
-            logits[i] += L->gate_inp_b[i];
-        if (ft->softmax_selected)
-            moe_route_selected(logits, ft->n_expert, k, sc->moe_sel + (size_t)t * k,
-                               sc->moe_w + (size_t)t * k);
-        else
-            moe_route(logits, ft->n_expert, k, ft->expert_norm, ft->expert_scale,
-                      sc->moe_sel + (size_t)t * k, sc->moe_w + (size_t)t * k);
-    }
-    if (ft->n_ff_shexp > 0) {
-        f->src = sc->xn;
-        f->plan = &L->plan_sh_gu;
-        run_light(tp, job_quant, f, n_rows <= LIGHT_ROWS_MAX);
-        run_matmul_group(tp, f, &L->plan_sh_gu, sc->gate, sc->up, NULL);
-        f->plan = &L->plan_sh_down;
-        run_light(tp, job_swiglu_quant, f, n_rows <= LIGHT_ROWS_MAX);
-        run_matmul_group(tp, f, &L->plan_sh_down, sc->moe_sh, NULL, NULL);
-    }
-    for (int x = 0; x < ft->n_expert; x++) {
-        int n = 0;
-        for (int r = 0; r < n_rows * k; r++)
-            if (sc->moe_sel[r] == x) sc->moe_rows[n++] = r;
-        if (n == 0) continue;
-        for (int i = 0; i < n; i++)
-            memcpy(sc->moe_x + (size_t)i * e, sc->xn + (size_t)(sc->moe_rows[i] / k) * e,
-                   e * sizeof(float));
-        run_expert(tp, f, L, x, n);
-        for (int i = 0; i < n; i++) {
-            const int r = sc->moe_rows[i];
-            const float w = sc->moe_w[r], *y = sc->moe_x + (size_t)i * e;
-            const float *b = L->exp_down_b ? L->exp_down_b + (size_t)x * e : NULL;
-            float *out = sc->moe_out + (size_t)r * e;
-            for (size_t j = 0; j < e; j++)
-                out[j] = (b ? y[j] + b[j] : y[j]) * w;
-        }
-    }
-    f->n_rows = n_rows;
-    for (int t = 0; t < n_rows; t++) {
-        float *y = sc->proj + (size_t)t * e;
-        memcpy(y, sc->moe_out + (size_t)t * k * e, e * sizeof(float));
-        for (int s = 1; s < k; s++) {
-            const float *o = sc->moe_out + ((size_t)t * k + (size_t)s) * e;
-            for (size_t j = 0; j < e; j++)
-                y[j] += o[j];
-        }
-        for (size_t j = 0; ft->n_ff_shexp > 0 && j < e; j++)
-            y[j] += sc->moe_sh[(size_t)t * e + j];
-    }
+    fwd_run_light(tp, job_post_block, f, f->n_rows <= LIGHT_ROWS_MAX);
 }
 
 /* Attention for the step: every query through the tiled kernel (attn.h), in the single-pass
@@ -660,43 +567,98 @@ static void run_attention(struct threadpool *tp, struct fwd *f)
     threadpool_run_chunks(tp, job_attention_tiled, f, n_blocks < (1 << 20) ? n_blocks : 1 << 20);
 }
 
-static void run_layer(struct threadpool *tp, struct fwd *f, int il)
+/* Attention from the quantized normed rows to its output projection in proj. */
+static void run_attention_block(struct threadpool *tp, struct fwd *f, const struct layer *L)
 {
     struct engine_model *m = f->m;
     struct scratch *sc = &m->sc;
+    const bool is_gated = m->feat.attn_gated;
+    fwd_run_matmul_group(tp, f, &L->plan_qkv, is_gated ? sc->qg : sc->q, sc->k, sc->v);
+    fwd_run_light(tp, job_qkv_post, f, f->n_tok <= LIGHT_ROWS_MAX);
+    run_attention(tp, f);
+    if (is_gated) model_gdn_gate_output(tp, f);
+    f->src = sc->attn;
+    f->plan = &L->plan_o;
+    fwd_run_light(tp, fwd_job_quant, f, f->n_rows <= LIGHT_ROWS_MAX);
+    fwd_run_matmul_group(tp, f, &L->plan_o, sc->proj, NULL, NULL);
+}
+
+/* Step: proj += par_out (falcon-h1: the SSM's output plus the attention's). Split by rows. */
+static void job_add_par(void *arg, int ith, int nth)
+{
+    const struct fwd *f = arg;
+    const struct scratch *sc = &f->m->sc;
+    const size_t e = (size_t)f->m->info.n_embd;
+    int lo, hi;
+    fwd_split(f->n_rows, ith, nth, &lo, &hi);
+    for (size_t i = (size_t)lo * e; i < (size_t)hi * e; i++)
+        sc->proj[i] = sc->par_out[i] + sc->proj[i];
+}
+
+/* The layer's mixer (attention or a recurrent block, or falcon-h1's both side by side on the
+ * same normed input, summed) into proj. The residual of the previous layer is folded into
+ * this norm step. */
+static void run_mixer(struct threadpool *tp, struct fwd *f, const struct layer *L)
+{
+    struct engine_model *m = f->m;
+    struct scratch *sc = &m->sc;
+    f->add = f->il > 0 ? sc->proj : NULL;
+    f->norm_w = L->attn_norm;
+    f->plan = L->is_recr && !L->par_attn ? &L->plan_conv_in : &L->plan_qkv;
+    fwd_run_light(tp, job_norm_quant, f, f->n_rows <= LIGHT_ROWS_MAX);
+    if (L->is_recr && L->par_attn) {
+        run_attention_block(tp, f, L);
+        memcpy(sc->par_out, sc->proj, (size_t)f->n_rows * (size_t)m->info.n_embd * sizeof(float));
+        f->src = sc->xn; // the same normed rows, quantized for the SSM's projection
+        f->plan = &L->plan_conv_in;
+        fwd_run_light(tp, fwd_job_quant, f, f->n_rows <= LIGHT_ROWS_MAX);
+        model_recr_block(tp, f);
+        fwd_run_light(tp, job_add_par, f, f->n_rows <= LIGHT_ROWS_MAX);
+    } else if (L->is_recr) {
+        model_recr_block(tp, f);
+    } else {
+        run_attention_block(tp, f, L);
+    }
+    post_block(tp, f, L->bo, L->attn_post_norm);
+}
+
+/* The layer's FFN (experts or dense) over the residual plus proj, normed, into proj. A layer
+ * without a mixer (nemotron_h) adds the previous layer's output here, or nothing at the first
+ * layer. */
+static void run_ffn(struct threadpool *tp, struct fwd *f, const struct layer *L)
+{
+    struct engine_model *m = f->m;
+    struct scratch *sc = &m->sc;
+    f->add = f->il > 0 || !L->no_mixer ? sc->proj : NULL;
+    f->norm_w = L->ffn_norm;
+    if (L->gate_inp.data) {
+        f->plan = &L->plan_router;
+        fwd_run_light(tp, job_norm_quant, f, f->n_rows <= LIGHT_ROWS_MAX);
+        moe_run(tp, f, L);
+    } else {
+        f->plan = &L->plan_gu;
+        fwd_run_light(tp, job_norm_quant, f, f->n_rows <= LIGHT_ROWS_MAX);
+        // ReLU^2 (no gate) writes up into the gate buffer the activation reads
+        fwd_run_matmul_group(tp, f, &L->plan_gu, sc->gate, m->feat.relu2_ffn ? NULL : sc->up, NULL);
+        f->plan = &L->plan_down;
+        f->up_bias = L->ffn_up_b;
+        fwd_run_light(tp, fwd_job_swiglu_quant, f, f->n_rows <= LIGHT_ROWS_MAX);
+        f->up_bias = NULL;
+        fwd_run_matmul_group(tp, f, &L->plan_down, sc->proj, NULL, NULL);
+    }
+    post_block(tp, f, L->ffn_down_b, L->ffn_post_norm);
+}
+
+static void run_layer(struct threadpool *tp, struct fwd *f, int il)
+{
+    struct engine_model *m = f->m;
     const struct layer *L = &m->layers[il];
     f->L = L;
     f->il = il;
     f->n_rows = f->n_tok;
-    // Residual of the previous layer's FFN is folded into this norm step.
-    f->add = il > 0 ? sc->proj : NULL;
-    f->norm_w = L->attn_norm;
-    f->plan = &L->plan_qkv;
-    run_light(tp, job_norm_quant, f, f->n_rows <= LIGHT_ROWS_MAX);
-    run_matmul_group(tp, f, &L->plan_qkv, sc->q, sc->k, sc->v);
-    run_light(tp, job_qkv_post, f, f->n_tok <= LIGHT_ROWS_MAX);
-    run_attention(tp, f);
-    f->src = sc->attn;
-    f->plan = &L->plan_o;
-    run_light(tp, job_quant, f, f->n_rows <= LIGHT_ROWS_MAX);
-    run_matmul_group(tp, f, &L->plan_o, sc->proj, NULL, NULL);
-    post_block(tp, f, L->bo, L->attn_post_norm);
+    if (!L->no_mixer) run_mixer(tp, f, L);
     if (il == m->info.n_layer - 1) keep_output_rows(f);
-    f->add = sc->proj;
-    f->norm_w = L->ffn_norm;
-    if (m->feat.n_expert > 0) {
-        f->plan = &L->plan_router;
-        run_light(tp, job_norm_quant, f, f->n_rows <= LIGHT_ROWS_MAX);
-        run_moe(tp, f, L);
-    } else {
-        f->plan = &L->plan_gu;
-        run_light(tp, job_norm_quant, f, f->n_rows <= LIGHT_ROWS_MAX);
-        run_matmul_group(tp, f, &L->plan_gu, sc->gate, sc->up, NULL);
-        f->plan = &L->plan_down;
-        run_light(tp, job_swiglu_quant, f, f->n_rows <= LIGHT_ROWS_MAX);
-        run_matmul_group(tp, f, &L->plan_down, sc->proj, NULL, NULL);
-    }
-    post_block(tp, f, NULL, L->ffn_post_norm);
+    if (!L->no_ffn) run_ffn(tp, f, L); // else the next norm step adds the mixer's output
 }
 
 /* The families' last touch on the logits rows: granite divides by its logit scale (as a
@@ -827,8 +789,10 @@ int engine_decode(struct engine_model *m, struct threadpool *tp, struct engine_b
         for (int i = 0, t = 0; i < n_items; t += items[i].n_tokens, i++)
             model_mrope_positions(item_rope_base(&items[i]), items[i].n_tokens, items[i].grid_w,
                                   items[i].grid_first, sc->tok_rpos + (size_t)t * 3);
+    for (int i = 0; m->n_layer_recr > 0 && i < n_items; i++)
+        if (items[i].seq->pos == 0) model_recr_reset(items[i].seq); // a fresh or emptied one
     rope_tables(&f);
-    run_light(tp, job_embed, &f, f.n_tok <= LIGHT_ROWS_MAX);
+    fwd_run_light(tp, job_embed, &f, f.n_tok <= LIGHT_ROWS_MAX);
     for (int il = 0; il < m->info.n_layer; il++)
         run_layer(tp, &f, il);
     // The final norm; its rows are quantized for the logits product only when it runs.
@@ -839,9 +803,9 @@ int engine_decode(struct engine_model *m, struct threadpool *tp, struct engine_b
     f.add = sc->proj;
     f.norm_w = m->output_norm;
     f.plan = any_logits ? &m->plan_out : &no_plan;
-    run_light(tp, job_norm_quant, &f, f.n_rows <= LIGHT_ROWS_MAX);
+    fwd_run_light(tp, job_norm_quant, &f, f.n_rows <= LIGHT_ROWS_MAX);
     if (any_logits) {
-        run_matmul_group(tp, &f, &m->plan_out, sc->logits, NULL, NULL);
+        fwd_run_matmul_group(tp, &f, &m->plan_out, sc->logits, NULL, NULL);
         finish_logits(m, sc->logits, f.n_rows);
     }
     store_outputs(m, items, n_items);

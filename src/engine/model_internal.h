@@ -23,7 +23,34 @@ enum model_arch {
     MODEL_ARCH_OLMOE,
     MODEL_ARCH_GRANITEMOE,
     MODEL_ARCH_GPTOSS,
+    MODEL_ARCH_LFM2,
+    MODEL_ARCH_QWEN35,
+    MODEL_ARCH_QWEN35MOE,
+    MODEL_ARCH_MAMBA2,
+    MODEL_ARCH_GRANITEHYBRID,
+    MODEL_ARCH_NEMOTRON_H,
+    MODEL_ARCH_LFM2MOE,
+    MODEL_ARCH_FALCON_H1,
+    MODEL_ARCH_NEMOTRON_H_MOE,
 };
+
+/* nemotron_h and its mixture-of-experts form share their layer kinds (model_recr.c). */
+static inline bool model_arch_is_nemotron(enum model_arch a)
+{
+    return a == MODEL_ARCH_NEMOTRON_H || a == MODEL_ARCH_NEMOTRON_H_MOE;
+}
+
+/* lfm2 and its mixture-of-experts form share their layers (model_recr.c). */
+static inline bool model_arch_is_lfm2(enum model_arch a)
+{
+    return a == MODEL_ARCH_LFM2 || a == MODEL_ARCH_LFM2MOE;
+}
+
+/* qwen35 and its mixture-of-experts form share their layers (model_gdn.c). */
+static inline bool model_arch_is_qwen35(enum model_arch a)
+{
+    return a == MODEL_ARCH_QWEN35 || a == MODEL_ARCH_QWEN35MOE;
+}
 
 /* How a family differs from the llama graph, read at load (model_arch.c). Zero: llama. */
 struct model_feat {
@@ -45,6 +72,8 @@ struct model_feat {
     int n_ctx_orig;         // LongRoPE: long factors when a sequence's n_ctx exceeds this
     int n_expert, n_expert_used;
     bool expert_norm;      // selected experts' weights renormalized to sum 1
+    bool moe_sigmoid;      // lfm2moe: sigmoid gate, experts chosen by gate + exp_probs_b
+    int n_dense_lead;      // lfm2moe: leading layers with a dense FFN instead of experts
     float expert_scale;    // their weights times this, 0: none
     int n_ff_exp;          // expert FFN width
     int n_ff_shexp;        // shared expert FFN width, 0: none
@@ -58,6 +87,8 @@ struct model_feat {
     // position, section by section (pair i is in section (i mod the sum)); all 0: plain RoPE
     bool is_mrope;
     int mrope[4];
+    bool attn_gated; // qwen35: wq gives a query and a gate per head; output * sigmoid(gate)
+    bool relu2_ffn;  // nemotron_h: FFN down(relu(up x)^2), no gate
 };
 
 /* A weight matrix used in place from the mapping. */
@@ -97,6 +128,7 @@ struct layer {
     const float *gate_inp_b;                     // gpt-oss: (n_expert) router bias
     const float *exp_gate_b, *exp_up_b;          // gpt-oss: (n_expert, n_ff_exp) expert biases
     const float *exp_down_b;                     // gpt-oss: (n_expert, n_embd)
+    const float *exp_probs_b;                    // lfm2moe: (n_expert) selection bias
     bool is_swa;                                 // sliding-window layer
     int kv_glob_before, kv_swa_before; // global / sliding-window layers before this one (their
                                        // caches come first in the sequence's K and V)
@@ -107,8 +139,29 @@ struct layer {
     struct wmat *exp_gate, *exp_up,
         *exp_down; // n_expert each, one allocation at exp_gate: (n_ff_exp, n_embd) x2, (n_embd, n_ff_exp)
     struct wmat sh_gate, sh_up, sh_down; // shared expert (n_ff_shexp > 0)
+    struct wmat sh_gate_inp;             // qwen35moe: (1, n_embd) the shared expert's gate
     struct qplan plan_qkv, plan_o, plan_gu, plan_down;
     struct qplan plan_router, plan_exp_gu, plan_exp_down, plan_sh_gu, plan_sh_down;
+    // recurrent layers of hybrid families (model_recr.c): no attention and no KV rows, a fixed
+    // state per sequence instead
+    bool is_recr;
+    bool no_ffn;   // the layer is its mixer alone (mamba2, nemotron_h)
+    bool no_mixer; // the layer is its FFN alone, normed by ffn_norm (nemotron_h)
+    bool par_attn; // falcon-h1: attention beside the recurrent block, summed
+    const float *ffn_up_b, *ffn_down_b; // optional dense FFN biases (n_ff), (n_embd)
+    int recr_before;                    // recurrent layers before this one (its state's place)
+    struct wmat conv_in;  // (recr_in_dim, n_embd): lfm2 rows b | c | x of the gated conv,
+                          // qwen35 the conv channels (queries, keys, values)
+    struct wmat conv_out; // (n_embd, recr_out_dim)
+    const float *conv_w;  // (n_conv_ch, d_conv + 1) taps, oldest input first
+    struct wmat gdn_z;    // qwen35: (recr_out_dim, n_embd) output gate
+    struct wmat gdn_beta, gdn_alpha; // qwen35: (ssm_n_v_heads, n_embd) each
+    const float *ssm_dt, *ssm_a;     // qwen35: (ssm_n_v_heads) decay bias and rate
+    const float *ssm_norm;           // qwen35: (ssm_d_state) per-head output norm; Mamba-2:
+                                     // (recr_out_dim) norm of each group's outputs
+    const float *conv_b;             // Mamba-2: (n_conv_ch) conv bias, NULL: none
+    const float *ssm_d;              // Mamba-2: (ssm_n_v_heads) skip weight of x
+    struct qplan plan_conv_in, plan_conv_out, plan_ab;
 };
 
 /* Batch scratch, carved from one allocation at load (ENGINE_BATCH_MAX rows each). Owned by the
@@ -130,11 +183,20 @@ struct scratch {
     float *moe_out;             // (B * n_expert_used, n_embd) each (token, slot)'s expert output
     float *router;              // (B, n_expert) router logits
     float *moe_sh;              // (B, n_embd) shared expert output
+    float *moe_shg;             // (B) its gate's logit (qwen35moe)
     void *slot[QPLAN_MAX];      // (B, slot_row_cap) quantized activations
     size_t slot_row_cap;
     int32_t *tok_item; // (B) item of each stacked token
     int32_t *tok_pos;  // (B) its position in its sequence
     int32_t *tok_rpos; // (B, 3) M-RoPE: its temporal, height and width rotary positions
+    float *recr_in;    // (B, recr_in_dim) a recurrent layer's input projection
+    float *recr_y;     // (B, recr_out_dim) its gated output, before the output projection
+    float *recr_z;     // qwen35: (B, recr_out_dim) the output gate
+    float *recr_ab;    // qwen35: (2, B, ssm_n_v_heads) beta rows, then alpha rows
+    float *recr_conv;  // qwen35: (B, n_conv_ch) conv + SiLU output
+    float *qg;         // gated attention: (B, 2 * q_dim) each head's query then gate
+    float *attn_gate;  // gated attention: (B, q_dim) the gates
+    float *par_out;    // falcon-h1: (B, n_embd) the attention's output, while the SSM runs
 };
 
 /* Immutable after load, except scratch (see struct scratch). */
@@ -161,6 +223,22 @@ struct engine_model {
     struct layer *layers; // n_layer
     void **owned;         // converted copies of small vectors, freed at unload
     int n_owned;
+    // hybrid families: recurrent layers and their per-sequence state (model_recr.c)
+    int n_layer_recr;
+    int n_layer_nokv;    // layers without attention (no KV rows): recurrent ones, FFN-only ones
+    int d_conv;          // past inputs a short convolution keeps (its taps less one)
+    int n_conv_ch;       // channels of the convolution
+    int recr_in_dim;     // width of a recurrent layer's input projection
+    int recr_out_dim;    // width of its output projection's input
+    int ssm_d_state;     // qwen35: a delta-rule head's width (its state is its square)
+    int ssm_n_k_heads;   // qwen35: query / key heads (ssm.group_count)
+    int ssm_n_v_heads;   // qwen35: value heads (ssm.time_step_rank); Mamba-2: heads
+    int ssm_n_groups;    // Mamba-2: groups sharing B and C (ssm.group_count)
+    int ssm_head_dim;    // Mamba-2: channels per head (ssm.inner_size / heads)
+    int conv_in_off;     // where the conv's channels start in a recr_in row (Mamba-2: after z)
+    size_t recr_floats;  // state floats of one recurrent layer in one sequence
+    size_t state_floats; // of all of them: n_layer_recr * recr_floats
+    int n_ckpt;          // state checkpoints a sequence keeps (0 without recurrent layers)
     void *scratch_mem;
     struct scratch sc;
     enum engine_numerics numerics;
@@ -181,14 +259,26 @@ struct engine_seq {
     // merged tokens share one temporal position and advance it by the grid's longer side.
     int rope_pos;       // the rotary position the next text token takes (pos otherwise)
     int32_t *rope_next; // (n_ctx) M-RoPE, own memory: rope_pos after each cached token
+    // hybrid families: the recurrent layers' state after pos tokens, and saved copies of it
+    // at earlier positions, so a truncation can go back to one of them (model_recr.c)
+    float *state;      // (n_layer_recr, recr_floats), F32 as the reference keeps it
+    float *ckpt;       // (n_ckpt, state_floats), own memory; NULL for a view
+    int32_t *ckpt_pos; // (n_ckpt) position each checkpoint holds, -1: empty
+    int ckpt_next;     // the slot the next checkpoint takes (oldest first)
 };
+
+/* Whether layer L attends (has KV rows). */
+static inline bool layer_has_kv(const struct layer *L)
+{
+    return !L->no_mixer && (!L->is_recr || L->par_attn);
+}
 
 /* Elements before layer il's cache in a sequence's K (or V) cache: the global layers' caches
  * of n_ctx rows come first, then the sliding-window layers' rings of swa_cap rows. */
 static inline size_t kv_layer_base(const struct engine_model *m, const struct engine_seq *s, int il)
 {
     const struct layer *L = &m->layers[il];
-    const size_t n_glob = (size_t)(m->info.n_layer - m->n_layer_swa);
+    const size_t n_glob = (size_t)(m->info.n_layer - m->n_layer_swa - m->n_layer_nokv);
     const size_t rows =
         L->is_swa ? n_glob * (size_t)s->n_ctx + (size_t)L->kv_swa_before * (size_t)s->swa_cap
                   : (size_t)L->kv_glob_before * (size_t)s->n_ctx;

@@ -190,6 +190,9 @@ static bool wrap_calls(struct buf *schema_g, enum toolcall_format format, bool p
         post = " \"]\"";
     } else if (format == TOOLCALL_FORMAT_LLAMA3) {
         sep = "\"; \"";
+    } else if (format == TOOLCALL_FORMAT_LFM2) { // JSON calls in its list, which it parses
+        pre = "\"<|tool_call_start|>[\" ";
+        post = " \"]<|tool_call_end|>\"";
     } else {
         parallel = false; // the generic format is one JSON object
     }

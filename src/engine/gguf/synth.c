@@ -4,6 +4,7 @@
  * the output (or tied embeddings) and on attn_v / ffn_down of the "more bits" layers. */
 #include "engine/gguf/synth.h"
 
+#include "engine/gguf/synth_internal.h"
 #include "engine/kernels.h"
 #include "engine/quants/quants.h"
 #include "engine/gguf/synth_words.h"
@@ -15,10 +16,6 @@
 #include <strings.h>
 
 #define HEAD_DIM_SYNTH_MAX 512
-#define TOKEN_TYPE_NORMAL  1
-#define TOKEN_TYPE_UNKNOWN 2
-#define TOKEN_TYPE_CONTROL 3
-#define TOKEN_TYPE_BYTE    6
 
 struct synth_params synth_params_default(void)
 {
@@ -118,27 +115,10 @@ static bool use_more_bits(int i, int n)
     return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
 }
 
-/* ---- builder state ---- */
-
-struct synth {
-    const struct synth_params *p;
-    struct gguf_writer *w;
-    struct errmsg *err;
-    uint32_t type; // base weight type
-    bool is_mix;   // Q4_K_M
-    uint64_t rng;
-    int head_dim;
-    int n_rot;    // rotated dims per head (phi3: three quarters, even)
-    int n_swa;    // resolved window, 0: none
-    int n_expert; // resolved expert counts (mixture-of-experts families)
-    int n_expert_used;
-    float (*row_gain)(int row); // set while the output matrix is written: row i is scaled by it
-};
-
 /* Adds a tensor of n_out rows of n_in values uniform in [-scale, scale] + offset, stored as
  * type (made to fit the row length). */
-static int add_tensor(struct synth *s, const char *name, int64_t n_in, int64_t n_out, uint32_t type,
-                      float scale, float offset)
+int synth_add_tensor(struct synth *s, const char *name, int64_t n_in, int64_t n_out, uint32_t type,
+                     float scale, float offset)
 {
     const int64_t n = n_in * n_out;
     type = fit_type(type, n_in);
@@ -168,19 +148,19 @@ static int add_tensor(struct synth *s, const char *name, int64_t n_in, int64_t n
     return ERR_OK;
 }
 
-static int add_vec(struct synth *s, const char *name, int64_t n, float scale, float offset)
+int synth_add_vec(struct synth *s, const char *name, int64_t n, float scale, float offset)
 {
-    return add_tensor(s, name, n, 1, QUANT_F32, scale, offset);
+    return synth_add_tensor(s, name, n, 1, QUANT_F32, scale, offset);
 }
 
 /* A weight matrix: uniform with standard deviation 1 / sqrt(n_in). */
-static int add_mat(struct synth *s, const char *name, int64_t n_in, int64_t n_out, uint32_t type)
+int synth_add_mat(struct synth *s, const char *name, int64_t n_in, int64_t n_out, uint32_t type)
 {
-    return add_tensor(s, name, n_in, n_out, type, sqrtf(3.0f / (float)n_in), 0.0f);
+    return synth_add_tensor(s, name, n_in, n_out, type, sqrtf(3.0f / (float)n_in), 0.0f);
 }
 
 /* A stack of n_expert weight matrices [n_in, n_out, n_expert] (each expert like add_mat). */
-static int add_experts(struct synth *s, const char *name, int64_t n_in, int64_t n_out, int n_expert)
+int synth_add_experts(struct synth *s, const char *name, int64_t n_in, int64_t n_out, int n_expert)
 {
     const uint32_t type = fit_type(s->type, n_in);
     const struct quant_traits *tr = quant_traits_of(type);
@@ -212,39 +192,124 @@ static bool arch_is(const struct synth_params *p, const char *name)
     return strcmp(p->arch, name) == 0;
 }
 
+/* The mixture-of-experts families, and granitehybrid when experts are asked for (Granite
+ * 4.0-H Tiny and Small have them, Micro not). */
 static bool arch_is_moe(const struct synth_params *p)
 {
     return arch_is(p, "qwen3moe") || arch_is(p, "olmoe") || arch_is(p, "granitemoe") ||
-           arch_is(p, "gpt-oss");
+           arch_is(p, "gpt-oss") || arch_is(p, "qwen35moe") ||
+           (arch_is(p, "granitehybrid") && p->n_expert > 0) || arch_is(p, "lfm2moe") ||
+           arch_is(p, "nemotron_h_moe");
+}
+
+/* lfm2 and its mixture-of-experts form share their layers. */
+static bool is_lfm2(const struct synth_params *p)
+{
+    return arch_is(p, "lfm2") || arch_is(p, "lfm2moe");
+}
+
+/* lfm2moe's first layer keeps a dense FFN (leading_dense_block_count), as the released
+ * models' first layers do. */
+#define LFM2MOE_DENSE_LEAD 1
+
+/* Whether layer il routes its FFN through experts. */
+static bool layer_is_moe(const struct synth_params *p, int il)
+{
+    return arch_is_moe(p) && !(arch_is(p, "lfm2moe") && il < LFM2MOE_DENSE_LEAD);
+}
+
+/* The families whose experts come with a shared expert. */
+static bool has_shared_expert(const struct synth_params *p)
+{
+    return arch_is(p, "granitemoe") || arch_is(p, "qwen35moe") || arch_is(p, "granitehybrid") ||
+           arch_is(p, "nemotron_h_moe");
+}
+
+/* qwen35 and qwen35moe share their layers. */
+static bool is_qwen35(const struct synth_params *p)
+{
+    return arch_is(p, "qwen35") || arch_is(p, "qwen35moe");
 }
 
 /* The FFN of a mixture-of-experts layer: router (F32, as converters keep it), experts, and
- * granitemoe's shared expert. */
+ * granitemoe's shared expert (qwen35moe's with its sigmoid gate). */
 static int add_moe_ffn(struct synth *s, int il)
 {
     const struct synth_params *p = s->p;
     const int64_t e = p->n_embd, f = p->n_ff;
     char n[96];
 #define NAME(x) (snprintf(n, sizeof n, "blk.%d." x, il), n)
-    int rc = add_tensor(s, NAME("ffn_gate_inp.weight"), e, s->n_expert, QUANT_F32,
-                        sqrtf(3.0f / (float)e), 0.0f);
-    if (rc == ERR_OK) rc = add_experts(s, NAME("ffn_gate_exps.weight"), e, f, s->n_expert);
-    if (rc == ERR_OK) rc = add_experts(s, NAME("ffn_up_exps.weight"), e, f, s->n_expert);
-    if (rc == ERR_OK) rc = add_experts(s, NAME("ffn_down_exps.weight"), f, e, s->n_expert);
+    int rc = synth_add_tensor(s, NAME("ffn_gate_inp.weight"), e, s->n_expert, QUANT_F32,
+                              sqrtf(3.0f / (float)e), 0.0f);
+    if (rc == ERR_OK) rc = synth_add_experts(s, NAME("ffn_gate_exps.weight"), e, f, s->n_expert);
+    if (rc == ERR_OK) rc = synth_add_experts(s, NAME("ffn_up_exps.weight"), e, f, s->n_expert);
+    if (rc == ERR_OK) rc = synth_add_experts(s, NAME("ffn_down_exps.weight"), f, e, s->n_expert);
     if (rc == ERR_OK && arch_is(p, "gpt-oss")) { // biases of the router and of every expert
-        rc = add_vec(s, NAME("ffn_gate_inp.bias"), s->n_expert, 0.5f, 0.0f);
+        rc = synth_add_vec(s, NAME("ffn_gate_inp.bias"), s->n_expert, 0.5f, 0.0f);
         if (rc == ERR_OK)
-            rc = add_tensor(s, NAME("ffn_gate_exps.bias"), f, s->n_expert, QUANT_F32, 0.1f, 0.0f);
+            rc = synth_add_tensor(s, NAME("ffn_gate_exps.bias"), f, s->n_expert, QUANT_F32, 0.1f,
+                                  0.0f);
         if (rc == ERR_OK)
-            rc = add_tensor(s, NAME("ffn_up_exps.bias"), f, s->n_expert, QUANT_F32, 0.1f, 0.0f);
+            rc = synth_add_tensor(s, NAME("ffn_up_exps.bias"), f, s->n_expert, QUANT_F32, 0.1f,
+                                  0.0f);
         if (rc == ERR_OK)
-            rc = add_tensor(s, NAME("ffn_down_exps.bias"), e, s->n_expert, QUANT_F32, 0.1f, 0.0f);
+            rc = synth_add_tensor(s, NAME("ffn_down_exps.bias"), e, s->n_expert, QUANT_F32, 0.1f,
+                                  0.0f);
     }
-    if (rc == ERR_OK && arch_is(p, "granitemoe")) {
-        rc = add_mat(s, NAME("ffn_gate_shexp.weight"), e, f, s->type);
-        if (rc == ERR_OK) rc = add_mat(s, NAME("ffn_up_shexp.weight"), e, f, s->type);
-        if (rc == ERR_OK) rc = add_mat(s, NAME("ffn_down_shexp.weight"), f, e, s->type);
+    if (rc == ERR_OK && has_shared_expert(p)) {
+        rc = synth_add_mat(s, NAME("ffn_gate_shexp.weight"), e, f, s->type);
+        if (rc == ERR_OK) rc = synth_add_mat(s, NAME("ffn_up_shexp.weight"), e, f, s->type);
+        if (rc == ERR_OK) rc = synth_add_mat(s, NAME("ffn_down_shexp.weight"), f, e, s->type);
     }
+    if (rc == ERR_OK && arch_is(p, "lfm2moe")) // biases the choice, not the weights
+        rc = synth_add_vec(s, NAME("exp_probs_b.bias"), s->n_expert, 0.2f, 0.0f);
+    if (rc == ERR_OK && arch_is(p, "qwen35moe"))
+        rc = synth_add_tensor(s, NAME("ffn_gate_inp_shexp.weight"), e, 1, QUANT_F32,
+                              sqrtf(3.0f / (float)e), 0.0f);
+#undef NAME
+    return rc;
+}
+
+/* A decoder layer's attention block after its norm: Q, K, V (or fused), output, the family's
+ * biases, q/k norms, sinks and post-attention norm. */
+static int add_attn(struct synth *s, int il)
+{
+    const struct synth_params *p = s->p;
+    const int64_t e = p->n_embd, qd = (int64_t)p->n_head * s->head_dim;
+    const int64_t kvd = (int64_t)p->n_head_kv * s->head_dim;
+    const uint32_t more = s->is_mix && use_more_bits(il, p->n_layer) ? QUANT_Q6_K : s->type;
+    const bool is_oss = arch_is(p, "gpt-oss");
+    const bool is_qwen2 = arch_is(p, "qwen2") || arch_is(p, "qwen2vl") || is_oss; // biased QKV
+    const bool is_olmo = arch_is(p, "olmo2") || arch_is(p, "olmoe");
+    const bool head_norms = arch_is(p, "qwen3") || arch_is(p, "gemma3") || arch_is(p, "qwen3moe") ||
+                            is_lfm2(p) || is_qwen35(p);
+    const bool post_norms = arch_is(p, "gemma2") || arch_is(p, "gemma3") || arch_is(p, "olmo2");
+    char n[96];
+    int rc = ERR_OK;
+#define NAME(x) (snprintf(n, sizeof n, "blk.%d." x, il), n)
+    if (arch_is(p, "phi3")) {
+        rc = synth_add_mat(s, NAME("attn_qkv.weight"), e, qd + 2 * kvd, s->type);
+    } else {
+        // qwen35's gated attention: each head's query, then its gate
+        const int64_t q_rows = is_qwen35(p) ? 2 * qd : qd;
+        rc = synth_add_mat(s, NAME("attn_q.weight"), e, q_rows, s->type);
+        if (rc == ERR_OK) rc = synth_add_mat(s, NAME("attn_k.weight"), e, kvd, s->type);
+        if (rc == ERR_OK) rc = synth_add_mat(s, NAME("attn_v.weight"), e, kvd, more);
+    }
+    if (rc == ERR_OK) rc = synth_add_mat(s, NAME("attn_output.weight"), qd, e, s->type);
+    if (rc == ERR_OK && is_qwen2) rc = synth_add_vec(s, NAME("attn_q.bias"), qd, 0.1f, 0.0f);
+    if (rc == ERR_OK && is_qwen2) rc = synth_add_vec(s, NAME("attn_k.bias"), kvd, 0.1f, 0.0f);
+    if (rc == ERR_OK && is_qwen2) rc = synth_add_vec(s, NAME("attn_v.bias"), kvd, 0.1f, 0.0f);
+    if (rc == ERR_OK && (head_norms || is_olmo))
+        rc = synth_add_vec(s, NAME("attn_q_norm.weight"), is_olmo ? qd : s->head_dim, 0.1f, 1.0f);
+    if (rc == ERR_OK && (head_norms || is_olmo))
+        rc = synth_add_vec(s, NAME("attn_k_norm.weight"), is_olmo ? kvd : s->head_dim, 0.1f, 1.0f);
+    if (rc == ERR_OK && is_oss) rc = synth_add_vec(s, NAME("attn_output.bias"), e, 0.1f, 0.0f);
+    if (rc == ERR_OK && is_oss)
+        rc = synth_add_vec(s, NAME("attn_sinks.weight"), p->n_head, 1.0f, 0.0f);
+    // gpt-oss calls its FFN norm post_attention_norm
+    if (rc == ERR_OK && (post_norms || is_oss))
+        rc = synth_add_vec(s, NAME("post_attention_norm.weight"), e, 0.1f, 1.0f);
 #undef NAME
     return rc;
 }
@@ -252,51 +317,44 @@ static int add_moe_ffn(struct synth *s, int il)
 static int add_layer_decoder(struct synth *s, int il)
 {
     const struct synth_params *p = s->p;
-    const int64_t e = p->n_embd, qd = (int64_t)p->n_head * s->head_dim;
-    const int64_t kvd = (int64_t)p->n_head_kv * s->head_dim, f = p->n_ff;
+    const int64_t e = p->n_embd, f = p->n_ff;
     const uint32_t more = s->is_mix && use_more_bits(il, p->n_layer) ? QUANT_Q6_K : s->type;
     const bool is_oss = arch_is(p, "gpt-oss");
-    const bool is_qwen2 = arch_is(p, "qwen2") || arch_is(p, "qwen2vl") || is_oss; // biased QKV
-    const bool is_phi3 = arch_is(p, "phi3"), is_olmo = arch_is(p, "olmo2") || arch_is(p, "olmoe");
-    const bool head_norms = arch_is(p, "qwen3") || arch_is(p, "gemma3") || arch_is(p, "qwen3moe");
+    // blocks beyond n_layer (next-token prediction) attend
+    const bool recurs =
+        synth_is_hybrid(p->arch) && il < p->n_layer && synth_hybrid_layer_recurs(s, il);
     const bool post_norms = arch_is(p, "gemma2") || arch_is(p, "gemma3") || arch_is(p, "olmo2");
     const bool pre_norms = !arch_is(p, "olmo2");
+    // gpt-oss and qwen35 name their FFN norm post_attention_norm (gpt-oss writes it above)
+    // and falcon-h1 without the .weight suffix
+    const char *ffn_norm = is_qwen35(p)              ? "post_attention_norm.weight"
+                           : arch_is(p, "falcon-h1") ? "ffn_norm"
+                                                     : "ffn_norm.weight";
     char n[96];
     int rc = ERR_OK;
 #define NAME(x) (snprintf(n, sizeof n, "blk.%d." x, il), n)
-    if (pre_norms) rc = add_vec(s, NAME("attn_norm.weight"), e, 0.1f, 1.0f);
-    if (rc == ERR_OK && is_phi3) {
-        rc = add_mat(s, NAME("attn_qkv.weight"), e, qd + 2 * kvd, s->type);
-    } else if (rc == ERR_OK) {
-        rc = add_mat(s, NAME("attn_q.weight"), e, qd, s->type);
-        if (rc == ERR_OK) rc = add_mat(s, NAME("attn_k.weight"), e, kvd, s->type);
-        if (rc == ERR_OK) rc = add_mat(s, NAME("attn_v.weight"), e, kvd, more);
+    if (arch_is(p, "nemotron_h") || arch_is(p, "nemotron_h_moe"))
+        return synth_hybrid_single_block_layer(s, il);
+    if (pre_norms) rc = synth_add_vec(s, NAME("attn_norm.weight"), e, 0.1f, 1.0f);
+    if (rc == ERR_OK) rc = recurs ? synth_hybrid_layer(s, il) : add_attn(s, il);
+    if (rc == ERR_OK && arch_is(p, "falcon-h1")) rc = add_attn(s, il); // beside the SSM
+    if (arch_is(p, "mamba2")) return rc; // its layers are the mixer alone
+    if (rc == ERR_OK && pre_norms && !is_oss) {
+        snprintf(n, sizeof n, "blk.%d.%s", il, ffn_norm);
+        rc = synth_add_vec(s, n, e, 0.1f, 1.0f);
     }
-    if (rc == ERR_OK) rc = add_mat(s, NAME("attn_output.weight"), qd, e, s->type);
-    if (rc == ERR_OK && is_qwen2) rc = add_vec(s, NAME("attn_q.bias"), qd, 0.1f, 0.0f);
-    if (rc == ERR_OK && is_qwen2) rc = add_vec(s, NAME("attn_k.bias"), kvd, 0.1f, 0.0f);
-    if (rc == ERR_OK && is_qwen2) rc = add_vec(s, NAME("attn_v.bias"), kvd, 0.1f, 0.0f);
-    if (rc == ERR_OK && (head_norms || is_olmo))
-        rc = add_vec(s, NAME("attn_q_norm.weight"), is_olmo ? qd : s->head_dim, 0.1f, 1.0f);
-    if (rc == ERR_OK && (head_norms || is_olmo))
-        rc = add_vec(s, NAME("attn_k_norm.weight"), is_olmo ? kvd : s->head_dim, 0.1f, 1.0f);
-    if (rc == ERR_OK && is_oss) rc = add_vec(s, NAME("attn_output.bias"), e, 0.1f, 0.0f);
-    if (rc == ERR_OK && is_oss) rc = add_vec(s, NAME("attn_sinks.weight"), p->n_head, 1.0f, 0.0f);
-    // gpt-oss calls its FFN norm post_attention_norm
-    if (rc == ERR_OK && (post_norms || is_oss))
-        rc = add_vec(s, NAME("post_attention_norm.weight"), e, 0.1f, 1.0f);
-    if (rc == ERR_OK && pre_norms && !is_oss)
-        rc = add_vec(s, NAME("ffn_norm.weight"), e, 0.1f, 1.0f);
-    if (rc == ERR_OK && arch_is_moe(p)) {
+    if (rc == ERR_OK && layer_is_moe(p, il)) {
         rc = add_moe_ffn(s, il);
-    } else if (rc == ERR_OK && is_phi3) {
-        rc = add_mat(s, NAME("ffn_up.weight"), e, 2 * f, s->type);
+    } else if (rc == ERR_OK && arch_is(p, "phi3")) {
+        rc = synth_add_mat(s, NAME("ffn_up.weight"), e, 2 * f, s->type);
     } else if (rc == ERR_OK) {
-        rc = add_mat(s, NAME("ffn_gate.weight"), e, f, s->type);
-        if (rc == ERR_OK) rc = add_mat(s, NAME("ffn_up.weight"), e, f, s->type);
+        rc = synth_add_mat(s, NAME("ffn_gate.weight"), e, f, s->type);
+        if (rc == ERR_OK) rc = synth_add_mat(s, NAME("ffn_up.weight"), e, f, s->type);
     }
-    if (rc == ERR_OK && !arch_is_moe(p)) rc = add_mat(s, NAME("ffn_down.weight"), f, e, more);
-    if (rc == ERR_OK && post_norms) rc = add_vec(s, NAME("post_ffw_norm.weight"), e, 0.1f, 1.0f);
+    if (rc == ERR_OK && !layer_is_moe(p, il))
+        rc = synth_add_mat(s, NAME("ffn_down.weight"), f, e, more);
+    if (rc == ERR_OK && post_norms)
+        rc = synth_add_vec(s, NAME("post_ffw_norm.weight"), e, 0.1f, 1.0f);
 #undef NAME
     return rc;
 }
@@ -332,22 +390,22 @@ static int add_layer_bert(struct synth *s, int il)
         snprintf(n, sizeof n, "blk.%d.%s", il, parts[i].name);
         switch (parts[i].kind) {
         case 0:
-            rc = add_mat(s, n, e, e, s->type);
+            rc = synth_add_mat(s, n, e, e, s->type);
             break;
         case 1:
-            rc = add_mat(s, n, e, f, s->type);
+            rc = synth_add_mat(s, n, e, f, s->type);
             break;
         case 2:
-            rc = add_mat(s, n, f, e, s->type);
+            rc = synth_add_mat(s, n, f, e, s->type);
             break;
         case 3:
-            rc = add_vec(s, n, e, 0.1f, 0.0f);
+            rc = synth_add_vec(s, n, e, 0.1f, 0.0f);
             break;
         case 4:
-            rc = add_vec(s, n, f, 0.1f, 0.0f);
+            rc = synth_add_vec(s, n, f, 0.1f, 0.0f);
             break;
         default:
-            rc = add_vec(s, n, e, 0.1f, 1.0f);
+            rc = synth_add_vec(s, n, e, 0.1f, 1.0f);
             break;
         }
     }
@@ -361,11 +419,12 @@ static int add_head(struct synth *s, bool is_bert)
     const int64_t e = s->p->n_embd;
     int rc = ERR_OK;
     if (is_bert) {
-        rc = add_mat(s, "cls.weight", e, e, s->type);
-        if (rc == ERR_OK) rc = add_vec(s, "cls.bias", e, 0.1f, 0.0f);
+        rc = synth_add_mat(s, "cls.weight", e, e, s->type);
+        if (rc == ERR_OK) rc = synth_add_vec(s, "cls.bias", e, 0.1f, 0.0f);
     }
-    if (rc == ERR_OK) rc = add_mat(s, "cls.output.weight", e, s->p->n_cls_out, s->type);
-    if (rc == ERR_OK && is_bert) rc = add_vec(s, "cls.output.bias", s->p->n_cls_out, 0.1f, 0.0f);
+    if (rc == ERR_OK) rc = synth_add_mat(s, "cls.output.weight", e, s->p->n_cls_out, s->type);
+    if (rc == ERR_OK && is_bert)
+        rc = synth_add_vec(s, "cls.output.bias", s->p->n_cls_out, 0.1f, 0.0f);
     return rc;
 }
 
@@ -375,19 +434,21 @@ static int add_globals(struct synth *s, bool is_bert)
     const int64_t e = p->n_embd;
     // Tied embeddings serve as the output matrix, so the mix gives them the output's type.
     const uint32_t emb_type = s->is_mix && p->tied ? QUANT_Q6_K : s->type;
-    int rc = add_tensor(s, "token_embd.weight", e, p->n_vocab, emb_type, 1.0f, 0.0f);
+    int rc = synth_add_tensor(s, "token_embd.weight", e, p->n_vocab, emb_type, 1.0f, 0.0f);
     if (rc == ERR_OK && is_bert) {
-        rc = add_tensor(s, "token_types.weight", e, 2, QUANT_F32, 0.1f, 0.0f);
+        rc = synth_add_tensor(s, "token_types.weight", e, 2, QUANT_F32, 0.1f, 0.0f);
         if (rc == ERR_OK)
-            rc = add_tensor(s, "position_embd.weight", e, p->n_ctx, QUANT_F32, 0.1f, 0.0f);
-        if (rc == ERR_OK) rc = add_vec(s, "token_embd_norm.weight", e, 0.1f, 1.0f);
-        if (rc == ERR_OK) rc = add_vec(s, "token_embd_norm.bias", e, 0.1f, 0.0f);
+            rc = synth_add_tensor(s, "position_embd.weight", e, p->n_ctx, QUANT_F32, 0.1f, 0.0f);
+        if (rc == ERR_OK) rc = synth_add_vec(s, "token_embd_norm.weight", e, 0.1f, 1.0f);
+        if (rc == ERR_OK) rc = synth_add_vec(s, "token_embd_norm.bias", e, 0.1f, 0.0f);
         return rc;
     }
-    if (rc == ERR_OK) rc = add_vec(s, "output_norm.weight", e, 0.1f, 1.0f);
+    // lfm2's converter names the final norm token_embd_norm
+    const char *out_norm = is_lfm2(p) ? "token_embd_norm.weight" : "output_norm.weight";
+    if (rc == ERR_OK) rc = synth_add_vec(s, out_norm, e, 0.1f, 1.0f);
     if (p->is_words_vocab) s->row_gain = synth_words_output_gain;
     if (rc == ERR_OK && !p->tied)
-        rc = add_mat(s, "output.weight", e, p->n_vocab, s->is_mix ? QUANT_Q6_K : s->type);
+        rc = synth_add_mat(s, "output.weight", e, p->n_vocab, s->is_mix ? QUANT_Q6_K : s->type);
     s->row_gain = NULL;
     if (rc == ERR_OK && arch_is(p, "phi3")) {
         // LongRoPE divisors: near 1 for short contexts, growing with the pair for long ones.
@@ -410,14 +471,14 @@ static int add_globals(struct synth *s, bool is_bert)
 
 /* ---- metadata ---- */
 
-static int add_key_u32(struct synth *s, const char *suffix, uint32_t v)
+int synth_add_key_u32(struct synth *s, const char *suffix, uint32_t v)
 {
     char key[96];
     snprintf(key, sizeof key, "%s.%s", s->p->arch, suffix);
     return gguf_writer_add_u32(s->w, key, v);
 }
 
-static int add_key_f32(struct synth *s, const char *suffix, float v)
+int synth_add_key_f32(struct synth *s, const char *suffix, float v)
 {
     char key[96];
     snprintf(key, sizeof key, "%s.%s", s->p->arch, suffix);
@@ -429,8 +490,8 @@ static int add_family_keys(struct synth *s)
 {
     const struct synth_params *p = s->p;
     int rc = ERR_OK;
-    if (s->n_swa > 0) {
-        rc = add_key_u32(s, "attention.sliding_window", (uint32_t)s->n_swa);
+    if (s->n_swa > 0) rc = synth_add_key_u32(s, "attention.sliding_window", (uint32_t)s->n_swa);
+    if (s->n_swa > 0 && !is_lfm2(p)) { // lfm2's attention layers all slide
         // layers alternate: even ones slide, odd ones are global
         uint8_t *pat = mem_alloc((size_t)p->n_layer);
         if (!pat) return ERR_NOMEM;
@@ -451,40 +512,51 @@ static int add_family_keys(struct synth *s)
     }
     if (rc == ERR_OK && arch_is(p, "gemma2")) {
         // tied embeddings give logits of several units: a cap of 20 bends the largest
-        rc = add_key_f32(s, "attn_logit_softcapping", 4.0f);
-        if (rc == ERR_OK) rc = add_key_f32(s, "final_logit_softcapping", 20.0f);
+        rc = synth_add_key_f32(s, "attn_logit_softcapping", 4.0f);
+        if (rc == ERR_OK) rc = synth_add_key_f32(s, "final_logit_softcapping", 20.0f);
     }
     if (rc == ERR_OK && arch_is(p, "gemma3")) {
-        rc = add_key_f32(s, "final_logit_softcapping", 3.0f);
-        if (rc == ERR_OK) rc = add_key_f32(s, "rope.freq_base_swa", p->rope_base);
+        rc = synth_add_key_f32(s, "final_logit_softcapping", 3.0f);
+        if (rc == ERR_OK) rc = synth_add_key_f32(s, "rope.freq_base_swa", p->rope_base);
         if (rc == ERR_OK) rc = gguf_writer_add_str(s->w, "gemma3.rope.scaling.type", "linear");
-        if (rc == ERR_OK) rc = add_key_f32(s, "rope.scaling.factor", 2.0f);
+        if (rc == ERR_OK) rc = synth_add_key_f32(s, "rope.scaling.factor", 2.0f);
     }
     if (rc == ERR_OK && arch_is(p, "phi3")) {
-        rc = add_key_f32(s, "rope.scaling.attn_factor", 1.19f);
+        rc = synth_add_key_f32(s, "rope.scaling.attn_factor", 1.19f);
         if (rc == ERR_OK)
-            rc = add_key_u32(s, "rope.scaling.original_context_length", (uint32_t)(p->n_ctx / 4));
+            rc = synth_add_key_u32(s, "rope.scaling.original_context_length",
+                                   (uint32_t)(p->n_ctx / 4));
     }
-    if (rc == ERR_OK && (arch_is(p, "granite") || arch_is(p, "granitemoe"))) {
-        rc = add_key_f32(s, "embedding_scale", 6.0f);
-        if (rc == ERR_OK) rc = add_key_f32(s, "residual_scale", 0.5f);
-        if (rc == ERR_OK) rc = add_key_f32(s, "attention.scale", 0.3f);
-        if (rc == ERR_OK) rc = add_key_f32(s, "logit_scale", 2.5f);
+    if (rc == ERR_OK &&
+        (arch_is(p, "granite") || arch_is(p, "granitemoe") || arch_is(p, "granitehybrid"))) {
+        rc = synth_add_key_f32(s, "embedding_scale", 6.0f);
+        if (rc == ERR_OK) rc = synth_add_key_f32(s, "residual_scale", 0.5f);
+        if (rc == ERR_OK) rc = synth_add_key_f32(s, "attention.scale", 0.3f);
+        if (rc == ERR_OK) rc = synth_add_key_f32(s, "logit_scale", 2.5f);
     }
+    if (rc == ERR_OK && arch_is(p, "granitehybrid")) // Granite 4.0-H: no RoPE
+        rc = gguf_writer_add_bool(s->w, "granitehybrid.rope.scaling.finetuned", false);
     if (rc == ERR_OK && arch_is(p, "gpt-oss")) {
         char key[96];
         snprintf(key, sizeof key, "%s.rope.scaling.type", p->arch);
         rc = gguf_writer_add_str(s->w, key, "yarn");
-        if (rc == ERR_OK) rc = add_key_f32(s, "rope.scaling.factor", 4.0f);
+        if (rc == ERR_OK) rc = synth_add_key_f32(s, "rope.scaling.factor", 4.0f);
         if (rc == ERR_OK)
-            rc = add_key_u32(s, "rope.scaling.original_context_length", (uint32_t)(p->n_ctx / 4));
+            rc = synth_add_key_u32(s, "rope.scaling.original_context_length",
+                                   (uint32_t)(p->n_ctx / 4));
     }
     if (rc == ERR_OK && arch_is_moe(p)) {
-        rc = add_key_u32(s, "expert_count", (uint32_t)s->n_expert);
-        if (rc == ERR_OK) rc = add_key_u32(s, "expert_used_count", (uint32_t)s->n_expert_used);
-        if (rc == ERR_OK) rc = add_key_u32(s, "expert_feed_forward_length", (uint32_t)p->n_ff);
-        if (rc == ERR_OK && arch_is(p, "granitemoe"))
-            rc = add_key_u32(s, "expert_shared_feed_forward_length", (uint32_t)p->n_ff);
+        rc = synth_add_key_u32(s, "expert_count", (uint32_t)s->n_expert);
+        if (rc == ERR_OK)
+            rc = synth_add_key_u32(s, "expert_used_count", (uint32_t)s->n_expert_used);
+        if (rc == ERR_OK)
+            rc = synth_add_key_u32(s, "expert_feed_forward_length", (uint32_t)p->n_ff);
+        if (rc == ERR_OK && has_shared_expert(p))
+            rc = synth_add_key_u32(s, "expert_shared_feed_forward_length", (uint32_t)p->n_ff);
+        if (rc == ERR_OK && arch_is(p, "lfm2moe")) // sigmoid gate
+            rc = synth_add_key_u32(s, "expert_gating_func", 2);
+        if (rc == ERR_OK && arch_is(p, "lfm2moe"))
+            rc = synth_add_key_u32(s, "leading_dense_block_count", LFM2MOE_DENSE_LEAD);
     }
     return rc;
 }
@@ -515,215 +587,49 @@ static int add_hparams(struct synth *s, bool is_bert)
     int rc = gguf_writer_add_str(s->w, "general.architecture", p->arch);
     if (rc == ERR_OK) rc = gguf_writer_add_str(s->w, "general.name", "synthetic");
     if (rc == ERR_OK) rc = gguf_writer_add_u32(s->w, "general.quantization_version", 2);
-    if (rc == ERR_OK) rc = add_key_u32(s, "context_length", (uint32_t)p->n_ctx);
-    if (rc == ERR_OK) rc = add_key_u32(s, "embedding_length", (uint32_t)p->n_embd);
-    if (rc == ERR_OK) rc = add_key_u32(s, "block_count", (uint32_t)p->n_layer);
-    if (rc == ERR_OK) rc = add_key_u32(s, "feed_forward_length", (uint32_t)p->n_ff);
-    if (rc == ERR_OK) rc = add_key_u32(s, "attention.head_count", (uint32_t)p->n_head);
+    if (rc == ERR_OK) rc = synth_add_key_u32(s, "context_length", (uint32_t)p->n_ctx);
+    if (rc == ERR_OK) rc = synth_add_key_u32(s, "embedding_length", (uint32_t)p->n_embd);
+    const int n_block = p->n_layer + (synth_is_hybrid(p->arch) ? synth_hybrid_extra_blocks(s) : 0);
+    if (rc == ERR_OK) rc = synth_add_key_u32(s, "block_count", (uint32_t)n_block);
+    // mamba2 has neither FFN nor attention: its converter writes 0 for both
+    const bool is_mamba2 = arch_is(p, "mamba2");
+    if (rc == ERR_OK && !arch_is(p, "nemotron_h") && !arch_is(p, "nemotron_h_moe")) // per layer
+        rc = synth_add_key_u32(s, "feed_forward_length", is_mamba2 ? 0 : (uint32_t)p->n_ff);
+    if (rc == ERR_OK)
+        rc = synth_add_key_u32(s, "attention.head_count", is_mamba2 ? 0 : (uint32_t)p->n_head);
     if (rc == ERR_OK && p->n_cls_out > 0) rc = add_labels(s);
     const int rank_or_none = p->n_cls_out > 0 ? 4 : -1;
     if (is_bert) {
-        if (rc == ERR_OK) rc = add_key_f32(s, "attention.layer_norm_epsilon", p->norm_eps);
+        if (rc == ERR_OK) rc = synth_add_key_f32(s, "attention.layer_norm_epsilon", p->norm_eps);
         const int pooling = p->pooling_type >= 0 ? p->pooling_type
                             : rank_or_none >= 0  ? rank_or_none
                                                  : 1; // mean
-        if (rc == ERR_OK) rc = add_key_u32(s, "pooling_type", (uint32_t)pooling);
+        if (rc == ERR_OK) rc = synth_add_key_u32(s, "pooling_type", (uint32_t)pooling);
         return rc;
     }
     const int pooling = p->pooling_type >= 0 ? p->pooling_type : rank_or_none;
-    if (rc == ERR_OK && pooling >= 0) rc = add_key_u32(s, "pooling_type", (uint32_t)pooling);
-    if (rc == ERR_OK) rc = add_key_u32(s, "attention.head_count_kv", (uint32_t)p->n_head_kv);
-    if (rc == ERR_OK) rc = add_key_u32(s, "attention.key_length", (uint32_t)s->head_dim);
-    if (rc == ERR_OK) rc = add_key_u32(s, "attention.value_length", (uint32_t)s->head_dim);
-    if (rc == ERR_OK) rc = add_key_u32(s, "rope.dimension_count", (uint32_t)s->n_rot);
+    if (rc == ERR_OK && pooling >= 0) rc = synth_add_key_u32(s, "pooling_type", (uint32_t)pooling);
+    if (rc == ERR_OK && !synth_is_hybrid(p->arch)) // hybrids give it per layer
+        rc = synth_add_key_u32(s, "attention.head_count_kv", (uint32_t)p->n_head_kv);
+    if (rc == ERR_OK) rc = synth_add_key_u32(s, "attention.key_length", (uint32_t)s->head_dim);
+    if (rc == ERR_OK) rc = synth_add_key_u32(s, "attention.value_length", (uint32_t)s->head_dim);
+    if (rc == ERR_OK) rc = synth_add_key_u32(s, "rope.dimension_count", (uint32_t)s->n_rot);
     // gemma3's global layers use a larger base than its sliding ones, as the real models do
     const float base = arch_is(p, "gemma3") ? p->rope_base * 100.0f : p->rope_base;
-    if (rc == ERR_OK) rc = add_key_f32(s, "rope.freq_base", base);
-    if (rc == ERR_OK) rc = add_key_f32(s, "attention.layer_norm_rms_epsilon", p->norm_eps);
+    if (rc == ERR_OK) rc = synth_add_key_f32(s, "rope.freq_base", base);
+    if (rc == ERR_OK) rc = synth_add_key_f32(s, "attention.layer_norm_rms_epsilon", p->norm_eps);
     if (rc == ERR_OK) rc = add_family_keys(s);
-    return rc;
-}
-
-/* ---- tokenizers ---- */
-
-#define SP "\xe2\x96\x81" // U+2581, the SPM word-start mark
-
-static const char *const spm_pieces[] = {
-    SP,       SP "t",  SP "a",  "he",  "in",    SP "the",   "er",       "on",
-    SP "s",   SP "w",  "at",    "en",  SP "I",  "is",       SP "o",     "ou",
-    SP "and", SP "to", SP "of", "ing", SP "is", SP "Hello", SP "world", SP "you",
-    SP "was", SP "it", "ed",    "ll",  "or",    "an",       SP "h",     SP "b",
-};
-
-static const char *const special_pieces[] = {"<|im_start|>", "<|im_end|>"};
-
-static const char chatml_template[] =
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
-    "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}"
-    "{{ '<|im_start|>assistant\\n' }}{% endif %}";
-
-#define N_SPM_PIECES (int)(sizeof spm_pieces / sizeof spm_pieces[0])
-#define N_SPECIALS   (int)(sizeof special_pieces / sizeof special_pieces[0])
-#define SPM_FIXED    (3 + 256 + N_SPM_PIECES + N_SPECIALS)
-
-static const char *const bert_words[] = {
-    "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "the", "a", "is",
-    "of",    "and",   "to",    "##s",   "##ing",  "##ed",  ",",     ".",   "!", "?",
-};
-#define N_BERT_FIXED (int)(sizeof bert_words / sizeof bert_words[0])
-
-int synth_builtin_vocab_size(const char *arch)
-{
-    return arch && strcmp(arch, "bert") == 0 ? N_BERT_FIXED : SPM_FIXED;
-}
-
-/* Text, score and type of token i of the built-in SPM vocabulary; buf holds generated text. */
-static void spm_token(int i, char *buf, size_t cap, const char **text, float *score, int32_t *type)
-{
-    *score = 0.0f;
-    *type = TOKEN_TYPE_NORMAL;
-    if (i < 3) {
-        static const char *const first[3] = {"<unk>", "<s>", "</s>"};
-        *text = first[i];
-        *type = i == 0 ? TOKEN_TYPE_UNKNOWN : TOKEN_TYPE_CONTROL;
-    } else if (i < 3 + 256) {
-        snprintf(buf, cap, "<0x%02X>", i - 3);
-        *text = buf;
-        *type = TOKEN_TYPE_BYTE;
-    } else if (i < 3 + 256 + N_SPM_PIECES) {
-        *text = spm_pieces[i - 259];
-        *score = -(float)(i - 259);
-    } else if (i < SPM_FIXED) {
-        *text = special_pieces[i - 259 - N_SPM_PIECES];
-        *type = TOKEN_TYPE_CONTROL;
-    } else {
-        snprintf(buf, cap, "<extra_%d>", i - SPM_FIXED);
-        *text = buf;
-        *score = -1000.0f - (float)i;
-    }
-}
-
-static int add_tokens(struct synth *s, struct str *toks, float *scores, int32_t *types, char *text,
-                      size_t text_cap, bool is_bert)
-{
-    size_t used = 0;
-    for (int i = 0; i < s->p->n_vocab; i++) {
-        char buf[32];
-        const char *t;
-        if (is_bert) {
-            if (i < N_BERT_FIXED)
-                t = bert_words[i];
-            else
-                t = (snprintf(buf, sizeof buf, "w%d", i), buf);
-            scores[i] = 0.0f;
-            types[i] = i < 5 ? TOKEN_TYPE_CONTROL : TOKEN_TYPE_NORMAL;
-        } else {
-            spm_token(i, buf, sizeof buf, &t, &scores[i], &types[i]);
-        }
-        size_t n = strlen(t);
-        if (used + n > text_cap) return ERR_LIMIT;
-        memcpy(text + used, t, n);
-        toks[i].ptr = text + used;
-        toks[i].len = n;
-        used += n;
-    }
-    int rc = gguf_writer_add_arr_str(s->w, "tokenizer.ggml.tokens", toks, s->p->n_vocab);
-    if (rc == ERR_OK)
-        rc = gguf_writer_add_arr(s->w, "tokenizer.ggml.scores", GGUF_VALUE_F32, scores,
-                                 s->p->n_vocab);
-    if (rc == ERR_OK)
-        rc = gguf_writer_add_arr(s->w, "tokenizer.ggml.token_type", GGUF_VALUE_I32, types,
-                                 s->p->n_vocab);
-    return rc;
-}
-
-static int add_builtin_vocab(struct synth *s, bool is_bert)
-{
-    const size_t n = (size_t)s->p->n_vocab, text_cap = n * 24;
-    struct str *toks = mem_alloc(n * sizeof *toks);
-    float *scores = mem_alloc(n * sizeof *scores);
-    int32_t *types = mem_alloc(n * sizeof *types);
-    char *text = mem_alloc(text_cap);
-    int rc = ERR_NOMEM;
-    if (toks && scores && types && text)
-        rc = add_tokens(s, toks, scores, types, text, text_cap, is_bert);
-    mem_free(toks);
-    mem_free(scores);
-    mem_free(types);
-    mem_free(text);
-    if (rc == ERR_OK && is_bert) {
-        rc = gguf_writer_add_str(s->w, "tokenizer.ggml.model", "bert");
-        if (rc == ERR_OK) rc = gguf_writer_add_u32(s->w, "tokenizer.ggml.unknown_token_id", 1);
-        if (rc == ERR_OK) rc = gguf_writer_add_u32(s->w, "tokenizer.ggml.cls_token_id", 2);
-        if (rc == ERR_OK) rc = gguf_writer_add_u32(s->w, "tokenizer.ggml.seperator_token_id", 3);
-        if (rc == ERR_OK) rc = gguf_writer_add_u32(s->w, "tokenizer.ggml.padding_token_id", 0);
-        // A reranker's pair layout starts with bos, which llama.cpp takes from bos_token_id
-        // (101 by default for bert vocabs, outside this one), and llama.cpp loads a bert
-        // only with a token type count.
-        if (rc == ERR_OK && s->p->n_cls_out > 0)
-            rc = gguf_writer_add_u32(s->w, "tokenizer.ggml.bos_token_id", 2);
-        if (rc == ERR_OK && s->p->n_cls_out > 0)
-            rc = gguf_writer_add_u32(s->w, "tokenizer.ggml.token_type_count", 2);
-        return rc;
-    }
-    const uint32_t im_end = (uint32_t)(259 + N_SPM_PIECES + 1);
-    if (rc == ERR_OK) rc = gguf_writer_add_str(s->w, "tokenizer.ggml.model", "llama");
-    if (rc == ERR_OK) rc = gguf_writer_add_u32(s->w, "tokenizer.ggml.bos_token_id", 1);
-    if (rc == ERR_OK) rc = gguf_writer_add_u32(s->w, "tokenizer.ggml.eos_token_id", 2);
-    if (rc == ERR_OK) rc = gguf_writer_add_u32(s->w, "tokenizer.ggml.unknown_token_id", 0);
-    if (rc == ERR_OK) rc = gguf_writer_add_u32(s->w, "tokenizer.ggml.eot_token_id", im_end);
-    if (rc == ERR_OK) rc = gguf_writer_add_bool(s->w, "tokenizer.ggml.add_bos_token", true);
-    if (rc == ERR_OK) rc = gguf_writer_add_str(s->w, "tokenizer.chat_template", chatml_template);
-    return rc;
-}
-
-/* Copies one tokenizer.* key of any type. */
-static int copy_key(struct gguf_writer *w, const struct gguf *g, int64_t idx, const char *key)
-{
-    enum gguf_value_type t = gguf_key_type(g, idx), et;
-    int64_t n;
-    if (t == GGUF_VALUE_STRING) {
-        struct str v;
-        int rc = gguf_get_str(g, key, &v);
-        return rc == ERR_OK ? gguf_writer_add_strn(w, key, v) : rc;
-    }
-    if (t != GGUF_VALUE_ARRAY) return gguf_writer_add_scalar(w, key, t, gguf_key_raw(g, idx));
-    int rc = gguf_get_arr(g, key, &et, &n);
-    if (rc != ERR_OK) return rc;
-    if (et != GGUF_VALUE_STRING) {
-        const void *data;
-        rc = gguf_get_arr_data(g, key, &et, &n, &data);
-        return rc == ERR_OK ? gguf_writer_add_arr(w, key, et, data, n) : rc;
-    }
-    struct str *elems = mem_alloc((size_t)(n ? n : 1) * sizeof *elems);
-    if (!elems) return ERR_NOMEM;
-    for (int64_t i = 0; i < n && rc == ERR_OK; i++)
-        rc = gguf_get_arr_str(g, key, i, &elems[i]);
-    if (rc == ERR_OK) rc = gguf_writer_add_arr_str(w, key, elems, n);
-    mem_free(elems);
-    return rc;
-}
-
-static int copy_vocab(struct synth *s)
-{
-    const struct gguf *g = s->p->vocab_from;
-    int rc = ERR_OK;
-    for (int64_t i = 0; i < gguf_key_count(g) && rc == ERR_OK; i++) {
-        struct str name = gguf_key_name(g, i);
-        char key[256];
-        if (!str_has_prefix(name, "tokenizer.") || name.len >= sizeof key) continue;
-        memcpy(key, name.ptr, name.len);
-        key[name.len] = '\0';
-        rc = copy_key(s->w, g, i, key);
-    }
+    if (rc == ERR_OK && synth_is_hybrid(p->arch)) rc = synth_hybrid_keys(s);
     return rc;
 }
 
 /* ---- entry point ---- */
 
-static const char *const decoder_archs[] = {"gpt-oss",  "llama", "qwen2",      "qwen3",   "gemma2",
-                                            "gemma3",   "phi3",  "granite",    "smollm3", "olmo2",
-                                            "qwen3moe", "olmoe", "granitemoe", "qwen2vl"};
+static const char *const decoder_archs[] = {
+    "gpt-oss",       "llama",      "qwen2",   "qwen3",     "gemma2",        "gemma3",
+    "phi3",          "granite",    "smollm3", "olmo2",     "qwen3moe",      "olmoe",
+    "granitemoe",    "qwen2vl",    "lfm2",    "qwen35",    "qwen35moe",     "mamba2",
+    "granitehybrid", "nemotron_h", "lfm2moe", "falcon-h1", "nemotron_h_moe"};
 
 static int check_params(const struct synth_params *p, struct synth *s, struct errmsg *err)
 {
@@ -731,10 +637,13 @@ static int check_params(const struct synth_params *p, struct synth *s, struct er
     for (size_t i = 0; p->arch && i < sizeof decoder_archs / sizeof decoder_archs[0]; i++)
         known |= strcmp(p->arch, decoder_archs[i]) == 0;
     if (!known)
-        return errmsg_set(err, ERR_INVALID,
-                          "unknown arch '%s' (llama, qwen2, qwen2vl, qwen3, gemma2, gemma3, phi3, "
-                          "granite, smollm3, olmo2, qwen3moe, olmoe, granitemoe, gpt-oss, bert)",
-                          p->arch ? p->arch : "");
+        return errmsg_set(
+            err, ERR_INVALID,
+            "unknown arch '%s' (llama, qwen2, qwen2vl, qwen3, gemma2, gemma3, phi3, "
+            "granite, smollm3, olmo2, qwen3moe, olmoe, granitemoe, gpt-oss, lfm2, qwen35, "
+            "qwen35moe, mamba2, granitehybrid, nemotron_h, nemotron_h_moe, lfm2moe, falcon-h1, "
+            "bert)",
+            p->arch ? p->arch : "");
     if (!p->type || !parse_type(p->type, &s->type, &s->is_mix))
         return errmsg_set(err, ERR_INVALID, "unknown tensor type '%s'", p->type ? p->type : "");
     if (p->n_layer < 1 || p->n_embd < 1 || p->n_head < 1 || p->n_ff < 1 || p->n_ctx < 1 ||
@@ -747,24 +656,33 @@ static int check_params(const struct synth_params *p, struct synth *s, struct er
         return errmsg_set(err, ERR_INVALID, "head dimension %d must be even, 2..%d", s->head_dim,
                           HEAD_DIM_SYNTH_MAX);
     s->n_rot = s->head_dim;
+    if (is_qwen35(p)) s->n_rot = (s->head_dim / 2) & ~1; // partial, as released
     if (strcmp(p->arch, "phi3") == 0) s->n_rot = (s->head_dim * 3 / 4) & ~1;
     const bool is_gemma = strcmp(p->arch, "gemma2") == 0 || strcmp(p->arch, "gemma3") == 0;
     const bool is_oss = strcmp(p->arch, "gpt-oss") == 0;
-    const bool has_swa = is_gemma || is_oss || strcmp(p->arch, "olmo2") == 0;
+    const bool has_swa = is_gemma || is_oss || strcmp(p->arch, "olmo2") == 0 || is_lfm2(p);
     if (p->n_swa > 0 && !has_swa)
-        return errmsg_set(err, ERR_INVALID, "--swa applies to gemma2, gemma3, olmo2 and gpt-oss");
+        return errmsg_set(err, ERR_INVALID,
+                          "--swa applies to gemma2, gemma3, olmo2, gpt-oss and lfm2");
     s->n_swa = p->n_swa >= 0 ? p->n_swa : is_gemma || is_oss ? 8 : 0;
     if ((strcmp(p->arch, "gemma2") == 0 || is_oss) && s->n_swa == 0)
         return errmsg_set(err, ERR_INVALID, "%s always has a sliding window", p->arch);
     const bool is_moe = arch_is_moe(p);
     if (!is_moe && (p->n_expert > 0 || p->n_expert_used > 0))
         return errmsg_set(err, ERR_INVALID,
-                          "--experts applies to qwen3moe, olmoe, granitemoe, gpt-oss");
+                          "--experts applies to qwen3moe, olmoe, granitemoe, gpt-oss, qwen35moe, "
+                          "granitehybrid, lfm2moe, nemotron_h_moe");
     s->n_expert = p->n_expert > 0 ? p->n_expert : 8;
     s->n_expert_used = p->n_expert_used > 0 ? p->n_expert_used : 2;
     if (is_moe && (s->n_expert_used > s->n_expert || s->n_expert_used > 16))
         return errmsg_set(err, ERR_INVALID, "experts used %d must be <= experts %d and <= 16",
                           s->n_expert_used, s->n_expert);
+    if (!synth_is_hybrid(p->arch) && (p->ssm_state || p->ssm_heads || p->ssm_groups))
+        return errmsg_set(err, ERR_INVALID, "--ssm-* apply to the hybrid families");
+    if (synth_is_hybrid(p->arch)) {
+        int rc = synth_hybrid_resolve(s, err);
+        if (rc != ERR_OK) return rc;
+    }
     const bool is_olmo = strcmp(p->arch, "olmo2") == 0 || strcmp(p->arch, "olmoe") == 0;
     if (is_olmo && (p->n_head_kv != p->n_head || s->head_dim * p->n_head != p->n_embd))
         return errmsg_set(err, ERR_INVALID,
@@ -801,13 +719,18 @@ int synth_build(const struct synth_params *params, struct gguf_writer **out, str
     if (rc != ERR_OK) return errmsg_set(err, rc, "out of memory");
     rc = add_hparams(&s, is_bert);
     if (rc == ERR_OK)
-        rc = p.vocab_from       ? copy_vocab(&s)
+        rc = p.vocab_from       ? synth_copy_vocab(&s)
              : p.is_words_vocab ? synth_words_add(s.w)
-                                : add_builtin_vocab(&s, is_bert);
+                                : synth_add_builtin_vocab(&s, is_bert);
     if (rc != ERR_OK) errmsg_set(err, rc, "writing metadata: %s", err_str(rc));
     if (rc == ERR_OK) rc = add_globals(&s, is_bert);
     for (int il = 0; il < p.n_layer && rc == ERR_OK; il++)
         rc = is_bert ? add_layer_bert(&s, il) : add_layer_decoder(&s, il);
+    const int n_extra = synth_is_hybrid(p.arch) ? synth_hybrid_extra_blocks(&s) : 0;
+    for (int il = p.n_layer; il < p.n_layer + n_extra && rc == ERR_OK; il++) {
+        rc = add_layer_decoder(&s, il);
+        if (rc == ERR_OK) rc = synth_hybrid_extra_block(&s, il);
+    }
     if (rc == ERR_OK && p.n_cls_out > 0) rc = add_head(&s, is_bert);
     if (rc != ERR_OK) {
         gguf_writer_free(s.w);

@@ -16,7 +16,10 @@
 /* Filled by the caller; synth_params_default() gives a small llama. */
 struct synth_params {
     const char *arch; // "llama", "qwen2", "qwen3", "bert", "gemma2", "gemma3", "phi3",
-                      // "granite", "smollm3", "olmo2", "qwen3moe", "olmoe", "granitemoe"
+                      // "granite", "smollm3", "olmo2", "qwen3moe", "olmoe", "granitemoe",
+                      // "gpt-oss", "lfm2", "qwen35", "qwen35moe", "mamba2",
+                      // "granitehybrid", "nemotron_h", "nemotron_h_moe", "lfm2moe",
+                      // "falcon-h1"
     int n_layer;
     int n_embd;
     int n_head;
@@ -35,10 +38,17 @@ struct synth_params {
     const struct gguf *vocab_from; // borrowed; NULL: the built-in tokenizer
     int pooling_type;              // <arch>.pooling_type written when >= 0 (bert: 1 when < 0,
                                    // 4 with n_cls_out)
-    int n_swa;         // sliding window of gemma2/gemma3/olmo2 (keys a query sees), -1: the
-                       // family's synthetic default (8 for gemma, none for olmo2), 0: none
-    int n_expert;      // mixture-of-experts families: experts (0: 8)
+    int n_swa;         // sliding window of gemma2/gemma3/olmo2/gpt-oss/lfm2 (keys a query
+                       // sees; lfm2: on every attention layer), -1: the family's synthetic
+                       // default (8 for gemma, none for olmo2 and lfm2), 0: none
+    int n_expert;      // mixture-of-experts families: experts (0: 8); granitehybrid has
+                       // experts (and a shared expert) only when this is set
     int n_expert_used; // experts per token (0: 2)
+    int ssm_state;     // hybrids' recurrent state: a delta-rule head's width (qwen35) or a
+                       // Mamba-2 state size; 0: min(128, head_dim) / min(128, max(16, embd / 4))
+    int ssm_heads;     // qwen35's value heads (0: embd / ssm_state) or Mamba-2 heads (0: the
+                       // 2 * embd inner width in heads of min(64, max(16, embd / 4)) channels)
+    int ssm_groups;    // qwen35's key heads (0: half the value heads) or Mamba-2 groups (0: 2)
     int n_cls_out;     // > 0: a reranker's classification head with this many outputs and
                        // <arch>.classifier.output_labels (bert: cls + cls.output with biases,
                        // decoders: cls.output), pooling_type 4 unless pooling_type says otherwise
@@ -50,7 +60,13 @@ struct synth_params {
 /* Every family feature is on: gemma's window (layers alternate sliding / global), soft-caps
  * low enough to bend typical values, gemma3's separate RoPE bases and linear scaling on global
  * layers, phi3's fused QKV / gate-up, partial rotation and LongRoPE factors (long ones beyond
- * context_length / 4), granite's four multipliers, granitemoe's shared expert; gemma2 is always
+ * context_length / 4), granite's four multipliers, granitemoe's shared expert, lfm2's
+ * short-conv layers (attention on layers 1, 4, 7, ..., 3-tap convolutions; lfm2moe adds
+ * sigmoid-routed experts with selection biases after one dense layer), qwen35's Gated
+ * DeltaNet layers with gated attention on odd layers and a next-token-prediction block,
+ * Mamba-2 mixers with two groups (mamba2 alone, granitehybrid around attention without RoPE,
+ * nemotron_h beside ReLU^2 FFN and attention layers, falcon-h1 beside attention in the same
+ * layers) (synth_hybrid.c); gemma2 is always
  * tied (the family has no output matrix), olmo2 / olmoe never. */
 
 /* Defaults: llama, 2 layers, 64 wide, 4 heads / 2 KV heads, ffn 128, built-in vocab, ctx 256,

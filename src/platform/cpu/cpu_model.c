@@ -30,6 +30,10 @@
 
 #define CPU_MAX_INSTANCES INSTANCES_MAX
 #define CPU_DEFAULT_CTX   4096
+/* A hybrid model's prompt pauses this many tokens before its end for a state checkpoint, so a
+ * retry or another continuation of the same prompt (which must feed at least its last token
+ * again) finds the state of most of it. */
+#define CKPT_TAIL 4
 
 enum phase {
     PHASE_IDLE = 0,
@@ -71,6 +75,7 @@ struct platform_model {
     int n_images_step;         // images in the batch being built
     int n_ctx;
     int n_vocab;
+    bool has_checkpoints;         // a hybrid: the prompt cache keeps state checkpoints
     float *logits;                // (n_vocab) scheduler scratch: the sampler edits in place
     struct grammar_vocab *gvocab; // token bytes as a trie, for grammar masks
     uint32_t *mask;               // (mask words) scheduler scratch for grammar masks
@@ -98,6 +103,8 @@ static void end_request(void *model, int i)
         .predicted_ms = now - t_prompt,
     };
     request_set_timings(r, &t);
+    // a hybrid's state after the reply, which a continued conversation's prompt repeats
+    engine_seq_checkpoint(in->seq);
     sampler_free(in->sampler);
     in->sampler = NULL;
     grammar_state_free(in->gstate);
@@ -176,7 +183,9 @@ static int reusable_prefix(const struct platform_model *m, const struct instance
     int keep = common_prefix(in->cached, engine_seq_pos(in->seq), tokens, n);
     if (!engine_model_sampled_is_prompt(m->engine) && keep > in->n_cached_as_prompt)
         keep = in->n_cached_as_prompt;
-    return keep;
+    // less where the cache cannot be cut there (a window's keys gone, a recurrent state
+    // without a checkpoint at that prefix)
+    return engine_seq_keepable(in->seq, keep);
 }
 
 static struct sampler_params sampler_params_from(const struct gen_params *g)
@@ -234,6 +243,7 @@ static void slot_action(struct platform_model *m, int i, struct request *r)
     }
     int keep = reusable_prefix(m, in, r->prompt, r->n_prompt);
     engine_seq_truncate(in->seq, keep);
+    keep = engine_seq_pos(in->seq);
     in->n_cached_as_prompt = r->n_prompt; // the rest is fed again as prompt
     memcpy(in->cached + keep, r->prompt + keep, (size_t)(r->n_prompt - keep) * sizeof *r->prompt);
     in->n_refeed_end = r->n_prompt;
@@ -497,6 +507,10 @@ static int build_batch(struct platform_model *m)
             // A prompt goes in chunks of at most -b tokens, as llama-server's batches.
             int n_batch = in->s->req->params.n_batch;
             if (!is_gen && !is_refeed && n_batch > 0 && n > n_batch) n = n_batch;
+            const int tail = in->s->req->n_prompt - CKPT_TAIL; // where a checkpoint is due
+            if (!is_gen && !is_refeed && m->has_checkpoints && in->n_fed < tail &&
+                in->n_fed + n > tail)
+                n = tail - in->n_fed;
             if (n > room) n = room;
             in->n_feeding = n;
             const int32_t *tokens = is_gen      ? &in->next_token
@@ -576,6 +590,7 @@ static void run_step(struct platform_model *m)
         memcpy(in->cached + pos, m->items[k].tokens, (size_t)in->n_feeding * sizeof(int32_t));
         if (in->phase == PHASE_PROMPT) {
             in->n_fed += in->n_feeding;
+            engine_seq_checkpoint(in->seq); // a chunk boundary (or the prompt's end)
             push_progress(in);
             if (in->n_fed < in->s->req->n_prompt) continue;
             in->t_prompt_done_ms = clock_now_ms();
@@ -753,6 +768,7 @@ int cpu_model_load(const struct platform_load_args *a, struct platform_model **o
     if (rc != ERR_OK) goto out_free;
     const struct engine_model_info *info = engine_model_info(m->engine);
     m->n_vocab = info->n_vocab;
+    m->has_checkpoints = info->n_checkpoints > 0;
     m->n_ctx = pick_n_ctx(info, a->n_ctx);
     rc = load_text(m, a->chat_template, err);
     if (rc == ERR_OK) rc = load_grammar_vocab(m);

@@ -763,6 +763,25 @@ static struct jnode *parse_filter_block(struct parser *ps, const struct tok *at)
     return n;
 }
 
+/* {% generation %}..{% endgeneration %}: Hugging Face's marker of the assistant's tokens (for
+ * training masks; LFM2.5's template uses it). It renders its body unchanged, so it becomes an
+ * if whose condition is the literal true. */
+static struct jnode *parse_generation_block(struct parser *ps, const struct tok *at)
+{
+    static const char *const ends[] = {"endgeneration", NULL};
+    struct jnode *n = node(ps, N_IF, at), *yes = node(ps, N_LIT, at);
+    if (!n || !yes) return NULL;
+    yes->lit = jv_bool(true);
+    n->a = yes;
+    struct nvec body = {0};
+    if (!expect_block_end(ps) || !parse_body(ps, ends, &body)) return NULL;
+    advance(ps);
+    if (!expect_block_end(ps)) return NULL;
+    n->kids = body.v;
+    n->n_kids = body.n;
+    return n;
+}
+
 /* The current token follows {%. */
 static struct jnode *parse_statement(struct parser *ps)
 {
@@ -775,6 +794,7 @@ static struct jnode *parse_statement(struct parser *ps)
     if (is_name(t, "macro")) return parse_macro(ps, t);
     if (is_name(t, "call")) return parse_call_block(ps, t);
     if (is_name(t, "filter")) return parse_filter_block(ps, t);
+    if (is_name(t, "generation")) return parse_generation_block(ps, t);
     if (is_name(t, "break") || is_name(t, "continue")) {
         struct jnode *n = node(ps, is_name(t, "break") ? N_BREAK : N_CONTINUE, t);
         return n && expect_block_end(ps) ? n : NULL;

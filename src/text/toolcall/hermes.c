@@ -107,24 +107,3 @@ enum parsed tc_calls_from_hermes(struct toolcall_stream *s, const char *p, size_
         return i == 0 && is_closed ? calls_from_glm(s, p, n) : PARSED_NO;
     return tc_calls_from_values(s, p + i, n - i, true);
 }
-
-int tc_step_hermes(struct toolcall_stream *s, bool is_final, enum step *out)
-{
-    const char *t = s->text.data;
-    size_t len = s->text.len;
-    const size_t close_len = sizeof HERMES_CLOSE - 1;
-    // Resume where the last search stopped, so a long body fed token by token stays linear.
-    size_t from = s->scan > s->pos ? s->scan : s->pos;
-    long m = holdback_find(t, len, from, HERMES_CLOSE, close_len);
-    *out = STEP_WAIT;
-    if (m < 0 && !is_final) {
-        s->scan = len >= close_len ? len - close_len + 1 : 0;
-        return ERR_OK;
-    }
-    size_t body_end = m >= 0 ? (size_t)m : len;
-    size_t end = m >= 0 ? (size_t)m + close_len : len;
-    int n0 = s->n_calls;
-    enum parsed r = tc_calls_from_hermes(s, t + s->pos, body_end - s->pos, m >= 0);
-    *out = STEP_AGAIN;
-    return tc_settle(s, r, n0, end);
-}

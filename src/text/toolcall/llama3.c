@@ -58,7 +58,7 @@ static enum parsed py_value(const char *p, size_t n, size_t *i, json_t **out)
 }
 
 /* Fills obj from "k=v, k2=v2" up to the closing parenthesis; *i ends after it. */
-static enum parsed py_kwargs(const char *p, size_t n, size_t *i, json_t *obj)
+enum parsed tc_py_kwargs(const char *p, size_t n, size_t *i, json_t *obj)
 {
     for (bool is_first = true;; is_first = false) {
         skip_ws(p, n, i);
@@ -91,7 +91,7 @@ static enum parsed calls_from_python_call(struct toolcall_stream *s, const char 
     i++;
     json_t *obj = json_object();
     if (!obj) return PARSED_NOMEM;
-    enum parsed r = py_kwargs(p, n, &i, obj);
+    enum parsed r = tc_py_kwargs(p, n, &i, obj);
     skip_ws(p, n, &i);
     if (r == PARSED_OK)
         r = i == n ? tc_call_push(s, mem_strndup(p, name_len), tc_json_compact(obj), NULL)

@@ -2,7 +2,8 @@
  * one-shot parser is the same machine fed once, so streaming and non-streaming cannot disagree.
  * This file holds format detection, the events, the states every format shares (content, a
  * leading JSON value) and the public API; each format family's states are in a file of its
- * own (hermes.c, llama3.c, mistral.c, harmony.c), the call list and JSON forms in calls.c. */
+ * own (hermes.c, llama3.c, lfm2.c, mistral.c, harmony.c), the call list and JSON forms in
+ * calls.c; the block between two markers (Hermes, LFM2) is one step here, tc_step_block. */
 #include "text/toolcall/toolcall_internal.h"
 
 #include "text/holdback.h"
@@ -16,6 +17,8 @@ enum toolcall_format toolcall_format_detect(const char *src)
 {
     if (!src) return TOOLCALL_FORMAT_GENERIC;
     if (strstr(src, "<|channel|>")) return TOOLCALL_FORMAT_HARMONY;
+    // LFM2 templates list the tools between these (the newer ones write calls too)
+    if (strstr(src, LFM2_OPEN) || strstr(src, "<|tool_list_start|>")) return TOOLCALL_FORMAT_LFM2;
     if (strstr(src, HERMES_OPEN)) return TOOLCALL_FORMAT_HERMES;
     if (strstr(src, MISTRAL_OPEN)) return TOOLCALL_FORMAT_MISTRAL;
     if (strstr(src, PYTHON_TAG) || strstr(src, "<|start_header_id|>"))
@@ -34,6 +37,8 @@ const char *toolcall_format_name(enum toolcall_format f)
         return "mistral";
     case TOOLCALL_FORMAT_HARMONY:
         return "harmony";
+    case TOOLCALL_FORMAT_LFM2:
+        return "lfm2";
     case TOOLCALL_FORMAT_GENERIC:
         return "generic";
     }
@@ -105,6 +110,9 @@ static bool format_marker(enum toolcall_format f, struct marker *m)
         return true;
     case TOOLCALL_FORMAT_LLAMA3:
         *m = (struct marker){PYTHON_TAG, sizeof PYTHON_TAG - 1, ST_PYTHON};
+        return true;
+    case TOOLCALL_FORMAT_LFM2:
+        *m = (struct marker){LFM2_OPEN, sizeof LFM2_OPEN - 1, ST_LFM2};
         return true;
     case TOOLCALL_FORMAT_HARMONY: // its own content step
     case TOOLCALL_FORMAT_GENERIC:
@@ -212,6 +220,28 @@ static int step_whole(struct toolcall_stream *s, bool is_final, enum step *out)
     return tc_settle(s, r, n0, len);
 }
 
+int tc_step_block(struct toolcall_stream *s, bool is_final, enum step *out, const char *close,
+                  tc_block_fn parse)
+{
+    const char *t = s->text.data;
+    size_t len = s->text.len;
+    const size_t close_len = strlen(close);
+    // Resume where the last search stopped, so a long body fed token by token stays linear.
+    size_t from = s->scan > s->pos ? s->scan : s->pos;
+    long m = holdback_find(t, len, from, close, close_len);
+    *out = STEP_WAIT;
+    if (m < 0 && !is_final) {
+        s->scan = len >= close_len ? len - close_len + 1 : 0;
+        return ERR_OK;
+    }
+    size_t body_end = m >= 0 ? (size_t)m : len;
+    size_t end = m >= 0 ? (size_t)m + close_len : len;
+    int n0 = s->n_calls;
+    enum parsed r = parse(s, t + s->pos, body_end - s->pos, m >= 0);
+    *out = STEP_AGAIN;
+    return tc_settle(s, r, n0, end);
+}
+
 /* Runs the machine until it needs more text. A flat dispatch over the states. */
 static int advance(struct toolcall_stream *s, bool is_final)
 {
@@ -235,7 +265,10 @@ static int advance(struct toolcall_stream *s, bool is_final)
             rc = step_whole(s, is_final, &st);
             break;
         case ST_HERMES:
-            rc = tc_step_hermes(s, is_final, &st);
+            rc = tc_step_block(s, is_final, &st, HERMES_CLOSE, tc_calls_from_hermes);
+            break;
+        case ST_LFM2:
+            rc = tc_step_block(s, is_final, &st, LFM2_CLOSE, tc_calls_from_lfm2);
             break;
         case ST_MISTRAL_START:
             rc = tc_step_mistral_start(s, is_final, &st);
@@ -259,7 +292,7 @@ static int advance(struct toolcall_stream *s, bool is_final)
 
 int toolcall_stream_new(enum toolcall_format f, struct toolcall_stream **out)
 {
-    if ((unsigned)f > TOOLCALL_FORMAT_HARMONY) return ERR_INVALID;
+    if ((unsigned)f > TOOLCALL_FORMAT_LFM2) return ERR_INVALID;
     struct toolcall_stream *s = mem_calloc(1, sizeof *s);
     if (!s) return ERR_NOMEM;
     s->fmt = f;

@@ -1,6 +1,7 @@
 /* Tool-call parser for generated text, per model family: Hermes/Qwen `<tool_call>` blocks (JSON
  * objects, Qwen3.5's `<function=..><parameter=..>` XML, or GLM 4.x's `name<arg_key>..` pairs),
- * Llama 3.x JSON and `<|python_tag|>`, Mistral `[TOOL_CALLS]` (JSON array, or
+ * Llama 3.x JSON and `<|python_tag|>`, LFM2's `<|tool_call_start|>[name(k=v)]` Python calls,
+ * Mistral `[TOOL_CALLS]` (JSON array, or
  * `name[CALL_ID]id[ARGS]{..}`), gpt-oss harmony messages to `functions.NAME`, and a generic fallback where the whole output is one call object
  * or an array of them (tried for every format but harmony). Produces OpenAI chat completions
  * `message.tool_calls` data (name, compact JSON arguments) plus the remaining content, in one go
@@ -30,10 +31,12 @@ enum toolcall_format {
     // final text); R = functions.NAME makes BODY a call's arguments,
     // an analysis BODY is reasoning (REASONING events), commentary
     // and final BODYs are content, other recipients are dropped
+    TOOLCALL_FORMAT_LFM2 = 5, // <|tool_call_start|>[name(k=v, ...), ...]<|tool_call_end|>
+                              // (LFM2, LFM2.5: Python calls, keyword arguments)
 };
 
-/* Picks the format from a chat template's source: `<|channel|>` -> HARMONY, `<tool_call>` ->
- * HERMES, `[TOOL_CALLS]` -> MISTRAL, `<|python_tag|>` or the Llama 3 header tokens -> LLAMA3,
+/* Picks the format from a chat template's source: `<|channel|>` -> HARMONY,
+ * `<|tool_call_start|>` or `<|tool_list_start|>` -> LFM2, `<tool_call>` -> HERMES, `[TOOL_CALLS]` -> MISTRAL, `<|python_tag|>` or the Llama 3 header tokens -> LLAMA3,
  * anything else (or NULL) -> GENERIC. Cannot fail. */
 enum toolcall_format toolcall_format_detect(const char *template_src);
 

@@ -20,6 +20,8 @@
 #define MISTRAL_ARGS    "[ARGS]"
 #define MISTRAL_CALL_ID "[CALL_ID]"
 #define PYTHON_TAG      "<|python_tag|>"
+#define LFM2_OPEN       "<|tool_call_start|>"
+#define LFM2_CLOSE      "<|tool_call_end|>"
 
 enum state {
     ST_CONTENT,       // ordinary text; watching for the format's marker
@@ -31,6 +33,7 @@ enum state {
     ST_JSON_START,    // expecting the JSON value of a Mistral call
     ST_JSON,          // scanning that value to its end
     ST_PYTHON,        // after <|python_tag|>: the rest of the output is the call
+    ST_LFM2,          // inside <|tool_call_start|>, waiting for <|tool_call_end|>
     ST_HARMONY_HEAD,  // a harmony message header, up to <|message|>
     ST_HARMONY_BODY,  // a harmony message's text (content or reasoning), up to its end
     ST_HARMONY_CALL,  // the arguments of a message to functions.NAME
@@ -133,13 +136,22 @@ int tc_emit_reasoning(struct toolcall_stream *s, size_t from, size_t to);
 int tc_emit_calls_from(struct toolcall_stream *s, int first);
 int tc_settle(struct toolcall_stream *s, enum parsed r, int first_call, size_t end);
 
+/* A block from its opening marker (already passed) to close: its body, and whether close was
+ * seen, go to parse (toolcall.c). */
+typedef enum parsed (*tc_block_fn)(struct toolcall_stream *s, const char *p, size_t n,
+                                   bool is_closed);
+int tc_step_block(struct toolcall_stream *s, bool is_final, enum step *out, const char *close,
+                  tc_block_fn parse);
+
 /* The format families' states: each returns ERR_OK or an error, and *out says whether the
  * machine should run again (STEP_AGAIN) or wait for more text (STEP_WAIT). */
-int tc_step_hermes(struct toolcall_stream *s, bool is_final, enum step *out); // hermes.c
 enum parsed tc_calls_from_hermes(struct toolcall_stream *s, const char *p, size_t n,
                                  bool is_closed);
 int tc_step_python(struct toolcall_stream *s, bool is_final, enum step *out); // llama3.c
 enum parsed tc_calls_from_python_tag(struct toolcall_stream *s, const char *p, size_t n);
+enum parsed tc_py_kwargs(const char *p, size_t n, size_t *i, json_t *obj);
+enum parsed tc_calls_from_lfm2(struct toolcall_stream *s, const char *p, size_t n, // lfm2.c
+                               bool is_closed);
 int tc_step_mistral_start(struct toolcall_stream *s, bool is_final, enum step *out); // mistral.c
 int tc_step_mistral_word(struct toolcall_stream *s, bool is_final, enum step *out);
 int tc_step_json(struct toolcall_stream *s, bool is_final, enum step *out);

@@ -1,6 +1,7 @@
 /* The newer model families (gemma2, gemma3, phi3, granite, smollm3, olmo2, qwen3moe, olmoe,
- * granitemoe, gpt-oss, qwen2vl's text path) against the reference implementation on synthetic
- * F32 models with every family feature on (sliding windows of 8 keys on a 24-token prompt,
+ * granitemoe, gpt-oss, qwen2vl's text path, and the hybrids lfm2, lfm2moe, qwen35, qwen35moe,
+ * mamba2, granitehybrid, nemotron_h, nemotron_h_moe, falcon-h1) against the reference
+ * implementation on synthetic F32 models with every family feature on (sliding windows of 8 keys on a 24-token prompt,
  * soft-caps that bend, 8 experts of which 2 per token, attention sinks, YaRN, ...). The models are built in process by
  * engine/synth with the options scripts/gen-family-goldens.sh passes to gguf-synth;
  * tests/data/families/<arch>.json holds the reference's outputs for them (that script
@@ -51,6 +52,8 @@ struct fcase {
     const char *arch;
     const char *type; // NULL: f32
     int n_embd, n_ff; // 0: the defaults (64, 128)
+    int n_swa;        // 0: the family's default window
+    int n_expert;     // 0: the family's default experts (none for granitehybrid)
 };
 
 static void build_model(const struct fcase *c, const char *path)
@@ -61,6 +64,8 @@ static void build_model(const struct fcase *c, const char *path)
     if (c->type) p.type = c->type;
     if (c->n_embd) p.n_embd = c->n_embd;
     if (c->n_ff) p.n_ff = c->n_ff;
+    if (c->n_swa) p.n_swa = c->n_swa;
+    if (c->n_expert) p.n_expert = c->n_expert;
     p.n_layer = 4;
     p.n_head_kv = strcmp(arch, "olmo2") == 0 || strcmp(arch, "olmoe") == 0 ? 4 : 2;
     p.seed = 7;
@@ -159,7 +164,7 @@ static void against_reference(const struct fcase *c, double tol, bool strict_gre
     static void test_ref_##name(void **state)                                                      \
     {                                                                                              \
         (void)state;                                                                               \
-        const struct fcase c = {#name, #name, NULL, 0, 0};                                         \
+        const struct fcase c = {#name, #name, NULL, 0, 0, 0, 0};                                   \
         against_reference(&c, REL_TOL, true);                                                      \
     }
 FAMILY_TEST(gemma2)
@@ -171,11 +176,64 @@ FAMILY_TEST(olmo2)
 FAMILY_TEST(qwen3moe)
 FAMILY_TEST(olmoe)
 FAMILY_TEST(granitemoe)
-FAMILY_TEST(qwen2vl) // text only: M-RoPE with one position in every section
+FAMILY_TEST(qwen2vl)       // text only: M-RoPE with one position in every section
+FAMILY_TEST(lfm2)          // short-conv layers 0, 2, 3 around attention layer 1
+FAMILY_TEST(qwen35)        // DeltaNet layers 0, 2, gated attention 1, 3, an MTP block skipped
+FAMILY_TEST(qwen35moe)     // the same with 8 experts (2 per token) and a gated shared expert
+FAMILY_TEST(mamba2)        // Mamba-2 mixers alone, 2 groups
+FAMILY_TEST(granitehybrid) // Mamba-2 layers 0, 2, 3 around attention 1, no RoPE, multipliers
+FAMILY_TEST(nemotron_h)    // one block per layer: Mamba-2, ReLU^2 FFN, attention, FFN
+FAMILY_TEST(lfm2moe)       // lfm2's layers, a dense first FFN, then sigmoid-routed experts
+/* nemotron_h_moe: nemotron_h with sigmoid-routed ReLU^2 experts and a shared expert in its FFN
+ * layers, weights renormalized and scaled. */
+static void test_ref_nemotron_h_moe(void **state)
+{
+    (void)state;
+    const struct fcase c = {"nemotron_h_moe", "nemotron_h_moe", NULL, 0, 0, 0, 0};
+    against_reference(&c, REL_TOL, true);
+}
+
+/* qwen35 and mamba2 at 256 wide, whose delta-rule heads and Mamba-2 states (64) take the
+ * scans' whole 32-element steps, where the small models take only their tails. */
+static void test_ref_hybrid_wide(void **state)
+{
+    (void)state;
+    const struct fcase q = {"qwen35-256", "qwen35", NULL, 256, 512, 0, 0};
+    against_reference(&q, REL_TOL, true);
+    const struct fcase m = {"mamba2-256", "mamba2", NULL, 256, 512, 0, 0};
+    against_reference(&m, REL_TOL, true);
+}
+
+/* falcon-h1: attention and Mamba-2 side by side in every layer, summed, then the FFN. */
+static void test_ref_falcon_h1(void **state)
+{
+    (void)state;
+    const struct fcase c = {"falcon-h1", "falcon-h1", NULL, 0, 0, 0, 0};
+    against_reference(&c, REL_TOL, true);
+}
+
+/* granitehybrid with 8 experts (2 per token) and a shared expert, as Granite 4.0-H Tiny and
+ * Small have them. */
+static void test_ref_granitehybrid_moe(void **state)
+{
+    (void)state;
+    const struct fcase c = {"granitehybrid-moe", "granitehybrid", NULL, 0, 0, 0, 8};
+    against_reference(&c, REL_TOL, true);
+}
+
+/* lfm2 with a window of 8 on its attention layer (the reference slides every attention layer
+ * of the family when the file has one): 24 prompt tokens and 32 more pass it. */
+static void test_ref_lfm2_swa(void **state)
+{
+    (void)state;
+    const struct fcase c = {"lfm2-swa", "lfm2", NULL, 0, 0, 8, 0};
+    against_reference(&c, REL_TOL, true);
+}
+
 static void test_ref_gpt_oss(void **state)
 {
     (void)state;
-    const struct fcase c = {"gpt-oss", "gpt-oss", NULL, 0, 0};
+    const struct fcase c = {"gpt-oss", "gpt-oss", NULL, 0, 0, 0, 0};
     against_reference(&c, REL_TOL, true);
 }
 
@@ -189,19 +247,19 @@ static void test_ref_gpt_oss(void **state)
 static void test_ref_gpt_oss_mxfp4(void **state)
 {
     (void)state;
-    const struct fcase c = {"gpt-oss-mxfp4", "gpt-oss", "mxfp4", 256, 512};
+    const struct fcase c = {"gpt-oss-mxfp4", "gpt-oss", "mxfp4", 256, 512, 0, 0};
     against_reference(&c, REL_TOL_QUANT, false);
 }
 static void test_ref_llama_iq4_nl(void **state)
 {
     (void)state;
-    const struct fcase c = {"llama-iq4_nl", "llama", "iq4_nl", 256, 512};
+    const struct fcase c = {"llama-iq4_nl", "llama", "iq4_nl", 256, 512, 0, 0};
     against_reference(&c, REL_TOL_QUANT, false);
 }
 static void test_ref_llama_iq4_xs(void **state)
 {
     (void)state;
-    const struct fcase c = {"llama-iq4_xs", "llama", "iq4_xs", 256, 512};
+    const struct fcase c = {"llama-iq4_xs", "llama", "iq4_xs", 256, 512, 0, 0};
     against_reference(&c, REL_TOL_QUANT, false);
 }
 
@@ -368,20 +426,57 @@ static void test_synth_rejects(void **state)
     p.arch = "olmo2"; // needs as many KV heads as heads
     p.n_vocab = synth_builtin_vocab_size("olmo2");
     assert_int_equal(synth_build(&p, &w, &err), ERR_INVALID);
+    p = synth_params_default();
+    p.n_vocab = synth_builtin_vocab_size("llama");
+    p.ssm_state = 16; // llama has no recurrent state
+    assert_int_equal(synth_build(&p, &w, &err), ERR_INVALID);
+    p.arch = "qwen35";
+    p.ssm_heads = 6;
+    p.ssm_groups = 4; // groups must divide the value heads
+    assert_int_equal(synth_build(&p, &w, &err), ERR_INVALID);
+    assert_non_null(strstr(err.msg, "groups"));
+    p.arch = "mamba2";
+    p.ssm_heads = 7; // heads must divide the inner width (128)
+    p.ssm_groups = 1;
+    assert_int_equal(synth_build(&p, &w, &err), ERR_INVALID);
+    p.ssm_heads = 4;
+    p.ssm_state = 32;
+    assert_int_equal(synth_build(&p, &w, &err), ERR_OK); // explicit sizes load
+    gguf_writer_free(w);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ref_gemma2),        cmocka_unit_test(test_ref_gemma3),
-        cmocka_unit_test(test_ref_phi3),          cmocka_unit_test(test_ref_granite),
-        cmocka_unit_test(test_ref_smollm3),       cmocka_unit_test(test_ref_olmo2),
-        cmocka_unit_test(test_ref_qwen3moe),      cmocka_unit_test(test_ref_olmoe),
-        cmocka_unit_test(test_ref_granitemoe),    cmocka_unit_test(test_ref_gpt_oss),
-        cmocka_unit_test(test_ref_gpt_oss_mxfp4), cmocka_unit_test(test_ref_llama_iq4_nl),
-        cmocka_unit_test(test_ref_llama_iq4_xs),  cmocka_unit_test(test_window_forgets),
-        cmocka_unit_test(test_window_ring),       cmocka_unit_test(test_synth_rejects),
+        cmocka_unit_test(test_ref_gemma2),
+        cmocka_unit_test(test_ref_gemma3),
+        cmocka_unit_test(test_ref_phi3),
+        cmocka_unit_test(test_ref_granite),
+        cmocka_unit_test(test_ref_smollm3),
+        cmocka_unit_test(test_ref_olmo2),
+        cmocka_unit_test(test_ref_qwen3moe),
+        cmocka_unit_test(test_ref_olmoe),
+        cmocka_unit_test(test_ref_granitemoe),
+        cmocka_unit_test(test_ref_gpt_oss),
+        cmocka_unit_test(test_ref_gpt_oss_mxfp4),
+        cmocka_unit_test(test_ref_llama_iq4_nl),
+        cmocka_unit_test(test_ref_llama_iq4_xs),
+        cmocka_unit_test(test_window_forgets),
+        cmocka_unit_test(test_window_ring),
+        cmocka_unit_test(test_synth_rejects),
         cmocka_unit_test(test_ref_qwen2vl),
+        cmocka_unit_test(test_ref_lfm2),
+        cmocka_unit_test(test_ref_qwen35),
+        cmocka_unit_test(test_ref_qwen35moe),
+        cmocka_unit_test(test_ref_mamba2),
+        cmocka_unit_test(test_ref_granitehybrid),
+        cmocka_unit_test(test_ref_lfm2_swa),
+        cmocka_unit_test(test_ref_nemotron_h),
+        cmocka_unit_test(test_ref_granitehybrid_moe),
+        cmocka_unit_test(test_ref_lfm2moe),
+        cmocka_unit_test(test_ref_falcon_h1),
+        cmocka_unit_test(test_ref_nemotron_h_moe),
+        cmocka_unit_test(test_ref_hybrid_wide),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

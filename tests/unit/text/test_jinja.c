@@ -484,6 +484,9 @@ static const struct render_case render_cases[] = {
      "Hi there & <you> x|a|a<b"},
     {"{{ s | attr(\"upper\") is callable }} {{ d | attr(\"b\") }}| {{ msgs | attr(\"x\") }}|",
      "True | |"},
+    // Hugging Face's generation block (LFM2.5): its body renders unchanged
+    {"a{% generation %}{{ n }}{% if t %}b{% endif %}{% endgeneration %}c", "a3bc"},
+    {"{% generation %}x", NULL},
 };
 
 static const struct tm fixed_now = {.tm_year = 126,

@@ -43,6 +43,7 @@ static const struct {
 #define MISTRAL TOOLCALL_FORMAT_MISTRAL
 #define GENERIC TOOLCALL_FORMAT_GENERIC
 #define HARMONY TOOLCALL_FORMAT_HARMONY
+#define LFM2    TOOLCALL_FORMAT_LFM2
 
 static const struct tc_case cases[] = {
     // gpt-oss harmony: what is left after the reasoning stage took the first analysis message
@@ -391,6 +392,44 @@ static const struct tc_case cases[] = {
      0,
      {{0}}},
 
+    // LFM2 / LFM2.5: a Python list of calls between its markers
+    {"lfm2 one call",
+     LFM2,
+     "<|tool_call_start|>[get_weather(city=\"Paris\", days=3)]<|tool_call_end|>",
+     NULL,
+     1,
+     {{"get_weather", "{\"city\":\"Paris\",\"days\":3}", NULL}}},
+    {"lfm2 content then two calls",
+     LFM2,
+     "Let me check. <|tool_call_start|>[a(x=1.5), b(flag=True, s='it\\'s', n=None)]"
+     "<|tool_call_end|>",
+     "Let me check.",
+     2,
+     {{"a", "{\"x\":1.5}", NULL}, {"b", "{\"flag\":true,\"s\":\"it's\",\"n\":null}", NULL}}},
+    {"lfm2 no arguments",
+     LFM2,
+     "<|tool_call_start|>[get_time()]<|tool_call_end|>",
+     NULL,
+     1,
+     {{"get_time", "{}", NULL}}},
+    {"lfm2 JSON body",
+     LFM2,
+     "<|tool_call_start|>[{\"name\": \"f\", \"arguments\": {\"k\": 1}}]<|tool_call_end|>",
+     NULL,
+     1,
+     {{"f", "{\"k\":1}", NULL}}},
+    {"lfm2 malformed call is content",
+     LFM2,
+     "<|tool_call_start|>[f(x=]<|tool_call_end|>",
+     "<|tool_call_start|>[f(x=]<|tool_call_end|>",
+     0,
+     {{0}}},
+    {"lfm2 unclosed block is content",
+     LFM2,
+     "<|tool_call_start|>[f(x=1)]",
+     "<|tool_call_start|>[f(x=1)]",
+     0,
+     {{0}}},
     // Generic fallback
     {"generic object",
      GENERIC,
@@ -660,8 +699,11 @@ static void test_format_detect_on_real_templates(void **state)
         {"google-gemma-2-2b-it.jinja", GENERIC},
         {"microsoft-Phi-3.5-mini-instruct.jinja", GENERIC},
         {"openai-gpt-oss-120b.jinja", HARMONY},
+        {"LFM2-8B-A1B.jinja", LFM2},
+        {"LFM2.5-8B-A1B.jinja", LFM2},
     };
     assert_int_equal(toolcall_format_detect(NULL), GENERIC);
+    assert_string_equal(toolcall_format_name(LFM2), "lfm2");
     assert_int_equal(toolcall_format_detect("{{ messages }}"), GENERIC);
     assert_string_equal(toolcall_format_name(MISTRAL), "mistral");
     char path[256];
@@ -841,12 +883,17 @@ static void test_random_outputs_stream_equals_oneshot(void **state)
         "<|end|>",
         "<|call|>",
         "<|chan",
+        "<|tool_call_start|>",
+        "<|tool_call_end|>",
+        "<|tool_call",
+        "f(a=1)",
+        ", g(s='x')",
     };
     const int n_frag = (int)(sizeof frag / sizeof frag[0]);
     uint64_t x = 2026;
     char text[512];
     int n_with_calls = 0, n_with_content = 0;
-    for (int iter = 0; iter < 4000; iter++) {
+    for (int iter = 0; iter < 5000; iter++) {
         size_t len = 0;
         int n = 1 + (int)(rng_next(&x) % 12);
         for (int k = 0; k < n; k++) {
@@ -857,7 +904,7 @@ static void test_random_outputs_stream_equals_oneshot(void **state)
             len += fl;
         }
         text[len] = '\0';
-        enum toolcall_format fmt = (enum toolcall_format)(rng_next(&x) % 5);
+        enum toolcall_format fmt = (enum toolcall_format)(rng_next(&x) % 6);
         struct toolcall_result r;
         assert_int_equal(toolcall_parse(fmt, text, len, &r), ERR_OK);
         n_with_calls += r.n_calls > 0;

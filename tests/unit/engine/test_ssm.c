@@ -1,0 +1,180 @@
+/* engine/ssm: the recurrent kernels. The causal conv against a direct evaluation; the L2 norm's
+ * result has unit length; the delta rule and the Mamba-2 scan against a double-precision model
+ * of their definitions; and every variant the machine runs (AVX2) against the scalar
+ * references on random shapes, over several tokens of state, within a float tolerance (their
+ * dots sum in other orders). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "engine/cpufeat.h"
+#include "engine/kernels.h"
+#include "engine/ssm.h"
+#include "util/mem.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static uint64_t rng = 88172645463325252ull;
+
+static float rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static void fill(float *x, size_t n, float scale)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = rnd() * scale;
+}
+
+static void test_conv(void **state)
+{
+    (void)state;
+    enum { CH = 5, D = 3, T = 6 };
+    float w[CH * (D + 1)], tail[CH * D] = {0}, x[T][CH], out[CH];
+    fill(w, sizeof w / sizeof w[0], 1.0f);
+    fill(&x[0][0], T * CH, 1.0f);
+    for (int t = 0; t < T; t++) {
+        ssm_conv_step_ref(0, CH, D, tail, x[t], w, out);
+        for (int c = 0; c < CH; c++) {
+            double want = 0.0;
+            for (int k = 0; k <= D; k++) { // tap k reads the input D - k tokens back
+                const int src = t - (D - k);
+                want += src >= 0 ? (double)x[src][c] * w[c * (D + 1) + k] : 0.0;
+            }
+            assert_true(fabs(want - out[c]) < 1e-5);
+        }
+    }
+}
+
+static void test_l2norm(void **state)
+{
+    (void)state;
+    float x[40], y[40];
+    fill(x, 40, 3.0f);
+    ssm_l2norm_ref(40, x, 1e-6f, y);
+    double len = 0.0;
+    for (int i = 0; i < 40; i++)
+        len += (double)y[i] * y[i];
+    assert_true(fabs(len - 1.0) < 1e-5);
+}
+
+/* The delta rule over T tokens against doubles. */
+static void test_delta_model(void **state)
+{
+    (void)state;
+    enum { N = 24, T = 5 };
+    float s[N * N], q[N], k[N], v[N], out[N];
+    double ms[N][N];
+    fill(s, N * N, 0.5f);
+    for (int j = 0; j < N; j++)
+        for (int i = 0; i < N; i++)
+            ms[i][j] = s[j * N + i]; // row j of the buffer is column j of S
+    for (int t = 0; t < T; t++) {
+        fill(q, N, 0.3f);
+        fill(k, N, 0.3f);
+        fill(v, N, 1.0f);
+        const float decay = 0.9f, beta = 0.6f, sc = 0.25f;
+        ssm_ref_kernels()->delta_step(N, s, q, k, v, decay, beta, sc, out);
+        for (int j = 0; j < N; j++) {
+            double sk = 0.0;
+            for (int i = 0; i < N; i++)
+                sk += (ms[i][j] *= decay) * k[i];
+            const double d = (v[j] - sk) * beta;
+            double o = 0.0;
+            for (int i = 0; i < N; i++) {
+                ms[i][j] += k[i] * d;
+                o += ms[i][j] * q[i];
+            }
+            assert_true(fabs(o * sc - out[j]) < 1e-4);
+        }
+    }
+}
+
+/* The Mamba-2 scan of one head over T tokens against doubles. */
+static void test_ssd_model(void **state)
+{
+    (void)state;
+    enum { HD = 3, N = 20, T = 4 };
+    float s[HD * N] = {0}, x[HD], b[N], c[N], y[HD];
+    double ms[HD][N] = {{0}};
+    for (int t = 0; t < T; t++) {
+        fill(x, HD, 1.0f);
+        fill(b, N, 1.0f);
+        fill(c, N, 1.0f);
+        ssm_ref_kernels()->ssd_step(HD, N, s, x, b, c, 0.8f, 0.5f, y);
+        for (int i = 0; i < HD; i++) {
+            double o = 0.0;
+            for (int n = 0; n < N; n++) {
+                ms[i][n] = ms[i][n] * 0.8 + b[n] * (x[i] * 0.5);
+                o += ms[i][n] * c[n];
+            }
+            assert_true(fabs(o - y[i]) < 1e-4);
+        }
+    }
+}
+
+static double max_rel(const float *a, const float *b, size_t n)
+{
+    double mx = 0.0, err = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        mx = fabs(a[i]) > mx ? fabs(a[i]) : mx;
+        err = fabs((double)a[i] - b[i]) > err ? fabs((double)a[i] - b[i]) : err;
+    }
+    return err / (mx > 0 ? mx : 1.0);
+}
+
+/* The selected set against the references, state and outputs, over a few tokens. */
+static void test_variants(void **state)
+{
+    (void)state;
+    kernels_init();
+    const struct ssm_kernels *sel = ssm_get(), *ref = ssm_ref_kernels();
+    if (sel == ref) {
+        printf("skip: only the scalar references run here (%s)\n", cpufeat_isa_name(cpufeat_isa()));
+        return;
+    }
+    const int sizes[] = {8, 16, 40, 64, 128, 130};
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        const int n = sizes[si];
+        const size_t nn = (size_t)n * (size_t)n;
+        float *s1 = mem_alloc(nn * 4), *s2 = mem_alloc(nn * 4), *buf = mem_alloc((size_t)n * 20);
+        float *q = buf, *k = q + n, *v = k + n, *o1 = v + n, *o2 = o1 + n;
+        fill(s1, nn, 0.5f);
+        memcpy(s2, s1, nn * 4);
+        for (int t = 0; t < 3; t++) {
+            fill(q, (size_t)n, 0.3f);
+            fill(k, (size_t)n, 0.3f);
+            fill(v, (size_t)n, 1.0f);
+            ref->delta_step(n, s1, q, k, v, 0.95f, 0.5f, 0.2f, o1);
+            sel->delta_step(n, s2, q, k, v, 0.95f, 0.5f, 0.2f, o2);
+            assert_true(max_rel(o1, o2, (size_t)n) < 1e-5);
+            assert_true(max_rel(s1, s2, nn) < 1e-5);
+            // the scan: a head of 5 channels whose state rows are n wide
+            ref->ssd_step(5, n, s1, v, q, k, 0.9f, 0.4f, o1);
+            sel->ssd_step(5, n, s2, v, q, k, 0.9f, 0.4f, o2);
+            assert_true(max_rel(o1, o2, 5) < 1e-5);
+            assert_true(max_rel(s1, s2, (size_t)(5 * n)) < 1e-5);
+        }
+        mem_free(s1);
+        mem_free(s2);
+        mem_free(buf);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_conv),        cmocka_unit_test(test_l2norm),
+        cmocka_unit_test(test_delta_model), cmocka_unit_test(test_ssd_model),
+        cmocka_unit_test(test_variants),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
