@@ -4,7 +4,7 @@
  * single-stream rate measured in the same run.
  *   bench_batch [-t THREADS] [-n TOKENS] [-r RUNS] MODEL */
 #include "engine/kernels.h"
-#include "engine/model.h"
+#include "engine/model/model.h"
 #include "engine/quants/quants.h"
 #include "engine/threadpool.h"
 #include "util/clock.h"

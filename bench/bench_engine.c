@@ -5,7 +5,7 @@
  * Prints one line per model and test: "<file> <test> <tokens/s>".
  *   bench_engine --isa   prints the kernel set the engine dispatches to (LLAMAPI_ISA applies). */
 #include "engine/kernels.h"
-#include "engine/model.h"
+#include "engine/model/model.h"
 #include "engine/quants/quants.h"
 #include "engine/threadpool.h"
 #include "util/clock.h"

@@ -6,7 +6,7 @@
 
 #include "engine/bert/bert.h"
 #include "engine/matmul.h"
-#include "engine/model.h"
+#include "engine/model/model.h"
 #include "engine/quants/quants.h"
 #include "engine/threadpool.h"
 #include "platform/instances.h"

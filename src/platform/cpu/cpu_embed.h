@@ -1,5 +1,5 @@
 /* The cpu platform's embedding models: an engine encoder (engine/bert/bert.h) or a decoder
- * (engine/model.h: llama, qwen2, qwen3 such as Qwen3-Embedding) whose final hidden states are
+ * (engine/model/model.h: llama, qwen2, qwen3 such as Qwen3-Embedding) whose final hidden states are
  * pooled, with the model's tokenizer, a kernel thread pool and one scheduler thread that runs
  * the inputs of every busy instance's REQUEST_EMBED request as shared batches. cpu_model.c
  * forwards the struct platform calls here for embedding GGUFs; the contracts are those of

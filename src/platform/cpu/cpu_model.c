@@ -5,7 +5,7 @@
 
 #include "platform/cpu/cpu_vision.h"
 
-#include "engine/model.h"
+#include "engine/model/model.h"
 #include "engine/sampler.h"
 #include "engine/threadpool.h"
 #include "platform/cpu/cpu.h"

@@ -20,7 +20,7 @@
 #include <cmocka.h>
 
 #include "engine/gguf/gguf_write.h"
-#include "engine/model.h"
+#include "engine/model/model.h"
 #include "engine/gguf/synth.h"
 #include "engine/threadpool.h"
 #include "util/mem.h"

@@ -10,7 +10,7 @@
 
 #include "engine/gguf/gguf.h"
 #include "engine/gguf/gguf_write.h"
-#include "engine/model.h"
+#include "engine/model/model.h"
 #include "engine/quants/quants.h"
 #include "engine/gguf/synth.h"
 #include "engine/threadpool.h"

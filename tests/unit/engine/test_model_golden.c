@@ -35,7 +35,7 @@
 #include <cmocka.h>
 
 #include "engine/kernels.h"
-#include "engine/model.h"
+#include "engine/model/model.h"
 #include "engine/quants/quants.h"
 #include "engine/threadpool.h"
 #include "util/mem.h"

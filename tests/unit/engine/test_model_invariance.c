@@ -15,7 +15,7 @@
 
 #include "engine/attn.h"
 #include "engine/kernels.h"
-#include "engine/model.h"
+#include "engine/model/model.h"
 #include "engine/quants/quants.h"
 #include "engine/gguf/synth.h"
 #include "engine/threadpool.h"

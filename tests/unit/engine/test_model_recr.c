@@ -18,7 +18,7 @@
 
 #include "engine/gguf/gguf_write.h"
 #include "engine/gguf/synth.h"
-#include "engine/model.h"
+#include "engine/model/model.h"
 #include "engine/quants/quants.h"
 #include "engine/threadpool.h"
 #include "util/mem.h"

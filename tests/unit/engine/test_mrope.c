@@ -11,9 +11,9 @@
 
 #include "engine/gguf/gguf_write.h"
 #include "engine/gguf/synth.h"
-#include "engine/model.h"
-#include "engine/model_arch.h"
-#include "engine/model_internal.h"
+#include "engine/model/model.h"
+#include "engine/model/model_arch.h"
+#include "engine/model/model_internal.h"
 #include "engine/threadpool.h"
 #include "util/mem.h"
 

@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "engine/bert/bert.h"
-#include "engine/model.h"
+#include "engine/model/model.h"
 #include "engine/quants/quants.h"
 #include "engine/gguf/synth.h"
 #include "engine/threadpool.h"

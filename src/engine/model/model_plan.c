@@ -1,7 +1,7 @@
 /* Which activation conversions each weight product reads: the weights that consume one
  * activation matrix grouped by the dot type their kernels take, one slot per type, fixed at
  * load for every layer's blocks (attention, recurrent, dense or expert FFN) and the output. */
-#include "engine/model_plan.h"
+#include "engine/model/model_plan.h"
 
 #include "engine/matmul.h"
 #include "engine/quants/quants.h"

@@ -6,9 +6,9 @@
  * state * decay + B * x * dt' and its output the row's dot with C; then y += x * D,
  * y *= silu(z), an RMS norm over each group's channels, and out_proj. A layer's state per
  * sequence is its conv tail and its heads' (head_dim, state_size) rows, in F32. */
-#include "engine/model_ssd.h"
+#include "engine/model/model_ssd.h"
 
-#include "engine/model_gdn.h"
+#include "engine/model/model_gdn.h"
 #include "engine/ops.h"
 #include "engine/ssm.h"
 #include "util/checked.h"

@@ -5,8 +5,8 @@
 #ifndef ENGINE_MODEL_RECR_H
 #define ENGINE_MODEL_RECR_H
 
-#include "engine/model_fwd.h"
-#include "engine/model_internal.h"
+#include "engine/model/model_fwd.h"
+#include "engine/model/model_internal.h"
 #include "util/err.h"
 
 #include <stdbool.h>

@@ -7,7 +7,7 @@
  * times silu(z); and projects back. Its state per sequence is the conv tail and the heads'
  * matrices, in F32. An attention layer's query projection gives a query and a gate per head;
  * the attention output is multiplied by sigmoid(gate) before the output projection. */
-#include "engine/model_gdn.h"
+#include "engine/model/model_gdn.h"
 
 #include "engine/ops.h"
 #include "engine/ssm.h"

@@ -2,7 +2,7 @@
  * the defaults its converter and the reference loader use: embedding and attention scales,
  * soft-caps, post-norms, sliding windows, layers without RoPE, LongRoPE factors, and the
  * mixture-of-experts router. model.c calls these after the common hyperparameters. */
-#include "engine/model_arch.h"
+#include "engine/model/model_arch.h"
 
 #include "util/checked.h"
 

@@ -2,7 +2,7 @@
 #ifndef ENGINE_MODEL_PLAN_H
 #define ENGINE_MODEL_PLAN_H
 
-#include "engine/model_internal.h"
+#include "engine/model/model_internal.h"
 #include "util/err.h"
 
 /* Builds every layer's plans and the output's after the weights are loaded (and repacked), and

@@ -3,10 +3,10 @@
  * a depthwise causal convolution of b * x over the last l_cache inputs, gated by c, then
  * out_proj; the other layers are attention with per-head q/k norms. The state of a conv layer
  * is its last l_cache - 1 inputs per channel, in F32 as the reference keeps it. */
-#include "engine/model_recr.h"
+#include "engine/model/model_recr.h"
 
-#include "engine/model_gdn.h"
-#include "engine/model_ssd.h"
+#include "engine/model/model_gdn.h"
+#include "engine/model/model_ssd.h"
 #include "engine/quants/quants.h"
 #include "engine/ssm.h"
 #include "util/checked.h"

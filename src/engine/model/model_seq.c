@@ -2,10 +2,10 @@
  * layers), a hybrid's recurrent state with its checkpoints, and the logits of its last
  * decode. Views borrow their caches from the caller. The forward pass writes them
  * (model_forward.c); loading is model.c. */
-#include "engine/model.h"
+#include "engine/model/model.h"
 
-#include "engine/model_internal.h"
-#include "engine/model_recr.h"
+#include "engine/model/model_internal.h"
+#include "engine/model/model_recr.h"
 #include "util/checked.h"
 #include "util/mem.h"
 

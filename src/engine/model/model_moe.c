@@ -1,5 +1,5 @@
 /* Expert tensors, routing and the expert FFN step of the mixture-of-experts families. */
-#include "engine/model_moe.h"
+#include "engine/model/model_moe.h"
 
 #include "engine/quants/quants.h"
 #include "util/checked.h"

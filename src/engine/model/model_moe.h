@@ -6,8 +6,8 @@
 #define ENGINE_MODEL_MOE_H
 
 #include "engine/gguf/gguf.h"
-#include "engine/model_fwd.h"
-#include "engine/model_internal.h"
+#include "engine/model/model_fwd.h"
+#include "engine/model/model_internal.h"
 #include "engine/threadpool.h"
 #include "util/err.h"
 

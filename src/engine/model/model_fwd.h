@@ -3,7 +3,7 @@
 #ifndef ENGINE_MODEL_FWD_H
 #define ENGINE_MODEL_FWD_H
 
-#include "engine/model_internal.h"
+#include "engine/model/model_internal.h"
 #include "engine/threadpool.h"
 
 #include <stdbool.h>

@@ -4,7 +4,7 @@
 #ifndef ENGINE_MODEL_ARCH_H
 #define ENGINE_MODEL_ARCH_H
 
-#include "engine/model_internal.h"
+#include "engine/model/model_internal.h"
 #include "util/err.h"
 
 #include <stdbool.h>

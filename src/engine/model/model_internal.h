@@ -3,7 +3,7 @@
 #ifndef ENGINE_MODEL_INTERNAL_H
 #define ENGINE_MODEL_INTERNAL_H
 
-#include "engine/model.h"
+#include "engine/model/model.h"
 
 #include <stdbool.h>
 #include <stddef.h>

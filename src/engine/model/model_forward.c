@@ -4,12 +4,12 @@
  * products run once over all stacked tokens; each step is one threadpool run split by rows. */
 #include "engine/attn.h"
 #include "engine/matmul.h"
-#include "engine/model_arch.h"
-#include "engine/model_fwd.h"
-#include "engine/model_gdn.h"
-#include "engine/model_internal.h"
-#include "engine/model_moe.h"
-#include "engine/model_recr.h"
+#include "engine/model/model_arch.h"
+#include "engine/model/model_fwd.h"
+#include "engine/model/model_gdn.h"
+#include "engine/model/model_internal.h"
+#include "engine/model/model_moe.h"
+#include "engine/model/model_recr.h"
 #include "engine/ops.h"
 #include "engine/quants/quants.h"
 

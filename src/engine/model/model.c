@@ -2,16 +2,16 @@
  * uses, every tensor located and shape-checked, scratch for one batch, and sequences with
  * their KV caches. The forward pass is in model_forward.c. */
 #define _DEFAULT_SOURCE // madvise(MADV_DONTNEED)
-#include "engine/model.h"
+#include "engine/model/model.h"
 
 #include "engine/attn.h"
 #include "engine/kernels.h"
 #include "engine/matmul.h"
-#include "engine/model_arch.h"
-#include "engine/model_internal.h"
-#include "engine/model_moe.h"
-#include "engine/model_plan.h"
-#include "engine/model_recr.h"
+#include "engine/model/model_arch.h"
+#include "engine/model/model_internal.h"
+#include "engine/model/model_moe.h"
+#include "engine/model/model_plan.h"
+#include "engine/model/model_recr.h"
 #include "engine/ops.h"
 #include "engine/quants/quants.h"
 #include "engine/ssm.h"

@@ -3,8 +3,8 @@
 #ifndef ENGINE_MODEL_GDN_H
 #define ENGINE_MODEL_GDN_H
 
-#include "engine/model_fwd.h"
-#include "engine/model_internal.h"
+#include "engine/model/model_fwd.h"
+#include "engine/model/model_internal.h"
 #include "engine/threadpool.h"
 #include "util/err.h"
 
