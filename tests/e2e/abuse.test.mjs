@@ -8,18 +8,8 @@ import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { startServer, errorOf, toolsDir, sanitizer } from './lib/server.mjs';
 import { synthModel, SMALL, tmpDir } from './lib/models.mjs';
+import { raw } from './lib/raw.mjs';
 
-function raw(port, bytes, { timeoutMs = 5000 } = {}) {
-  return new Promise((resolve) => {
-    const sock = net.connect(port, '127.0.0.1');
-    let data = '';
-    const timer = setTimeout(() => { sock.destroy(); resolve(data); }, timeoutMs);
-    sock.on('data', (c) => (data += c));
-    sock.on('error', () => {});
-    sock.on('close', () => { clearTimeout(timer); resolve(data); });
-    sock.write(bytes);
-  });
-}
 
 describe('hostile input', () => {
   let srv, small;

@@ -11,6 +11,7 @@ import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { startServer, errorOf, sanitizer } from './lib/server.mjs';
 import { synthModel, SMALL, tmpDir } from './lib/models.mjs';
+import { raw } from './lib/raw.mjs';
 
 const TICKS = 100; // USER_HZ on Linux
 const slow = sanitizer ? 4 : 1; // sanitizer builds run several times slower
@@ -47,17 +48,6 @@ function post(srv, p, body, headers = {}) {
     body: typeof body === 'string' ? body : JSON.stringify(body) });
 }
 
-function raw(port, bytes, { timeoutMs = 5000 } = {}) {
-  return new Promise((resolve) => {
-    const sock = net.connect(port, '127.0.0.1');
-    let data = '';
-    const timer = setTimeout(() => { sock.destroy(); resolve(data); }, timeoutMs);
-    sock.on('data', (c) => (data += c));
-    sock.on('error', () => {});
-    sock.on('close', () => { clearTimeout(timer); resolve(data); });
-    sock.write(bytes);
-  });
-}
 
 // A raw request that closes its socket after ms, whatever the server is doing.
 function rawAbandon(port, method, p, body, ms) {

@@ -9,6 +9,7 @@
  * the attention output is multiplied by sigmoid(gate) before the output projection. */
 #include "engine/model/model_gdn.h"
 
+#include "engine/model/model_recr.h"
 #include "engine/ops.h"
 #include "engine/ssm.h"
 #include "util/checked.h"
@@ -46,8 +47,7 @@ static void job_conv_silu(void *arg, int ith, int nth)
     for (int t = 0; hi > lo && t < f->n_tok; t++) {
         const float *x = m->sc.recr_in + (size_t)t * (size_t)m->recr_in_dim + m->conv_in_off;
         float *y = m->sc.recr_conv + (size_t)t * (size_t)nc;
-        struct engine_seq *s = f->items[m->sc.tok_item[t]].seq;
-        float *tail = s->state + (size_t)L->recr_before * m->recr_floats;
+        float *tail = model_recr_state(f, t);
         ssm_conv_step_ref(lo, hi, m->d_conv, tail, x, L->conv_w, y);
         for (int i = lo; L->conv_b && i < hi; i++)
             y[i] += L->conv_b[i];
@@ -91,8 +91,7 @@ static void job_delta(void *arg, int ith, int nth)
     int lo, hi;
     fwd_split(m->ssm_n_v_heads, ith, nth, &lo, &hi);
     for (int t = 0; hi > lo && t < f->n_tok; t++) {
-        struct engine_seq *s = f->items[m->sc.tok_item[t]].seq;
-        float *heads = s->state + (size_t)f->L->recr_before * m->recr_floats + conv_floats;
+        float *heads = model_recr_state(f, t) + conv_floats;
         for (int h = lo; h < hi; h++)
             delta_head(f, t, h, heads + (size_t)h * nn);
     }

@@ -263,8 +263,7 @@ static void job_shortconv(void *arg, int ith, int nth)
         const float *b = in, *c = in + e;
         float *x = in + 2 * (size_t)e;
         float *y = m->sc.recr_y + (size_t)t * (size_t)e;
-        struct engine_seq *s = f->items[m->sc.tok_item[t]].seq;
-        float *tail = s->state + (size_t)L->recr_before * m->recr_floats;
+        float *tail = model_recr_state(f, t);
         for (int i = lo; i < hi; i++)
             x[i] *= b[i];
         ssm_conv_step_ref(lo, hi, m->d_conv, tail, x, L->conv_w, y);
@@ -342,4 +341,11 @@ void engine_seq_checkpoint(struct engine_seq *s)
     }
     memcpy(s->ckpt + (size_t)slot * m->state_floats, s->state, m->state_floats * sizeof *s->state);
     s->ckpt_pos[slot] = s->pos;
+}
+
+float *model_recr_state(const struct fwd *f, int t)
+{
+    const struct engine_model *m = f->m;
+    struct engine_seq *s = f->items[m->sc.tok_item[t]].seq;
+    return s->state + (size_t)f->L->recr_before * m->recr_floats;
 }

@@ -54,6 +54,10 @@ int model_recr_load_conv(struct engine_model *m, int il, const char *name, struc
  * order (updating each sequence's state), gate, output projection into sc.proj. */
 void model_recr_block(struct threadpool *tp, struct fwd *f);
 
+/* The recurrent state of the current layer (f->L) in the sequence of the batch's token t: its
+ * conv tail first, then the layer's scan state. Cannot fail. */
+float *model_recr_state(const struct fwd *f, int t);
+
 /* Zeroes the recurrent state of a sequence about to take its first token. Cannot fail. */
 void model_recr_reset(struct engine_seq *s);
 

@@ -9,6 +9,7 @@
 #include "engine/model/model_ssd.h"
 
 #include "engine/model/model_gdn.h"
+#include "engine/model/model_recr.h"
 #include "engine/ops.h"
 #include "engine/ssm.h"
 #include "util/checked.h"
@@ -103,8 +104,7 @@ static void job_ssd(void *arg, int ith, int nth)
     int lo, hi;
     fwd_split(m->ssm_n_v_heads, ith, nth, &lo, &hi);
     for (int t = 0; hi > lo && t < f->n_tok; t++) {
-        struct engine_seq *s = f->items[m->sc.tok_item[t]].seq;
-        float *heads = s->state + (size_t)f->L->recr_before * m->recr_floats + conv_floats;
+        float *heads = model_recr_state(f, t) + conv_floats;
         for (int h = lo; h < hi; h++)
             ssd_head(f, t, h, heads + (size_t)h * per_head);
     }
