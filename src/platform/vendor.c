@@ -14,7 +14,6 @@ static struct vendor_config config = {
     .rkllm_lib = VENDOR_RKLLM_LIB_DEFAULT,
     .rknn_lib = VENDOR_RKNN_LIB_DEFAULT,
     .rknn3_lib = VENDOR_RKNN3_LIB_DEFAULT,
-    .rkllm_abi = "1.3",
 };
 
 void vendor_configure(const struct vendor_config *c)
@@ -26,8 +25,7 @@ void vendor_configure(const struct vendor_config *c)
              c->rknn_lib[0] ? c->rknn_lib : VENDOR_RKNN_LIB_DEFAULT);
     snprintf(config.rknn3_lib, sizeof config.rknn3_lib, "%s",
              c->rknn3_lib[0] ? c->rknn3_lib : VENDOR_RKNN3_LIB_DEFAULT);
-    snprintf(config.rkllm_abi, sizeof config.rkllm_abi, "%s",
-             c->rkllm_abi[0] ? c->rkllm_abi : "1.3");
+    snprintf(config.rkllm_abi, sizeof config.rkllm_abi, "%s", c->rkllm_abi);
 }
 
 const struct vendor_config *vendor_config_get(void)
@@ -65,6 +63,19 @@ int vendor_lib_open(struct vendor_lib *lib, const char *path, const struct vendo
     lib->dl = dl;
     lib->is_available = true;
     return ERR_OK;
+}
+
+bool vendor_lib_has(const struct vendor_lib *lib, const char *name)
+{
+    if (!lib->dl) return false;
+    dlerror();
+    return dlsym(lib->dl, name) != NULL;
+}
+
+void vendor_lib_refuse(struct vendor_lib *lib, const char *reason)
+{
+    vendor_lib_close(lib);
+    snprintf(lib->reason, sizeof lib->reason, "%s", reason);
 }
 
 void vendor_lib_close(struct vendor_lib *lib)

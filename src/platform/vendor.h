@@ -36,6 +36,12 @@ struct vendor_lib {
 int vendor_lib_open(struct vendor_lib *lib, const char *path, const struct vendor_sym *syms,
                     size_t n_syms, void *fns, size_t fns_size);
 
+/* Whether the opened library exports name (an optional symbol; false when not open). */
+bool vendor_lib_has(const struct vendor_lib *lib, const char *name);
+
+/* Closes an opened library that turned out unusable and records why (copied, truncated). */
+void vendor_lib_refuse(struct vendor_lib *lib, const char *reason);
+
 /* Closes the library (a no-op when it is not open). */
 void vendor_lib_close(struct vendor_lib *lib);
 
@@ -45,7 +51,7 @@ struct vendor_config {
     char rkllm_lib[VENDOR_PATH_CAP];  // --rkllm-lib ("": librkllmrt.so)
     char rknn_lib[VENDOR_PATH_CAP];   // --rknn-lib ("": librknnrt.so)
     char rknn3_lib[VENDOR_PATH_CAP];  // --rknn3-lib ("": librknn3_api.so)
-    char rkllm_abi[8];                // --rkllm-abi: "1.2" or "1.3" ("": 1.3)
+    char rkllm_abi[8];                // --rkllm-abi: "1.2" or "1.3" ("": detected)
 };
 
 #define VENDOR_RKLLM_LIB_DEFAULT "librkllmrt.so"

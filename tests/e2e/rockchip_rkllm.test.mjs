@@ -377,7 +377,8 @@ test('partial load when a runtime init fails; resize creates and destroys handle
 
 test('ABI 1.2: init-time sampling; a request asking for other values is refused', async () => {
   const rec = path.join(root, 'record-12.jsonl');
-  const s = await startServer([...rkArgs(rkllmFake('1.2')), '--rkllm-abi', '1.2'], { env: { FAKE_RKLLM_RECORD: rec } });
+  // No --rkllm-abi: the probe finds 1.2.1-1.2.3.
+  const s = await startServer(rkArgs(rkllmFake('1.2')), { env: { FAKE_RKLLM_RECORD: rec } });
   try {
     const plat = (await (await fetch(`${s.url}/v1/platforms`)).json()).platforms.find((p) => p.id === 'rkllm');
     assert.equal(plat.abi, '1.2');
@@ -413,6 +414,43 @@ test('ABI 1.2: init-time sampling; a request asking for other values is refused'
   } finally {
     await s.stop();
   }
+});
+
+test('the runtime ABI is probed: 1.2.0/1.2.1b1 refused by name, --rkllm-abi overrides', async () => {
+  const old = await startServer(rkArgs(rkllmFake('1.2.0')));
+  try {
+    const plat = (await (await fetch(`${old.url}/v1/platforms`)).json()).platforms.find((p) => p.id === 'rkllm');
+    assert.equal(plat.available, false);
+    assert.equal(plat.abi, undefined);
+    assert.match(plat.reason, /looks like 1\.2\.0 or 1\.2\.1b1 .*rkllm_get_kv_cache_size/);
+    assert.match(plat.reason, /1\.2\.1-1\.2\.3 and 1\.3\.0/);
+    const r = await post(old, '/v1/models/load', { model_id: 'm', model_path: 'qwen3' });
+    assert.equal(r.status, 400);
+    assert.equal(r.body.error.code, 'unsupported_platform');
+    assert.match(r.body.error.message, /1\.2\.0 or 1\.2\.1b1/);
+    noViolations(old);
+  } finally {
+    await old.stop();
+  }
+  // The flag is the user's word against the probe: believed, with a warning in the log.
+  const forced = await startServer([...rkArgs(rkllmFake('1.2.0')), '--rkllm-abi', '1.2']);
+  try {
+    const plat = (await (await fetch(`${forced.url}/v1/platforms`)).json()).platforms.find((p) => p.id === 'rkllm');
+    assert.equal(plat.available, true);
+    assert.equal(plat.abi, '1.2');
+    assert.match(forced.log(), /--rkllm-abi 1\.2 overrides the probe, which found 1\.2\.0 or 1\.2\.1b1/);
+  } finally {
+    await forced.stop();
+  }
+  // model.json naming another ABI than the runtime's fails the load before any rkllm_init
+  // (a load the platform refuses is model_load_failed, as every platform's).
+  const dir = makeRkllmModel(path.join(models, 'wants-12'), { manifest: { platform: 'rkllm', abi: '1.2' } });
+  const before = readRecord(record).filter((e) => e.event === 'init').length;
+  const r = await post(srv, '/v1/models/load', { model_id: 'w12', model_path: dir });
+  assert.equal(r.status, 500, JSON.stringify(r.body));
+  assert.equal(r.body.error.code, 'model_load_failed');
+  assert.equal(readRecord(record).filter((e) => e.event === 'init').length, before);
+  assert.match(r.body.error.message, /model\.json asks for rkllm ABI 1\.2 but the runtime .* speaks 1\.3/);
 });
 
 test('shutdown during a run aborts it and exits cleanly', async () => {

@@ -1,6 +1,10 @@
 /* A fake RKLLM runtime (librkllmrt.so) for the e2e tests: the symbols the rkllm platform
- * calls, with the struct layouts of one ABI (FAKE_RKLLM_ABI=12 for 1.2, else 1.3), and the
- * behaviours the server must cope with:
+ * calls, with the struct layouts of one ABI (FAKE_RKLLM_ABI=12 for 1.2.1-1.2.3, 120 for a
+ * 1.2.0 / 1.2.1b1 look-alike, else 1.3.0), and the behaviours the server must cope with:
+ *  - rkllm_createDefaultParam returns the release's RKLLMParam by value with the defaults the
+ *    server's ABI probe reads (enabled_cpus_num = 4); rkllm_get_kv_cache_size is exported from
+ *    1.2.1 on and missing from the 1.2.0 / 1.2.1b1 look-alike, whose rkllm_init refuses to run
+ *    (the server must never reach it);
  *  - rkllm_run blocks while a thread of its own delivers the result callbacks; the output is
  *    derived from the input (its role and length), and carries "é" and "€" each split across a
  *    WAITING callback and the next one; FINISH carries perf (prefill tokens = prompt bytes / 4,
@@ -28,6 +32,15 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+/* rknn-llm rkllm.h at v1.2.0 (cb5b341) and v1.2.1b1 (d8a9f6a): RKLLMParam has 1.2.1's 208-byte
+ * layout, while RKLLMInput starts with input_type and RKLLMResult is 48 bytes, and neither
+ * declares rkllm_get_kv_cache_size (first in v1.2.1, d546a0f). */
+#if defined(FAKE_RKLLM_ABI) && FAKE_RKLLM_ABI == 120
+#define FAKE_RKLLM_OLD_12
+#undef FAKE_RKLLM_ABI
+#define FAKE_RKLLM_ABI 12
+#endif
 
 #if defined(FAKE_RKLLM_ABI) && FAKE_RKLLM_ABI == 12
 typedef struct rkllm12_param param_t;
@@ -107,6 +120,8 @@ static FILE *record_open(void)
     return path && *path ? fopen(path, "a") : NULL;
 }
 
+/* By value, as rkllm.h declares it in every release; enabled_cpus_num = 4 is the documented
+ * default of RKLLMExtendParam from v1.2.0 on (rknn-llm doc/Rockchip_RKLLM_SDK, rkllm.h). */
 param_t rkllm_createDefaultParam(void);
 param_t rkllm_createDefaultParam(void)
 {
@@ -137,6 +152,12 @@ int rkllm_init(void **handle, param_t *param, struct rkllm13_callbacks *cbs)
     void *userdata = cbs ? cbs->result_userdata : NULL;
 #endif
     *handle = NULL;
+#ifdef FAKE_RKLLM_OLD_12
+    // A 1.2.0 / 1.2.1b1 runtime reads 1.2.1's RKLLMInput wrongly: being initialised at all means
+    // the server's ABI probe let it through.
+    violation("rkllm_init on a 1.2.0/1.2.1b1 runtime");
+    return -1;
+#endif
     if (!param || !cb || param->max_context_len < 1 || param->max_context_len > (1 << 20) ||
         param->extend_param.enabled_cpus_num < 1 || param->extend_param.enabled_cpus_num > 8 ||
         param->extend_param.base_domain_id < 0 ||
@@ -198,6 +219,18 @@ int rkllm_set_chat_template(void *handle, const char *system, const char *prefix
     h->is_template_cleared = !system[0] && !prefix[0] && !postfix[0];
     return 0;
 }
+
+#ifndef FAKE_RKLLM_OLD_12
+/* rkllm.h v1.2.1 (d546a0f) through v1.3.0 (878f936): the positions held in the KV cache, one
+ * per batch slot; every run of ours starts from an empty cache. */
+int rkllm_get_kv_cache_size(void *handle, int *cache_sizes);
+int rkllm_get_kv_cache_size(void *handle, int *cache_sizes)
+{
+    if (!handle || !cache_sizes) return -1;
+    cache_sizes[0] = 0;
+    return 0;
+}
+#endif
 
 int rkllm_destroy(void *handle);
 int rkllm_destroy(void *handle)

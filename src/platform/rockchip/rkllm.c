@@ -3,7 +3,7 @@
  * with one worker thread (platform/instances.c) running one request at a time through the
  * blocking rkllm_run; the runtime's callback (on its own thread) feeds the request's text
  * events, holding an incomplete UTF-8 character until it is whole, and never waits for the
- * client. The whole conversation is rendered with the model's Jinja template (from
+ * client. Which ABI the runtime speaks is probed once at start-up (rkllm_probe.c). The whole conversation is rendered with the model's Jinja template (from
  * tokenizer_config.json) and sent as PROMPT input with the runtime's template cleared;
  * without a template the runtime's own one is kept and only the last message is sent.
  * ABI 1.3 takes sampling and max_new_tokens per run; ABI 1.2 fixes sampling at init, and
@@ -13,6 +13,7 @@
 #include "platform/detect.h"
 #include "platform/instances.h"
 #include "platform/rockchip/rkllm_abi.h"
+#include "platform/rockchip/rkllm_probe.h"
 #include "platform/vendor.h"
 #include "text/chat_template.h"
 #include "text/jinja/jinja.h"
@@ -30,9 +31,11 @@
 #define TOKENIZER_CONFIG  "tokenizer_config.json"
 
 /* The runtime functions this platform calls, resolved at start-up. rkllm_init's third argument
- * is the result callback itself in ABI 1.2 and a callbacks struct in 1.3. */
+ * is the result callback itself in ABI 1.2 and a callbacks struct in 1.3.
+ * rkllm_createDefaultParam returns a struct whose size depends on the release: it is called
+ * only through rkllm_default_param (rkllm_probe.c), never through this plain pointer. */
 struct rkllm_fns {
-    struct rkllm_param_room (*rkllm_createDefaultParam)(void);
+    void (*rkllm_createDefaultParam)(void);
     union {
         int (*abi12)(void **handle, struct rkllm12_param *param, rkllm_result_fn callback);
         int (*abi13)(void **handle, struct rkllm13_param *param, struct rkllm13_callbacks *cb);
@@ -56,6 +59,13 @@ static const struct vendor_sym syms[] = {
 static struct vendor_lib lib;
 static struct rkllm_fns fns;
 
+enum abi { ABI_12 = 12, ABI_13 = 13 };
+
+/* The ABI every model of this process is driven with: --rkllm-abi, else what the probe found.
+ * Written once by rkllm_start, read-only afterwards. */
+static enum abi runtime_abi;
+static char runtime_abi_name[8]; // "1.2" / "1.3"
+
 /* base_domain_id: each runtime handle in the process gets its own (the runtime keeps a
  * memory domain per id), the lowest free one. */
 #define MAX_DOMAINS 256
@@ -67,8 +77,6 @@ struct rk_handle {
     void *h;
     int domain;
 };
-
-enum abi { ABI_12 = 12, ABI_13 = 13 };
 
 /* Immutable after load, except the instance layer (own lock). */
 struct platform_model {
@@ -102,11 +110,48 @@ struct run_ctx {
 
 /* ---- discovery ---- */
 
+static void set_runtime_abi(enum abi abi)
+{
+    runtime_abi = abi;
+    snprintf(runtime_abi_name, sizeof runtime_abi_name, "%s", abi == ABI_12 ? "1.2" : "1.3");
+}
+
+/* Which layout the opened runtime takes: --rkllm-abi when given, else the probe's verdict; a
+ * runtime the probe refuses is closed (unavailable, with the reason) unless the flag forces
+ * an ABI. */
+static void choose_abi(void)
+{
+    struct rkllm_param_room room;
+    struct rkllm_probe_facts f = {.bytes = room.u.bytes,
+                                  .has_kv_cache_size =
+                                      vendor_lib_has(&lib, "rkllm_get_kv_cache_size")};
+    rkllm_default_param(fns.rkllm_createDefaultParam, &room, &f.written_end);
+    struct rkllm_abi_verdict v;
+    rkllm_abi_classify(&f, &v);
+    const char *forced = vendor_config_get()->rkllm_abi;
+    if (forced[0]) {
+        set_runtime_abi(strcmp(forced, "1.2") == 0 ? ABI_12 : ABI_13);
+        if (v.abi != (int)runtime_abi)
+            log_warn("rkllm: --rkllm-abi %s overrides the probe, which found %s%s%s", forced,
+                     v.found, v.abi ? "" : ": ", v.abi ? "" : v.reason);
+        return;
+    }
+    if (!v.abi) {
+        log_warn("platform rkllm unavailable: %s", v.reason);
+        vendor_lib_refuse(&lib, v.reason);
+        return;
+    }
+    set_runtime_abi((enum abi)v.abi);
+    log_info("rkllm: %s is runtime %s (ABI %s)", lib.path, v.found, runtime_abi_name);
+}
+
 static void rkllm_start(void)
 {
     const char *path = vendor_config_get()->rkllm_lib;
     if (vendor_lib_open(&lib, path, syms, sizeof syms / sizeof syms[0], &fns, sizeof fns) != ERR_OK)
         log_info("platform rkllm unavailable: %s", lib.reason);
+    else
+        choose_abi();
 }
 
 static void rkllm_stop(void)
@@ -122,7 +167,7 @@ static bool rkllm_is_available(void)
 static void rkllm_status(struct platform_status *out)
 {
     vendor_status_fill(&lib, out);
-    snprintf(out->abi, sizeof out->abi, "%s", vendor_config_get()->rkllm_abi);
+    if (lib.is_available) snprintf(out->abi, sizeof out->abi, "%s", runtime_abi_name);
 }
 
 static int rkllm_detect_chips(struct platform_chip *out, int max)
@@ -237,7 +282,9 @@ static void give_domain(int d)
 /* rkllm_init with our settings (and the template cleared) into rh->h. */
 static int init_handle(struct platform_model *m, int i, struct rk_handle *rh, struct errmsg *err)
 {
-    struct rkllm_param_room room = fns.rkllm_createDefaultParam();
+    struct rkllm_param_room room;
+    size_t written_end;
+    rkllm_default_param(fns.rkllm_createDefaultParam, &room, &written_end);
     void *h = NULL;
     int rc;
     if (m->abi == ABI_12) {
@@ -499,23 +546,27 @@ static void free_model(struct platform_model *m)
     mem_free(m);
 }
 
-/* Which ABI: model.json's "abi", else --rkllm-abi. */
+/* The process's runtime ABI; model.json's "abi" (the release a model was converted for) must
+ * agree with it, as one runtime serves every model. */
 static int pick_abi(const struct platform_detection *d, struct platform_model *m,
                     struct errmsg *err)
 {
-    const char *abi = d->manifest.abi[0] ? d->manifest.abi : vendor_config_get()->rkllm_abi;
-    if (strcmp(abi, "1.2") == 0 || strncmp(abi, "1.2.", 4) == 0) {
-        m->abi = ABI_12;
-        m->abi_name = "1.2";
-    } else if (strcmp(abi, "1.3") == 0 || strcmp(abi, "1.3.0") == 0) {
-        m->abi = ABI_13;
-        m->abi_name = "1.3";
-    } else {
+    m->abi = runtime_abi;
+    m->abi_name = runtime_abi_name;
+    const char *want = d->manifest.abi;
+    if (!want[0]) return ERR_OK;
+    bool is_12 = strcmp(want, "1.2") == 0 || strcmp(want, "1.2.1") == 0 ||
+                 strcmp(want, "1.2.2") == 0 || strcmp(want, "1.2.3") == 0;
+    bool is_13 = strcmp(want, "1.3") == 0 || strcmp(want, "1.3.0") == 0;
+    if (!is_12 && !is_13)
         return errmsg_set(err, ERR_UNSUPPORTED,
-                          "rkllm ABI '%s' is not supported (1.2 for runtimes 1.2.1-1.2.3, 1.3 "
-                          "for 1.3.0)",
-                          abi);
-    }
+                          "model.json's rkllm ABI '%s' is not supported (1.2 for runtimes "
+                          "1.2.1-1.2.3, 1.3 for 1.3.0)",
+                          want);
+    if ((is_12 ? ABI_12 : ABI_13) != runtime_abi)
+        return errmsg_set(err, ERR_UNSUPPORTED,
+                          "model.json asks for rkllm ABI %s but the runtime %s speaks %s", want,
+                          lib.path, runtime_abi_name);
     return ERR_OK;
 }
 
@@ -542,7 +593,9 @@ static int rkllm_load(const struct platform_load_args *a, struct platform_model 
     }
     if (rc == ERR_OK) {
         // The runtime's init-time sampling: what ABI 1.2 runs every request with.
-        struct rkllm_param_room room = fns.rkllm_createDefaultParam();
+        struct rkllm_param_room room;
+        size_t written_end;
+        rkllm_default_param(fns.rkllm_createDefaultParam, &room, &written_end);
         const struct rkllm13_param *p13 = &room.u.p13;
         const struct rkllm12_param *p12 = &room.u.p12;
         m->fixed = m->abi == ABI_12

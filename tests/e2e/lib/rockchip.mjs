@@ -8,9 +8,12 @@ import { serverBin } from './server.mjs';
 
 export const fakesDir = path.resolve(path.dirname(serverBin), '..', 'fakes');
 
-// The fake RKLLM runtime for an ABI ('1.3' or '1.2').
+// The fake RKLLM runtime of a release family: '1.3' (1.3.0), '1.2' (1.2.1-1.2.3) or '1.2.0'
+// (a 1.2.0 / 1.2.1b1 look-alike the server must refuse).
 export function rkllmFake(abi = '1.3') {
-  return path.join(fakesDir, abi === '1.2' ? 'librkllm_fake_1_2.so' : 'librkllm_fake.so');
+  const file = { '1.3': 'librkllm_fake.so', '1.2': 'librkllm_fake_1_2.so', '1.2.0': 'librkllm_fake_1_2_0.so' }[abi];
+  if (!file) throw new Error(`no fake RKLLM runtime for ${abi}`);
+  return path.join(fakesDir, file);
 }
 
 export function tmpDir(prefix) {
