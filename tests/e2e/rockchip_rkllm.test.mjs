@@ -126,6 +126,18 @@ test('chat SSE: deltas from the runtime thread, split characters whole, usage ch
   assert.equal(usage.usage.prompt_tokens, Math.ceil(bytes / 4));
 });
 
+test('WAITING then a NORMAL that sends the held bytes again: nothing doubled, nothing lost', async () => {
+  const r = await chat(user('FAKE_RESEND'));
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  assert.equal(r.body.choices[0].message.content, 'Hi café € x😀 ok.');
+  const res = await fetch(`${srv.url}/v1/chat/completions`, {
+    method: 'POST', body: JSON.stringify({ model: 'q', stream: true, ...user('FAKE_RESEND') }),
+  });
+  const text = sseEvents(await res.text()).filter((e) => e !== '[DONE]' && e.choices?.length)
+    .map((e) => e.choices[0].delta.content ?? '').join('');
+  assert.equal(text, 'Hi café € x😀 ok.');
+});
+
 test('ABI 1.3: sampling and max_tokens per request', async () => {
   let r = await chat({ ...user('sample'), temperature: 0.3, top_p: 0.5, top_k: 7, frequency_penalty: 0.25,
     presence_penalty: -0.5, repeat_penalty: 1.2 });

@@ -9,6 +9,7 @@
  *    derived from the input (its role and length), and carries "é" and "€" each split across a
  *    WAITING callback and the next one; FINISH carries perf (prefill tokens = prompt bytes / 4,
  *    rounded up; generate tokens = token callbacks);
+ *  - FAKE_RESEND: NORMAL texts that send WAITING bytes again (see the sequence's comment);
  *  - prompts containing FAKE_ERROR end with an ERROR callback (run returns -1), FAKE_SLOW
  *    produces 400 tokens 20 ms apart, FAKE_TOOL a Hermes tool call, FAKE_THINK a think block,
  *    FAKE_STOP a text with "STOPHERE" in it;
@@ -112,6 +113,18 @@ static void json_str(FILE *f, const char *s)
             fputc(*p, f);
     }
     fputc('"', f);
+}
+
+/* Whether s[0..n) ends inside a UTF-8 character (the runtime then calls back WAITING). */
+static bool ends_split(const char *s, size_t n)
+{
+    for (size_t back = 1; back <= 3 && back <= n; back++) {
+        unsigned char c = (unsigned char)s[n - back];
+        if ((c & 0xC0) == 0x80) continue;
+        size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+        return need > back;
+    }
+    return false;
 }
 
 static FILE *record_open(void)
@@ -319,14 +332,31 @@ static void *generate(void *arg)
                                            NULL};
         static const char *const think[] = {"<think>", "pondering", "</think>", "Answer.", NULL};
         static const char *const stop[] = {"alpha ", "beta ", "STOP", "HERE", " gamma", NULL};
-        const char *const *list = strstr(p, "FAKE_TOOL")    ? tool
+        // FAKE_RESEND: a runtime whose NORMAL text sends the bytes of its WAITING callbacks
+        // again (whole characters before the split one included), which is what the vendor's
+        // consumers assume when they print NORMAL text and ignore WAITING (rknn-llm
+        // examples/rkllm_api_demo/deploy/src/llm_demo.cpp v1.3.0; rkllm_server_demo
+        // flask_server.py callback since v1.2.0); the last pair re-sends the split character
+        // only.
+        static const char *const resend[] = {
+            "Hi ",          "caf\xC3",    "caf\xC3\xA9 ",     "\xE2", "\xE2\x82",
+            "\xE2\x82\xAC", " x\xF0\x9F", "\xF0\x9F\x98\x80", " ok.", NULL};
+        if (strstr(p, "FAKE_RESEND")) {
+            for (int k = 0; resend[k] && ok; k++) {
+                size_t len = strlen(resend[k]);
+                bool split = len > 0 && ends_split(resend[k], len);
+                ok = emit(j, &n, resend[k], split ? RKLLM_STATE_WAITING : RKLLM_STATE_NORMAL);
+            }
+        }
+        const char *const *list = strstr(p, "FAKE_RESEND")  ? NULL
+                                  : strstr(p, "FAKE_TOOL")  ? tool
                                   : strstr(p, "FAKE_THINK") ? think
                                   : strstr(p, "FAKE_STOP")  ? stop
                                                             : NULL;
         if (list) {
             for (int k = 0; list[k] && ok; k++)
                 ok = emit(j, &n, list[k], RKLLM_STATE_NORMAL);
-        } else {
+        } else if (!strstr(p, "FAKE_RESEND")) {
             char head[96];
             snprintf(head, sizeof head, "%zu", strlen(p));
             const struct {

@@ -2,7 +2,7 @@
  * opened with dlopen at start-up. Each instance is a runtime handle (its own base_domain_id)
  * with one worker thread (platform/instances.c) running one request at a time through the
  * blocking rkllm_run; the runtime's callback (on its own thread) feeds the request's text
- * events, holding an incomplete UTF-8 character until it is whole, and never waits for the
+ * events, joining characters split across callbacks (rkllm_text.c), and never waits for the
  * client. Which ABI the runtime speaks is probed once at start-up (rkllm_probe.c). The whole conversation is rendered with the model's Jinja template (from
  * tokenizer_config.json) and sent as PROMPT input with the runtime's template cleared;
  * without a template the runtime's own one is kept and only the last message is sent.
@@ -14,6 +14,7 @@
 #include "platform/instances.h"
 #include "platform/rockchip/rkllm_abi.h"
 #include "platform/rockchip/rkllm_probe.h"
+#include "platform/rockchip/rkllm_text.h"
 #include "platform/vendor.h"
 #include "text/chat_template.h"
 #include "text/jinja/jinja.h"
@@ -100,6 +101,7 @@ struct run_ctx {
     struct platform_model *m;
     struct inst_slot *slot;
     struct request *r;
+    struct buf held;    // WAITING text: bytes the next NORMAL continues or sends again
     struct buf pending; // text not yet delivered: an incomplete UTF-8 character at most
     int n_tokens;       // result callbacks carrying a token
     int max_tokens;     // -1: none of ours
@@ -182,23 +184,11 @@ static bool rkllm_claims(const char *path)
 
 /* ---- the runtime's callback ---- */
 
-/* Bytes at the end of s[0..n) that start a UTF-8 character not yet complete (0..3). */
-static size_t incomplete_tail(const unsigned char *s, size_t n)
-{
-    for (size_t back = 1; back <= 3 && back <= n; back++) {
-        unsigned char c = s[n - back];
-        if ((c & 0xC0) == 0x80) continue; // a continuation byte: look further back
-        size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-        return need > back ? back : 0;
-    }
-    return 0;
-}
-
 /* Delivers the complete characters of c->pending (all of it when flushing). */
 static void deliver(struct run_ctx *c, bool flush)
 {
     size_t n = c->pending.len;
-    size_t keep = flush ? 0 : incomplete_tail((const unsigned char *)c->pending.data, n);
+    size_t keep = flush ? 0 : rkllm_text_incomplete_tail((const unsigned char *)c->pending.data, n);
     if (n - keep == 0) return;
     if (request_push_text(c->r, c->pending.data, n - keep) != ERR_OK) {
         // The answer's room (max_tokens or the context) is full: end here.
@@ -218,10 +208,11 @@ static int on_result(struct rkllm_result *result, void *userdata, int state)
             c->perf = result->perf;
             c->has_perf = true;
         }
-        // A character the runtime never completed is dropped rather than sent broken.
-        if (!c->is_dropping) {
+        // Whole characters still held go out; one the runtime never completed is dropped
+        // rather than sent broken.
+        if (!c->is_dropping && rkllm_text_take(&c->held, NULL, 0, false, &c->pending) == ERR_OK) {
             c->pending.len -=
-                incomplete_tail((const unsigned char *)c->pending.data, c->pending.len);
+                rkllm_text_incomplete_tail((const unsigned char *)c->pending.data, c->pending.len);
             deliver(c, true);
         }
         c->is_finished = true;
@@ -242,15 +233,16 @@ static int on_result(struct rkllm_result *result, void *userdata, int state)
         return 0;
     }
     const char *text = result ? result->text : NULL;
-    if (text && text[0] && buf_append(&c->pending, text, strlen(text)) != ERR_OK) {
+    size_t len = text ? strlen(text) : 0;
+    bool is_waiting = state == RKLLM_STATE_WAITING;
+    if (rkllm_text_take(&c->held, text, len, is_waiting, &c->pending) != ERR_OK) {
         c->is_error = true;
         c->is_dropping = true;
         instances_abort(&c->m->set, c->slot);
         return 0;
     }
-    // WAITING says the text so far ends inside a character: hold it; NORMAL may still carry
-    // the start of one, so only whole characters go out either way.
-    if (state == RKLLM_STATE_NORMAL) deliver(c, false);
+    // NORMAL may still end inside a character: only whole ones go out.
+    if (!is_waiting) deliver(c, false);
     if (c->max_tokens >= 0 && c->n_tokens >= c->max_tokens && !c->is_dropping) {
         deliver(c, false);
         c->is_length = true;
@@ -403,6 +395,7 @@ static void rk_run(void *model, int i, void *handle, struct inst_slot *slot)
     void *h = ((struct rk_handle *)handle)->h;
     struct request *r = slot->req;
     struct run_ctx c = {.m = m, .slot = slot, .r = r, .max_tokens = r->params.max_tokens};
+    buf_init(&c.held);
     buf_init(&c.pending);
     if (r->kind != REQUEST_GENERATE || !r->prompt_text) {
         inst_slot_fail(slot, 400, "the rkllm platform runs chat requests given as text");
@@ -431,6 +424,7 @@ static void rk_run(void *model, int i, void *handle, struct inst_slot *slot)
         rc = fns.rkllm_run(h, &in, &infer, &c);
     }
     end_run(&c, rc);
+    buf_deinit(&c.held);
     buf_deinit(&c.pending);
 }
 
