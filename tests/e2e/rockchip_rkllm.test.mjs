@@ -65,9 +65,10 @@ test('/v1/platforms lists cpu, rkllm, rknn2, rknn3 with the board, driver and li
   }
 });
 
-test('load: one runtime handle per instance, distinct base_domain_id, big cores, template cleared', async () => {
+test('load: one runtime handle per instance, distinct base_domain_id off 0, big cores, template cleared', async () => {
   const inits = readRecord(record).filter((e) => e.event === 'init' && e.ok);
-  assert.deepEqual(inits.map((e) => e.domain).sort(), [0, 1]);
+  // Domain 0 stays with rknn2 on an RK3588: the LLM handles start at 1.
+  assert.deepEqual(inits.map((e) => e.domain).sort(), [1, 2]);
   for (const e of inits) {
     assert.equal(e.abi, '1.3');
     assert.equal(e.cpus_mask, 0xf0); // CPU4-7 on an RK3588
@@ -305,11 +306,10 @@ test('a busy instance with no queue room is 429, as on cpu', async () => {
 });
 
 test('unload during a run aborts it, waits for it, then destroys the handles', async () => {
-  // A second model on the same runtime: its handle gets a base_domain_id of its own (the fake
-  // refuses one in use).
+  // A second model on the same runtime: its handle gets a base_domain_id of its own.
   const r = await post(srv, '/v1/models/load', { model_id: 'u', model_path: 'qwen3', instance_count: 1 });
   assert.equal(r.status, 200, JSON.stringify(r.body));
-  assert.equal(readRecord(record).filter((e) => e.event === 'init').at(-1).domain, 2);
+  assert.equal(readRecord(record).filter((e) => e.event === 'init').at(-1).domain, 3);
   const pending = post(srv, '/v1/chat/completions', { model: 'u', ...user('FAKE_SLOW') });
   await new Promise((res) => setTimeout(res, 200));
   const t0 = Date.now();
@@ -384,6 +384,38 @@ test('partial load when a runtime init fails; resize creates and destroys handle
     noViolations(s);
   } finally {
     await s.stop();
+  }
+});
+
+test('memory domains: never 16 or more; past 15 a partial load says why; RK3562 shares 0', async () => {
+  const rec = path.join(root, 'record-domains.jsonl');
+  const s = await startServer(rkArgs(), { env: { FAKE_RKLLM_RECORD: rec } });
+  try {
+    const r = await post(s, '/v1/models/load', { model_id: 'm', model_path: 'qwen3', instance_count: 16 });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.equal(r.body.actual_instance_count, 15);
+    assert.match(JSON.stringify(r.body), /no NPU memory domain left .*within 1-15/);
+    const domains = readRecord(rec).filter((e) => e.event === 'init' && e.ok).map((e) => e.domain);
+    assert.deepEqual([...domains].sort((a, b) => a - b), Array.from({ length: 15 }, (_, k) => k + 1));
+    noViolations(s);
+  } finally {
+    await s.stop();
+  }
+  const small = makeBoard(path.join(root, 'board-3562'), { soc: 'rk3562' });
+  makeRkllmModel(path.join(models, 'neutral'), { file: 'Qwen3-0.6B-w8a8.rkllm' });
+  const rec2 = path.join(root, 'record-3562.jsonl');
+  const t = await startServer(['--rkllm-lib', rkllmFake('1.3'), '--sysfs-root', small, '--models-dir', models],
+    { env: { FAKE_RKLLM_RECORD: rec2 } });
+  try {
+    const r = await post(t, '/v1/models/load', { model_id: 'm', model_path: 'neutral', instance_count: 2 });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.equal(r.body.actual_instance_count ?? 2, 2);
+    const inits = readRecord(rec2).filter((e) => e.event === 'init' && e.ok);
+    assert.deepEqual(inits.map((e) => e.domain), [0, 0]);
+    assert.equal(inits[0].cpus_mask, 0x0f);
+    noViolations(t);
+  } finally {
+    await t.stop();
   }
 });
 

@@ -17,9 +17,11 @@
  *  - rkllm_abort takes effect FAKE_RKLLM_ABORT_DELAY_MS (default 150) after it is called, as a
  *    prefill that cannot be interrupted;
  *  - misuse is reported on stderr with "FAKE-RKLLM-VIOLATION" (the tests look for it): a run
- *    on a busy handle (fails with -1), abort from inside a callback, a duplicate
- *    base_domain_id (init fails), implausible param values (a wrong ABI layout); destroy during
- *    a run aborts the process;
+ *    on a busy handle (fails with -1), abort from inside a callback, a base_domain_id the rknpu
+ *    driver 0.9.8 would refuse (16 or more: RKNPU_MAX_IOMMU_DOMAIN_NUM in
+ *    rknn-llm rknpu-driver/rknpu_driver_0.9.8_20241009 rknpu_drv.h; init fails), implausible
+ *    param values (a wrong ABI layout); destroy during a run aborts the process. Handles may
+ *    share a domain, as every rknn2 context shares domain 0 in that driver;
  *  - FAKE_RKLLM_FAIL_INIT=N makes the Nth rkllm_init fail (partial loads);
  *  - FAKE_RKLLM_INIT_MS=N makes every rkllm_init take N ms (a model seen while it loads);
  *  - FAKE_RKLLM_RECORD=FILE appends one JSON line per init and per run with what was passed.
@@ -56,9 +58,11 @@ typedef struct rkllm13_infer infer_t;
 #endif
 
 #define MAX_HANDLES 64
+#define MAX_DOMAINS 16 // RKNPU_MAX_IOMMU_DOMAIN_NUM, rknpu_drv.h, rknpu driver 0.9.8
 
 struct handle {
     int domain;
+    int slot; // in handles[]
     int32_t max_context_len, max_new_tokens;
     float temperature, top_p;
     int32_t top_k;
@@ -172,10 +176,13 @@ int rkllm_init(void **handle, param_t *param, struct rkllm13_callbacks *cbs)
     return -1;
 #endif
     if (!param || !cb || param->max_context_len < 1 || param->max_context_len > (1 << 20) ||
-        param->extend_param.enabled_cpus_num < 1 || param->extend_param.enabled_cpus_num > 8 ||
-        param->extend_param.base_domain_id < 0 ||
-        param->extend_param.base_domain_id >= MAX_HANDLES) {
+        param->extend_param.enabled_cpus_num < 1 || param->extend_param.enabled_cpus_num > 8) {
         violation("rkllm_init: implausible parameters (wrong ABI layout?)");
+        return -1;
+    }
+    if (param->extend_param.base_domain_id < 0 ||
+        param->extend_param.base_domain_id >= MAX_DOMAINS) {
+        violation("rkllm_init: base_domain_id outside the driver's 0..15");
         return -1;
     }
     sleep_ms(env_int("FAKE_RKLLM_INIT_MS", 0));
@@ -185,17 +192,16 @@ int rkllm_init(void **handle, param_t *param, struct rkllm13_callbacks *cbs)
     pthread_mutex_lock(&mu);
     int n = ++n_inits;
     int domain = param->extend_param.base_domain_id;
-    int rc = 0;
-    if (n == env_int("FAKE_RKLLM_FAIL_INIT", 0)) {
+    int rc = 0, slot = 0;
+    while (slot < MAX_HANDLES && handles[slot])
+        slot++;
+    if (n == env_int("FAKE_RKLLM_FAIL_INIT", 0) || slot == MAX_HANDLES)
         rc = -1; // as the NPU refusing one more model copy
-    } else if (handles[domain]) {
-        violation("rkllm_init: base_domain_id already in use by another handle");
-        rc = -1;
-    }
     struct handle *h = rc == 0 ? calloc(1, sizeof *h) : NULL;
     if (rc == 0 && !h) rc = -1;
     if (h) {
         h->domain = domain;
+        h->slot = slot;
         h->max_context_len = param->max_context_len;
         h->max_new_tokens = param->max_new_tokens;
         h->temperature = param->temperature;
@@ -203,7 +209,7 @@ int rkllm_init(void **handle, param_t *param, struct rkllm13_callbacks *cbs)
         h->top_k = param->top_k;
         h->cb = cb;
         h->cb_userdata = userdata;
-        handles[domain] = h;
+        handles[slot] = h;
         *handle = h;
     }
     FILE *f = record_open();
@@ -255,7 +261,7 @@ int rkllm_destroy(void *handle)
         abort();
     }
     pthread_mutex_lock(&mu);
-    handles[h->domain] = NULL;
+    handles[h->slot] = NULL;
     pthread_mutex_unlock(&mu);
     free(h);
     return 0;

@@ -1,5 +1,6 @@
 /* The `rkllm` platform: chat models (.rkllm) on the Rockchip NPU through the RKLLM runtime,
- * opened with dlopen at start-up. Each instance is a runtime handle (its own base_domain_id)
+ * opened with dlopen at start-up. Each instance is a runtime handle (in NPU memory domains
+ * of its own where the SoC has them: rkllm_domain.c)
  * with one worker thread (platform/instances.c) running one request at a time through the
  * blocking rkllm_run; the runtime's callback (on its own thread) feeds the request's text
  * events, joining characters split across callbacks (rkllm_text.c), and never waits for the
@@ -13,6 +14,7 @@
 #include "platform/detect.h"
 #include "platform/instances.h"
 #include "platform/rockchip/rkllm_abi.h"
+#include "platform/rockchip/rkllm_domain.h"
 #include "platform/rockchip/rkllm_probe.h"
 #include "platform/rockchip/rkllm_text.h"
 #include "platform/vendor.h"
@@ -67,16 +69,10 @@ enum abi { ABI_12 = 12, ABI_13 = 13 };
 static enum abi runtime_abi;
 static char runtime_abi_name[8]; // "1.2" / "1.3"
 
-/* base_domain_id: each runtime handle in the process gets its own (the runtime keeps a
- * memory domain per id), the lowest free one. */
-#define MAX_DOMAINS 256
-static struct mutex domains_mu = {PTHREAD_MUTEX_INITIALIZER};
-static bool is_domain_used[MAX_DOMAINS];
-
-/* An instance: the runtime's handle and the domain it holds. */
+/* An instance: the runtime's handle and the NPU memory domains it holds. */
 struct rk_handle {
     void *h;
-    int domain;
+    int domain; // base_domain_id: the first of the model's span (rkllm_domain.h)
 };
 
 /* Immutable after load, except the instance layer (own lock). */
@@ -91,6 +87,8 @@ struct platform_model {
     struct platform_sampling fixed; // ABI 1.2: the runtime's init-time sampling
     int32_t cpus_num;
     uint32_t cpus_mask;
+    bool is_many_domains;               // each handle in domains of its own (else all share 0)
+    int domain_span;                    // ids one handle starts in and continues into
     struct rkllm13_callbacks callbacks; // ABI 1.3 (userdata comes with each run)
     struct instances set;
 };
@@ -254,23 +252,6 @@ static int on_result(struct rkllm_result *result, void *userdata, int state)
 
 /* ---- instances (the instance layer's worker ops) ---- */
 
-static int take_domain(void)
-{
-    int d = -1;
-    mutex_lock(&domains_mu);
-    for (int k = 0; k < MAX_DOMAINS && d < 0; k++)
-        if (!is_domain_used[k]) is_domain_used[k] = true, d = k;
-    mutex_unlock(&domains_mu);
-    return d;
-}
-
-static void give_domain(int d)
-{
-    mutex_lock(&domains_mu);
-    is_domain_used[d] = false;
-    mutex_unlock(&domains_mu);
-}
-
 /* rkllm_init with our settings (and the template cleared) into rh->h. */
 static int init_handle(struct platform_model *m, int i, struct rk_handle *rh, struct errmsg *err)
 {
@@ -326,14 +307,15 @@ static int rk_init(void *model, int i, void **handle, struct errmsg *err)
 {
     struct rk_handle *rh = mem_calloc(1, sizeof *rh);
     if (!rh) return errmsg_set(err, ERR_NOMEM, "out of memory");
-    rh->domain = take_domain();
-    if (rh->domain < 0) {
-        mem_free(rh);
-        return errmsg_set(err, ERR_LIMIT, "at most %d rkllm instances per process", MAX_DOMAINS);
-    }
-    int rc = init_handle(model, i, rh, err);
+    struct platform_model *m = model;
+    int rc = rkllm_domain_take(m->is_many_domains, m->domain_span, &rh->domain, err);
     if (rc != ERR_OK) {
-        give_domain(rh->domain);
+        mem_free(rh);
+        return rc;
+    }
+    rc = init_handle(model, i, rh, err);
+    if (rc != ERR_OK) {
+        rkllm_domain_give(m->is_many_domains, rh->domain, m->domain_span);
         mem_free(rh);
         return rc;
     }
@@ -436,11 +418,11 @@ static void rk_abort(void *model, void *handle)
 
 static void rk_destroy(void *model, void *handle)
 {
-    (void)model;
+    struct platform_model *m = model;
     struct rk_handle *rh = handle;
     int rc = fns.rkllm_destroy(rh->h);
     if (rc != 0) log_warn("rkllm_destroy returned %d", rc);
-    give_domain(rh->domain);
+    rkllm_domain_give(m->is_many_domains, rh->domain, m->domain_span);
     mem_free(rh);
 }
 
@@ -605,6 +587,8 @@ static int rkllm_load(const struct platform_load_args *a, struct platform_model 
         bool is_big_little = strncmp(soc, "RK3588", 6) == 0 || strcmp(soc, "RK3576") == 0;
         m->cpus_num = 4;
         m->cpus_mask = is_big_little ? 0xF0u : 0x0Fu;
+        m->is_many_domains = rkllm_domain_soc_has_many(soc);
+        m->domain_span = rkllm_domain_span(m->file_size);
         m->callbacks.result = on_result;
         rc = instances_start_workers(&m->set, &worker_ops, m, a->on_done, a->owner);
     }
