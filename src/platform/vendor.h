@@ -69,13 +69,21 @@ const struct vendor_config *vendor_config_get(void);
 void vendor_host_path(const char *host_path, char *out, size_t cap);
 
 /* The Rockchip SoC from <root>/proc/device-tree/compatible (or
- * <root>/sys/firmware/devicetree/base/compatible): "RK3588", "RK3588S", "RK3576", "RK3566",
- * "RK3568" or "RK3562"; false when none is named (not a Rockchip board). */
+ * <root>/sys/firmware/devicetree/base/compatible): "RK3588", "RK3588S", "RK3582", "RK3576",
+ * "RK3566", "RK3568", "RK3562" or "RV1126B"; false when none is named (not a Rockchip board). */
 bool vendor_soc_detect(char *out, size_t cap);
 
-/* The NPU driver version ("0.9.8") from <root>/sys/kernel/debug/rknpu/version or
- * <root>/proc/rknpu/version; false when neither is readable. */
+/* The NPU driver version ("0.9.8") from <root>/sys/module/rknpu/version, else
+ * <root>/sys/kernel/debug/rknpu/version or <root>/proc/rknpu/version; false when none is
+ * readable. */
 bool vendor_npu_driver_version(char *out, size_t cap);
+
+/* The NPU's device node (host path, e.g. "/dev/dri/renderD129") into node: a DRM render node
+ * under <root>/dev/dri whose sysfs device (<root>/sys/class/drm/renderDN/device) is bound to the
+ * rknpu driver (its driver link, or DRIVER= in its uevent), else <root>/dev/rknpu. False with
+ * why naming what is missing (and the render nodes of other drivers), or the node this process
+ * may not open. Cannot fail otherwise. */
+bool vendor_npu_node(char *node, size_t cap, char *why, size_t why_cap);
 
 /* Whether a model built for model_chip (any case, "rk3588") can run on host_chip ("RK3588S"):
  * the same chip, or the RK3588/RK3588S pair, which share the NPU. */

@@ -9,6 +9,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
+import { writeFileSync } from 'node:fs';
 import { startServer } from './lib/server.mjs';
 import { rkllmFake, tmpDir, makeBoard, makeRkllmModel, readRecord, post, sseEvents } from './lib/rockchip.mjs';
 
@@ -337,6 +338,36 @@ test('detection and host refusals', async () => {
   assert.equal(r.status, 400);
   assert.equal(r.body.error.code, 'unsupported_platform');
   assert.match(r.body.error.message, /rk3562/);
+});
+
+test('detection: the NPU device node must be the rknpu driver\'s; RV1126B and RK3582 by name', async () => {
+  const platformsOf = async (board) => {
+    const s = await startServer(['--rkllm-lib', rkllmFake('1.3'), '--rknn-lib', path.join(path.dirname(rkllmFake('1.3')), 'librknn2_fake.so'),
+      '--sysfs-root', board, '--models-dir', models]);
+    try {
+      return (await (await fetch(`${s.url}/v1/platforms`)).json()).platforms;
+    } finally {
+      await s.stop();
+    }
+  };
+  let ps = await platformsOf(makeBoard(path.join(root, 'board-none'), { npu: null }));
+  for (const id of ['rkllm', 'rknn2']) {
+    const p = ps.find((x) => x.id === id);
+    assert.equal(p.available, false, id);
+    assert.match(p.reason, /no NPU device node: no \/dev\/dri\/renderD\* of the rknpu driver and no \/dev\/rknpu/);
+    assert.equal(p.npu_driver_version, '0.9.8');
+  }
+  ps = await platformsOf(makeBoard(path.join(root, 'board-gpu'), { npu: 'gpu-only' }));
+  assert.match(ps.find((x) => x.id === 'rkllm').reason, /\/dev\/dri\/renderD128 is panfrost/);
+  ps = await platformsOf(makeBoard(path.join(root, 'board-misc'), { npu: 'misc', soc: 'rv1126b' }));
+  let rk = ps.find((x) => x.id === 'rkllm');
+  assert.equal(rk.available, true, rk.reason);
+  assert.deepEqual(rk.detected_chips, [{ chip_type: 'RV1126B', count: 1 }]);
+  assert.equal(ps.find((x) => x.id === 'rknn2').available, true);
+  const b3582 = makeBoard(path.join(root, 'board-3582'));
+  writeFileSync(path.join(b3582, 'proc/device-tree/compatible'), 'radxa,rock-5c\0rockchip,rk3582\0rockchip,rk3588s\0');
+  rk = (await platformsOf(b3582)).find((x) => x.id === 'rkllm');
+  assert.deepEqual(rk.detected_chips, [{ chip_type: 'RK3582', count: 1 }]);
 });
 
 test('without a chat template: the runtime template, last message only, with its role', async () => {

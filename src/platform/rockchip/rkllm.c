@@ -148,10 +148,17 @@ static void choose_abi(void)
 static void rkllm_start(void)
 {
     const char *path = vendor_config_get()->rkllm_lib;
-    if (vendor_lib_open(&lib, path, syms, sizeof syms / sizeof syms[0], &fns, sizeof fns) != ERR_OK)
+    char node[64], why[VENDOR_REASON_CAP];
+    if (vendor_lib_open(&lib, path, syms, sizeof syms / sizeof syms[0], &fns, sizeof fns) !=
+        ERR_OK) {
         log_info("platform rkllm unavailable: %s", lib.reason);
-    else
+    } else if (!vendor_npu_node(node, sizeof node, why, sizeof why)) {
+        // rkllm_init would fail on every model: say so now, naming the node.
+        log_info("platform rkllm unavailable: %s", why);
+        vendor_lib_refuse(&lib, why);
+    } else {
         choose_abi();
+    }
 }
 
 static void rkllm_stop(void)
@@ -587,6 +594,10 @@ static int rkllm_load(const struct platform_load_args *a, struct platform_model 
         bool is_big_little = strncmp(soc, "RK3588", 6) == 0 || strcmp(soc, "RK3576") == 0;
         m->cpus_num = 4;
         m->cpus_mask = is_big_little ? 0xF0u : 0x0Fu;
+        if (strcmp(soc, "RK3582") == 0) { // CPU4-5 are its only big cores
+            m->cpus_num = 2;
+            m->cpus_mask = 0x30u;
+        }
         m->is_many_domains = rkllm_domain_soc_has_many(soc);
         m->domain_span = rkllm_domain_span(m->file_size);
         m->callbacks.result = on_result;
