@@ -197,6 +197,8 @@ test('enable_thinking reaches the template and the runtime; reasoning is split o
 });
 
 test('what the runtime cannot do is refused by name', async () => {
+  // ABI 1.3 (this server). Under ABI 1.2, min_p, seed and sampling values other than the
+  // load-time ones are answered with a warning instead: see the ABI 1.2 test.
   const cases = [
     [{ grammar: 'root ::= "a"' }, 'grammar'],
     [{ json_schema: { type: 'object' } }, 'json_schema'],
@@ -450,7 +452,7 @@ test('memory domains: never 16 or more; past 15 a partial load says why; RK3562 
   }
 });
 
-test('ABI 1.2: init-time sampling; a request asking for other values is refused', async () => {
+test('ABI 1.2: init-time sampling; what a request asks for and 1.2 cannot apply is a warning', async () => {
   const rec = path.join(root, 'record-12.jsonl');
   // No --rkllm-abi: the probe finds 1.2.1-1.2.3.
   const s = await startServer(rkArgs(rkllmFake('1.2')), { env: { FAKE_RKLLM_RECORD: rec } });
@@ -465,20 +467,41 @@ test('ABI 1.2: init-time sampling; a request asking for other values is refused'
     const run = readRecord(rec).filter((e) => e.event === 'run').at(-1);
     assert.equal(run.abi, '1.2');
     assert.equal(run.sampling, undefined);
-    r = await post(s, '/v1/chat/completions', { model: 'm', ...user('hot'), temperature: 0.3 });
-    assert.equal(r.status, 400);
-    assert.equal(r.body.error.code, 'unsupported_parameter');
-    assert.equal(r.body.error.param, 'temperature');
-    assert.match(r.body.error.message, /ABI 1\.2/);
+    // What ABI 1.2 cannot apply per request runs with the load-time values, said in the log
+    // and in an x-llamapi-warning header, not refused (clients that always send a temperature
+    // must still work).
+    const warned = async (model, extra, pattern) => {
+      const res = await fetch(`${s.url}/v1/chat/completions`, {
+        method: 'POST', body: JSON.stringify({ model, ...user('warned'), ...extra }),
+      });
+      const body = await res.json();
+      assert.equal(res.status, 200, JSON.stringify(body));
+      assert.match(res.headers.get('x-llamapi-warning') ?? '', pattern);
+      assert.match(body.choices[0].message.content, /ok\.$/);
+      return res;
+    };
+    await warned('m', { temperature: 0.3 }, /^rkllm ABI 1\.2 applies sampling fixed at load; not applied: temperature=0\.3$/);
+    await warned('m', { seed: 42, min_p: 0.1, top_p: 0.5 }, /not applied: top_p=0\.5, seed=42, min_p=0\.1$/);
+    assert.equal(readRecord(rec).filter((e) => e.event === 'run').at(-1).sampling, undefined);
+    assert.match(s.log(), /model m: rkllm ABI 1\.2 applies sampling fixed at load; not applied: temperature=0\.3/);
+    // Streaming carries the header too.
+    const res = await fetch(`${s.url}/v1/chat/completions`, {
+      method: 'POST', body: JSON.stringify({ model: 'm', stream: true, ...user('warned'), temperature: 0.2 }),
+    });
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('x-llamapi-warning') ?? '', /temperature=0\.2/);
+    await res.text();
     r = await post(s, '/v1/chat/completions', { model: 'm', ...user('same'), temperature: 0.8, top_k: 40 });
     assert.equal(r.status, 200, 'the init-time values themselves are fine');
-    // default_params that 1.2 cannot apply are refused too, not dropped.
+    // default_params 1.2 cannot apply are named the same way, not dropped silently.
     r = await post(s, '/v1/models/load', { model_id: 'd', model_path: 'qwen3', default_params: { top_p: 0.5 } });
     assert.equal(r.status, 200, JSON.stringify(r.body));
-    r = await post(s, '/v1/chat/completions', { model: 'd', ...user('defaults') });
-    assert.equal(r.status, 400);
-    assert.equal(r.body.error.param, 'default_params.top_p');
-    assert.match(r.body.error.message, /ABI 1\.2/);
+    await warned('d', {}, /not applied: default_params\.top_p=0\.5$/);
+    const plain = await fetch(`${s.url}/v1/chat/completions`, {
+      method: 'POST', body: JSON.stringify({ model: 'm', ...user('plain') }),
+    });
+    assert.equal(plain.headers.get('x-llamapi-warning'), null, 'no warning when nothing is asked');
+    await plain.text();
     // max_tokens on 1.2: counted by us, the run aborted.
     r = await post(s, '/v1/chat/completions', { model: 'm', ...user('FAKE_SLOW'), max_tokens: 4 });
     assert.equal(r.status, 200);
