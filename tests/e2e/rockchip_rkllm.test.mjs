@@ -1,11 +1,14 @@
 // The rkllm platform against the fake RKLLM runtime (tests/fakes/fake_rkllm.c) on a fake
-// RK3588 board (--sysfs-root): discovery in /v1/platforms, load/resize/unload with one runtime
-// handle per instance, chat as JSON and SSE (the whole conversation rendered with the model's
-// template, text streamed from the runtime's own thread with split UTF-8 held, usage from the
-// runtime's perf), per-request sampling (ABI 1.3) and its refusal (ABI 1.2), stop strings,
-// tools, thinking, cancellation and unload during a run, partial loads, and every refusal.
-// The fake reports misuse (a second run on a busy handle, abort from a callback, destroy during
-// a run, a duplicate base_domain_id) as FAKE-RKLLM-VIOLATION on the server's stderr.
+// RK3588 board (--sysfs-root): discovery in /v1/platforms (the runtime's ABI probed, a
+// 1.2.0/1.2.1b1 look-alike refused, the NPU device node checked), load/resize/unload with one
+// runtime handle per instance in NPU memory domains 1..15, chat as JSON and SSE (the whole
+// conversation rendered with the model's template, text streamed from the runtime's own thread
+// with split UTF-8 joined whichever way the runtime re-sends it, usage from the runtime's
+// perf), per-request sampling (ABI 1.3) and its warnings (ABI 1.2), stop strings, tools,
+// thinking, cancellation and unload during a run, partial loads, and every refusal. The fake
+// reports misuse (a second run on a busy handle, abort from a callback, destroy during a run,
+// a base_domain_id of 16 or more, an init on the 1.2.0 look-alike) as FAKE-RKLLM-VIOLATION on
+// the server's stderr.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
