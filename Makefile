@@ -77,12 +77,13 @@ SERVER   := $(O)/bin/llamapi-server
 CLI      := $(O)/bin/llamapi
 
 # Fake vendor runtimes for the e2e tests: tests/fakes/fake_<name>.c → $(O)/fakes/lib<name>_fake.so
-# (rkllm also as librkllm_fake_1_2.so, its 1.2 ABI). The server opens them with dlopen like the
+# (rkllm also as librkllm_fake_1_2.so, its 1.2 ABI, and librkllm_fake_1_2_0.so, a 1.2.0/1.2.1b1
+# look-alike the server must refuse). The server opens them with dlopen like the
 # real ones (--rkllm-lib …); they are built with the build's flags, so the ASan server checks
 # them too.
 FAKE_SRC  := $(wildcard tests/fakes/fake_*.c)
 FAKE_LIBS := $(FAKE_SRC:tests/fakes/fake_%.c=$(O)/fakes/lib%_fake.so) \
-             $(if $(filter tests/fakes/fake_rkllm.c,$(FAKE_SRC)),$(O)/fakes/librkllm_fake_1_2.so)
+             $(if $(filter tests/fakes/fake_rkllm.c,$(FAKE_SRC)),$(O)/fakes/librkllm_fake_1_2.so $(O)/fakes/librkllm_fake_1_2_0.so)
 
 .SECONDARY:
 .PHONY: test-aarch64 test-after-deps fuzz fuzzers demo-model all fakes lib tests tools benches test unit asan tsan run clean format format-check deps \
@@ -171,6 +172,11 @@ $(O)/fakes/librkllm_fake_1_2.so: tests/fakes/fake_rkllm.c
 	@mkdir -p $(@D)
 	@echo "  SO  $@"
 	@$(CC) $(CPPFLAGS) -Itests/fakes -DFAKE_RKLLM_ABI=12 $(CFLAGS) -fPIC -shared $(LDFLAGS) $< -lpthread -o $@
+
+$(O)/fakes/librkllm_fake_1_2_0.so: tests/fakes/fake_rkllm.c
+	@mkdir -p $(@D)
+	@echo "  SO  $@"
+	@$(CC) $(CPPFLAGS) -Itests/fakes -DFAKE_RKLLM_ABI=120 $(CFLAGS) -fPIC -shared $(LDFLAGS) $< -lpthread -o $@
 
 deps:
 	@scripts/install-deps.sh

@@ -36,6 +36,12 @@ struct vendor_lib {
 int vendor_lib_open(struct vendor_lib *lib, const char *path, const struct vendor_sym *syms,
                     size_t n_syms, void *fns, size_t fns_size);
 
+/* Whether the opened library exports name (an optional symbol; false when not open). */
+bool vendor_lib_has(const struct vendor_lib *lib, const char *name);
+
+/* Closes an opened library that turned out unusable and records why (copied, truncated). */
+void vendor_lib_refuse(struct vendor_lib *lib, const char *reason);
+
 /* Closes the library (a no-op when it is not open). */
 void vendor_lib_close(struct vendor_lib *lib);
 
@@ -45,7 +51,7 @@ struct vendor_config {
     char rkllm_lib[VENDOR_PATH_CAP];  // --rkllm-lib ("": librkllmrt.so)
     char rknn_lib[VENDOR_PATH_CAP];   // --rknn-lib ("": librknnrt.so)
     char rknn3_lib[VENDOR_PATH_CAP];  // --rknn3-lib ("": librknn3_api.so)
-    char rkllm_abi[8];                // --rkllm-abi: "1.2" or "1.3" ("": 1.3)
+    char rkllm_abi[8];                // --rkllm-abi: "1.2" or "1.3" ("": detected)
 };
 
 #define VENDOR_RKLLM_LIB_DEFAULT "librkllmrt.so"
@@ -63,13 +69,21 @@ const struct vendor_config *vendor_config_get(void);
 void vendor_host_path(const char *host_path, char *out, size_t cap);
 
 /* The Rockchip SoC from <root>/proc/device-tree/compatible (or
- * <root>/sys/firmware/devicetree/base/compatible): "RK3588", "RK3588S", "RK3576", "RK3566",
- * "RK3568" or "RK3562"; false when none is named (not a Rockchip board). */
+ * <root>/sys/firmware/devicetree/base/compatible): "RK3588", "RK3588S", "RK3582", "RK3576",
+ * "RK3566", "RK3568", "RK3562" or "RV1126B"; false when none is named (not a Rockchip board). */
 bool vendor_soc_detect(char *out, size_t cap);
 
-/* The NPU driver version ("0.9.8") from <root>/sys/kernel/debug/rknpu/version or
- * <root>/proc/rknpu/version; false when neither is readable. */
+/* The NPU driver version ("0.9.8") from <root>/sys/module/rknpu/version, else
+ * <root>/sys/kernel/debug/rknpu/version or <root>/proc/rknpu/version; false when none is
+ * readable. */
 bool vendor_npu_driver_version(char *out, size_t cap);
+
+/* The NPU's device node (host path, e.g. "/dev/dri/renderD129") into node: a DRM render node
+ * under <root>/dev/dri whose sysfs device (<root>/sys/class/drm/renderDN/device) is bound to the
+ * rknpu driver (its driver link, or DRIVER= in its uevent), else <root>/dev/rknpu. False with
+ * why naming what is missing (and the render nodes of other drivers), or the node this process
+ * may not open. Cannot fail otherwise. */
+bool vendor_npu_node(char *node, size_t cap, char *why, size_t why_cap);
 
 /* Whether a model built for model_chip (any case, "rk3588") can run on host_chip ("RK3588S"):
  * the same chip, or the RK3588/RK3588S pair, which share the NPU. */

@@ -207,7 +207,9 @@ static const struct opt options[] = {
     {"--rknn3-lib", NULL, "LLAMAPI_RKNN3_LIB", OPT_STRING, FIELD(rknn3_lib), 0, 0,
      "RKNN3 runtime library for the rknn3 platform (default librknn3_api.so)", NULL, NULL},
     {"--rkllm-abi", NULL, "LLAMAPI_RKLLM_ABI", OPT_CHOICE, FIELD(rkllm_abi), 0, 0,
-     "RKLLM runtime ABI when a model's model.json does not say (default 1.3)", NULL, "1.2|1.3"},
+     "RKLLM runtime ABI, overriding the one detected from the library (1.2: runtimes "
+     "1.2.1-1.2.3, 1.3: 1.3.0)",
+     NULL, "1.2|1.3"},
     {"--sysfs-root", NULL, "LLAMAPI_SYSFS_ROOT", OPT_STRING, FIELD(sysfs_root), 0, 0,
      "read host files (device tree, NPU driver version) under this directory (default /)", NULL,
      NULL},

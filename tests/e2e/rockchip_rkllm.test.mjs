@@ -1,14 +1,18 @@
 // The rkllm platform against the fake RKLLM runtime (tests/fakes/fake_rkllm.c) on a fake
-// RK3588 board (--sysfs-root): discovery in /v1/platforms, load/resize/unload with one runtime
-// handle per instance, chat as JSON and SSE (the whole conversation rendered with the model's
-// template, text streamed from the runtime's own thread with split UTF-8 held, usage from the
-// runtime's perf), per-request sampling (ABI 1.3) and its refusal (ABI 1.2), stop strings,
-// tools, thinking, cancellation and unload during a run, partial loads, and every refusal.
-// The fake reports misuse (a second run on a busy handle, abort from a callback, destroy during
-// a run, a duplicate base_domain_id) as FAKE-RKLLM-VIOLATION on the server's stderr.
+// RK3588 board (--sysfs-root): discovery in /v1/platforms (the runtime's ABI probed, a
+// 1.2.0/1.2.1b1 look-alike refused, the NPU device node checked), load/resize/unload with one
+// runtime handle per instance in NPU memory domains 1..15, chat as JSON and SSE (the whole
+// conversation rendered with the model's template, text streamed from the runtime's own thread
+// with split UTF-8 joined whichever way the runtime re-sends it, usage from the runtime's
+// perf), per-request sampling (ABI 1.3) and its warnings (ABI 1.2), stop strings, tools,
+// thinking, cancellation and unload during a run, partial loads, and every refusal. The fake
+// reports misuse (a second run on a busy handle, abort from a callback, destroy during a run,
+// a base_domain_id of 16 or more, an init on the 1.2.0 look-alike) as FAKE-RKLLM-VIOLATION on
+// the server's stderr.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
+import { writeFileSync } from 'node:fs';
 import { startServer } from './lib/server.mjs';
 import { rkllmFake, tmpDir, makeBoard, makeRkllmModel, readRecord, post, sseEvents } from './lib/rockchip.mjs';
 
@@ -65,9 +69,10 @@ test('/v1/platforms lists cpu, rkllm, rknn2, rknn3 with the board, driver and li
   }
 });
 
-test('load: one runtime handle per instance, distinct base_domain_id, big cores, template cleared', async () => {
+test('load: one runtime handle per instance, distinct base_domain_id off 0, big cores, template cleared', async () => {
   const inits = readRecord(record).filter((e) => e.event === 'init' && e.ok);
-  assert.deepEqual(inits.map((e) => e.domain).sort(), [0, 1]);
+  // Domain 0 stays with rknn2 on an RK3588: the LLM handles start at 1.
+  assert.deepEqual(inits.map((e) => e.domain).sort(), [1, 2]);
   for (const e of inits) {
     assert.equal(e.abi, '1.3');
     assert.equal(e.cpus_mask, 0xf0); // CPU4-7 on an RK3588
@@ -124,6 +129,18 @@ test('chat SSE: deltas from the runtime thread, split characters whole, usage ch
   assert.deepEqual(usage.choices, []);
   assert.equal(usage.usage.completion_tokens, 11);
   assert.equal(usage.usage.prompt_tokens, Math.ceil(bytes / 4));
+});
+
+test('WAITING then a NORMAL that sends the held bytes again: nothing doubled, nothing lost', async () => {
+  const r = await chat(user('FAKE_RESEND'));
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  assert.equal(r.body.choices[0].message.content, 'Hi café € x😀 ok.');
+  const res = await fetch(`${srv.url}/v1/chat/completions`, {
+    method: 'POST', body: JSON.stringify({ model: 'q', stream: true, ...user('FAKE_RESEND') }),
+  });
+  const text = sseEvents(await res.text()).filter((e) => e !== '[DONE]' && e.choices?.length)
+    .map((e) => e.choices[0].delta.content ?? '').join('');
+  assert.equal(text, 'Hi café € x😀 ok.');
 });
 
 test('ABI 1.3: sampling and max_tokens per request', async () => {
@@ -183,6 +200,8 @@ test('enable_thinking reaches the template and the runtime; reasoning is split o
 });
 
 test('what the runtime cannot do is refused by name', async () => {
+  // ABI 1.3 (this server). Under ABI 1.2, min_p, seed and sampling values other than the
+  // load-time ones are answered with a warning instead: see the ABI 1.2 test.
   const cases = [
     [{ grammar: 'root ::= "a"' }, 'grammar'],
     [{ json_schema: { type: 'object' } }, 'json_schema'],
@@ -293,11 +312,10 @@ test('a busy instance with no queue room is 429, as on cpu', async () => {
 });
 
 test('unload during a run aborts it, waits for it, then destroys the handles', async () => {
-  // A second model on the same runtime: its handle gets a base_domain_id of its own (the fake
-  // refuses one in use).
+  // A second model on the same runtime: its handle gets a base_domain_id of its own.
   const r = await post(srv, '/v1/models/load', { model_id: 'u', model_path: 'qwen3', instance_count: 1 });
   assert.equal(r.status, 200, JSON.stringify(r.body));
-  assert.equal(readRecord(record).filter((e) => e.event === 'init').at(-1).domain, 2);
+  assert.equal(readRecord(record).filter((e) => e.event === 'init').at(-1).domain, 3);
   const pending = post(srv, '/v1/chat/completions', { model: 'u', ...user('FAKE_SLOW') });
   await new Promise((res) => setTimeout(res, 200));
   const t0 = Date.now();
@@ -325,6 +343,36 @@ test('detection and host refusals', async () => {
   assert.equal(r.status, 400);
   assert.equal(r.body.error.code, 'unsupported_platform');
   assert.match(r.body.error.message, /rk3562/);
+});
+
+test('detection: the NPU device node must be the rknpu driver\'s; RV1126B and RK3582 by name', async () => {
+  const platformsOf = async (board) => {
+    const s = await startServer(['--rkllm-lib', rkllmFake('1.3'), '--rknn-lib', path.join(path.dirname(rkllmFake('1.3')), 'librknn2_fake.so'),
+      '--sysfs-root', board, '--models-dir', models]);
+    try {
+      return (await (await fetch(`${s.url}/v1/platforms`)).json()).platforms;
+    } finally {
+      await s.stop();
+    }
+  };
+  let ps = await platformsOf(makeBoard(path.join(root, 'board-none'), { npu: null }));
+  for (const id of ['rkllm', 'rknn2']) {
+    const p = ps.find((x) => x.id === id);
+    assert.equal(p.available, false, id);
+    assert.match(p.reason, /no NPU device node: no \/dev\/dri\/renderD\* of the rknpu driver and no \/dev\/rknpu/);
+    assert.equal(p.npu_driver_version, '0.9.8');
+  }
+  ps = await platformsOf(makeBoard(path.join(root, 'board-gpu'), { npu: 'gpu-only' }));
+  assert.match(ps.find((x) => x.id === 'rkllm').reason, /\/dev\/dri\/renderD128 is panfrost/);
+  ps = await platformsOf(makeBoard(path.join(root, 'board-misc'), { npu: 'misc', soc: 'rv1126b' }));
+  let rk = ps.find((x) => x.id === 'rkllm');
+  assert.equal(rk.available, true, rk.reason);
+  assert.deepEqual(rk.detected_chips, [{ chip_type: 'RV1126B', count: 1 }]);
+  assert.equal(ps.find((x) => x.id === 'rknn2').available, true);
+  const b3582 = makeBoard(path.join(root, 'board-3582'));
+  writeFileSync(path.join(b3582, 'proc/device-tree/compatible'), 'radxa,rock-5c\0rockchip,rk3582\0rockchip,rk3588s\0');
+  rk = (await platformsOf(b3582)).find((x) => x.id === 'rkllm');
+  assert.deepEqual(rk.detected_chips, [{ chip_type: 'RK3582', count: 1 }]);
 });
 
 test('without a chat template: the runtime template, last message only, with its role', async () => {
@@ -375,9 +423,42 @@ test('partial load when a runtime init fails; resize creates and destroys handle
   }
 });
 
-test('ABI 1.2: init-time sampling; a request asking for other values is refused', async () => {
+test('memory domains: never 16 or more; past 15 a partial load says why; RK3562 shares 0', async () => {
+  const rec = path.join(root, 'record-domains.jsonl');
+  const s = await startServer(rkArgs(), { env: { FAKE_RKLLM_RECORD: rec } });
+  try {
+    const r = await post(s, '/v1/models/load', { model_id: 'm', model_path: 'qwen3', instance_count: 16 });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.equal(r.body.actual_instance_count, 15);
+    assert.match(JSON.stringify(r.body), /no NPU memory domain left .*within 1-15/);
+    const domains = readRecord(rec).filter((e) => e.event === 'init' && e.ok).map((e) => e.domain);
+    assert.deepEqual([...domains].sort((a, b) => a - b), Array.from({ length: 15 }, (_, k) => k + 1));
+    noViolations(s);
+  } finally {
+    await s.stop();
+  }
+  const small = makeBoard(path.join(root, 'board-3562'), { soc: 'rk3562' });
+  makeRkllmModel(path.join(models, 'neutral'), { file: 'Qwen3-0.6B-w8a8.rkllm' });
+  const rec2 = path.join(root, 'record-3562.jsonl');
+  const t = await startServer(['--rkllm-lib', rkllmFake('1.3'), '--sysfs-root', small, '--models-dir', models],
+    { env: { FAKE_RKLLM_RECORD: rec2 } });
+  try {
+    const r = await post(t, '/v1/models/load', { model_id: 'm', model_path: 'neutral', instance_count: 2 });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.equal(r.body.actual_instance_count ?? 2, 2);
+    const inits = readRecord(rec2).filter((e) => e.event === 'init' && e.ok);
+    assert.deepEqual(inits.map((e) => e.domain), [0, 0]);
+    assert.equal(inits[0].cpus_mask, 0x0f);
+    noViolations(t);
+  } finally {
+    await t.stop();
+  }
+});
+
+test('ABI 1.2: init-time sampling; what a request asks for and 1.2 cannot apply is a warning', async () => {
   const rec = path.join(root, 'record-12.jsonl');
-  const s = await startServer([...rkArgs(rkllmFake('1.2')), '--rkllm-abi', '1.2'], { env: { FAKE_RKLLM_RECORD: rec } });
+  // No --rkllm-abi: the probe finds 1.2.1-1.2.3.
+  const s = await startServer(rkArgs(rkllmFake('1.2')), { env: { FAKE_RKLLM_RECORD: rec } });
   try {
     const plat = (await (await fetch(`${s.url}/v1/platforms`)).json()).platforms.find((p) => p.id === 'rkllm');
     assert.equal(plat.abi, '1.2');
@@ -389,20 +470,41 @@ test('ABI 1.2: init-time sampling; a request asking for other values is refused'
     const run = readRecord(rec).filter((e) => e.event === 'run').at(-1);
     assert.equal(run.abi, '1.2');
     assert.equal(run.sampling, undefined);
-    r = await post(s, '/v1/chat/completions', { model: 'm', ...user('hot'), temperature: 0.3 });
-    assert.equal(r.status, 400);
-    assert.equal(r.body.error.code, 'unsupported_parameter');
-    assert.equal(r.body.error.param, 'temperature');
-    assert.match(r.body.error.message, /ABI 1\.2/);
+    // What ABI 1.2 cannot apply per request runs with the load-time values, said in the log
+    // and in an x-llamapi-warning header, not refused (clients that always send a temperature
+    // must still work).
+    const warned = async (model, extra, pattern) => {
+      const res = await fetch(`${s.url}/v1/chat/completions`, {
+        method: 'POST', body: JSON.stringify({ model, ...user('warned'), ...extra }),
+      });
+      const body = await res.json();
+      assert.equal(res.status, 200, JSON.stringify(body));
+      assert.match(res.headers.get('x-llamapi-warning') ?? '', pattern);
+      assert.match(body.choices[0].message.content, /ok\.$/);
+      return res;
+    };
+    await warned('m', { temperature: 0.3 }, /^rkllm ABI 1\.2 applies sampling fixed at load; not applied: temperature=0\.3$/);
+    await warned('m', { seed: 42, min_p: 0.1, top_p: 0.5 }, /not applied: top_p=0\.5, seed=42, min_p=0\.1$/);
+    assert.equal(readRecord(rec).filter((e) => e.event === 'run').at(-1).sampling, undefined);
+    assert.match(s.log(), /model m: rkllm ABI 1\.2 applies sampling fixed at load; not applied: temperature=0\.3/);
+    // Streaming carries the header too.
+    const res = await fetch(`${s.url}/v1/chat/completions`, {
+      method: 'POST', body: JSON.stringify({ model: 'm', stream: true, ...user('warned'), temperature: 0.2 }),
+    });
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('x-llamapi-warning') ?? '', /temperature=0\.2/);
+    await res.text();
     r = await post(s, '/v1/chat/completions', { model: 'm', ...user('same'), temperature: 0.8, top_k: 40 });
     assert.equal(r.status, 200, 'the init-time values themselves are fine');
-    // default_params that 1.2 cannot apply are refused too, not dropped.
+    // default_params 1.2 cannot apply are named the same way, not dropped silently.
     r = await post(s, '/v1/models/load', { model_id: 'd', model_path: 'qwen3', default_params: { top_p: 0.5 } });
     assert.equal(r.status, 200, JSON.stringify(r.body));
-    r = await post(s, '/v1/chat/completions', { model: 'd', ...user('defaults') });
-    assert.equal(r.status, 400);
-    assert.equal(r.body.error.param, 'default_params.top_p');
-    assert.match(r.body.error.message, /ABI 1\.2/);
+    await warned('d', {}, /not applied: default_params\.top_p=0\.5$/);
+    const plain = await fetch(`${s.url}/v1/chat/completions`, {
+      method: 'POST', body: JSON.stringify({ model: 'm', ...user('plain') }),
+    });
+    assert.equal(plain.headers.get('x-llamapi-warning'), null, 'no warning when nothing is asked');
+    await plain.text();
     // max_tokens on 1.2: counted by us, the run aborted.
     r = await post(s, '/v1/chat/completions', { model: 'm', ...user('FAKE_SLOW'), max_tokens: 4 });
     assert.equal(r.status, 200);
@@ -413,6 +515,43 @@ test('ABI 1.2: init-time sampling; a request asking for other values is refused'
   } finally {
     await s.stop();
   }
+});
+
+test('the runtime ABI is probed: 1.2.0/1.2.1b1 refused by name, --rkllm-abi overrides', async () => {
+  const old = await startServer(rkArgs(rkllmFake('1.2.0')));
+  try {
+    const plat = (await (await fetch(`${old.url}/v1/platforms`)).json()).platforms.find((p) => p.id === 'rkllm');
+    assert.equal(plat.available, false);
+    assert.equal(plat.abi, undefined);
+    assert.match(plat.reason, /looks like 1\.2\.0 or 1\.2\.1b1 .*rkllm_get_kv_cache_size/);
+    assert.match(plat.reason, /1\.2\.1-1\.2\.3 and 1\.3\.0/);
+    const r = await post(old, '/v1/models/load', { model_id: 'm', model_path: 'qwen3' });
+    assert.equal(r.status, 400);
+    assert.equal(r.body.error.code, 'unsupported_platform');
+    assert.match(r.body.error.message, /1\.2\.0 or 1\.2\.1b1/);
+    noViolations(old);
+  } finally {
+    await old.stop();
+  }
+  // The flag is the user's word against the probe: believed, with a warning in the log.
+  const forced = await startServer([...rkArgs(rkllmFake('1.2.0')), '--rkllm-abi', '1.2']);
+  try {
+    const plat = (await (await fetch(`${forced.url}/v1/platforms`)).json()).platforms.find((p) => p.id === 'rkllm');
+    assert.equal(plat.available, true);
+    assert.equal(plat.abi, '1.2');
+    assert.match(forced.log(), /--rkllm-abi 1\.2 overrides the probe, which found 1\.2\.0 or 1\.2\.1b1/);
+  } finally {
+    await forced.stop();
+  }
+  // model.json naming another ABI than the runtime's fails the load before any rkllm_init
+  // (a load the platform refuses is model_load_failed, as every platform's).
+  const dir = makeRkllmModel(path.join(models, 'wants-12'), { manifest: { platform: 'rkllm', abi: '1.2' } });
+  const before = readRecord(record).filter((e) => e.event === 'init').length;
+  const r = await post(srv, '/v1/models/load', { model_id: 'w12', model_path: dir });
+  assert.equal(r.status, 500, JSON.stringify(r.body));
+  assert.equal(r.body.error.code, 'model_load_failed');
+  assert.equal(readRecord(record).filter((e) => e.event === 'init').length, before);
+  assert.match(r.body.error.message, /model\.json asks for rkllm ABI 1\.2 but the runtime .* speaks 1\.3/);
 });
 
 test('shutdown during a run aborts it and exits cleanly', async () => {

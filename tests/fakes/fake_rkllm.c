@@ -1,10 +1,15 @@
 /* A fake RKLLM runtime (librkllmrt.so) for the e2e tests: the symbols the rkllm platform
- * calls, with the struct layouts of one ABI (FAKE_RKLLM_ABI=12 for 1.2, else 1.3), and the
- * behaviours the server must cope with:
+ * calls, with the struct layouts of one ABI (FAKE_RKLLM_ABI=12 for 1.2.1-1.2.3, 120 for a
+ * 1.2.0 / 1.2.1b1 look-alike, else 1.3.0), and the behaviours the server must cope with:
+ *  - rkllm_createDefaultParam returns the release's RKLLMParam by value with the defaults the
+ *    server's ABI probe reads (enabled_cpus_num = 4); rkllm_get_kv_cache_size is exported from
+ *    1.2.1 on and missing from the 1.2.0 / 1.2.1b1 look-alike, whose rkllm_init refuses to run
+ *    (the server must never reach it);
  *  - rkllm_run blocks while a thread of its own delivers the result callbacks; the output is
  *    derived from the input (its role and length), and carries "é" and "€" each split across a
  *    WAITING callback and the next one; FINISH carries perf (prefill tokens = prompt bytes / 4,
  *    rounded up; generate tokens = token callbacks);
+ *  - FAKE_RESEND: NORMAL texts that send WAITING bytes again (see the sequence's comment);
  *  - prompts containing FAKE_ERROR end with an ERROR callback (run returns -1), FAKE_SLOW
  *    produces 400 tokens 20 ms apart, FAKE_TOOL a Hermes tool call, FAKE_THINK a think block,
  *    FAKE_STOP a text with "STOPHERE" in it;
@@ -12,9 +17,11 @@
  *  - rkllm_abort takes effect FAKE_RKLLM_ABORT_DELAY_MS (default 150) after it is called, as a
  *    prefill that cannot be interrupted;
  *  - misuse is reported on stderr with "FAKE-RKLLM-VIOLATION" (the tests look for it): a run
- *    on a busy handle (fails with -1), abort from inside a callback, a duplicate
- *    base_domain_id (init fails), implausible param values (a wrong ABI layout); destroy during
- *    a run aborts the process;
+ *    on a busy handle (fails with -1), abort from inside a callback, a base_domain_id the rknpu
+ *    driver 0.9.8 would refuse (16 or more: RKNPU_MAX_IOMMU_DOMAIN_NUM in
+ *    rknn-llm rknpu-driver/rknpu_driver_0.9.8_20241009 rknpu_drv.h; init fails), implausible
+ *    param values (a wrong ABI layout); destroy during a run aborts the process. Handles may
+ *    share a domain, as every rknn2 context shares domain 0 in that driver;
  *  - FAKE_RKLLM_FAIL_INIT=N makes the Nth rkllm_init fail (partial loads);
  *  - FAKE_RKLLM_INIT_MS=N makes every rkllm_init take N ms (a model seen while it loads);
  *  - FAKE_RKLLM_RECORD=FILE appends one JSON line per init and per run with what was passed.
@@ -29,6 +36,15 @@
 #include <time.h>
 #include <unistd.h>
 
+/* rknn-llm rkllm.h at v1.2.0 (cb5b341) and v1.2.1b1 (d8a9f6a): RKLLMParam has 1.2.1's 208-byte
+ * layout, while RKLLMInput starts with input_type and RKLLMResult is 48 bytes, and neither
+ * declares rkllm_get_kv_cache_size (first in v1.2.1, d546a0f). */
+#if defined(FAKE_RKLLM_ABI) && FAKE_RKLLM_ABI == 120
+#define FAKE_RKLLM_OLD_12
+#undef FAKE_RKLLM_ABI
+#define FAKE_RKLLM_ABI 12
+#endif
+
 #if defined(FAKE_RKLLM_ABI) && FAKE_RKLLM_ABI == 12
 typedef struct rkllm12_param param_t;
 typedef struct rkllm12_input input_t;
@@ -42,9 +58,11 @@ typedef struct rkllm13_infer infer_t;
 #endif
 
 #define MAX_HANDLES 64
+#define MAX_DOMAINS 16 // RKNPU_MAX_IOMMU_DOMAIN_NUM, rknpu_drv.h, rknpu driver 0.9.8
 
 struct handle {
     int domain;
+    int slot; // in handles[]
     int32_t max_context_len, max_new_tokens;
     float temperature, top_p;
     int32_t top_k;
@@ -101,12 +119,26 @@ static void json_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
+/* Whether s[0..n) ends inside a UTF-8 character (the runtime then calls back WAITING). */
+static bool ends_split(const char *s, size_t n)
+{
+    for (size_t back = 1; back <= 3 && back <= n; back++) {
+        unsigned char c = (unsigned char)s[n - back];
+        if ((c & 0xC0) == 0x80) continue;
+        size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+        return need > back;
+    }
+    return false;
+}
+
 static FILE *record_open(void)
 {
     const char *path = getenv("FAKE_RKLLM_RECORD");
     return path && *path ? fopen(path, "a") : NULL;
 }
 
+/* By value, as rkllm.h declares it in every release; enabled_cpus_num = 4 is the documented
+ * default of RKLLMExtendParam from v1.2.0 on (rknn-llm doc/Rockchip_RKLLM_SDK, rkllm.h). */
 param_t rkllm_createDefaultParam(void);
 param_t rkllm_createDefaultParam(void)
 {
@@ -137,11 +169,20 @@ int rkllm_init(void **handle, param_t *param, struct rkllm13_callbacks *cbs)
     void *userdata = cbs ? cbs->result_userdata : NULL;
 #endif
     *handle = NULL;
+#ifdef FAKE_RKLLM_OLD_12
+    // A 1.2.0 / 1.2.1b1 runtime reads 1.2.1's RKLLMInput wrongly: being initialised at all means
+    // the server's ABI probe let it through.
+    violation("rkllm_init on a 1.2.0/1.2.1b1 runtime");
+    return -1;
+#endif
     if (!param || !cb || param->max_context_len < 1 || param->max_context_len > (1 << 20) ||
-        param->extend_param.enabled_cpus_num < 1 || param->extend_param.enabled_cpus_num > 8 ||
-        param->extend_param.base_domain_id < 0 ||
-        param->extend_param.base_domain_id >= MAX_HANDLES) {
+        param->extend_param.enabled_cpus_num < 1 || param->extend_param.enabled_cpus_num > 8) {
         violation("rkllm_init: implausible parameters (wrong ABI layout?)");
+        return -1;
+    }
+    if (param->extend_param.base_domain_id < 0 ||
+        param->extend_param.base_domain_id >= MAX_DOMAINS) {
+        violation("rkllm_init: base_domain_id outside the driver's 0..15");
         return -1;
     }
     sleep_ms(env_int("FAKE_RKLLM_INIT_MS", 0));
@@ -151,17 +192,16 @@ int rkllm_init(void **handle, param_t *param, struct rkllm13_callbacks *cbs)
     pthread_mutex_lock(&mu);
     int n = ++n_inits;
     int domain = param->extend_param.base_domain_id;
-    int rc = 0;
-    if (n == env_int("FAKE_RKLLM_FAIL_INIT", 0)) {
+    int rc = 0, slot = 0;
+    while (slot < MAX_HANDLES && handles[slot])
+        slot++;
+    if (n == env_int("FAKE_RKLLM_FAIL_INIT", 0) || slot == MAX_HANDLES)
         rc = -1; // as the NPU refusing one more model copy
-    } else if (handles[domain]) {
-        violation("rkllm_init: base_domain_id already in use by another handle");
-        rc = -1;
-    }
     struct handle *h = rc == 0 ? calloc(1, sizeof *h) : NULL;
     if (rc == 0 && !h) rc = -1;
     if (h) {
         h->domain = domain;
+        h->slot = slot;
         h->max_context_len = param->max_context_len;
         h->max_new_tokens = param->max_new_tokens;
         h->temperature = param->temperature;
@@ -169,7 +209,7 @@ int rkllm_init(void **handle, param_t *param, struct rkllm13_callbacks *cbs)
         h->top_k = param->top_k;
         h->cb = cb;
         h->cb_userdata = userdata;
-        handles[domain] = h;
+        handles[slot] = h;
         *handle = h;
     }
     FILE *f = record_open();
@@ -199,6 +239,18 @@ int rkllm_set_chat_template(void *handle, const char *system, const char *prefix
     return 0;
 }
 
+#ifndef FAKE_RKLLM_OLD_12
+/* rkllm.h v1.2.1 (d546a0f) through v1.3.0 (878f936): the positions held in the KV cache, one
+ * per batch slot; every run of ours starts from an empty cache. */
+int rkllm_get_kv_cache_size(void *handle, int *cache_sizes);
+int rkllm_get_kv_cache_size(void *handle, int *cache_sizes)
+{
+    if (!handle || !cache_sizes) return -1;
+    cache_sizes[0] = 0;
+    return 0;
+}
+#endif
+
 int rkllm_destroy(void *handle);
 int rkllm_destroy(void *handle)
 {
@@ -209,7 +261,7 @@ int rkllm_destroy(void *handle)
         abort();
     }
     pthread_mutex_lock(&mu);
-    handles[h->domain] = NULL;
+    handles[h->slot] = NULL;
     pthread_mutex_unlock(&mu);
     free(h);
     return 0;
@@ -286,14 +338,31 @@ static void *generate(void *arg)
                                            NULL};
         static const char *const think[] = {"<think>", "pondering", "</think>", "Answer.", NULL};
         static const char *const stop[] = {"alpha ", "beta ", "STOP", "HERE", " gamma", NULL};
-        const char *const *list = strstr(p, "FAKE_TOOL")    ? tool
+        // FAKE_RESEND: a runtime whose NORMAL text sends the bytes of its WAITING callbacks
+        // again (whole characters before the split one included), which is what the vendor's
+        // consumers assume when they print NORMAL text and ignore WAITING (rknn-llm
+        // examples/rkllm_api_demo/deploy/src/llm_demo.cpp v1.3.0; rkllm_server_demo
+        // flask_server.py callback since v1.2.0); the last pair re-sends the split character
+        // only.
+        static const char *const resend[] = {
+            "Hi ",          "caf\xC3",    "caf\xC3\xA9 ",     "\xE2", "\xE2\x82",
+            "\xE2\x82\xAC", " x\xF0\x9F", "\xF0\x9F\x98\x80", " ok.", NULL};
+        if (strstr(p, "FAKE_RESEND")) {
+            for (int k = 0; resend[k] && ok; k++) {
+                size_t len = strlen(resend[k]);
+                bool split = len > 0 && ends_split(resend[k], len);
+                ok = emit(j, &n, resend[k], split ? RKLLM_STATE_WAITING : RKLLM_STATE_NORMAL);
+            }
+        }
+        const char *const *list = strstr(p, "FAKE_RESEND")  ? NULL
+                                  : strstr(p, "FAKE_TOOL")  ? tool
                                   : strstr(p, "FAKE_THINK") ? think
                                   : strstr(p, "FAKE_STOP")  ? stop
                                                             : NULL;
         if (list) {
             for (int k = 0; list[k] && ok; k++)
                 ok = emit(j, &n, list[k], RKLLM_STATE_NORMAL);
-        } else {
+        } else if (!strstr(p, "FAKE_RESEND")) {
             char head[96];
             snprintf(head, sizeof head, "%zu", strlen(p));
             const struct {

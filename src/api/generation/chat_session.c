@@ -4,6 +4,7 @@
 #include "api/generation/chat_prompt.h"
 #include "api/generation/structured.h"
 #include "text/chat_template.h"
+#include "util/log.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -164,13 +165,16 @@ static bool body_sets(const json_t *body, const char *key)
     return v && !json_is_null(v);
 }
 
-/* A platform whose sampling is fixed when the model loads (rkllm ABI 1.2): a request asking for
- * other values is refused, naming the parameter and the ABI. */
-static bool check_fixed_sampling(const struct chat_session_args *a, struct api_fail *f)
+/* A platform whose sampling is fixed when the model loads (rkllm ABI 1.2): the sampling
+ * fields a request (or the model's default_params) sets that its runtime will not apply —
+ * values other than the load-time ones, and seed and min_p — are named in warn ("" when none)
+ * rather than refused, since many clients send a temperature with every request. */
+static void note_fixed_sampling(const struct chat_session_args *a, char *warn, size_t cap)
 {
     const struct platform_model_desc *d = model_desc(a->model);
     const struct platform_sampling *fx = d->fixed_sampling;
-    if (!fx) return true;
+    warn[0] = '\0';
+    if (!fx) return;
     const struct {
         const char *name;
         double fixed;
@@ -181,26 +185,28 @@ static bool check_fixed_sampling(const struct chat_session_args *a, struct api_f
         {"repeat_penalty", fx->repeat_penalty},
         {"frequency_penalty", fx->frequency_penalty},
         {"presence_penalty", fx->presence_penalty},
+        {"seed", NAN}, // never applied
+        {"min_p", NAN},
     };
-    // The request's own fields, and the model's default_params (which would otherwise be
-    // silently not applied).
     const json_t *sources[2] = {a->structured, model_default_params(a->model)};
-    for (int k = 0; k < 2; k++) {
-        for (size_t i = 0; sources[k] && i < sizeof fields / sizeof fields[0]; i++) {
-            const json_t *v = json_object_get(sources[k], fields[i].name);
-            if (!json_is_number(v) || fabs(json_number_value(v) - fields[i].fixed) < 1e-6) continue;
-            char param[64];
-            snprintf(param, sizeof param, "%s%s", k ? "default_params." : "", fields[i].name);
-            return api_failf(f, 400, "unsupported_parameter", param,
-                             "The %s platform's runtime ABI %s fixes '%s' when the model loads "
-                             "(%g); %s asks for %g. ABI 1.2 has no per-request sampling: omit "
-                             "the parameter or load the model with ABI 1.3.",
-                             model_platform(a->model)->id, d->abi ? d->abi : "", fields[i].name,
-                             fields[i].fixed, k ? "the model's default_params" : "this request",
-                             json_number_value(v));
+    size_t used =
+        (size_t)snprintf(warn, cap, "%s ABI %s applies sampling fixed at load; not applied:",
+                         model_platform(a->model)->id, d->abi ? d->abi : "");
+    bool any = false;
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0] && used < cap; i++) {
+        for (int k = 0; k < 2; k++) {
+            const json_t *v = sources[k] ? json_object_get(sources[k], fields[i].name) : NULL;
+            if (!json_is_number(v)) continue;
+            if (!isnan(fields[i].fixed) && fabs(json_number_value(v) - fields[i].fixed) < 1e-6)
+                continue;
+            used +=
+                (size_t)snprintf(warn + used, cap - used, "%s %s%s=%g", any ? "," : "",
+                                 k ? "default_params." : "", fields[i].name, json_number_value(v));
+            any = true;
+            break;
         }
     }
-    return true;
+    if (!any) warn[0] = '\0';
 }
 
 /* What the model's platform cannot do, refused by name rather than ignored. */
@@ -224,11 +230,12 @@ static bool check_supported(const struct chat_session_args *a, const struct buf 
         return refuse(a, "logprobs", "its runtime does not report probabilities", f);
     if ((no & PLATFORM_UNSUPPORTED_LOGIT_BIAS) && a->params->gen.n_logit_bias > 0)
         return refuse(a, "logit_bias", "its runtime takes no token biases", f);
-    if ((no & PLATFORM_UNSUPPORTED_MIN_P) && body_sets(body, "min_p"))
+    bool is_fixed = d->fixed_sampling != NULL; // seed and min_p are then warned about
+    if ((no & PLATFORM_UNSUPPORTED_MIN_P) && !is_fixed && body_sets(body, "min_p"))
         return refuse(a, "min_p", "its runtime has no min-p sampling", f);
-    if ((no & PLATFORM_UNSUPPORTED_SEED) && body_sets(body, "seed"))
+    if ((no & PLATFORM_UNSUPPORTED_SEED) && !is_fixed && body_sets(body, "seed"))
         return refuse(a, "seed", "its runtime takes no sampling seed", f);
-    return check_fixed_sampling(a, f);
+    return true;
 }
 
 /* The GBNF the request asks for, appended to g (nothing when unconstrained). */
@@ -287,6 +294,12 @@ int chat_session_start(const struct chat_session_args *a, struct gen_session **o
     gen.grammar = grammar.len ? grammar.data : NULL;
     rc = gen_session_start(a->model, prompt.ids.ids, (int)prompt.ids.n_ids, &gen, &opt, out, f);
     if (rc == ERR_OK) *n_prompt = (int)prompt.ids.n_ids;
+    char warn[256];
+    note_fixed_sampling(a, warn, sizeof warn);
+    if (rc == ERR_OK && warn[0]) {
+        log_warn("model %s: %s", model_id(a->model), warn);
+        gen_session_set_warning(*out, warn);
+    }
     chat_prompt_deinit(&prompt);
     buf_deinit(&grammar);
     return rc;

@@ -33,6 +33,7 @@ struct gen_session {
     struct buf content;       // scratch: this step's content after reasoning split
     struct buf reasoning_out; // scratch: this step's reasoning
     struct gen_event events[EVENTS_PER_STEP];
+    char warning[256]; // what was asked and not applied ("" when nothing)
 };
 
 int gen_session_start(struct model *m, const int32_t *prompt, int n_prompt,
@@ -347,6 +348,16 @@ const struct toolcall *gen_session_calls(const struct gen_session *s, int *n)
 {
     *n = 0;
     return s->tools ? toolcall_stream_calls(s->tools, n) : NULL;
+}
+
+const char *gen_session_warning(const struct gen_session *s)
+{
+    return s->warning[0] ? s->warning : NULL;
+}
+
+void gen_session_set_warning(struct gen_session *s, const char *warning)
+{
+    snprintf(s->warning, sizeof s->warning, "%s", warning);
 }
 
 void gen_session_end(struct gen_session *s)

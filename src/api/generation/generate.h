@@ -88,6 +88,13 @@ const struct gen_event *gen_session_events(const struct gen_session *s, int *n);
 /* Tool calls found so far (borrowed). */
 const struct toolcall *gen_session_calls(const struct gen_session *s, int *n);
 
+/* What the request asked for that the platform does not apply (for an x-llamapi-warning
+ * header), or NULL when nothing. Borrowed until gen_session_end(). Cannot fail. */
+const char *gen_session_warning(const struct gen_session *s);
+
+/* Sets that warning (copied, truncated to 255 bytes). Cannot fail. */
+void gen_session_set_warning(struct gen_session *s, const char *warning);
+
 /* Cancels the request if it is still running (client gone) and frees the session. NULL is a
  * no-op. */
 void gen_session_end(struct gen_session *s);

@@ -1,9 +1,10 @@
 /* The `rkllm` platform: chat models (.rkllm) on the Rockchip NPU through the RKLLM runtime,
- * opened with dlopen at start-up. Each instance is a runtime handle (its own base_domain_id)
+ * opened with dlopen at start-up. Each instance is a runtime handle (in NPU memory domains
+ * of its own where the SoC has them: rkllm_domain.c)
  * with one worker thread (platform/instances.c) running one request at a time through the
  * blocking rkllm_run; the runtime's callback (on its own thread) feeds the request's text
- * events, holding an incomplete UTF-8 character until it is whole, and never waits for the
- * client. The whole conversation is rendered with the model's Jinja template (from
+ * events, joining characters split across callbacks (rkllm_text.c), and never waits for the
+ * client. Which ABI the runtime speaks is probed once at start-up (rkllm_probe.c). The whole conversation is rendered with the model's Jinja template (from
  * tokenizer_config.json) and sent as PROMPT input with the runtime's template cleared;
  * without a template the runtime's own one is kept and only the last message is sent.
  * ABI 1.3 takes sampling and max_new_tokens per run; ABI 1.2 fixes sampling at init, and
@@ -13,6 +14,9 @@
 #include "platform/detect.h"
 #include "platform/instances.h"
 #include "platform/rockchip/rkllm_abi.h"
+#include "platform/rockchip/rkllm_domain.h"
+#include "platform/rockchip/rkllm_probe.h"
+#include "platform/rockchip/rkllm_text.h"
 #include "platform/vendor.h"
 #include "text/chat_template.h"
 #include "text/jinja/jinja.h"
@@ -30,9 +34,11 @@
 #define TOKENIZER_CONFIG  "tokenizer_config.json"
 
 /* The runtime functions this platform calls, resolved at start-up. rkllm_init's third argument
- * is the result callback itself in ABI 1.2 and a callbacks struct in 1.3. */
+ * is the result callback itself in ABI 1.2 and a callbacks struct in 1.3.
+ * rkllm_createDefaultParam returns a struct whose size depends on the release: it is called
+ * only through rkllm_default_param (rkllm_probe.c), never through this plain pointer. */
 struct rkllm_fns {
-    struct rkllm_param_room (*rkllm_createDefaultParam)(void);
+    void (*rkllm_createDefaultParam)(void);
     union {
         int (*abi12)(void **handle, struct rkllm12_param *param, rkllm_result_fn callback);
         int (*abi13)(void **handle, struct rkllm13_param *param, struct rkllm13_callbacks *cb);
@@ -56,19 +62,18 @@ static const struct vendor_sym syms[] = {
 static struct vendor_lib lib;
 static struct rkllm_fns fns;
 
-/* base_domain_id: each runtime handle in the process gets its own (the runtime keeps a
- * memory domain per id), the lowest free one. */
-#define MAX_DOMAINS 256
-static struct mutex domains_mu = {PTHREAD_MUTEX_INITIALIZER};
-static bool is_domain_used[MAX_DOMAINS];
+enum abi { ABI_12 = 12, ABI_13 = 13 };
 
-/* An instance: the runtime's handle and the domain it holds. */
+/* The ABI every model of this process is driven with: --rkllm-abi, else what the probe found.
+ * Written once by rkllm_start, read-only afterwards. */
+static enum abi runtime_abi;
+static char runtime_abi_name[8]; // "1.2" / "1.3"
+
+/* An instance: the runtime's handle and the NPU memory domains it holds. */
 struct rk_handle {
     void *h;
-    int domain;
+    int domain; // base_domain_id: the first of the model's span (rkllm_domain.h)
 };
-
-enum abi { ABI_12 = 12, ABI_13 = 13 };
 
 /* Immutable after load, except the instance layer (own lock). */
 struct platform_model {
@@ -82,6 +87,8 @@ struct platform_model {
     struct platform_sampling fixed; // ABI 1.2: the runtime's init-time sampling
     int32_t cpus_num;
     uint32_t cpus_mask;
+    bool is_many_domains;               // each handle in domains of its own (else all share 0)
+    int domain_span;                    // ids one handle starts in and continues into
     struct rkllm13_callbacks callbacks; // ABI 1.3 (userdata comes with each run)
     struct instances set;
 };
@@ -92,6 +99,7 @@ struct run_ctx {
     struct platform_model *m;
     struct inst_slot *slot;
     struct request *r;
+    struct buf held;    // WAITING text: bytes the next NORMAL continues or sends again
     struct buf pending; // text not yet delivered: an incomplete UTF-8 character at most
     int n_tokens;       // result callbacks carrying a token
     int max_tokens;     // -1: none of ours
@@ -102,11 +110,55 @@ struct run_ctx {
 
 /* ---- discovery ---- */
 
+static void set_runtime_abi(enum abi abi)
+{
+    runtime_abi = abi;
+    snprintf(runtime_abi_name, sizeof runtime_abi_name, "%s", abi == ABI_12 ? "1.2" : "1.3");
+}
+
+/* Which layout the opened runtime takes: --rkllm-abi when given, else the probe's verdict; a
+ * runtime the probe refuses is closed (unavailable, with the reason) unless the flag forces
+ * an ABI. */
+static void choose_abi(void)
+{
+    struct rkllm_param_room room;
+    struct rkllm_probe_facts f = {.bytes = room.u.bytes,
+                                  .has_kv_cache_size =
+                                      vendor_lib_has(&lib, "rkllm_get_kv_cache_size")};
+    rkllm_default_param(fns.rkllm_createDefaultParam, &room, &f.written_end);
+    struct rkllm_abi_verdict v;
+    rkllm_abi_classify(&f, &v);
+    const char *forced = vendor_config_get()->rkllm_abi;
+    if (forced[0]) {
+        set_runtime_abi(strcmp(forced, "1.2") == 0 ? ABI_12 : ABI_13);
+        if (v.abi != (int)runtime_abi)
+            log_warn("rkllm: --rkllm-abi %s overrides the probe, which found %s%s%s", forced,
+                     v.found, v.abi ? "" : ": ", v.abi ? "" : v.reason);
+        return;
+    }
+    if (!v.abi) {
+        log_warn("platform rkllm unavailable: %s", v.reason);
+        vendor_lib_refuse(&lib, v.reason);
+        return;
+    }
+    set_runtime_abi((enum abi)v.abi);
+    log_info("rkllm: %s is runtime %s (ABI %s)", lib.path, v.found, runtime_abi_name);
+}
+
 static void rkllm_start(void)
 {
     const char *path = vendor_config_get()->rkllm_lib;
-    if (vendor_lib_open(&lib, path, syms, sizeof syms / sizeof syms[0], &fns, sizeof fns) != ERR_OK)
+    char node[64], why[VENDOR_REASON_CAP];
+    if (vendor_lib_open(&lib, path, syms, sizeof syms / sizeof syms[0], &fns, sizeof fns) !=
+        ERR_OK) {
         log_info("platform rkllm unavailable: %s", lib.reason);
+    } else if (!vendor_npu_node(node, sizeof node, why, sizeof why)) {
+        // rkllm_init would fail on every model: say so now, naming the node.
+        log_info("platform rkllm unavailable: %s", why);
+        vendor_lib_refuse(&lib, why);
+    } else {
+        choose_abi();
+    }
 }
 
 static void rkllm_stop(void)
@@ -122,7 +174,7 @@ static bool rkllm_is_available(void)
 static void rkllm_status(struct platform_status *out)
 {
     vendor_status_fill(&lib, out);
-    snprintf(out->abi, sizeof out->abi, "%s", vendor_config_get()->rkllm_abi);
+    if (lib.is_available) snprintf(out->abi, sizeof out->abi, "%s", runtime_abi_name);
 }
 
 static int rkllm_detect_chips(struct platform_chip *out, int max)
@@ -137,23 +189,11 @@ static bool rkllm_claims(const char *path)
 
 /* ---- the runtime's callback ---- */
 
-/* Bytes at the end of s[0..n) that start a UTF-8 character not yet complete (0..3). */
-static size_t incomplete_tail(const unsigned char *s, size_t n)
-{
-    for (size_t back = 1; back <= 3 && back <= n; back++) {
-        unsigned char c = s[n - back];
-        if ((c & 0xC0) == 0x80) continue; // a continuation byte: look further back
-        size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-        return need > back ? back : 0;
-    }
-    return 0;
-}
-
 /* Delivers the complete characters of c->pending (all of it when flushing). */
 static void deliver(struct run_ctx *c, bool flush)
 {
     size_t n = c->pending.len;
-    size_t keep = flush ? 0 : incomplete_tail((const unsigned char *)c->pending.data, n);
+    size_t keep = flush ? 0 : rkllm_text_incomplete_tail((const unsigned char *)c->pending.data, n);
     if (n - keep == 0) return;
     if (request_push_text(c->r, c->pending.data, n - keep) != ERR_OK) {
         // The answer's room (max_tokens or the context) is full: end here.
@@ -173,10 +213,11 @@ static int on_result(struct rkllm_result *result, void *userdata, int state)
             c->perf = result->perf;
             c->has_perf = true;
         }
-        // A character the runtime never completed is dropped rather than sent broken.
-        if (!c->is_dropping) {
+        // Whole characters still held go out; one the runtime never completed is dropped
+        // rather than sent broken.
+        if (!c->is_dropping && rkllm_text_take(&c->held, NULL, 0, false, &c->pending) == ERR_OK) {
             c->pending.len -=
-                incomplete_tail((const unsigned char *)c->pending.data, c->pending.len);
+                rkllm_text_incomplete_tail((const unsigned char *)c->pending.data, c->pending.len);
             deliver(c, true);
         }
         c->is_finished = true;
@@ -197,15 +238,16 @@ static int on_result(struct rkllm_result *result, void *userdata, int state)
         return 0;
     }
     const char *text = result ? result->text : NULL;
-    if (text && text[0] && buf_append(&c->pending, text, strlen(text)) != ERR_OK) {
+    size_t len = text ? strlen(text) : 0;
+    bool is_waiting = state == RKLLM_STATE_WAITING;
+    if (rkllm_text_take(&c->held, text, len, is_waiting, &c->pending) != ERR_OK) {
         c->is_error = true;
         c->is_dropping = true;
         instances_abort(&c->m->set, c->slot);
         return 0;
     }
-    // WAITING says the text so far ends inside a character: hold it; NORMAL may still carry
-    // the start of one, so only whole characters go out either way.
-    if (state == RKLLM_STATE_NORMAL) deliver(c, false);
+    // NORMAL may still end inside a character: only whole ones go out.
+    if (!is_waiting) deliver(c, false);
     if (c->max_tokens >= 0 && c->n_tokens >= c->max_tokens && !c->is_dropping) {
         deliver(c, false);
         c->is_length = true;
@@ -217,27 +259,12 @@ static int on_result(struct rkllm_result *result, void *userdata, int state)
 
 /* ---- instances (the instance layer's worker ops) ---- */
 
-static int take_domain(void)
-{
-    int d = -1;
-    mutex_lock(&domains_mu);
-    for (int k = 0; k < MAX_DOMAINS && d < 0; k++)
-        if (!is_domain_used[k]) is_domain_used[k] = true, d = k;
-    mutex_unlock(&domains_mu);
-    return d;
-}
-
-static void give_domain(int d)
-{
-    mutex_lock(&domains_mu);
-    is_domain_used[d] = false;
-    mutex_unlock(&domains_mu);
-}
-
 /* rkllm_init with our settings (and the template cleared) into rh->h. */
 static int init_handle(struct platform_model *m, int i, struct rk_handle *rh, struct errmsg *err)
 {
-    struct rkllm_param_room room = fns.rkllm_createDefaultParam();
+    struct rkllm_param_room room;
+    size_t written_end;
+    rkllm_default_param(fns.rkllm_createDefaultParam, &room, &written_end);
     void *h = NULL;
     int rc;
     if (m->abi == ABI_12) {
@@ -287,14 +314,15 @@ static int rk_init(void *model, int i, void **handle, struct errmsg *err)
 {
     struct rk_handle *rh = mem_calloc(1, sizeof *rh);
     if (!rh) return errmsg_set(err, ERR_NOMEM, "out of memory");
-    rh->domain = take_domain();
-    if (rh->domain < 0) {
-        mem_free(rh);
-        return errmsg_set(err, ERR_LIMIT, "at most %d rkllm instances per process", MAX_DOMAINS);
-    }
-    int rc = init_handle(model, i, rh, err);
+    struct platform_model *m = model;
+    int rc = rkllm_domain_take(m->is_many_domains, m->domain_span, &rh->domain, err);
     if (rc != ERR_OK) {
-        give_domain(rh->domain);
+        mem_free(rh);
+        return rc;
+    }
+    rc = init_handle(model, i, rh, err);
+    if (rc != ERR_OK) {
+        rkllm_domain_give(m->is_many_domains, rh->domain, m->domain_span);
         mem_free(rh);
         return rc;
     }
@@ -356,6 +384,7 @@ static void rk_run(void *model, int i, void *handle, struct inst_slot *slot)
     void *h = ((struct rk_handle *)handle)->h;
     struct request *r = slot->req;
     struct run_ctx c = {.m = m, .slot = slot, .r = r, .max_tokens = r->params.max_tokens};
+    buf_init(&c.held);
     buf_init(&c.pending);
     if (r->kind != REQUEST_GENERATE || !r->prompt_text) {
         inst_slot_fail(slot, 400, "the rkllm platform runs chat requests given as text");
@@ -384,6 +413,7 @@ static void rk_run(void *model, int i, void *handle, struct inst_slot *slot)
         rc = fns.rkllm_run(h, &in, &infer, &c);
     }
     end_run(&c, rc);
+    buf_deinit(&c.held);
     buf_deinit(&c.pending);
 }
 
@@ -395,11 +425,11 @@ static void rk_abort(void *model, void *handle)
 
 static void rk_destroy(void *model, void *handle)
 {
-    (void)model;
+    struct platform_model *m = model;
     struct rk_handle *rh = handle;
     int rc = fns.rkllm_destroy(rh->h);
     if (rc != 0) log_warn("rkllm_destroy returned %d", rc);
-    give_domain(rh->domain);
+    rkllm_domain_give(m->is_many_domains, rh->domain, m->domain_span);
     mem_free(rh);
 }
 
@@ -499,23 +529,27 @@ static void free_model(struct platform_model *m)
     mem_free(m);
 }
 
-/* Which ABI: model.json's "abi", else --rkllm-abi. */
+/* The process's runtime ABI; model.json's "abi" (the release a model was converted for) must
+ * agree with it, as one runtime serves every model. */
 static int pick_abi(const struct platform_detection *d, struct platform_model *m,
                     struct errmsg *err)
 {
-    const char *abi = d->manifest.abi[0] ? d->manifest.abi : vendor_config_get()->rkllm_abi;
-    if (strcmp(abi, "1.2") == 0 || strncmp(abi, "1.2.", 4) == 0) {
-        m->abi = ABI_12;
-        m->abi_name = "1.2";
-    } else if (strcmp(abi, "1.3") == 0 || strcmp(abi, "1.3.0") == 0) {
-        m->abi = ABI_13;
-        m->abi_name = "1.3";
-    } else {
+    m->abi = runtime_abi;
+    m->abi_name = runtime_abi_name;
+    const char *want = d->manifest.abi;
+    if (!want[0]) return ERR_OK;
+    bool is_12 = strcmp(want, "1.2") == 0 || strcmp(want, "1.2.1") == 0 ||
+                 strcmp(want, "1.2.2") == 0 || strcmp(want, "1.2.3") == 0;
+    bool is_13 = strcmp(want, "1.3") == 0 || strcmp(want, "1.3.0") == 0;
+    if (!is_12 && !is_13)
         return errmsg_set(err, ERR_UNSUPPORTED,
-                          "rkllm ABI '%s' is not supported (1.2 for runtimes 1.2.1-1.2.3, 1.3 "
-                          "for 1.3.0)",
-                          abi);
-    }
+                          "model.json's rkllm ABI '%s' is not supported (1.2 for runtimes "
+                          "1.2.1-1.2.3, 1.3 for 1.3.0)",
+                          want);
+    if ((is_12 ? ABI_12 : ABI_13) != runtime_abi)
+        return errmsg_set(err, ERR_UNSUPPORTED,
+                          "model.json asks for rkllm ABI %s but the runtime %s speaks %s", want,
+                          lib.path, runtime_abi_name);
     return ERR_OK;
 }
 
@@ -542,7 +576,9 @@ static int rkllm_load(const struct platform_load_args *a, struct platform_model 
     }
     if (rc == ERR_OK) {
         // The runtime's init-time sampling: what ABI 1.2 runs every request with.
-        struct rkllm_param_room room = fns.rkllm_createDefaultParam();
+        struct rkllm_param_room room;
+        size_t written_end;
+        rkllm_default_param(fns.rkllm_createDefaultParam, &room, &written_end);
         const struct rkllm13_param *p13 = &room.u.p13;
         const struct rkllm12_param *p12 = &room.u.p12;
         m->fixed = m->abi == ABI_12
@@ -558,6 +594,12 @@ static int rkllm_load(const struct platform_load_args *a, struct platform_model 
         bool is_big_little = strncmp(soc, "RK3588", 6) == 0 || strcmp(soc, "RK3576") == 0;
         m->cpus_num = 4;
         m->cpus_mask = is_big_little ? 0xF0u : 0x0Fu;
+        if (strcmp(soc, "RK3582") == 0) { // CPU4-5 are its only big cores
+            m->cpus_num = 2;
+            m->cpus_mask = 0x30u;
+        }
+        m->is_many_domains = rkllm_domain_soc_has_many(soc);
+        m->domain_span = rkllm_domain_span(m->file_size);
         m->callbacks.result = on_result;
         rc = instances_start_workers(&m->set, &worker_ops, m, a->on_done, a->owner);
     }

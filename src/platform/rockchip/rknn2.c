@@ -91,8 +91,16 @@ static const struct inst_worker_ops worker_ops;
 static void rknn2_start(void)
 {
     const char *path = vendor_config_get()->rknn_lib;
-    if (vendor_lib_open(&lib, path, syms, sizeof syms / sizeof syms[0], &fns, sizeof fns) != ERR_OK)
+    char node[64], why[VENDOR_REASON_CAP];
+    if (vendor_lib_open(&lib, path, syms, sizeof syms / sizeof syms[0], &fns, sizeof fns) !=
+        ERR_OK) {
         log_info("platform rknn2 unavailable: %s", lib.reason);
+    } else if (!vendor_npu_node(node, sizeof node, why, sizeof why)) {
+        // rknn_init would fail on every model: say so now, naming the node.
+        log_info("platform rknn2 unavailable: %s", why);
+        vendor_lib_refuse(&lib, why);
+        memset(&fns, 0, sizeof fns);
+    }
 }
 
 static void rknn2_stop(void)

@@ -5,6 +5,7 @@ import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, existsSync } from 
 import os from 'node:os';
 import path from 'node:path';
 import { serverBin } from './server.mjs';
+import { addNpuNode } from './rockchip.mjs';
 
 export const fakesDir = path.resolve(path.dirname(serverBin), '..', 'fakes');
 export const rknn2Fake = path.join(fakesDir, 'librknn2_fake.so');
@@ -14,9 +15,11 @@ export function tmpDir(prefix) {
   return mkdtempSync(path.join(os.tmpdir(), prefix));
 }
 
-// A board: device-tree compatible naming the SoC, and the NPU driver version.
-export function fakeBoard({ soc = 'rk3588', driver = '0.9.8' } = {}) {
+// A board: device-tree compatible naming the SoC, the NPU driver version (in debugfs) and the
+// NPU's device node (npu as in rockchip.mjs's makeBoard).
+export function fakeBoard({ soc = 'rk3588', driver = '0.9.8', npu = 'drm' } = {}) {
   const root = tmpDir('llamapi-board-');
+  addNpuNode(root, npu);
   mkdirSync(path.join(root, 'proc/device-tree'), { recursive: true });
   writeFileSync(path.join(root, 'proc/device-tree/compatible'),
     `rockchip,${soc}-evb\0rockchip,${soc}\0`);

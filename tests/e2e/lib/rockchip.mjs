@@ -1,33 +1,59 @@
 // Rockchip test fixtures: the fake vendor runtimes (built by make beside the server under
 // test, in <build>/fakes), a fake board under --sysfs-root, model directories, and the fake
 // runtime's record of what it was called with.
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync, existsSync, symlinkSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { serverBin } from './server.mjs';
 
 export const fakesDir = path.resolve(path.dirname(serverBin), '..', 'fakes');
 
-// The fake RKLLM runtime for an ABI ('1.3' or '1.2').
+// The fake RKLLM runtime of a release family: '1.3' (1.3.0), '1.2' (1.2.1-1.2.3) or '1.2.0'
+// (a 1.2.0 / 1.2.1b1 look-alike the server must refuse).
 export function rkllmFake(abi = '1.3') {
-  return path.join(fakesDir, abi === '1.2' ? 'librkllm_fake_1_2.so' : 'librkllm_fake.so');
+  const file = { '1.3': 'librkllm_fake.so', '1.2': 'librkllm_fake_1_2.so', '1.2.0': 'librkllm_fake_1_2_0.so' }[abi];
+  if (!file) throw new Error(`no fake RKLLM runtime for ${abi}`);
+  return path.join(fakesDir, file);
 }
 
 export function tmpDir(prefix) {
   return mkdtempSync(path.join(os.tmpdir(), prefix));
 }
 
-// A board: the device tree names the SoC (board entry first, SoC last, NUL-separated) and the
-// NPU driver reports its version.
-export function makeBoard(root, { soc = 'rk3588', driver = '0.9.8' } = {}) {
+// A board: the device tree names the SoC (board entry first, SoC last, NUL-separated), the NPU
+// driver reports its version in /sys/module (world-readable, as rknpu 0.9.8's MODULE_VERSION),
+// and the NPU's device node is there: npu 'drm' (the driver's DRM-GEM build: a render node
+// whose sysfs device is bound to RKNPU, beside a panfrost GPU node that does not count), 'misc'
+// (its DMA-heap build: /dev/rknpu), 'gpu-only' (a panfrost render node and nothing else) or
+// null (none).
+export function makeBoard(root, { soc = 'rk3588', driver = '0.9.8', npu = 'drm' } = {}) {
   mkdirSync(path.join(root, 'proc/device-tree'), { recursive: true });
   writeFileSync(path.join(root, 'proc/device-tree/compatible'),
     `rockchip,${soc}-evb\0rockchip,${soc}\0`);
   if (driver) {
-    mkdirSync(path.join(root, 'sys/kernel/debug/rknpu'), { recursive: true });
-    writeFileSync(path.join(root, 'sys/kernel/debug/rknpu/version'), `RKNPU driver: v${driver}\n`);
+    mkdirSync(path.join(root, 'sys/module/rknpu'), { recursive: true });
+    writeFileSync(path.join(root, 'sys/module/rknpu/version'), `${driver}\n`);
   }
+  addNpuNode(root, npu);
   return root;
+}
+
+// Lays out the device nodes makeBoard describes under root/dev and root/sys.
+export function addNpuNode(root, npu) {
+  const render = (minor, driver, how) => {
+    mkdirSync(path.join(root, 'dev/dri'), { recursive: true });
+    writeFileSync(path.join(root, `dev/dri/renderD${minor}`), '');
+    const dev = path.join(root, `sys/class/drm/renderD${minor}/device`);
+    mkdirSync(dev, { recursive: true });
+    if (how === 'link') symlinkSync(`../../../../bus/platform/drivers/${driver}`, path.join(dev, 'driver'));
+    else writeFileSync(path.join(dev, 'uevent'), `DRIVER=${driver}\nOF_NAME=npu\n`);
+  };
+  if (npu === 'drm' || npu === 'gpu-only') render(128, 'panfrost', 'uevent');
+  if (npu === 'drm') render(129, 'RKNPU', 'link');
+  if (npu === 'misc') {
+    mkdirSync(path.join(root, 'dev'), { recursive: true });
+    writeFileSync(path.join(root, 'dev/rknpu'), '');
+  }
 }
 
 // A Qwen3-style chat template of the project's own (ChatML, tools listed in a <tools> block,

@@ -1,5 +1,6 @@
 /* tests/fakes/fake_rkllm.c itself: the misuse checks the rkllm e2e tests rely on do fire — a
- * second run on a busy handle fails, a base_domain_id in use is refused, the Nth init fails —
+ * second run on a busy handle fails, a base_domain_id of 16 or more is refused (a shared one
+ * is not), the Nth init fails —
  * and a run calls back from a thread of its own, ending with FINISH and perf. Loads the 1.3
  * fake from $LLAMAPI_BUILD_DIR/fakes (default build/release) with dlopen, as the server does. */
 #include <stdarg.h>
@@ -122,9 +123,12 @@ static void test_defaults_and_init_checks(void **state)
     int rc;
     void *a = new_handle(0, &cb, &rc);
     assert_int_equal(rc, 0);
-    void *dup = new_handle(0, &cb, &rc); // domain 0 is a's
+    void *beyond = new_handle(16, &cb, &rc); // the rknpu driver has ids 0..15
     assert_int_equal(rc, -1);
-    assert_null(dup);
+    assert_null(beyond);
+    void *shared = new_handle(0, &cb, &rc); // domain 0 is a's too
+    assert_int_equal(rc, 0);
+    assert_int_equal(fake.destroy(shared), 0);
     void *third = new_handle(1, &cb, &rc); // FAKE_RKLLM_FAIL_INIT=3
     assert_int_equal(rc, -1);
     assert_null(third);

@@ -13,6 +13,7 @@
 #include "platform/vendor.h"
 #include "platform/platform.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -244,6 +245,90 @@ static void test_vendor_host_facts(void **state)
     vendor_configure(&vc);
 }
 
+/* mkdir for each of root + the given relative paths, in order. */
+static void make_dirs(const char *root, const char *const *rel, size_t n)
+{
+    char path[512];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s/%s", root, rel[i]);
+        assert_true(mkdir(path, 0700) == 0 || errno == EEXIST);
+    }
+}
+
+/* The NPU's device node: a render node counts only when sysfs binds it to rknpu (a panfrost
+ * GPU node does not), /dev/rknpu counts, and the reason names what is missing; the driver
+ * version comes from /sys/module first; RV1126B and RK3582 are named. */
+static void test_vendor_npu_node(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/llamapi-npu-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    struct vendor_config vc;
+    memset(&vc, 0, sizeof vc);
+    snprintf(vc.sysfs_root, sizeof vc.sysfs_root, "%s", root);
+    vendor_configure(&vc);
+    char node[64], why[512], sub[512];
+    assert_false(vendor_npu_node(node, sizeof node, why, sizeof why));
+    assert_non_null(strstr(why, "no NPU device node: no /dev/dri/renderD* of the rknpu driver"));
+    static const char *const dirs[] = {"dev",
+                                       "dev/dri",
+                                       "sys",
+                                       "sys/class",
+                                       "sys/class/drm",
+                                       "sys/class/drm/renderD128",
+                                       "sys/class/drm/renderD128/device",
+                                       "sys/class/drm/renderD129",
+                                       "sys/class/drm/renderD129/device",
+                                       "sys/module",
+                                       "sys/module/rknpu",
+                                       "proc",
+                                       "proc/device-tree"};
+    make_dirs(root, dirs, sizeof dirs / sizeof dirs[0]);
+    snprintf(sub, sizeof sub, "%s/dev/dri", root);
+    write_file(sub, "renderD128", "", 0);
+    snprintf(sub, sizeof sub, "%s/sys/class/drm/renderD128/device", root);
+    write_file(sub, "uevent", "DRIVER=panfrost\n", 16);
+    assert_false(vendor_npu_node(node, sizeof node, why, sizeof why));
+    assert_non_null(strstr(why, "/dev/dri/renderD128 is panfrost"));
+    snprintf(sub, sizeof sub, "%s/dev/dri", root);
+    write_file(sub, "renderD129", "", 0);
+    snprintf(sub, sizeof sub, "%s/sys/class/drm/renderD129/device/driver", root);
+    assert_int_equal(symlink("../../../../bus/platform/drivers/RKNPU", sub), 0);
+    assert_true(vendor_npu_node(node, sizeof node, why, sizeof why));
+    assert_string_equal(node, "/dev/dri/renderD129");
+    snprintf(sub, sizeof sub, "%s/sys/module/rknpu", root);
+    write_file(sub, "version", "0.9.8\n", 6);
+    assert_true(vendor_npu_driver_version(node, sizeof node));
+    assert_string_equal(node, "0.9.8");
+    snprintf(sub, sizeof sub, "%s/proc/device-tree", root);
+    static const char rv[] = "rockchip,rv1126b-evb\0rockchip,rv1126b\0";
+    write_file(sub, "compatible", rv, sizeof rv - 1);
+    assert_true(vendor_soc_detect(node, sizeof node));
+    assert_string_equal(node, "RV1126B");
+    static const char r82[] = "radxa,rock-5c\0rockchip,rk3582\0rockchip,rk3588s\0";
+    write_file(sub, "compatible", r82, sizeof r82 - 1);
+    assert_true(vendor_soc_detect(node, sizeof node));
+    assert_string_equal(node, "RK3582");
+    // Leave nothing behind: files and the link, then the directories deepest first.
+    static const char *const files[] = {"dev/dri/renderD128",
+                                        "dev/dri/renderD129",
+                                        "sys/class/drm/renderD128/device/uevent",
+                                        "sys/class/drm/renderD129/device/driver",
+                                        "sys/module/rknpu/version",
+                                        "proc/device-tree/compatible"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(sub, sizeof sub, "%s/%s", root, files[i]);
+        assert_int_equal(unlink(sub), 0);
+    }
+    for (size_t i = sizeof dirs / sizeof dirs[0]; i-- > 0;) {
+        snprintf(sub, sizeof sub, "%s/%s", root, dirs[i]);
+        assert_int_equal(rmdir(sub), 0);
+    }
+    assert_int_equal(rmdir(root), 0);
+    memset(&vc, 0, sizeof vc);
+    vendor_configure(&vc);
+}
+
 struct two_fns {
     int (*cos_fn)(void);
     int (*missing)(void);
@@ -281,6 +366,7 @@ int main(void)
         cmocka_unit_test(test_registry_and_claims),
         cmocka_unit_test(test_directory_detection),
         cmocka_unit_test(test_vendor_host_facts),
+        cmocka_unit_test(test_vendor_npu_node),
         cmocka_unit_test(test_vendor_lib_symbols),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
