@@ -1,6 +1,7 @@
 /* The answer of /api/chat and /api/generate: chunks, the final object, whole or streamed. */
 #include "api/ollama/call.h"
 
+#include "api/errors.h"
 #include "api/generation/chat_session.h"
 #include "api/generation/logprobs.h"
 #include "api/ollama/convert.h"
@@ -248,7 +249,7 @@ static void keep_step(struct ollama_call *c)
 
 static json_t *error_line(const struct gen_delta *d)
 {
-    return ollama_error_json(d->error_message[0] ? d->error_message : "generation failed");
+    return api_error_ollama_json(d->error_message[0] ? d->error_message : "generation failed");
 }
 
 /* ---- streamed ---- */
