@@ -136,8 +136,7 @@ bool ollama_stream_parse(const json_t *body, bool *out, struct api_fail *f)
 bool ollama_think_check(const struct ollama_call *c, struct api_fail *f)
 {
     const struct platform_model_desc *d = model_desc(c->model);
-    if (c->think != 1 || reasoning_format_detect(d->chat_template_src) != REASONING_FORMAT_NONE)
-        return true;
+    if (c->think != 1 || d->reasoning_format != REASONING_FORMAT_NONE) return true;
     return api_failf(f, 400, "invalid_value", "think", "\"%s\" does not support thinking", c->name);
 }
 
