@@ -471,42 +471,10 @@ const char *anthropic_stop_reason(const char *finish_reason, bool is_stop_string
     return is_stop_string ? "stop_sequence" : "end_turn";
 }
 
-const char *anthropic_error_type(int status)
-{
-    switch (status) {
-    case 401:
-        return "authentication_error";
-    case 403:
-        return "permission_error";
-    case 404:
-        return "not_found_error";
-    case 413:
-        return "request_too_large";
-    case 429:
-        return "rate_limit_error";
-    case 503:
-        return "overloaded_error";
-    default:
-        return status >= 500 ? "api_error" : "invalid_request_error";
-    }
-}
-
-json_t *anthropic_error_json(const char *type, const char *message)
-{
-    // api_error_json makes the message valid UTF-8 (it may quote request bytes); reuse it.
-    json_t *e = api_error_json(type, NULL, NULL, message);
-    json_t *msg = json_object_get(json_object_get(e, "error"), "message");
-    json_t *j = msg ? json_pack("{s:s, s:{s:s, s:O}}", "type", "error", "error", "type", type,
-                                "message", msg)
-                    : NULL;
-    json_decref(e);
-    return j;
-}
-
 static void respond_fail(const struct api_fail *f, struct api_response *resp)
 {
     int status = f->status ? f->status : 400;
-    api_respond_json(resp, status, anthropic_error_json(anthropic_error_type(status), f->message));
+    api_error_for(resp, API_FAMILY_ANTHROPIC, status, NULL, NULL, f->message);
     if (status == 429 || status == 503) api_response_add_header(resp, "Retry-After", "1");
 }
 
@@ -726,8 +694,9 @@ static void stream_end(struct msg_call *c, const struct gen_delta *d, struct buf
 {
     if (!d->finish_reason) {
         int status = d->error_status ? d->error_status : 500;
-        sse_append_json(out, "error",
-                        anthropic_error_json(anthropic_error_type(status), d->error_message));
+        sse_append_json(
+            out, "error",
+            api_error_anthropic_json(api_error_anthropic_type(status), d->error_message));
         return;
     }
     anthropic_stream_finish(&c->stream, anthropic_stop_reason(d->finish_reason, d->is_stop_string),

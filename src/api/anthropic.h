@@ -78,12 +78,4 @@ int anthropic_stream_finish(struct anthropic_stream *st, const char *stop_reason
  * max_tokens, stop on a stop string → stop_sequence, else end_turn. Static. Cannot fail. */
 const char *anthropic_stop_reason(const char *finish_reason, bool is_stop_string);
 
-/* Anthropic's error type for an HTTP status (400 invalid_request_error, 401
- * authentication_error, 403 permission_error, 404 not_found_error, 413 request_too_large, 429
- * rate_limit_error, 503 overloaded_error, other 5xx api_error). Static. Cannot fail. */
-const char *anthropic_error_type(int status);
-
-/* {"type":"error","error":{"type":…,"message":…}}. NULL on allocation failure. */
-json_t *anthropic_error_json(const char *type, const char *message);
-
 #endif

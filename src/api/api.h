@@ -93,6 +93,16 @@ struct api_response {
     } headers[API_MAX_HEADERS];
 };
 
+/* The API a route belongs to, which decides the shape of its errors, also those the server
+ * raises before the handler runs (404, 405, 401, 413, 503). llama.cpp's native routes and
+ * llamapi's own answer in OpenAI's shape. */
+enum api_family {
+    API_FAMILY_NONE = 0,  // unset; a table row without a family (answers as OpenAI)
+    API_FAMILY_OPENAI,    // {"error":{"message","type","param","code"}}
+    API_FAMILY_ANTHROPIC, // {"type":"error","error":{"type","message"}}
+    API_FAMILY_OLLAMA,    // {"error":"message"}
+};
+
 typedef void (*api_handler_fn)(const struct api_ctx *ctx, const struct api_request *req,
                                struct api_response *resp);
 

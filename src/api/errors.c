@@ -1,4 +1,4 @@
-/* OpenAI error objects. */
+/* Error objects in the OpenAI, Anthropic and Ollama shapes. */
 #include "api/errors.h"
 
 #include "platform/platform.h"
@@ -53,6 +53,58 @@ void api_error(struct api_response *resp, int status, const char *type, const ch
     vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
     api_respond_json(resp, status, api_error_json(type, code, param, message));
+}
+
+const char *api_error_anthropic_type(int status)
+{
+    switch (status) {
+    case 401:
+        return "authentication_error";
+    case 403:
+        return "permission_error";
+    case 404:
+        return "not_found_error";
+    case 413:
+        return "request_too_large";
+    case 429:
+        return "rate_limit_error";
+    case 503:
+        return "overloaded_error";
+    default:
+        return status >= 500 ? "api_error" : "invalid_request_error";
+    }
+}
+
+json_t *api_error_anthropic_json(const char *type, const char *message)
+{
+    json_t *msg = string_lossy(message);
+    return msg ? json_pack("{s:s, s:{s:s, s:o}}", "type", "error", "error", "type", type, "message",
+                           msg)
+               : NULL;
+}
+
+json_t *api_error_ollama_json(const char *message)
+{
+    json_t *msg = string_lossy(message);
+    return msg ? json_pack("{s:o}", "error", msg) : NULL;
+}
+
+void api_error_for(struct api_response *resp, enum api_family family, int status, const char *type,
+                   const char *code, const char *message)
+{
+    switch (family) {
+    case API_FAMILY_ANTHROPIC:
+        api_respond_json(resp, status,
+                         api_error_anthropic_json(api_error_anthropic_type(status), message));
+        return;
+    case API_FAMILY_OLLAMA:
+        api_respond_json(resp, status, api_error_ollama_json(message));
+        return;
+    case API_FAMILY_NONE:
+    case API_FAMILY_OPENAI:
+        break;
+    }
+    api_respond_json(resp, status, api_error_json(type, code, NULL, message));
 }
 
 static int outcome_status(int status)

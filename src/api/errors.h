@@ -1,5 +1,7 @@
-/* OpenAI-style error bodies: {"error":{"message","type","param","code"}}. Every error the API
- * returns goes through here so the shape and the status/type pairs stay consistent. */
+/* Error bodies in each API family's shape: OpenAI's {"error":{"message","type","param","code"}}
+ * (also llama.cpp's and llamapi's own routes), Anthropic's and Ollama's. Every error the API
+ * and the server return goes through here so the shapes and the status/type pairs stay
+ * consistent. */
 #ifndef API_ERRORS_H
 #define API_ERRORS_H
 
@@ -33,6 +35,25 @@ json_t *api_outcome_error_json(int status, const char *message);
  * for a platform message that starts with PLATFORM_MSG_FILE_CHANGED), or NULL. Static. */
 const char *api_outcome_code(int status, const char *message);
 void api_outcome_error(struct api_response *resp, int status, const char *message);
+
+/* Anthropic's error type for an HTTP status (400 invalid_request_error, 401
+ * authentication_error, 403 permission_error, 404 not_found_error, 413 request_too_large, 429
+ * rate_limit_error, 503 overloaded_error, other 5xx api_error). Static. Cannot fail. */
+const char *api_error_anthropic_type(int status);
+
+/* Anthropic's {"type":"error","error":{"type":…,"message":…}} (message made valid UTF-8). New
+ * reference or NULL on allocation failure. */
+json_t *api_error_anthropic_json(const char *type, const char *message);
+
+/* Ollama's {"error": message} (message made valid UTF-8). New reference or NULL on allocation
+ * failure. */
+json_t *api_error_ollama_json(const char *message);
+
+/* Sets resp to an error with status in family's shape: OpenAI's carries type and code (either
+ * may be NULL), Anthropic's the type its status has there, Ollama's the message alone. An
+ * unset family answers as OpenAI. On allocation failure resp becomes a plain 500. */
+void api_error_for(struct api_response *resp, enum api_family family, int status, const char *type,
+                   const char *code, const char *message);
 
 /* Sets resp to an error with the given status; message is printf-formatted. */
 void api_error(struct api_response *resp, int status, const char *type, const char *code,

@@ -144,6 +144,7 @@ int model_load(struct model *m, int n_instances, int *n_actual, struct errmsg *e
     int rc = m->platform->load(&args, &m->impl, err);
     if (rc == ERR_OK) {
         m->platform->describe(m->impl, &m->desc);
+        platform_desc_detect_formats(&m->desc);
         struct errmsg grow_err;
         errmsg_clear(&grow_err);
         grow_locked(m, n_instances, &grow_err);

@@ -7,6 +7,8 @@
 #define PLATFORM_PLATFORM_H
 
 #include "platform/request.h"
+#include "text/reasoning.h"
+#include "text/toolcall/toolcall.h"
 #include "util/err.h"
 
 #include <stdbool.h>
@@ -86,7 +88,12 @@ struct platform_model_desc {
     const struct tokenizer *tokenizer;          // NULL for platforms that tokenize internally
     const struct jinja_template *chat_template; // compiled; the model's or the ChatML fallback
     const char *chat_template_src;              // its source text
-    const char *bos_text, *eos_text;            // special token texts for templates ("" if none)
+    // What the template implies for the output, read by every request: filled from
+    // chat_template_src once when the model loads (platform_desc_detect_formats), as scanning
+    // a template of tens of kilobytes per request is work that never changes its answer.
+    enum toolcall_format tool_format;       // how tool calls are written (GENERIC: none known)
+    enum reasoning_format reasoning_format; // its thinking markers (NONE: no split)
+    const char *bos_text, *eos_text;        // special token texts for templates ("" if none)
     enum model_kind kind;
     int n_ctx; // context per instance
     int n_ctx_train;
@@ -206,6 +213,11 @@ const struct platform *platform_detect(const char *path);
 /* Calls every platform's start hook / stop hook, once, at start-up / exit. */
 void platform_start_all(void);
 void platform_stop_all(void);
+
+/* Fills d's template-derived fields (tool_format, reasoning_format) from d->chat_template_src
+ * (NULL: GENERIC and NONE). The model's loader calls it once, after the platform's describe,
+ * so every platform's models get them and none detects them itself. Cannot fail. */
+void platform_desc_detect_formats(struct platform_model_desc *d);
 
 /* A pooling by its llama.cpp name ("none", "mean", "cls", "last", "rank"). ERR_OK or
  * ERR_INVALID (unknown name; *out untouched). */

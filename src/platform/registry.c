@@ -55,6 +55,12 @@ const struct platform *platform_detect(const char *path)
     return p;
 }
 
+void platform_desc_detect_formats(struct platform_model_desc *d)
+{
+    d->tool_format = toolcall_format_detect(d->chat_template_src);
+    d->reasoning_format = reasoning_format_detect(d->chat_template_src);
+}
+
 int platform_pooling_parse(const char *name, enum platform_pooling *out)
 {
     static const char *const names[] = {"none", "mean", "cls", "last", "rank"};

@@ -10,10 +10,8 @@
  * not see then, and enforces the header, body-rate and keep-alive deadlines. */
 #include "server/http.h"
 
-#include "api/anthropic.h"
 #include "api/client_watch.h"
 #include "api/errors.h"
-#include "api/ollama/common.h"
 #include "server/auth.h"
 #include "server/gate.h"
 #include "server/cors.h"
@@ -65,6 +63,7 @@ struct conn_state {
     const struct server_config *config; // borrowed (the server's)
     double start_ms;
     const struct route *route; // NULL until routed
+    enum api_family family;    // the path's API family: the shape of every error it gets
     struct str param;
     struct buf body;
     bool is_responded;          // a response was queued early (413, 401, …)
@@ -271,30 +270,12 @@ static enum MHD_Result queue_api_response(struct MHD_Connection *conn, struct co
     return ret;
 }
 
-/* Anthropic's routes answer in Anthropic's error shape, also before their handler runs. */
-static bool is_anthropic_path(const char *path)
-{
-    return strcmp(path, "/v1/messages") == 0 || strncmp(path, "/v1/messages/", 13) == 0;
-}
-
-/* Ollama's routes answer {"error": "…"}, also before their handler runs. */
-static bool is_ollama_path(const char *path)
-{
-    return strncmp(path, "/api/", 5) == 0;
-}
-
 static enum MHD_Result queue_error(struct MHD_Connection *conn, struct conn_state *cs, int status,
                                    const char *type, const char *code, const char *allow,
                                    const char *message)
 {
     struct api_response resp = {0};
-    if (is_anthropic_path(cs->path))
-        api_respond_json(&resp, status,
-                         anthropic_error_json(anthropic_error_type(status), message));
-    else if (is_ollama_path(cs->path))
-        api_respond_json(&resp, status, ollama_error_json(message));
-    else
-        api_error(&resp, status, type, code, NULL, "%s", message);
+    api_error_for(&resp, cs->family, status, type, code, message);
     if (allow) api_response_add_header(&resp, "Allow", allow);
     return queue_api_response(conn, cs, &resp);
 }
@@ -303,13 +284,7 @@ static enum MHD_Result queue_error(struct MHD_Connection *conn, struct conn_stat
 static enum MHD_Result queue_shutting_down(struct MHD_Connection *conn, struct conn_state *cs)
 {
     struct api_response resp = {0};
-    if (is_anthropic_path(cs->path))
-        api_respond_json(&resp, 503,
-                         anthropic_error_json(anthropic_error_type(503), SHUTDOWN_MESSAGE));
-    else if (is_ollama_path(cs->path))
-        api_respond_json(&resp, 503, ollama_error_json(SHUTDOWN_MESSAGE));
-    else
-        api_error(&resp, 503, API_TYPE_UNAVAILABLE, API_CODE_SHUTTING_DOWN, NULL, "%s",
+    api_error_for(&resp, cs->family, 503, API_TYPE_UNAVAILABLE, API_CODE_SHUTTING_DOWN,
                   SHUTDOWN_MESSAGE);
     api_response_add_header(&resp, "Retry-After", "1");
     api_response_add_header(&resp, "Connection", "close");
@@ -416,10 +391,19 @@ static bool content_length_too_large(struct MHD_Connection *conn)
 static enum MHD_Result queue_bad_framing(struct MHD_Connection *conn, struct conn_state *cs)
 {
     struct api_response resp = {0};
-    api_error(&resp, 400, API_TYPE_INVALID_REQUEST, "bad_request", NULL,
-              "Malformed request framing: both Content-Length and Transfer-Encoding.");
+    api_error_for(&resp, cs->family, 400, API_TYPE_INVALID_REQUEST, "bad_request",
+                  "Malformed request framing: both Content-Length and Transfer-Encoding.");
     api_response_add_header(&resp, "Connection", "close");
     return queue_api_response(conn, cs, &resp);
+}
+
+/* The family whose error shape the path's answers take, known before any check runs (a 503
+ * while stopping, a 401 and a 404 are shaped as the handler's own errors would be). */
+static enum api_family server_route_family(const char *path)
+{
+    size_t n_routes;
+    const struct route *table = routes_table(&n_routes);
+    return route_family(table, n_routes, path);
 }
 
 /* First callback of a request: route, authenticate, check the declared size. Queues an early
@@ -488,13 +472,7 @@ static void run_handler(struct http_server *s, struct conn_state *cs)
         struct errmsg err;
         errmsg_clear(&err);
         if (http_parse_json_body(req.body, req.body_len, &req.json, &err) != ERR_OK) {
-            if (is_anthropic_path(cs->path))
-                api_respond_json(resp, 400,
-                                 anthropic_error_json(anthropic_error_type(400), err.msg));
-            else if (is_ollama_path(cs->path))
-                api_respond_json(resp, 400, ollama_error_json(err.msg));
-            else
-                api_error(resp, 400, API_TYPE_INVALID_REQUEST, "invalid_json", NULL, "%s", err.msg);
+            api_error_for(resp, cs->family, 400, API_TYPE_INVALID_REQUEST, "invalid_json", err.msg);
             return;
         }
     }
@@ -517,7 +495,7 @@ static void handler_job(void *arg)
         if (!p) {
             if (cs->resp.stream.free) cs->resp.stream.free(cs->resp.stream.cls);
             memset(&cs->resp, 0, sizeof cs->resp);
-            api_error(&cs->resp, 500, API_TYPE_SERVER, NULL, NULL, "out of memory");
+            api_error_for(&cs->resp, cs->family, 500, API_TYPE_SERVER, NULL, "out of memory");
         }
     }
     cs->pump = p;
@@ -546,8 +524,8 @@ static enum MHD_Result dispatch(struct http_server *s, struct MHD_Connection *co
     // Suspended before the worker may resume it.
     MHD_suspend_connection(conn);
     if (workers_submit(s->workers, handler_job, cs) != ERR_OK) {
-        api_error(&cs->resp, 503, API_TYPE_UNAVAILABLE, "server_busy", NULL,
-                  "No thread is free to run the request; retry shortly.");
+        api_error_for(&cs->resp, cs->family, 503, API_TYPE_UNAVAILABLE, "server_busy",
+                      "No thread is free to run the request; retry shortly.");
         api_response_add_header(&cs->resp, "Retry-After", "1");
         cs->is_ready = true;
         MHD_resume_connection(conn);
@@ -583,6 +561,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         cs->start_ms = clock_now_ms();
         snprintf(cs->method_log, sizeof cs->method_log, "%s", method);
         snprintf(cs->path, sizeof cs->path, "%s", url);
+        cs->family = server_route_family(url);
         *con_cls = cs;
         watcher_body_begin(s->watcher, cs->watched);
         if (atomic_load(&s->is_shutting_down)) return queue_shutting_down(conn, cs);

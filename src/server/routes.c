@@ -63,60 +63,100 @@ enum route_match route_find(const struct route *table, size_t n_routes, const ch
     return path_known ? ROUTE_MATCH_BAD_METHOD : ROUTE_MATCH_NO_PATH;
 }
 
+/* The family of the routes whose pattern starts with dir (dir_len bytes, ending in '/'):
+ * NONE when no route does, OPENAI when they disagree. */
+static enum api_family family_under(const struct route *table, size_t n_routes, const char *dir,
+                                    size_t dir_len)
+{
+    enum api_family family = API_FAMILY_NONE;
+    for (size_t i = 0; i < n_routes; i++) {
+        if (strncmp(table[i].pattern, dir, dir_len) != 0) continue;
+        if (family != API_FAMILY_NONE && family != table[i].family) return API_FAMILY_OPENAI;
+        family = table[i].family;
+    }
+    return family;
+}
+
+enum api_family route_family(const struct route *table, size_t n_routes, const char *path)
+{
+    struct str param;
+    for (size_t i = 0; i < n_routes; i++)
+        if (pattern_match(table[i].pattern, path, &param)) return table[i].family;
+    // Directories from the longest down; "/" (every route) and none say nothing.
+    size_t len = strlen(path);
+    while (len > 1) {
+        while (len > 1 && path[len - 1] != '/')
+            len--;
+        if (len <= 1) break;
+        enum api_family family = family_under(table, n_routes, path, len);
+        if (family != API_FAMILY_NONE) return family;
+        len--;
+    }
+    return API_FAMILY_OPENAI;
+}
+
 static const struct route table[] = {
-    {"GET", "/health", api_health, ROUTE_BODY_NONE, true},
-    {"GET", "/v1/health", api_health, ROUTE_BODY_NONE, true},
-    {"GET", "/v1/platforms", api_platforms_list, ROUTE_BODY_NONE, false},
-    {"GET", "/v1/models", api_models_list, ROUTE_BODY_NONE, false},
-    {"GET", "/v1/models/{id}", api_models_get, ROUTE_BODY_NONE, false},
-    {"POST", "/v1/models/load", api_models_load, ROUTE_BODY_JSON, false},
-    {"POST", "/v1/models/resize", api_models_resize, ROUTE_BODY_JSON, false},
-    {"POST", "/v1/models/unload", api_models_unload, ROUTE_BODY_JSON, false},
-    {"POST", "/v1/chat/completions", api_chat_completions, ROUTE_BODY_JSON, false},
-    {"POST", "/chat/completions", api_chat_completions, ROUTE_BODY_JSON, false},
-    {"POST", "/v1/completions", api_completions, ROUTE_BODY_JSON, false},
-    {"POST", "/completion", api_native_completion, ROUTE_BODY_JSON, false},
-    {"POST", "/completions", api_native_completion, ROUTE_BODY_JSON, false},
-    {"POST", "/infill", api_native_infill, ROUTE_BODY_JSON, false},
-    {"POST", "/tokenize", api_native_tokenize, ROUTE_BODY_JSON, false},
-    {"POST", "/detokenize", api_native_detokenize, ROUTE_BODY_JSON, false},
-    {"POST", "/apply-template", api_native_apply_template, ROUTE_BODY_JSON, false},
-    {"GET", "/props", api_native_props, ROUTE_BODY_NONE, false},
-    {"GET", "/slots", api_native_slots, ROUTE_BODY_NONE, false},
-    {"POST", "/slots/{id}", api_native_slot_action, ROUTE_BODY_NONE, false},
-    {"GET", "/metrics", api_native_metrics, ROUTE_BODY_NONE, false},
-    {"GET", "/models", api_router_models, ROUTE_BODY_NONE, false},
-    {"POST", "/models/load", api_router_load, ROUTE_BODY_JSON, false},
-    {"POST", "/models/unload", api_router_unload, ROUTE_BODY_JSON, false},
-    {"POST", "/v1/chat/completions/input_tokens", api_chat_input_tokens, ROUTE_BODY_JSON, false},
-    {"POST", "/chat/completions/input_tokens", api_chat_input_tokens, ROUTE_BODY_JSON, false},
-    {"POST", "/v1/messages", api_anthropic_messages, ROUTE_BODY_JSON, false},
-    {"POST", "/v1/messages/count_tokens", api_anthropic_count_tokens, ROUTE_BODY_JSON, false},
-    {"POST", "/v1/responses", api_responses_create, ROUTE_BODY_JSON, false},
-    {"POST", "/responses", api_responses_create, ROUTE_BODY_JSON, false},
-    {"POST", "/v1/responses/input_tokens", api_responses_input_tokens, ROUTE_BODY_JSON, false},
-    {"POST", "/responses/input_tokens", api_responses_input_tokens, ROUTE_BODY_JSON, false},
-    {"POST", "/v1/embeddings", api_embeddings, ROUTE_BODY_JSON, false},
-    {"POST", "/embedding", api_native_embeddings, ROUTE_BODY_JSON, false},
-    {"POST", "/embeddings", api_native_embeddings, ROUTE_BODY_JSON, false},
-    {"POST", "/rerank", api_rerank, ROUTE_BODY_JSON, false},
-    {"POST", "/reranking", api_rerank, ROUTE_BODY_JSON, false},
-    {"POST", "/v1/rerank", api_rerank, ROUTE_BODY_JSON, false},
-    {"POST", "/v1/reranking", api_rerank, ROUTE_BODY_JSON, false},
+    {"GET", "/health", api_health, ROUTE_BODY_NONE, true, API_FAMILY_OPENAI},
+    {"GET", "/v1/health", api_health, ROUTE_BODY_NONE, true, API_FAMILY_OPENAI},
+    {"GET", "/v1/platforms", api_platforms_list, ROUTE_BODY_NONE, false, API_FAMILY_OPENAI},
+    {"GET", "/v1/models", api_models_list, ROUTE_BODY_NONE, false, API_FAMILY_OPENAI},
+    {"GET", "/v1/models/{id}", api_models_get, ROUTE_BODY_NONE, false, API_FAMILY_OPENAI},
+    {"POST", "/v1/models/load", api_models_load, ROUTE_BODY_JSON, false, API_FAMILY_OPENAI},
+    {"POST", "/v1/models/resize", api_models_resize, ROUTE_BODY_JSON, false, API_FAMILY_OPENAI},
+    {"POST", "/v1/models/unload", api_models_unload, ROUTE_BODY_JSON, false, API_FAMILY_OPENAI},
+    {"POST", "/v1/chat/completions", api_chat_completions, ROUTE_BODY_JSON, false,
+     API_FAMILY_OPENAI},
+    {"POST", "/chat/completions", api_chat_completions, ROUTE_BODY_JSON, false, API_FAMILY_OPENAI},
+    {"POST", "/v1/completions", api_completions, ROUTE_BODY_JSON, false, API_FAMILY_OPENAI},
+    {"POST", "/completion", api_native_completion, ROUTE_BODY_JSON, false, API_FAMILY_OPENAI},
+    {"POST", "/completions", api_native_completion, ROUTE_BODY_JSON, false, API_FAMILY_OPENAI},
+    {"POST", "/infill", api_native_infill, ROUTE_BODY_JSON, false, API_FAMILY_OPENAI},
+    {"POST", "/tokenize", api_native_tokenize, ROUTE_BODY_JSON, false, API_FAMILY_OPENAI},
+    {"POST", "/detokenize", api_native_detokenize, ROUTE_BODY_JSON, false, API_FAMILY_OPENAI},
+    {"POST", "/apply-template", api_native_apply_template, ROUTE_BODY_JSON, false,
+     API_FAMILY_OPENAI},
+    {"GET", "/props", api_native_props, ROUTE_BODY_NONE, false, API_FAMILY_OPENAI},
+    {"GET", "/slots", api_native_slots, ROUTE_BODY_NONE, false, API_FAMILY_OPENAI},
+    {"POST", "/slots/{id}", api_native_slot_action, ROUTE_BODY_NONE, false, API_FAMILY_OPENAI},
+    {"GET", "/metrics", api_native_metrics, ROUTE_BODY_NONE, false, API_FAMILY_OPENAI},
+    {"GET", "/models", api_router_models, ROUTE_BODY_NONE, false, API_FAMILY_OPENAI},
+    {"POST", "/models/load", api_router_load, ROUTE_BODY_JSON, false, API_FAMILY_OPENAI},
+    {"POST", "/models/unload", api_router_unload, ROUTE_BODY_JSON, false, API_FAMILY_OPENAI},
+    {"POST", "/v1/chat/completions/input_tokens", api_chat_input_tokens, ROUTE_BODY_JSON, false,
+     API_FAMILY_OPENAI},
+    {"POST", "/chat/completions/input_tokens", api_chat_input_tokens, ROUTE_BODY_JSON, false,
+     API_FAMILY_OPENAI},
+    {"POST", "/v1/messages", api_anthropic_messages, ROUTE_BODY_JSON, false, API_FAMILY_ANTHROPIC},
+    {"POST", "/v1/messages/count_tokens", api_anthropic_count_tokens, ROUTE_BODY_JSON, false,
+     API_FAMILY_ANTHROPIC},
+    {"POST", "/v1/responses", api_responses_create, ROUTE_BODY_JSON, false, API_FAMILY_OPENAI},
+    {"POST", "/responses", api_responses_create, ROUTE_BODY_JSON, false, API_FAMILY_OPENAI},
+    {"POST", "/v1/responses/input_tokens", api_responses_input_tokens, ROUTE_BODY_JSON, false,
+     API_FAMILY_OPENAI},
+    {"POST", "/responses/input_tokens", api_responses_input_tokens, ROUTE_BODY_JSON, false,
+     API_FAMILY_OPENAI},
+    {"POST", "/v1/embeddings", api_embeddings, ROUTE_BODY_JSON, false, API_FAMILY_OPENAI},
+    {"POST", "/embedding", api_native_embeddings, ROUTE_BODY_JSON, false, API_FAMILY_OPENAI},
+    {"POST", "/embeddings", api_native_embeddings, ROUTE_BODY_JSON, false, API_FAMILY_OPENAI},
+    {"POST", "/rerank", api_rerank, ROUTE_BODY_JSON, false, API_FAMILY_OPENAI},
+    {"POST", "/reranking", api_rerank, ROUTE_BODY_JSON, false, API_FAMILY_OPENAI},
+    {"POST", "/v1/rerank", api_rerank, ROUTE_BODY_JSON, false, API_FAMILY_OPENAI},
+    {"POST", "/v1/reranking", api_rerank, ROUTE_BODY_JSON, false, API_FAMILY_OPENAI},
     // Ollama's API (api/ollama/)
-    {"GET", "/api/version", api_ollama_version, ROUTE_BODY_NONE, false},
-    {"GET", "/api/tags", api_ollama_tags, ROUTE_BODY_NONE, false},
-    {"GET", "/api/ps", api_ollama_ps, ROUTE_BODY_NONE, false},
-    {"POST", "/api/show", api_ollama_show, ROUTE_BODY_JSON, false},
-    {"POST", "/api/chat", api_ollama_chat, ROUTE_BODY_JSON, false},
-    {"POST", "/api/generate", api_ollama_generate, ROUTE_BODY_JSON, false},
-    {"POST", "/api/embed", api_ollama_embed, ROUTE_BODY_JSON, false},
-    {"POST", "/api/embeddings", api_ollama_embeddings, ROUTE_BODY_JSON, false},
-    {"POST", "/api/pull", api_ollama_pull, ROUTE_BODY_JSON, false},
-    {"GET", "/", api_webui, ROUTE_BODY_NONE, true}, // the chat page: a browser comes keyless
-    {"GET", "/webui/{id}", api_webui, ROUTE_BODY_NONE, true},
-    {"GET", "/cors-proxy", api_cors_proxy, ROUTE_BODY_NONE, false},
-    {"POST", "/cors-proxy", api_cors_proxy, ROUTE_BODY_NONE, false},
+    {"GET", "/api/version", api_ollama_version, ROUTE_BODY_NONE, false, API_FAMILY_OLLAMA},
+    {"GET", "/api/tags", api_ollama_tags, ROUTE_BODY_NONE, false, API_FAMILY_OLLAMA},
+    {"GET", "/api/ps", api_ollama_ps, ROUTE_BODY_NONE, false, API_FAMILY_OLLAMA},
+    {"POST", "/api/show", api_ollama_show, ROUTE_BODY_JSON, false, API_FAMILY_OLLAMA},
+    {"POST", "/api/chat", api_ollama_chat, ROUTE_BODY_JSON, false, API_FAMILY_OLLAMA},
+    {"POST", "/api/generate", api_ollama_generate, ROUTE_BODY_JSON, false, API_FAMILY_OLLAMA},
+    {"POST", "/api/embed", api_ollama_embed, ROUTE_BODY_JSON, false, API_FAMILY_OLLAMA},
+    {"POST", "/api/embeddings", api_ollama_embeddings, ROUTE_BODY_JSON, false, API_FAMILY_OLLAMA},
+    {"POST", "/api/pull", api_ollama_pull, ROUTE_BODY_JSON, false, API_FAMILY_OLLAMA},
+    {"GET", "/", api_webui, ROUTE_BODY_NONE, true,
+     API_FAMILY_OPENAI}, // the chat page: a browser comes keyless
+    {"GET", "/webui/{id}", api_webui, ROUTE_BODY_NONE, true, API_FAMILY_OPENAI},
+    {"GET", "/cors-proxy", api_cors_proxy, ROUTE_BODY_NONE, false, API_FAMILY_OPENAI},
+    {"POST", "/cors-proxy", api_cors_proxy, ROUTE_BODY_NONE, false, API_FAMILY_OPENAI},
 };
 
 static int hex_value(char c)

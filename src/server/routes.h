@@ -19,7 +19,8 @@ struct route {
     const char *pattern;    // "/v1/models" or "/v1/models/{id}"
     api_handler_fn handler; // never NULL
     enum route_body body;
-    bool is_public; // reachable without an API key (/health, the chat page)
+    bool is_public;         // reachable without an API key (/health, the chat page)
+    enum api_family family; // whose API the route serves: the shape of its errors
 };
 
 enum route_match {
@@ -35,6 +36,12 @@ enum route_match {
 enum route_match route_find(const struct route *table, size_t n_routes, const char *method,
                             const char *path, const struct route **out, struct str *param,
                             char *allow, size_t allow_cap);
+
+/* The API family of path: that of the routes matching it (any method), else that of the routes
+ * under its longest directory holding any ("/api/" for "/api/nothing", "/v1/messages/" for
+ * "/v1/messages/x") when they agree, else API_FAMILY_OPENAI. So an unknown path errs in the
+ * shape its neighbours use, with no list of prefixes beside the table. Cannot fail. */
+enum api_family route_family(const struct route *table, size_t n_routes, const char *path);
 
 /* True when the raw request target's path (before any '?') holds a control byte (0x00-0x1F,
  * 0x7F), written raw or %-encoded. Such a path is refused with 400: libmicrohttpd decodes the

@@ -256,7 +256,7 @@ int chat_session_start(const struct chat_session_args *a, struct gen_session **o
                        struct api_fail *f)
 {
     const struct platform_model_desc *d = model_desc(a->model);
-    enum toolcall_format format = toolcall_format_detect(d->chat_template_src);
+    enum toolcall_format format = d->tool_format;
     struct buf grammar;
     buf_init(&grammar);
     struct chat_prompt prompt = {0};
@@ -272,7 +272,7 @@ int chat_session_start(const struct chat_session_args *a, struct gen_session **o
         buf_deinit(&grammar);
         return rc;
     }
-    enum reasoning_format rf = reasoning_format_detect(d->chat_template_src);
+    enum reasoning_format rf = d->reasoning_format;
     const char *text = prompt.text.data ? prompt.text.data : "";
     struct gen_options opt = {
         .stops = a->params->stops,

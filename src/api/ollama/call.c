@@ -1,6 +1,7 @@
 /* The answer of /api/chat and /api/generate: chunks, the final object, whole or streamed. */
 #include "api/ollama/call.h"
 
+#include "api/errors.h"
 #include "api/generation/chat_session.h"
 #include "api/generation/logprobs.h"
 #include "api/ollama/convert.h"
@@ -135,8 +136,7 @@ bool ollama_stream_parse(const json_t *body, bool *out, struct api_fail *f)
 bool ollama_think_check(const struct ollama_call *c, struct api_fail *f)
 {
     const struct platform_model_desc *d = model_desc(c->model);
-    if (c->think != 1 || reasoning_format_detect(d->chat_template_src) != REASONING_FORMAT_NONE)
-        return true;
+    if (c->think != 1 || d->reasoning_format != REASONING_FORMAT_NONE) return true;
     return api_failf(f, 400, "invalid_value", "think", "\"%s\" does not support thinking", c->name);
 }
 
@@ -248,7 +248,7 @@ static void keep_step(struct ollama_call *c)
 
 static json_t *error_line(const struct gen_delta *d)
 {
-    return ollama_error_json(d->error_message[0] ? d->error_message : "generation failed");
+    return api_error_ollama_json(d->error_message[0] ? d->error_message : "generation failed");
 }
 
 /* ---- streamed ---- */

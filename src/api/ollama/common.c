@@ -16,16 +16,6 @@
 #include <string.h>
 #include <time.h>
 
-json_t *ollama_error_json(const char *message)
-{
-    // api_error_json makes the message valid UTF-8 (it may quote request bytes); reuse it.
-    json_t *e = api_error_json(API_TYPE_INVALID_REQUEST, NULL, NULL, message);
-    json_t *msg = json_object_get(json_object_get(e, "error"), "message");
-    json_t *j = msg ? json_pack("{s:O}", "error", msg) : NULL;
-    json_decref(e);
-    return j;
-}
-
 void ollama_dumps_free(char *text)
 {
     json_free_t jfree = free;
@@ -40,13 +30,14 @@ void ollama_error(struct api_response *resp, int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    api_respond_json(resp, status, ollama_error_json(msg));
+    api_error_for(resp, API_FAMILY_OLLAMA, status, NULL, NULL, msg);
 }
 
 void ollama_fail_respond(const struct api_fail *f, struct api_response *resp)
 {
     int status = f->status ? f->status : 400;
-    api_respond_json(resp, status, ollama_error_json(f->message[0] ? f->message : "error"));
+    api_error_for(resp, API_FAMILY_OLLAMA, status, NULL, NULL,
+                  f->message[0] ? f->message : "error");
     if (status == 429 || status == 503) api_response_add_header(resp, "Retry-After", "1");
 }
 

@@ -1,4 +1,4 @@
-/* What every Ollama handler shares: the error object {"error": "…"}, model names (Ollama's
+/* What every Ollama handler shares: the error responses, model names (Ollama's
  * `name:tag` onto llamapi's model ids), timestamps and the model `details` object. */
 #ifndef API_OLLAMA_COMMON_H
 #define API_OLLAMA_COMMON_H
@@ -8,10 +8,6 @@
 #include "core/registry.h"
 
 #define OLLAMA_TIME_CAP 40 // "2026-12-02T00:30:15.123456789Z" and a NUL
-
-/* Ollama's error object {"error": message} (message made valid UTF-8). New reference or NULL
- * on allocation failure. */
-json_t *ollama_error_json(const char *message);
 
 /* Frees text from json_dumps / json_text_dumps with jansson's own deallocator (tests route
  * jansson through mem_). NULL is a no-op. */

@@ -140,7 +140,7 @@ static bool context_prompt(const struct ollama_call *c, const struct gen_fields 
     for (size_t i = skip; ok && i < p.ids.n_ids; i++)
         ok = tok_ids_push(out, p.ids.ids[i]) == ERR_OK ||
              api_failf(f, 500, NULL, NULL, "out of memory");
-    enum reasoning_format rf = reasoning_format_detect(d->chat_template_src);
+    enum reasoning_format rf = d->reasoning_format;
     *opens_reasoning = reasoning_prompt_opens(rf, p.text.data ? p.text.data : "", p.text.len);
     chat_prompt_deinit(&p);
     return ok;
@@ -181,8 +181,7 @@ static bool start_tokens(const struct api_ctx *ctx, struct ollama_call *c,
         ok = context_prompt(c, g, &ids, &opens, f);
     if (ok && (int64_t)ids.n_ids + 1 > d->n_ctx)
         ok = api_fail_context(f, "prompt", ids.n_ids, d->n_ctx);
-    enum reasoning_format rf =
-        is_templated ? reasoning_format_detect(d->chat_template_src) : REASONING_FORMAT_NONE;
+    enum reasoning_format rf = is_templated ? d->reasoning_format : REASONING_FORMAT_NONE;
     struct gen_options opt = {
         .stops = c->params.stops,
         .n_stops = c->params.n_stops,

@@ -65,7 +65,7 @@ static json_t *capabilities_json(const struct platform_model_desc *d)
     json_array_append_new(a, json_string("completion"));
     const char *src = d->chat_template_src;
     if (src && strstr(src, "tools")) json_array_append_new(a, json_string("tools"));
-    if (reasoning_format_detect(src) != REASONING_FORMAT_NONE)
+    if (d->reasoning_format != REASONING_FORMAT_NONE)
         json_array_append_new(a, json_string("thinking"));
     const struct tok_specials *sp = d->tokenizer ? tok_specials(d->tokenizer) : NULL;
     if (sp && sp->fim_pre != TOK_ID_NONE && sp->fim_suf != TOK_ID_NONE &&

@@ -3,6 +3,7 @@
  * -hf and hf:// paths), answered with Ollama's status lines; other names only when present. */
 #include "api/ollama/handlers.h"
 
+#include "api/errors.h"
 #include "api/ollama/common.h"
 #include "api/ollama/ndjson.h"
 #include "hub/hub.h"
@@ -79,7 +80,6 @@ static void on_progress(void *user, const struct hub_progress *p)
     mutex_unlock(&j->mu);
 }
 
-
 static void *pull_main(void *arg)
 {
     struct pull_job *j = arg;
@@ -136,7 +136,7 @@ static enum sse_status pull_produce(void *ctx, struct buf *out, int timeout_ms)
             ndjson_append(out, json_pack("{s:s}", "status", "verifying sha256 digest"));
             ndjson_append(out, json_pack("{s:s}", "status", "success"));
         } else {
-            ndjson_append(out, ollama_error_json(j->err.msg));
+            ndjson_append(out, api_error_ollama_json(j->err.msg));
         }
         st = SSE_END;
     }

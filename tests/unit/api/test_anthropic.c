@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "api/anthropic.h"
+#include "api/errors.h"
 #include "util/err.h"
 #include "util/mem.h"
 
@@ -216,14 +217,14 @@ static void test_stop_reasons_and_errors(void **state)
     assert_string_equal(anthropic_stop_reason("length", false), "max_tokens");
     assert_string_equal(anthropic_stop_reason("stop", true), "stop_sequence");
     assert_string_equal(anthropic_stop_reason("stop", false), "end_turn");
-    assert_string_equal(anthropic_error_type(400), "invalid_request_error");
-    assert_string_equal(anthropic_error_type(401), "authentication_error");
-    assert_string_equal(anthropic_error_type(404), "not_found_error");
-    assert_string_equal(anthropic_error_type(413), "request_too_large");
-    assert_string_equal(anthropic_error_type(429), "rate_limit_error");
-    assert_string_equal(anthropic_error_type(500), "api_error");
-    assert_string_equal(anthropic_error_type(503), "overloaded_error");
-    json_t *e = anthropic_error_json("not_found_error", "no model \xff here");
+    assert_string_equal(api_error_anthropic_type(400), "invalid_request_error");
+    assert_string_equal(api_error_anthropic_type(401), "authentication_error");
+    assert_string_equal(api_error_anthropic_type(404), "not_found_error");
+    assert_string_equal(api_error_anthropic_type(413), "request_too_large");
+    assert_string_equal(api_error_anthropic_type(429), "rate_limit_error");
+    assert_string_equal(api_error_anthropic_type(500), "api_error");
+    assert_string_equal(api_error_anthropic_type(503), "overloaded_error");
+    json_t *e = api_error_anthropic_json("not_found_error", "no model \xff here");
     assert_json_eq(e, "{\"type\":\"error\",\"error\":{\"type\":\"not_found_error\","
                       "\"message\":\"no model ? here\"}}");
     json_decref(e);

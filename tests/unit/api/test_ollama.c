@@ -9,6 +9,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "api/errors.h"
 #include "api/ollama/call.h"
 #include "api/ollama/common.h"
 #include "api/ollama/convert.h"
@@ -371,7 +372,7 @@ static void test_time_and_errors(void **state)
     assert_true(len >= 20 && len <= 30 && t[len - 1] == 'Z');
     const char *dot = strchr(t, '.');
     if (dot) assert_true(t[len - 2] != '0' && len - (size_t)(dot - t) - 2 <= 9);
-    json_t *e = ollama_error_json("model 'x' not found");
+    json_t *e = api_error_ollama_json("model 'x' not found");
     assert_json_eq(e, "{\"error\": \"model 'x' not found\"}");
     json_decref(e);
     struct api_response resp;

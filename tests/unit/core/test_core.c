@@ -475,6 +475,30 @@ static void test_alloc_failures_are_clean(void **state)
     }
 }
 
+/* The template's tool-call and reasoning formats are detected once, when the model loads, and
+ * kept in its description for every request to read; text that is not the template any more
+ * (changed after the load) is never looked at again. */
+static void test_template_formats_detected_at_load(void **state)
+{
+    (void)state;
+    char src[] = "{{ '<tool_call>' }}{% if thinking %}<think></think>{% endif %}";
+    fake.chat_template_src = src;
+    int actual;
+    struct model *m = load_model(1, 1, &actual);
+    memset(src, ' ', sizeof src - 1);
+    assert_int_equal(model_desc(m)->tool_format, TOOLCALL_FORMAT_HERMES);
+    assert_int_equal(model_desc(m)->reasoning_format, REASONING_FORMAT_THINK);
+    model_shutdown(m);
+    model_release(m);
+
+    fake.chat_template_src = NULL;
+    m = load_model(1, 1, &actual);
+    assert_int_equal(model_desc(m)->tool_format, TOOLCALL_FORMAT_GENERIC);
+    assert_int_equal(model_desc(m)->reasoning_format, REASONING_FORMAT_NONE);
+    model_shutdown(m);
+    model_release(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -494,6 +518,7 @@ int main(void)
         cmocka_unit_test_setup(test_routing_prefers_the_longest_cached_prefix, setup),
         cmocka_unit_test_setup(test_routing_spares_the_last_conversation, setup),
         cmocka_unit_test_setup(test_slot_states_name_the_busy_instance, setup),
+        cmocka_unit_test_setup(test_template_formats_detected_at_load, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

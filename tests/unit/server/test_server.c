@@ -1,5 +1,5 @@
-/* server/: route matching, API-key comparison, flag/environment parsing, JSON body checks,
- * and the OpenAI error shape. */
+/* server/: route matching and route families, API-key comparison, flag/environment parsing,
+ * JSON body checks, and the error shape of each API family. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -31,10 +31,10 @@ static void handler_b(const struct api_ctx *c, const struct api_request *r, stru
 }
 
 static const struct route sample[] = {
-    {"GET", "/v1/models", handler_a, ROUTE_BODY_NONE, false},
-    {"GET", "/v1/models/{id}", handler_b, ROUTE_BODY_NONE, false},
-    {"POST", "/v1/models/load", handler_a, ROUTE_BODY_JSON, false},
-    {"POST", "/v1/chat/completions", handler_a, ROUTE_BODY_JSON, false},
+    {"GET", "/v1/models", handler_a, ROUTE_BODY_NONE, false, API_FAMILY_OPENAI},
+    {"GET", "/v1/models/{id}", handler_b, ROUTE_BODY_NONE, false, API_FAMILY_OPENAI},
+    {"POST", "/v1/models/load", handler_a, ROUTE_BODY_JSON, false, API_FAMILY_OPENAI},
+    {"POST", "/v1/chat/completions", handler_a, ROUTE_BODY_JSON, false, API_FAMILY_OPENAI},
 };
 
 static void test_routes(void **state)
@@ -428,6 +428,79 @@ static void test_error_shape(void **state)
     json_decref(j);
 }
 
+/* Every route names its API family, and the families are where their APIs live. */
+static void test_server_table_families(void **state)
+{
+    (void)state;
+    size_t n;
+    const struct route *t = routes_table(&n);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_not_equal(t[i].family, API_FAMILY_NONE);
+        enum api_family want = API_FAMILY_OPENAI;
+        if (strncmp(t[i].pattern, "/v1/messages", 12) == 0) want = API_FAMILY_ANTHROPIC;
+        if (strncmp(t[i].pattern, "/api/", 5) == 0) want = API_FAMILY_OLLAMA;
+        assert_int_equal(t[i].family, want);
+    }
+    // A path no route matches takes the family of its neighbours, when they agree.
+    assert_int_equal(route_family(t, n, "/api/nothing"), API_FAMILY_OLLAMA);
+    assert_int_equal(route_family(t, n, "/api/"), API_FAMILY_OLLAMA);
+    assert_int_equal(route_family(t, n, "/v1/messages/x/y/"), API_FAMILY_ANTHROPIC);
+    assert_int_equal(route_family(t, n, "/v1/messagesx"), API_FAMILY_OPENAI);
+    assert_int_equal(route_family(t, n, "/v1/nope"), API_FAMILY_OPENAI);
+    assert_int_equal(route_family(t, n, "/api"), API_FAMILY_OPENAI);
+    assert_int_equal(route_family(t, n, "/nope"), API_FAMILY_OPENAI);
+    assert_int_equal(route_family(t, n, ""), API_FAMILY_OPENAI);
+}
+
+/* The body api_error_for gives status on path's family, parsed. */
+static json_t *server_error_body(const char *path, int status, const char *type, const char *code)
+{
+    size_t n;
+    const struct route *t = routes_table(&n);
+    struct api_response resp = {0};
+    api_error_for(&resp, route_family(t, n, path), status, type, code, "went \xff wrong");
+    assert_int_equal(resp.status, status);
+    json_t *j = json_loadb(resp.body.data, resp.body.len, 0, NULL);
+    buf_deinit(&resp.body);
+    assert_non_null(j);
+    return j;
+}
+
+/* The errors the server raises before a handler (401, 404, 405, 413, 503) and after one take
+ * the shape of the route's family. */
+static void test_error_shape_per_family(void **state)
+{
+    (void)state;
+    static const int statuses[] = {400, 401, 404, 405, 413, 500, 503};
+    static const char *anthropic_types[] = {"invalid_request_error", "authentication_error",
+                                            "not_found_error",       "invalid_request_error",
+                                            "request_too_large",     "api_error",
+                                            "overloaded_error"};
+    for (size_t i = 0; i < sizeof statuses / sizeof statuses[0]; i++) {
+        json_t *j = server_error_body("/v1/chat/completions", statuses[i], "some_type", "a_code");
+        json_t *e = json_object_get(j, "error");
+        assert_string_equal(json_string_value(json_object_get(e, "type")), "some_type");
+        assert_string_equal(json_string_value(json_object_get(e, "code")), "a_code");
+        assert_string_equal(json_string_value(json_object_get(e, "message")), "went ? wrong");
+        assert_true(json_is_null(json_object_get(e, "param")));
+        json_decref(j);
+
+        j = server_error_body("/v1/messages", statuses[i], "some_type", "a_code");
+        assert_int_equal(json_object_size(j), 2);
+        assert_string_equal(json_string_value(json_object_get(j, "type")), "error");
+        e = json_object_get(j, "error");
+        assert_int_equal(json_object_size(e), 2);
+        assert_string_equal(json_string_value(json_object_get(e, "type")), anthropic_types[i]);
+        assert_string_equal(json_string_value(json_object_get(e, "message")), "went ? wrong");
+        json_decref(j);
+
+        j = server_error_body("/api/chat", statuses[i], "some_type", "a_code");
+        assert_int_equal(json_object_size(j), 1);
+        assert_string_equal(json_string_value(json_object_get(j, "error")), "went ? wrong");
+        json_decref(j);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -442,6 +515,8 @@ int main(void)
         cmocka_unit_test(test_config_environment_and_key_file),
         cmocka_unit_test(test_json_body),
         cmocka_unit_test(test_error_shape),
+        cmocka_unit_test(test_server_table_families),
+        cmocka_unit_test(test_error_shape_per_family),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -61,6 +61,7 @@ static void fake_describe(const struct platform_model *m, struct platform_model_
     out->kind = MODEL_KIND_CHAT;
     out->n_ctx = 128;
     out->instance_bytes = fake.instance_bytes;
+    out->chat_template_src = fake.chat_template_src;
 }
 
 static int fake_add(struct platform_model *m, int instance, struct errmsg *err)

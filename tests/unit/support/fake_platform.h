@@ -8,9 +8,10 @@ extern const struct platform fake_platform;
 
 /* Behaviour knobs and observations (single test thread unless a test says otherwise). */
 struct fake_state {
-    int fail_load;           // load returns ERR_FORMAT
-    int max_instances;       // add_instance fails beyond this many live instances
-    uint64_t instance_bytes; // reported by describe
+    int fail_load;                 // load returns ERR_FORMAT
+    int max_instances;             // add_instance fails beyond this many live instances
+    uint64_t instance_bytes;       // reported by describe
+    const char *chat_template_src; // reported by describe (borrowed; NULL: no template)
     int live_instances;
     int n_loaded, n_unloaded;
     struct request *running[64]; // submitted and not yet completed, by instance
