@@ -5,6 +5,9 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include "engine/x86/ssm_x86.h"
 #endif
+#if defined(__aarch64__)
+#include "engine/arm/ssm_neon.h"
+#endif
 
 #include <math.h>
 #include <string.h>
@@ -92,12 +95,26 @@ static const struct ssm_kernels kernels_avx2 = {
 };
 #endif
 
+#if defined(__aarch64__)
+static const struct ssm_kernels kernels_neon = {
+    .delta_step = ssm_delta_step_neon,
+    .ssd_step = ssm_ssd_step_neon,
+};
+#endif
+
 static const struct ssm_kernels *kernels_sel = &kernels_ref;
 
 #if defined(__x86_64__) || defined(__i386__)
 const struct ssm_kernels *ssm_avx2_kernels(void)
 {
     return &kernels_avx2;
+}
+#endif
+
+#if defined(__aarch64__)
+const struct ssm_kernels *ssm_neon_kernels(void)
+{
+    return &kernels_neon;
 }
 #endif
 
