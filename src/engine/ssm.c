@@ -93,6 +93,11 @@ static const struct ssm_kernels kernels_avx2 = {
     .delta_step = ssm_delta_step_avx2,
     .ssd_step = ssm_ssd_step_avx2,
 };
+
+static const struct ssm_kernels kernels_avx512 = {
+    .delta_step = ssm_delta_step_avx512,
+    .ssd_step = ssm_ssd_step_avx512,
+};
 #endif
 
 #if defined(__aarch64__)
@@ -108,6 +113,11 @@ static const struct ssm_kernels *kernels_sel = &kernels_ref;
 const struct ssm_kernels *ssm_avx2_kernels(void)
 {
     return &kernels_avx2;
+}
+
+const struct ssm_kernels *ssm_avx512_kernels(void)
+{
+    return &kernels_avx512;
 }
 #endif
 

@@ -1,6 +1,6 @@
 /* engine/ssm: the recurrent kernels. The causal conv against a direct evaluation; the L2 norm's
  * result has unit length; the delta rule and the Mamba-2 scan against a double-precision model
- * of their definitions; every variant the machine runs (AVX2, NEON) against the scalar
+ * of their definitions; every variant the machine runs (AVX2, AVX-512, NEON) against the scalar
  * references on random shapes, over several tokens of state, within a float tolerance (their
  * dots sum in other orders), and bit for bit against a portable model of the order its file
  * states; and that kernels_init installs the set the environment allows. */
@@ -136,18 +136,20 @@ static double max_rel(const float *a, const float *b, size_t n)
 /* A set's summation order, for the portable model below: accumulators of `lanes` floats, four
  * of them over each step of 4 * lanes elements. */
 struct lane_order {
-    int lanes;           // 8 (AVX2) or 4 (NEON)
-    bool is_tail_double; // the delta rule's remaining products added in double (AVX2)
+    int lanes;            // 16 (AVX-512), 8 (AVX2) or 4 (NEON)
+    bool is_tail_double;  // the delta rule's remaining products added in double (AVX2)
+    bool is_last_strided; // the last four lanes added (l0 + l2) + (l1 + l3) (AVX-512)
 };
 
 /* dot(a, b) in that order: per lane a fused chain, the four accumulators added (0 + 2) +
  * (1 + 3), upper half of the lanes onto the lower until four remain, then (l0 + l1) +
- * (l2 + l3); the rest one by one. What the SIMD files state, written out lane by lane. */
+ * (l2 + l3) or (l0 + l2) + (l1 + l3); the rest one by one. What the SIMD files state,
+ * written out lane by lane. */
 static float dot_model(struct lane_order o, bool is_tail_double, int n, const float *a,
                        const float *b)
 {
     const int step = 4 * o.lanes, np = n & ~(step - 1);
-    float acc[4][8] = {{0}}, t[8];
+    float acc[4][16] = {{0}}, t[16];
     for (int i = 0; i < np; i += step)
         for (int j = 0; j < 4; j++)
             for (int l = 0; l < o.lanes; l++)
@@ -157,7 +159,8 @@ static float dot_model(struct lane_order o, bool is_tail_double, int n, const fl
     for (int w = o.lanes / 2; w >= 4; w /= 2)
         for (int l = 0; l < w; l++)
             t[l] += t[l + w];
-    const float red = (t[0] + t[1]) + (t[2] + t[3]);
+    const float red =
+        o.is_last_strided ? (t[0] + t[2]) + (t[1] + t[3]) : (t[0] + t[1]) + (t[2] + t[3]);
     if (is_tail_double) {
         double sum = red;
         for (int i = np; i < n; i++)
@@ -199,8 +202,8 @@ static void ssd_model(struct lane_order o, int head_dim, int n, float *state, co
 }
 
 /* Shapes for the set comparisons: tails alone, whole NEON steps with and without whole AVX2
- * steps, Qwen3.5's and Mamba-2's 128, and the widest head. */
-static const int sizes[] = {8, 16, 40, 48, 64, 100, 128, 130, 256};
+ * or AVX-512 steps, Qwen3.5's and Mamba-2's 128, and the widest head. */
+static const int sizes[] = {8, 16, 40, 48, 64, 96, 100, 128, 130, 200, 256};
 
 /* Runs set against the references over a few tokens, state and outputs within a float
  * tolerance (the dots of n products sum in other orders: a few ulps of the largest output),
@@ -260,6 +263,12 @@ static void test_variants(void **state)
         check_set(ssm_avx2_kernels(), &(struct lane_order){.lanes = 8, .is_tail_double = true});
         n_run++;
     }
+    if (hw.has_avx512) {
+        check_set(ssm_avx512_kernels(), &(struct lane_order){.lanes = 16, .is_last_strided = true});
+        n_run++;
+    } else {
+        printf("skip: no AVX-512 here, its scans not checked\n");
+    }
 #elif defined(__aarch64__)
     assert_true(hw.has_neon); // every ARMv8-A core: the NEON set must run, not skip
     check_set(ssm_neon_kernels(), &(struct lane_order){.lanes = 4, .is_tail_double = false});
@@ -281,6 +290,7 @@ static void test_selected(void **state)
     const struct ssm_kernels *want = ssm_ref_kernels();
 #if defined(__x86_64__) || defined(__i386__)
     if (use.has_avx2) want = ssm_avx2_kernels();
+    if (use.has_avx512) want = ssm_avx512_kernels();
 #elif defined(__aarch64__)
     if (use.has_neon) want = ssm_neon_kernels();
 #endif
