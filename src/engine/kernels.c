@@ -88,9 +88,14 @@ static void select_sampler(const struct cpufeat_caps *use)
 static void select_ssm(const struct cpufeat_caps *use)
 {
 #if defined(__x86_64__) || defined(__i386__)
-    if (use->has_avx2) ssm_select(ssm_avx2_kernels()); // AVX-512 runs the AVX2 scans too
+    if (use->has_avx512)
+        ssm_select(ssm_avx512_kernels());
+    else if (use->has_avx2)
+        ssm_select(ssm_avx2_kernels());
+#elif defined(__aarch64__)
+    if (use->has_neon) ssm_select(ssm_neon_kernels()); // dotprod and i8mm add nothing here
 #else
-    (void)use; // no NEON scans yet: the references stay
+    (void)use;
 #endif
 }
 

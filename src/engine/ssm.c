@@ -5,6 +5,9 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include "engine/x86/ssm_x86.h"
 #endif
+#if defined(__aarch64__)
+#include "engine/arm/ssm_neon.h"
+#endif
 
 #include <math.h>
 #include <string.h>
@@ -90,6 +93,18 @@ static const struct ssm_kernels kernels_avx2 = {
     .delta_step = ssm_delta_step_avx2,
     .ssd_step = ssm_ssd_step_avx2,
 };
+
+static const struct ssm_kernels kernels_avx512 = {
+    .delta_step = ssm_delta_step_avx512,
+    .ssd_step = ssm_ssd_step_avx512,
+};
+#endif
+
+#if defined(__aarch64__)
+static const struct ssm_kernels kernels_neon = {
+    .delta_step = ssm_delta_step_neon,
+    .ssd_step = ssm_ssd_step_neon,
+};
 #endif
 
 static const struct ssm_kernels *kernels_sel = &kernels_ref;
@@ -98,6 +113,18 @@ static const struct ssm_kernels *kernels_sel = &kernels_ref;
 const struct ssm_kernels *ssm_avx2_kernels(void)
 {
     return &kernels_avx2;
+}
+
+const struct ssm_kernels *ssm_avx512_kernels(void)
+{
+    return &kernels_avx512;
+}
+#endif
+
+#if defined(__aarch64__)
+const struct ssm_kernels *ssm_neon_kernels(void)
+{
+    return &kernels_neon;
 }
 #endif
 

@@ -2,9 +2,9 @@
  * per-sequence tail of past inputs (LFM2's gated short-conv blocks, and the conv in front of
  * Mamba-2 and Gated DeltaNet scans), the gated delta rule and the Mamba-2 scan. One token at a
  * time, so a token's result is the same however its sequence was chunked or batched. Scalar
- * references here; the two scans, where the time goes, also have AVX2 variants
- * (x86/ssm_avx2.c), installed once per process by kernels_init (engine/kernels.c) like every
- * other kernel table. Not the layers' projections (ordinary weight products,
+ * references here; the two scans, where the time goes, also have AVX2, AVX-512 and NEON
+ * variants (x86/ssm_avx2.c, x86/ssm_avx512.c, arm/ssm_neon.c), installed once per process by kernels_init
+ * (engine/kernels.c) like every other kernel table. Not the layers' projections (ordinary weight products,
  * model_forward.c). */
 #ifndef ENGINE_SSM_H
 #define ENGINE_SSM_H
@@ -58,8 +58,16 @@ struct ssm_kernels {
 void ssm_select(const struct ssm_kernels *k);
 
 #if defined(__x86_64__) || defined(__i386__)
-/* The AVX2 scans (the AVX-512 set uses them too). Cannot fail. */
+/* The AVX2 scans, in the reference's AVX2 summation order. Cannot fail. */
 const struct ssm_kernels *ssm_avx2_kernels(void);
+
+/* The AVX-512 scans, in the reference's AVX-512 summation order. Cannot fail. */
+const struct ssm_kernels *ssm_avx512_kernels(void);
+#endif
+
+#if defined(__aarch64__)
+/* The NEON scans, in the reference's ARM summation order. Cannot fail. */
+const struct ssm_kernels *ssm_neon_kernels(void);
 #endif
 
 /* The selected set (the references before kernels_init). Cannot fail. */

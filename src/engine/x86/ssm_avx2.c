@@ -22,43 +22,49 @@ static float reduce4(__m256 s0, __m256 s1, __m256 s2, __m256 s3)
     return _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
 }
 
-/* dot(a, b) in the reference's float-dot order. */
-static float dot(int n, const float *a, const float *b)
+/* Decays the row and returns its dot with k in the float-dot order: one pass where the reference
+ * makes two (the products read the decayed values, as they would from memory). */
+static float decay_dot(int n, float *row, const float *k, float decay)
 {
     const int np = n & ~(STEP - 1);
+    const __m256 vd = _mm256_set1_ps(decay);
     __m256 s[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                    _mm256_setzero_ps()};
     for (int i = 0; i < np; i += STEP)
-        for (int j = 0; j < 4; j++)
-            s[j] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * j), _mm256_loadu_ps(b + i + 8 * j),
-                                   s[j]);
+        for (int j = 0; j < 4; j++) {
+            const __m256 r = _mm256_mul_ps(_mm256_loadu_ps(row + i + 8 * j), vd);
+            _mm256_storeu_ps(row + i + 8 * j, r);
+            s[j] = _mm256_fmadd_ps(r, _mm256_loadu_ps(k + i + 8 * j), s[j]);
+        }
     double sum = reduce4(s[0], s[1], s[2], s[3]);
-    for (int i = np; i < n; i++)
-        sum += (double)(a[i] * b[i]);
+    for (int i = np; i < n; i++) {
+        row[i] *= decay;
+        sum += (double)(row[i] * k[i]);
+    }
     return (float)sum;
 }
 
-/* row[i] *= decay. */
-static void scale(int n, float *row, float decay)
+/* row += k * d (fused), then returns the updated row's dot with q in the float-dot order;
+ * one pass, as above. */
+static float mad_dot(int n, float *row, const float *k, float d, const float *q)
 {
-    const __m256 vd = _mm256_set1_ps(decay);
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(row + i, _mm256_mul_ps(_mm256_loadu_ps(row + i), vd));
-    for (; i < n; i++)
-        row[i] *= decay;
-}
-
-/* row[i] += k[i] * d, fused. */
-static void mad(int n, float *row, const float *k, float d)
-{
+    const int np = n & ~(STEP - 1);
     const __m256 vd = _mm256_set1_ps(d);
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(row + i,
-                         _mm256_fmadd_ps(_mm256_loadu_ps(k + i), vd, _mm256_loadu_ps(row + i)));
-    for (; i < n; i++)
+    __m256 s[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
+    for (int i = 0; i < np; i += STEP)
+        for (int j = 0; j < 4; j++) {
+            const int o = i + 8 * j;
+            const __m256 r = _mm256_fmadd_ps(_mm256_loadu_ps(k + o), vd, _mm256_loadu_ps(row + o));
+            _mm256_storeu_ps(row + o, r);
+            s[j] = _mm256_fmadd_ps(r, _mm256_loadu_ps(q + o), s[j]);
+        }
+    double sum = reduce4(s[0], s[1], s[2], s[3]);
+    for (int i = np; i < n; i++) {
         row[i] = fmaf(k[i], d, row[i]);
+        sum += (double)(row[i] * q[i]);
+    }
+    return (float)sum;
 }
 
 void ssm_delta_step_avx2(int n, float *state, const float *q, const float *k, const float *v,
@@ -66,10 +72,8 @@ void ssm_delta_step_avx2(int n, float *state, const float *q, const float *k, co
 {
     for (int j = 0; j < n; j++) { // row by row, as in ssm_delta_step_ref
         float *row = state + (size_t)j * (size_t)n;
-        scale(n, row, decay);
-        const float d = (v[j] - dot(n, row, k)) * beta;
-        mad(n, row, k, d);
-        out[j] = dot(n, row, q) * scale_out;
+        const float d = (v[j] - decay_dot(n, row, k, decay)) * beta;
+        out[j] = mad_dot(n, row, k, d, q) * scale_out;
     }
 }
 
