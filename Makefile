@@ -85,7 +85,10 @@ FAKE_SRC  := $(wildcard tests/fakes/fake_*.c)
 FAKE_LIBS := $(FAKE_SRC:tests/fakes/fake_%.c=$(O)/fakes/lib%_fake.so) \
              $(if $(filter tests/fakes/fake_rkllm.c,$(FAKE_SRC)),$(O)/fakes/librkllm_fake_1_2.so $(O)/fakes/librkllm_fake_1_2_0.so)
 
-.SECONDARY:
+# Objects stay after a build (bench, fuzz and tool objects are intermediate otherwise), and
+# a missing one is rebuilt: a bare .SECONDARY made every target secondary, so a new source
+# file was never compiled while the library was newer than it.
+.PRECIOUS: $(O)/%.o
 .PHONY: test-aarch64 test-after-deps fuzz fuzzers demo-model all fakes lib tests tools benches test unit asan tsan run clean format format-check deps \
         e2e bench check-headers check-layers compat deb
 all: $(SERVER) $(CLI) $(TOOL_BIN) $(FAKE_LIBS)
