@@ -5,6 +5,7 @@
 #ifndef ENGINE_QUANTS_BLOCKS_H
 #define ENGINE_QUANTS_BLOCKS_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -106,6 +107,11 @@ _Static_assert(sizeof(struct block_q4_K) == 144, "q4_K layout");
 _Static_assert(sizeof(struct block_q5_K) == 176, "q5_K layout");
 _Static_assert(sizeof(struct block_q6_K) == 210, "q6_K layout");
 _Static_assert(sizeof(struct block_q8_K) == 292, "q8_K layout");
+// Kernels that read Q4_1 and Q5_1 (and Q4_K and Q5_K) alike rely on their shared header.
+_Static_assert(offsetof(struct block_q4_1, m) == offsetof(struct block_q5_1, m), "q4_1/q5_1 min");
+_Static_assert(offsetof(struct block_q4_K, dmin) == offsetof(struct block_q5_K, dmin) &&
+                   offsetof(struct block_q4_K, scales) == offsetof(struct block_q5_K, scales),
+               "q4_K/q5_K header");
 
 static inline float bits_to_f32(uint32_t u)
 {

@@ -3,7 +3,7 @@
  * Q8_0_S activation format those tiles take. Portable C: the layout is data, only its consumers are SIMD. */
 #include "engine/quants/quants_repack.h"
 #include "engine/quants/blocks.h"
-#include "engine/quants/quants.h"
+#include "engine/quants/quant_types.h"
 #include "engine/quants/quants_ref.h"
 #include "util/err.h"
 

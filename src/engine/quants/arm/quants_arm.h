@@ -8,7 +8,7 @@
 #ifndef ENGINE_QUANTS_ARM_QUANTS_ARM_H
 #define ENGINE_QUANTS_ARM_QUANTS_ARM_H
 
-#include "engine/quants/quants.h"
+#include "engine/quants/quant_types.h"
 
 #include <stdint.h>
 

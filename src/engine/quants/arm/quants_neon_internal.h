@@ -5,7 +5,7 @@
 #define ENGINE_QUANTS_ARM_QUANTS_NEON_INTERNAL_H
 
 #include "engine/quants/blocks.h"
-#include "engine/quants/quants.h"
+#include "engine/quants/quant_types.h"
 
 #include <arm_neon.h>
 #include <stdint.h>

@@ -3,7 +3,7 @@
 #ifndef ENGINE_QUANTS_X86_QUANTS_AVX2_INTERNAL_H
 #define ENGINE_QUANTS_X86_QUANTS_AVX2_INTERNAL_H
 
-#include "engine/quants/quants.h"
+#include "engine/quants/quant_types.h"
 
 #include <immintrin.h>
 #include <stdint.h>

@@ -74,7 +74,7 @@ INLINE_ALWAYS void kprep(int type, const uint8_t *blk, struct ksb *k)
     }
     case QUANT_Q4_K:
     case QUANT_Q5_K: {
-        const uint8_t *scales = blk + 4; // same header for both
+        const uint8_t *scales = blk + offsetof(struct block_q4_K, scales); // same header for both
         for (int j = 0; j < 8; j++) {
             uint8_t sc, m;
             k4_scale_min(j, scales, &sc, &m);
@@ -83,7 +83,7 @@ INLINE_ALWAYS void kprep(int type, const uint8_t *blk, struct ksb *k)
         }
         k->corr = dup_pairs(c);
         k->d = load_half(blk);
-        k->corr_d = load_half(blk + 2);
+        k->corr_d = load_half(blk + offsetof(struct block_q4_K, dmin));
         break;
     }
     default: { // QUANT_Q6_K
@@ -124,24 +124,29 @@ INLINE_ALWAYS void kchunk(int type, const struct ksb *k, int kc, __m256i *q, __m
     const int n = kc / 4, s = kc % 4; // for the 128-element halves of Q2_K, Q3_K, Q6_K
     switch (type) {
     case QUANT_Q2_K:
-        *q = shift_and(load32(k->blk + 16 + 32 * n), 2 * s, 3);
+        *q = shift_and(load32(k->blk + offsetof(struct block_q2_K, qs) + 32 * n), 2 * s, 3);
         break;
     case QUANT_Q3_K: {
-        __m256i lo = shift_and(load32(k->blk + 32 + 32 * n), 2 * s, 3);
-        *q = _mm256_or_si256(lo, bit_as(load32(k->blk), 4 * n + s, 4));
+        const size_t qs = offsetof(struct block_q3_K, qs),
+                     hmask = offsetof(struct block_q3_K, hmask);
+        __m256i lo = shift_and(load32(k->blk + qs + 32 * n), 2 * s, 3);
+        *q = _mm256_or_si256(lo, bit_as(load32(k->blk + hmask), 4 * n + s, 4));
         break;
     }
     case QUANT_Q4_K:
-        *q = shift_and(load32(k->blk + 16 + 32 * (kc / 2)), 4 * (kc % 2), 0xf);
+        *q = shift_and(load32(k->blk + offsetof(struct block_q4_K, qs) + 32 * (kc / 2)),
+                       4 * (kc % 2), 0xf);
         break;
     case QUANT_Q5_K: {
-        __m256i lo = shift_and(load32(k->blk + 48 + 32 * (kc / 2)), 4 * (kc % 2), 0xf);
-        *q = _mm256_or_si256(lo, bit_as(load32(k->blk + 16), kc, 16));
+        const size_t qs = offsetof(struct block_q5_K, qs), qh = offsetof(struct block_q5_K, qh);
+        __m256i lo = shift_and(load32(k->blk + qs + 32 * (kc / 2)), 4 * (kc % 2), 0xf);
+        *q = _mm256_or_si256(lo, bit_as(load32(k->blk + qh), kc, 16));
         break;
     }
     default: { // Q6_K
-        __m256i lo = shift_and(load32(k->blk + 64 * n + 32 * (s & 1)), s < 2 ? 0 : 4, 0xf);
-        __m256i hi = shift_and(load32(k->blk + 128 + 32 * n), 2 * s, 3);
+        const size_t ql = offsetof(struct block_q6_K, ql), qh = offsetof(struct block_q6_K, qh);
+        __m256i lo = shift_and(load32(k->blk + ql + 64 * n + 32 * (s & 1)), s < 2 ? 0 : 4, 0xf);
+        __m256i hi = shift_and(load32(k->blk + qh + 32 * n), 2 * s, 3);
         *q = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
         break;
     }
@@ -193,7 +198,7 @@ INLINE_ALWAYS void tile_k(int type, const struct quant_tile *t, int NR, int NC)
             const uint8_t *ablk = y + c * t->y_stride + (size_t)b * asz;
             float dy;
             memcpy(&dy, ablk, 4);
-            __m256i bsums = load32(ablk + 260);
+            __m256i bsums = load32(ablk + offsetof(struct block_q8_K, bsums));
             for (int r = 0; r < NR; r++) {
                 __m256 corr = _mm256_cvtepi32_ps(_mm256_madd_epi16(bsums, k[r].corr));
                 acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[r][c]),

@@ -87,15 +87,19 @@ INLINE_ALWAYS __m256i block_uquants(int type, const uint8_t *blk)
     uint32_t qh;
     switch (type) {
     case QUANT_Q4_1:
-        return nibbles_32(blk + 4);
-    case QUANT_Q5_0:
-        memcpy(&qh, blk + 2, 4);
-        return _mm256_or_si256(nibbles_32(blk + 6),
+        return nibbles_32(((const struct block_q4_1 *)blk)->qs);
+    case QUANT_Q5_0: {
+        const struct block_q5_0 *b = (const struct block_q5_0 *)blk;
+        memcpy(&qh, b->qh, 4);
+        return _mm256_or_si256(nibbles_32(b->qs),
                                _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10)));
-    default: // QUANT_Q5_1
-        memcpy(&qh, blk + 4, 4);
-        return _mm256_or_si256(nibbles_32(blk + 8),
+    }
+    default: { // QUANT_Q5_1
+        const struct block_q5_1 *b = (const struct block_q5_1 *)blk;
+        memcpy(&qh, b->qh, 4);
+        return _mm256_or_si256(nibbles_32(b->qs),
                                _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10)));
+    }
     }
 }
 
@@ -139,8 +143,8 @@ INLINE_ALWAYS void tile_q32p(int type, const struct quant_tile *t, int NR, int N
             }
             q[p] = pair_i(block_uquants(type, b0), block_uquants(type, b1));
             dx[p] = pair_f(load_half(b0), load_half(b1));
-            mx[r0] = is_min ? load_half(b0 + 2) : 0.0f;
-            mx[r1] = is_min ? load_half(b1 + 2) : 0.0f;
+            mx[r0] = is_min ? load_half(b0 + offsetof(struct block_q4_1, m)) : 0.0f;
+            mx[r1] = is_min ? load_half(b1 + offsetof(struct block_q4_1, m)) : 0.0f;
         }
         for (int c = 0; c < NC; c++) {
             const uint8_t *ablk = y + c * t->y_stride + (size_t)b * asz;
@@ -209,13 +213,13 @@ INLINE_ALWAYS void kprep(int type, const uint8_t *blk, struct ksb *k)
     } else { // QUANT_Q5_K
         for (int j = 0; j < 8; j++) {
             uint8_t sc, m;
-            k4_scale_min(j, blk + 4, &sc, &m);
+            k4_scale_min(j, blk + offsetof(struct block_q5_K, scales), &sc, &m);
             k->sc[j] = sc;
             c[2 * j] = c[2 * j + 1] = m; // one min per 32 elements, for both bsums
         }
         k->corr = _mm256_loadu_si256((const __m256i *)c);
         k->d = load_half(blk);
-        k->corr_d = load_half(blk + 2);
+        k->corr_d = load_half(blk + offsetof(struct block_q5_K, dmin));
     }
 }
 
@@ -244,11 +248,14 @@ INLINE_ALWAYS void kchunk(int type, const struct ksb *k, int kc, __m256i *q, __m
 {
     const int n = kc / 4, s = kc % 4; // for the 128-element halves of Q3_K
     if (type == QUANT_Q3_K) {
-        const __m256i lo = shift_and(load32(k->blk + 32 + 32 * n), 2 * s, 3);
-        *q = _mm256_or_si256(lo, bit_as(load32(k->blk), 4 * n + s, 4));
+        const size_t qs = offsetof(struct block_q3_K, qs),
+                     hmask = offsetof(struct block_q3_K, hmask);
+        const __m256i lo = shift_and(load32(k->blk + qs + 32 * n), 2 * s, 3);
+        *q = _mm256_or_si256(lo, bit_as(load32(k->blk + hmask), 4 * n + s, 4));
     } else { // QUANT_Q5_K
-        const __m256i lo = shift_and(load32(k->blk + 48 + 32 * (kc / 2)), 4 * (kc % 2), 0xf);
-        *q = _mm256_or_si256(lo, bit_as(load32(k->blk + 16), kc, 16));
+        const size_t qs = offsetof(struct block_q5_K, qs), qh = offsetof(struct block_q5_K, qh);
+        const __m256i lo = shift_and(load32(k->blk + qs + 32 * (kc / 2)), 4 * (kc % 2), 0xf);
+        *q = _mm256_or_si256(lo, bit_as(load32(k->blk + qh), kc, 16));
     }
     if (type == QUANT_Q5_K)
         *scale = _mm256_set1_epi16(k->sc[kc]);
@@ -303,7 +310,7 @@ INLINE_ALWAYS void tile_kp(int type, const struct quant_tile *t, int NR, int NC)
             const uint8_t *ablk = y + c * t->y_stride + (size_t)b * asz;
             float dy;
             memcpy(&dy, ablk, 4);
-            const __m512i bsums = bcast_256(ablk + 260);
+            const __m512i bsums = bcast_256(ablk + offsetof(struct block_q8_K, bsums));
             for (int p = 0; p < NP; p++) {
                 const struct ksb *k0 = &k[2 * p], *k1 = &k[2 * p + 1 < NR ? 2 * p + 1 : 2 * p];
                 const __m512 corr =

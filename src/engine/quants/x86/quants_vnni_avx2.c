@@ -19,23 +19,26 @@ INLINE_ALWAYS __m256i block_quants_u(int type, const uint8_t *blk)
 {
     switch (type) {
     case QUANT_Q8_0:
-        return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 2)),
-                                _mm256_set1_epi8((char)0x80));
+        return _mm256_xor_si256(
+            _mm256_loadu_si256((const __m256i *)((const struct block_q8_0 *)blk)->qs),
+            _mm256_set1_epi8((char)0x80));
     case QUANT_Q4_0:
-        return nibbles_32(blk + 2);
+        return nibbles_32(((const struct block_q4_0 *)blk)->qs);
     case QUANT_Q4_1:
-        return nibbles_32(blk + 4);
+        return nibbles_32(((const struct block_q4_1 *)blk)->qs);
     case QUANT_Q5_0: {
+        const struct block_q5_0 *b = (const struct block_q5_0 *)blk;
         uint32_t qh;
-        memcpy(&qh, blk + 2, 4);
+        memcpy(&qh, b->qh, 4);
         __m256i hi = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10));
-        return _mm256_or_si256(nibbles_32(blk + 6), hi);
+        return _mm256_or_si256(nibbles_32(b->qs), hi);
     }
     default: { // QUANT_Q5_1
+        const struct block_q5_1 *b = (const struct block_q5_1 *)blk;
         uint32_t qh;
-        memcpy(&qh, blk + 4, 4);
+        memcpy(&qh, b->qh, 4);
         __m256i hi = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10));
-        return _mm256_or_si256(nibbles_32(blk + 8), hi);
+        return _mm256_or_si256(nibbles_32(b->qs), hi);
     }
     }
 }
@@ -97,7 +100,7 @@ INLINE_ALWAYS void tile_q32_vnni(int type, const struct quant_tile *t, int NR, i
                 _mm_prefetch((const char *)blk + PF_TILES * NR * t->x_stride, _MM_HINT_T0);
             q[r] = block_quants_u(type, blk);
             dx[r] = _mm256_set1_ps(load_half(blk));
-            mx[r] = has_min ? load_half(blk + 2) : 0.0f;
+            mx[r] = has_min ? load_half(blk + offsetof(struct block_q4_1, m)) : 0.0f;
         }
         for (int c = 0; c < NC; c++) {
             const uint8_t *ablk = y + c * t->y_stride + (size_t)b * asz;
@@ -144,7 +147,7 @@ INLINE_ALWAYS void tile_q32_vnni_blocks(int type, const struct quant_tile *t, in
         const __m128 dx = load_half4(blks);
         for (int c = 0; c < NC; c++) {
             const uint8_t *ablk = y + c * t->y_stride + (size_t)b * sizeof(struct block_q8_0);
-            __m256i qy = _mm256_loadu_si256((const __m256i *)(ablk + 2));
+            __m256i qy = _mm256_loadu_si256((const __m256i *)((const struct block_q8_0 *)ablk)->qs);
             __m256i start = _mm256_setzero_si256();
             if (quant_offset(type) != 0)
                 start = _mm256_sub_epi32(start, _mm256_dpbusd_avx_epi32(start, offset, qy));

@@ -11,7 +11,7 @@
 #ifndef ENGINE_QUANTS_X86_QUANTS_X86_H
 #define ENGINE_QUANTS_X86_QUANTS_X86_H
 
-#include "engine/quants/quants.h"
+#include "engine/quants/quant_types.h"
 
 #include <stdint.h>
 
