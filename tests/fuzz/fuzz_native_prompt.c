@@ -26,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
     json_error_t jerr;
     json_t *j = json_loadb((const char *)data + 1, len - 1, JSON_DECODE_ANY, &jerr);
     if (!j) return 0;
-    struct native_tokenizer t = {encode, NULL, 300};
+    struct native_tokenizer t = {.encode = encode, .ctx = NULL, .n_vocab = 300};
     struct api_fail f = {0};
     if (data[0] & 1) {
         struct gen_params *g = mem_calloc(1, sizeof *g);
