@@ -28,12 +28,6 @@ static float sigmoid(float x)
     return 1.0f / (1.0f + expf(-x));
 }
 
-/* log(1 + e^x), linear above 20 as the reference cuts it. */
-static float softplus(float x)
-{
-    return x > 20.0f ? x : logf(1.0f + expf(x));
-}
-
 /* Step: the conv over this thread's channels, token by token (each sequence's tail advances
  * one token at a time), plus the bias if any, then SiLU, into recr_conv. */
 static void job_conv_silu(void *arg, int ith, int nth)
@@ -72,7 +66,7 @@ static void delta_head(const struct fwd *f, int t, int h, float *state)
     ssm_l2norm_ref(n, conv + (size_t)hk * n, m->norm_eps, q);
     ssm_l2norm_ref(n, conv + key_dim + (size_t)hk * n, m->norm_eps, k);
     const float *v = conv + 2 * key_dim + (size_t)h * n;
-    const float decay = expf(softplus(alpha[h] + L->ssm_dt[h]) * L->ssm_a[h]);
+    const float decay = expf(model_recr_softplus(alpha[h] + L->ssm_dt[h]) * L->ssm_a[h]);
     float *y = m->sc.recr_y + (size_t)t * (size_t)m->recr_out_dim + (size_t)h * n;
     ssm_get()->delta_step(n, state, q, k, v, decay, sigmoid(beta[h]), 1.0f / sqrtf((float)n), y);
     ops_get()->rmsnorm(n, y, y, L->ssm_norm, m->norm_eps);
@@ -153,21 +147,6 @@ void model_gdn_gate_output(struct threadpool *tp, struct fwd *f)
     fwd_run_light(tp, job_gate_output, f, f->n_rows <= LIGHT_ROWS_MAX);
 }
 
-static int get_int(const struct engine_model *m, const char *suffix, int64_t lo, int64_t hi,
-                   int *out, struct errmsg *err)
-{
-    char key[96];
-    int64_t v;
-    snprintf(key, sizeof key, "%s.%s", m->arch_name, suffix);
-    int rc = gguf_get_i64(m->gguf, key, &v);
-    if (rc == ERR_NOT_FOUND) return errmsg_set(err, ERR_FORMAT, "missing key '%s'", key);
-    if (rc != ERR_OK || v < lo || v > hi)
-        return errmsg_set(err, ERR_FORMAT, "key '%s': not an integer in %lld..%lld", key,
-                          (long long)lo, (long long)hi);
-    *out = (int)v;
-    return ERR_OK;
-}
-
 /* Which layers recur: attention.recurrent_layers (one flag per block, the skipped
  * next-token-prediction blocks included), else all but every full_attention_interval-th. */
 static int layer_kinds(struct engine_model *m, struct errmsg *err)
@@ -244,11 +223,11 @@ static int check_sections(const struct engine_model *m, struct errmsg *err)
 static int ssm_sizes(struct engine_model *m, struct errmsg *err)
 {
     int taps, d_state, n_v, n_k, d_inner;
-    int rc = get_int(m, "ssm.conv_kernel", 2, CONV_TAPS_MAX, &taps, err);
-    if (rc == ERR_OK) rc = get_int(m, "ssm.state_size", 1, SSM_D_STATE_MAX, &d_state, err);
-    if (rc == ERR_OK) rc = get_int(m, "ssm.time_step_rank", 1, HEADS_MAX, &n_v, err);
-    if (rc == ERR_OK) rc = get_int(m, "ssm.group_count", 1, HEADS_MAX, &n_k, err);
-    if (rc == ERR_OK) rc = get_int(m, "ssm.inner_size", 1, INT32_MAX, &d_inner, err);
+    int rc = model_recr_get_int(m, "ssm.conv_kernel", 2, CONV_TAPS_MAX, &taps, err);
+    if (rc == ERR_OK) rc = model_recr_get_int(m, "ssm.state_size", 1, SSM_D_STATE_MAX, &d_state, err);
+    if (rc == ERR_OK) rc = model_recr_get_int(m, "ssm.time_step_rank", 1, HEADS_MAX, &n_v, err);
+    if (rc == ERR_OK) rc = model_recr_get_int(m, "ssm.group_count", 1, HEADS_MAX, &n_k, err);
+    if (rc == ERR_OK) rc = model_recr_get_int(m, "ssm.inner_size", 1, INT32_MAX, &d_inner, err);
     if (rc != ERR_OK) return rc;
     if (n_v % n_k != 0)
         return errmsg_set(err, ERR_FORMAT,

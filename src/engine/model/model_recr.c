@@ -20,6 +20,21 @@
 #define CKPT_MIN          2
 #define CKPT_MAX          8
 
+int model_recr_get_int(const struct engine_model *m, const char *suffix, int64_t lo, int64_t hi,
+                       int *out, struct errmsg *err)
+{
+    char key[96];
+    int64_t v;
+    snprintf(key, sizeof key, "%s.%s", m->arch_name, suffix);
+    int rc = gguf_get_i64(m->gguf, key, &v);
+    if (rc == ERR_NOT_FOUND) return errmsg_set(err, ERR_FORMAT, "missing key '%s'", key);
+    if (rc != ERR_OK || v < lo || v > hi)
+        return errmsg_set(err, ERR_FORMAT, "key '%s': not an integer in %lld..%lld", key,
+                          (long long)lo, (long long)hi);
+    *out = (int)v;
+    return ERR_OK;
+}
+
 bool model_recr_is_hybrid(enum model_arch arch)
 {
     return model_arch_is_lfm2(arch) || model_arch_is_qwen35(arch) || arch == MODEL_ARCH_MAMBA2 ||
@@ -153,14 +168,10 @@ static int size_state(struct engine_model *m, struct errmsg *err)
 /* lfm2: the convolution's size and which layers recur. */
 static int lfm2_hparams(struct engine_model *m, struct errmsg *err)
 {
-    char key[96];
-    int64_t l_cache;
-    snprintf(key, sizeof key, "%s.shortconv.l_cache", m->arch_name);
-    int rc = gguf_get_i64(m->gguf, key, &l_cache);
-    if (rc == ERR_NOT_FOUND) return errmsg_set(err, ERR_FORMAT, "missing key '%s'", key);
-    if (rc != ERR_OK || l_cache < 2 || l_cache > L_CACHE_MAX)
-        return errmsg_set(err, ERR_FORMAT, "key '%s': not an integer in 2..%d", key, L_CACHE_MAX);
-    m->d_conv = (int)l_cache - 1;
+    int l_cache;
+    int rc = model_recr_get_int(m, "shortconv.l_cache", 2, L_CACHE_MAX, &l_cache, err);
+    if (rc != ERR_OK) return rc;
+    m->d_conv = l_cache - 1;
     m->n_conv_ch = m->info.n_embd;
     m->recr_in_dim = 3 * m->info.n_embd; // n_embd <= 1 << 16: no overflow
     m->recr_out_dim = m->info.n_embd;

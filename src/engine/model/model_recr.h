@@ -9,8 +9,20 @@
 #include "engine/model/model_internal.h"
 #include "util/err.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+
+/* <arch>.<suffix>, a required integer in [lo, hi]: ERR_FORMAT naming the key when it is
+ * missing, not an integer or out of range. The ssm.* sizes of model_gdn.c and model_ssd.c. */
+int model_recr_get_int(const struct engine_model *m, const char *suffix, int64_t lo, int64_t hi,
+                       int *out, struct errmsg *err);
+
+/* log(1 + e^x), linear above 20 as the reference cuts it. */
+static inline float model_recr_softplus(float x)
+{
+    return x > 20.0f ? x : logf(1.0f + expf(x));
+}
 
 /* Whether the architecture mixes recurrent layers with attention. Cannot fail. */
 bool model_recr_is_hybrid(enum model_arch arch);

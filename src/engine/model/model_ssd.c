@@ -2,7 +2,7 @@
  * z (inner_size), the conv channels x | B | C (inner_size + 2 * group_count * state_size) and
  * dt (one per head). After the causal conv (+ bias) and SiLU, head h (of group
  * h / (heads / groups), as the reference assigns them) scans its channels: with
- * dt' = softplus(dt + ssm_dt) and decay exp(dt' * A), each channel's state row becomes
+ * dt' = model_recr_softplus(dt + ssm_dt) and decay exp(dt' * A), each channel's state row becomes
  * state * decay + B * x * dt' and its output the row's dot with C; then y += x * D,
  * y *= silu(z), an RMS norm over each group's channels, and out_proj. A layer's state per
  * sequence is its conv tail and its heads' (head_dim, state_size) rows, in F32. */
@@ -15,34 +15,18 @@
 #include "util/checked.h"
 
 #include <math.h>
-#include <stdio.h>
 
 #define CONV_TAPS_MAX 64
 #define HEADS_MAX     (1 << 16)
 
-static int get_int(const struct engine_model *m, const char *suffix, int64_t lo, int64_t hi,
-                   int *out, struct errmsg *err)
-{
-    char key[96];
-    int64_t v;
-    snprintf(key, sizeof key, "%s.%s", m->arch_name, suffix);
-    int rc = gguf_get_i64(m->gguf, key, &v);
-    if (rc == ERR_NOT_FOUND) return errmsg_set(err, ERR_FORMAT, "missing key '%s'", key);
-    if (rc != ERR_OK || v < lo || v > hi)
-        return errmsg_set(err, ERR_FORMAT, "key '%s': not an integer in %lld..%lld", key,
-                          (long long)lo, (long long)hi);
-    *out = (int)v;
-    return ERR_OK;
-}
-
 int model_ssd_hparams(struct engine_model *m, struct errmsg *err)
 {
     int taps, d_inner, d_state, n_head, n_group;
-    int rc = get_int(m, "ssm.conv_kernel", 2, CONV_TAPS_MAX, &taps, err);
-    if (rc == ERR_OK) rc = get_int(m, "ssm.inner_size", 1, 1 << 20, &d_inner, err);
-    if (rc == ERR_OK) rc = get_int(m, "ssm.state_size", 1, SSM_D_STATE_MAX, &d_state, err);
-    if (rc == ERR_OK) rc = get_int(m, "ssm.time_step_rank", 1, HEADS_MAX, &n_head, err);
-    if (rc == ERR_OK) rc = get_int(m, "ssm.group_count", 1, HEADS_MAX, &n_group, err);
+    int rc = model_recr_get_int(m, "ssm.conv_kernel", 2, CONV_TAPS_MAX, &taps, err);
+    if (rc == ERR_OK) rc = model_recr_get_int(m, "ssm.inner_size", 1, 1 << 20, &d_inner, err);
+    if (rc == ERR_OK) rc = model_recr_get_int(m, "ssm.state_size", 1, SSM_D_STATE_MAX, &d_state, err);
+    if (rc == ERR_OK) rc = model_recr_get_int(m, "ssm.time_step_rank", 1, HEADS_MAX, &n_head, err);
+    if (rc == ERR_OK) rc = model_recr_get_int(m, "ssm.group_count", 1, HEADS_MAX, &n_group, err);
     if (rc != ERR_OK) return rc;
     if (d_inner % n_head != 0 || n_head % n_group != 0)
         return errmsg_set(err, ERR_FORMAT,
@@ -67,12 +51,6 @@ int model_ssd_hparams(struct engine_model *m, struct errmsg *err)
     return ERR_OK;
 }
 
-/* log(1 + e^x), linear above 20 as the reference cuts it. */
-static float softplus(float x)
-{
-    return x > 20.0f ? x : logf(1.0f + expf(x));
-}
-
 /* One token through head h: the scan, the skip and the gate, into recr_y. */
 static void ssd_head(const struct fwd *f, int t, int h, float *state)
 {
@@ -85,7 +63,7 @@ static void ssd_head(const struct fwd *f, int t, int h, float *state)
     const float *x = conv + (size_t)h * hd, *z = in + (size_t)h * hd;
     const float *b = conv + d_inner + (size_t)g * n;
     const float *c = conv + d_inner + (size_t)m->ssm_n_groups * n + (size_t)g * n;
-    const float dt = softplus(in[d_inner + m->n_conv_ch + h] + L->ssm_dt[h]);
+    const float dt = model_recr_softplus(in[d_inner + m->n_conv_ch + h] + L->ssm_dt[h]);
     float *y = m->sc.recr_y + (size_t)t * (size_t)d_inner + (size_t)h * hd;
     ssm_get()->ssd_step(hd, n, state, x, b, c, expf(dt * L->ssm_a[h]), dt, y);
     for (int i = 0; i < hd; i++) {
