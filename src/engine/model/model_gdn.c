@@ -105,10 +105,6 @@ void model_gdn_block(struct threadpool *tp, struct fwd *f)
                          sc->recr_ab + (size_t)ENGINE_BATCH_MAX * (size_t)m->ssm_n_v_heads, NULL);
     model_gdn_conv_silu(tp, f);
     fwd_run_light(tp, job_delta, f, is_small);
-    f->src = sc->recr_y;
-    f->plan = &L->plan_conv_out;
-    fwd_run_light(tp, fwd_job_quant, f, is_small);
-    fwd_run_matmul_group(tp, f, &L->plan_conv_out, sc->proj, NULL, NULL);
 }
 
 void model_gdn_conv_silu(struct threadpool *tp, struct fwd *f)

@@ -18,7 +18,7 @@
 int model_gdn_hparams(struct engine_model *m, struct errmsg *err);
 
 /* The DeltaNet block of layer f->L over the step's rows, whose normed input (sc.xn) is already
- * quantized for plan_conv_in; the result is in sc.proj. */
+ * quantized for plan_conv_in; the result, before out_proj, is in sc.recr_y. */
 void model_gdn_block(struct threadpool *tp, struct fwd *f);
 
 /* The causal conv of a DeltaNet or Mamba-2 layer over the step's tokens: the channels of each

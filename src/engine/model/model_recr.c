@@ -286,17 +286,16 @@ static void job_shortconv(void *arg, int ith, int nth)
 void model_recr_block(struct threadpool *tp, struct fwd *f)
 {
     struct engine_model *m = f->m;
+    const struct layer *L = f->L;
     if (model_arch_is_qwen35(m->arch)) {
         model_gdn_block(tp, f);
-        return;
-    }
-    if (!model_arch_is_lfm2(m->arch)) { // mamba2, granitehybrid, nemotron_h, falcon-h1
+    } else if (!model_arch_is_lfm2(m->arch)) { // mamba2, granitehybrid, nemotron_h, falcon-h1
         model_ssd_block(tp, f);
-        return;
+    } else {
+        fwd_run_matmul_group(tp, f, &L->plan_conv_in, m->sc.recr_in, NULL, NULL);
+        fwd_run_light(tp, job_shortconv, f, f->n_tok <= LIGHT_ROWS_MAX);
     }
-    const struct layer *L = f->L;
-    fwd_run_matmul_group(tp, f, &L->plan_conv_in, m->sc.recr_in, NULL, NULL);
-    fwd_run_light(tp, job_shortconv, f, f->n_tok <= LIGHT_ROWS_MAX);
+    // every family's output projection, from sc.recr_y (n_rows is n_tok in the mixer)
     f->src = m->sc.recr_y;
     f->plan = &L->plan_conv_out;
     fwd_run_light(tp, fwd_job_quant, f, f->n_rows <= LIGHT_ROWS_MAX);

@@ -113,8 +113,4 @@ void model_ssd_block(struct threadpool *tp, struct fwd *f)
     model_gdn_conv_silu(tp, f);
     fwd_run_light(tp, job_ssd, f, is_small);
     if (L->ssm_norm) fwd_run_light(tp, job_group_norm, f, is_small); // falcon-h1 may have none
-    f->src = sc->recr_y;
-    f->plan = &L->plan_conv_out;
-    fwd_run_light(tp, fwd_job_quant, f, is_small);
-    fwd_run_matmul_group(tp, f, &L->plan_conv_out, sc->proj, NULL, NULL);
 }

@@ -17,7 +17,8 @@ int model_ssd_hparams(struct engine_model *m, struct errmsg *err);
 /* The Mamba-2 block of layer f->L over the step's rows, whose normed input is already
  * quantized for plan_conv_in: in_proj to z | x B C | dt, the causal conv (+ bias) and SiLU
  * over x B C, the scan of each head one token at a time (each sequence's state in order),
- * the skip x * D, the gate silu(z), the grouped RMS norm and out_proj into sc.proj. */
+ * the skip x * D, the gate silu(z) and the grouped RMS norm into sc.recr_y (model_recr_block
+ * runs out_proj). */
 void model_ssd_block(struct threadpool *tp, struct fwd *f);
 
 #endif
