@@ -21,8 +21,6 @@
 #define CONV_TAPS_MAX 64
 #define HEADS_MAX     4096
 
-#define D_STATE_MAX SSM_D_STATE_MAX
-
 static float sigmoid(float x)
 {
     return 1.0f / (1.0f + expf(-x));
@@ -62,7 +60,7 @@ static void delta_head(const struct fwd *f, int t, int h, float *state)
     // beta rows first, then alpha rows (each its own matrix of ENGINE_BATCH_MAX rows)
     const float *beta = m->sc.recr_ab + (size_t)t * (size_t)nv;
     const float *alpha = m->sc.recr_ab + ((size_t)ENGINE_BATCH_MAX + (size_t)t) * (size_t)nv;
-    float q[D_STATE_MAX], k[D_STATE_MAX];
+    float q[SSM_D_STATE_MAX], k[SSM_D_STATE_MAX];
     ssm_l2norm_ref(n, conv + (size_t)hk * n, m->norm_eps, q);
     ssm_l2norm_ref(n, conv + key_dim + (size_t)hk * n, m->norm_eps, k);
     const float *v = conv + 2 * key_dim + (size_t)h * n;
@@ -220,7 +218,8 @@ static int ssm_sizes(struct engine_model *m, struct errmsg *err)
 {
     int taps, d_state, n_v, n_k, d_inner;
     int rc = model_recr_get_int(m, "ssm.conv_kernel", 2, CONV_TAPS_MAX, &taps, err);
-    if (rc == ERR_OK) rc = model_recr_get_int(m, "ssm.state_size", 1, SSM_D_STATE_MAX, &d_state, err);
+    if (rc == ERR_OK)
+        rc = model_recr_get_int(m, "ssm.state_size", 1, SSM_D_STATE_MAX, &d_state, err);
     if (rc == ERR_OK) rc = model_recr_get_int(m, "ssm.time_step_rank", 1, HEADS_MAX, &n_v, err);
     if (rc == ERR_OK) rc = model_recr_get_int(m, "ssm.group_count", 1, HEADS_MAX, &n_k, err);
     if (rc == ERR_OK) rc = model_recr_get_int(m, "ssm.inner_size", 1, INT32_MAX, &d_inner, err);

@@ -24,7 +24,8 @@ int model_ssd_hparams(struct engine_model *m, struct errmsg *err)
     int taps, d_inner, d_state, n_head, n_group;
     int rc = model_recr_get_int(m, "ssm.conv_kernel", 2, CONV_TAPS_MAX, &taps, err);
     if (rc == ERR_OK) rc = model_recr_get_int(m, "ssm.inner_size", 1, 1 << 20, &d_inner, err);
-    if (rc == ERR_OK) rc = model_recr_get_int(m, "ssm.state_size", 1, SSM_D_STATE_MAX, &d_state, err);
+    if (rc == ERR_OK)
+        rc = model_recr_get_int(m, "ssm.state_size", 1, SSM_D_STATE_MAX, &d_state, err);
     if (rc == ERR_OK) rc = model_recr_get_int(m, "ssm.time_step_rank", 1, HEADS_MAX, &n_head, err);
     if (rc == ERR_OK) rc = model_recr_get_int(m, "ssm.group_count", 1, HEADS_MAX, &n_group, err);
     if (rc != ERR_OK) return rc;
