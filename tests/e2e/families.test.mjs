@@ -144,7 +144,7 @@ for (const arch of ['lfm2', 'qwen35', 'granitehybrid', 'falcon-h1']) describe(`$
   const body = (messages, extra = {}) => ({ model: 'h', messages, max_tokens: 12, temperature: 0,
     logit_bias: NO_EOS, ...extra });
 
-  test('a continued conversation and a retry resume from checkpoints, with the cold answers', async () => {
+  test('a continued conversation and a retry resume from checkpoints, with the cold answers', { timeout: 120000 }, async () => {
     const warm = await startServer(['--threads', '1', '-m', model(), '--alias', 'h', '-np', '1']);
     let a, b, c;
     try {
@@ -173,7 +173,7 @@ for (const arch of ['lfm2', 'qwen35', 'granitehybrid', 'falcon-h1']) describe(`$
     }
   });
 
-  test('a context shift recomputes the kept tokens and generation goes on', async () => {
+  test('a context shift recomputes the kept tokens and generation goes on', { timeout: 120000 }, async () => {
     const srv = await startServer(['--threads', '1', '-m', model(), '-c', '64', '--context-shift']);
     try {
       const body = { prompt: Array.from({ length: 40 }, (_, i) => 100 + i), n_predict: 70,
@@ -195,7 +195,7 @@ for (const arch of ['lfm2', 'qwen35', 'granitehybrid', 'falcon-h1']) describe(`$
     }
   });
 
-  test('-np 2 with 4 concurrent streams gives each request its own answer', async () => {
+  test('-np 2 with 4 concurrent streams gives each request its own answer', { timeout: 120000 }, async () => {
     const srv = await startServer(['--threads', '1', '-m', model(), '--alias', 'h', '-np', '2']);
     try {
       const prompts = ['Hello there', 'the world was', 'and you of it', 'Hello world and the'];
@@ -225,7 +225,7 @@ describe('lfm2 tool calls', () => {
   const tools = [{ type: 'function', function: { name: 'get_weather', description: 'Weather in a city',
     parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 8 } },
       required: ['city'], additionalProperties: false } } }];
-  test('a required call comes back as tool_calls, whole and streamed', async (t) => {
+  test('a required call comes back as tool_calls, whole and streamed', { timeout: 120000 }, async (t) => {
     if (!existsSync(template)) return t.skip(`${template} not found`);
     const srv = await startServer(['--threads', '1', '-m', synthModel('fam-lfm2', familyArgs('lfm2')),
       '--alias', 'lfm', '--chat-template-file', template]);

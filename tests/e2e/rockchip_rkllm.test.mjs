@@ -345,7 +345,7 @@ test('detection and host refusals', async () => {
   assert.match(r.body.error.message, /rk3562/);
 });
 
-test('detection: the NPU device node must be the rknpu driver\'s; RV1126B and RK3582 by name', async () => {
+test('detection: the NPU device node must be the rknpu driver\'s; RV1126B and RK3582 by name', { timeout: 60000 }, async () => {
   const platformsOf = async (board) => {
     const s = await startServer(['--rkllm-lib', rkllmFake('1.3'), '--rknn-lib', path.join(path.dirname(rkllmFake('1.3')), 'librknn2_fake.so'),
       '--sysfs-root', board, '--models-dir', models]);
@@ -423,7 +423,7 @@ test('partial load when a runtime init fails; resize creates and destroys handle
   }
 });
 
-test('memory domains: never 16 or more; past 15 a partial load says why; RK3562 shares 0', async () => {
+test('memory domains: never 16 or more; past 15 a partial load says why; RK3562 shares 0', { timeout: 60000 }, async () => {
   const rec = path.join(root, 'record-domains.jsonl');
   const s = await startServer(rkArgs(), { env: { FAKE_RKLLM_RECORD: rec } });
   try {
@@ -455,7 +455,7 @@ test('memory domains: never 16 or more; past 15 a partial load says why; RK3562 
   }
 });
 
-test('ABI 1.2: init-time sampling; what a request asks for and 1.2 cannot apply is a warning', async () => {
+test('ABI 1.2: init-time sampling; what a request asks for and 1.2 cannot apply is a warning', { timeout: 60000 }, async () => {
   const rec = path.join(root, 'record-12.jsonl');
   // No --rkllm-abi: the probe finds 1.2.1-1.2.3.
   const s = await startServer(rkArgs(rkllmFake('1.2')), { env: { FAKE_RKLLM_RECORD: rec } });
@@ -517,7 +517,7 @@ test('ABI 1.2: init-time sampling; what a request asks for and 1.2 cannot apply 
   }
 });
 
-test('the runtime ABI is probed: 1.2.0/1.2.1b1 refused by name, --rkllm-abi overrides', async () => {
+test('the runtime ABI is probed: 1.2.0/1.2.1b1 refused by name, --rkllm-abi overrides', { timeout: 60000 }, async () => {
   const old = await startServer(rkArgs(rkllmFake('1.2.0')));
   try {
     const plat = (await (await fetch(`${old.url}/v1/platforms`)).json()).platforms.find((p) => p.id === 'rkllm');

@@ -1,19 +1,13 @@
 // Fixtures for the rknn2 / rknn3 e2e tests: the fake runtimes built beside the server
 // (build/<kind>/fakes/lib<name>_fake.so), a fake board under a --sysfs-root directory, and
 // model directories the fakes accept.
-import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, existsSync } from 'node:fs';
-import os from 'node:os';
+import { mkdirSync, writeFileSync, readFileSync, existsSync } from 'node:fs';
 import path from 'node:path';
-import { serverBin } from './server.mjs';
-import { addNpuNode } from './rockchip.mjs';
+import { addNpuNode, fakesDir, tmpDir } from './rockchip.mjs';
 
-export const fakesDir = path.resolve(path.dirname(serverBin), '..', 'fakes');
+export { fakesDir, tmpDir };
 export const rknn2Fake = path.join(fakesDir, 'librknn2_fake.so');
 export const rknn3Fake = path.join(fakesDir, 'librknn3_fake.so');
-
-export function tmpDir(prefix) {
-  return mkdtempSync(path.join(os.tmpdir(), prefix));
-}
 
 // A board: device-tree compatible naming the SoC, the NPU driver version (in debugfs) and the
 // NPU's device node (npu as in rockchip.mjs's makeBoard).
