@@ -60,14 +60,19 @@ const NO_EOS = { 2: -100, 292: -100 };
 const FREED_MS = sanitizer ? 600 : 200;
 const FREED_STEPS = 20;
 
+// Milliseconds one whole POST of body to path takes on this server now.
+async function requestMs(url, path, body) {
+  const t0 = performance.now();
+  const r = await fetch(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body) });
+  await r.text();
+  return performance.now() - t0;
+}
+
 // Milliseconds one generation step takes on this server now: a short request's time per token.
 async function stepMs(url, kind) {
   const body = { ...kind.body, max_tokens: 16, max_output_tokens: 16, n_predict: 16 };
-  const t0 = performance.now();
-  const r = await fetch(`${url}${kind.path}`, { method: 'POST', headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(body) });
-  await r.text();
-  return (performance.now() - t0) / 16;
+  return (await requestMs(url, kind.path, body)) / 16;
 }
 const KINDS = [
   { name: 'chat', model: 'chat', path: '/v1/chat/completions',
@@ -152,10 +157,7 @@ describe('abandoned work is freed', () => {
       // them, far below the 10 × 1024 inputs left running without a cancel.
       const small = kind.name === 'rerank' ? { ...kind.body, documents: kind.body.documents.slice(0, 16) }
         : { ...kind.body, input: kind.body.input.slice(0, 16) };
-      const t0 = performance.now();
-      await (await fetch(`${embedSrv.url}${kind.path}`, { method: 'POST', headers: { 'content-type': 'application/json' },
-        body: JSON.stringify(small) })).text();
-      const bound = Math.max(FREED_MS, 10 * (performance.now() - t0));
+      const bound = Math.max(FREED_MS, 10 * (await requestMs(embedSrv.url, kind.path, small)));
       const ms = await abandonTen(embedSrv.url, kind, 300);
       assert.ok(ms < bound, `${kind.name}: freed after ${ms} ms (bound ${bound} ms)`);
       const r = await fetch(`${embedSrv.url}${kind.path}`, { method: 'POST',
