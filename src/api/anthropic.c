@@ -739,8 +739,7 @@ void api_anthropic_messages(const struct api_ctx *ctx, const struct api_request 
         msg_call_free(c);
         return;
     }
-    const char *warning = gen_session_warning(c->session); // what the runtime will not apply
-    if (warning) api_response_add_header(resp, "x-llamapi-warning", warning);
+    chat_session_add_warning(c->session, resp); // what the runtime will not apply
     api_make_id("msg_", c->id, sizeof c->id);
     if (stream) {
         respond_stream(c, resp);

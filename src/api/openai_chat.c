@@ -496,8 +496,7 @@ void api_chat_completions(const struct api_ctx *ctx, const struct api_request *r
         chat_call_free(c);
         return;
     }
-    const char *warning = gen_session_warning(c->session); // what the runtime will not apply
-    if (warning) api_response_add_header(resp, "x-llamapi-warning", warning);
+    chat_session_add_warning(c->session, resp); // what the runtime will not apply
     api_make_id("chatcmpl-", c->id, sizeof c->id);
     c->created = clock_unix_s();
     snprintf(c->fingerprint, sizeof c->fingerprint, "b%s-llamapi",

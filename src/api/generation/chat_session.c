@@ -353,3 +353,9 @@ int chat_session_fits(const struct chat_session_args *a, bool *fits, struct api_
     }
     return rc;
 }
+
+void chat_session_add_warning(const struct gen_session *s, struct api_response *resp)
+{
+    const char *warning = gen_session_warning(s);
+    if (warning) api_response_add_header(resp, "x-llamapi-warning", warning);
+}

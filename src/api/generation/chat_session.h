@@ -50,4 +50,8 @@ int chat_session_count(const struct chat_session_args *a, int *n_tokens, struct 
  * the routes that drop old messages until a conversation fits. */
 int chat_session_fits(const struct chat_session_args *a, bool *fits, struct api_fail *f);
 
+/* Adds the session's warning (what the runtime will not apply) to resp as an
+ * x-llamapi-warning header; nothing when there is none. */
+void chat_session_add_warning(const struct gen_session *s, struct api_response *resp);
+
 #endif

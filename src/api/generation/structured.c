@@ -257,12 +257,12 @@ bool structured_tool_grammar(const json_t *tools, const json_t *tool_choice, boo
         const json_t *fn = json_object_get(t, "function");
         const char *name = json_string_value(json_object_get(fn, "name"));
         if (forced && (!name || strcmp(name, forced) != 0)) continue;
-        char base[64];
-        snprintf(base, sizeof base, "#/anyOf/%zu", json_array_size(any));
         if (!is_harmony) {
             json_array_append_new(any, call_schema(fn, format, json_array_size(any)));
             continue;
         }
+        char base[64];
+        snprintf(base, sizeof base, "#/anyOf/%zu", json_array_size(any));
         json_array_append_new(any, params_copy(fn, base));
         json_array_append_new(names, json_string(name ? name : ""));
     }

@@ -144,7 +144,6 @@ void api_ollama_chat(const struct api_ctx *ctx, const struct api_request *req,
         ollama_call_free(c);
         return;
     }
-    const char *warning = gen_session_warning(c->session); // what the runtime will not apply
-    if (warning) api_response_add_header(resp, "x-llamapi-warning", warning);
+    chat_session_add_warning(c->session, resp); // what the runtime will not apply
     ollama_call_respond(c, is_stream, resp);
 }

@@ -291,8 +291,7 @@ void api_responses_create(const struct api_ctx *ctx, const struct api_request *r
         resp_call_free(c);
         return;
     }
-    const char *warning = gen_session_warning(c->session); // what the runtime will not apply
-    if (warning) api_response_add_header(resp, "x-llamapi-warning", warning);
+    chat_session_add_warning(c->session, resp); // what the runtime will not apply
     api_make_id("resp_", c->id, sizeof c->id);
     c->created_at = clock_unix_s();
     if (stream) {
